@@ -1,0 +1,100 @@
+// burst/attention.h — exact local attention on one process: forward and backward, every mask.
+//
+// Owns: the public kernel API — attention_forward / attention_backward on BSHD [B, S, H, D] or
+// varlen THD [T, H, D] + cu_seqlens fp32 tensors, with grouped-query attention, masks on global
+// positions (burst/mask.h), and two implementations behind one signature: Reference (the fp64
+// oracle: plain loops, materialised scores) and Tiled (FlashAttention-2 style, the fast path).
+// Inputs are validated here once; kernels trust them.
+// Conventions: lse is fp32 natural log, [B, H, S_q] (varlen: [H, T_q]); a row with no visible
+// key gives out = 0, lse = −inf, zero gradients. GQA: query head h reads KV head h / (H / H_kv);
+// K and V are never copied per query head.
+// Does not: communicate (strategies do), allocate O(S²) memory in the Tiled path.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "burst/mask.h"
+#include "burst/tensor.h"
+
+namespace burst {
+
+enum class KernelImpl : std::uint8_t { Tiled, Reference };
+/// Instruction set of the Tiled path. Auto picks the best the CPU supports at run time.
+enum class Isa : std::uint8_t { Auto, Avx512, Avx2, Portable };
+
+const char* to_string(KernelImpl impl) noexcept;
+const char* to_string(Isa isa) noexcept;
+/// Best ISA this CPU supports (cpuid at run time).
+Isa detect_isa() noexcept;
+
+struct AttentionParams {
+  /// τ in softmax(τ·QKᵀ); unset → 1/sqrt(D). Must be finite and > 0.
+  std::optional<float> softmax_scale;
+  Mask mask;                                   ///< on global positions; default full
+  /// Global position of local row 0 of q and of k/v (a rank's slice of a longer sequence).
+  std::int64_t q_offset = 0, kv_offset = 0;
+  /// Optional explicit global positions (strictly increasing, length S_q / S_kv), e.g. for the
+  /// striped or zigzag layouts; when set they replace offset + row index.
+  const std::int64_t* q_positions = nullptr;
+  const std::int64_t* kv_positions = nullptr;
+  /// Global lengths the mask shorthands resolve against; −1 → max position + 1 of this call.
+  std::int64_t seq_q_global = -1, seq_kv_global = -1;
+  /// Varlen (THD): int32 offsets of each sequence, size batch+1, cu[0] = 0. When set, q/k/v are
+  /// [T, H, D] and each sequence is attended independently with the mask resolved per sequence
+  /// (positions restart at 0, flash_attn_varlen semantics).
+  std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_kv;
+  bool deterministic = true;   ///< bitwise-identical results for any thread count (always true today)
+  int num_threads = 0;         ///< OpenMP threads; 0 → omp_get_max_threads()
+  KernelImpl impl = KernelImpl::Tiled;
+  Isa isa = Isa::Auto;
+  int block_q = 0, block_kv = 0;   ///< tile sizes in rows; 0 → implementation default
+  /// Called between tiles on the calling thread only (e.g. MPI_Testall so transfers progress).
+  std::function<void()> progress;
+};
+
+/// Forward: out = softmax(τ·QKᵀ + mask)·V and its lse.
+/// Shapes: q [B,S_q,H,D], k, v [B,S_kv,H_kv,D], out [B,S_q,H,D] (any strides, D contiguous);
+///         lse [B,H,S_q] fp32 contiguous. Varlen: q [T_q,H,D], k, v [T_kv,H_kv,D], lse [H,T_q].
+/// Preconditions: H % H_kv == 0; D ≤ 256; out does not alias inputs. Not collective.
+/// Throws: Error(InvalidArgument) on shape/stride/param mismatch (message names the values),
+///         Error(Unsupported) for dtypes other than F32.
+/// Cost: 4·D·H·(visible pairs) flop; Tiled needs O(tile) workspace per thread.
+/// Source: FlashAttention-2 (Dao 2023) Alg. 1; BurstAttention LAO (arXiv 2403.09347).
+void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out, const TensorView& lse, const AttentionParams& params);
+
+/// Backward from the saved forward output: computes delta = rowsum(dout ∘ out) and overwrites
+/// dq [like q], dk, dv [like k]. Shapes as attention_forward; dout like out.
+/// Throws/Cost: as attention_forward; 2.5× its flop. Source: FlashAttention-2 Alg. 2.
+void attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& out, const TensorView& lse,
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const AttentionParams& params);
+
+/// Backward building block used by the distributed strategies: given delta (D = rowsum(dO∘O),
+/// [B,H,S_q] fp32, or [H,T_q] varlen) and the FINAL lse of the rows, computes this block's
+/// contributions and ADDS them to dq, dk, dv when accumulate is true (else overwrites).
+/// Rows whose lse is −inf contribute nothing. Throws/Cost: as attention_backward.
+void attention_backward_with_delta(const TensorView& dout, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& lse, const TensorView& delta,
+                                   const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                                   const AttentionParams& params, bool accumulate);
+
+/// delta[b,h,s] = Σ_d dout[b,s,h,d]·out[b,s,h,d], fp32 accumulation in fp64-free order (same as
+/// the kernels). Shapes: dout, out [B,S,H,D]; delta [B,H,S] (varlen: [T,H,D] → [H,T]).
+void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta);
+
+/// Owning results, for callers that prefer return values.
+struct AttentionOutput { Tensor out, lse; };
+struct AttentionGrads { Tensor dq, dk, dv; };
+/// Allocating forms: out contiguous [B,S_q,H,D] (varlen [T,H,D]), lse [B,H,S_q] ([H,T]).
+AttentionOutput attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const AttentionParams& params);
+AttentionGrads attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                                  const TensorView& v, const TensorView& out, const TensorView& lse,
+                                  const AttentionParams& params);
+
+}  // namespace burst

@@ -1,0 +1,131 @@
+// burst/mask.h — attention masks on GLOBAL token positions, and the tile classifier.
+//
+// Owns: the one mask representation every kernel and strategy uses — a union of range slices
+// (q_range × k_range, kind ∈ full / causal / inverse-causal / bi-causal, optional window band),
+// the MagiAttention / LongCA-bench "AttnSlice" IR (../shared/docs/peers.md §8, §12) — plus the
+// flash_attn shorthands `causal` and `window_size=(left, right)`, and builders for the 14 mask
+// types of the Long-Context Attention Benchmark.
+//
+// Semantics (query position q, key position k, both global, 0-based):
+//   slice s covers q ∈ [q_begin, q_end), k ∈ [k_begin, k_end);
+//   its diagonal is bottom-right aligned: diag(q) = q − q_end + k_end (flash_attn ≥ 2.1);
+//   Full: no further condition;  Causal: k ≤ diag(q);  InvCausal: k ≥ q − q_begin + k_begin;
+//   BiCausal: both;  window (−1 = unbounded): diag(q) − window_left ≤ k ≤ diag(q) + window_right.
+//   (q, k) is visible iff some slice admits it. A query row with no visible key yields out = 0,
+//   lse = −inf and zero gradients (never NaN).
+// Invariants: a ResolvedMask is immutable and thread-safe to query. Does not: know about
+// tensors, ranks or layouts (a strategy passes each rank's global positions to the kernel).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace burst {
+
+enum class SliceKind : std::uint8_t { Full, Causal, InvCausal, BiCausal };
+
+/// One rectangle of the mask union. Positions are global and half-open; windows are in tokens,
+/// inclusive, measured from the slice's bottom-right-aligned diagonal; −1 = unbounded.
+struct MaskSlice {
+  std::int64_t q_begin = 0, q_end = 0, k_begin = 0, k_end = 0;
+  SliceKind kind = SliceKind::Full;
+  std::int64_t window_left = -1, window_right = -1;
+  bool operator==(const MaskSlice&) const = default;
+};
+
+/// Verdict of the tile classifier for a (q-tile, k-tile) pair.
+enum class TileClass : std::uint8_t { Empty, Full, Partial };
+
+/// The 14 mask types of the Long-Context Attention Benchmark (peers.md §8), in its order.
+enum class MaskType : std::uint8_t {
+  Full, Causal, CausalDocument, FullDocument, ShareQuestion, CausalBlockwise, PrefixLmDocument,
+  PrefixLmCausal, QkSparse, HashSparse, SlidingWindow, SlidingWindowCausal, GlobalSlidingWindow,
+  BlockCausalDocument
+};
+inline constexpr int kNumMaskTypes = 14;
+
+/// "full", "causal", "causal_document", ... (the benchmark's snake_case names).
+const char* to_string(MaskType type) noexcept;
+/// Inverse of to_string. Throws: Error(InvalidArgument) listing the valid names.
+MaskType mask_type_from_string(const std::string& name);
+/// All 14 types in benchmark order.
+std::vector<MaskType> all_mask_types();
+
+/// A mask as the user states it: flash_attn shorthands (resolved against the global lengths)
+/// and/or explicit slices. An empty Mask is `full`.
+struct Mask {
+  bool causal = false;                     ///< shorthand: causal over [0,S_q)×[0,S_kv)
+  std::int64_t window_left = -1;           ///< shorthand window, flash_attn window_size[0]
+  std::int64_t window_right = -1;          ///< flash_attn window_size[1]; causal forces 0
+  std::vector<MaskSlice> slices;           ///< explicit IR; when non-empty the shorthands must be unset
+
+  static Mask full() { return {}; }
+  static Mask causal_mask() { Mask m; m.causal = true; return m; }
+  /// flash_attn window_size=(left, right) (−1 = infinite), optionally causal.
+  static Mask sliding_window(std::int64_t left, std::int64_t right, bool causal = false);
+  static Mask from_slices(std::vector<MaskSlice> slices);
+  /// Documents given by cu_seqlens (int32 offsets, cu[0] = 0, non-decreasing): each document
+  /// attends only within itself, causally or fully. Throws: Error(InvalidArgument) on bad offsets.
+  static Mask document(const std::vector<std::int32_t>& cu_seqlens, bool causal);
+
+  bool is_shorthand() const { return slices.empty(); }
+  /// Stable 64-bit hash of the mask content, for cross-rank agreement checks.
+  std::uint64_t fingerprint() const;
+  /// Human-readable one-liner for error messages and plans.
+  std::string describe() const;
+};
+
+/// Parameters of the benchmark masks; every field has a documented default so that
+/// make_benchmark_mask(type, S) alone is meaningful. Random parts are seeded (deterministic).
+struct BenchmarkMaskConfig {
+  std::uint64_t seed = 0;
+  std::int64_t num_documents = 8;       ///< document masks: lengths drawn around S/num_documents
+  std::int64_t window = 0;              ///< sliding windows: 0 → max(1, S/8)
+  std::int64_t global_tokens = 0;       ///< global_sliding_window: 0 → max(1, S/64)
+  std::int64_t block = 64;              ///< qk_sparse / hash_sparse / causal_blockwise block size
+  double density = 0.25;                ///< qk_sparse: fraction of (q-block, k-block) pairs kept
+  double prefix_fraction = 0.25;        ///< prefix-LM masks: prefix share of each document
+};
+
+/// Builds one of the 14 benchmark masks over a sequence of S_global tokens (q and k share
+/// positions). Throws: Error(InvalidArgument) for S_global < 0 or nonsensical config values.
+Mask make_benchmark_mask(MaskType type, std::int64_t S_global, const BenchmarkMaskConfig& cfg = {});
+
+/// A mask made concrete for global lengths (S_q_global, S_kv_global): shorthands expanded into
+/// slices, slices validated and indexed for fast queries.
+/// Throws (constructor): Error(InvalidArgument) for slices with begin > end, negative positions,
+/// positions beyond the global lengths, or shorthand and explicit slices mixed.
+class ResolvedMask {
+ public:
+  ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64_t S_kv_global);
+
+  const std::vector<MaskSlice>& slices() const { return slices_; }
+  std::int64_t seq_q() const { return S_q_; }
+  std::int64_t seq_kv() const { return S_kv_; }
+
+  bool visible(std::int64_t q, std::int64_t k) const;
+  /// Classifies all pairs of the position hulls [q_lo, q_hi] × [k_lo, k_hi] (inclusive).
+  /// Conservative: Full and Empty are exact claims about every pair in the hulls; Partial means
+  /// "evaluate per element". Cost: O(slices overlapping the q hull).
+  TileClass classify(std::int64_t q_lo, std::int64_t q_hi, std::int64_t k_lo, std::int64_t k_hi) const;
+  /// Calls fn(lo, hi) for each maximal interval of visible key positions in [k_lo, k_hi]
+  /// (inclusive) for query position q; intervals are disjoint and increasing.
+  void visible_ranges(std::int64_t q, std::int64_t k_lo, std::int64_t k_hi,
+                      const std::function<void(std::int64_t, std::int64_t)>& fn) const;
+  /// Number of visible (q, k) pairs for the given sorted position lists — the "mask area"
+  /// of the FLOP formulas. Cost: O(|q| · slices).
+  std::int64_t visible_pairs(const std::vector<std::int64_t>& q_pos,
+                             const std::vector<std::int64_t>& k_pos) const;
+  /// Visible pairs over the full [0,S_q) × [0,S_kv) square.
+  std::int64_t visible_pairs() const;
+
+ private:
+  std::vector<MaskSlice> slices_;
+  std::int64_t S_q_ = 0, S_kv_ = 0;
+  // Index: slices sorted by q_begin plus a running max of q_end, for overlap queries.
+  std::vector<std::int64_t> max_q_end_prefix_;
+};
+
+}  // namespace burst

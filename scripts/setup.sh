@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian package burst needs (idempotent: skips apt when all are present).
+# Used by the README commands and by .ci/run. Set BURST_SETUP_MINIMAL=1 to skip the
+# language-model and Python packages (libtorch alone is ~900 MB).
+set -euo pipefail
+core=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin
+      libgtest-dev libgmock-dev googletest libcli11-dev nlohmann-json3-dev)
+extra=(libtorch-dev python3-torch libsentencepiece-dev sentencepiece bible-kjv bible-kjv-text
+       pybind11-dev python3-pybind11 python3-numpy python3-mpi4py python3-pytest
+       python3-matplotlib python3-dev)
+pkgs=("${core[@]}")
+if [[ "${BURST_SETUP_MINIMAL:-0}" != 1 ]]; then pkgs+=("${extra[@]}"); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: all ${#pkgs[@]} packages present" >&2
+fi
