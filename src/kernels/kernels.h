@@ -1,0 +1,69 @@
+// src/kernels/kernels.h — internal kernel interface (not installed).
+//
+// attention.cc validates user inputs once, resolves the mask, materialises global positions
+// and calls one of these with a normalised Problem; varlen calls are split per sequence by
+// attention.cc (B = 1 each). Kernels trust the Problem (debug-only asserts).
+// Reference twins (attention_reference.cc) and fast paths (attention_tiled.cc) share these
+// signatures exactly.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "burst/attention.h"
+#include "burst/mask.h"
+
+namespace burst::kernels {
+
+/// A strided fp32 operand [B, S, H, D] with D contiguous (strides in elements).
+struct Operand {
+  const float* data = nullptr;
+  std::int64_t sb = 0, ss = 0, sh = 0;
+};
+struct MutOperand {
+  float* data = nullptr;
+  std::int64_t sb = 0, ss = 0, sh = 0;
+};
+/// A row-vector operand [B, H, S] (lse, delta); element (b, h, s) at data[b*sb + h*sh + s*ss].
+struct RowOperand {
+  const float* data = nullptr;
+  std::int64_t sb = 0, sh = 0, ss = 1;
+};
+struct MutRowOperand {
+  float* data = nullptr;
+  std::int64_t sb = 0, sh = 0, ss = 1;
+};
+
+struct Problem {
+  std::int64_t B = 0, S_q = 0, S_kv = 0, H = 0, H_kv = 0, D = 0;
+  Operand q, k, v;
+  float scale = 1.0f;
+  const ResolvedMask* mask = nullptr;   ///< never null
+  const std::int64_t* q_pos = nullptr;  ///< [S_q] strictly increasing global positions
+  const std::int64_t* kv_pos = nullptr; ///< [S_kv]
+  int num_threads = 1;                  ///< ≥ 1
+  int block_q = 0, block_kv = 0;        ///< 0 → kernel default
+  Isa isa = Isa::Portable;              ///< resolved (never Auto)
+  const std::function<void()>* progress = nullptr;  ///< may be null; call on thread 0 only
+};
+
+struct ForwardIO {
+  MutOperand out;     ///< [B,S_q,H,D], overwritten
+  MutRowOperand lse;  ///< [B,H,S_q], overwritten
+};
+
+struct BackwardIO {
+  Operand dout;          ///< [B,S_q,H,D]
+  RowOperand lse;        ///< final lse of the rows
+  RowOperand delta;      ///< rowsum(dout ∘ out)
+  MutOperand dq;         ///< [B,S_q,H,D]
+  MutOperand dk, dv;     ///< [B,S_kv,H_kv,D]
+  bool accumulate = false;  ///< add into dq/dk/dv instead of overwriting
+};
+
+void forward_reference(const Problem& p, const ForwardIO& io);
+void backward_reference(const Problem& p, const BackwardIO& io);
+void forward_tiled(const Problem& p, const ForwardIO& io);
+void backward_tiled(const Problem& p, const BackwardIO& io);
+
+}  // namespace burst::kernels
