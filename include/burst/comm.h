@@ -5,13 +5,86 @@
 // counters and a progress hook for overlapping transfers with kernel tiles.
 // Invariants: never calls MPI_Init/MPI_Finalize; <mpi.h> is included only by src/comm_mpi.cc
 // (users holding an MPI_Comm use burst/comm_interop.h or pass MPI_Comm_c2f(comm)).
+// Every payload is fp32 (the library computes in fp32; lse/delta rows are fp32 too); element
+// counts are int64 and must fit MPI's int counts (checked, Error(Unsupported) otherwise).
+// Byte counting convention (CommCounters::bytes_sent, per rank, algorithm-independent so that
+// it matches the formulas of docs/strategies.md): point-to-point = message size; all-gather(v)
+// = own block × (P−1); reduce-scatter and all-to-all(v) = Σ blocks destined to other ranks;
+// all-reduce = 2·(P−1)/P·count (ring); barrier / agreement traffic is not counted.
+// Failure policy: agreement helpers let every rank reach the same verdict before any payload
+// moves; once payload is in flight a failure should call abort() (rank-tagged, no hang).
 // Does not: know about attention, masks or layouts.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include "burst/error.h"
 
 namespace burst {
+
+/// Payload counters of one logical channel group (a Communicator and its channel() dups).
+struct CommCounters {
+  std::int64_t bytes_sent = 0;
+  std::int64_t messages_sent = 0;
+  std::int64_t bytes_received = 0;
+};
+
+/// Node topology for the double ring: P = nodes · ranks_per_node, rank = node·L + local_rank.
+struct NodeTopology {
+  int nodes = 1, ranks_per_node = 1, node = 0, local_rank = 0;
+};
+
+/// One in-flight non-blocking send or receive. Owns its fp32 buffer while in flight (so the
+/// memory cannot be freed or reused under MPI); take() hands it back once complete.
+/// The destructor waits for completion (never leaves MPI writing into freed memory); on an
+/// error path prefer Communicator::abort() so that no peer waits forever.
+class Request {
+ public:
+  Request();
+  ~Request();
+  Request(Request&&) noexcept;
+  Request& operator=(Request&&) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  /// True when no operation is pending (completed, taken, or never started).
+  bool done() const;
+  /// Non-blocking completion check (MPI_Test); advances the MPI progress engine.
+  bool test();
+  /// Blocks until complete (MPI_Wait). Throws Error(Communication) on MPI failure.
+  void wait();
+  /// Waits, then returns the buffer (for a receive: the received data).
+  std::vector<float> take();
+
+  struct State;
+
+ private:
+  friend class Communicator;
+  friend class RequestSet;
+  std::unique_ptr<State> state_;
+};
+
+/// A group of requests completed together (one ring step's send/recv pairs).
+class RequestSet {
+ public:
+  /// Adds a request; returns its index for take().
+  std::size_t add(Request&& request);
+  /// MPI_Testall over the pending requests: the progress hook the kernels call between tiles.
+  /// Returns true when all are complete.
+  bool progress();
+  /// Waits for all (MPI_Waitall); returns the seconds spent blocked.
+  double wait_all();
+  /// Buffer of request i after wait_all().
+  std::vector<float> take(std::size_t i);
+  bool empty() const { return requests_.empty(); }
+  void clear();
+
+ private:
+  std::vector<Request> requests_;
+};
 
 class Communicator {
  public:
@@ -19,11 +92,85 @@ class Communicator {
   /// is not initialised.
   static Communicator world();
   /// Dup of the communicator whose Fortran handle is `handle` (MPI_Comm_c2f / mpi4py py2f()).
-  /// Collective over that communicator.
+  /// Collective over that communicator. Throws Error(Communication) if MPI is not initialised
+  /// or the handle is MPI_COMM_NULL.
   static Communicator from_fortran(std::int64_t handle);
 
   int rank() const;
   int size() const;
+
+  /// A new logical channel: MPI_Comm_dup of this communicator (messages on different channels
+  /// never match) that shares this communicator's counters. Collective.
+  Communicator channel() const;
+  /// MPI_Comm_split(color, key) with fresh counters. Collective.
+  Communicator split(int color, int key) const;
+  /// Ranks sharing this rank's node (MPI_Comm_split_type SHARED). Collective.
+  Communicator split_shared() const;
+  /// Node topology. ranks_per_node > 0 overrides discovery (emulated nodes: rank r is on node
+  /// r / L); 0 discovers it with split_shared(). Collective; every rank passes the same value.
+  /// Throws Error(InvalidArgument) (all ranks) if P % L ≠ 0, nodes have unequal rank counts,
+  /// or ranks are not node-contiguous (rank = node·L + local_rank).
+  NodeTopology node_topology(int ranks_per_node) const;
+
+  /// Non-blocking point-to-point; the request owns `buffer` until take(). Tags < 2^15.
+  /// Throws Error(InvalidArgument) for a peer outside [0, P).
+  Request isend(std::vector<float> buffer, int dest, int tag) const;
+  /// Receives exactly buffer.size() floats from `source` into `buffer`.
+  Request irecv(std::vector<float> buffer, int source, int tag) const;
+
+  /// recv [P·count] ← every rank's send [count], in rank order. Collective, equal counts.
+  void all_gather(const float* send, std::int64_t count, float* recv) const;
+  /// recv [Σ counts] ← rank r's send [counts[r]] at offset Σ_{i<r} counts[i]. Collective;
+  /// counts identical on all ranks and send holds counts[rank()] values.
+  void all_gather_v(const float* send, const std::vector<std::int64_t>& counts, float* recv) const;
+  /// send [P·count]: block r goes to rank r; recv [P·count]: block r came from rank r.
+  void all_to_all(const float* send, std::int64_t count, float* recv) const;
+  /// Variable blocks: send_counts[r] floats to rank r (consecutive blocks), recv_counts[r]
+  /// from rank r. Collective; each pair's counts must match.
+  void all_to_all_v(const float* send, const std::vector<std::int64_t>& send_counts, float* recv,
+                    const std::vector<std::int64_t>& recv_counts) const;
+  /// Sum over ranks of send [Σ counts]; rank r receives block r (counts[r] floats) in recv.
+  void reduce_scatter(const float* send, const std::vector<std::int64_t>& counts, float* recv) const;
+  /// In-place sum over ranks of data [count].
+  void all_reduce_sum(float* data, std::int64_t count) const;
+  /// Max / min / sum of a value over ranks (control data; not counted as payload).
+  double all_reduce_max(double value) const;
+  std::int64_t all_reduce_max(std::int64_t value) const;
+  std::int64_t all_reduce_min(std::int64_t value) const;
+  std::int64_t all_reduce_sum(std::int64_t value) const;
+  void barrier() const;
+
+  /// Agreement: every rank passes a fingerprint of the arguments that must be identical; if
+  /// any differs, every rank throws the same Error(InvalidArgument) naming `what` (MPI_Allreduce
+  /// of min and max — never a hang). Collective.
+  void agree(std::uint64_t fingerprint, const std::string& what) const;
+  /// Verdict agreement: each rank reports whether its local checks passed and, if not, why.
+  /// If any rank failed, every rank throws the same Error(kind, "rank R: <message of the lowest
+  /// failing rank R>"). Collective.
+  void agree_verdict(bool ok, const std::string& message, ErrorKind kind) const;
+  /// Runs `check` locally, catching a burst::Error, then agree_verdict on its outcome.
+  template <typename F>
+  void agree_on(F&& check) const {
+    bool ok = true;
+    std::string msg;
+    ErrorKind kind = ErrorKind::InvalidArgument;
+    try {
+      check();
+    } catch (const Error& e) {
+      ok = false;
+      msg = e.message();
+      kind = e.kind();
+    }
+    agree_verdict(ok, msg, kind);
+  }
+
+  /// Aborts every rank of the communicator after printing "[rank r/P] message" to stderr.
+  /// For failures after payload is in flight (STYLE.md rule 5). Does not return.
+  [[noreturn]] void abort(const std::string& message) const;
+
+  /// Counters shared by this communicator and its channel() dups.
+  const CommCounters& counters() const;
+  void reset_counters() const;
 
   struct Impl;
   explicit Communicator(std::shared_ptr<Impl> impl);

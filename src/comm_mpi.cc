@@ -1,0 +1,403 @@
+// The only translation unit that includes <mpi.h> (STYLE.md layers): Communicator, Request
+// and RequestSet over MPI. Every MPI return code is checked and turned into
+// Error(Communication) naming the call.
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <utility>
+
+#include "burst/comm.h"
+#include "burst/error.h"
+
+namespace burst {
+
+struct Communicator::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+  std::shared_ptr<CommCounters> counters = std::make_shared<CommCounters>();
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+};
+
+struct Request::State {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<float> buffer;
+};
+
+namespace {
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  BURST_FAIL(Communication, call, " failed: ", std::string(text, static_cast<std::size_t>(len)));
+}
+
+void require_initialized() {
+  int init = 0, finalized = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&finalized);
+  BURST_CHECK(init && !finalized, Communication,
+              "MPI is not initialised (or already finalised): burst never calls MPI_Init; call "
+              "MPI_Init_thread before creating a Communicator");
+}
+
+int to_int_count(std::int64_t count, const char* what) {
+  BURST_CHECK(count >= 0 && count <= INT_MAX, Unsupported, what, ": element count ", count,
+              " exceeds MPI's int count limit ", INT_MAX);
+  return static_cast<int>(count);
+}
+
+std::shared_ptr<Communicator::Impl> dup_of(MPI_Comm parent) {
+  auto impl = std::make_shared<Communicator::Impl>();
+  check_mpi(MPI_Comm_dup(parent, &impl->comm), "MPI_Comm_dup");
+  // Errors come back as return codes so they become burst::Error instead of aborting.
+  check_mpi(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  MPI_Comm_rank(impl->comm, &impl->rank);
+  MPI_Comm_size(impl->comm, &impl->size);
+  return impl;
+}
+
+std::shared_ptr<Communicator::Impl> adopt(MPI_Comm comm) {
+  auto impl = std::make_shared<Communicator::Impl>();
+  impl->comm = comm;
+  check_mpi(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  MPI_Comm_rank(impl->comm, &impl->rank);
+  MPI_Comm_size(impl->comm, &impl->size);
+  return impl;
+}
+
+std::vector<int> displacements(const std::vector<int>& counts) {
+  std::vector<int> displ(counts.size(), 0);
+  long long acc = 0;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    BURST_CHECK(acc <= INT_MAX, Unsupported, "total element count ", acc, " exceeds MPI's int limit");
+    displ[i] = static_cast<int>(acc);
+    acc += counts[i];
+  }
+  return displ;
+}
+
+std::vector<int> int_counts(const std::vector<std::int64_t>& counts, int P, const char* what) {
+  BURST_CHECK(static_cast<int>(counts.size()) == P, InvalidArgument, what, ": ", counts.size(),
+              " counts for ", P, " ranks");
+  std::vector<int> out(counts.size());
+  for (std::size_t i = 0; i < counts.size(); ++i) out[i] = to_int_count(counts[i], what);
+  return out;
+}
+
+constexpr std::int64_t kF32 = 4;
+
+}  // namespace
+
+// ---------------------------------------------------------------- Request / RequestSet
+
+Request::Request() : state_(std::make_unique<State>()) {}
+Request::~Request() {
+  if (state_ && state_->request != MPI_REQUEST_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+  }
+}
+Request::Request(Request&&) noexcept = default;
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    if (state_ && state_->request != MPI_REQUEST_NULL) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+bool Request::done() const { return !state_ || state_->request == MPI_REQUEST_NULL; }
+
+bool Request::test() {
+  if (done()) return true;
+  int flag = 0;
+  check_mpi(MPI_Test(&state_->request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  return flag != 0;
+}
+
+void Request::wait() {
+  if (done()) return;
+  check_mpi(MPI_Wait(&state_->request, MPI_STATUS_IGNORE), "MPI_Wait");
+}
+
+std::vector<float> Request::take() {
+  wait();
+  BURST_CHECK(state_ != nullptr, Internal, "Request::take on a moved-from request");
+  return std::move(state_->buffer);
+}
+
+std::size_t RequestSet::add(Request&& request) {
+  requests_.push_back(std::move(request));
+  return requests_.size() - 1;
+}
+
+bool RequestSet::progress() {
+  std::vector<MPI_Request> handles;
+  std::vector<std::size_t> index;
+  for (std::size_t i = 0; i < requests_.size(); ++i) {
+    if (!requests_[i].done()) {
+      handles.push_back(requests_[i].state_->request);
+      index.push_back(i);
+    }
+  }
+  if (handles.empty()) return true;
+  int flag = 0;
+  check_mpi(MPI_Testall(static_cast<int>(handles.size()), handles.data(), &flag,
+                        MPI_STATUSES_IGNORE), "MPI_Testall");
+  // MPI_Testall sets completed handles to MPI_REQUEST_NULL only when all complete; copy back.
+  for (std::size_t j = 0; j < index.size(); ++j) requests_[index[j]].state_->request = handles[j];
+  return flag != 0;
+}
+
+double RequestSet::wait_all() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<MPI_Request> handles;
+  std::vector<std::size_t> index;
+  for (std::size_t i = 0; i < requests_.size(); ++i) {
+    if (!requests_[i].done()) {
+      handles.push_back(requests_[i].state_->request);
+      index.push_back(i);
+    }
+  }
+  if (!handles.empty()) {
+    const int rc = MPI_Waitall(static_cast<int>(handles.size()), handles.data(), MPI_STATUSES_IGNORE);
+    for (std::size_t j = 0; j < index.size(); ++j) requests_[index[j]].state_->request = handles[j];
+    check_mpi(rc, "MPI_Waitall");
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<float> RequestSet::take(std::size_t i) {
+  BURST_CHECK(i < requests_.size(), Internal, "RequestSet::take(", i, ") of ", requests_.size());
+  return requests_[i].take();
+}
+
+void RequestSet::clear() {
+  wait_all();
+  requests_.clear();
+}
+
+// ---------------------------------------------------------------- Communicator
+
+Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Communicator Communicator::world() {
+  require_initialized();
+  return Communicator(dup_of(MPI_COMM_WORLD));
+}
+
+Communicator Communicator::from_fortran(std::int64_t handle) {
+  require_initialized();
+  const MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(handle));
+  BURST_CHECK(comm != MPI_COMM_NULL, Communication, "Fortran handle ", handle, " is MPI_COMM_NULL");
+  return Communicator(dup_of(comm));
+}
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+
+Communicator Communicator::channel() const {
+  auto impl = dup_of(impl_->comm);
+  impl->counters = impl_->counters;
+  return Communicator(std::move(impl));
+}
+
+Communicator Communicator::split(int color, int key) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
+  return Communicator(adopt(out));
+}
+
+Communicator Communicator::split_shared() const {
+  MPI_Comm out = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, impl_->rank, MPI_INFO_NULL, &out),
+            "MPI_Comm_split_type(SHARED)");
+  return Communicator(adopt(out));
+}
+
+NodeTopology Communicator::node_topology(int ranks_per_node) const {
+  const int P = size();
+  agree(static_cast<std::uint64_t>(static_cast<std::int64_t>(ranks_per_node)), "ranks_per_node");
+  NodeTopology t;
+  if (ranks_per_node > 0) {
+    BURST_CHECK(P % ranks_per_node == 0, InvalidArgument, "ranks_per_node=", ranks_per_node,
+                " does not divide the ", P, " ranks");
+    t.ranks_per_node = ranks_per_node;
+    t.nodes = P / ranks_per_node;
+    t.node = rank() / ranks_per_node;
+    t.local_rank = rank() % ranks_per_node;
+    return t;
+  }
+  const Communicator shared = split_shared();
+  const std::int64_t L = shared.size();
+  const std::int64_t lo = all_reduce_min(L), hi = all_reduce_max(L);
+  BURST_CHECK(lo == hi, InvalidArgument, "nodes have unequal rank counts (min ", lo, ", max ", hi,
+              "); the double ring needs the same ranks per node");
+  // Node-contiguous: rank = node·L + local, i.e. the shared communicator's lowest world rank is
+  // rank − local_rank on every rank.
+  const std::int64_t contiguous = (rank() % L == shared.rank()) ? 1 : 0;
+  BURST_CHECK(all_reduce_min(contiguous) == 1, InvalidArgument,
+              "ranks are not node-contiguous (rank = node*", L, " + local_rank); reorder the "
+              "launch (e.g. mpirun --map-by node:PE=...) or pass ranks_per_node");
+  t.ranks_per_node = static_cast<int>(L);
+  t.nodes = P / static_cast<int>(L);
+  t.node = rank() / static_cast<int>(L);
+  t.local_rank = shared.rank();
+  return t;
+}
+
+Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const {
+  BURST_CHECK(dest >= 0 && dest < size(), InvalidArgument, "isend to rank ", dest, " of ", size());
+  const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "isend");
+  Request r;
+  r.state_->buffer = std::move(buffer);
+  check_mpi(MPI_Isend(r.state_->buffer.data(), count, MPI_FLOAT, dest, tag, impl_->comm,
+                      &r.state_->request), "MPI_Isend");
+  impl_->counters->bytes_sent += kF32 * count;
+  impl_->counters->messages_sent += 1;
+  return r;
+}
+
+Request Communicator::irecv(std::vector<float> buffer, int source, int tag) const {
+  BURST_CHECK(source >= 0 && source < size(), InvalidArgument, "irecv from rank ", source, " of ",
+              size());
+  const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "irecv");
+  Request r;
+  r.state_->buffer = std::move(buffer);
+  check_mpi(MPI_Irecv(r.state_->buffer.data(), count, MPI_FLOAT, source, tag, impl_->comm,
+                      &r.state_->request), "MPI_Irecv");
+  impl_->counters->bytes_received += kF32 * count;
+  return r;
+}
+
+void Communicator::all_gather(const float* send, std::int64_t count, float* recv) const {
+  const int n = to_int_count(count, "all_gather");
+  check_mpi(MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm), "MPI_Allgather");
+  impl_->counters->bytes_sent += kF32 * count * (size() - 1);
+  impl_->counters->messages_sent += size() - 1;
+}
+
+void Communicator::all_gather_v(const float* send, const std::vector<std::int64_t>& counts,
+                                float* recv) const {
+  const auto n = int_counts(counts, size(), "all_gather_v");
+  const auto displ = displacements(n);
+  check_mpi(MPI_Allgatherv(send, n[static_cast<std::size_t>(rank())], MPI_FLOAT, recv, n.data(),
+                           displ.data(), MPI_FLOAT, impl_->comm), "MPI_Allgatherv");
+  impl_->counters->bytes_sent += kF32 * counts[static_cast<std::size_t>(rank())] * (size() - 1);
+  impl_->counters->messages_sent += size() - 1;
+}
+
+void Communicator::all_to_all(const float* send, std::int64_t count, float* recv) const {
+  const int n = to_int_count(count, "all_to_all");
+  check_mpi(MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm), "MPI_Alltoall");
+  impl_->counters->bytes_sent += kF32 * count * (size() - 1);
+  impl_->counters->messages_sent += size() - 1;
+}
+
+void Communicator::all_to_all_v(const float* send, const std::vector<std::int64_t>& send_counts,
+                                float* recv, const std::vector<std::int64_t>& recv_counts) const {
+  const auto sn = int_counts(send_counts, size(), "all_to_all_v send");
+  const auto rn = int_counts(recv_counts, size(), "all_to_all_v recv");
+  const auto sd = displacements(sn), rd = displacements(rn);
+  check_mpi(MPI_Alltoallv(send, sn.data(), sd.data(), MPI_FLOAT, recv, rn.data(), rd.data(),
+                          MPI_FLOAT, impl_->comm), "MPI_Alltoallv");
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank() || send_counts[static_cast<std::size_t>(r)] == 0) continue;
+    impl_->counters->bytes_sent += kF32 * send_counts[static_cast<std::size_t>(r)];
+    impl_->counters->messages_sent += 1;
+  }
+}
+
+void Communicator::reduce_scatter(const float* send, const std::vector<std::int64_t>& counts,
+                                  float* recv) const {
+  const auto n = int_counts(counts, size(), "reduce_scatter");
+  check_mpi(MPI_Reduce_scatter(send, recv, n.data(), MPI_FLOAT, MPI_SUM, impl_->comm),
+            "MPI_Reduce_scatter");
+  const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+  impl_->counters->bytes_sent += kF32 * (total - counts[static_cast<std::size_t>(rank())]);
+  impl_->counters->messages_sent += size() - 1;
+}
+
+void Communicator::all_reduce_sum(float* data, std::int64_t count) const {
+  const int n = to_int_count(count, "all_reduce_sum");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, impl_->comm), "MPI_Allreduce");
+  impl_->counters->bytes_sent += kF32 * 2 * count * (size() - 1) / size();
+  impl_->counters->messages_sent += 2 * (size() - 1);
+}
+
+double Communicator::all_reduce_max(double value) const {
+  double out = 0;
+  check_mpi(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->comm), "MPI_Allreduce(max)");
+  return out;
+}
+
+std::int64_t Communicator::all_reduce_max(std::int64_t value) const {
+  std::int64_t out = 0;
+  check_mpi(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_MAX, impl_->comm), "MPI_Allreduce(max)");
+  return out;
+}
+
+std::int64_t Communicator::all_reduce_min(std::int64_t value) const {
+  std::int64_t out = 0;
+  check_mpi(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_MIN, impl_->comm), "MPI_Allreduce(min)");
+  return out;
+}
+
+std::int64_t Communicator::all_reduce_sum(std::int64_t value) const {
+  std::int64_t out = 0;
+  check_mpi(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, impl_->comm), "MPI_Allreduce(sum)");
+  return out;
+}
+
+void Communicator::barrier() const { check_mpi(MPI_Barrier(impl_->comm), "MPI_Barrier"); }
+
+void Communicator::agree(std::uint64_t fingerprint, const std::string& what) const {
+  // min and max of the fingerprint in one reduction: max(x) and max(−x) = −min(x), done on the
+  // unsigned value split into two non-negative halves so no overflow can alias two values.
+  const std::int64_t hi = static_cast<std::int64_t>(fingerprint >> 32);
+  const std::int64_t lo = static_cast<std::int64_t>(fingerprint & 0xffffffffu);
+  std::int64_t in[4] = {hi, lo, -hi, -lo}, out[4] = {};
+  check_mpi(MPI_Allreduce(in, out, 4, MPI_INT64_T, MPI_MAX, impl_->comm), "MPI_Allreduce(agree)");
+  const bool same = out[0] == -out[2] && out[1] == -out[3];
+  BURST_CHECK(same, InvalidArgument, what, " differs between ranks (fingerprint ", fingerprint,
+              " on rank ", rank(), "); every rank must pass identical values");
+}
+
+void Communicator::agree_verdict(bool ok, const std::string& message, ErrorKind kind) const {
+  int mine = ok ? size() : rank(), first = 0;
+  check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm), "MPI_Allreduce(verdict)");
+  if (first == size()) return;
+  // Ship the lowest failing rank's kind and message so every rank throws the same Error.
+  int header[2] = {static_cast<int>(kind), static_cast<int>(message.size())};
+  check_mpi(MPI_Bcast(header, 2, MPI_INT, first, impl_->comm), "MPI_Bcast(verdict)");
+  std::string text = (rank() == first) ? message : std::string(static_cast<std::size_t>(header[1]), ' ');
+  check_mpi(MPI_Bcast(text.data(), header[1], MPI_CHAR, first, impl_->comm), "MPI_Bcast(verdict)");
+  throw Error(static_cast<ErrorKind>(header[0]), "rank " + std::to_string(first) + ": " + text);
+}
+
+void Communicator::abort(const std::string& message) const {
+  std::fprintf(stderr, "[rank %d/%d] burst abort: %s\n", rank(), size(), message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(impl_->comm, 4);
+  std::abort();  // MPI_Abort does not return; keeps [[noreturn]] honest
+}
+
+const CommCounters& Communicator::counters() const { return *impl_->counters; }
+void Communicator::reset_counters() const { *impl_->counters = CommCounters{}; }
+
+}  // namespace burst

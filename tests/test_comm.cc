@@ -1,0 +1,204 @@
+// Tests of burst/comm.h under mpiexec -n 1..4: every collective against values each rank can
+// compute on its own, ring send/recv with RAII buffers, counters against the documented
+// convention, agreement helpers (every rank throws the same Error, never a hang).
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "burst/comm.h"
+#include "burst/error.h"
+
+namespace burst {
+namespace {
+
+// Value that rank r puts at index i: distinct across (r, i), exactly representable in fp32.
+float val(int r, std::int64_t i) { return static_cast<float>(r * 1000 + i); }
+
+TEST(Comm, WorldRankSize) {
+  const Communicator c = Communicator::world();
+  EXPECT_GE(c.rank(), 0);
+  EXPECT_LT(c.rank(), c.size());
+  EXPECT_EQ(c.all_reduce_sum(std::int64_t{1}), c.size());
+}
+
+TEST(Comm, RingSendRecvOwnsBuffers) {
+  const Communicator c = Communicator::world();
+  const int P = c.size(), r = c.rank();
+  c.reset_counters();
+  for (std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{1000}, std::int64_t{70000}}) {
+    std::vector<float> out(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = val(r, i);
+    RequestSet set;
+    const auto is = set.add(c.isend(std::move(out), (r + 1) % P, 7));
+    const auto ir = set.add(c.irecv(std::vector<float>(static_cast<std::size_t>(n)), (r + P - 1) % P, 7));
+    while (!set.progress()) {
+    }
+    set.wait_all();
+    const auto sent = set.take(is);   // the send buffer comes back intact
+    const auto got = set.take(ir);
+    ASSERT_EQ(static_cast<std::int64_t>(got.size()), n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(got[static_cast<std::size_t>(i)], val((r + P - 1) % P, i));
+      EXPECT_EQ(sent[static_cast<std::size_t>(i)], val(r, i));
+    }
+  }
+  EXPECT_EQ(c.counters().bytes_sent, 4 * (0 + 1 + 1000 + 70000));
+  EXPECT_EQ(c.counters().messages_sent, 4);
+}
+
+TEST(Comm, ChannelsDoNotMatchAndShareCounters) {
+  const Communicator c = Communicator::world();
+  const Communicator ch = c.channel();
+  const int P = c.size(), r = c.rank();
+  c.reset_counters();
+  // Same tag on both channels, receives posted in the opposite order: must still match by channel.
+  RequestSet set;
+  const auto a = set.add(ch.irecv(std::vector<float>(2), (r + P - 1) % P, 1));
+  const auto b = set.add(c.irecv(std::vector<float>(3), (r + P - 1) % P, 1));
+  set.add(c.isend(std::vector<float>(3, 1.0f), (r + 1) % P, 1));
+  set.add(ch.isend(std::vector<float>(2, 2.0f), (r + 1) % P, 1));
+  set.wait_all();
+  EXPECT_EQ(set.take(a), std::vector<float>(2, 2.0f));
+  EXPECT_EQ(set.take(b), std::vector<float>(3, 1.0f));
+  EXPECT_EQ(c.counters().bytes_sent, 4 * 5);
+  EXPECT_EQ(ch.counters().bytes_sent, 4 * 5);
+}
+
+TEST(Comm, AllGatherAndV) {
+  const Communicator c = Communicator::world();
+  const int P = c.size(), r = c.rank();
+  c.reset_counters();
+  std::vector<float> mine = {val(r, 0), val(r, 1), val(r, 2)};
+  std::vector<float> all(static_cast<std::size_t>(3 * P));
+  c.all_gather(mine.data(), 3, all.data());
+  for (int q = 0; q < P; ++q)
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(all[static_cast<std::size_t>(3 * q + i)], val(q, i));
+  EXPECT_EQ(c.counters().bytes_sent, 4 * 3 * (P - 1));
+
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(P));
+  for (int q = 0; q < P; ++q) counts[static_cast<std::size_t>(q)] = q + 1;   // rank q sends q+1
+  std::vector<float> v(static_cast<std::size_t>(r + 1));
+  for (int i = 0; i <= r; ++i) v[static_cast<std::size_t>(i)] = val(r, i);
+  std::vector<float> gathered(static_cast<std::size_t>(P * (P + 1) / 2));
+  c.all_gather_v(v.data(), counts, gathered.data());
+  std::size_t at = 0;
+  for (int q = 0; q < P; ++q)
+    for (int i = 0; i <= q; ++i) EXPECT_EQ(gathered[at++], val(q, i));
+}
+
+TEST(Comm, AllToAllAndV) {
+  const Communicator c = Communicator::world();
+  const int P = c.size(), r = c.rank();
+  std::vector<float> send(static_cast<std::size_t>(2 * P)), recv(static_cast<std::size_t>(2 * P));
+  for (int q = 0; q < P; ++q)
+    for (int i = 0; i < 2; ++i) send[static_cast<std::size_t>(2 * q + i)] = val(r, 10 * q + i);
+  c.all_to_all(send.data(), 2, recv.data());
+  for (int q = 0; q < P; ++q)
+    for (int i = 0; i < 2; ++i) EXPECT_EQ(recv[static_cast<std::size_t>(2 * q + i)], val(q, 10 * r + i));
+
+  // v: rank r sends (q + 1) values to rank q; receives (r + 1) from each.
+  std::vector<std::int64_t> sc(static_cast<std::size_t>(P)), rc(static_cast<std::size_t>(P), r + 1);
+  std::vector<float> sv;
+  for (int q = 0; q < P; ++q) {
+    sc[static_cast<std::size_t>(q)] = q + 1;
+    for (int i = 0; i <= q; ++i) sv.push_back(val(r, 10 * q + i));
+  }
+  std::vector<float> rv(static_cast<std::size_t>(P * (r + 1)));
+  c.reset_counters();
+  c.all_to_all_v(sv.data(), sc, rv.data(), rc);
+  for (int q = 0; q < P; ++q)
+    for (int i = 0; i <= r; ++i) EXPECT_EQ(rv[static_cast<std::size_t>(q * (r + 1) + i)], val(q, 10 * r + i));
+  const std::int64_t expect = 4 * (std::accumulate(sc.begin(), sc.end(), std::int64_t{0}) - (r + 1));
+  EXPECT_EQ(c.counters().bytes_sent, expect);
+}
+
+TEST(Comm, ReduceScatterAndAllReduce) {
+  const Communicator c = Communicator::world();
+  const int P = c.size(), r = c.rank();
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(P));
+  std::int64_t total = 0;
+  for (int q = 0; q < P; ++q) total += (counts[static_cast<std::size_t>(q)] = 2 + q);
+  std::vector<float> send(static_cast<std::size_t>(total));
+  for (std::int64_t i = 0; i < total; ++i) send[static_cast<std::size_t>(i)] = val(r, i);
+  std::vector<float> recv(static_cast<std::size_t>(2 + r));
+  c.reduce_scatter(send.data(), counts, recv.data());
+  std::int64_t off = 0;
+  for (int q = 0; q < r; ++q) off += counts[static_cast<std::size_t>(q)];
+  for (int i = 0; i < 2 + r; ++i) {
+    double expect = 0;
+    for (int q = 0; q < P; ++q) expect += val(q, off + i);
+    EXPECT_EQ(recv[static_cast<std::size_t>(i)], static_cast<float>(expect));
+  }
+  std::vector<float> x = {static_cast<float>(r), 1.0f};
+  c.all_reduce_sum(x.data(), 2);
+  EXPECT_EQ(x[0], static_cast<float>(P * (P - 1) / 2));
+  EXPECT_EQ(x[1], static_cast<float>(P));
+  EXPECT_EQ(c.all_reduce_max(static_cast<double>(r)), static_cast<double>(P - 1));
+  EXPECT_EQ(c.all_reduce_min(std::int64_t{r}), 0);
+}
+
+TEST(Comm, AgreeThrowsSameErrorOnEveryRank) {
+  const Communicator c = Communicator::world();
+  EXPECT_NO_THROW(c.agree(0xdeadbeefcafeULL, "shape"));
+  // Differs only on the last rank (with P = 1 nothing differs).
+  const std::uint64_t fp = (c.rank() == c.size() - 1 && c.size() > 1) ? 2 : 1;
+  if (c.size() > 1) {
+    try {
+      c.agree(fp, "mask");
+      ADD_FAILURE() << "agree did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_NE(e.message().find("mask differs between ranks"), std::string::npos);
+    }
+  }
+  // High-half difference (values equal modulo 2^32 must still be told apart).
+  const std::uint64_t fp2 = (c.rank() == 0 && c.size() > 1) ? (1ULL << 40) : 0;
+  if (c.size() > 1) {
+    EXPECT_THROW(c.agree(fp2, "x"), Error);
+  }
+}
+
+TEST(Comm, AgreeVerdictBroadcastsLowestFailingMessage) {
+  const Communicator c = Communicator::world();
+  EXPECT_NO_THROW(c.agree_verdict(true, "", ErrorKind::Internal));
+  const int bad = c.size() - 1;   // only the last rank fails locally
+  try {
+    c.agree_on([&] {
+      BURST_CHECK(c.rank() != bad, Unsupported, "local check failed with value ", 42);
+    });
+    ADD_FAILURE() << "agree_on did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_EQ(e.message(), "rank " + std::to_string(bad) + ": local check failed with value 42");
+  }
+}
+
+TEST(Comm, NodeTopologyOverrideAndDiscovery) {
+  const Communicator c = Communicator::world();
+  const int P = c.size();
+  const NodeTopology flat = c.node_topology(1);
+  EXPECT_EQ(flat.nodes, P);
+  EXPECT_EQ(flat.local_rank, 0);
+  if (P % 2 == 0) {
+    const NodeTopology t = c.node_topology(2);
+    EXPECT_EQ(t.nodes, P / 2);
+    EXPECT_EQ(t.node * 2 + t.local_rank, c.rank());
+  } else if (P > 1) {
+    EXPECT_THROW(c.node_topology(2), Error);
+  }
+  const NodeTopology d = c.node_topology(0);   // one machine: one node
+  EXPECT_EQ(d.nodes, 1);
+  EXPECT_EQ(d.ranks_per_node, P);
+  EXPECT_EQ(c.split_shared().size(), P);
+}
+
+TEST(Comm, SplitGroups) {
+  const Communicator c = Communicator::world();
+  const Communicator half = c.split(c.rank() % 2, c.rank());
+  EXPECT_EQ(half.size(), (c.size() + 1 - c.rank() % 2) / 2);
+  EXPECT_EQ(half.rank(), c.rank() / 2);
+}
+
+}  // namespace
+}  // namespace burst
