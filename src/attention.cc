@@ -1,6 +1,19 @@
-// Placeholder: filled in by the foundation work (issue 2).
+// The public kernel boundary: validates every input once (messages name the values), fixes
+// defaults (scale 1/sqrt(D), global positions, mask lengths, threads, ISA), splits varlen THD
+// calls per sequence and dispatches to the reference or tiled kernel (kernels/kernels.h).
 #include "burst/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "burst/error.h"
+#include "kernels/kernels.h"
+
 namespace burst {
+
 const char* to_string(KernelImpl impl) noexcept { return impl == KernelImpl::Tiled ? "tiled" : "reference"; }
 const char* to_string(Isa isa) noexcept {
   switch (isa) {
@@ -16,4 +29,401 @@ Isa detect_isa() noexcept {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
   return Isa::Portable;
 }
+
+namespace {
+
+constexpr std::int64_t kMaxHeadDim = 256;
+
+// ---------------------------------------------------------------- tensor checks ------------
+
+void check_tensor(const char* api, const char* name, const TensorView& t, int ndim) {
+  BURST_CHECK(t.dtype == DType::F32, Unsupported, api, ": ", name, " has dtype ", to_string(t.dtype),
+              "; only f32 is computed today (", t.describe(), ")");
+  BURST_CHECK(t.ndim == ndim, InvalidArgument, api, ": ", name, " must have ", ndim, " dims (",
+              ndim == 4 ? "BSHD [B,S,H,D]" : "varlen THD [T,H,D]", "), got ", t.describe());
+  for (int i = 0; i < ndim; ++i)
+    BURST_CHECK(t.shape[static_cast<std::size_t>(i)] >= 0, InvalidArgument, api, ": ", name,
+                " has a negative size: ", t.describe());
+  BURST_CHECK(t.stride[static_cast<std::size_t>(ndim - 1)] == 1 || t.shape[static_cast<std::size_t>(ndim - 1)] <= 1,
+              InvalidArgument, api, ": ", name, " must have D contiguous (last stride 1), got ", t.describe());
+  BURST_CHECK(t.data != nullptr || t.numel() == 0, InvalidArgument, api, ": ", name,
+              " has null data but ", t.numel(), " elements");
+}
+
+void check_same_shape(const char* api, const char* name, const TensorView& t, const char* ref_name,
+                      const TensorView& ref) {
+  check_tensor(api, name, t, ref.ndim);
+  for (int i = 0; i < ref.ndim; ++i)
+    BURST_CHECK(t.shape[static_cast<std::size_t>(i)] == ref.shape[static_cast<std::size_t>(i)], InvalidArgument,
+                api, ": ", name, " ", t.describe(), " must have the shape of ", ref_name, " ", ref.describe());
+}
+
+// Row vectors (lse, delta): [B,H,S] for BSHD, [H,T] for varlen; any strides.
+void check_rows(const char* api, const char* name, const TensorView& t, bool varlen, std::int64_t B,
+                std::int64_t H, std::int64_t S) {
+  const int ndim = varlen ? 2 : 3;
+  BURST_CHECK(t.dtype == DType::F32, Unsupported, api, ": ", name, " has dtype ", to_string(t.dtype),
+              "; only f32 is supported");
+  const bool ok = t.ndim == ndim && (varlen ? (t.shape[0] == H && t.shape[1] == S)
+                                            : (t.shape[0] == B && t.shape[1] == H && t.shape[2] == S));
+  BURST_CHECK(ok, InvalidArgument, api, ": ", name, " must be ",
+              varlen ? "[H, T_q] = [" : "[B, H, S_q] = [", varlen ? "" : std::to_string(B) + ", ", H,
+              ", ", S, "], got ", t.describe());
+  BURST_CHECK(t.data != nullptr || t.numel() == 0, InvalidArgument, api, ": ", name, " has null data");
+}
+
+// Byte span [lo, hi) covered by a view, for the output-aliasing check.
+std::pair<std::uintptr_t, std::uintptr_t> span(const TensorView& t) {
+  if (t.numel() == 0) return {0, 0};
+  auto lo = reinterpret_cast<std::uintptr_t>(t.data), hi = lo;
+  for (int i = 0; i < t.ndim; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    const std::int64_t ext = (t.shape[u] - 1) * t.stride[u] * static_cast<std::int64_t>(dtype_size(t.dtype));
+    if (ext < 0) lo -= static_cast<std::uintptr_t>(-ext); else hi += static_cast<std::uintptr_t>(ext);
+  }
+  return {lo, hi + dtype_size(t.dtype)};
+}
+
+void check_no_alias(const char* api, const char* out_name, const TensorView& out, const char* in_name,
+                    const TensorView& in) {
+  const auto a = span(out), b = span(in);
+  const bool overlap = a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+  BURST_CHECK(!overlap, InvalidArgument, api, ": output ", out_name, " overlaps ", in_name,
+              " in memory (", out.describe(), " vs ", in.describe(), ")");
+}
+
+// ---------------------------------------------------------------- the validated call -------
+
+void check_cu(const char* api, const char* name, const std::vector<std::int32_t>& cu, std::int64_t T) {
+  BURST_CHECK(cu.size() >= 2, InvalidArgument, api, ": ", name, " must have batch+1 >= 2 entries, got ",
+              cu.size());
+  BURST_CHECK(cu[0] == 0, InvalidArgument, api, ": ", name, "[0] must be 0, got ", cu[0]);
+  for (std::size_t i = 1; i < cu.size(); ++i)
+    BURST_CHECK(cu[i] >= cu[i - 1], InvalidArgument, api, ": ", name, " must be non-decreasing, got ", name,
+                "[", i - 1, "]=", cu[i - 1], " > ", name, "[", i, "]=", cu[i]);
+  BURST_CHECK(cu.back() == T, InvalidArgument, api, ": ", name, " ends at ", cu.back(),
+              " but the tensor has T=", T, " tokens");
+}
+
+std::vector<std::int64_t> positions(const char* api, const char* name, const std::int64_t* explicit_pos,
+                                    std::int64_t offset, std::int64_t n) {
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    pos[static_cast<std::size_t>(i)] = explicit_pos ? explicit_pos[i] : offset + i;
+    BURST_CHECK(pos[static_cast<std::size_t>(i)] >= 0, InvalidArgument, api, ": ", name, "[", i, "]=",
+                pos[static_cast<std::size_t>(i)], " is negative");
+    BURST_CHECK(i == 0 || pos[static_cast<std::size_t>(i)] > pos[static_cast<std::size_t>(i - 1)],
+                InvalidArgument, api, ": ", name, " must be strictly increasing, got [", i - 1, "]=",
+                pos[static_cast<std::size_t>(i - 1)], ", [", i, "]=", pos[static_cast<std::size_t>(i)]);
+  }
+  return pos;
+}
+
+std::int64_t global_length(const char* api, const char* name, std::int64_t given,
+                           const std::vector<std::int64_t>& pos) {
+  const std::int64_t need = pos.empty() ? 0 : pos.back() + 1;
+  if (given < 0) return need;
+  BURST_CHECK(given >= need, InvalidArgument, api, ": ", name, "=", given,
+              " is smaller than the largest position + 1 = ", need);
+  return given;
+}
+
+// Everything attention needs after validation. For varlen, B is the number of sequences and
+// S_q / S_kv are the token totals; masks[b] belongs to sequence b (or masks[0] to all).
+struct Call {
+  bool varlen = false;
+  std::int64_t B = 0, S_q = 0, S_kv = 0, H = 0, H_kv = 0, D = 0;
+  float scale = 1.0f;
+  Isa isa = Isa::Portable;
+  int threads = 1;
+  std::vector<std::int32_t> cu_q, cu_kv;
+  std::vector<std::int64_t> q_pos, kv_pos;
+  std::vector<ResolvedMask> masks;
+};
+
+Call validate(const char* api, const TensorView& q, const TensorView& k, const TensorView& v,
+              const AttentionParams& p) {
+  Call c;
+  c.varlen = !p.cu_seqlens_q.empty() || !p.cu_seqlens_kv.empty();
+  const int nd = c.varlen ? 3 : 4;
+  check_tensor(api, "q", q, nd);
+  check_tensor(api, "k", k, nd);
+  check_same_shape(api, "v", v, "k", k);
+  const int hd = nd - 2;  // index of the head dim
+  c.H = q.shape[static_cast<std::size_t>(hd)];
+  c.H_kv = k.shape[static_cast<std::size_t>(hd)];
+  c.D = q.shape[static_cast<std::size_t>(hd + 1)];
+  c.S_q = q.shape[static_cast<std::size_t>(hd - 1)];
+  c.S_kv = k.shape[static_cast<std::size_t>(hd - 1)];
+  BURST_CHECK(c.varlen || q.shape[0] == k.shape[0], InvalidArgument, api, ": batch of q (", q.shape[0],
+              ") differs from batch of k (", k.shape[0], "): q ", q.describe(), ", k ", k.describe());
+  BURST_CHECK(k.shape[static_cast<std::size_t>(hd + 1)] == c.D, InvalidArgument, api, ": head dim of q (D=",
+              c.D, ") differs from k (D=", k.shape[static_cast<std::size_t>(hd + 1)], ")");
+  BURST_CHECK(c.D >= 1 && c.D <= kMaxHeadDim, InvalidArgument, api, ": head dim D=", c.D, " must be in [1, ",
+              kMaxHeadDim, "]");
+  BURST_CHECK(c.H >= 1 && c.H_kv >= 1 && c.H % c.H_kv == 0, InvalidArgument, api, ": H=", c.H,
+              " query heads must be a positive multiple of H_kv=", c.H_kv, " KV heads (GQA)");
+  if (p.softmax_scale) {
+    const float s = *p.softmax_scale;
+    BURST_CHECK(std::isfinite(s) && s > 0.0f, InvalidArgument, api, ": softmax_scale=", s,
+                " must be finite and > 0");
+    c.scale = s;
+  } else {
+    c.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.D)));
+  }
+  BURST_CHECK(p.num_threads >= 0, InvalidArgument, api, ": num_threads=", p.num_threads, " must be >= 0");
+  c.threads = p.num_threads > 0 ? p.num_threads : std::max(1, omp_get_max_threads());
+  BURST_CHECK(p.block_q >= 0 && p.block_kv >= 0, InvalidArgument, api, ": block_q=", p.block_q,
+              " and block_kv=", p.block_kv, " must be >= 0 (0 = default)");
+  const Isa best = detect_isa();
+  c.isa = p.isa == Isa::Auto ? best : p.isa;
+  BURST_CHECK(static_cast<int>(c.isa) >= static_cast<int>(best), Unsupported, api, ": isa=", to_string(c.isa),
+              " requested but this CPU supports at most ", to_string(best));
+
+  if (!c.varlen) {
+    c.B = q.shape[0];
+    BURST_CHECK(p.q_positions || p.q_offset >= 0, InvalidArgument, api, ": q_offset=", p.q_offset, " < 0");
+    BURST_CHECK(p.kv_positions || p.kv_offset >= 0, InvalidArgument, api, ": kv_offset=", p.kv_offset, " < 0");
+    c.q_pos = positions(api, "q_positions", p.q_positions, p.q_offset, c.S_q);
+    c.kv_pos = positions(api, "kv_positions", p.kv_positions, p.kv_offset, c.S_kv);
+    c.masks.emplace_back(p.mask, global_length(api, "seq_q_global", p.seq_q_global, c.q_pos),
+                         global_length(api, "seq_kv_global", p.seq_kv_global, c.kv_pos));
+    return c;
+  }
+  // Varlen (flash_attn_varlen semantics): sequences attend independently, positions restart at 0.
+  BURST_CHECK(p.q_offset == 0 && p.kv_offset == 0 && !p.q_positions && !p.kv_positions, InvalidArgument,
+              api, ": varlen (cu_seqlens) calls take positions from cu_seqlens; q_offset=", p.q_offset,
+              ", kv_offset=", p.kv_offset, " and explicit positions must be unset");
+  check_cu(api, "cu_seqlens_q", p.cu_seqlens_q, c.S_q);
+  check_cu(api, "cu_seqlens_kv", p.cu_seqlens_kv, c.S_kv);
+  BURST_CHECK(p.cu_seqlens_q.size() == p.cu_seqlens_kv.size(), InvalidArgument, api,
+              ": cu_seqlens_q has ", p.cu_seqlens_q.size(), " entries but cu_seqlens_kv has ",
+              p.cu_seqlens_kv.size());
+  c.cu_q = p.cu_seqlens_q;
+  c.cu_kv = p.cu_seqlens_kv;
+  c.B = static_cast<std::int64_t>(c.cu_q.size()) - 1;
+  std::int64_t max_len = 0;
+  for (std::int64_t b = 0; b < c.B; ++b) {
+    const auto u = static_cast<std::size_t>(b);
+    max_len = std::max<std::int64_t>({max_len, c.cu_q[u + 1] - c.cu_q[u], c.cu_kv[u + 1] - c.cu_kv[u]});
+  }
+  c.q_pos = positions(api, "positions", nullptr, 0, max_len);
+  c.kv_pos = c.q_pos;
+  const bool shared = p.seq_q_global >= 0 && p.seq_kv_global >= 0;
+  for (std::int64_t b = 0; b < (shared ? 1 : c.B); ++b) {
+    const auto u = static_cast<std::size_t>(b);
+    const std::int64_t len_q = shared ? p.seq_q_global : c.cu_q[u + 1] - c.cu_q[u];
+    const std::int64_t len_kv = shared ? p.seq_kv_global : c.cu_kv[u + 1] - c.cu_kv[u];
+    try {
+      c.masks.emplace_back(p.mask, len_q, len_kv);
+    } catch (const Error& e) {
+      BURST_FAIL(InvalidArgument, api, ": varlen sequence ", b, " (S_q=", len_q, ", S_kv=", len_kv,
+                 "): ", e.message());
+    }
+  }
+  if (shared)
+    for (std::int64_t b = 0; b < c.B; ++b) {
+      const auto u = static_cast<std::size_t>(b);
+      BURST_CHECK(c.cu_q[u + 1] - c.cu_q[u] <= p.seq_q_global && c.cu_kv[u + 1] - c.cu_kv[u] <= p.seq_kv_global,
+                  InvalidArgument, api, ": varlen sequence ", b, " is longer than seq_q_global=",
+                  p.seq_q_global, " / seq_kv_global=", p.seq_kv_global);
+    }
+  return c;
+}
+
+// ---------------------------------------------------------------- problem building ---------
+
+template <typename Op, typename View>
+Op operand(const View& t, bool varlen, std::int64_t row0) {
+  Op o;
+  o.data = t.f32() + (varlen ? row0 * t.stride[0] : 0);
+  o.sb = varlen ? 0 : t.stride[0];
+  o.ss = varlen ? t.stride[0] : t.stride[1];
+  o.sh = varlen ? t.stride[1] : t.stride[2];
+  return o;
+}
+
+template <typename Op>
+Op rows(const TensorView& t, bool varlen, std::int64_t row0) {
+  Op o;
+  o.data = t.f32() + (varlen ? row0 * t.stride[1] : 0);
+  o.sb = varlen ? 0 : t.stride[0];
+  o.sh = varlen ? t.stride[0] : t.stride[1];
+  o.ss = varlen ? t.stride[1] : t.stride[2];
+  return o;
+}
+
+// Calls fn(problem, q_row0, kv_row0) once (BSHD) or once per sequence (varlen, B = 1 each).
+template <typename Fn>
+void for_each_problem(const Call& c, const TensorView& q, const TensorView& k, const TensorView& v,
+                      const AttentionParams& p, Fn&& fn) {
+  kernels::Problem pb;
+  pb.H = c.H;
+  pb.H_kv = c.H_kv;
+  pb.D = c.D;
+  pb.scale = c.scale;
+  pb.q_pos = c.q_pos.data();
+  pb.kv_pos = c.kv_pos.data();
+  pb.num_threads = c.threads;
+  pb.block_q = p.block_q;
+  pb.block_kv = p.block_kv;
+  pb.isa = c.isa;
+  pb.progress = p.progress ? &p.progress : nullptr;
+  if (!c.varlen) {
+    pb.B = c.B;
+    pb.S_q = c.S_q;
+    pb.S_kv = c.S_kv;
+    pb.q = operand<kernels::Operand>(q, false, 0);
+    pb.k = operand<kernels::Operand>(k, false, 0);
+    pb.v = operand<kernels::Operand>(v, false, 0);
+    pb.mask = &c.masks[0];
+    fn(pb, std::int64_t{0}, std::int64_t{0});
+    return;
+  }
+  for (std::int64_t b = 0; b < c.B; ++b) {
+    const auto u = static_cast<std::size_t>(b);
+    const std::int64_t q0 = c.cu_q[u], kv0 = c.cu_kv[u];
+    pb.B = 1;
+    pb.S_q = c.cu_q[u + 1] - q0;
+    pb.S_kv = c.cu_kv[u + 1] - kv0;
+    pb.q = operand<kernels::Operand>(q, true, q0);
+    pb.k = operand<kernels::Operand>(k, true, kv0);
+    pb.v = operand<kernels::Operand>(v, true, kv0);
+    pb.mask = &c.masks[c.masks.size() == 1 ? 0 : u];
+    fn(pb, q0, kv0);
+  }
+}
+
+void backward_core(const char* api, const Call& c, const TensorView& dout, const TensorView& q,
+                   const TensorView& k, const TensorView& v, const TensorView& lse, const TensorView& delta,
+                   const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                   const AttentionParams& params, bool accumulate) {
+  check_same_shape(api, "dq", dq, "q", q);
+  check_same_shape(api, "dk", dk, "k", k);
+  check_same_shape(api, "dv", dv, "k", k);
+  for (const auto& [name, t] : {std::pair{"dq", dq}, {"dk", dk}, {"dv", dv}}) {
+    check_no_alias(api, name, t, "q", q);
+    check_no_alias(api, name, t, "k", k);
+    check_no_alias(api, name, t, "v", v);
+    check_no_alias(api, name, t, "dout", dout);
+  }
+  check_no_alias(api, "dq", dq, "dk", dk);
+  check_no_alias(api, "dq", dq, "dv", dv);
+  check_no_alias(api, "dk", dk, "dv", dv);
+  for_each_problem(c, q, k, v, params, [&](const kernels::Problem& pb, std::int64_t q0, std::int64_t kv0) {
+    kernels::BackwardIO io;
+    io.dout = operand<kernels::Operand>(dout, c.varlen, q0);
+    io.lse = rows<kernels::RowOperand>(lse, c.varlen, q0);
+    io.delta = rows<kernels::RowOperand>(delta, c.varlen, q0);
+    io.dq = operand<kernels::MutOperand>(dq, c.varlen, q0);
+    io.dk = operand<kernels::MutOperand>(dk, c.varlen, kv0);
+    io.dv = operand<kernels::MutOperand>(dv, c.varlen, kv0);
+    io.accumulate = accumulate;
+    if (params.impl == KernelImpl::Reference) kernels::backward_reference(pb, io);
+    else kernels::backward_tiled(pb, io);
+  });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- public entry points ------
+
+void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse, const AttentionParams& params) {
+  constexpr const char* api = "attention_forward";
+  const Call c = validate(api, q, k, v, params);
+  check_same_shape(api, "out", out, "q", q);
+  check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
+  for (const auto& [name, t] : {std::pair{"out", out}, {"lse", lse}}) {
+    check_no_alias(api, name, t, "q", q);
+    check_no_alias(api, name, t, "k", k);
+    check_no_alias(api, name, t, "v", v);
+  }
+  check_no_alias(api, "out", out, "lse", lse);
+  for_each_problem(c, q, k, v, params, [&](const kernels::Problem& pb, std::int64_t q0, std::int64_t) {
+    kernels::ForwardIO io;
+    io.out = operand<kernels::MutOperand>(out, c.varlen, q0);
+    io.lse = rows<kernels::MutRowOperand>(lse, c.varlen, q0);
+    if (params.impl == KernelImpl::Reference) kernels::forward_reference(pb, io);
+    else kernels::forward_tiled(pb, io);
+  });
+}
+
+void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta) {
+  constexpr const char* api = "attention_delta";
+  BURST_CHECK(out.ndim == 3 || out.ndim == 4, InvalidArgument, api, ": out must be [B,S,H,D] or [T,H,D], got ",
+              out.describe());
+  const bool varlen = out.ndim == 3;
+  check_tensor(api, "out", out, out.ndim);
+  check_same_shape(api, "dout", dout, "out", out);
+  const std::int64_t B = varlen ? 1 : out.shape[0], S = out.shape[varlen ? 0 : 1];
+  const std::int64_t H = out.shape[varlen ? 1 : 2], D = out.shape[varlen ? 2 : 3];
+  check_rows(api, "delta", delta, varlen, B, H, S);
+  const auto o = operand<kernels::Operand>(out, varlen, 0), g = operand<kernels::Operand>(dout, varlen, 0);
+  auto r = rows<kernels::MutRowOperand>(delta, varlen, 0);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t s = 0; s < S; ++s) {
+        const float* x = o.data + b * o.sb + s * o.ss + h * o.sh;
+        const float* y = g.data + b * g.sb + s * g.ss + h * g.sh;
+        float acc = 0.0f;
+        for (std::int64_t d = 0; d < D; ++d) acc += x[d] * y[d];
+        r.data[b * r.sb + h * r.sh + s * r.ss] = acc;
+      }
+}
+
+void attention_backward_with_delta(const TensorView& dout, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& lse, const TensorView& delta,
+                                   const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                                   const AttentionParams& params, bool accumulate) {
+  constexpr const char* api = "attention_backward_with_delta";
+  const Call c = validate(api, q, k, v, params);
+  check_same_shape(api, "dout", dout, "q", q);
+  check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
+  check_rows(api, "delta", delta, c.varlen, c.B, c.H, c.S_q);
+  backward_core(api, c, dout, q, k, v, lse, delta, dq, dk, dv, params, accumulate);
+}
+
+void attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                        const TensorView& dv, const AttentionParams& params) {
+  constexpr const char* api = "attention_backward";
+  const Call c = validate(api, q, k, v, params);
+  check_same_shape(api, "dout", dout, "q", q);
+  check_same_shape(api, "out", out, "q", q);
+  check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
+  Tensor delta(c.varlen ? std::vector<std::int64_t>{c.H, c.S_q} : std::vector<std::int64_t>{c.B, c.H, c.S_q});
+  attention_delta(dout, out, delta.view());
+  backward_core(api, c, dout, q, k, v, lse, delta.view(), dq, dk, dv, params, false);
+}
+
+AttentionOutput attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const AttentionParams& params) {
+  AttentionOutput r;
+  if (q.ndim == 3) {
+    r.out = Tensor({q.shape[0], q.shape[1], q.shape[2]});
+    r.lse = Tensor({q.shape[1], q.shape[0]});
+  } else {
+    BURST_CHECK(q.ndim == 4, InvalidArgument, "attention_forward: q must be [B,S,H,D] or [T,H,D], got ",
+                q.describe());
+    r.out = Tensor({q.shape[0], q.shape[1], q.shape[2], q.shape[3]});
+    r.lse = Tensor({q.shape[0], q.shape[2], q.shape[1]});
+  }
+  attention_forward(q, k, v, r.out.view(), r.lse.view(), params);
+  return r;
+}
+
+AttentionGrads attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                                  const TensorView& v, const TensorView& out, const TensorView& lse,
+                                  const AttentionParams& params) {
+  auto like = [](const TensorView& t) {
+    BURST_CHECK(t.ndim == 3 || t.ndim == 4, InvalidArgument,
+                "attention_backward: tensors must be [B,S,H,D] or [T,H,D], got ", t.describe());
+    return Tensor(std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
+  };
+  AttentionGrads g{like(q), like(k), like(k)};
+  attention_backward(dout, q, k, v, out, lse, g.dq.view(), g.dk.view(), g.dv.view(), params);
+  return g;
+}
+
 }  // namespace burst

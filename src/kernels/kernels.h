@@ -63,6 +63,10 @@ struct BackwardIO {
 
 void forward_reference(const Problem& p, const ForwardIO& io);
 void backward_reference(const Problem& p, const BackwardIO& io);
+/// Naive-fp32 twins of the reference: the same loops with float accumulation. Not a product
+/// path: tests measure its error against the fp64 oracle to size tolerances for fp32 kernels.
+void forward_reference_fp32(const Problem& p, const ForwardIO& io);
+void backward_reference_fp32(const Problem& p, const BackwardIO& io);
 void forward_tiled(const Problem& p, const ForwardIO& io);
 void backward_tiled(const Problem& p, const BackwardIO& io);
 
