@@ -223,6 +223,14 @@ Communicator Communicator::split(int color, int key) const {
   return Communicator(adopt(out));
 }
 
+Communicator Communicator::split_channel(int color, int key) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
+  auto impl = adopt(out);
+  impl->counters = impl_->counters;
+  return Communicator(std::move(impl));
+}
+
 Communicator Communicator::split_shared() const {
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, impl_->rank, MPI_INFO_NULL, &out),

@@ -104,6 +104,9 @@ class Communicator {
   Communicator channel() const;
   /// MPI_Comm_split(color, key) with fresh counters. Collective.
   Communicator split(int color, int key) const;
+  /// MPI_Comm_split(color, key) sharing this communicator's counters (a sub-group channel, e.g.
+  /// usp's Ulysses and ring groups, whose traffic belongs to the same pass). Collective.
+  Communicator split_channel(int color, int key) const;
   /// Ranks sharing this rank's node (MPI_Comm_split_type SHARED). Collective.
   Communicator split_shared() const;
   /// Node topology. ranks_per_node > 0 overrides discovery (emulated nodes: rank r is on node
