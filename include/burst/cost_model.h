@@ -1,0 +1,158 @@
+// burst/cost_model.h — the planner: predicted time, bytes and memory of every context-parallel
+// strategy on a cluster that may not be this machine.
+//
+// Owns: ClusterSpec (devices, compute rates, links), Workload (the attention problem), the
+// α–β link and collective formulas, a dependency-driven step simulator (a rank starts step t+1
+// when its own step-t compute is done AND the payload for t+1 has arrived), per-strategy
+// schedules (which (q-shard, kv-shard) block every rank computes at every step, what it sends
+// on which link) and the ranked recommendation.
+// Imbalance is modelled, not assumed: per-block work is the mask's visible-pair count of the
+// layout's (q-rank, kv-rank) blocks (ResolvedMask::visible_pairs), so a causal mask on the
+// contiguous layout costs what the slowest rank does.
+// Invariants: pure — never communicates, never times anything, deterministic.
+// Does not: model congestion between concurrent collectives, NIC sharing across jobs, kernel
+// efficiency changing with the block size beyond a fixed per-call overhead, or memory
+// fragmentation. See docs/cost_model.md for the formulas, their sources and the limits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "burst/mask.h"
+#include "burst/plan.h"
+#include "burst/strategy.h"
+
+namespace burst {
+
+/// One cluster as the model sees it. Rates are per device (a GPU, or one single-threaded rank on
+/// a CPU), bandwidths are unidirectional per device in bytes/s, latencies in seconds.
+struct ClusterSpec {
+  std::string name = "unnamed";
+  int nodes = 1;                          ///< nodes
+  int devices_per_node = 1;               ///< L: devices (ranks) per node
+  double matmul_flops = 0;                ///< dense matmul FLOP/s per device, compute dtype
+  double attention_efficiency_forward = 1;   ///< attention-kernel FLOP/s ÷ matmul_flops, forward
+  double attention_efficiency_backward = 1;  ///< same, backward (FLOPs counted as 2.5× forward)
+  double kernel_call_seconds = 0;         ///< fixed overhead per attention-kernel call
+  double memory_bandwidth = 0;            ///< device memory bytes/s (elementwise passes)
+  double memory_capacity = 0;             ///< device memory bytes (0 → unlimited)
+  double intra_bandwidth = 0;             ///< bytes/s per device to a peer in its node
+  double intra_latency = 0;               ///< seconds per intra-node message
+  double inter_bandwidth = 0;             ///< bytes/s per device to a peer in another node
+  double inter_latency = 0;               ///< seconds per inter-node message
+  std::string source;                     ///< where the numbers come from (URLs, calibration run)
+
+  int devices() const { return nodes * devices_per_node; }
+  /// Throws Error(InvalidArgument) naming the first non-positive or non-finite field.
+  void validate() const;
+};
+
+/// Which passes one "attention call" comprises.
+enum class PassKind : std::uint8_t { Forward, Backward, ForwardBackward };
+const char* to_string(PassKind pass) noexcept;
+PassKind pass_from_string(const std::string& name);   ///< "fwd"|"bwd"|"fwd_bwd"; Throws InvalidArgument
+
+/// The attention problem of one layer. Tensors are BSHD with `bytes_per_element` per value;
+/// row vectors (lse, delta) are fp32.
+struct Workload {
+  int layers = 1;                         ///< seconds and bytes are reported per layer; total ×layers
+  std::int64_t B = 1, S_global = 0, H = 0, H_kv = 0, D = 0;
+  std::int64_t model_width = 0;           ///< h of the projections (TP's traffic); 0 → H·D
+  Mask mask;                              ///< on global positions of a sequence of mask_length
+  /// Length at which `mask` was built and the visible pairs are counted (0 → S_global). When
+  /// smaller than S_global, every block's pair count is scaled by (S_global/mask_length)² —
+  /// exact for masks defined by fractions of the sequence, an approximation otherwise.
+  std::int64_t mask_length = 0;
+  PassKind pass = PassKind::Forward;
+  int bytes_per_element = 4;              ///< 4 fp32 (this library), 2 bf16 (GPU practice)
+
+  /// Throws Error(InvalidArgument) for non-positive sizes, H % H_kv ≠ 0, or a mask_length
+  /// that does not divide into S_global.
+  void validate() const;
+};
+
+/// One strategy configuration to score.
+struct Candidate {
+  StrategyKind strategy = StrategyKind::Burst;
+  LayoutKind layout = LayoutKind::Zigzag;
+  int ulysses_degree = 0;                 ///< usp: u (P = u·r); 0 → largest divisor of P dividing H_kv
+  BackwardSide backward_side = BackwardSide::Auto;
+  bool double_ring = true;                ///< burst/ring: topology-aware double ring when nodes > 1
+};
+
+/// Summary of one step of the forward (or backward) schedule, max over ranks.
+struct StepEstimate {
+  double compute_max = 0;    ///< seconds, slowest rank's kernel time this step
+  double compute_mean = 0;   ///< seconds, mean over ranks
+  double transfer = 0;       ///< seconds, slowest rank's transfer that feeds the next step
+  bool inter_node = false;   ///< the transfer crosses nodes
+};
+
+/// Per-pass prediction.
+struct PassEstimate {
+  double seconds = 0;               ///< wall time of the pass (max over ranks)
+  double compute_seconds = 0;       ///< max over ranks of summed kernel time
+  double exposed_comm_seconds = 0;  ///< seconds − compute_seconds of the critical rank
+  double balance = 1;               ///< max / mean per-rank kernel time
+  std::int64_t bytes_per_device = 0;   ///< bytes sent, max over ranks
+  std::int64_t memory_bytes = 0;       ///< peak bytes held per device (inputs, outputs, buffers)
+  std::vector<StepEstimate> steps;
+};
+
+/// The model's verdict for one candidate.
+struct Estimate {
+  Candidate candidate;
+  bool feasible = true;
+  std::string reason;               ///< why not feasible (unsupported mask/heads/memory)
+  int ulysses_degree = 0;           ///< resolved u (usp), else 0
+  std::string backward_side;        ///< "query" / "kv" for burst/ring backward, else ""
+  double seconds = 0;               ///< per layer, all requested passes
+  double compute_seconds = 0;
+  double exposed_comm_seconds = 0;
+  double balance = 1;
+  std::int64_t bytes_per_device = 0;
+  std::int64_t memory_bytes = 0;    ///< max over the requested passes
+  double flops = 0;                 ///< useful FLOPs (mask area, LongCA-bench convention), all ranks
+  PassEstimate forward, backward;   ///< present when requested
+};
+
+// ---- Formulas (exposed for the tests and docs; all pure) -------------------------------------
+
+/// Forward FLOPs of `pairs` visible (q, k) pairs: 4·D·H·B·pairs (two matmuls of 2 flop/MAC).
+/// Backward = 2.5× (five matmuls with the recompute of P). Source: peers.md §0, LongCA-bench.
+double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_t D, bool backward);
+/// Kernel seconds of one call: kernel_call_seconds + flops / (matmul_flops · efficiency).
+double kernel_seconds(const ClusterSpec& c, double flops, bool backward);
+/// α–β time of one message of `bytes` on an intra- or inter-node link: α + bytes / β.
+double link_seconds(const ClusterSpec& c, double bytes, bool inter_node);
+/// Ring all-gather (or reduce-scatter, same volume) of `block_bytes` per rank over `P` ranks,
+/// spanning nodes or not: (P−1)·(α + block/β) on the slowest link of the ring. Source: NCCL
+/// ring algorithm, docs/cost_model.md.
+double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node);
+/// Pairwise all-to-all where each of `P` ranks holds `bytes` to redistribute ((P−1)/P leave):
+/// (P−1)·α + intra share / β_intra + inter share / β_inter, intra share (L'−1)/P·bytes with
+/// L' = ranks of the group on one node (`group_per_node`), inter share the rest.
+double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, double bytes);
+
+/// P×P matrix, row-major: pairs[i·P + j] = visible (q, k) pairs with q on rank i and k on rank j
+/// of `layout`, scaled by `scale` (see Workload::mask_length). Cost: O(P² · S/P · slices).
+std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout,
+                                        double scale = 1.0);
+
+// ---- The model ---------------------------------------------------------------------------------
+
+/// Scores one candidate. Infeasible candidates (strategy cannot express the mask, head counts
+/// not divisible, memory over capacity, layout divisibility) come back with feasible = false
+/// and a reason — never an exception.
+/// Throws: Error(InvalidArgument) from cluster.validate() / workload.validate().
+Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Candidate& candidate);
+
+/// Every strategy × sensible layout (ring/burst: contiguous, zigzag, striped; allgather:
+/// zigzag, contiguous; distflash: contiguous; ulysses/usp/tp: contiguous), scored and ranked:
+/// feasible first by seconds, then infeasible in input order. Throws as estimate().
+std::vector<Estimate> rank_strategies(const ClusterSpec& cluster, const Workload& workload);
+/// The candidates rank_strategies() scores, for P = cluster.devices().
+std::vector<Candidate> default_candidates(const ClusterSpec& cluster);
+
+}  // namespace burst

@@ -1,0 +1,410 @@
+// Cost model: formulas, the step simulator, feasibility and ranking. The per-strategy
+// schedules live in cost_model_schedules.cc. Formulas and sources: docs/cost_model.md.
+#include "burst/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "burst/error.h"
+#include "cost_model_internal.h"
+
+namespace burst {
+
+namespace {
+
+void check_positive(double value, const char* name) {
+  BURST_CHECK(std::isfinite(value) && value > 0, InvalidArgument, "cluster field ", name,
+              " must be finite and > 0, got ", value);
+}
+void check_non_negative(double value, const char* name) {
+  BURST_CHECK(std::isfinite(value) && value >= 0, InvalidArgument, "cluster field ", name,
+              " must be finite and >= 0, got ", value);
+}
+
+std::string gib(double bytes) {
+  std::ostringstream os;
+  os.precision(3);
+  os << bytes / (1024.0 * 1024.0 * 1024.0) << " GiB";
+  return os.str();
+}
+
+}  // namespace
+
+void ClusterSpec::validate() const {
+  BURST_CHECK(nodes >= 1 && devices_per_node >= 1, InvalidArgument, "cluster '", name,
+              "': nodes=", nodes, " and devices_per_node=", devices_per_node, " must be >= 1");
+  check_positive(matmul_flops, "matmul_flops");
+  check_positive(attention_efficiency_forward, "attention_efficiency_forward");
+  check_positive(attention_efficiency_backward, "attention_efficiency_backward");
+  check_non_negative(kernel_call_seconds, "kernel_call_seconds");
+  check_positive(memory_bandwidth, "memory_bandwidth");
+  check_non_negative(memory_capacity, "memory_capacity");
+  if (devices_per_node > 1) check_positive(intra_bandwidth, "intra_bandwidth");
+  check_non_negative(intra_latency, "intra_latency");
+  if (nodes > 1) check_positive(inter_bandwidth, "inter_bandwidth");
+  check_non_negative(inter_latency, "inter_latency");
+}
+
+const char* to_string(PassKind pass) noexcept {
+  switch (pass) {
+    case PassKind::Forward: return "fwd";
+    case PassKind::Backward: return "bwd";
+    case PassKind::ForwardBackward: return "fwd_bwd";
+  }
+  return "?";
+}
+
+PassKind pass_from_string(const std::string& name) {
+  if (name == "fwd" || name == "forward") return PassKind::Forward;
+  if (name == "bwd" || name == "backward") return PassKind::Backward;
+  if (name == "fwd_bwd" || name == "both") return PassKind::ForwardBackward;
+  BURST_FAIL(InvalidArgument, "unknown pass '", name, "' (expected fwd, bwd or fwd_bwd)");
+}
+
+void Workload::validate() const {
+  BURST_CHECK(layers >= 1 && B >= 1 && S_global >= 1 && H >= 1 && H_kv >= 1 && D >= 1,
+              InvalidArgument, "workload sizes must be >= 1: layers=", layers, " B=", B,
+              " S_global=", S_global, " H=", H, " H_kv=", H_kv, " D=", D);
+  BURST_CHECK(H % H_kv == 0, InvalidArgument, "H=", H, " not divisible by H_kv=", H_kv);
+  BURST_CHECK(model_width >= 0, InvalidArgument, "model_width=", model_width, " must be >= 0");
+  BURST_CHECK(bytes_per_element == 2 || bytes_per_element == 4, InvalidArgument,
+              "bytes_per_element=", bytes_per_element, " must be 2 or 4");
+  BURST_CHECK(mask_length >= 0 && mask_length <= S_global, InvalidArgument, "mask_length=",
+              mask_length, " must be in [0, S_global=", S_global, "]");
+  BURST_CHECK(mask_length == 0 || S_global % mask_length == 0, InvalidArgument, "S_global=",
+              S_global, " must be a multiple of mask_length=", mask_length);
+}
+
+double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_t D, bool backward) {
+  const double forward = 4.0 * static_cast<double>(D) * static_cast<double>(H) *
+                         static_cast<double>(B) * pairs;
+  return backward ? 2.5 * forward : forward;
+}
+
+double kernel_seconds(const ClusterSpec& c, double flops, bool backward) {
+  if (flops <= 0) return 0;
+  const double eff = backward ? c.attention_efficiency_backward : c.attention_efficiency_forward;
+  return c.kernel_call_seconds + flops / (c.matmul_flops * eff);
+}
+
+double link_seconds(const ClusterSpec& c, double bytes, bool inter_node) {
+  if (bytes <= 0) return 0;
+  return inter_node ? c.inter_latency + bytes / c.inter_bandwidth
+                    : c.intra_latency + bytes / c.intra_bandwidth;
+}
+
+double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node) {
+  if (P <= 1 || block_bytes <= 0) return 0;
+  return (P - 1) * link_seconds(c, block_bytes, inter_node);
+}
+
+double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, double bytes) {
+  if (P <= 1 || bytes <= 0) return 0;
+  const int local = std::clamp(group_per_node, 1, P);
+  const double intra_share = static_cast<double>(local - 1) / P * bytes;
+  const double inter_share = static_cast<double>(P - local) / P * bytes;
+  double t = 0;
+  if (local > 1) t += (local - 1) * c.intra_latency + intra_share / c.intra_bandwidth;
+  if (P > local) t += (P - local) * c.inter_latency + inter_share / c.inter_bandwidth;
+  return t;
+}
+
+std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout,
+                                        double scale) {
+  const int P = layout.P;
+  std::vector<double> pairs(static_cast<std::size_t>(P) * P, 0.0);
+  for (int i = 0; i < P; ++i)
+    for (int j = 0; j < P; ++j)
+      pairs[static_cast<std::size_t>(i) * P + j] =
+          scale * static_cast<double>(mask.visible_pairs(layout.positions[i], layout.positions[j]));
+  return pairs;
+}
+
+namespace cost {
+
+bool crosses_nodes(const ClusterSpec& c, int a, int b) {
+  return a / c.devices_per_node != b / c.devices_per_node;
+}
+
+Sizes sizes_for(const Workload& w, std::int64_t H, std::int64_t H_kv, std::int64_t s) {
+  Sizes z;
+  const double bs = static_cast<double>(w.B) * static_cast<double>(s);
+  z.b_q = bs * static_cast<double>(H * w.D);
+  z.b_kv = bs * static_cast<double>(H_kv * w.D);
+  z.r = bs * static_cast<double>(H);
+  z.beta = w.bytes_per_element;
+  return z;
+}
+
+PassEstimate simulate(const Schedule& sch) {
+  PassEstimate out;
+  const std::size_t P = sch.ranks.size();
+  if (P == 0) return out;
+  const std::size_t T = sch.ranks[0].compute.size();
+  // start[i][t]: when rank i may begin step t.
+  std::vector<std::vector<double>> start(P, std::vector<double>(T + 1, sch.pre_seconds));
+  auto finish = [&](std::size_t i, std::size_t t) { return start[i][t] + sch.ranks[i].compute[t]; };
+  for (std::size_t t = 0; t + 1 < T; ++t) {
+    for (std::size_t i = 0; i < P; ++i) {
+      const cost::Feed& f = sch.ranks[i].feed[t + 1];
+      double ready = finish(i, t);
+      if (f.src >= 0) ready = std::max(ready, start[f.src][f.step] + f.seconds);
+      start[i][t + 1] = ready;
+    }
+  }
+  std::vector<double> end(P), busy(P);
+  double worst_end = 0, max_busy = 0, sum_busy = 0;
+  std::size_t critical = 0;
+  for (std::size_t i = 0; i < P; ++i) {
+    end[i] = T ? finish(i, T - 1) : sch.pre_seconds;
+    for (const cost::Feed& f : sch.ranks[i].end_feeds)
+      if (f.src >= 0) end[i] = std::max(end[i], finish(f.src, f.step) + f.seconds);
+    busy[i] = std::accumulate(sch.ranks[i].compute.begin(), sch.ranks[i].compute.end(), 0.0);
+    if (end[i] > worst_end) { worst_end = end[i]; critical = i; }
+    max_busy = std::max(max_busy, busy[i]);
+    sum_busy += busy[i];
+  }
+  out.seconds = worst_end + sch.post_seconds;
+  out.compute_seconds = max_busy;
+  out.exposed_comm_seconds = std::max(0.0, out.seconds - busy[critical]);
+  out.balance = sum_busy > 0 ? max_busy / (sum_busy / static_cast<double>(P)) : 1.0;
+  double max_bytes = 0;
+  for (const auto& r : sch.ranks) max_bytes = std::max(max_bytes, r.bytes_sent);
+  out.bytes_per_device = static_cast<std::int64_t>(std::llround(max_bytes + sch.collective_bytes));
+  out.memory_bytes = sch.memory_bytes;
+  for (std::size_t t = 0; t < T; ++t) {
+    StepEstimate st;
+    double sum = 0;
+    for (std::size_t i = 0; i < P; ++i) {
+      st.compute_max = std::max(st.compute_max, sch.ranks[i].compute[t]);
+      sum += sch.ranks[i].compute[t];
+      if (t + 1 < T) {
+        const cost::Feed& f = sch.ranks[i].feed[t + 1];
+        if (f.seconds > st.transfer) { st.transfer = f.seconds; st.inter_node = f.inter_node; }
+      }
+    }
+    st.compute_mean = sum / static_cast<double>(P);
+    out.steps.push_back(st);
+  }
+  return out;
+}
+
+}  // namespace cost
+
+namespace {
+
+/// Largest divisor of P that divides H_kv (the DistConfig default for usp).
+int default_ulysses_degree(int P, std::int64_t H_kv) {
+  for (int u = P; u >= 1; --u)
+    if (P % u == 0 && H_kv % u == 0) return u;
+  return 1;
+}
+
+/// KV heads after replication for head-parallel splitting over `g` ranks, or 0 when impossible.
+std::int64_t kv_heads_for_split(std::int64_t H, std::int64_t H_kv, int g) {
+  if (H % g != 0) return 0;
+  if (H_kv % g == 0) return H_kv;
+  if (g % H_kv == 0) return g;   // replicate each KV head g/H_kv times
+  return 0;
+}
+
+std::int64_t layout_divisor(LayoutKind kind, int P) {
+  return kind == LayoutKind::Zigzag ? 2LL * P : P;
+}
+
+/// Visible-pair matrix of `kind` over P ranks at the workload's mask resolution.
+std::vector<double> pair_matrix(const Workload& w, LayoutKind kind, int P) {
+  const std::int64_t len = w.mask_length > 0 ? w.mask_length : w.S_global;
+  const ResolvedMask resolved(w.mask, len, len);
+  const double ratio = static_cast<double>(w.S_global) / static_cast<double>(len);
+  const SequenceLayout layout = make_layout(kind, P, len, w.mask);
+  return visible_pair_matrix(resolved, layout, ratio * ratio);
+}
+
+/// Empty when feasible, else the reason.
+std::string infeasibility(const ClusterSpec& c, const Workload& w, const Candidate& cand, int u) {
+  const int P = c.devices();
+  const std::int64_t len = w.mask_length > 0 ? w.mask_length : w.S_global;
+  std::ostringstream why;
+  auto divisible = [&](std::int64_t div) {
+    if (w.S_global % div != 0 || len % div != 0)
+      why << "S_global=" << w.S_global << " (mask resolution " << len << ") not divisible by "
+          << div << " as layout " << to_string(cand.layout) << " needs";
+  };
+  switch (cand.strategy) {
+    case StrategyKind::Burst:
+    case StrategyKind::Ring:
+    case StrategyKind::AllGather: divisible(layout_divisor(cand.layout, P)); break;
+    case StrategyKind::DistFlash:
+      if (cand.layout != LayoutKind::Contiguous) {
+        why << "distflash uses the contiguous layout";
+      } else {
+        divisible(P);
+        if (why.str().empty()) {
+          // Its helping schedule computes only blocks with the kv chunk at or before the q chunk.
+          const std::vector<double> pairs = pair_matrix(w, LayoutKind::Contiguous, P);
+          for (int i = 0; i < P && why.str().empty(); ++i)
+            for (int j = i + 1; j < P; ++j)
+              if (pairs[static_cast<std::size_t>(i) * P + j] > 0) {
+                why << "distflash's schedule covers causal-like masks only (q chunk " << i
+                    << " sees kv chunk " << j << ")";
+                break;
+              }
+        }
+      }
+      break;
+    case StrategyKind::Ulysses:
+    case StrategyKind::Tp:
+      if (kv_heads_for_split(w.H, w.H_kv, P) == 0)
+        why << "H=" << w.H << ", H_kv=" << w.H_kv << " cannot be split over P=" << P << " ranks";
+      else divisible(P);
+      break;
+    case StrategyKind::Usp:
+      if (P % u != 0 || kv_heads_for_split(w.H, w.H_kv, u) == 0)
+        why << "ulysses_degree=" << u << " must divide P=" << P << " and the heads H=" << w.H
+            << ", H_kv=" << w.H_kv;
+      else divisible(layout_divisor(cand.layout, P / u) * u);
+      break;
+  }
+  return why.str();
+}
+
+PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate& cand, int u,
+                        bool backward, bool query_side) {
+  const int P = c.devices();
+  cost::Context ctx{&c, &w, P};
+  const bool use_double = cand.double_ring && c.nodes > 1 && c.devices_per_node > 1;
+  switch (cand.strategy) {
+    case StrategyKind::Burst:
+    case StrategyKind::Ring:
+      return cost::simulate(cost::ring_schedule(ctx, pair_matrix(w, cand.layout, P), P, backward,
+                                                query_side, use_double, w.H, w.H_kv, 1));
+    case StrategyKind::AllGather:
+      return cost::simulate(cost::allgather_schedule(ctx, pair_matrix(w, cand.layout, P), backward));
+    case StrategyKind::DistFlash:
+      return cost::simulate(cost::distflash_schedule(ctx, pair_matrix(w, cand.layout, P), backward));
+    case StrategyKind::Ulysses:
+    case StrategyKind::Tp: {
+      const std::vector<double> one = pair_matrix(w, LayoutKind::Contiguous, 1);
+      return cost::simulate(cost::head_parallel_schedule(ctx, one[0], backward,
+                                                         cand.strategy == StrategyKind::Tp,
+                                                         kv_heads_for_split(w.H, w.H_kv, P)));
+    }
+    case StrategyKind::Usp: {
+      // Ring of R = P/u members (strided by u) over H/u heads; Ulysses a2a inside groups of u.
+      const int R = P / u;
+      const std::int64_t kv_u = kv_heads_for_split(w.H, w.H_kv, u);
+      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(w, cand.layout, R), R, backward,
+                                                query_side, false, w.H / u, kv_u / u, u);
+      // The u-way all-to-all of a Ulysses group (consecutive ranks), no attention compute.
+      const cost::Context uctx{&c, &w, u};
+      const cost::Schedule ua = cost::head_parallel_schedule(uctx, 0, backward, false, kv_u);
+      ring.pre_seconds += ua.pre_seconds;
+      ring.post_seconds += ua.post_seconds;
+      ring.collective_bytes += ua.collective_bytes;
+      ring.memory_bytes += ua.memory_bytes;
+      return cost::simulate(ring);
+    }
+  }
+  return {};
+}
+
+/// Per-step payload bytes of the two backward directions (algorithm.md §4.1, §4.4).
+bool prefer_query_side(const Workload& w, BackwardSide side) {
+  if (side == BackwardSide::QuerySide) return true;
+  if (side == BackwardSide::KvSide) return false;
+  const double beta = w.bytes_per_element;
+  const double hq = static_cast<double>(w.H), hkv = static_cast<double>(w.H_kv);
+  const double d = static_cast<double>(w.D);
+  const double query = hq * (3 * d * beta + 2 * cost::Sizes::kRowBytes);   // Q, dO, dQ + D, lse
+  const double kv = hkv * 4 * d * beta;                                      // K, V, dK, dV
+  return query < kv;
+}
+
+}  // namespace
+
+Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Candidate& candidate) {
+  cluster.validate();
+  workload.validate();
+  Estimate e;
+  e.candidate = candidate;
+  const int P = cluster.devices();
+  const int u = candidate.strategy == StrategyKind::Usp
+                    ? (candidate.ulysses_degree > 0 ? candidate.ulysses_degree
+                                                    : default_ulysses_degree(P, workload.H_kv))
+                    : 0;
+  e.ulysses_degree = u;
+  e.reason = infeasibility(cluster, workload, candidate, u);
+  if (!e.reason.empty()) {
+    e.feasible = false;
+    return e;
+  }
+  const bool ring_family = candidate.strategy == StrategyKind::Burst ||
+                           candidate.strategy == StrategyKind::Ring ||
+                           candidate.strategy == StrategyKind::Usp;
+  const bool query_side = candidate.strategy == StrategyKind::Ring
+                              ? false
+                              : prefer_query_side(workload, candidate.backward_side);
+  const bool want_fwd = workload.pass != PassKind::Backward;
+  const bool want_bwd = workload.pass != PassKind::Forward;
+  if (want_fwd) e.forward = score_pass(cluster, workload, candidate, u, false, query_side);
+  if (want_bwd) {
+    e.backward = score_pass(cluster, workload, candidate, u, true, query_side);
+    if (ring_family) e.backward_side = query_side ? "query" : "kv";
+  }
+  const PassEstimate* passes[2] = {want_fwd ? &e.forward : nullptr, want_bwd ? &e.backward : nullptr};
+  double busy_sum = 0, busy_mean_sum = 0;
+  for (const PassEstimate* p : passes) {
+    if (!p) continue;
+    e.seconds += p->seconds;
+    e.compute_seconds += p->compute_seconds;
+    e.exposed_comm_seconds += p->exposed_comm_seconds;
+    e.bytes_per_device += p->bytes_per_device;
+    e.memory_bytes = std::max(e.memory_bytes, p->memory_bytes);
+    busy_sum += p->compute_seconds;
+    busy_mean_sum += p->balance > 0 ? p->compute_seconds / p->balance : 0;
+  }
+  e.balance = busy_mean_sum > 0 ? busy_sum / busy_mean_sum : 1.0;
+  const std::int64_t len = workload.mask_length > 0 ? workload.mask_length : workload.S_global;
+  const double ratio = static_cast<double>(workload.S_global) / static_cast<double>(len);
+  const double area = static_cast<double>(ResolvedMask(workload.mask, len, len).visible_pairs()) *
+                      ratio * ratio;
+  if (want_fwd) e.flops += attention_flops(area, workload.B, workload.H, workload.D, false);
+  if (want_bwd) e.flops += attention_flops(area, workload.B, workload.H, workload.D, true);
+  if (cluster.memory_capacity > 0 && static_cast<double>(e.memory_bytes) > cluster.memory_capacity) {
+    e.feasible = false;
+    e.reason = "needs " + gib(static_cast<double>(e.memory_bytes)) + " per device > capacity " +
+               gib(cluster.memory_capacity);
+  }
+  return e;
+}
+
+std::vector<Candidate> default_candidates(const ClusterSpec& cluster) {
+  (void)cluster;
+  std::vector<Candidate> out;
+  const LayoutKind ring_layouts[] = {LayoutKind::Contiguous, LayoutKind::Zigzag, LayoutKind::Striped};
+  for (StrategyKind s : {StrategyKind::Burst, StrategyKind::Ring})
+    for (LayoutKind l : ring_layouts) out.push_back({s, l, 0, BackwardSide::Auto, true});
+  out.push_back({StrategyKind::AllGather, LayoutKind::Zigzag, 0, BackwardSide::Auto, true});
+  out.push_back({StrategyKind::AllGather, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  out.push_back({StrategyKind::DistFlash, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  out.push_back({StrategyKind::Ulysses, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  out.push_back({StrategyKind::Usp, LayoutKind::Zigzag, 0, BackwardSide::Auto, true});
+  out.push_back({StrategyKind::Tp, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  return out;
+}
+
+std::vector<Estimate> rank_strategies(const ClusterSpec& cluster, const Workload& workload) {
+  std::vector<Estimate> all;
+  for (const Candidate& c : default_candidates(cluster)) all.push_back(estimate(cluster, workload, c));
+  std::stable_partition(all.begin(), all.end(), [](const Estimate& e) { return e.feasible; });
+  const auto feasible_end =
+      std::find_if(all.begin(), all.end(), [](const Estimate& e) { return !e.feasible; });
+  std::stable_sort(all.begin(), feasible_end,
+                   [](const Estimate& a, const Estimate& b) { return a.seconds < b.seconds; });
+  return all;
+}
+
+}  // namespace burst

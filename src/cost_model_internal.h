@@ -1,0 +1,77 @@
+// src/cost_model_internal.h — the step simulator shared by cost_model.cc (formulas, ranking)
+// and cost_model_schedules.cc (one schedule builder per strategy). Not installed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "burst/cost_model.h"
+
+namespace burst::cost {
+
+/// A message that must have arrived before a rank may start a step (or finish the pass):
+/// sent by rank `src` when it started its step `step` (or finished it, for end feeds),
+/// taking `seconds` on its link. src < 0: no message.
+struct Feed {
+  int src = -1;
+  int step = 0;
+  double seconds = 0;
+  bool inter_node = false;
+};
+
+/// One rank's part of a pass: per step kernel seconds, the feed each step t ≥ 1 waits for,
+/// feeds needed before the pass ends (posted when the sender FINISHED step `step`), and bytes.
+struct RankSchedule {
+  std::vector<double> compute;       ///< [T] kernel seconds
+  std::vector<Feed> feed;            ///< [T] feed[t] gates the start of step t (feed[0] unused)
+  std::vector<Feed> end_feeds;       ///< e.g. the final dQ / dKV hop, DistFlash partial returns
+  double bytes_sent = 0;
+};
+
+/// A pass: blocking collectives before and after a dependency-driven step phase.
+struct Schedule {
+  double pre_seconds = 0;            ///< blocking collective before the first step (all ranks)
+  double post_seconds = 0;           ///< blocking collective after the last step
+  double collective_bytes = 0;       ///< bytes each rank sends in those collectives
+  std::vector<RankSchedule> ranks;   ///< [P'] (P' may be a representative subgroup, e.g. USP ring)
+  std::int64_t memory_bytes = 0;
+};
+
+/// Runs the recurrence
+///   start[i][0] = pre;  start[i][t+1] = max(start[i][t] + c[i][t], start[src][s] + x)
+///   end[i] = max(start[i][T−1] + c[i][T−1], finish[src][s] + x for end feeds)
+/// and returns seconds = max_i end[i] + post, compute = max_i Σ_t c[i][t], exposed comm of the
+/// critical rank, balance = max/mean Σ_t c, bytes = max_i bytes + collective bytes, step summaries.
+PassEstimate simulate(const Schedule& schedule);
+
+/// Shapes shared by the builders (elements; see algorithm.md §1): b_q = B·H·s·D, b_kv =
+/// B·H_kv·s·D, r = B·H·s for s = S/P local tokens.
+struct Sizes {
+  double b_q = 0, b_kv = 0, r = 0;
+  double beta = 4;        ///< bytes per tensor element
+  static constexpr double kRowBytes = 4;   ///< lse / delta / fp32 accumulators
+};
+Sizes sizes_for(const Workload& w, std::int64_t H, std::int64_t H_kv, std::int64_t s);
+
+/// Inputs the builders need besides the workload.
+struct Context {
+  const ClusterSpec* cluster = nullptr;
+  const Workload* workload = nullptr;
+  int P = 1;
+};
+
+/// Per-strategy builders. `pairs` is the P×P visible-pair matrix of the candidate's layout
+/// (USP: R×R of its ring layout). `backward` selects the pass. Each throws nothing; the caller
+/// has already checked feasibility.
+Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
+                       bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
+                       int rank_stride);
+Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward);
+Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool backward, bool tp,
+                                std::int64_t H_kv_eff);
+Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward);
+
+/// Whether inter-node: global ranks a and b on different nodes of the cluster.
+bool crosses_nodes(const ClusterSpec& c, int a, int b);
+
+}  // namespace burst::cost

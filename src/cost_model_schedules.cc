@@ -1,0 +1,244 @@
+// Cost model: one schedule builder per strategy — which block each rank computes at each step,
+// which payload feeds the next step over which link, and the memory each rank holds.
+// Volumes: algorithm.md §4.1–4.2 (ring family), peers.md §3 (DistFlashAttn), §4b (all-gather),
+// §5 (Ulysses), §6a (USP), §7 (TP). Memory: algorithm.md §4.5. Formulas: docs/cost_model.md.
+#include <algorithm>
+#include <cmath>
+
+#include "cost_model_internal.h"
+
+namespace burst::cost {
+
+namespace {
+
+constexpr double kAcc = Sizes::kRowBytes;   // fp32 accumulators / gradient payloads
+
+double pair_at(const std::vector<double>& pairs, int P, int i, int j) {
+  return pairs[static_cast<std::size_t>(i) * P + j];
+}
+
+int wrap(int x, int m) { return ((x % m) + m) % m; }
+
+/// Kernel seconds of one block of `pairs` visible pairs with H heads.
+double block_seconds(const Context& ctx, double pairs, std::int64_t H, bool backward) {
+  const Workload& w = *ctx.workload;
+  return kernel_seconds(*ctx.cluster, attention_flops(pairs, w.B, H, w.D, backward), backward);
+}
+
+/// The backward's delta pass, memory-bound: rowsum(dO ∘ O) reads 2·b_q·β, writes r fp32.
+double delta_seconds(const Context& ctx, const Sizes& z) {
+  return (2 * z.b_q * z.beta + z.r * kAcc) / ctx.cluster->memory_bandwidth;
+}
+
+/// Inputs and outputs every strategy holds per rank: forward q, k, v, out (β) + lse;
+/// backward additionally dout, dq, dk, dv (β) and delta.
+double io_bytes(const Sizes& z, bool backward) {
+  const double fwd = (2 * z.b_q + 2 * z.b_kv) * z.beta + z.r * kAcc;
+  return backward ? fwd + (2 * z.b_q + 2 * z.b_kv) * z.beta + z.r * kAcc : fwd;
+}
+
+std::int64_t to_bytes(double b) { return static_cast<std::int64_t>(std::llround(b)); }
+
+}  // namespace
+
+Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
+                       bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
+                       int rank_stride) {
+  const ClusterSpec& c = *ctx.cluster;
+  const Workload& w = *ctx.workload;
+  const Sizes z = sizes_for(w, H, H_kv, w.S_global / P);
+  // Per-hop payloads (algorithm.md §4.1): forward K, V; backward read (Q, dO, D, lse | K, V)
+  // and write (dQ | dK, dV) rings, gradients in fp32.
+  double read = 2 * z.b_kv * z.beta, write = 0;
+  if (backward && query_side) {
+    read = 2 * z.b_q * z.beta + 2 * z.r * kAcc;
+    write = z.b_q * kAcc;
+  } else if (backward) {
+    write = 2 * z.b_kv * kAcc;
+  }
+  const int L = c.devices_per_node;
+  const bool dbl = double_ring && rank_stride == 1 && c.nodes > 1 && L > 1 && P == c.devices();
+  const int n = dbl ? c.nodes : 1;
+  auto part = [&](int i, int t) {   // partition held by rank i at step t (algorithm.md §7)
+    if (!dbl) return wrap(i - t, P);
+    const int a = i / L, b = i % L;
+    return wrap(a - t / L, n) * L + wrap(b - t, L);
+  };
+  Schedule s;
+  s.ranks.resize(P);
+  for (int i = 0; i < P; ++i) {
+    RankSchedule& rs = s.ranks[i];
+    rs.compute.resize(P);
+    rs.feed.resize(P);
+    for (int t = 0; t < P; ++t) {
+      const int j = part(i, t);
+      // Forward and KV-side backward: Q_i stays, block j's K/V visit. Query side: K_i stays.
+      const double p = (backward && query_side) ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j);
+      rs.compute[t] = block_seconds(ctx, p, H, backward);
+      if (t + 1 < P) {
+        Feed f;
+        const double bytes = read + (t >= 1 ? write : 0);
+        if (dbl && t % L == L - 1) {   // round boundary: the inter-node payload posted L steps ago
+          f.src = wrap(i / L - 1, n) * L + i % L;
+          f.step = t + 1 - L;
+        } else if (dbl) {
+          f.src = (i / L) * L + wrap(i % L - 1, L);
+          f.step = t;
+        } else {
+          f.src = wrap(i - 1, P);
+          f.step = t;
+        }
+        f.inter_node = crosses_nodes(c, f.src * rank_stride, i * rank_stride);
+        f.seconds = link_seconds(c, bytes, f.inter_node);
+        rs.feed[t + 1] = f;
+      }
+    }
+    if (backward) rs.compute[0] += delta_seconds(ctx, z);
+    rs.bytes_sent = (P - 1) * read + (backward && P > 1 ? P * write : 0);
+    if (backward && P > 1) {   // final hop: the accumulated dQ (dK, dV) goes home
+      Feed f;
+      f.src = dbl ? (i / L) * L + wrap(i % L - 1, L) : wrap(i - 1, P);
+      f.step = P - 1;
+      f.inter_node = crosses_nodes(c, f.src * rank_stride, i * rank_stride);
+      f.seconds = link_seconds(c, write, f.inter_node);
+      rs.end_feeds.push_back(f);
+    }
+  }
+  // Memory (algorithm.md §4.5): forward K,V double buffer + fp32 out accumulator + m, l.
+  double mem = io_bytes(z, backward);
+  if (!backward) {
+    mem += 4 * z.b_kv * z.beta + z.b_q * kAcc + 2 * z.r * kAcc;
+  } else if (query_side) {   // read/write double buffers, step scratch, accumulators, D
+    mem += 2 * read + 2 * write + (z.b_q + 2 * z.b_kv) * kAcc + (z.b_q + 2 * z.b_kv) * kAcc;
+  } else {
+    mem += 2 * read + 2 * write + z.b_q * kAcc + z.r * kAcc;
+  }
+  s.memory_bytes = to_bytes(mem);
+  return s;
+}
+
+Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward) {
+  const ClusterSpec& c = *ctx.cluster;
+  const Workload& w = *ctx.workload;
+  const int P = ctx.P;
+  const Sizes z = sizes_for(w, w.H, w.H_kv, w.S_global / P);
+  const bool inter = c.nodes > 1;
+  const double kv_block = 2 * z.b_kv * z.beta;
+  Schedule s;
+  s.pre_seconds = all_gather_seconds(c, P, kv_block, inter);
+  s.collective_bytes = (P - 1) * kv_block;
+  if (backward) {   // K, V gathered again; dK, dV (fp32) reduce-scattered to their owners
+    const double dkv_block = 2 * z.b_kv * kAcc;
+    s.post_seconds = all_gather_seconds(c, P, dkv_block, inter);
+    s.collective_bytes += (P - 1) * dkv_block;
+  }
+  s.ranks.resize(P);
+  for (int i = 0; i < P; ++i) {
+    double row = 0;
+    for (int j = 0; j < P; ++j) row += pair_at(pairs, P, i, j);
+    s.ranks[i].compute = {block_seconds(ctx, row, w.H, backward) +
+                          (backward ? delta_seconds(ctx, z) : 0.0)};
+    s.ranks[i].feed = {Feed{}};
+  }
+  double mem = io_bytes(z, backward) + P * kv_block;   // the gathered K, V
+  if (backward) mem += P * 2 * z.b_kv * kAcc;           // dK, dV for the whole sequence
+  s.memory_bytes = to_bytes(mem);
+  return s;
+}
+
+Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool backward, bool tp,
+                                std::int64_t H_kv_eff) {
+  const ClusterSpec& c = *ctx.cluster;
+  const Workload& w = *ctx.workload;
+  const int P = ctx.P;
+  const Sizes z = sizes_for(w, w.H, w.H_kv, w.S_global / P);     // sequence-sharded tensors
+  const Sizes ze = sizes_for(w, w.H, H_kv_eff, w.S_global / P);  // with replicated KV heads
+  const int group_per_node = std::min(P, c.devices_per_node);
+  const bool inter = P > c.devices_per_node;
+  Schedule s;
+  double staging = 0;
+  if (tp) {
+    // Megatron SP: all-gather X [S/P, h] before QKV, reduce-scatter after the out projection
+    // (backward mirrored). Not overlapped with attention.
+    const double h = static_cast<double>(w.model_width > 0 ? w.model_width : w.H * w.D);
+    const double block = static_cast<double>(w.B) * static_cast<double>(w.S_global / P) * h * z.beta;
+    s.pre_seconds = all_gather_seconds(c, P, block, inter);
+    s.post_seconds = all_gather_seconds(c, P, block, inter);
+    s.collective_bytes = 2.0 * (P - 1) * block;
+    staging = P * block;   // the gathered [S, h] input
+  } else {
+    // Ulysses: forward a2a(Q, K, V) then a2a(O); backward a2a(dO) then a2a(dQ, dK, dV).
+    const double first = backward ? ze.b_q * z.beta : (ze.b_q + 2 * ze.b_kv) * z.beta;
+    const double second = backward ? (ze.b_q + 2 * ze.b_kv) * z.beta : ze.b_q * z.beta;
+    s.pre_seconds = all_to_all_seconds(c, P, group_per_node, first);
+    s.post_seconds = all_to_all_seconds(c, P, group_per_node, second);
+    s.collective_bytes = static_cast<double>(P - 1) / P * (first + second);
+    staging = std::max(first, second);
+  }
+  s.ranks.resize(1);   // every rank does the same: all S tokens for H/P heads
+  s.ranks[0].compute = {block_seconds(ctx, total_pairs, w.H / P, backward) +
+                        (backward && total_pairs > 0 ? delta_seconds(ctx, z) : 0.0)};
+  s.ranks[0].feed = {Feed{}};
+  // Head layout holds the same element counts as the sequence layout (S·H/P = s·H), twice.
+  s.memory_bytes = to_bytes(io_bytes(z, backward) + io_bytes(ze, backward) + staging);
+  return s;
+}
+
+Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward) {
+  const ClusterSpec& c = *ctx.cluster;
+  const Workload& w = *ctx.workload;
+  const int P = ctx.P;
+  const Sizes z = sizes_for(w, w.H, w.H_kv, w.S_global / P);
+  const int half = P / 2;
+  const int T = half + 1;
+  // peers.md §3: at step t worker r ≥ t computes (Q_r, KV_{r−t}); worker r < t with
+  // t < P − ⌊P/2⌋ helps with (Q_{r+P−t}, KV_r) and returns the partial to the owner.
+  auto helps = [&](int r, int t) { return r < t && t >= 1 && t < P - half; };
+  const double kv_in = 2 * z.b_kv * z.beta;
+  const double q_in = backward ? 2 * z.b_q * z.beta + 2 * z.r * kAcc : z.b_q * z.beta;
+  const double q_ret = backward ? z.b_q * kAcc : z.b_q * kAcc + z.r * kAcc;   // dQ | (O, lse)
+  const double kv_ret = 2 * z.b_kv * kAcc;                                       // dK, dV partial
+  Schedule s;
+  s.ranks.resize(P);
+  for (auto& rs : s.ranks) {
+    rs.compute.assign(T, 0.0);
+    rs.feed.assign(T, Feed{});
+  }
+  auto send = [&](int src, int dst, double bytes, Feed& slot, int step) {
+    slot.src = src;
+    slot.step = step;
+    slot.inter_node = crosses_nodes(c, src, dst);
+    slot.seconds = link_seconds(c, bytes, slot.inter_node);
+    s.ranks[src].bytes_sent += bytes;
+  };
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < P; ++r) {
+      RankSchedule& rs = s.ranks[r];
+      if (r >= t) {
+        rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, r, r - t), w.H, backward);
+        if (t >= 1) send(r - t, r, kv_in, rs.feed[t], t - 1);   // prefetched one step ahead
+        if (t >= 1 && backward) {                                // dK, dV partial back to r − t
+          Feed f;
+          send(r, r - t, kv_ret, f, t);
+          s.ranks[r - t].end_feeds.push_back(f);
+        }
+      } else if (helps(r, t)) {
+        const int owner = r + P - t;
+        rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, owner, r), w.H, backward);
+        send(owner, r, q_in, rs.feed[t], t - 1);
+        Feed f;
+        send(r, owner, q_ret, f, t);
+        s.ranks[owner].end_feeds.push_back(f);
+      }
+    }
+  }
+  if (backward)
+    for (auto& rs : s.ranks) rs.compute[0] += delta_seconds(ctx, z);
+  // Local Q, K, V, O plus two peer buffers each for Q, K, V, O and the row statistics.
+  double mem = io_bytes(z, backward) + 2 * (2 * z.b_q + 2 * z.b_kv) * z.beta + 4 * z.r * kAcc;
+  if (backward) mem += 2 * (z.b_q + 2 * z.b_kv) * kAcc;   // partial dQ / dK, dV buffers
+  s.memory_bytes = to_bytes(mem);
+  return s;
+}
+
+}  // namespace burst::cost

@@ -1,0 +1,300 @@
+// Tests of the cost model: every formula against a hand computation (arithmetic in the
+// comments), the step simulator on hand-made schedules, each strategy's schedule on tiny
+// problems whose answer can be worked out on paper, and the mask-driven pair matrix against a
+// brute-force count.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "burst/cost_model.h"
+#include "burst/error.h"
+#include "cost_model_internal.h"
+
+namespace burst {
+namespace {
+
+// A toy cluster where one visible pair of a B=1, H=1, D=1 forward costs 1 s (4 flop at 4 flop/s)
+// and 8 bytes take 1 s on an intra-node link (no latency): easy arithmetic below.
+ClusterSpec toy_cluster(int nodes, int per_node) {
+  ClusterSpec c;
+  c.name = "toy";
+  c.nodes = nodes;
+  c.devices_per_node = per_node;
+  c.matmul_flops = 4;
+  c.memory_bandwidth = 1e30;   // delta pass free unless a test says otherwise
+  c.intra_bandwidth = 8;
+  c.inter_bandwidth = 2;
+  return c;
+}
+
+Workload toy_workload(std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D) {
+  Workload w;
+  w.S_global = S;
+  w.H = H;
+  w.H_kv = H_kv;
+  w.D = D;
+  w.bytes_per_element = 4;
+  return w;
+}
+
+TEST(CostFormulas, AttentionFlops) {
+  // 4·D·H·B·pairs = 4·4·3·2·10 = 960; backward 2.5× = 2400.
+  EXPECT_DOUBLE_EQ(attention_flops(10, 2, 3, 4, false), 960.0);
+  EXPECT_DOUBLE_EQ(attention_flops(10, 2, 3, 4, true), 2400.0);
+}
+
+TEST(CostFormulas, KernelSeconds) {
+  ClusterSpec c = toy_cluster(1, 1);
+  c.matmul_flops = 1e12;
+  c.attention_efficiency_forward = 0.5;
+  c.attention_efficiency_backward = 0.25;
+  c.kernel_call_seconds = 1e-6;
+  // 1e-6 + 1e9 / (1e12·0.5) = 1e-6 + 2e-3; backward 1e-6 + 1e9 / 2.5e11 = 1e-6 + 4e-3.
+  EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, false), 0.002001);
+  EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, true), 0.004001);
+  EXPECT_EQ(kernel_seconds(c, 0, false), 0.0);   // no call, no overhead
+}
+
+TEST(CostFormulas, LinkAndCollectives) {
+  ClusterSpec c = toy_cluster(2, 2);
+  c.intra_latency = 1e-6;
+  c.intra_bandwidth = 1e9;
+  c.inter_latency = 5e-6;
+  c.inter_bandwidth = 1e8;
+  // α + bytes/β: 1e-6 + 1e6/1e9 = 0.001001; inter 5e-6 + 1e6/1e8 = 0.010005.
+  EXPECT_DOUBLE_EQ(link_seconds(c, 1e6, false), 0.001001);
+  EXPECT_DOUBLE_EQ(link_seconds(c, 1e6, true), 0.010005);
+  EXPECT_EQ(link_seconds(c, 0, true), 0.0);
+  // Ring all-gather, P = 4: 3·(1e-6 + 1e-3) = 0.003003.
+  EXPECT_NEAR(all_gather_seconds(c, 4, 1e6, false), 0.003003, 1e-15);
+  EXPECT_EQ(all_gather_seconds(c, 1, 1e6, false), 0.0);
+  // All-to-all, P = 4, 2 per node, 4e6 bytes: intra share 1/4·4e6 = 1e6 → 1·1e-6 + 1e-3;
+  // inter share 2/4·4e6 = 2e6 → 2·5e-6 + 2e6/1e8 = 0.02001. Sum 0.021011.
+  EXPECT_NEAR(all_to_all_seconds(c, 4, 2, 4e6), 0.021011, 1e-15);
+}
+
+TEST(CostFormulas, ValidationNamesTheField) {
+  ClusterSpec c = toy_cluster(1, 1);
+  c.matmul_flops = 0;
+  try {
+    c.validate();
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("matmul_flops"), std::string::npos) << e.what();
+  }
+  Workload w = toy_workload(8, 3, 2, 1);
+  EXPECT_THROW(w.validate(), Error);   // H % H_kv ≠ 0
+  EXPECT_EQ(pass_from_string("fwd_bwd"), PassKind::ForwardBackward);
+  EXPECT_THROW(pass_from_string("sideways"), Error);
+}
+
+TEST(CostSimulator, HandMadeSchedule) {
+  cost::Schedule s;
+  s.pre_seconds = 0.1;
+  s.post_seconds = 0.2;
+  s.ranks.resize(2);
+  s.ranks[0].compute = {1, 2};
+  s.ranks[1].compute = {3, 1};
+  s.ranks[0].feed = {cost::Feed{}, cost::Feed{1, 0, 0.5, false}};
+  s.ranks[1].feed = {cost::Feed{}, cost::Feed{0, 0, 4.0, true}};
+  s.ranks[0].bytes_sent = 10;
+  s.ranks[1].bytes_sent = 30;
+  s.collective_bytes = 5;
+  // start r0,1 = max(0.1 + 1, 0.1 + 0.5) = 1.1; start r1,1 = max(0.1 + 3, 0.1 + 4) = 4.1.
+  // end r0 = 3.1, end r1 = 5.1 → 5.1 + 0.2 = 5.3. Critical rank 1 is busy 4 → exposed 1.3.
+  PassEstimate p = cost::simulate(s);
+  EXPECT_DOUBLE_EQ(p.seconds, 5.3);
+  EXPECT_DOUBLE_EQ(p.compute_seconds, 4.0);
+  EXPECT_NEAR(p.exposed_comm_seconds, 1.3, 1e-12);
+  EXPECT_DOUBLE_EQ(p.balance, 4.0 / 3.5);
+  EXPECT_EQ(p.bytes_per_device, 35);
+  ASSERT_EQ(p.steps.size(), 2u);
+  EXPECT_DOUBLE_EQ(p.steps[0].compute_max, 3.0);
+  EXPECT_DOUBLE_EQ(p.steps[0].compute_mean, 2.0);
+  EXPECT_DOUBLE_EQ(p.steps[0].transfer, 4.0);
+  EXPECT_TRUE(p.steps[0].inter_node);
+  // An end feed from rank 1's finish of step 1 (5.1) taking 1 s delays rank 0 to 6.1 → 6.3;
+  // rank 0 (busy 3) becomes critical: exposed 3.3.
+  s.ranks[0].end_feeds.push_back(cost::Feed{1, 1, 1.0, false});
+  p = cost::simulate(s);
+  EXPECT_DOUBLE_EQ(p.seconds, 6.3);
+  EXPECT_NEAR(p.exposed_comm_seconds, 3.3, 1e-12);
+}
+
+// Causal mask, S = 4, P = 2. Contiguous: rank 0 = {0,1}, rank 1 = {2,3}; pairs (q-rank, kv-rank):
+// (0,0) = 3, (0,1) = 0, (1,0) = 4, (1,1) = 3. Zigzag: rank 0 = {0,3}, rank 1 = {1,2}:
+// (0,0) = {(0,0),(3,0),(3,3)} = 3, (0,1) = {(3,1),(3,2)} = 2, (1,0) = {(1,0),(2,0)} = 2, (1,1) = 3.
+const std::vector<double> kCausalContiguous = {3, 0, 4, 3};
+const std::vector<double> kCausalZigzag = {3, 2, 2, 3};
+
+TEST(CostSchedules, RingForwardImbalanceAndZigzag) {
+  const ClusterSpec c = toy_cluster(1, 2);
+  const Workload w = toy_workload(4, 1, 1, 1);
+  const cost::Context ctx{&c, &w, 2};
+  // K, V hop: 2·b_kv·β = 2·(1·2·1·1)·4 = 16 bytes = 2 s. Contiguous: rank 0 computes 3 then 0,
+  // rank 1 computes 3 then 4; rank 1 starts step 1 at max(3, 0 + 2) = 3, ends at 7.
+  PassEstimate p = cost::simulate(cost::ring_schedule(ctx, kCausalContiguous, 2, false, false, false, 1, 1, 1));
+  EXPECT_DOUBLE_EQ(p.seconds, 7.0);
+  EXPECT_DOUBLE_EQ(p.balance, 7.0 / 5.0);
+  EXPECT_EQ(p.bytes_per_device, 16);
+  EXPECT_DOUBLE_EQ(p.exposed_comm_seconds, 0.0);
+  // Zigzag: both ranks 3 then 2 → 5 s, balanced.
+  p = cost::simulate(cost::ring_schedule(ctx, kCausalZigzag, 2, false, false, false, 1, 1, 1));
+  EXPECT_DOUBLE_EQ(p.seconds, 5.0);
+  EXPECT_DOUBLE_EQ(p.balance, 1.0);
+  // A slow link exposes communication: 16 bytes at 1 byte/s = 16 s > 3 s of compute.
+  ClusterSpec slow = c;
+  slow.intra_bandwidth = 1;
+  const cost::Context sctx{&slow, &w, 2};
+  p = cost::simulate(cost::ring_schedule(sctx, kCausalZigzag, 2, false, false, false, 1, 1, 1));
+  EXPECT_DOUBLE_EQ(p.seconds, 18.0);   // start step 1 at 16, + 2
+  EXPECT_DOUBLE_EQ(p.exposed_comm_seconds, 13.0);
+}
+
+TEST(CostSchedules, RingBackwardPayloadsBothSides) {
+  const ClusterSpec c = toy_cluster(1, 2);
+  const Workload w = toy_workload(4, 1, 1, 2);
+  const cost::Context ctx{&c, &w, 2};
+  // s = 2, D = 2: b_q = b_kv = 4 elements, r = 2. Query side: read 2·4·4 + 2·2·4 = 48 bytes,
+  // write dQ 4·4 = 16; per rank (P−1)·48 + P·16 = 80. KV side: read 2·4·4 = 32, write
+  // 2·4·4 = 32; 32 + 2·32 = 96.
+  auto q = cost::simulate(cost::ring_schedule(ctx, kCausalZigzag, 2, true, true, false, 1, 1, 1));
+  auto kv = cost::simulate(cost::ring_schedule(ctx, kCausalZigzag, 2, true, false, false, 1, 1, 1));
+  EXPECT_EQ(q.bytes_per_device, 80);
+  EXPECT_EQ(kv.bytes_per_device, 96);
+  // Compute: a pair's backward costs 2.5·4·D = 20 flop = 5 s; each rank 3 + 2 pairs = 25 s.
+  // The final dQ hop (16 bytes, 2 s) lands after the last step: 25 + 2 = 27 s.
+  EXPECT_DOUBLE_EQ(q.compute_seconds, 25.0);
+  EXPECT_DOUBLE_EQ(q.seconds, 27.0);
+}
+
+TEST(CostSchedules, DoubleRingVisitsEveryPartitionAndFeedsMatch) {
+  // 2 nodes × 2: each rank must hold every partition exactly once, and the partition a feed's
+  // sender held when posting it must be the one the receiver computes on next.
+  const ClusterSpec c = toy_cluster(2, 2);
+  const Workload w = toy_workload(8, 1, 1, 1);
+  const cost::Context ctx{&c, &w, 4};
+  std::vector<double> pairs(16);
+  std::iota(pairs.begin(), pairs.end(), 1.0);   // distinct per block: identifies the partition
+  const cost::Schedule s = cost::ring_schedule(ctx, pairs, 4, false, false, true, 1, 1, 1);
+  auto part_of = [&](int i, int t) {   // invert compute seconds = pairs[i][j]
+    return static_cast<int>(s.ranks[i].compute[t]) - 1 - 4 * i;
+  };
+  int inter = 0;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int> seen(4, 0);
+    for (int t = 0; t < 4; ++t) ++seen[part_of(i, t)];
+    EXPECT_EQ(seen, std::vector<int>(4, 1)) << "rank " << i;
+    EXPECT_EQ(part_of(i, 0), i);
+    for (int t = 1; t < 4; ++t) {
+      const cost::Feed& f = s.ranks[i].feed[t];
+      EXPECT_EQ(part_of(f.src, f.step), part_of(i, t)) << "rank " << i << " step " << t;
+      inter += f.inter_node ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(inter, 4);   // (n−1) = 1 inter-node hop per rank, algorithm.md §7
+}
+
+TEST(CostSchedules, AllGatherAndHeadParallel) {
+  const ClusterSpec c = toy_cluster(1, 2);
+  Workload w = toy_workload(4, 1, 1, 1);
+  cost::Context ctx{&c, &w, 2};
+  // All-gather K, V: block 16 bytes, 1 hop = 2 s; rank 1 then computes 4 + 3 = 7 pairs → 9 s.
+  PassEstimate p = cost::simulate(cost::allgather_schedule(ctx, kCausalContiguous, false));
+  EXPECT_DOUBLE_EQ(p.seconds, 9.0);
+  EXPECT_EQ(p.bytes_per_device, 16);
+  // Ulysses, H = H_kv = 2: causal S = 4 has 10 pairs, 1 head per rank → 10 s. a2a #1 of
+  // (b_q + 2·b_kv)·β = (4 + 8)·4 = 48 bytes moves half = 24 bytes = 3 s; a2a #2 of O:
+  // 16 bytes → 8 bytes = 1 s. Total 14 s, 32 bytes sent.
+  w = toy_workload(4, 2, 2, 1);
+  ctx.workload = &w;
+  p = cost::simulate(cost::head_parallel_schedule(ctx, 10, false, false, 2));
+  EXPECT_DOUBLE_EQ(p.seconds, 14.0);
+  EXPECT_EQ(p.bytes_per_device, 32);
+  // TP (SP variant): block X = B·s·h·β = 1·2·2·4 = 16 bytes; AG 2 s + RS 2 s + 10 s = 14 s,
+  // 2·(P−1)·16 = 32 bytes.
+  p = cost::simulate(cost::head_parallel_schedule(ctx, 10, false, true, 2));
+  EXPECT_DOUBLE_EQ(p.seconds, 14.0);
+  EXPECT_EQ(p.bytes_per_device, 32);
+}
+
+TEST(CostSchedules, DistFlashCoversTheCausalBlocksInHalfTheSteps) {
+  // P = 4, one token per rank, causal: pairs[i][j] = 1 for j ≤ i (10 blocks). Steps t = 0..2:
+  // t0 four diagonals; t1 (1,0), (2,1), (3,2) locally + rank 0 helps with (3,0); t2 (2,0), (3,1).
+  const ClusterSpec c = toy_cluster(1, 4);
+  const Workload w = toy_workload(4, 1, 1, 1);
+  const cost::Context ctx{&c, &w, 4};
+  std::vector<double> pairs(16, 0.0);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j <= i; ++j) pairs[i * 4 + j] = 1;
+  const cost::Schedule s = cost::distflash_schedule(ctx, pairs, false);
+  double total = 0;
+  for (const auto& r : s.ranks) {
+    ASSERT_EQ(r.compute.size(), 3u);
+    for (double x : r.compute) {
+      EXPECT_LE(x, 1.0);
+      total += x;
+    }
+  }
+  EXPECT_DOUBLE_EQ(total, 10.0);
+  EXPECT_DOUBLE_EQ(s.ranks[0].compute[1], 1.0);   // the helper
+  EXPECT_DOUBLE_EQ(s.ranks[1].compute[2], 0.0);   // idle at t = P/2
+}
+
+TEST(CostMask, PairMatrixMatchesBruteForce) {
+  const std::int64_t S = 24;
+  const int P = 3;
+  for (MaskType type : {MaskType::Causal, MaskType::SlidingWindow, MaskType::CausalDocument}) {
+    const Mask m = make_benchmark_mask(type, S);
+    const ResolvedMask rm(m, S, S);
+    const SequenceLayout layout = make_layout(LayoutKind::Striped, P, S, m);
+    const std::vector<double> pairs = visible_pair_matrix(rm, layout, 2.0);
+    for (int i = 0; i < P; ++i)
+      for (int j = 0; j < P; ++j) {
+        double count = 0;
+        for (std::int64_t q : layout.positions[i])
+          for (std::int64_t k : layout.positions[j]) count += rm.visible(q, k) ? 1 : 0;
+        EXPECT_DOUBLE_EQ(pairs[i * P + j], 2.0 * count) << to_string(type) << " " << i << "," << j;
+      }
+  }
+}
+
+TEST(CostModel, RanksBalancedLayoutsAndReportsInfeasible) {
+  ClusterSpec c = toy_cluster(1, 2);
+  c.matmul_flops = 1e9;
+  c.intra_bandwidth = 1e12;
+  Workload w = toy_workload(64, 2, 2, 8);
+  w.mask = Mask::causal_mask();
+  w.pass = PassKind::ForwardBackward;
+  const Estimate contiguous = estimate(c, w, {StrategyKind::Burst, LayoutKind::Contiguous});
+  const Estimate zigzag = estimate(c, w, {StrategyKind::Burst, LayoutKind::Zigzag});
+  ASSERT_TRUE(contiguous.feasible && zigzag.feasible);
+  EXPECT_GT(contiguous.balance, 1.4);   // 2 ranks, causal: rank 1 does 3/4 of the work
+  EXPECT_LT(zigzag.balance, 1.05);
+  EXPECT_LT(zigzag.seconds, contiguous.seconds);
+  // FLOPs from the mask area: 64·65/2 = 2080 pairs · 4·8·2 = 133120 fwd, ×3.5 fwd+bwd = 465920.
+  EXPECT_DOUBLE_EQ(zigzag.flops, 465920.0);
+  // Ulysses cannot split 3 heads over 2 ranks; distflash cannot express a full mask.
+  Workload odd = toy_workload(64, 3, 3, 8);
+  EXPECT_FALSE(estimate(c, odd, {StrategyKind::Ulysses, LayoutKind::Contiguous}).feasible);
+  Workload full = toy_workload(64, 2, 2, 8);
+  const Estimate df = estimate(c, full, {StrategyKind::DistFlash, LayoutKind::Contiguous});
+  EXPECT_FALSE(df.feasible);
+  EXPECT_NE(df.reason.find("causal"), std::string::npos) << df.reason;
+  // Memory capacity: 1 byte is never enough.
+  c.memory_capacity = 1;
+  const Estimate mem = estimate(c, w, {StrategyKind::Ring, LayoutKind::Zigzag});
+  EXPECT_FALSE(mem.feasible);
+  EXPECT_NE(mem.reason.find("capacity"), std::string::npos);
+  // Ranking: feasible first, sorted by seconds.
+  c.memory_capacity = 0;
+  const std::vector<Estimate> ranked = rank_strategies(c, w);
+  for (std::size_t i = 1; i < ranked.size(); ++i)
+    if (ranked[i].feasible) {
+      EXPECT_TRUE(ranked[i - 1].feasible);
+      EXPECT_LE(ranked[i - 1].seconds, ranked[i].seconds);
+    }
+}
+
+}  // namespace
+}  // namespace burst
