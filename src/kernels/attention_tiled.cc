@@ -1,8 +1,172 @@
-// Placeholder until the tiled kernel lands (issue 2): every call throws Unsupported.
-#include "burst/error.h"
+// Tiled (FlashAttention-2 style) attention forward — the fast twin of forward_reference.
+//
+// Forward, per work item (b, h, q-tile of bq rows), one thread, one pass over the kv tiles:
+//   S = (c₂·Q)·Kᵀ in base 2 (c₂ = scale·log₂e folded into the packed Q tile)   [gemm]
+//   Partial tiles only: per-element mask (visible_ranges);  Empty tiles: skipped by the classifier
+//   per row: m_tile = max S (row_max); online_softmax_rescale (burst/softmax_merge.h, natural log);
+//            P = exp2(S − m·log₂e) and its sum (exp2_shift_sum); O ← α·O; l ← α·l + Σ P
+//   O += P·V                                                                   [gemm]
+// then out = O·(1/l), lse = m + log l (online_softmax_inv_sum / online_softmax_lse).
+// K is packed transposed [D][bkv] and V padded [bkv][Dp] once per (b, kv-head, kv-tile) in a
+// first parallel loop and shared by the G = H/H_kv query heads of the group (never copied per
+// query head). Items are independent, so out/lse are bitwise identical for any thread count.
+// Memory: packed K and V (≈ size of k and v) + per thread Q, S, O tiles and m, l rows.
+// Source: FlashAttention-2 (Dao 2023) Alg. 1; BurstAttention LAO (arXiv 2403.09347 §3.3).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "burst/softmax_merge.h"
 #include "kernels/kernels.h"
+#include "kernels/microkernels.h"
+#include "kernels/tiled_common.h"
 
 namespace burst::kernels {
-void forward_tiled(const Problem&, const ForwardIO&) { BURST_FAIL(Unsupported, "tiled kernel not built yet"); }
-void backward_tiled(const Problem&, const BackwardIO&) { BURST_FAIL(Unsupported, "tiled kernel not built yet"); }
+namespace {
+
+using tiled::Geometry;
+
+// Default tile sizes (rows). bkv = 128 halves the per-row softmax bookkeeping relative to 64 at
+// equal GEMM efficiency; tiles stay L2-resident (D = 128: S 32 KiB, Kᵀ and V panels 64 KiB each).
+constexpr int kForwardBq = 64;
+constexpr int kForwardBkv = 128;
+
+struct ForwardPacks {
+  std::vector<float> kt;  // [B][H_kv][n_kt][D][bkv]
+  std::vector<float> v;   // [B][H_kv][n_kt][bkv][Dp]
+  std::int64_t kt_tile = 0, v_tile = 0;
+  const float* kt_panel(const Geometry& g, std::int64_t b, std::int64_t hk, std::int64_t H_kv,
+                        std::int64_t t) const {
+    return kt.data() + ((b * H_kv + hk) * g.n_kt + t) * kt_tile;
+  }
+  const float* v_panel(const Geometry& g, std::int64_t b, std::int64_t hk, std::int64_t H_kv,
+                       std::int64_t t) const {
+    return v.data() + ((b * H_kv + hk) * g.n_kt + t) * v_tile;
+  }
+};
+
+// Per-thread scratch: O(tile).
+struct ForwardScratch {
+  std::vector<float> q, s, o, m, l;
+  ForwardScratch(const Geometry& g, int D)
+      : q(static_cast<std::size_t>(g.bq) * D), s(static_cast<std::size_t>(g.bq) * g.bkv),
+        o(static_cast<std::size_t>(g.bq) * g.Dp), m(g.bq), l(g.bq) {}
+};
+
+void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx) {
+  const std::int64_t t = idx % g.n_kt, bh = idx / g.n_kt;
+  const std::int64_t b = bh / p.H_kv, hk = bh % p.H_kv;
+  const std::int64_t j0 = t * g.bkv;
+  const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
+  const int D = static_cast<int>(p.D);
+  // Kᵀ panel: the transposed pack of rows j0..j0+nc (one row of Kᵀ = one of the D features).
+  float* kt = packs.kt.data() + idx * packs.kt_tile;
+  tiled::pack_transposed(p.k, b, hk, j0, nc, D, g.bkv, 1.0f, kt);
+  tiled::pack_rows(p.v, b, hk, j0, nc, D, g.Dp, g.bkv, packs.v.data() + idx * packs.v_tile);
+}
+
+void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk, const Geometry& g,
+                  const ForwardPacks& packs, ForwardScratch& w, std::int64_t b, std::int64_t h,
+                  std::int64_t qt, bool call_progress) {
+  const int D = static_cast<int>(p.D), Dp = g.Dp, bkv = g.bkv;
+  const std::int64_t hk = h / g.G;
+  const std::int64_t i0 = qt * g.bq;
+  const int nr = static_cast<int>(std::min<std::int64_t>(g.bq, p.S_q - i0));
+  const float c2 = p.scale * tiled::kLog2e;
+
+  for (int r = 0; r < nr; ++r) {
+    const float* src = tiled::row_ptr(p.q, b, i0 + r, h);
+    float* dst = w.q.data() + static_cast<std::int64_t>(r) * D;
+    for (int d = 0; d < D; ++d) dst[d] = src[d] * c2;
+  }
+  std::fill(w.o.begin(), w.o.end(), 0.0f);
+  std::fill(w.m.begin(), w.m.end(), kNegInf);
+  std::fill(w.l.begin(), w.l.end(), 0.0f);
+
+  for (std::int64_t t = 0; t < g.n_kt; ++t) {
+    const std::int64_t j0 = t * bkv;
+    const int nc = static_cast<int>(std::min<std::int64_t>(bkv, p.S_kv - j0));
+    const TileClass cls = tiled::classify_tile(p, i0, nr, j0, nc);
+    if (cls == TileClass::Empty) continue;
+
+    float* S = w.s.data();
+    mk.gemm(w.q.data(), D, packs.kt_panel(g, b, hk, p.H_kv, t), bkv, S, bkv, nr, bkv, D, false);
+    if (cls == TileClass::Partial) {
+      for (int r = 0; r < nr; ++r)
+        tiled::mask_line(*p.mask, p.q_pos[i0 + r], p.kv_pos + j0, nc, bkv,
+                         S + static_cast<std::int64_t>(r) * bkv, 1);
+    } else if (nc < bkv) {
+      for (int r = 0; r < nr; ++r)
+        std::fill(S + static_cast<std::int64_t>(r) * bkv + nc, S + static_cast<std::int64_t>(r + 1) * bkv, kNegInf);
+    }
+    for (int r = 0; r < nr; ++r) {
+      float* srow = S + static_cast<std::int64_t>(r) * bkv;
+      const float m_tile = mk.row_max(srow, bkv);
+      const float alpha = online_softmax_rescale(w.m[r], m_tile == kNegInf ? kNegInf : m_tile * tiled::kLn2);
+      if (w.m[r] == kNegInf) {  // nothing visible yet: P = 0, O and l stay 0
+        std::fill(srow, srow + bkv, 0.0f);
+        continue;
+      }
+      const float sum = mk.exp2_shift_sum(srow, bkv, w.m[r] * tiled::kLog2e);
+      w.l[r] = w.l[r] * alpha + sum;
+      if (alpha != 1.0f) mk.scale(w.o.data() + static_cast<std::int64_t>(r) * Dp, Dp, alpha);
+    }
+    mk.gemm(S, bkv, packs.v_panel(g, b, hk, p.H_kv, t), Dp, w.o.data(), Dp, nr, Dp, nc, true);
+    if (call_progress) (*p.progress)();
+  }
+
+  for (int r = 0; r < nr; ++r) {
+    const float inv = online_softmax_inv_sum(w.l[r]);
+    const float* o = w.o.data() + static_cast<std::int64_t>(r) * Dp;
+    float* out = tiled::row_ptr(io.out, b, i0 + r, h);
+    for (int d = 0; d < D; ++d) out[d] = o[d] * inv;
+    io.lse.data[b * io.lse.sb + h * io.lse.sh + (i0 + r) * io.lse.ss] = online_softmax_lse(w.m[r], w.l[r]);
+  }
+}
+
+}  // namespace
+
+void forward_tiled(const Problem& p, const ForwardIO& io) {
+  if (p.B == 0 || p.H == 0 || p.S_q == 0) return;
+  const Microkernels& mk = microkernels(p.isa);
+  const Geometry g = tiled::make_geometry(p, mk, kForwardBq, kForwardBkv);
+  if (p.S_kv == 0) {  // no keys: every row is fully masked
+    for (std::int64_t b = 0; b < p.B; ++b)
+      for (std::int64_t s = 0; s < p.S_q; ++s)
+        for (std::int64_t h = 0; h < p.H; ++h) {
+          float* out = tiled::row_ptr(io.out, b, s, h);
+          std::fill(out, out + p.D, 0.0f);
+          io.lse.data[b * io.lse.sb + h * io.lse.sh + s * io.lse.ss] = kNegInf;
+        }
+    return;
+  }
+  ForwardPacks packs;
+  packs.kt_tile = p.D * g.bkv;
+  packs.v_tile = static_cast<std::int64_t>(g.bkv) * g.Dp;
+  const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;
+  packs.kt.resize(static_cast<std::size_t>(n_pack * packs.kt_tile));
+  packs.v.resize(static_cast<std::size_t>(n_pack * packs.v_tile));
+  const std::int64_t n_items = p.B * p.H * g.n_qt;
+
+#pragma omp parallel num_threads(p.num_threads)
+  {
+    FlushDenormals ftz;
+#pragma omp for schedule(static)
+    for (std::int64_t idx = 0; idx < n_pack; ++idx) pack_forward_tile(p, g, packs, idx);
+
+    ForwardScratch scratch(g, static_cast<int>(p.D));
+    const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;
+    if (progress) (*p.progress)();  // at least once per call, even if thread 0 gets no item
+    // Dynamic: causal-like masks make late q-tiles heavier; items run last tile first so the
+    // longest work starts early. The schedule never changes results (items are independent).
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t idx = 0; idx < n_items; ++idx) {
+      const std::int64_t qt = g.n_qt - 1 - idx % g.n_qt, bh = idx / g.n_qt;
+      forward_item(p, io, mk, g, packs, scratch, bh / p.H, bh % p.H, qt, progress);
+    }
+  }
+}
+
 }  // namespace burst::kernels

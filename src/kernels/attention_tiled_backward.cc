@@ -1,0 +1,271 @@
+// Tiled (FlashAttention-2 style) attention backward — the fast twin of backward_reference.
+//
+// Work item = (b, kv-head hk, kv-chunk c): a fixed range of kv tiles whose dK/dV rows the item
+// owns outright (no atomics). Inside, for every query head of the GQA group and every q tile
+// with a non-Empty tile in the chunk, in the transposed orientation (kv rows × q columns, so
+// per-query constants lse and delta are vectors across columns):
+//   Sᵀ = K·Qᵀ; Partial tiles masked per element;  Pᵀ = exp2(c₂·Sᵀ − lse·log₂e)  [probs_t]
+//   dPᵀ = V·dOᵀ;  dV += Pᵀ·dO;  dSᵀ = Pᵀ∘(dPᵀ − delta)  [dscores_t];  dK += dSᵀ·Q
+//   dS = transpose(dSᵀ);  dQ_tile += dS·K
+// (5 GEMMs per tile pair, P recomputed from the FINAL lse, so rows with lse = −inf give P = 0).
+// dQ: with NC = 1 chunk an item owns the dq rows of its heads and writes them directly. With
+// NC > 1 each chunk writes its partial dQ to its own slot and a second pass sums the slots in
+// chunk order. NC depends only on the shape (B·H_kv, n_kt, a memory cap), never on the thread
+// count, so dq/dk/dv are bitwise identical for any number of threads.
+// Why this split: per-(b, kv-head) ownership needs no recomputation (the two-pass dK/dV-then-dQ
+// scheme recomputes S, P, dP: 7 GEMMs instead of 5) and no reduction when B·H_kv ≥ 8 items —
+// the common case (B = 1, H_kv = 8 gives 8 items for 2 cores). Chunking the kv range keeps
+// MQA/small-batch problems parallel at the price of NC partial dQ buffers.
+// Memory: packed K, V (≈ size of k, v); per thread the q-tile packs, the score tiles and the
+// dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials.
+// Source: FlashAttention-2 (Dao 2023) Alg. 2; algorithm.md §3, §5.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "burst/softmax_merge.h"
+#include "kernels/kernels.h"
+#include "kernels/microkernels.h"
+#include "kernels/tiled_common.h"
+
+namespace burst::kernels {
+namespace {
+
+using tiled::Geometry;
+
+constexpr int kBackwardBq = 64;
+constexpr int kBackwardBkv = 64;
+// Items wanted for parallelism (enough for 8 threads); sets how many kv chunks MQA/GQA with
+// few KV heads is split into.
+constexpr std::int64_t kWantedItems = 8;
+// Cap on the partial-dQ buffers of the chunked path (bytes).
+constexpr std::int64_t kPartialBytesCap = std::int64_t{512} << 20;
+
+struct Chunking {
+  std::int64_t n_chunks = 1, tiles_per_chunk = 1;
+};
+
+Chunking choose_chunks(const Problem& p, const Geometry& g) {
+  Chunking c;
+  const std::int64_t base = p.B * p.H_kv;
+  std::int64_t nc = std::min<std::int64_t>(g.n_kt, (kWantedItems + base - 1) / base);
+  const std::int64_t partial_bytes = p.B * p.H * p.S_q * g.Dp * 4;
+  while (nc > 1 && nc * partial_bytes > kPartialBytesCap) --nc;
+  nc = std::max<std::int64_t>(nc, 1);
+  c.tiles_per_chunk = (g.n_kt + nc - 1) / nc;
+  c.n_chunks = (g.n_kt + c.tiles_per_chunk - 1) / c.tiles_per_chunk;
+  return c;
+}
+
+struct BackwardScratch {
+  std::vector<float> qt, qp, dot, dop, shift, delta, dq, st, dpt, ds, dk, dv;
+  std::vector<std::pair<std::int64_t, TileClass>> live;
+  BackwardScratch(const Geometry& g, int D, std::int64_t chunk_rows) {
+    const auto bq = static_cast<std::size_t>(g.bq), bkv = static_cast<std::size_t>(g.bkv);
+    const auto Dp = static_cast<std::size_t>(g.Dp), Dn = static_cast<std::size_t>(D);
+    qt.resize(Dn * bq); dot.resize(Dn * bq);
+    qp.resize(bq * Dp); dop.resize(bq * Dp); dq.resize(bq * Dp);
+    shift.resize(bq); delta.resize(bq);
+    st.resize(bkv * bq); dpt.resize(bkv * bq); ds.resize(bq * bkv);
+    dk.resize(static_cast<std::size_t>(chunk_rows) * Dp);
+    dv.resize(static_cast<std::size_t>(chunk_rows) * Dp);
+  }
+};
+
+struct Context {
+  const Problem& p;
+  const BackwardIO& io;
+  const Microkernels& mk;
+  Geometry g;
+  Chunking ch;
+  const float* kpack;  // [B][H_kv][n_kt][bkv][Dp]
+  const float* vpack;
+  float* partial;      // [n_chunks][B][H][S_q][Dp] when n_chunks > 1
+  std::int64_t tile_elems;
+};
+
+void write_rows(const MutOperand& dst, std::int64_t b, std::int64_t s0, std::int64_t h, int rows,
+                int D, const float* src, int Dp, float mul, bool accumulate) {
+  for (int r = 0; r < rows; ++r) {
+    float* d = tiled::row_ptr(dst, b, s0 + r, h);
+    const float* s = src + static_cast<std::int64_t>(r) * Dp;
+    if (accumulate) {
+      for (int j = 0; j < D; ++j) d[j] += mul * s[j];
+    } else {
+      for (int j = 0; j < D; ++j) d[j] = mul * s[j];
+    }
+  }
+}
+
+// Packs the q-side operands of (b, h, q tile at i0 with nr rows) into the scratch.
+void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t h,
+                 std::int64_t i0, int nr) {
+  const Problem& p = cx.p;
+  const int D = static_cast<int>(p.D), bq = cx.g.bq, Dp = cx.g.Dp;
+  tiled::pack_transposed(p.q, b, h, i0, nr, D, bq, 1.0f, w.qt.data());
+  tiled::pack_transposed(cx.io.dout, b, h, i0, nr, D, bq, 1.0f, w.dot.data());
+  tiled::pack_rows(p.q, b, h, i0, nr, D, Dp, bq, w.qp.data());
+  tiled::pack_rows(cx.io.dout, b, h, i0, nr, D, Dp, bq, w.dop.data());
+  for (int c = 0; c < bq; ++c) {
+    float shift = std::numeric_limits<float>::infinity(), delta = 0.0f;
+    if (c < nr) {
+      const std::int64_t s = i0 + c;
+      const float lse = cx.io.lse.data[b * cx.io.lse.sb + h * cx.io.lse.sh + s * cx.io.lse.ss];
+      if (lse != kNegInf) shift = lse * tiled::kLog2e;
+      delta = cx.io.delta.data[b * cx.io.delta.sb + h * cx.io.delta.sh + s * cx.io.delta.ss];
+    }
+    w.shift[c] = shift;
+    w.delta[c] = delta;
+  }
+}
+
+// All five products of one (kv tile t, q tile) pair; accumulates into w.dk/w.dv rows of tile t
+// and into w.dq.
+void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk,
+               std::int64_t kt0, std::int64_t t, TileClass cls, std::int64_t i0, int nr) {
+  const Problem& p = cx.p;
+  const Microkernels& mk = cx.mk;
+  const int D = static_cast<int>(p.D), bq = cx.g.bq, bkv = cx.g.bkv, Dp = cx.g.Dp;
+  const std::int64_t j0 = t * bkv;
+  const int nc = static_cast<int>(std::min<std::int64_t>(bkv, p.S_kv - j0));
+  const std::int64_t panel = ((b * p.H_kv + hk) * cx.g.n_kt + t) * cx.tile_elems;
+  const float* K = cx.kpack + panel;
+  const float* V = cx.vpack + panel;
+  float* dk = w.dk.data() + (t - kt0) * bkv * Dp;
+  float* dv = w.dv.data() + (t - kt0) * bkv * Dp;
+  float* st = w.st.data();
+
+  mk.gemm(K, Dp, w.qt.data(), bq, st, bq, nc, bq, D, false);  // Sᵀ [nc × bq]
+  if (cls == TileClass::Partial) {
+    for (int c = 0; c < nr; ++c) tiled::mask_line(*p.mask, p.q_pos[i0 + c], p.kv_pos + j0, nc, nc, st + c, bq);
+  }
+  mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, w.shift.data());   // Pᵀ
+  mk.gemm(V, Dp, w.dot.data(), bq, w.dpt.data(), bq, nc, bq, D, false);  // dPᵀ
+  mk.gemm(st, bq, w.dop.data(), Dp, dv, Dp, nc, Dp, nr, true);           // dV += Pᵀ·dO
+  mk.dscores_t(st, w.dpt.data(), bq, nc, bq, w.delta.data());            // dSᵀ
+  mk.gemm(st, bq, w.qp.data(), Dp, dk, Dp, nc, Dp, nr, true);            // dK += dSᵀ·Q
+  mk.transpose(st, bq, w.ds.data(), bkv, nc, nr);                        // dS [nr × nc]
+  mk.gemm(w.ds.data(), bkv, K, Dp, w.dq.data(), Dp, nr, Dp, nc, true);   // dQ += dS·K
+}
+
+void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk,
+                   std::int64_t chunk, bool call_progress) {
+  const Problem& p = cx.p;
+  const Geometry& g = cx.g;
+  const int D = static_cast<int>(p.D), Dp = g.Dp;
+  const std::int64_t kt0 = chunk * cx.ch.tiles_per_chunk;
+  const std::int64_t kt1 = std::min(g.n_kt, kt0 + cx.ch.tiles_per_chunk);
+  std::fill(w.dk.begin(), w.dk.end(), 0.0f);
+  std::fill(w.dv.begin(), w.dv.end(), 0.0f);
+
+  for (int gi = 0; gi < g.G; ++gi) {
+    const std::int64_t h = hk * g.G + gi;
+    for (std::int64_t qt = 0; qt < g.n_qt; ++qt) {
+      const std::int64_t i0 = qt * g.bq;
+      const int nr = static_cast<int>(std::min<std::int64_t>(g.bq, p.S_q - i0));
+      w.live.clear();
+      for (std::int64_t t = kt0; t < kt1; ++t) {
+        const std::int64_t j0 = t * g.bkv;
+        const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
+        const TileClass cls = tiled::classify_tile(p, i0, nr, j0, nc);
+        if (cls != TileClass::Empty) w.live.emplace_back(t, cls);
+      }
+      std::fill(w.dq.begin(), w.dq.end(), 0.0f);
+      if (!w.live.empty()) {
+        pack_q_side(cx, w, b, h, i0, nr);
+        for (const auto& [t, cls] : w.live) {
+          tile_pair(cx, w, b, hk, kt0, t, cls, i0, nr);
+          if (call_progress) (*p.progress)();
+        }
+      }
+      if (cx.ch.n_chunks == 1) {
+        write_rows(cx.io.dq, b, i0, h, nr, D, w.dq.data(), Dp, p.scale, cx.io.accumulate);
+      } else {
+        float* dst = cx.partial + (((chunk * p.B + b) * p.H + h) * p.S_q + i0) * Dp;
+        std::copy(w.dq.begin(), w.dq.begin() + static_cast<std::int64_t>(nr) * Dp, dst);
+      }
+    }
+  }
+  for (std::int64_t t = kt0; t < kt1; ++t) {
+    const std::int64_t j0 = t * g.bkv;
+    const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
+    const std::int64_t off = (t - kt0) * g.bkv * Dp;
+    write_rows(cx.io.dk, b, j0, hk, nc, D, w.dk.data() + off, Dp, p.scale, cx.io.accumulate);
+    write_rows(cx.io.dv, b, j0, hk, nc, D, w.dv.data() + off, Dp, 1.0f, cx.io.accumulate);
+  }
+}
+
+// dq[b, s, h] (+)= scale · Σ_c partial[c, b, h, s] in chunk order.
+void reduce_partials(const Context& cx, std::int64_t row) {
+  const Problem& p = cx.p;
+  const int D = static_cast<int>(p.D), Dp = cx.g.Dp;
+  const std::int64_t s = row % p.S_q, bh = row / p.S_q;
+  const std::int64_t b = bh / p.H, h = bh % p.H;
+  float sum[256];  // D ≤ 256 (attention.h precondition)
+  std::fill(sum, sum + D, 0.0f);
+  for (std::int64_t c = 0; c < cx.ch.n_chunks; ++c) {
+    const float* src = cx.partial + (((c * p.B + b) * p.H + h) * p.S_q + s) * Dp;
+    for (int j = 0; j < D; ++j) sum[j] += src[j];
+  }
+  write_rows(cx.io.dq, b, s, h, 1, D, sum, Dp, p.scale, cx.io.accumulate);
+}
+
+}  // namespace
+
+void backward_tiled(const Problem& p, const BackwardIO& io) {
+  if (p.B == 0 || p.H == 0) return;
+  const Microkernels& mk = microkernels(p.isa);
+  const Geometry g = tiled::make_geometry(p, mk, kBackwardBq, kBackwardBkv);
+  if (p.S_kv == 0) {  // no keys: dq gets nothing; dk, dv are empty
+    if (!io.accumulate)
+      for (std::int64_t b = 0; b < p.B; ++b)
+        for (std::int64_t s = 0; s < p.S_q; ++s)
+          for (std::int64_t h = 0; h < p.H; ++h) {
+            float* d = tiled::row_ptr(io.dq, b, s, h);
+            std::fill(d, d + p.D, 0.0f);
+          }
+    return;
+  }
+  const Chunking ch = choose_chunks(p, g);
+  const std::int64_t tile_elems = static_cast<std::int64_t>(g.bkv) * g.Dp;
+  const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;
+  std::vector<float> kpack(static_cast<std::size_t>(n_pack * tile_elems));
+  std::vector<float> vpack(kpack.size());
+  std::vector<float> partial;
+  if (ch.n_chunks > 1) partial.resize(static_cast<std::size_t>(ch.n_chunks * p.B * p.H * p.S_q * g.Dp));
+  const Context cx{p, io, mk, g, ch, kpack.data(), vpack.data(), partial.data(), tile_elems};
+  const std::int64_t n_items = p.B * p.H_kv * ch.n_chunks;
+  const std::int64_t n_rows = p.B * p.H * p.S_q;
+  const int D = static_cast<int>(p.D);
+
+#pragma omp parallel num_threads(p.num_threads)
+  {
+    FlushDenormals ftz;
+#pragma omp for schedule(static)
+    for (std::int64_t idx = 0; idx < n_pack; ++idx) {
+      const std::int64_t t = idx % g.n_kt, bh = idx / g.n_kt;
+      const std::int64_t j0 = t * g.bkv;
+      const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
+      tiled::pack_rows(p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, kpack.data() + idx * tile_elems);
+      tiled::pack_rows(p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, vpack.data() + idx * tile_elems);
+    }
+    BackwardScratch scratch(g, D, ch.tiles_per_chunk * g.bkv);
+    const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;
+    if (progress) (*p.progress)();  // at least once per call, even if thread 0 gets no item
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t idx = 0; idx < n_items; ++idx) {
+      const std::int64_t chunk = idx % ch.n_chunks, bh = idx / ch.n_chunks;
+      backward_item(cx, scratch, bh / p.H_kv, bh % p.H_kv, chunk, progress);
+    }
+    if (ch.n_chunks > 1) {
+#pragma omp for schedule(static)
+      for (std::int64_t row = 0; row < n_rows; ++row) reduce_partials(cx, row);
+    }
+  }
+}
+
+}  // namespace burst::kernels

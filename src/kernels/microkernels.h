@@ -1,0 +1,83 @@
+// src/kernels/microkernels.h — the only SIMD code of burst: tile GEMMs, the vectorised exp2 and
+// the element-wise softmax steps of the tiled kernel, one table per instruction set.
+//
+// Owns: a table of function pointers per ISA (AVX-512, AVX2+FMA, portable C++). Each table is
+// compiled in its own translation unit with its own flags (src/CMakeLists.txt), all from one
+// template body (microkernels_impl.h), and picked at run time from Problem::isa — so one binary
+// runs on any x86-64 and the library itself is built without -march=native.
+// Conventions: row-major tiles with explicit leading dimensions (elements); "padded" widths are
+// multiples of Microkernels::width (the vector length in floats; 1 for portable) and callers pad
+// with zeros or −inf as each entry says. Scores live in base 2: the caller folds log2(e) into the
+// softmax scale, so exp2 is the only transcendental here (natural-log bookkeeping stays in
+// burst/softmax_merge.h).
+// Does not: allocate, throw, thread, or know about masks and heads.
+#pragma once
+
+#include <cstdint>
+
+#include "burst/attention.h"
+
+namespace burst::kernels {
+
+struct Microkernels {
+  Isa isa = Isa::Portable;
+  int width = 1;  ///< floats per vector register; padded extents are multiples of it
+
+  /// C[M×N] (+)= A[M×K] · B[K×N]. A is read element-wise (row r at A + r·lda), B and C by rows.
+  /// N must be a multiple of `width`; M, K ≥ 0 arbitrary. accumulate=false overwrites C.
+  /// Register-blocked: rows × vectors (AVX-512 6×4 zmm, AVX2 6×2 ymm), A broadcast, B streamed.
+  void (*gemm)(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float* C,
+               std::int64_t ldc, int M, int N, int K, bool accumulate) = nullptr;
+
+  /// max_j x[j] over n values (n a multiple of width); −inf for an all −inf row.
+  float (*row_max)(const float* x, int n) = nullptr;
+
+  /// x[j] ← exp2(x[j] − shift) for n values (n a multiple of width) and returns their sum, summed
+  /// in vector lanes then lanes in a fixed order. shift must be finite; −inf entries become 0.
+  float (*exp2_shift_sum)(float* x, int n, float shift) = nullptr;
+
+  /// x[j] ← a·x[j], n a multiple of width.
+  void (*scale)(float* x, int n, float a) = nullptr;
+
+  /// y[j] = exp2(x[j]) for any n: the same polynomial as every other entry (tests, odd sizes).
+  /// Accuracy: max relative error ≈ 2.5e-7 for x ∈ [−126, 127]; x < −126 (incl. −inf) → 0.
+  void (*exp2)(const float* x, float* y, std::int64_t n) = nullptr;
+
+  /// Backward probabilities, transposed tile: st[r][c] ← exp2(c2·st[r][c] − shift[c]) for
+  /// rows × cols (cols a multiple of width; row stride ld). shift[c] = lse of query c in base 2,
+  /// +inf for queries that must contribute nothing (masked rows, padding) → exact 0.
+  void (*probs_t)(float* st, std::int64_t ld, int rows, int cols, float c2, const float* shift) = nullptr;
+
+  /// Backward score gradient, transposed tile: pt[r][c] ← pt[r][c]·(dpt[r][c] − delta[c]).
+  void (*dscores_t)(float* pt, const float* dpt, std::int64_t ld, int rows, int cols,
+                    const float* delta) = nullptr;
+
+  /// dst[c][r] = src[r][c] for rows × cols (any sizes), blocked for cache.
+  void (*transpose)(const float* src, std::int64_t lds, float* dst, std::int64_t ldd, int rows,
+                    int cols) = nullptr;
+};
+
+/// The table for `isa` (Auto is not allowed: the boundary resolves it). Tables are immutable.
+/// Precondition: the CPU supports `isa` (AVX-512F for Avx512, AVX2+FMA for Avx2).
+const Microkernels& microkernels(Isa isa);
+
+// One per translation unit (microkernels_<isa>.cc).
+const Microkernels& microkernels_avx512();
+const Microkernels& microkernels_avx2();
+const Microkernels& microkernels_portable();
+
+/// Sets FTZ/DAZ in MXCSR for the current thread and restores the caller's value on destruction:
+/// denormal operands in the rescale FMAs trigger microcode assists (machine.md §4). Changes only
+/// results below 1.2e-38 in magnitude. No-op off x86.
+class FlushDenormals {
+ public:
+  FlushDenormals();
+  ~FlushDenormals();
+  FlushDenormals(const FlushDenormals&) = delete;
+  FlushDenormals& operator=(const FlushDenormals&) = delete;
+
+ private:
+  unsigned saved_ = 0;
+};
+
+}  // namespace burst::kernels

@@ -1,0 +1,59 @@
+// AVX2 + FMA microkernels (compiled with -mavx2 -mfma only; see src/CMakeLists.txt).
+// 6 rows × 2 ymm GEMM block = 12 accumulators + 2 B vectors + 1 broadcast of 16 ymm registers.
+// exp2 builds 2^n in the exponent field and zero-masks x < −126.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/microkernels.h"
+
+namespace burst::kernels {
+namespace {
+
+struct VecT {
+  using V = __m256;
+  static constexpr int W = 8;
+  static constexpr int kMaxR = 6, kMaxNV = 2;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V zero() { return _mm256_setzero_ps(); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static float hmax(V v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+  }
+  static float hsum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  static V exp2(V x);
+};
+
+#include "kernels/microkernels_impl.h"
+
+VecT::V VecT::exp2(V x) {
+  const V keep = _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_GE_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(127.0f));
+  const V n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const V p = exp2_poly(_mm256_sub_ps(x, n));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+
+}  // namespace
+
+const Microkernels& microkernels_avx2() {
+  static const Microkernels table = make_table(Isa::Avx2);
+  return table;
+}
+
+}  // namespace burst::kernels

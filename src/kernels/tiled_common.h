@@ -1,0 +1,108 @@
+// src/kernels/tiled_common.h — pieces shared by the tiled forward and backward (internal).
+//
+// Tile geometry, K/V panel packing per (batch, kv-head) — done once and shared by all query
+// heads of a GQA group — and the per-element mask of Partial tiles (ResolvedMask::visible_ranges
+// mapped from global positions to column indices). No SIMD here: that is microkernels.h.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "burst/softmax_merge.h"
+#include "kernels/kernels.h"
+#include "kernels/microkernels.h"
+
+namespace burst::kernels::tiled {
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
+inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+
+/// Tile sizes and padded widths of one call. Tiles are multiples of the vector width so every
+/// padded row is whole vectors.
+struct Geometry {
+  int bq = 0, bkv = 0;       ///< q-tile and kv-tile rows
+  int Dp = 0;                ///< D rounded up to the vector width
+  std::int64_t n_qt = 0, n_kt = 0;
+  int G = 1;                 ///< query heads per KV head (GQA group)
+};
+
+inline Geometry make_geometry(const Problem& p, const Microkernels& mk, int default_bq,
+                              int default_bkv) {
+  Geometry g;
+  const int w = mk.width;
+  g.bq = static_cast<int>(round_up(p.block_q > 0 ? p.block_q : default_bq, w));
+  g.bkv = static_cast<int>(round_up(p.block_kv > 0 ? p.block_kv : default_bkv, w));
+  g.Dp = static_cast<int>(round_up(p.D, w));
+  g.n_qt = (p.S_q + g.bq - 1) / g.bq;
+  g.n_kt = (p.S_kv + g.bkv - 1) / g.bkv;
+  g.G = static_cast<int>(p.H / p.H_kv);
+  return g;
+}
+
+inline const float* row_ptr(const Operand& o, std::int64_t b, std::int64_t s, std::int64_t h) {
+  return o.data + b * o.sb + s * o.ss + h * o.sh;
+}
+inline float* row_ptr(const MutOperand& o, std::int64_t b, std::int64_t s, std::int64_t h) {
+  return o.data + b * o.sb + s * o.ss + h * o.sh;
+}
+
+/// Packs one kv tile of (b, kv-head hk) as rows [bkv][Dp], zero padded (V for O += P·V; K and V
+/// for the backward products). dst holds bkv·Dp floats.
+inline void pack_rows(const Operand& x, std::int64_t b, std::int64_t hk, std::int64_t j0, int nc,
+                      int D, int Dp, int rows, float* dst) {
+  for (int r = 0; r < rows; ++r) {
+    float* d = dst + static_cast<std::int64_t>(r) * Dp;
+    if (r < nc) {
+      const float* s = row_ptr(x, b, j0 + r, hk);
+      std::copy(s, s + D, d);
+      std::fill(d + D, d + Dp, 0.0f);
+    } else {
+      std::fill(d, d + Dp, 0.0f);
+    }
+  }
+}
+
+/// Packs rows [nr][D] of x transposed into dst [D][cols] (zero columns beyond nr), times `mul`.
+inline void pack_transposed(const Operand& x, std::int64_t b, std::int64_t h, std::int64_t i0,
+                            int nr, int D, int cols, float mul, float* dst) {
+  std::fill(dst, dst + static_cast<std::int64_t>(D) * cols, 0.0f);
+  for (int r = 0; r < nr; ++r) {
+    const float* s = row_ptr(x, b, i0 + r, h);
+    for (int d = 0; d < D; ++d) dst[static_cast<std::int64_t>(d) * cols + r] = s[d] * mul;
+  }
+}
+
+/// Calls fn(a, e) for each maximal run [a, e) of kv indices in [0, nc) visible from query
+/// position qp, where kpos[0..nc) are the tile's increasing global key positions.
+template <typename Fn>
+void visible_columns(const ResolvedMask& mask, std::int64_t qp, const std::int64_t* kpos, int nc,
+                     Fn&& fn) {
+  mask.visible_ranges(qp, kpos[0], kpos[nc - 1], [&](std::int64_t lo, std::int64_t hi) {
+    const auto a = std::lower_bound(kpos, kpos + nc, lo) - kpos;
+    const auto e = std::upper_bound(kpos, kpos + nc, hi) - kpos;
+    if (a < e) fn(static_cast<int>(a), static_cast<int>(e));
+  });
+}
+
+/// Sets x[j·stride] = −inf for every kv index j ∈ [0, n_pad) not visible from qp (indices ≥ nc
+/// are padding and always masked).
+inline void mask_line(const ResolvedMask& mask, std::int64_t qp, const std::int64_t* kpos, int nc,
+                      int n_pad, float* x, std::int64_t stride) {
+  int next = 0;
+  visible_columns(mask, qp, kpos, nc, [&](int a, int e) {
+    for (int j = next; j < a; ++j) x[j * stride] = kNegInf;
+    next = e;
+  });
+  for (int j = next; j < n_pad; ++j) x[j * stride] = kNegInf;
+}
+
+/// Visible-pair class of the (q rows [i0, i0+nr)) × (kv rows [j0, j0+nc)) tile from the hulls of
+/// its global positions.
+inline TileClass classify_tile(const Problem& p, std::int64_t i0, int nr, std::int64_t j0, int nc) {
+  return p.mask->classify(p.q_pos[i0], p.q_pos[i0 + nr - 1], p.kv_pos[j0], p.kv_pos[j0 + nc - 1]);
+}
+
+}  // namespace burst::kernels::tiled

@@ -1,0 +1,395 @@
+// Tests of the tiled kernel (src/kernels/attention_tiled*.cc) and its microkernels against the
+// fp64 oracle, under the tolerance rule of tests/test_util.h (impl error ≤ 4 × the naive fp32
+// error, floor 8 ulps). Sweeps: every benchmark mask and the shorthands, GQA 1/2/4/8,
+// D ∈ {20, 32, 64, 80, 128}, lengths 1, tile−1, tile, tile+1 and non-divisible, S_q ≠ S_kv,
+// fully masked rows, striped position arrays, the accumulate flag, every ISA this CPU runs, and
+// bitwise equality across thread counts 1/2/3. Shapes are small: the binary runs in seconds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "burst/attention.h"
+#include "burst/mask.h"
+#include "kernels/microkernels.h"
+#include "test_util.h"
+
+namespace burst {
+namespace {
+
+std::vector<Isa> isas_here() {
+  std::vector<Isa> out{Isa::Portable};
+  const Isa best = detect_isa();
+  if (best == Isa::Avx2 || best == Isa::Avx512) out.push_back(Isa::Avx2);
+  if (best == Isa::Avx512) out.push_back(Isa::Avx512);
+  return out;
+}
+
+// ---------------------------------------------------------------- microkernels
+
+TEST(Microkernels, Exp2AccuracyAgainstDouble) {
+  const int n = 1 << 20;
+  std::vector<float> x(n), y(n);
+  for (int i = 0; i < n; ++i) x[i] = -126.0f + 253.0f * static_cast<float>(i) / static_cast<float>(n);
+  for (Isa isa : isas_here()) {
+    const auto& mk = kernels::microkernels(isa);
+    mk.exp2(x.data(), y.data(), n);
+    double worst = 0;
+    for (int i = 0; i < n; ++i) {
+      const double ref = std::exp2(static_cast<double>(x[i]));
+      worst = std::max(worst, std::fabs(y[i] - ref) / ref);
+    }
+    // Polynomial 1.6e-7 + fp32 rounding of the Horner steps: budget 3e-7 (machine.md §4 target).
+    EXPECT_LT(worst, 3e-7) << to_string(isa);
+    // Underflow and masked entries are exact zeros; odd n exercises the tail path.
+    const float special[5] = {-INFINITY, -126.5f, -1000.0f, 0.0f, 1.0f};
+    float out[5];
+    mk.exp2(special, out, 5);
+    EXPECT_EQ(out[0], 0.0f) << to_string(isa);
+    EXPECT_EQ(out[1], 0.0f) << to_string(isa);
+    EXPECT_EQ(out[2], 0.0f) << to_string(isa);
+    EXPECT_NEAR(out[3], 1.0f, 3e-7) << to_string(isa);
+    EXPECT_NEAR(out[4], 2.0f, 6e-7) << to_string(isa);
+  }
+}
+
+TEST(Microkernels, GemmMatchesDoubleForEdgeSizes) {
+  for (Isa isa : isas_here()) {
+    const auto& mk = kernels::microkernels(isa);
+    const int w = mk.width;
+    for (int M : {1, 5, 6, 7, 13}) {
+      for (int nv : {1, 2, 3, 5, 8}) {
+        for (int K : {0, 1, 17, 64}) {
+          const int N = nv * w, lda = K + 3, ldb = N + w, ldc = N + 2 * w;
+          std::vector<float> A(static_cast<std::size_t>(M) * lda + 1), B(static_cast<std::size_t>(K + 1) * ldb),
+              C(static_cast<std::size_t>(M) * ldc);
+          test::fill_uniform(A.data(), static_cast<std::int64_t>(A.size()), 1);
+          test::fill_uniform(B.data(), static_cast<std::int64_t>(B.size()), 2);
+          for (bool acc : {false, true}) {
+            test::fill_uniform(C.data(), static_cast<std::int64_t>(C.size()), 3);
+            const std::vector<float> C0 = C;
+            mk.gemm(A.data(), lda, B.data(), ldb, C.data(), ldc, M, N, K, acc);
+            for (int i = 0; i < M; ++i)
+              for (int j = 0; j < N; ++j) {
+                double ref = acc ? C0[i * ldc + j] : 0.0, mag = std::fabs(ref);
+                for (int k = 0; k < K; ++k) {
+                  ref += static_cast<double>(A[i * lda + k]) * B[k * ldb + j];
+                  mag += std::fabs(static_cast<double>(A[i * lda + k]) * B[k * ldb + j]);
+                }
+                // Any fp32 summation order is within (K+1)·eps·Σ|terms| of the exact sum.
+                ASSERT_LE(std::fabs(C[i * ldc + j] - ref), (K + 2) * test::kEps32 * mag + 1e-30)
+                    << to_string(isa) << " M=" << M << " N=" << N << " K=" << K << " i=" << i << " j=" << j;
+              }
+            for (int i = 0; i < M; ++i)  // columns beyond N untouched
+              for (int j = N; j < ldc; ++j) ASSERT_EQ(C[i * ldc + j], C0[i * ldc + j]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Microkernels, RowMaxExpSumAndTranspose) {
+  for (Isa isa : isas_here()) {
+    const auto& mk = kernels::microkernels(isa);
+    const int n = 6 * mk.width * (mk.width == 1 ? 16 : 1);
+    std::vector<float> x(n);
+    test::fill_uniform(x.data(), n, 7, -20.0f, 5.0f);
+    x[3] = -INFINITY;
+    double mx = -INFINITY;
+    for (float v : x) mx = std::max(mx, static_cast<double>(v));
+    EXPECT_EQ(mk.row_max(x.data(), n), static_cast<float>(mx));
+    std::vector<float> e = x;
+    const float sum = mk.exp2_shift_sum(e.data(), n, static_cast<float>(mx));
+    double ref_sum = 0;
+    for (int j = 0; j < n; ++j) {  // the fp32 subtraction is part of the contract
+      const double r = std::exp2(static_cast<double>(x[j] - static_cast<float>(mx)));
+      ref_sum += r;
+      EXPECT_NEAR(e[j], r, 3e-7 * r + 1e-38);
+    }
+    EXPECT_EQ(e[3], 0.0f);
+    EXPECT_NEAR(sum, ref_sum, 1e-6 * ref_sum);
+    std::vector<float> t(static_cast<std::size_t>(n) * 3, -1.0f), back(static_cast<std::size_t>(n) * 3);
+    mk.transpose(x.data(), 3, t.data(), n / 3 + 1, n / 3, 3);  // x as [n/3][3] → [3][n/3 (+1 ld)]
+    for (int r = 0; r < n / 3; ++r)
+      for (int c = 0; c < 3; ++c) ASSERT_EQ(t[c * (n / 3 + 1) + r], x[r * 3 + c]);
+  }
+}
+
+// ---------------------------------------------------------------- kernel vs oracle
+
+struct Case {
+  std::string name;
+  std::int64_t B = 1, S_q = 0, S_kv = 0, H = 2, H_kv = 1, D = 32;
+  Mask mask;
+  int block_q = 0, block_kv = 0;
+  std::vector<std::int64_t> q_pos, kv_pos;  // empty → 0..S-1
+  std::int64_t seq_global = -1;
+};
+
+AttentionParams params_of(const Case& c) {
+  AttentionParams p;
+  p.mask = c.mask;
+  p.block_q = c.block_q;
+  p.block_kv = c.block_kv;
+  p.num_threads = 1;
+  if (!c.q_pos.empty()) p.q_positions = c.q_pos.data();
+  if (!c.kv_pos.empty()) p.kv_positions = c.kv_pos.data();
+  p.seq_q_global = c.seq_global;
+  p.seq_kv_global = c.seq_global;
+  return p;
+}
+
+struct Inputs {
+  Tensor q, k, v, dout;
+  explicit Inputs(const Case& c, std::uint64_t seed = 11)
+      : q(test::random_tensor({c.B, c.S_q, c.H, c.D}, seed)),
+        k(test::random_tensor({c.B, c.S_kv, c.H_kv, c.D}, seed + 1)),
+        v(test::random_tensor({c.B, c.S_kv, c.H_kv, c.D}, seed + 2)),
+        dout(test::random_tensor({c.B, c.S_q, c.H, c.D}, seed + 3)) {}
+};
+
+// Runs fwd + bwd of the tiled kernel for every ISA here and checks both against the oracle.
+void check_against_oracle(const Case& c) {
+  SCOPED_TRACE(c.name);
+  const Inputs in(c);
+  AttentionParams pr = params_of(c);
+  pr.impl = KernelImpl::Reference;
+  const AttentionOutput ref = attention_forward(in.q.view(), in.k.view(), in.v.view(), pr);
+  const AttentionOutput naive = test::naive_fp32_forward(in.q, in.k, in.v, pr);
+  const AttentionGrads gref = attention_backward(in.dout.view(), in.q.view(), in.k.view(), in.v.view(),
+                                                 ref.out.view(), ref.lse.view(), pr);
+  const AttentionGrads gnaive = test::naive_fp32_backward(in.dout, in.q, in.k, in.v, ref.out, ref.lse, pr);
+  for (Isa isa : isas_here()) {
+    SCOPED_TRACE(to_string(isa));
+    AttentionParams pt = params_of(c);
+    pt.impl = KernelImpl::Tiled;
+    pt.isa = isa;
+    const AttentionOutput got = attention_forward(in.q.view(), in.k.view(), in.v.view(), pt);
+    EXPECT_TRUE(test::within_tolerance("out", got.out, ref.out, naive.out));
+    EXPECT_TRUE(test::within_tolerance("lse", got.lse, ref.lse, naive.lse));
+    const AttentionGrads g = attention_backward(in.dout.view(), in.q.view(), in.k.view(), in.v.view(),
+                                                ref.out.view(), ref.lse.view(), pt);
+    EXPECT_TRUE(test::within_tolerance("dq", g.dq, gref.dq, gnaive.dq));
+    EXPECT_TRUE(test::within_tolerance("dk", g.dk, gref.dk, gnaive.dk));
+    EXPECT_TRUE(test::within_tolerance("dv", g.dv, gref.dv, gnaive.dv));
+  }
+}
+
+TEST(TiledVsOracle, EveryBenchmarkMask) {
+  for (MaskType type : all_mask_types()) {
+    Case c;
+    c.name = to_string(type);
+    c.S_q = c.S_kv = 150;
+    c.H = 4;
+    c.H_kv = 2;
+    BenchmarkMaskConfig cfg;
+    cfg.block = 16;
+    cfg.num_documents = 4;
+    c.mask = make_benchmark_mask(type, 150, cfg);
+    c.block_q = 32;
+    c.block_kv = 32;
+    check_against_oracle(c);
+    c.name += " default tiles";
+    c.block_q = c.block_kv = 0;
+    check_against_oracle(c);
+  }
+}
+
+TEST(TiledVsOracle, Shorthands) {
+  const std::vector<std::pair<std::string, Mask>> masks = {
+      {"full", Mask::full()},
+      {"causal", Mask::causal_mask()},
+      {"window(7,3)", Mask::sliding_window(7, 3)},
+      {"causal window 20", Mask::sliding_window(20, -1, true)},
+  };
+  for (const auto& [name, mask] : masks) {
+    for (auto [sq, skv] : {std::pair<std::int64_t, std::int64_t>{70, 70}, {40, 100}, {100, 40}}) {
+      Case c;
+      c.name = name + " S_q=" + std::to_string(sq) + " S_kv=" + std::to_string(skv);
+      c.S_q = sq;
+      c.S_kv = skv;
+      c.mask = mask;
+      c.block_q = c.block_kv = 16;
+      check_against_oracle(c);
+    }
+  }
+}
+
+TEST(TiledVsOracle, GqaRatiosAndHeadDims) {
+  for (std::int64_t ratio : {1, 2, 4, 8}) {
+    Case c;
+    c.name = "gqa " + std::to_string(ratio);
+    c.H = 8;
+    c.H_kv = 8 / ratio;
+    c.S_q = c.S_kv = 45;
+    c.mask = Mask::causal_mask();
+    c.block_q = c.block_kv = 16;
+    check_against_oracle(c);
+  }
+  for (std::int64_t D : {20, 32, 64, 80, 128}) {
+    Case c;
+    c.name = "D=" + std::to_string(D);
+    c.D = D;
+    c.B = 2;
+    c.S_q = c.S_kv = 37;
+    c.mask = Mask::sliding_window(9, 2);
+    c.block_q = c.block_kv = 16;
+    check_against_oracle(c);
+  }
+}
+
+TEST(TiledVsOracle, EdgeLengthsAroundTheTile) {
+  for (std::int64_t s : {1, 31, 32, 33, 100}) {
+    for (bool causal : {false, true}) {
+      Case c;
+      c.name = "S=" + std::to_string(s) + (causal ? " causal" : " full");
+      c.S_q = c.S_kv = s;
+      c.mask = causal ? Mask::causal_mask() : Mask::full();
+      c.block_q = c.block_kv = 32;
+      check_against_oracle(c);
+    }
+  }
+}
+
+TEST(TiledVsOracle, FullyMaskedRowsGiveZerosAndMinusInf) {
+  Case c;
+  c.name = "rows 10..29 see keys 5..59 only";
+  c.S_q = c.S_kv = 64;
+  c.mask = Mask::from_slices({MaskSlice{10, 30, 5, 60, SliceKind::Full, -1, -1}});
+  c.block_q = c.block_kv = 16;
+  check_against_oracle(c);
+  const Inputs in(c);
+  AttentionParams p = params_of(c);
+  for (Isa isa : isas_here()) {
+    p.isa = isa;
+    const AttentionOutput o = attention_forward(in.q.view(), in.k.view(), in.v.view(), p);
+    for (std::int64_t s : {0, 9, 30, 63}) {
+      EXPECT_EQ(o.lse.data()[s], -INFINITY);
+      for (std::int64_t d = 0; d < c.D; ++d) EXPECT_EQ(o.out.data()[(s * c.H) * c.D + d], 0.0f);
+    }
+  }
+}
+
+TEST(TiledVsOracle, StripedPositionArrays) {
+  // Rank 1 of 4 in the striped layout of a 256-token causal sequence: q and k stride 4.
+  for (std::int64_t r : {0, 3}) {
+    Case c;
+    c.name = "striped rank " + std::to_string(r);
+    c.S_q = c.S_kv = 64;
+    for (std::int64_t i = 0; i < 64; ++i) {
+      c.q_pos.push_back(r + 4 * i);
+      c.kv_pos.push_back((3 - r) + 4 * i);
+    }
+    c.seq_global = 256;
+    c.mask = Mask::causal_mask();
+    c.block_q = c.block_kv = 16;
+    check_against_oracle(c);
+  }
+}
+
+TEST(TiledVsOracle, AccumulateAddsIntoGradients) {
+  Case c;
+  c.S_q = 50;
+  c.S_kv = 70;
+  c.H = 4;
+  c.mask = Mask::causal_mask();
+  c.block_q = c.block_kv = 16;
+  const Inputs in(c);
+  AttentionParams p = params_of(c);
+  p.impl = KernelImpl::Reference;
+  const AttentionOutput ref = attention_forward(in.q.view(), in.k.view(), in.v.view(), p);
+  Tensor delta({c.B, c.H, c.S_q});
+  attention_delta(in.dout.view(), ref.out.view(), delta.view());
+  auto run = [&](KernelImpl impl, Isa isa) {
+    AttentionParams pp = params_of(c);
+    pp.impl = impl;
+    pp.isa = isa;
+    AttentionGrads g{test::random_tensor(in.q.shape(), 90), test::random_tensor(in.k.shape(), 91),
+                     test::random_tensor(in.k.shape(), 92)};
+    attention_backward_with_delta(in.dout.view(), in.q.view(), in.k.view(), in.v.view(), ref.lse.view(),
+                                  delta.view(), g.dq.view(), g.dk.view(), g.dv.view(), pp, true);
+    return g;
+  };
+  const AttentionGrads gref = run(KernelImpl::Reference, Isa::Portable);
+  const AttentionGrads gn = test::naive_fp32_backward(in.dout, in.q, in.k, in.v, ref.out, ref.lse, p);
+  // The naive twin overwrites; its error against the oracle sizes the tolerance all the same.
+  const AttentionGrads gref0 = attention_backward(in.dout.view(), in.q.view(), in.k.view(), in.v.view(),
+                                                  ref.out.view(), ref.lse.view(), p);
+  for (Isa isa : isas_here()) {
+    const AttentionGrads g = run(KernelImpl::Tiled, isa);
+    const double tol_q = test::tolerance(test::max_abs_diff(gn.dq, gref0.dq), test::max_abs(gref.dq));
+    const double tol_k = test::tolerance(test::max_abs_diff(gn.dk, gref0.dk), test::max_abs(gref.dk));
+    const double tol_v = test::tolerance(test::max_abs_diff(gn.dv, gref0.dv), test::max_abs(gref.dv));
+    EXPECT_LE(test::max_abs_diff(g.dq, gref.dq), tol_q) << to_string(isa);
+    EXPECT_LE(test::max_abs_diff(g.dk, gref.dk), tol_k) << to_string(isa);
+    EXPECT_LE(test::max_abs_diff(g.dv, gref.dv), tol_v) << to_string(isa);
+  }
+}
+
+// ---------------------------------------------------------------- determinism, progress
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), sizeof(float) * a.numel()) == 0;
+}
+
+TEST(TiledDeterminism, BitwiseIdenticalForOneTwoThreeThreads) {
+  // (H_kv = 1: kv-chunked backward with a partial-dQ reduction) and (B·H_kv = 8: one item per
+  // (b, kv-head)), causal and a document mask.
+  struct Shape { std::int64_t B, H, H_kv; Mask mask; };
+  const std::vector<Shape> shapes = {
+      {1, 4, 1, Mask::causal_mask()},
+      {2, 8, 4, make_benchmark_mask(MaskType::CausalDocument, 120)},
+  };
+  for (const Shape& s : shapes) {
+    Case c;
+    c.B = s.B; c.H = s.H; c.H_kv = s.H_kv; c.S_q = c.S_kv = 120; c.mask = s.mask;
+    c.block_q = c.block_kv = 16;
+    const Inputs in(c);
+    for (Isa isa : isas_here()) {
+      std::vector<AttentionOutput> outs;
+      std::vector<AttentionGrads> grads;
+      for (int t : {1, 2, 3}) {
+        AttentionParams p = params_of(c);
+        p.isa = isa;
+        p.num_threads = t;
+        outs.push_back(attention_forward(in.q.view(), in.k.view(), in.v.view(), p));
+        grads.push_back(attention_backward(in.dout.view(), in.q.view(), in.k.view(), in.v.view(),
+                                           outs[0].out.view(), outs[0].lse.view(), p));
+      }
+      for (std::size_t i = 1; i < outs.size(); ++i) {
+        EXPECT_TRUE(same_bits(outs[i].out, outs[0].out)) << to_string(isa) << " threads case " << i;
+        EXPECT_TRUE(same_bits(outs[i].lse, outs[0].lse)) << to_string(isa);
+        EXPECT_TRUE(same_bits(grads[i].dq, grads[0].dq)) << to_string(isa);
+        EXPECT_TRUE(same_bits(grads[i].dk, grads[0].dk)) << to_string(isa);
+        EXPECT_TRUE(same_bits(grads[i].dv, grads[0].dv)) << to_string(isa);
+      }
+    }
+  }
+}
+
+TEST(TiledProgress, CalledOnTheCallingThreadBetweenTiles) {
+  Case c;
+  c.S_q = c.S_kv = 96;
+  c.block_q = c.block_kv = 16;
+  const Inputs in(c);
+  AttentionParams p = params_of(c);
+  p.num_threads = 2;
+  int calls = 0;  // only thread 0 (the caller) may call: a plain counter must be race-free
+  p.progress = [&calls] { ++calls; };
+  p.num_threads = 1;  // one thread: once per computed tile (2 heads × 6 × 6) plus once per call
+  attention_forward(in.q.view(), in.k.view(), in.v.view(), p);
+  EXPECT_EQ(calls, 73);
+  calls = 0;
+  p.num_threads = 2;
+  const AttentionOutput o = attention_forward(in.q.view(), in.k.view(), in.v.view(), p);
+  EXPECT_GT(calls, 0);
+  const int after_forward = calls;
+  attention_backward(in.dout.view(), in.q.view(), in.k.view(), in.v.view(), o.out.view(), o.lse.view(), p);
+  EXPECT_GT(calls, after_forward);
+}
+
+}  // namespace
+}  // namespace burst
