@@ -1,0 +1,155 @@
+// `burst simulate` — the cost model from the command line: a cluster (preset or JSON file) and a
+// workload in, every strategy's predicted time, bytes and memory out (ranked table or JSON lines).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "burst/cost_model.h"
+#include "burst/error.h"
+#include "cluster_spec_io.h"
+#include "commands.h"
+
+namespace burst::cli {
+
+namespace {
+
+struct SimulateOptions {
+  std::string cluster = "a100_nvlink_node";
+  int nodes = 0, devices_per_node = 0;
+  int layers = 1;
+  std::int64_t batch = 1, seq = 0, heads = 32, kv_heads = 0, head_dim = 128, model_width = 0;
+  std::string mask = "causal", pass = "fwd_bwd", dtype = "bf16", strategy, layout, format = "table";
+  std::int64_t mask_resolution = 8192;
+  std::string output;
+};
+
+/// Largest length ≤ limit that divides S and is a multiple of 2P (every layout's divisor), or S.
+std::int64_t pick_mask_length(std::int64_t S, std::int64_t limit, int P) {
+  if (S <= limit) return S;
+  for (std::int64_t len = limit; len >= 2LL * P; --len)
+    if (S % len == 0 && len % (2LL * P) == 0) return len;
+  return S;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  if (b >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.0f KiB", b / 1024.0);
+  return buf;
+}
+
+void print_table(const ClusterSpec& c, const Workload& w, const std::vector<Estimate>& ranked,
+                 std::int64_t mask_length) {
+  std::printf("cluster %s: %d node(s) x %d device(s); workload B=%lld S=%lld H=%lld H_kv=%lld D=%lld "
+              "mask=%s pass=%s dtype=%s layers=%d (mask counted at %lld tokens)\n",
+              c.name.c_str(), c.nodes, c.devices_per_node, static_cast<long long>(w.B),
+              static_cast<long long>(w.S_global), static_cast<long long>(w.H),
+              static_cast<long long>(w.H_kv), static_cast<long long>(w.D), w.mask.describe().c_str(),
+              to_string(w.pass), w.bytes_per_element == 2 ? "bf16" : "fp32", w.layers,
+              static_cast<long long>(mask_length));
+  std::printf("%-3s %-9s %-10s %11s %11s %11s %9s %7s %10s %11s %11s  %s\n", "#", "strategy",
+              "layout", "ms/layer", "compute ms", "exposed ms", "balance", "TF/dev", "bytes/dev",
+              "memory/dev", "total s", "note");
+  int rank = 0;
+  for (const Estimate& e : ranked) {
+    const std::string strat = to_string(e.candidate.strategy);
+    if (!e.feasible) {
+      std::printf("%-3s %-9s %-10s %11s  %s\n", "-", strat.c_str(), to_string(e.candidate.layout),
+                  "n/a", e.reason.c_str());
+      continue;
+    }
+    std::string note;
+    if (e.ulysses_degree > 0) note += "u=" + std::to_string(e.ulysses_degree) + " ";
+    if (!e.backward_side.empty()) note += "bwd=" + e.backward_side;
+    const double tflops = e.seconds > 0 ? e.flops / e.seconds / c.devices() / 1e12 : 0;
+    std::printf("%-3d %-9s %-10s %11.3f %11.3f %11.3f %9.3f %7.1f %10s %11s %11.3f  %s\n", ++rank,
+                strat.c_str(), to_string(e.candidate.layout), e.seconds * 1e3,
+                e.compute_seconds * 1e3, e.exposed_comm_seconds * 1e3, e.balance, tflops,
+                human_bytes(static_cast<double>(e.bytes_per_device)).c_str(),
+                human_bytes(static_cast<double>(e.memory_bytes)).c_str(), e.seconds * w.layers,
+                note.c_str());
+  }
+  if (rank > 0)
+    std::printf("recommendation: %s on the %s layout\n", to_string(ranked[0].candidate.strategy),
+                to_string(ranked[0].candidate.layout));
+}
+
+void run_simulate(const SimulateOptions& o) {
+  ClusterSpec c = load_cluster(o.cluster);
+  if (o.nodes > 0) c.nodes = o.nodes;
+  if (o.devices_per_node > 0) c.devices_per_node = o.devices_per_node;
+  BURST_CHECK(o.seq > 0, InvalidArgument, "--seq must be > 0, got ", o.seq);
+  BURST_CHECK(o.dtype == "bf16" || o.dtype == "fp32", InvalidArgument, "--dtype must be bf16 or fp32, got ",
+              o.dtype);
+  Workload w;
+  w.layers = o.layers;
+  w.B = o.batch;
+  w.S_global = o.seq;
+  w.H = o.heads;
+  w.H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
+  w.D = o.head_dim;
+  w.model_width = o.model_width;
+  w.pass = pass_from_string(o.pass);
+  w.bytes_per_element = o.dtype == "bf16" ? 2 : 4;
+  w.mask_length = pick_mask_length(o.seq, o.mask_resolution, c.devices());
+  w.mask = make_benchmark_mask(mask_type_from_string(o.mask), w.mask_length);
+  std::vector<Estimate> ranked;
+  if (!o.strategy.empty()) {
+    Candidate cand;
+    cand.strategy = strategy_from_string(o.strategy);
+    cand.layout = o.layout.empty() ? LayoutKind::Zigzag : layout_from_string(o.layout);
+    ranked.push_back(estimate(c, w, cand));
+  } else {
+    ranked = rank_strategies(c, w);
+  }
+  std::unique_ptr<std::ofstream> file;
+  if (!o.output.empty()) file = std::make_unique<std::ofstream>(o.output, std::ios::app);
+  for (const Estimate& e : ranked) {
+    nlohmann::json j = estimate_to_json(e);
+    j["cluster"] = c.name;
+    j["nodes"] = c.nodes;
+    j["devices_per_node"] = c.devices_per_node;
+    j["config"] = {{"layers", w.layers}, {"B", w.B}, {"S_global", w.S_global}, {"H", w.H},
+                   {"H_kv", w.H_kv}, {"D", w.D}, {"mask", o.mask}, {"pass", to_string(w.pass)},
+                   {"dtype", o.dtype}, {"mask_length", w.mask_length}};
+    if (o.format == "jsonl") std::cout << j.dump() << "\n";
+    if (file) *file << j.dump() << "\n";
+  }
+  if (o.format != "jsonl") print_table(c, w, ranked, w.mask_length);
+  std::cout.flush();
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto opt = std::make_shared<SimulateOptions>();
+  auto* cmd = app.add_subcommand("simulate",
+                                 "predict every strategy's time, bytes and memory on a cluster (cost model)");
+  cmd->add_option("--cluster", opt->cluster, "preset name (share/clusters/*.json) or a spec file")
+      ->capture_default_str();
+  cmd->add_option("--nodes", opt->nodes, "override the number of nodes");
+  cmd->add_option("--devices-per-node", opt->devices_per_node, "override devices per node");
+  cmd->add_option("--layers", opt->layers, "layers (totals = per-layer x layers)")->capture_default_str();
+  cmd->add_option("--batch,-B", opt->batch, "batch B")->capture_default_str();
+  cmd->add_option("--seq,-S", opt->seq, "global sequence length S_global")->required();
+  cmd->add_option("--heads,-H", opt->heads, "query heads H")->capture_default_str();
+  cmd->add_option("--kv-heads", opt->kv_heads, "KV heads H_kv (0: = H)");
+  cmd->add_option("--head-dim,-D", opt->head_dim, "head dim D")->capture_default_str();
+  cmd->add_option("--model-width", opt->model_width, "model width h for TP traffic (0: H*D)");
+  cmd->add_option("--mask", opt->mask, "one of the 14 benchmark masks")->capture_default_str();
+  cmd->add_option("--pass", opt->pass, "fwd | bwd | fwd_bwd")->capture_default_str();
+  cmd->add_option("--dtype", opt->dtype, "bf16 | fp32 tensor payloads")->capture_default_str();
+  cmd->add_option("--mask-resolution", opt->mask_resolution,
+                  "count visible pairs at most at this length, scaled to S (exact for full/causal)")
+      ->capture_default_str();
+  cmd->add_option("--strategy", opt->strategy, "score only this strategy");
+  cmd->add_option("--layout", opt->layout, "layout for --strategy (default zigzag)");
+  cmd->add_option("--format", opt->format, "table | jsonl")->capture_default_str();
+  cmd->add_option("--output,-o", opt->output, "append JSON lines to this file");
+  cmd->callback([opt] { run_simulate(*opt); });
+}
+
+}  // namespace burst::cli
