@@ -1,0 +1,367 @@
+// DistFlashAttn (arXiv 2310.03294): the load-balanced causal schedule and its execution,
+// forward and backward. Schedule and byte formulas are pure (distflash.h); execution posts
+// the next step's inputs before computing the current step (double buffering, as the paper's
+// side-stream prefetch) and merges partial results in step order (deterministic).
+#include "strategies/distflash.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "burst/attention.h"
+#include "burst/comm.h"
+#include "burst/error.h"
+#include "burst/softmax_merge.h"
+#include "strategies/common.h"
+#include "strategies/ulysses.h"
+
+namespace burst::strategies {
+
+DistFlashSchedule make_distflash_schedule(int P, const std::function<bool(int, int)>& needed) {
+  BURST_CHECK(P >= 1, InvalidArgument, "distflash schedule for P=", P, " ranks");
+  DistFlashSchedule s;
+  s.P = P;
+  const int L = P / 2;
+  s.steps = L + 1;
+  s.local.assign(static_cast<std::size_t>(s.steps), std::vector<FlashBlock>(static_cast<std::size_t>(P)));
+  s.help = s.local;
+  for (int q = 0; q < P; ++q) {
+    for (int kv = 0; kv <= q; ++kv) {
+      const int d = q - kv;
+      if (d > 0 && !needed(q, kv)) continue;
+      if (d <= L) {
+        s.local[static_cast<std::size_t>(d)][static_cast<std::size_t>(q)] = {q, kv};
+      } else {
+        // The KV owner kv finished its own blocks at step kv < P − d: it helps at step P − d.
+        s.help[static_cast<std::size_t>(P - d)][static_cast<std::size_t>(kv)] = {q, kv};
+      }
+    }
+  }
+  return s;
+}
+
+namespace {
+
+const FlashBlock& at(const std::vector<std::vector<FlashBlock>>& m, int t, int r) {
+  return m[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+}
+
+}  // namespace
+
+std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
+  std::int64_t floats = 0;
+  for (int t = 1; t < s.steps; ++t) {
+    for (int r = 0; r < s.P; ++r) {
+      const FlashBlock& lb = at(s.local, t, r);
+      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;            // K, V to the query owner
+      const FlashBlock& hb = at(s.help, t, r);
+      if (hb.valid() && hb.q == rank) floats += c.q;                  // Q to the helper
+      if (hb.valid() && hb.kv == rank) floats += c.q + c.row;         // partial O, lse back
+    }
+  }
+  return 4 * floats;
+}
+
+std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
+  std::int64_t floats = 0;
+  for (int t = 1; t < s.steps; ++t) {
+    for (int r = 0; r < s.P; ++r) {
+      const FlashBlock& lb = at(s.local, t, r);
+      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;            // K, V to the query owner
+      if (lb.valid() && lb.q == rank) floats += 2 * c.kv;             // dK, dV back
+      const FlashBlock& hb = at(s.help, t, r);
+      if (hb.valid() && hb.q == rank) floats += 2 * c.q + 2 * c.row;  // Q, dO, lse, delta
+      if (hb.valid() && hb.kv == rank) floats += c.q;                 // dQ back
+    }
+  }
+  return 4 * floats;
+}
+
+namespace {
+
+enum Kind : int { kKv = 0, kQuery = 1, kPartial = 2, kGrad = 3 };
+int tag(int step, Kind kind) { return step * 4 + kind; }
+
+/// dst += contiguous src of dst's shape (BSHD).
+void add_bshd(const TensorView& dst, const float* src) {
+  const std::int64_t B = dst.size(0), S = dst.size(1), H = dst.size(2), D = dst.size(3);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::int64_t h = 0; h < H; ++h, src += D) {
+        float* x = dst.f32() + b * dst.stride[0] + s * dst.stride[1] + h * dst.stride[2];
+        for (std::int64_t d = 0; d < D; ++d) x[d] += src[d];
+      }
+}
+
+struct Dims {
+  std::int64_t B, c, H, H_kv, D;
+  std::int64_t q() const { return B * c * H * D; }
+  std::int64_t kv() const { return B * c * H_kv * D; }
+  std::int64_t row() const { return B * H * c; }
+};
+
+Dims dims_of(const TensorView& q, const TensorView& k) {
+  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
+}
+
+AttentionParams block_params(const AttentionParams& base, const Dims& d, int P, const FlashBlock& blk) {
+  AttentionParams p = base;
+  p.q_positions = nullptr;
+  p.kv_positions = nullptr;
+  p.q_offset = blk.q * d.c;
+  p.kv_offset = blk.kv * d.c;
+  p.seq_q_global = p.seq_kv_global = P * d.c;
+  return p;
+}
+
+TensorView bshd(float* data, const Dims& d, std::int64_t heads) { return make_view(data, {d.B, d.c, heads, d.D}); }
+TensorView rows(float* data, const Dims& d) { return make_view(data, {d.B, d.H, d.c}); }
+
+/// Posts the inputs of step t: what this rank receives (into `inbox`, index returned) and what
+/// it sends to the ranks that need its chunk. `payload` is this rank's packed chunk for the
+/// matching kind; `floats` the size of one such payload.
+struct StepInputs {
+  RequestSet set;
+  int kv_index = -1, q_index = -1;
+};
+
+void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t,
+                 const std::vector<float>& kv_payload, const std::vector<float>& q_payload,
+                 StepInputs& in, RequestSet& sends) {
+  const int me = comm.rank();
+  if (t >= s.steps) return;
+  const FlashBlock& lb = at(s.local, t, me);
+  if (lb.valid()) {
+    in.kv_index = static_cast<int>(in.set.add(comm.irecv(std::vector<float>(kv_payload.size()), lb.kv, tag(t, kKv))));
+  }
+  const FlashBlock& hb = at(s.help, t, me);
+  if (hb.valid()) {
+    in.q_index = static_cast<int>(in.set.add(comm.irecv(std::vector<float>(q_payload.size()), hb.q, tag(t, kQuery))));
+  }
+  for (int r = 0; r < s.P; ++r) {
+    if (at(s.local, t, r).valid() && at(s.local, t, r).kv == me) sends.add(comm.isend(kv_payload, r, tag(t, kKv)));
+    if (at(s.help, t, r).valid() && at(s.help, t, r).q == me) sends.add(comm.isend(q_payload, r, tag(t, kQuery)));
+  }
+}
+
+}  // namespace
+
+void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
+                       const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out, const TensorView& lse, PassTimes& times) {
+  const int me = comm.rank(), P = s.P;
+  const Dims d = dims_of(q, k);
+  {
+    Stopwatch w(&times.compute_seconds);
+    attention_forward(q, k, v, out, lse, block_params(base, d, P, {me, me}));
+  }
+  if (s.steps == 1) return;
+  std::vector<float> kv_payload, q_payload;
+  kv_payload.reserve(static_cast<std::size_t>(2 * d.kv()));
+  append_packed(k, kv_payload);
+  append_packed(v, kv_payload);
+  append_packed(q, q_payload);
+  RequestSet sends;   // every isend of the pass; completed before returning
+  StepInputs next;
+  post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);
+  std::vector<float> part_out(static_cast<std::size_t>(d.q())), part_lse(static_cast<std::size_t>(d.row()));
+  for (int t = 1; t < s.steps; ++t) {
+    StepInputs cur = std::move(next);
+    next = StepInputs{};
+    times.comm_seconds += cur.set.wait_all();
+    post_inputs(comm, s, t + 1, kv_payload, q_payload, next, sends);
+    RequestSet results;
+    int result_index = -1;
+    // A helper returns the partial of our block (me, j) at this step: post its receive first.
+    for (int r = 0; r < P; ++r) {
+      const FlashBlock& hb = at(s.help, t, r);
+      if (hb.valid() && hb.q == me)
+        result_index = static_cast<int>(results.add(comm.irecv(std::vector<float>(static_cast<std::size_t>(d.q() + d.row())), r, tag(t, kPartial))));
+    }
+    const FlashBlock& hb = at(s.help, t, me);
+    if (hb.valid()) {
+      std::vector<float> qi = cur.set.take(static_cast<std::size_t>(cur.q_index));
+      std::vector<float> result(static_cast<std::size_t>(d.q() + d.row()));
+      Stopwatch w(&times.compute_seconds);
+      attention_forward(bshd(qi.data(), d, d.H), k, v, bshd(result.data(), d, d.H),
+                        rows(result.data() + d.q(), d), block_params(base, d, P, hb));
+      sends.add(comm.isend(std::move(result), hb.q, tag(t, kPartial)));
+    }
+    const FlashBlock& lb = at(s.local, t, me);
+    if (lb.valid()) {
+      std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
+      Stopwatch w(&times.compute_seconds);
+      attention_forward(q, bshd(kv.data(), d, d.H_kv), bshd(kv.data() + d.kv(), d, d.H_kv),
+                        bshd(part_out.data(), d, d.H), rows(part_lse.data(), d), block_params(base, d, P, lb));
+      merge_forward(out, lse, bshd(part_out.data(), d, d.H), rows(part_lse.data(), d));
+    }
+    if (result_index >= 0) {
+      times.comm_seconds += results.wait_all();
+      std::vector<float> result = results.take(static_cast<std::size_t>(result_index));
+      merge_forward(out, lse, bshd(result.data(), d, d.H), rows(result.data() + d.q(), d));
+    }
+  }
+  times.comm_seconds += sends.wait_all();
+}
+
+void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
+                        const TensorView& dout, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& out, const TensorView& lse,
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv, PassTimes& times) {
+  const int me = comm.rank(), P = s.P;
+  const Dims d = dims_of(q, k);
+  Tensor delta({d.B, d.H, d.c});
+  {
+    Stopwatch w(&times.compute_seconds);
+    attention_delta(dout, out, delta.view());
+    attention_backward_with_delta(dout, q, k, v, lse, delta.view(), dq, dk, dv,
+                                  block_params(base, d, P, {me, me}), false);
+  }
+  if (s.steps == 1) return;
+  std::vector<float> kv_payload, q_payload;
+  append_packed(k, kv_payload);
+  append_packed(v, kv_payload);
+  append_packed(q, q_payload);
+  append_packed(dout, q_payload);
+  append_packed(lse, q_payload);
+  append_packed(delta.view(), q_payload);
+  RequestSet sends;
+  StepInputs next;
+  post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);
+  for (int t = 1; t < s.steps; ++t) {
+    StepInputs cur = std::move(next);
+    next = StepInputs{};
+    times.comm_seconds += cur.set.wait_all();
+    post_inputs(comm, s, t + 1, kv_payload, q_payload, next, sends);
+    // Gradients coming back this step: dK, dV of our KV chunk from the query owner of our
+    // local block, dQ of our queries from the helper.
+    RequestSet grads;
+    int dkv_index = -1, dq_index = -1;
+    for (int r = 0; r < P; ++r) {
+      const FlashBlock& lb = at(s.local, t, r);
+      if (lb.valid() && lb.kv == me)
+        dkv_index = static_cast<int>(grads.add(comm.irecv(std::vector<float>(static_cast<std::size_t>(2 * d.kv())), r, tag(t, kGrad))));
+      const FlashBlock& hb = at(s.help, t, r);
+      if (hb.valid() && hb.q == me)
+        dq_index = static_cast<int>(grads.add(comm.irecv(std::vector<float>(static_cast<std::size_t>(d.q())), r, tag(t, kGrad))));
+    }
+    const FlashBlock& hb = at(s.help, t, me);
+    if (hb.valid()) {
+      std::vector<float> qs = cur.set.take(static_cast<std::size_t>(cur.q_index));
+      float* base_ptr = qs.data();
+      std::vector<float> dq_part(static_cast<std::size_t>(d.q()), 0.0f);
+      Stopwatch w(&times.compute_seconds);
+      attention_backward_with_delta(bshd(base_ptr + d.q(), d, d.H), bshd(base_ptr, d, d.H), k, v,
+                                    rows(base_ptr + 2 * d.q(), d), rows(base_ptr + 2 * d.q() + d.row(), d),
+                                    bshd(dq_part.data(), d, d.H), dk, dv, block_params(base, d, P, hb), true);
+      sends.add(comm.isend(std::move(dq_part), hb.q, tag(t, kGrad)));
+    }
+    const FlashBlock& lb = at(s.local, t, me);
+    if (lb.valid()) {
+      std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
+      std::vector<float> dkv(static_cast<std::size_t>(2 * d.kv()), 0.0f);
+      Stopwatch w(&times.compute_seconds);
+      attention_backward_with_delta(dout, q, bshd(kv.data(), d, d.H_kv), bshd(kv.data() + d.kv(), d, d.H_kv),
+                                    lse, delta.view(), dq, bshd(dkv.data(), d, d.H_kv),
+                                    bshd(dkv.data() + d.kv(), d, d.H_kv), block_params(base, d, P, lb), true);
+      sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
+    }
+    times.comm_seconds += grads.wait_all();
+    if (dkv_index >= 0) {
+      std::vector<float> g = grads.take(static_cast<std::size_t>(dkv_index));
+      add_bshd(dk, g.data());
+      add_bshd(dv, g.data() + d.kv());
+    }
+    if (dq_index >= 0) {
+      std::vector<float> g = grads.take(static_cast<std::size_t>(dq_index));
+      add_bshd(dq, g.data());
+    }
+  }
+  times.comm_seconds += sends.wait_all();
+}
+
+// ---------------------------------------------------------------- registration
+
+namespace {
+
+/// Exact visible pairs of the block (q chunk i, kv chunk j) of length-c chunks.
+std::int64_t block_pairs(const ResolvedMask& mask, std::int64_t c, int i, int j) {
+  std::vector<std::int64_t> qp(static_cast<std::size_t>(c)), kp(static_cast<std::size_t>(c));
+  for (std::int64_t x = 0; x < c; ++x) {
+    qp[static_cast<std::size_t>(x)] = i * c + x;
+    kp[static_cast<std::size_t>(x)] = j * c + x;
+  }
+  return mask.visible_pairs(qp, kp);
+}
+
+class DistFlashStrategy final : public Strategy {
+ public:
+  explicit DistFlashStrategy(const Setup& setup) : comm_(setup.comm), base_(step_params(setup, nullptr, nullptr, nullptr)) {
+    const std::int64_t c = setup.shape.S_global / setup.P;
+    std::vector<std::vector<std::int64_t>> pairs(static_cast<std::size_t>(setup.P),
+                                                 std::vector<std::int64_t>(static_cast<std::size_t>(setup.P), 0));
+    for (int i = 0; i < setup.P; ++i)
+      for (int j = 0; j <= i; ++j)
+        pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = block_pairs(*setup.resolved, c, i, j);
+    schedule_ = make_distflash_schedule(setup.P, [&](int i, int j) {
+      return pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] > 0;
+    });
+    for (int t = 0; t < schedule_.steps; ++t) {
+      for (const FlashBlock& b : {at(schedule_.local, t, setup.rank), at(schedule_.help, t, setup.rank)})
+        if (b.valid()) pairs_ += pairs[static_cast<std::size_t>(b.q)][static_cast<std::size_t>(b.kv)];
+    }
+    const ProblemShape& sh = setup.shape;
+    const ChunkFloats f{sh.B * c * sh.H * sh.D, sh.B * c * sh.H_kv * sh.D, sh.B * sh.H * c};
+    // Own payloads, next step's inbox, one partial / gradient buffer and a step's outgoing sends.
+    peak_fwd_ = 4 * (2 * f.kv + f.q + 2 * (2 * f.kv + f.q) + 2 * (f.q + f.row) + f.row);
+    peak_bwd_ = 4 * (2 * f.kv + 2 * f.q + 2 * f.row + 2 * (2 * f.kv + 2 * f.q + 2 * f.row) + 2 * (2 * f.kv + f.q) + f.row);
+  }
+
+  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const TensorView& lse, DistStats& stats) override {
+    PassTimes t;
+    distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, t);
+    fill(stats, t, peak_fwd_);
+  }
+  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, DistStats& stats) override {
+    PassTimes t;
+    distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, t);
+    fill(stats, t, peak_bwd_);
+  }
+
+ private:
+  void fill(DistStats& stats, const PassTimes& t, std::int64_t peak) const {
+    stats.compute_seconds = t.compute_seconds;
+    stats.exposed_comm_seconds = t.comm_seconds;
+    stats.visible_pairs = pairs_;
+    stats.peak_buffer_bytes = peak;
+  }
+
+  Communicator comm_;
+  AttentionParams base_;
+  DistFlashSchedule schedule_;
+  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
+};
+
+}  // namespace
+
+void validate_distflash(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P) {
+  BURST_CHECK(cfg.layout == LayoutKind::Contiguous, Unsupported, "distflash: its schedule is defined ",
+              "on the contiguous layout (rank r owns chunk r; it balances causal work itself), got layout=",
+              to_string(cfg.layout));
+  BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument, "distflash: S_global=", shape.S_global,
+              " is not divisible by P=", P);
+  const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
+  const std::int64_t c = shape.S_global / P;
+  for (int i = 0; i < P; ++i)
+    for (int j = i + 1; j < P; ++j)
+      BURST_CHECK(block_pairs(resolved, c, i, j) == 0, Unsupported, "distflash computes only blocks at ",
+                  "or below the diagonal (causal-like masks), but mask ", mask.describe(), " has visible ",
+                  "pairs in block (q chunk ", i, ", kv chunk ", j, ") at P=", P, "; use ring, burst or allgather");
+}
+
+std::unique_ptr<Strategy> make_distflash(const Setup& setup) { return std::make_unique<DistFlashStrategy>(setup); }
+
+}  // namespace burst::strategies

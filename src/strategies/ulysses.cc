@@ -1,0 +1,364 @@
+// Head splitting and the Ulysses sequence↔heads all-to-all (src/strategies/ulysses.h).
+// Buffers are packed per destination in (field, b, s, h, d) order for BSHD fields and
+// (field, b, h, s) for row fields; the receiver unpacks in the same order, placing each source's
+// tokens at their rows of the group's position-sorted sequence.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "burst/error.h"
+#include "strategies/common.h"
+#include "strategies/ulysses.h"
+
+namespace burst::strategies {
+
+HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* strategy) {
+  BURST_CHECK(u >= 1 && H >= 1 && H_kv >= 1 && H % H_kv == 0, InvalidArgument, strategy,
+              ": invalid head split H=", H, " H_kv=", H_kv, " over ", u, " ranks");
+  BURST_CHECK(H % u == 0, Unsupported, strategy, " splits query heads over ranks: H=", H,
+              " is not divisible by ", u, " ranks (needs H % P == 0)");
+  HeadSplit s;
+  s.H = H;
+  s.H_kv = H_kv;
+  s.u = u;
+  s.heads = H / u;
+  if (H_kv % u == 0) {
+    s.kv_heads = H_kv / u;
+  } else {
+    BURST_CHECK(u % H_kv == 0, Unsupported, strategy, ": H_kv=", H_kv, " KV heads cannot be split ",
+                "over ", u, " ranks (needs H_kv % P == 0, or P % H_kv == 0 to replicate KV heads)");
+    s.kv_heads = 1;
+    s.kv_replicated = true;
+  }
+  return s;
+}
+
+namespace {
+
+std::int64_t field_local_rows(const UlyssesExchange::Field& f) {
+  return f.row ? f.local.size(2) : f.local.size(1);
+}
+
+/// Offset of element (b, s, h, d) of a BSHD view or (b, h, s) of a row view.
+std::int64_t at(const TensorView& v, bool row, std::int64_t b, std::int64_t s, std::int64_t h) {
+  return row ? b * v.stride[0] + h * v.stride[1] + s * v.stride[2]
+             : b * v.stride[0] + s * v.stride[1] + h * v.stride[2];
+}
+
+}  // namespace
+
+UlyssesExchange::UlyssesExchange(std::vector<std::vector<std::int64_t>> member_positions,
+                                 HeadSplit split)
+    : split_(split) {
+  BURST_CHECK(static_cast<int>(member_positions.size()) == split.u, InvalidArgument,
+              "Ulysses group of ", member_positions.size(), " members for a head split over ",
+              split.u, " ranks");
+  for (const auto& pos : member_positions) positions_.insert(positions_.end(), pos.begin(), pos.end());
+  std::sort(positions_.begin(), positions_.end());
+  BURST_CHECK(std::adjacent_find(positions_.begin(), positions_.end()) == positions_.end(),
+              InvalidArgument, "Ulysses group members own overlapping positions");
+  rows_.resize(member_positions.size());
+  for (std::size_t i = 0; i < member_positions.size(); ++i) {
+    const auto& pos = member_positions[i];
+    BURST_CHECK(std::is_sorted(pos.begin(), pos.end()), InvalidArgument, "member ", i,
+                " positions are not increasing");
+    rows_[i].reserve(pos.size());
+    for (std::int64_t p : pos) {
+      rows_[i].push_back(std::lower_bound(positions_.begin(), positions_.end(), p) - positions_.begin());
+    }
+  }
+}
+
+void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<Field>& fields) const {
+  const int u = split_.u;
+  BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
+  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(u), 0), recv_counts = send_counts;
+  for (const Field& f : fields) {
+    const std::int64_t B = f.local.size(0), W = f.row ? 1 : f.local.size(3);
+    const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
+    for (int j = 0; j < u; ++j) {
+      send_counts[static_cast<std::size_t>(j)] += B * field_local_rows(f) * n * W;
+      recv_counts[static_cast<std::size_t>(j)] += B * local_length(j) * n * W;
+    }
+  }
+  std::vector<float> send(static_cast<std::size_t>(std::accumulate(send_counts.begin(), send_counts.end(), std::int64_t{0})));
+  std::vector<float> recv(static_cast<std::size_t>(std::accumulate(recv_counts.begin(), recv_counts.end(), std::int64_t{0})));
+  float* out = send.data();
+  for (int j = 0; j < u; ++j) {
+    for (const Field& f : fields) {
+      const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
+      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
+      const std::int64_t lo = f.kv ? split_.kv_lo(j) : split_.q_lo(j);
+      const float* src = f.local.f32();
+      for (std::int64_t b = 0; b < B; ++b) {
+        if (f.row) {
+          for (std::int64_t h = 0; h < n; ++h)
+            for (std::int64_t s = 0; s < S; ++s) *out++ = src[at(f.local, true, b, s, lo + h)];
+        } else {
+          for (std::int64_t s = 0; s < S; ++s)
+            for (std::int64_t h = 0; h < n; ++h, out += W)
+              std::memcpy(out, src + at(f.local, false, b, s, lo + h), sizeof(float) * static_cast<std::size_t>(W));
+        }
+      }
+    }
+  }
+  comm.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts);
+  const float* in = recv.data();
+  for (int i = 0; i < u; ++i) {
+    const auto& rows = rows_[static_cast<std::size_t>(i)];
+    for (const Field& f : fields) {
+      const std::int64_t B = f.gathered.size(0), W = f.row ? 1 : f.gathered.size(3);
+      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
+      float* dst = f.gathered.f32();
+      for (std::int64_t b = 0; b < B; ++b) {
+        if (f.row) {
+          for (std::int64_t h = 0; h < n; ++h)
+            for (std::int64_t row : rows) dst[at(f.gathered, true, b, row, h)] = *in++;
+        } else {
+          for (std::int64_t row : rows)
+            for (std::int64_t h = 0; h < n; ++h, in += W)
+              std::memcpy(dst + at(f.gathered, false, b, row, h), in, sizeof(float) * static_cast<std::size_t>(W));
+        }
+      }
+    }
+  }
+}
+
+void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<Field>& fields) const {
+  const int u = split_.u, me = comm.rank();
+  BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
+  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(u), 0), recv_counts = send_counts;
+  for (const Field& f : fields) {
+    const std::int64_t B = f.local.size(0), W = f.row ? 1 : f.local.size(3);
+    const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
+    for (int j = 0; j < u; ++j) {
+      send_counts[static_cast<std::size_t>(j)] += B * local_length(j) * n * W;
+      recv_counts[static_cast<std::size_t>(j)] += B * local_length(me) * n * W;
+    }
+  }
+  std::vector<float> send(static_cast<std::size_t>(std::accumulate(send_counts.begin(), send_counts.end(), std::int64_t{0})));
+  std::vector<float> recv(static_cast<std::size_t>(std::accumulate(recv_counts.begin(), recv_counts.end(), std::int64_t{0})));
+  float* out = send.data();
+  for (int i = 0; i < u; ++i) {
+    const auto& rows = rows_[static_cast<std::size_t>(i)];
+    for (const Field& f : fields) {
+      const std::int64_t B = f.gathered.size(0), W = f.row ? 1 : f.gathered.size(3);
+      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
+      const float* src = f.gathered.f32();
+      for (std::int64_t b = 0; b < B; ++b) {
+        if (f.row) {
+          for (std::int64_t h = 0; h < n; ++h)
+            for (std::int64_t row : rows) *out++ = src[at(f.gathered, true, b, row, h)];
+        } else {
+          for (std::int64_t row : rows)
+            for (std::int64_t h = 0; h < n; ++h, out += W)
+              std::memcpy(out, src + at(f.gathered, false, b, row, h), sizeof(float) * static_cast<std::size_t>(W));
+        }
+      }
+    }
+  }
+  comm.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts);
+  // Replicated KV heads come back once per replica: zero, then sum in member order.
+  for (const Field& f : fields) {
+    if (!(f.kv && split_.kv_replicated)) continue;
+    const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
+    const std::int64_t Hx = f.row ? f.local.size(1) : f.local.size(2);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t s = 0; s < S; ++s)
+        for (std::int64_t h = 0; h < Hx; ++h)
+          std::fill_n(f.local.f32() + at(f.local, f.row, b, s, h), W, 0.0f);
+  }
+  const float* in = recv.data();
+  for (int j = 0; j < u; ++j) {
+    for (const Field& f : fields) {
+      const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
+      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
+      const std::int64_t lo = f.kv ? split_.kv_lo(j) : split_.q_lo(j);
+      const bool sum = f.kv && split_.kv_replicated;
+      float* dst = f.local.f32();
+      for (std::int64_t b = 0; b < B; ++b) {
+        if (f.row) {
+          for (std::int64_t h = 0; h < n; ++h)
+            for (std::int64_t s = 0; s < S; ++s, ++in) {
+              float& x = dst[at(f.local, true, b, s, lo + h)];
+              x = sum ? x + *in : *in;
+            }
+        } else {
+          for (std::int64_t s = 0; s < S; ++s)
+            for (std::int64_t h = 0; h < n; ++h, in += W) {
+              float* x = dst + at(f.local, false, b, s, lo + h);
+              if (sum) {
+                for (std::int64_t d = 0; d < W; ++d) x[d] += in[d];
+              } else {
+                std::memcpy(x, in, sizeof(float) * static_cast<std::size_t>(W));
+              }
+            }
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the ulysses strategy
+
+namespace {
+
+double* comm_sink(PassTimes* t) { return t ? &t->comm_seconds : nullptr; }
+double* compute_sink(PassTimes* t) { return t ? &t->compute_seconds : nullptr; }
+
+AttentionParams gathered_params(const AttentionParams& base, const UlyssesExchange& ex, std::int64_t S_global) {
+  AttentionParams p = base;
+  p.q_positions = ex.positions().data();
+  p.kv_positions = ex.positions().data();
+  p.q_offset = p.kv_offset = 0;
+  p.seq_q_global = p.seq_kv_global = S_global;
+  return p;
+}
+
+}  // namespace
+
+std::int64_t ulysses_forward_bytes(const UlyssesExchange& ex, std::int64_t B, std::int64_t D, int me) {
+  const HeadSplit& s = ex.split();
+  std::int64_t floats = 0;
+  for (int j = 0; j < s.u; ++j) {
+    if (j == me) continue;
+    floats += B * ex.local_length(me) * (s.heads + 2 * s.kv_heads) * D;   // Q, K, V
+    floats += B * ex.local_length(j) * s.heads * (D + 1);                // out, lse
+  }
+  return 4 * floats;
+}
+
+std::int64_t ulysses_backward_bytes(const UlyssesExchange& ex, std::int64_t B, std::int64_t D, int me) {
+  const HeadSplit& s = ex.split();
+  std::int64_t floats = 0;
+  for (int j = 0; j < s.u; ++j) {
+    if (j == me) continue;
+    floats += B * ex.local_length(me) * (s.heads * (2 * D + 2) + 2 * s.kv_heads * D);  // Q, dO, lse, delta, K, V
+    floats += B * ex.local_length(j) * (s.heads + 2 * s.kv_heads) * D;                 // dQ, dK, dV
+  }
+  return 4 * floats;
+}
+
+void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
+                     const TensorView& q, const TensorView& k, const TensorView& v,
+                     const TensorView& out, const TensorView& lse, PassTimes* times) {
+  const HeadSplit& s = ex.split();
+  const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length();
+  Tensor qg({B, S, s.heads, D}), kg({B, S, s.kv_heads, D}), vg({B, S, s.kv_heads, D});
+  Tensor og({B, S, s.heads, D}), lg({B, s.heads, S});
+  {
+    Stopwatch w(comm_sink(times));
+    ex.seq_to_heads(group, {{q, qg.view(), false, false}, {k, kg.view(), true, false}, {v, vg.view(), true, false}});
+  }
+  attend.forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), times);
+  Stopwatch w(comm_sink(times));
+  ex.heads_to_seq(group, {{out, og.view(), false, false}, {lse, lg.view(), false, true}});
+}
+
+void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
+                      const TensorView& dout, const TensorView& q, const TensorView& k,
+                      const TensorView& v, const TensorView& out, const TensorView& lse,
+                      const TensorView& dq, const TensorView& dk, const TensorView& dv, PassTimes* times) {
+  const HeadSplit& s = ex.split();
+  const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length(), S_local = q.size(1);
+  Tensor delta({B, s.H, S_local});
+  {
+    Stopwatch w(compute_sink(times));
+    attention_delta(dout, out, delta.view());
+  }
+  Tensor qg({B, S, s.heads, D}), dog({B, S, s.heads, D}), kg({B, S, s.kv_heads, D}), vg({B, S, s.kv_heads, D});
+  Tensor lg({B, s.heads, S}), deltag({B, s.heads, S});
+  {
+    Stopwatch w(comm_sink(times));
+    ex.seq_to_heads(group, {{q, qg.view(), false, false}, {dout, dog.view(), false, false},
+                            {k, kg.view(), true, false}, {v, vg.view(), true, false},
+                            {lse, lg.view(), false, true}, {delta.view(), deltag.view(), false, true}});
+  }
+  Tensor dqg({B, S, s.heads, D}), dkg({B, S, s.kv_heads, D}), dvg({B, S, s.kv_heads, D});
+  attend.backward(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(), dqg.view(),
+                  dkg.view(), dvg.view(), times);
+  Stopwatch w(comm_sink(times));
+  ex.heads_to_seq(group, {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
+}
+
+void LocalGroupAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const TensorView& out, const TensorView& lse, PassTimes* times) const {
+  Stopwatch w(compute_sink(times));
+  attention_forward(q, k, v, out, lse, gathered_params(base_, ex_, S_global_));
+}
+
+void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& lse, const TensorView& delta,
+                                   const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                                   PassTimes* times) const {
+  Stopwatch w(compute_sink(times));
+  attention_backward_with_delta(dout, q, k, v, lse, delta, dq, dk, dv,
+                                gathered_params(base_, ex_, S_global_), false);
+}
+
+}  // namespace burst::strategies
+
+// ---------------------------------------------------------------- registration
+
+namespace burst::strategies {
+namespace {
+
+class UlyssesStrategy final : public Strategy {
+ public:
+  explicit UlyssesStrategy(const Setup& setup)
+      : comm_(setup.comm),
+        ex_(setup.plan->layout().positions,
+            make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
+        attend_(ex_, step_params(setup, nullptr, nullptr, nullptr), setup.shape.S_global) {
+    const HeadSplit& s = ex_.split();
+    const std::int64_t B = setup.shape.B, D = setup.shape.D, S = ex_.group_length();
+    const std::int64_t S_local = ex_.local_length(setup.rank);
+    // Each rank computes every visible pair of the sequence for H/P of the heads.
+    pairs_ = setup.resolved->visible_pairs() / setup.P;
+    const std::int64_t fwd = B * S * (2 * s.heads + 2 * s.kv_heads) * D + B * s.heads * S +
+                             2 * B * S_local * setup.P * (s.heads + 2 * s.kv_heads) * D;
+    const std::int64_t bwd = B * S * (3 * s.heads + 4 * s.kv_heads) * D + 2 * B * s.heads * S +
+                             2 * B * S_local * setup.P * (s.heads * (2 * D + 2) + 2 * s.kv_heads * D);
+    peak_fwd_ = 4 * fwd;
+    peak_bwd_ = 4 * bwd;
+  }
+
+  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const TensorView& lse, DistStats& stats) override {
+    PassTimes t;
+    ulysses_forward(comm_, ex_, attend_, q, k, v, out, lse, &t);
+    fill(stats, t, peak_fwd_);
+  }
+  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, DistStats& stats) override {
+    PassTimes t;
+    ulysses_backward(comm_, ex_, attend_, dout, q, k, v, out, lse, dq, dk, dv, &t);
+    fill(stats, t, peak_bwd_);
+  }
+
+ private:
+  void fill(DistStats& stats, const PassTimes& t, std::int64_t peak) const {
+    stats.compute_seconds = t.compute_seconds;
+    stats.exposed_comm_seconds = t.comm_seconds;
+    stats.visible_pairs = pairs_;
+    stats.peak_buffer_bytes = peak;
+  }
+
+  Communicator comm_;
+  UlyssesExchange ex_;
+  LocalGroupAttention attend_;   // refers to ex_
+  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
+};
+
+}  // namespace
+
+void validate_ulysses(const DistConfig&, const ProblemShape& shape, const Mask&, int P) {
+  // Every layout and every mask: tokens are regathered in global order, the kernel sees positions.
+  make_head_split(shape.H, shape.H_kv, P, "ulysses");
+}
+
+std::unique_ptr<Strategy> make_ulysses(const Setup& setup) { return std::make_unique<UlyssesStrategy>(setup); }
+
+}  // namespace burst::strategies

@@ -1,0 +1,221 @@
+// USP — Unified Sequence Parallelism (Fang & Zhao, arXiv 2405.07719; yunchang
+// `hybrid/attn_layer.py`): P = u·r ranks as r Ulysses groups of u consecutive ranks
+// (use_ulysses_low: the all-to-all stays on the closest ranks). Inside a group a
+// seq→heads all-to-all gives every member the group's u·S_local tokens for H/u heads; the r
+// members holding the same heads (one per group) then run a K,V ring over their groups'
+// sequences (RingAttention forward; K,V + dK,dV ring backward); heads→seq returns the result.
+// u = P is Ulysses, u = 1 is the KV ring. docs/strategies.md §usp.
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include "burst/attention.h"
+#include "burst/error.h"
+#include "burst/softmax_merge.h"
+#include "strategies/common.h"
+#include "strategies/ring_skeleton.h"
+#include "strategies/ulysses.h"
+
+namespace burst::strategies {
+namespace {
+
+/// Positions of the ranks [g·u, (g+1)·u) of the layout: one vector per member.
+std::vector<std::vector<std::int64_t>> member_positions(const SequenceLayout& layout, int u, int g) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (int m = 0; m < u; ++m) out.push_back(layout.positions[static_cast<std::size_t>(g * u + m)]);
+  return out;
+}
+
+std::vector<std::int64_t> group_union(const SequenceLayout& layout, int u, int g) {
+  std::vector<std::int64_t> all;
+  for (const auto& p : member_positions(layout, u, g)) all.insert(all.end(), p.begin(), p.end());
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+std::vector<std::int64_t> shape_of(const TensorView& t) {
+  return std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim);
+}
+
+/// The K,V ring across the r groups on the gathered head-parallel tensors (contiguous), run by
+/// the ring family's RingExecutor (flat ring, double-buffered; backward with the dK,dV write
+/// accumulator following its block home). Ring member i holds group i's sequence.
+class RingGroupAttention final : public GroupAttention {
+ public:
+  RingGroupAttention(const Communicator& ring, bool overlap, std::vector<std::vector<std::int64_t>> groups,
+                     AttentionParams base)
+      : exec_(ring, 1, ring.size(), overlap), me_(ring.rank()), groups_(std::move(groups)), base_(std::move(base)) {}
+
+  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const TensorView& lse, PassTimes* times) const override {
+    const std::int64_t kv_floats = k.numel();
+    std::vector<float> own;
+    append_packed(k, own);
+    append_packed(v, own);
+    Tensor part_out(shape_of(out)), part_lse(shape_of(lse));
+    bool first = true;
+    RingRunStats rs;
+    exec_.run(std::move(own), 0, [&](int, int partition, const float* read, float*, const std::function<void()>& progress) {
+      const TensorView kj = make_view(read, shape_of(k)), vj = make_view(read + kv_floats, shape_of(v));
+      if (first) {
+        attention_forward(q, kj, vj, out, lse, params(partition, progress));
+        first = false;
+      } else {
+        attention_forward(q, kj, vj, part_out.view(), part_lse.view(), params(partition, progress));
+        merge_forward(out, lse, part_out.view(), part_lse.view());
+      }
+    }, rs);
+    add(times, rs);
+  }
+
+  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& lse, const TensorView& delta, const TensorView& dq,
+                const TensorView& dk, const TensorView& dv, PassTimes* times) const override {
+    const std::int64_t kv_floats = k.numel();
+    fill_view(dq, 0.0f);
+    std::vector<float> own;
+    append_packed(k, own);
+    append_packed(v, own);
+    RingRunStats rs;
+    const std::vector<float> dkv = exec_.run(std::move(own), 2 * kv_floats,
+        [&](int, int partition, const float* read, float* write, const std::function<void()>& progress) {
+          attention_backward_with_delta(dout, q, make_view(read, shape_of(k)), make_view(read + kv_floats, shape_of(v)),
+                                        lse, delta, dq, make_view(write, shape_of(dk)),
+                                        make_view(write + kv_floats, shape_of(dv)), params(partition, progress), true);
+        }, rs);
+    unpack_into(dkv.data(), dk);
+    unpack_into(dkv.data() + kv_floats, dv);
+    add(times, rs);
+  }
+
+ private:
+  AttentionParams params(int partition, const std::function<void()>& progress) const {
+    AttentionParams p = base_;
+    p.q_positions = groups_[static_cast<std::size_t>(me_)].data();
+    p.kv_positions = groups_[static_cast<std::size_t>(partition)].data();
+    if (base_.progress) p.progress = progress;   // base carries the hook only when overlap is on
+    return p;
+  }
+  static void add(PassTimes* times, const RingRunStats& rs) {
+    if (!times) return;
+    times->compute_seconds += rs.compute_seconds;
+    times->comm_seconds += rs.exposed_comm_seconds;
+  }
+
+  RingExecutor exec_;
+  int me_;
+  std::vector<std::vector<std::int64_t>> groups_;
+  AttentionParams base_;
+};
+
+class UspStrategy final : public Strategy {
+ public:
+  UspStrategy(const Setup& setup, int u)
+      : layout_(setup.plan->layout()),
+        groups_(groups(layout_, u)),
+        ulysses_(setup.comm.split_channel(setup.rank / u, setup.rank % u)),
+        ex_(member_positions(layout_, u, setup.rank / u),
+            make_head_split(setup.shape.H, setup.shape.H_kv, u, "usp")),
+        ring_(setup.comm.split_channel(setup.rank % u, setup.rank / u), setup.cfg.overlap, groups_,
+              ring_params(setup)) {
+    const HeadSplit& h = ex_.split();
+    const std::int64_t B = setup.shape.B, D = setup.shape.D, S = ex_.group_length();
+    std::vector<std::int64_t> all(static_cast<std::size_t>(setup.shape.S_global));
+    std::iota(all.begin(), all.end(), std::int64_t{0});
+    // This rank computes its group's queries against the whole sequence for H/u heads.
+    pairs_ = setup.resolved->visible_pairs(ex_.positions(), all) / u;
+    const std::int64_t kvb = B * S * h.kv_heads * D, exch = 2 * B * S * (h.heads + 2 * h.kv_heads) * D;
+    peak_fwd_ = 4 * (B * S * 3 * h.heads * D + 2 * B * h.heads * S + 2 * kvb + 2 * kvb + exch);
+    peak_bwd_ = 4 * (B * S * 3 * h.heads * D + 2 * B * h.heads * S + 4 * kvb + 4 * kvb +
+                     2 * B * S * (h.heads * (2 * D + 2) + 2 * h.kv_heads * D));
+  }
+
+  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const TensorView& lse, DistStats& stats) override {
+    PassTimes t;
+    ulysses_forward(ulysses_, ex_, ring_, q, k, v, out, lse, &t);
+    fill(stats, t, peak_fwd_);
+  }
+  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, DistStats& stats) override {
+    PassTimes t;
+    ulysses_backward(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, &t);
+    fill(stats, t, peak_bwd_);
+  }
+
+ private:
+  static std::vector<std::vector<std::int64_t>> groups(const SequenceLayout& layout, int u) {
+    return usp_ring_groups(layout, u);
+  }
+  static AttentionParams ring_params(const Setup& setup) {
+    const std::function<void()> marker = [] {};
+    return step_params(setup, nullptr, nullptr, &marker);   // keeps a hook iff overlap is on
+  }
+  void fill(DistStats& stats, const PassTimes& t, std::int64_t peak) const {
+    stats.compute_seconds = t.compute_seconds;
+    stats.exposed_comm_seconds = t.comm_seconds;
+    stats.visible_pairs = pairs_;
+    stats.peak_buffer_bytes = peak;
+  }
+
+  SequenceLayout layout_;
+  std::vector<std::vector<std::int64_t>> groups_;
+  Communicator ulysses_;
+  UlyssesExchange ex_;
+  RingGroupAttention ring_;
+  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
+};
+
+}  // namespace
+
+int resolve_ulysses_degree(int requested, int P, std::int64_t H_kv) {
+  if (requested != 0) return requested;
+  for (int u = P; u >= 1; --u)
+    if (P % u == 0 && H_kv % u == 0) return u;
+  return 1;
+}
+
+std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& layout, int u) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (int g = 0; g < layout.P / u; ++g) out.push_back(group_union(layout, u, g));
+  return out;
+}
+
+std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
+                                      std::int64_t kv_heads, std::int64_t D, int i) {
+  const int r = static_cast<int>(groups.size());
+  std::int64_t floats = 0;
+  for (int s = 0; s + 1 < r; ++s)
+    floats += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads * D;
+  return 4 * floats;
+}
+
+std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
+                                       std::int64_t kv_heads, std::int64_t D, int i) {
+  const int r = static_cast<int>(groups.size());
+  if (r == 1) return 0;
+  std::int64_t floats = 0;
+  for (int s = 0; s < r; ++s) {
+    const std::int64_t blk = 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads * D;
+    floats += blk;                  // dK, dV of the held block, every step (the last one brings it home)
+    if (s + 1 < r) floats += blk;   // K, V
+  }
+  return 4 * floats;
+}
+
+void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const Mask&, int P) {
+  BURST_CHECK(cfg.ulysses_degree >= 0, InvalidArgument, "usp: ulysses_degree=", cfg.ulysses_degree,
+              " must be ≥ 0 (0 picks the largest divisor of P dividing H_kv)");
+  const int u = resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
+  BURST_CHECK(P % u == 0, InvalidArgument, "usp: ulysses_degree=", u, " does not divide the ", P,
+              " ranks (P = ulysses_degree · ring_degree)");
+  // Every layout and every mask: the ring kernels see global positions of both sides.
+  make_head_split(shape.H, shape.H_kv, u, "usp");
+}
+
+std::unique_ptr<Strategy> make_usp(const Setup& setup) {
+  return std::make_unique<UspStrategy>(setup, resolve_ulysses_degree(setup.cfg.ulysses_degree, setup.P, setup.shape.H_kv));
+}
+
+}  // namespace burst::strategies

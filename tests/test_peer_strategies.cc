@@ -1,0 +1,508 @@
+// Tests of the peer strategies ulysses, usp, distflash and tp under mpiexec -n 1..4: every
+// strategy × supported layout × a mask from each family (full, causal, sliding window,
+// document, prefix-LM, block-sparse) × GQA ratio 1/2/4 (+ replicated KV heads), forward and
+// backward, against the single-process fp64 oracle on the unsharded global inputs; per-rank
+// byte counters against the documented formulas; bad input (H % P ≠ 0, a usp degree not
+// dividing P, distflash on a non-contiguous layout or a non-causal mask) raising the same
+// burst::Error on every rank before any payload moves. Pure parts (DistFlashAttn schedule,
+// head split, Ulysses index maps) are checked exhaustively on every rank.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "burst/attention.h"
+#include "burst/comm.h"
+#include "burst/error.h"
+#include "burst/mask.h"
+#include "burst/plan.h"
+#include "burst/strategy.h"
+#include "strategies/distflash.h"
+#include "strategies/ulysses.h"
+#include "test_util.h"
+
+namespace burst {
+namespace {
+
+using strategies::HeadSplit;
+using strategies::UlyssesExchange;
+
+// Tiny shapes (STYLE.md: fast unit suite): S_global = 96 is divisible by 2P for P = 1..4
+// (zigzag); D = 8; H = 4·P query heads so that H_kv = H/g divides P for g = 1, 2, 4.
+constexpr std::int64_t kS = 96, kD = 8;
+
+int world_size() {
+  int p = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  return p;
+}
+
+// ------------------------------------------------------------------ pure parts
+
+TEST(DistFlashSchedule, CoversTheCausalTriangleOnceInHalfTheSteps) {
+  for (int P = 1; P <= 9; ++P) {
+    SCOPED_TRACE("P=" + std::to_string(P));
+    const auto s = strategies::make_distflash_schedule(P, [](int, int) { return true; });
+    EXPECT_EQ(s.steps, P / 2 + 1);
+    std::set<std::pair<int, int>> seen;
+    for (int t = 0; t < s.steps; ++t) {
+      int busy = 0;
+      for (int r = 0; r < P; ++r) {
+        const auto& lb = s.local[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+        const auto& hb = s.help[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+        EXPECT_FALSE(lb.valid() && hb.valid()) << "rank " << r << " has two blocks at step " << t;
+        if (lb.valid()) {
+          EXPECT_EQ(lb.q, r);
+          EXPECT_EQ(lb.q - lb.kv, t);   // distance t at step t
+          EXPECT_TRUE(seen.insert({lb.q, lb.kv}).second);
+          ++busy;
+        }
+        if (hb.valid()) {
+          EXPECT_EQ(hb.kv, r);          // helpers compute with their own KV
+          EXPECT_LT(r, t);              // only ranks whose own work is done help
+          EXPECT_EQ(hb.q - hb.kv, P - t);
+          EXPECT_TRUE(seen.insert({hb.q, hb.kv}).second);
+          ++busy;
+        }
+      }
+      // Odd P: every rank busy at every step (perfect balance); even P: all but the last step.
+      if (P % 2 == 1 || t + 1 < s.steps) {
+        EXPECT_EQ(busy, P) << "step " << t;
+      }
+    }
+    EXPECT_EQ(static_cast<int>(seen.size()), P * (P + 1) / 2);
+  }
+}
+
+TEST(DistFlashSchedule, SkipsEmptyBlocksButKeepsTheDiagonal) {
+  const auto s = strategies::make_distflash_schedule(6, [](int q, int kv) { return q - kv <= 1; });
+  int blocks = 0;
+  for (int t = 0; t < s.steps; ++t)
+    for (int r = 0; r < 6; ++r) {
+      blocks += s.local[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)].valid();
+      EXPECT_FALSE(s.help[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)].valid());
+    }
+  EXPECT_EQ(blocks, 6 + 5);
+  // Nothing needed off the diagonal: no bytes move.
+  const auto d = strategies::make_distflash_schedule(4, [](int, int) { return false; });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(strategies::distflash_forward_bytes(d, {10, 5, 2}, r), 0);
+    EXPECT_EQ(strategies::distflash_backward_bytes(d, {10, 5, 2}, r), 0);
+  }
+}
+
+TEST(DistFlashSchedule, BytesMatchTheClosedFormForCausal) {
+  // Causal, all blocks needed: rank x serves its KV to min(L, P−1−x) later ranks, ships Q for
+  // max(0, x − L) helped blocks and returns max(0, P − 1 − L − x) partials (L = ⌊P/2⌋).
+  const strategies::ChunkFloats c{64, 16, 8};
+  for (int P = 1; P <= 8; ++P) {
+    const int L = P / 2;
+    const auto s = strategies::make_distflash_schedule(P, [](int, int) { return true; });
+    for (int x = 0; x < P; ++x) {
+      const std::int64_t serve = std::min(L, P - 1 - x), own_local = std::min(L, x);
+      const std::int64_t helped = std::max(0, x - L), helps = std::max(0, P - 1 - L - x);
+      EXPECT_EQ(strategies::distflash_forward_bytes(s, c, x), 4 * (serve * 2 * c.kv + helped * c.q + helps * (c.q + c.row)))
+          << "P=" << P << " rank " << x;
+      EXPECT_EQ(strategies::distflash_backward_bytes(s, c, x),
+                4 * (serve * 2 * c.kv + own_local * 2 * c.kv + helped * (2 * c.q + 2 * c.row) + helps * c.q))
+          << "P=" << P << " rank " << x;
+    }
+  }
+}
+
+TEST(HeadSplit, EveryQueryHeadFindsItsKvHeadLocally) {
+  for (int u = 1; u <= 8; ++u)
+    for (std::int64_t H : {1, 2, 3, 4, 6, 8, 12, 16, 24})
+      for (std::int64_t H_kv = 1; H_kv <= H; ++H_kv) {
+        if (H % H_kv != 0) continue;
+        SCOPED_TRACE("u=" + std::to_string(u) + " H=" + std::to_string(H) + " H_kv=" + std::to_string(H_kv));
+        const bool ok = H % u == 0 && (H_kv % u == 0 || u % H_kv == 0);
+        if (!ok) {
+          EXPECT_THROW(strategies::make_head_split(H, H_kv, u, "test"), Error);
+          continue;
+        }
+        const HeadSplit s = strategies::make_head_split(H, H_kv, u, "test");
+        EXPECT_EQ(s.kv_replicated, H_kv % u != 0);
+        const std::int64_t g = H / H_kv, local_g = s.heads / s.kv_heads;
+        std::vector<int> owner(static_cast<std::size_t>(H), -1);
+        for (int p = 0; p < u; ++p)
+          for (std::int64_t i = 0; i < s.heads; ++i) {
+            const std::int64_t h = s.q_lo(p) + i;
+            ASSERT_LT(h, H);
+            EXPECT_EQ(owner[static_cast<std::size_t>(h)], -1);
+            owner[static_cast<std::size_t>(h)] = p;
+            // The kernel maps local head i to local KV head i / local_g.
+            EXPECT_EQ(h / g, s.kv_lo(p) + i / local_g);
+            EXPECT_LT(s.kv_lo(p) + s.kv_heads - 1, H_kv);
+          }
+      }
+}
+
+TEST(UlyssesExchange, RowsFollowGlobalPositions) {
+  const SequenceLayout striped = make_layout(LayoutKind::Striped, 3, 12);
+  const UlyssesExchange ex(striped.positions, strategies::make_head_split(3, 3, 3, "test"));
+  ASSERT_EQ(ex.group_length(), 12);
+  for (int m = 0; m < 3; ++m)
+    for (std::size_t s = 0; s < ex.rows(m).size(); ++s)
+      EXPECT_EQ(ex.positions()[static_cast<std::size_t>(ex.rows(m)[s])], striped.positions[static_cast<std::size_t>(m)][s]);
+  EXPECT_THROW(UlyssesExchange({{0, 1}, {1, 2}}, strategies::make_head_split(2, 2, 2, "test")), Error);
+}
+
+// ------------------------------------------------------------------ distributed cases
+
+enum class Family { Full, Causal, SlidingWindow, SlidingWindowCausal, Document, PrefixLm, BlockSparse };
+
+const char* name_of(Family f) {
+  switch (f) {
+    case Family::Full: return "full";
+    case Family::Causal: return "causal";
+    case Family::SlidingWindow: return "sliding_window";
+    case Family::SlidingWindowCausal: return "sliding_window_causal";
+    case Family::Document: return "causal_document";
+    case Family::PrefixLm: return "prefix_lm_causal";
+    case Family::BlockSparse: return "qk_sparse";
+  }
+  return "?";
+}
+
+Mask mask_of(Family f) {
+  BenchmarkMaskConfig cfg;
+  cfg.seed = 7;
+  cfg.num_documents = 5;   // ragged documents crossing rank boundaries
+  cfg.window = 13;
+  cfg.block = 16;
+  switch (f) {
+    case Family::Full: return Mask::full();
+    case Family::Causal: return Mask::causal_mask();
+    case Family::SlidingWindow: return make_benchmark_mask(MaskType::SlidingWindow, kS, cfg);
+    case Family::SlidingWindowCausal: return make_benchmark_mask(MaskType::SlidingWindowCausal, kS, cfg);
+    case Family::Document: return make_benchmark_mask(MaskType::CausalDocument, kS, cfg);
+    case Family::PrefixLm: return make_benchmark_mask(MaskType::PrefixLmCausal, kS, cfg);
+    case Family::BlockSparse: return make_benchmark_mask(MaskType::QkSparse, kS, cfg);
+  }
+  return {};
+}
+
+const std::vector<Family> kFamilies = {Family::Full, Family::Causal, Family::SlidingWindow, Family::Document,
+                                       Family::PrefixLm, Family::BlockSparse};
+
+/// Global inputs, the fp64 oracle's outputs and the naive-fp32 errors that set the tolerance.
+struct Reference {
+  ProblemShape shape;
+  Mask mask;
+  Tensor q, k, v, dout, out, lse, dq, dk, dv;
+  double tol_out = 0, tol_lse = 0, tol_dq = 0, tol_dk = 0, tol_dv = 0;
+};
+
+Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
+  Reference r;
+  r.shape = {B, kS, H, H_kv, kD};
+  r.mask = mask_of(family);
+  const std::uint64_t seed = static_cast<std::uint64_t>(H * 131 + H_kv * 17 + B);
+  r.q = test::random_tensor({B, kS, H, kD}, seed + 1);
+  r.k = test::random_tensor({B, kS, H_kv, kD}, seed + 2);
+  r.v = test::random_tensor({B, kS, H_kv, kD}, seed + 3);
+  r.dout = test::random_tensor({B, kS, H, kD}, seed + 4);
+  AttentionParams p;
+  p.mask = r.mask;
+  p.impl = KernelImpl::Reference;
+  AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
+  AttentionGrads g = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
+  r.out = std::move(o.out);
+  r.lse = std::move(o.lse);
+  r.dq = std::move(g.dq);
+  r.dk = std::move(g.dk);
+  r.dv = std::move(g.dv);
+  // The tolerance rule of test_util.h, measured on the whole problem (max over every element).
+  const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
+  const AttentionGrads ng = test::naive_fp32_backward(r.dout, r.q, r.k, r.v, r.out, r.lse, p);
+  r.tol_out = test::tolerance(test::max_abs_diff(n.out, r.out), test::max_abs(r.out));
+  r.tol_lse = test::tolerance(test::max_abs_diff(n.lse, r.lse), test::max_abs(r.lse));
+  r.tol_dq = test::tolerance(test::max_abs_diff(ng.dq, r.dq), test::max_abs(r.dq));
+  r.tol_dk = test::tolerance(test::max_abs_diff(ng.dk, r.dk), test::max_abs(r.dk));
+  r.tol_dv = test::tolerance(test::max_abs_diff(ng.dv, r.dv), test::max_abs(r.dv));
+  return r;
+}
+
+const Reference& reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
+  static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, Reference> cache;
+  const auto key = std::make_tuple(B, H, H_kv, static_cast<int>(family));
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_reference(B, H, H_kv, family)).first;
+  return it->second;
+}
+
+Tensor shard_of(const SequenceLayout& layout, int rank, const Tensor& global) {
+  const auto& s = global.shape();
+  Tensor local({s[0], static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size()), s[2], s[3]});
+  shard(layout, rank, global.view(), local.view());
+  return local;
+}
+
+/// lse [B,H,S_global] → this rank's [B,H,S_local] (rows follow the layout's positions).
+Tensor rows_of(const SequenceLayout& layout, int rank, const Tensor& global) {
+  const auto& s = global.shape();
+  const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
+  Tensor local({s[0], s[1], static_cast<std::int64_t>(pos.size())});
+  for (std::int64_t b = 0; b < s[0]; ++b)
+    for (std::int64_t h = 0; h < s[1]; ++h)
+      for (std::size_t i = 0; i < pos.size(); ++i)
+        local.data()[(b * s[1] + h) * static_cast<std::int64_t>(pos.size()) + static_cast<std::int64_t>(i)] =
+            global.data()[(b * s[1] + h) * s[2] + pos[i]];
+  return local;
+}
+
+::testing::AssertionResult close(const char* what, const Tensor& got, const Tensor& want, double tol) {
+  const double err = test::max_abs_diff(got, want);
+  if (err <= tol) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": max |dist − ref| = " << err << " > tolerance " << tol;
+}
+
+/// Predicted bytes of this rank for one pass of a peer strategy (the documented formulas).
+std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+                             const Mask& mask, int rank, bool backward) {
+  const int P = layout.P;
+  switch (cfg.strategy) {
+    case StrategyKind::Ulysses: {
+      const UlyssesExchange ex(layout.positions, strategies::make_head_split(shape.H, shape.H_kv, P, "t"));
+      return backward ? strategies::ulysses_backward_bytes(ex, shape.B, shape.D, rank)
+                      : strategies::ulysses_forward_bytes(ex, shape.B, shape.D, rank);
+    }
+    case StrategyKind::Usp: {
+      const int u = strategies::resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
+      std::vector<std::vector<std::int64_t>> members;
+      for (int m = 0; m < u; ++m) members.push_back(layout.positions[static_cast<std::size_t>(rank / u * u + m)]);
+      const UlyssesExchange ex(members, strategies::make_head_split(shape.H, shape.H_kv, u, "t"));
+      const auto groups = strategies::usp_ring_groups(layout, u);
+      const std::int64_t kvh = ex.split().kv_heads;
+      return backward ? strategies::ulysses_backward_bytes(ex, shape.B, shape.D, rank % u) +
+                            strategies::ring_group_backward_bytes(groups, shape.B, kvh, shape.D, rank / u)
+                      : strategies::ulysses_forward_bytes(ex, shape.B, shape.D, rank % u) +
+                            strategies::ring_group_forward_bytes(groups, shape.B, kvh, shape.D, rank / u);
+    }
+    case StrategyKind::Tp:
+      return backward ? strategies::tp_backward_bytes(layout, shape, rank) : strategies::tp_forward_bytes(layout, shape, rank);
+    case StrategyKind::DistFlash: {
+      // Block needs decided by brute force over every pair (independent of the strategy's check).
+      const ResolvedMask rm(mask, shape.S_global, shape.S_global);
+      const std::int64_t c = shape.S_global / P;
+      auto needed = [&](int i, int j) {
+        for (std::int64_t a = i * c; a < (i + 1) * c; ++a)
+          for (std::int64_t b = j * c; b < (j + 1) * c; ++b)
+            if (rm.visible(a, b)) return true;
+        return false;
+      };
+      const auto s = strategies::make_distflash_schedule(P, needed);
+      const strategies::ChunkFloats f{shape.B * c * shape.H * shape.D, shape.B * c * shape.H_kv * shape.D, shape.B * shape.H * c};
+      return backward ? strategies::distflash_backward_bytes(s, f, rank) : strategies::distflash_forward_bytes(s, f, rank);
+    }
+    default: return -1;
+  }
+}
+
+/// Runs one case on every rank and checks out, lse, dq, dk, dv and the byte counters.
+void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
+  const Reference& ref = reference(B, H, H_kv, family);
+  SCOPED_TRACE(std::string("strategy=") + to_string(cfg.strategy) + " layout=" + to_string(cfg.layout) +
+               " mask=" + name_of(family) + " B=" + std::to_string(B) + " H=" + std::to_string(H) +
+               " H_kv=" + std::to_string(H_kv) + " u=" + std::to_string(cfg.ulysses_degree));
+  const Communicator world = Communicator::world();
+  DistAttention attn(world, cfg, ref.shape, ref.mask);
+  const int rank = world.rank();
+  const SequenceLayout& layout = attn.plan().layout();
+  ASSERT_EQ(attn.positions(), layout.positions[static_cast<std::size_t>(rank)]);
+  Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k), v = shard_of(layout, rank, ref.v);
+  Tensor dout = shard_of(layout, rank, ref.dout);
+  Tensor out(q.shape()), lse({B, H, attn.local_length()});
+  attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+  EXPECT_TRUE(close("out", out, shard_of(layout, rank, ref.out), ref.tol_out));
+  EXPECT_TRUE(close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse));
+  EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, false)) << "forward bytes";
+  if (!attn.plan().forward().bytes_sent.empty()) {
+    EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().forward().bytes_sent[static_cast<std::size_t>(rank)]);
+  }
+  Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
+  attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+  EXPECT_TRUE(close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq));
+  EXPECT_TRUE(close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk));
+  EXPECT_TRUE(close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol_dv));
+  EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, true)) << "backward bytes";
+  if (!attn.plan().backward().bytes_sent.empty()) {
+    EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().backward().bytes_sent[static_cast<std::size_t>(rank)]);
+  }
+}
+
+/// Constructs DistAttention on every rank expecting an Error of `kind`; checks that every rank
+/// got the same message (hash min == max over ranks) — i.e. the verdict was agreed before any
+/// payload could move.
+void expect_same_error(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, ErrorKind kind) {
+  const Communicator world = Communicator::world();
+  std::string message;
+  try {
+    DistAttention attn(world, cfg, shape, mask);
+    ADD_FAILURE() << "no error for strategy " << to_string(cfg.strategy);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    message = e.what();
+  }
+  const long long h = static_cast<long long>(std::hash<std::string>{}(message) & 0x7fffffffffffll);
+  long long lo = 0, hi = 0;
+  MPI_Allreduce(&h, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lo, hi) << "ranks disagree; this rank: " << message;
+}
+
+const std::vector<LayoutKind> kAllLayouts = {LayoutKind::Contiguous, LayoutKind::Zigzag, LayoutKind::Striped,
+                                             LayoutKind::Balanced};
+
+/// (H, H_kv) for GQA ratios 1, 2, 4 with H_kv divisible by P.
+std::vector<std::pair<std::int64_t, std::int64_t>> head_configs(int P) {
+  const std::int64_t H = 4 * P;
+  return {{H, H}, {H, H / 2}, {H, H / 4}};
+}
+
+TEST(PeerStrategies, UlyssesEveryLayoutMaskAndGqaRatio) {
+  const int P = world_size();
+  for (LayoutKind layout : kAllLayouts)
+    for (Family f : kFamilies)
+      for (auto [H, H_kv] : head_configs(P)) {
+        DistConfig cfg;
+        cfg.strategy = StrategyKind::Ulysses;
+        cfg.layout = layout;
+        run_case(cfg, 1, H, H_kv, f);
+      }
+}
+
+TEST(PeerStrategies, TpEveryLayoutMaskAndGqaRatio) {
+  const int P = world_size();
+  for (LayoutKind layout : kAllLayouts)
+    for (Family f : kFamilies)
+      for (auto [H, H_kv] : head_configs(P)) {
+        DistConfig cfg;
+        cfg.strategy = StrategyKind::Tp;
+        cfg.layout = layout;
+        run_case(cfg, 1, H, H_kv, f);
+      }
+}
+
+TEST(PeerStrategies, UspEveryDegreeLayoutMaskAndGqaRatio) {
+  const int P = world_size();
+  for (int u = 1; u <= P; ++u) {
+    if (P % u != 0) continue;
+    for (LayoutKind layout : kAllLayouts)
+      for (Family f : kFamilies)
+        for (auto [H, H_kv] : head_configs(P)) {
+          DistConfig cfg;
+          cfg.strategy = StrategyKind::Usp;
+          cfg.layout = layout;
+          cfg.ulysses_degree = u;
+          run_case(cfg, 1, H, H_kv, f);
+        }
+  }
+}
+
+/// True when no visible pair has its key in a later chunk than its query (brute force).
+bool causal_like(const Mask& mask, int P) {
+  const ResolvedMask rm(mask, kS, kS);
+  const std::int64_t c = kS / P;
+  for (std::int64_t q = 0; q < kS; ++q)
+    for (std::int64_t k = (q / c + 1) * c; k < kS; ++k)
+      if (rm.visible(q, k)) return false;
+  return true;
+}
+
+TEST(PeerStrategies, DistFlashCausalLikeMasksAndGqaRatio) {
+  const int P = world_size();
+  for (Family f : {Family::Causal, Family::SlidingWindowCausal, Family::Document, Family::PrefixLm,
+                   Family::BlockSparse, Family::Full, Family::SlidingWindow}) {
+    DistConfig cfg;
+    cfg.strategy = StrategyKind::DistFlash;
+    cfg.layout = LayoutKind::Contiguous;
+    if (!causal_like(mask_of(f), P)) {
+      SCOPED_TRACE(name_of(f));
+      EXPECT_NE(f, Family::Causal);
+      expect_same_error(cfg, {1, kS, 4, 4, kD}, mask_of(f), ErrorKind::Unsupported);
+      continue;
+    }
+    for (auto [H, H_kv] : head_configs(P)) run_case(cfg, 1, H, H_kv, f);
+  }
+}
+
+TEST(PeerStrategies, ReplicatedKvHeadsAndBatch) {
+  // H_kv = 1 < P: every rank reads a copy of the one KV head; dK, dV sum over the copies.
+  const int P = world_size();
+  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash}) {
+    DistConfig cfg;
+    cfg.strategy = s;
+    cfg.layout = s == StrategyKind::DistFlash ? LayoutKind::Contiguous : LayoutKind::Zigzag;
+    cfg.ulysses_degree = s == StrategyKind::Usp ? P : 0;
+    run_case(cfg, 2, 2 * P, 1, Family::Causal);
+  }
+}
+
+TEST(PeerStrategies, UspAutoDegreeAndNoOverlap) {
+  const int P = world_size();
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Usp;
+  cfg.layout = LayoutKind::Zigzag;
+  cfg.overlap = false;
+  // H_kv = 2: the auto degree is the largest divisor of P dividing 2, so P = 4 runs u = 2, r = 2.
+  run_case(cfg, 1, 2 * P, 2, Family::Document);
+}
+
+// ------------------------------------------------------------------ bad input
+
+TEST(PeerStrategiesErrors, HeadsNotDivisibleByRanks) {
+  const int P = world_size();
+  if (P < 2) {   // every H is divisible by one rank: accepted
+    DistConfig cfg;
+    cfg.strategy = StrategyKind::Ulysses;
+    EXPECT_NO_THROW(DistAttention(Communicator::world(), cfg, {1, kS, 3, 1, kD}, Mask::causal_mask()));
+    return;
+  }
+  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Tp}) {
+    DistConfig cfg;
+    cfg.strategy = s;
+    cfg.layout = LayoutKind::Contiguous;
+    expect_same_error(cfg, {1, kS, P + 1, 1, kD}, Mask::causal_mask(), ErrorKind::Unsupported);
+  }
+  // KV heads neither divisible by P nor dividing it: H = 12, H_kv = 6 at P = 4; H_kv = 2 at P = 3.
+  if (P >= 3) {
+    DistConfig cfg;
+    cfg.strategy = StrategyKind::Ulysses;
+    cfg.layout = LayoutKind::Zigzag;
+    expect_same_error(cfg, {1, kS, 12, P == 4 ? 6 : 2, kD}, Mask::full(), ErrorKind::Unsupported);
+  }
+}
+
+TEST(PeerStrategiesErrors, UspDegreeNotDividingRanks) {
+  const int P = world_size();
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Usp;
+  cfg.layout = LayoutKind::Contiguous;
+  cfg.ulysses_degree = P + 1;
+  expect_same_error(cfg, {1, kS, 4 * (P + 1), 4 * (P + 1), kD}, Mask::causal_mask(), ErrorKind::InvalidArgument);
+  cfg.ulysses_degree = -1;
+  expect_same_error(cfg, {1, kS, 4, 4, kD}, Mask::causal_mask(), ErrorKind::InvalidArgument);
+}
+
+TEST(PeerStrategiesErrors, DistFlashLayoutAndMask) {
+  const int P = world_size();
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::DistFlash;
+  cfg.layout = LayoutKind::Zigzag;
+  expect_same_error(cfg, {1, kS, 4, 4, kD}, Mask::causal_mask(), ErrorKind::Unsupported);
+  if (P < 2) return;   // one chunk: every mask is "at or below the diagonal"
+  cfg.layout = LayoutKind::Contiguous;
+  for (Family f : {Family::Full, Family::SlidingWindow})
+    expect_same_error(cfg, {1, kS, 4, 4, kD}, mask_of(f), ErrorKind::Unsupported);
+}
+
+}  // namespace
+}  // namespace burst
