@@ -75,6 +75,13 @@ std::vector<MaskSlice> block_sparse(std::int64_t S, std::int64_t block, Keep kee
 
 }  // namespace
 
+std::vector<std::int64_t> benchmark_document_offsets(std::int64_t S, const BenchmarkMaskConfig& cfg) {
+  BURST_CHECK(S >= 0 && cfg.num_documents >= 1, InvalidArgument, "document offsets need S_global >= 0 (",
+              S, ") and num_documents >= 1 (", cfg.num_documents, ")");
+  SplitMix64 rng(cfg.seed);
+  return ragged_documents(S, cfg.num_documents, rng);
+}
+
 const char* to_string(MaskType type) noexcept {
   const auto i = static_cast<std::size_t>(type);
   return i < static_cast<std::size_t>(kNumMaskTypes) ? kNames[i] : "?";
@@ -106,6 +113,8 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
   BURST_CHECK(static_cast<int>(type) < kNumMaskTypes, InvalidArgument, "unknown mask type ",
               static_cast<int>(type));
 
+  // Document boundaries depend on the seed only (every document type of one seed shares them);
+  // the sparse masks draw from a stream of their own.
   SplitMix64 rng(cfg.seed ^ (0x6a09e667f3bcc909ull * (static_cast<std::uint64_t>(type) + 1)));
   const std::int64_t window = cfg.window > 0 ? cfg.window : std::max<std::int64_t>(1, S / 8);
   const std::int64_t globals = std::min(S, cfg.global_tokens > 0 ? cfg.global_tokens : std::max<std::int64_t>(1, S / 64));
@@ -113,7 +122,7 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
   if (type == MaskType::CausalDocument || type == MaskType::FullDocument ||
       type == MaskType::ShareQuestion || type == MaskType::CausalBlockwise ||
       type == MaskType::PrefixLmDocument || type == MaskType::BlockCausalDocument)
-    cu = ragged_documents(S, cfg.num_documents, rng);
+    cu = benchmark_document_offsets(S, cfg);
 
   std::vector<MaskSlice> s;
   auto for_docs = [&](auto&& fn) {

@@ -89,9 +89,16 @@ struct BenchmarkMaskConfig {
   double prefix_fraction = 0.25;        ///< prefix-LM masks: prefix share of each document
 };
 
+/// Document boundaries of the benchmark's document masks: cfg.num_documents ragged segments of
+/// [0, S_global) as offsets (size num_documents + 1, cu[0] = 0, cu.back() = S_global,
+/// non-decreasing; lengths ∝ seeded weights uniform in [0.25, 1.75]). Depends on cfg.seed only,
+/// so every document type of one seed shares them (and varlen runs can reuse them as cu_seqlens).
+/// Throws: Error(InvalidArgument) for S_global < 0 or num_documents < 1.
+std::vector<std::int64_t> benchmark_document_offsets(std::int64_t S_global, const BenchmarkMaskConfig& cfg = {});
+
 /// Builds one of the 14 benchmark masks over a sequence of S_global tokens (q and k share
-/// positions), as explicit slices over [0, S_global)². Documents are num_documents seeded ragged
-/// segments (lengths ∝ weights uniform in [0.25, 1.75]); empty documents are dropped.
+/// positions), as explicit slices over [0, S_global)². Documents are benchmark_document_offsets
+/// (seeded, ragged); empty documents are dropped.
 ///   full, causal — one slice;  causal_document / full_document — each document causal / full;
 ///   share_question — document 0 is the question (causal); every later document (an answer)
 ///     sees the whole question and itself causally;
