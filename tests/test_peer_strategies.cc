@@ -23,7 +23,7 @@
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/strategy.h"
-#include "strategies/distflash.h"
+#include "strategies/peer_plan.h"
 #include "strategies/ulysses.h"
 #include "test_util.h"
 
@@ -142,6 +142,43 @@ TEST(HeadSplit, EveryQueryHeadFindsItsKvHeadLocally) {
             EXPECT_LT(s.kv_lo(p) + s.kv_heads - 1, H_kv);
           }
       }
+}
+
+TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
+  // Equal shards of c tokens, B = 2, D = 8. Closed forms (docs/strategies.md), ×4 bytes:
+  //  ulysses fwd (P−1)·B·c·[(H/P + 2·H_kv/P)·D + (H/P)·(D + 1)]  (peers.md §5: (2H + 2H_kv)·N·d/G + lse)
+  //  tp fwd (P−1)·B·c·[(H + 2·H_kv)·D + H·(D + 1)]               (peers.md §7: AG + RS, full width)
+  //  usp with u = P is ulysses; with u = 1 it is the KV ring, whose backward must equal the
+  //  ring family's own formula ring_backward_bytes(KvSide) (plan.h, written independently).
+  const std::int64_t B = 2, D = 8, c = 12;
+  for (int P = 1; P <= 8; ++P) {
+    const std::int64_t H = 2 * P, H_kv = P;
+    const ProblemShape shape{B, c * P, H, H_kv, D};
+    const SequenceLayout layout = make_layout(LayoutKind::Contiguous, P, c * P);
+    const std::vector<std::int64_t> len(static_cast<std::size_t>(P), c);
+    const HeadSplit s = strategies::make_head_split(H, H_kv, P, "t");
+    for (int r = 0; r < P; ++r) {
+      EXPECT_EQ(strategies::ulysses_forward_bytes(s, len, B, D, r),
+                4 * (P - 1) * B * c * ((H / P + 2 * H_kv / P) * D + (H / P) * (D + 1)));
+      EXPECT_EQ(strategies::tp_forward_bytes(layout, shape, r), 4 * (P - 1) * B * c * ((H + 2 * H_kv) * D + H * (D + 1)));
+      DistConfig cfg;
+      cfg.strategy = StrategyKind::Usp;
+      cfg.ulysses_degree = 1;
+      const auto ring = strategies::peer_pass_bytes(cfg, shape, layout, Mask::full());
+      ASSERT_EQ(static_cast<int>(ring.forward.size()), P);
+      EXPECT_EQ(ring.forward[static_cast<std::size_t>(r)], 4 * (P - 1) * 2 * B * c * H_kv * D);
+      EXPECT_EQ(ring.backward[static_cast<std::size_t>(r)], ring_backward_bytes(BackwardSide::KvSide, shape, P));
+      cfg.ulysses_degree = P;
+      const auto full = strategies::peer_pass_bytes(cfg, shape, layout, Mask::full());
+      EXPECT_EQ(full.forward[static_cast<std::size_t>(r)], strategies::ulysses_forward_bytes(s, len, B, D, r));
+      EXPECT_EQ(full.backward[static_cast<std::size_t>(r)], strategies::ulysses_backward_bytes(s, len, B, D, r));
+    }
+  }
+  // Rejected configurations plan no bytes instead of throwing.
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Ulysses;
+  const auto none = strategies::peer_pass_bytes(cfg, {1, 12, 3, 1, 8}, make_layout(LayoutKind::Contiguous, 2, 12), Mask::full());
+  EXPECT_TRUE(none.forward.empty() && none.backward.empty());
 }
 
 TEST(UlyssesExchange, RowsFollowGlobalPositions) {
@@ -264,27 +301,32 @@ Tensor rows_of(const SequenceLayout& layout, int rank, const Tensor& global) {
   return ::testing::AssertionFailure() << what << ": max |dist − ref| = " << err << " > tolerance " << tol;
 }
 
+std::vector<std::int64_t> lengths(const SequenceLayout& layout, int first, int count) {
+  std::vector<std::int64_t> out;
+  for (int m = 0; m < count; ++m) out.push_back(static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(first + m)].size()));
+  return out;
+}
+
 /// Predicted bytes of this rank for one pass of a peer strategy (the documented formulas).
 std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
                              const Mask& mask, int rank, bool backward) {
   const int P = layout.P;
   switch (cfg.strategy) {
     case StrategyKind::Ulysses: {
-      const UlyssesExchange ex(layout.positions, strategies::make_head_split(shape.H, shape.H_kv, P, "t"));
-      return backward ? strategies::ulysses_backward_bytes(ex, shape.B, shape.D, rank)
-                      : strategies::ulysses_forward_bytes(ex, shape.B, shape.D, rank);
+      const HeadSplit split = strategies::make_head_split(shape.H, shape.H_kv, P, "t");
+      const auto len = lengths(layout, 0, P);
+      return backward ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank)
+                      : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank);
     }
     case StrategyKind::Usp: {
       const int u = strategies::resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
-      std::vector<std::vector<std::int64_t>> members;
-      for (int m = 0; m < u; ++m) members.push_back(layout.positions[static_cast<std::size_t>(rank / u * u + m)]);
-      const UlyssesExchange ex(members, strategies::make_head_split(shape.H, shape.H_kv, u, "t"));
+      const HeadSplit split = strategies::make_head_split(shape.H, shape.H_kv, u, "t");
+      const auto len = lengths(layout, rank / u * u, u);
       const auto groups = strategies::usp_ring_groups(layout, u);
-      const std::int64_t kvh = ex.split().kv_heads;
-      return backward ? strategies::ulysses_backward_bytes(ex, shape.B, shape.D, rank % u) +
-                            strategies::ring_group_backward_bytes(groups, shape.B, kvh, shape.D, rank / u)
-                      : strategies::ulysses_forward_bytes(ex, shape.B, shape.D, rank % u) +
-                            strategies::ring_group_forward_bytes(groups, shape.B, kvh, shape.D, rank / u);
+      return backward ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u) +
+                            strategies::ring_group_backward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u)
+                      : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank % u) +
+                            strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u);
     }
     case StrategyKind::Tp:
       return backward ? strategies::tp_backward_bytes(layout, shape, rank) : strategies::tp_forward_bytes(layout, shape, rank);

@@ -17,67 +17,11 @@
 
 namespace burst::strategies {
 
-DistFlashSchedule make_distflash_schedule(int P, const std::function<bool(int, int)>& needed) {
-  BURST_CHECK(P >= 1, InvalidArgument, "distflash schedule for P=", P, " ranks");
-  DistFlashSchedule s;
-  s.P = P;
-  const int L = P / 2;
-  s.steps = L + 1;
-  s.local.assign(static_cast<std::size_t>(s.steps), std::vector<FlashBlock>(static_cast<std::size_t>(P)));
-  s.help = s.local;
-  for (int q = 0; q < P; ++q) {
-    for (int kv = 0; kv <= q; ++kv) {
-      const int d = q - kv;
-      if (d > 0 && !needed(q, kv)) continue;
-      if (d <= L) {
-        s.local[static_cast<std::size_t>(d)][static_cast<std::size_t>(q)] = {q, kv};
-      } else {
-        // The KV owner kv finished its own blocks at step kv < P − d: it helps at step P − d.
-        s.help[static_cast<std::size_t>(P - d)][static_cast<std::size_t>(kv)] = {q, kv};
-      }
-    }
-  }
-  return s;
-}
-
 namespace {
 
 const FlashBlock& at(const std::vector<std::vector<FlashBlock>>& m, int t, int r) {
   return m[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
 }
-
-}  // namespace
-
-std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
-  std::int64_t floats = 0;
-  for (int t = 1; t < s.steps; ++t) {
-    for (int r = 0; r < s.P; ++r) {
-      const FlashBlock& lb = at(s.local, t, r);
-      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;            // K, V to the query owner
-      const FlashBlock& hb = at(s.help, t, r);
-      if (hb.valid() && hb.q == rank) floats += c.q;                  // Q to the helper
-      if (hb.valid() && hb.kv == rank) floats += c.q + c.row;         // partial O, lse back
-    }
-  }
-  return 4 * floats;
-}
-
-std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
-  std::int64_t floats = 0;
-  for (int t = 1; t < s.steps; ++t) {
-    for (int r = 0; r < s.P; ++r) {
-      const FlashBlock& lb = at(s.local, t, r);
-      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;            // K, V to the query owner
-      if (lb.valid() && lb.q == rank) floats += 2 * c.kv;             // dK, dV back
-      const FlashBlock& hb = at(s.help, t, r);
-      if (hb.valid() && hb.q == rank) floats += 2 * c.q + 2 * c.row;  // Q, dO, lse, delta
-      if (hb.valid() && hb.kv == rank) floats += c.q;                 // dQ back
-    }
-  }
-  return 4 * floats;
-}
-
-namespace {
 
 enum Kind : int { kKv = 0, kQuery = 1, kPartial = 2, kGrad = 3 };
 int tag(int step, Kind kind) { return step * 4 + kind; }
@@ -284,16 +228,6 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
 
 namespace {
 
-/// Exact visible pairs of the block (q chunk i, kv chunk j) of length-c chunks.
-std::int64_t block_pairs(const ResolvedMask& mask, std::int64_t c, int i, int j) {
-  std::vector<std::int64_t> qp(static_cast<std::size_t>(c)), kp(static_cast<std::size_t>(c));
-  for (std::int64_t x = 0; x < c; ++x) {
-    qp[static_cast<std::size_t>(x)] = i * c + x;
-    kp[static_cast<std::size_t>(x)] = j * c + x;
-  }
-  return mask.visible_pairs(qp, kp);
-}
-
 class DistFlashStrategy final : public Strategy {
  public:
   explicit DistFlashStrategy(const Setup& setup) : comm_(setup.comm), base_(step_params(setup, nullptr, nullptr, nullptr)) {
@@ -302,7 +236,7 @@ class DistFlashStrategy final : public Strategy {
                                                  std::vector<std::int64_t>(static_cast<std::size_t>(setup.P), 0));
     for (int i = 0; i < setup.P; ++i)
       for (int j = 0; j <= i; ++j)
-        pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = block_pairs(*setup.resolved, c, i, j);
+        pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = distflash_block_pairs(*setup.resolved, c, i, j);
     schedule_ = make_distflash_schedule(setup.P, [&](int i, int j) {
       return pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] > 0;
     });
@@ -348,18 +282,7 @@ class DistFlashStrategy final : public Strategy {
 }  // namespace
 
 void validate_distflash(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P) {
-  BURST_CHECK(cfg.layout == LayoutKind::Contiguous, Unsupported, "distflash: its schedule is defined ",
-              "on the contiguous layout (rank r owns chunk r; it balances causal work itself), got layout=",
-              to_string(cfg.layout));
-  BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument, "distflash: S_global=", shape.S_global,
-              " is not divisible by P=", P);
-  const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
-  const std::int64_t c = shape.S_global / P;
-  for (int i = 0; i < P; ++i)
-    for (int j = i + 1; j < P; ++j)
-      BURST_CHECK(block_pairs(resolved, c, i, j) == 0, Unsupported, "distflash computes only blocks at ",
-                  "or below the diagonal (causal-like masks), but mask ", mask.describe(), " has visible ",
-                  "pairs in block (q chunk ", i, ", kv chunk ", j, ") at P=", P, "; use ring, burst or allgather");
+  check_distflash_support(cfg.layout, shape, mask, P);
 }
 
 std::unique_ptr<Strategy> make_distflash(const Setup& setup) { return std::make_unique<DistFlashStrategy>(setup); }

@@ -230,28 +230,6 @@ class TpStrategy final : public Strategy {
 
 }  // namespace
 
-std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
-  std::int64_t floats = 0;
-  const std::int64_t mine = static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
-  floats += (layout.P - 1) * s.B * mine * (s.H + 2 * s.H_kv) * s.D;   // all-gather Q, K, V
-  for (int i = 0; i < layout.P; ++i) {                                   // reduce-scatter O, lse
-    if (i == rank) continue;
-    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * s.H * (s.D + 1);
-  }
-  return 4 * floats;
-}
-
-std::int64_t tp_backward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
-  std::int64_t floats = 0;
-  const std::int64_t mine = static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
-  floats += (layout.P - 1) * s.B * mine * (2 * s.H * s.D + 2 * s.H_kv * s.D + 2 * s.H);   // Q, dO, K, V, lse, delta
-  for (int i = 0; i < layout.P; ++i) {                                                    // dQ, dK, dV
-    if (i == rank) continue;
-    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * (s.H + 2 * s.H_kv) * s.D;
-  }
-  return 4 * floats;
-}
-
 void validate_tp(const DistConfig&, const ProblemShape& shape, const Mask&, int P) {
   // Every layout and every mask: each rank sees the whole sequence for its heads.
   make_head_split(shape.H, shape.H_kv, P, "tp");

@@ -13,27 +13,6 @@
 
 namespace burst::strategies {
 
-HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* strategy) {
-  BURST_CHECK(u >= 1 && H >= 1 && H_kv >= 1 && H % H_kv == 0, InvalidArgument, strategy,
-              ": invalid head split H=", H, " H_kv=", H_kv, " over ", u, " ranks");
-  BURST_CHECK(H % u == 0, Unsupported, strategy, " splits query heads over ranks: H=", H,
-              " is not divisible by ", u, " ranks (needs H % P == 0)");
-  HeadSplit s;
-  s.H = H;
-  s.H_kv = H_kv;
-  s.u = u;
-  s.heads = H / u;
-  if (H_kv % u == 0) {
-    s.kv_heads = H_kv / u;
-  } else {
-    BURST_CHECK(u % H_kv == 0, Unsupported, strategy, ": H_kv=", H_kv, " KV heads cannot be split ",
-                "over ", u, " ranks (needs H_kv % P == 0, or P % H_kv == 0 to replicate KV heads)");
-    s.kv_heads = 1;
-    s.kv_replicated = true;
-  }
-  return s;
-}
-
 namespace {
 
 std::int64_t field_local_rows(const UlyssesExchange::Field& f) {
@@ -217,28 +196,6 @@ AttentionParams gathered_params(const AttentionParams& base, const UlyssesExchan
 }
 
 }  // namespace
-
-std::int64_t ulysses_forward_bytes(const UlyssesExchange& ex, std::int64_t B, std::int64_t D, int me) {
-  const HeadSplit& s = ex.split();
-  std::int64_t floats = 0;
-  for (int j = 0; j < s.u; ++j) {
-    if (j == me) continue;
-    floats += B * ex.local_length(me) * (s.heads + 2 * s.kv_heads) * D;   // Q, K, V
-    floats += B * ex.local_length(j) * s.heads * (D + 1);                // out, lse
-  }
-  return 4 * floats;
-}
-
-std::int64_t ulysses_backward_bytes(const UlyssesExchange& ex, std::int64_t B, std::int64_t D, int me) {
-  const HeadSplit& s = ex.split();
-  std::int64_t floats = 0;
-  for (int j = 0; j < s.u; ++j) {
-    if (j == me) continue;
-    floats += B * ex.local_length(me) * (s.heads * (2 * D + 2) + 2 * s.kv_heads * D);  // Q, dO, lse, delta, K, V
-    floats += B * ex.local_length(j) * (s.heads + 2 * s.kv_heads) * D;                 // dQ, dK, dV
-  }
-  return 4 * floats;
-}
 
 void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
                      const TensorView& q, const TensorView& k, const TensorView& v,

@@ -1,10 +1,10 @@
-// src/strategies/ulysses.h — head splitting and the sequence↔heads all-to-all (internal).
+// src/strategies/ulysses.h — the sequence↔heads all-to-all of the head-parallel strategies (internal).
 //
 // Shared by the head-parallel strategies: ulysses (DeepSpeed-Ulysses, arXiv 2309.14509), usp
 // (Ulysses inside a ring, arXiv 2405.07719) and tp (Megatron-style heads, arXiv 2205.05198).
-// HeadSplit says which query and KV heads each of u ranks owns under GQA; UlyssesExchange moves
-// BSHD tensors between "my tokens, all heads" and "all tokens of the group, my heads" with one
-// all_to_all_v per direction. Pure index maps live here so tests can check them without MPI.
+// UlyssesExchange moves BSHD tensors between "my tokens, all heads" and "all tokens of the
+// group, my heads" with one all_to_all_v per direction (head ownership: HeadSplit in
+// peer_plan.h); GroupAttention is what runs between the two all-to-alls.
 // See docs/strategies.md §ulysses, §usp, §tp and ../shared/docs/peers.md §5–§7.
 #pragma once
 
@@ -17,34 +17,10 @@
 #include "burst/comm.h"
 #include "burst/plan.h"
 #include "burst/tensor.h"
+#include "strategies/peer_plan.h"
 #include "strategies/strategy_impl.h"
 
 namespace burst::strategies {
-
-/// Query/KV heads of each of `u` head-parallel ranks. Rank p owns query heads
-/// [p·heads, (p+1)·heads) and KV heads [kv_lo(p), kv_lo(p) + kv_heads).
-/// Two GQA regimes (g = H / H_kv query heads per KV head):
-///  - H_kv % u == 0: KV heads are split like query heads (kv_heads = H_kv / u); no copies.
-///  - otherwise u % H_kv == 0 (u > H_kv): KV heads are REPLICATED: rank p reads the one KV head
-///    p / (u / H_kv), so u / H_kv ranks hold copies and their dK/dV contributions are summed
-///    when gradients return to the token owner (torchtitan / LoongTrain "KV replication").
-struct HeadSplit {
-  std::int64_t H = 0, H_kv = 0;
-  int u = 1;
-  std::int64_t heads = 0;      ///< query heads per rank, H / u
-  std::int64_t kv_heads = 0;   ///< KV heads per rank: H_kv / u, or 1 when replicated
-  bool kv_replicated = false;
-
-  std::int64_t q_lo(int p) const { return p * heads; }
-  std::int64_t kv_lo(int p) const {
-    return kv_replicated ? p / (u / static_cast<int>(H_kv)) : p * kv_heads;
-  }
-};
-
-/// Builds the split. Throws Error(Unsupported) naming `strategy`, H, H_kv and u when H % u ≠ 0
-/// or when neither H_kv % u == 0 nor u % H_kv == 0; Error(InvalidArgument) for u < 1, H < 1 or
-/// H % H_kv ≠ 0. Pure.
-HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* strategy);
 
 /// One Ulysses all-to-all group of u ranks: member i owns global positions member_positions[i]
 /// (increasing, disjoint); the group's sequence is their sorted union (positions()).
@@ -86,15 +62,6 @@ class UlyssesExchange {
   std::vector<std::int64_t> positions_;
   std::vector<std::vector<std::int64_t>> rows_;   ///< member i's tokens as rows of positions_
 };
-
-/// Bytes (fp32) member `me` of a Ulysses group sends in one forward / backward pass:
-///  fwd: Σ_{j≠me} 4·B·[S_local(me)·(heads + 2·kv_heads)·D  (Q, K, V)  + S_local(j)·heads·(D + 1)  (O, lse)]
-///  bwd: Σ_{j≠me} 4·B·[S_local(me)·(heads·(2D + 2) + 2·kv_heads·D)  (Q, dO, lse, delta, K, V)
-///                     + S_local(j)·(heads + 2·kv_heads)·D  (dQ, dK, dV)]
-/// With equal S_local = S_global/u and MHA this is ≈ (u−1)/u·S_local·4·H·D per direction pair —
-/// peers.md §5's (2H + 2H_kv)·N·d/G per pass. Pure.
-std::int64_t ulysses_forward_bytes(const UlyssesExchange& ex, std::int64_t B, std::int64_t D, int me);
-std::int64_t ulysses_backward_bytes(const UlyssesExchange& ex, std::int64_t B, std::int64_t D, int me);
 
 /// Seconds a pass spent in kernels and blocked in communication (for DistStats).
 struct PassTimes {
@@ -163,32 +130,5 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
                       const TensorView& dout, const TensorView& q, const TensorView& k,
                       const TensorView& v, const TensorView& out, const TensorView& lse,
                       const TensorView& dq, const TensorView& dk, const TensorView& dv, PassTimes* times);
-
-// ------------------------------------------------------------------ usp (src/strategies/usp.cc)
-
-/// usp's Ulysses degree u: `requested` when > 0, else the largest divisor of P dividing H_kv.
-int resolve_ulysses_degree(int requested, int P, std::int64_t H_kv);
-/// Sorted global positions of each of the P/u Ulysses groups (ranks [g·u, (g+1)·u)) — what
-/// ring member g holds after the all-to-all. Pure.
-std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& layout, int u);
-/// Bytes ring member i sends in usp's K,V ring over `groups` (fp32, kv_heads per rank):
-///  fwd Σ_{s=0}^{r−2} 2·B·|group (i−s) mod r|·kv_heads·D · 4  (K, V forwarded r−1 times);
-///  bwd the same K, V hops plus dK, dV of the held block at each of the r steps (the last hop
-///  brings them home): equal groups give (2r−1)·2·B·S_group·kv_heads·D · 4 (0 when r = 1).
-std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
-                                      std::int64_t kv_heads, std::int64_t D, int i);
-std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
-                                       std::int64_t kv_heads, std::int64_t D, int i);
-
-// ------------------------------------------------------------------ tp (src/strategies/tp.cc)
-
-/// Bytes rank `rank` sends in tp's forward / backward (fp32; S_i = tokens of rank i):
-///  fwd: all-gather of Q, K, V, (P−1)·B·S_rank·(H + 2·H_kv)·D, plus reduce-scatter of O, lse
-///       zero-padded to all heads, Σ_{i≠rank} B·S_i·H·(D + 1);
-///  bwd: all-gather of Q, dO, K, V, lse, delta, (P−1)·B·S_rank·(2·H·D + 2·H_kv·D + 2·H), plus
-///       reduce-scatter of dQ, dK, dV, Σ_{i≠rank} B·S_i·(H + 2·H_kv)·D.
-/// ×4 bytes. Pure. Source: peers.md §7 (AG + RS over the full width).
-std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
-std::int64_t tp_backward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
 
 }  // namespace burst::strategies

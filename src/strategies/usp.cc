@@ -26,13 +26,6 @@ std::vector<std::vector<std::int64_t>> member_positions(const SequenceLayout& la
   return out;
 }
 
-std::vector<std::int64_t> group_union(const SequenceLayout& layout, int u, int g) {
-  std::vector<std::int64_t> all;
-  for (const auto& p : member_positions(layout, u, g)) all.insert(all.end(), p.begin(), p.end());
-  std::sort(all.begin(), all.end());
-  return all;
-}
-
 std::vector<std::int64_t> shape_of(const TensorView& t) {
   return std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim);
 }
@@ -168,41 +161,6 @@ class UspStrategy final : public Strategy {
 };
 
 }  // namespace
-
-int resolve_ulysses_degree(int requested, int P, std::int64_t H_kv) {
-  if (requested != 0) return requested;
-  for (int u = P; u >= 1; --u)
-    if (P % u == 0 && H_kv % u == 0) return u;
-  return 1;
-}
-
-std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& layout, int u) {
-  std::vector<std::vector<std::int64_t>> out;
-  for (int g = 0; g < layout.P / u; ++g) out.push_back(group_union(layout, u, g));
-  return out;
-}
-
-std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
-                                      std::int64_t kv_heads, std::int64_t D, int i) {
-  const int r = static_cast<int>(groups.size());
-  std::int64_t floats = 0;
-  for (int s = 0; s + 1 < r; ++s)
-    floats += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads * D;
-  return 4 * floats;
-}
-
-std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
-                                       std::int64_t kv_heads, std::int64_t D, int i) {
-  const int r = static_cast<int>(groups.size());
-  if (r == 1) return 0;
-  std::int64_t floats = 0;
-  for (int s = 0; s < r; ++s) {
-    const std::int64_t blk = 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads * D;
-    floats += blk;                  // dK, dV of the held block, every step (the last one brings it home)
-    if (s + 1 < r) floats += blk;   // K, V
-  }
-  return 4 * floats;
-}
 
 void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const Mask&, int P) {
   BURST_CHECK(cfg.ulysses_degree >= 0, InvalidArgument, "usp: ulysses_degree=", cfg.ulysses_degree,

@@ -1,0 +1,287 @@
+// Pure planning of the peer strategies (peer_plan.h): head split, DistFlashAttn schedule and
+// support check, and the per-rank byte formulas of ulysses, usp, tp and distflash.
+#include "strategies/peer_plan.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "burst/error.h"
+
+namespace burst::strategies {
+
+// ------------------------------------------------------------------ heads
+
+HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* strategy) {
+  BURST_CHECK(u >= 1 && H >= 1 && H_kv >= 1 && H % H_kv == 0, InvalidArgument, strategy,
+              ": invalid head split H=", H, " H_kv=", H_kv, " over ", u, " ranks");
+  BURST_CHECK(H % u == 0, Unsupported, strategy, " splits query heads over ranks: H=", H,
+              " is not divisible by ", u, " ranks (needs H % P == 0)");
+  HeadSplit s;
+  s.H = H;
+  s.H_kv = H_kv;
+  s.u = u;
+  s.heads = H / u;
+  if (H_kv % u == 0) {
+    s.kv_heads = H_kv / u;
+  } else {
+    BURST_CHECK(u % H_kv == 0, Unsupported, strategy, ": H_kv=", H_kv, " KV heads cannot be split ",
+                "over ", u, " ranks (needs H_kv % P == 0, or P % H_kv == 0 to replicate KV heads)");
+    s.kv_heads = 1;
+    s.kv_replicated = true;
+  }
+  return s;
+}
+
+std::int64_t ulysses_forward_bytes(const HeadSplit& s, const std::vector<std::int64_t>& S_local,
+                                   std::int64_t B, std::int64_t D, int me) {
+  std::int64_t floats = 0;
+  for (int j = 0; j < s.u; ++j) {
+    if (j == me) continue;
+    floats += B * S_local[static_cast<std::size_t>(me)] * (s.heads + 2 * s.kv_heads) * D;   // Q, K, V
+    floats += B * S_local[static_cast<std::size_t>(j)] * s.heads * (D + 1);                // out, lse
+  }
+  return 4 * floats;
+}
+
+std::int64_t ulysses_backward_bytes(const HeadSplit& s, const std::vector<std::int64_t>& S_local,
+                                   std::int64_t B, std::int64_t D, int me) {
+  std::int64_t floats = 0;
+  for (int j = 0; j < s.u; ++j) {
+    if (j == me) continue;
+    floats += B * S_local[static_cast<std::size_t>(me)] * (s.heads * (2 * D + 2) + 2 * s.kv_heads * D);  // Q, dO, lse, delta, K, V
+    floats += B * S_local[static_cast<std::size_t>(j)] * (s.heads + 2 * s.kv_heads) * D;                 // dQ, dK, dV
+  }
+  return 4 * floats;
+}
+
+// ------------------------------------------------------------------ usp
+
+int resolve_ulysses_degree(int requested, int P, std::int64_t H_kv) {
+  if (requested != 0) return requested;
+  for (int u = P; u >= 1; --u)
+    if (P % u == 0 && H_kv % u == 0) return u;
+  return 1;
+}
+
+std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& layout, int u) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (int g = 0; g < layout.P / u; ++g) {
+    std::vector<std::int64_t> all;
+    for (int m = 0; m < u; ++m) {
+      const auto& p = layout.positions[static_cast<std::size_t>(g * u + m)];
+      all.insert(all.end(), p.begin(), p.end());
+    }
+    std::sort(all.begin(), all.end());
+    out.push_back(std::move(all));
+  }
+  return out;
+}
+
+std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
+                                      std::int64_t kv_heads, std::int64_t D, int i) {
+  const int r = static_cast<int>(groups.size());
+  std::int64_t floats = 0;
+  for (int s = 0; s + 1 < r; ++s)
+    floats += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads * D;
+  return 4 * floats;
+}
+
+std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
+                                       std::int64_t kv_heads, std::int64_t D, int i) {
+  const int r = static_cast<int>(groups.size());
+  if (r == 1) return 0;
+  std::int64_t floats = 0;
+  for (int s = 0; s < r; ++s) {
+    const std::int64_t blk = 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads * D;
+    floats += blk;                  // dK, dV of the held block, every step (the last one brings it home)
+    if (s + 1 < r) floats += blk;   // K, V
+  }
+  return 4 * floats;
+}
+
+// ------------------------------------------------------------------ tp
+
+std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
+  std::int64_t floats = 0;
+  const std::int64_t mine = static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
+  floats += (layout.P - 1) * s.B * mine * (s.H + 2 * s.H_kv) * s.D;   // all-gather Q, K, V
+  for (int i = 0; i < layout.P; ++i) {                                   // reduce-scatter O, lse
+    if (i == rank) continue;
+    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * s.H * (s.D + 1);
+  }
+  return 4 * floats;
+}
+
+std::int64_t tp_backward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
+  std::int64_t floats = 0;
+  const std::int64_t mine = static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
+  floats += (layout.P - 1) * s.B * mine * (2 * s.H * s.D + 2 * s.H_kv * s.D + 2 * s.H);   // Q, dO, K, V, lse, delta
+  for (int i = 0; i < layout.P; ++i) {                                                    // dQ, dK, dV
+    if (i == rank) continue;
+    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * (s.H + 2 * s.H_kv) * s.D;
+  }
+  return 4 * floats;
+}
+
+// ------------------------------------------------------------------ distflash
+
+DistFlashSchedule make_distflash_schedule(int P, const std::function<bool(int, int)>& needed) {
+  BURST_CHECK(P >= 1, InvalidArgument, "distflash schedule for P=", P, " ranks");
+  DistFlashSchedule s;
+  s.P = P;
+  const int L = P / 2;
+  s.steps = L + 1;
+  s.local.assign(static_cast<std::size_t>(s.steps), std::vector<FlashBlock>(static_cast<std::size_t>(P)));
+  s.help = s.local;
+  for (int q = 0; q < P; ++q) {
+    for (int kv = 0; kv <= q; ++kv) {
+      const int d = q - kv;
+      if (d > 0 && !needed(q, kv)) continue;
+      if (d <= L) {
+        s.local[static_cast<std::size_t>(d)][static_cast<std::size_t>(q)] = {q, kv};
+      } else {
+        // The KV owner kv finished its own blocks at step kv < P − d: it helps at step P − d.
+        s.help[static_cast<std::size_t>(P - d)][static_cast<std::size_t>(kv)] = {q, kv};
+      }
+    }
+  }
+  return s;
+}
+
+namespace {
+
+const FlashBlock& at(const std::vector<std::vector<FlashBlock>>& m, int t, int r) {
+  return m[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+}
+
+}  // namespace
+
+std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
+  std::int64_t floats = 0;
+  for (int t = 1; t < s.steps; ++t) {
+    for (int r = 0; r < s.P; ++r) {
+      const FlashBlock& lb = at(s.local, t, r);
+      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;            // K, V to the query owner
+      const FlashBlock& hb = at(s.help, t, r);
+      if (hb.valid() && hb.q == rank) floats += c.q;                  // Q to the helper
+      if (hb.valid() && hb.kv == rank) floats += c.q + c.row;         // partial O, lse back
+    }
+  }
+  return 4 * floats;
+}
+
+std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
+  std::int64_t floats = 0;
+  for (int t = 1; t < s.steps; ++t) {
+    for (int r = 0; r < s.P; ++r) {
+      const FlashBlock& lb = at(s.local, t, r);
+      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;            // K, V to the query owner
+      if (lb.valid() && lb.q == rank) floats += 2 * c.kv;             // dK, dV back
+      const FlashBlock& hb = at(s.help, t, r);
+      if (hb.valid() && hb.q == rank) floats += 2 * c.q + 2 * c.row;  // Q, dO, lse, delta
+      if (hb.valid() && hb.kv == rank) floats += c.q;                 // dQ back
+    }
+  }
+  return 4 * floats;
+}
+
+std::int64_t distflash_block_pairs(const ResolvedMask& mask, std::int64_t c, int i, int j) {
+  std::vector<std::int64_t> qp(static_cast<std::size_t>(c)), kp(static_cast<std::size_t>(c));
+  for (std::int64_t x = 0; x < c; ++x) {
+    qp[static_cast<std::size_t>(x)] = i * c + x;
+    kp[static_cast<std::size_t>(x)] = j * c + x;
+  }
+  return mask.visible_pairs(qp, kp);
+}
+
+DistFlashSchedule make_distflash_schedule(const ResolvedMask& mask, std::int64_t S_global, int P) {
+  const std::int64_t c = S_global / P;
+  return make_distflash_schedule(P, [&](int i, int j) { return distflash_block_pairs(mask, c, i, j) > 0; });
+}
+
+void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const Mask& mask, int P) {
+  BURST_CHECK(layout == LayoutKind::Contiguous, Unsupported, "distflash: its schedule is defined ",
+              "on the contiguous layout (rank r owns chunk r; it balances causal work itself), got layout=",
+              to_string(layout));
+  BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument, "distflash: S_global=", shape.S_global,
+              " is not divisible by P=", P);
+  const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
+  const std::int64_t c = shape.S_global / P;
+  for (int i = 0; i < P; ++i)
+    for (int j = i + 1; j < P; ++j)
+      BURST_CHECK(distflash_block_pairs(resolved, c, i, j) == 0, Unsupported, "distflash computes only blocks at ",
+                  "or below the diagonal (causal-like masks), but mask ", mask.describe(), " has visible ",
+                  "pairs in block (q chunk ", i, ", kv chunk ", j, ") at P=", P, "; use ring, burst or allgather");
+}
+
+// ------------------------------------------------------------------ plan entries
+
+namespace {
+
+std::vector<std::int64_t> lengths_of(const SequenceLayout& layout, int first, int count) {
+  std::vector<std::int64_t> out;
+  for (int m = 0; m < count; ++m)
+    out.push_back(static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(first + m)].size()));
+  return out;
+}
+
+}  // namespace
+
+PeerPassBytes peer_pass_bytes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+                              const Mask& mask) {
+  PeerPassBytes out;
+  const int P = layout.P;
+  try {
+    switch (cfg.strategy) {
+      case StrategyKind::Ulysses: {
+        const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "ulysses");
+        const auto len = lengths_of(layout, 0, P);
+        for (int r = 0; r < P; ++r) {
+          out.forward.push_back(ulysses_forward_bytes(s, len, shape.B, shape.D, r));
+          out.backward.push_back(ulysses_backward_bytes(s, len, shape.B, shape.D, r));
+        }
+        break;
+      }
+      case StrategyKind::Usp: {
+        const int u = resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
+        if (u < 1 || P % u != 0) break;
+        const HeadSplit s = make_head_split(shape.H, shape.H_kv, u, "usp");
+        const auto groups = usp_ring_groups(layout, u);
+        for (int r = 0; r < P; ++r) {
+          const auto len = lengths_of(layout, r / u * u, u);
+          out.forward.push_back(ulysses_forward_bytes(s, len, shape.B, shape.D, r % u) +
+                                ring_group_forward_bytes(groups, shape.B, s.kv_heads, shape.D, r / u));
+          out.backward.push_back(ulysses_backward_bytes(s, len, shape.B, shape.D, r % u) +
+                                 ring_group_backward_bytes(groups, shape.B, s.kv_heads, shape.D, r / u));
+        }
+        break;
+      }
+      case StrategyKind::Tp: {
+        (void)make_head_split(shape.H, shape.H_kv, P, "tp");
+        for (int r = 0; r < P; ++r) {
+          out.forward.push_back(tp_forward_bytes(layout, shape, r));
+          out.backward.push_back(tp_backward_bytes(layout, shape, r));
+        }
+        break;
+      }
+      case StrategyKind::DistFlash: {
+        check_distflash_support(layout.kind, shape, mask, P);
+        const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
+        const DistFlashSchedule sched = make_distflash_schedule(resolved, shape.S_global, P);
+        const std::int64_t c = shape.S_global / P;
+        const ChunkFloats f{shape.B * c * shape.H * shape.D, shape.B * c * shape.H_kv * shape.D, shape.B * shape.H * c};
+        for (int r = 0; r < P; ++r) {
+          out.forward.push_back(distflash_forward_bytes(sched, f, r));
+          out.backward.push_back(distflash_backward_bytes(sched, f, r));
+        }
+        break;
+      }
+      default: break;
+    }
+  } catch (const Error&) {
+    return {};   // unsupported configuration: the strategy's validation reports it
+  }
+  return out;
+}
+
+}  // namespace burst::strategies

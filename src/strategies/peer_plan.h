@@ -1,0 +1,161 @@
+// src/strategies/peer_plan.h — pure planning of the peer strategies (internal, no MPI).
+//
+// What the head-parallel strategies (ulysses, usp, tp) and DistFlashAttn decide before any
+// message moves: which heads each rank owns under GQA (HeadSplit), DistFlashAttn's
+// load-balanced causal schedule, whether a configuration is supported, and the documented
+// per-rank byte formulas that the comm counters must equal (docs/strategies.md). Used by the
+// strategy files, by Plan::make (predicted bytes) and by the tests. Computed identically on
+// every rank; never communicates.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "burst/mask.h"
+#include "burst/plan.h"
+
+namespace burst::strategies {
+
+// ------------------------------------------------------------------ heads (ulysses, usp, tp)
+
+/// Query/KV heads of each of `u` head-parallel ranks. Rank p owns query heads
+/// [p·heads, (p+1)·heads) and KV heads [kv_lo(p), kv_lo(p) + kv_heads).
+/// Two GQA regimes (g = H / H_kv query heads per KV head):
+///  - H_kv % u == 0: KV heads are split like query heads (kv_heads = H_kv / u); no copies.
+///  - otherwise u % H_kv == 0 (u > H_kv): KV heads are REPLICATED: rank p reads the one KV head
+///    p / (u / H_kv), so u / H_kv ranks hold copies and their dK/dV contributions are summed
+///    when gradients return to the token owner (torchtitan / LoongTrain "KV replication").
+struct HeadSplit {
+  std::int64_t H = 0, H_kv = 0;
+  int u = 1;
+  std::int64_t heads = 0;      ///< query heads per rank, H / u
+  std::int64_t kv_heads = 0;   ///< KV heads per rank: H_kv / u, or 1 when replicated
+  bool kv_replicated = false;
+
+  std::int64_t q_lo(int p) const { return p * heads; }
+  std::int64_t kv_lo(int p) const {
+    return kv_replicated ? p / (u / static_cast<int>(H_kv)) : p * kv_heads;
+  }
+};
+
+/// Builds the split. Throws Error(Unsupported) naming `strategy`, H, H_kv and u when H % u ≠ 0
+/// or when neither H_kv % u == 0 nor u % H_kv == 0; Error(InvalidArgument) for u < 1, H < 1 or
+/// H % H_kv ≠ 0. Pure.
+HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* strategy);
+
+/// Bytes (fp32) member `me` of a Ulysses group of u = split.u members holding S_local[j]
+/// tokens each sends in one forward / backward pass:
+///  fwd: Σ_{j≠me} 4·B·[S_local(me)·(heads + 2·kv_heads)·D  (Q, K, V)  + S_local(j)·heads·(D + 1)  (O, lse)]
+///  bwd: Σ_{j≠me} 4·B·[S_local(me)·(heads·(2D + 2) + 2·kv_heads·D)  (Q, dO, lse, delta, K, V)
+///                     + S_local(j)·(heads + 2·kv_heads)·D  (dQ, dK, dV)]
+/// With equal S_local = S_global/u and MHA this is ≈ (u−1)/u·S_local·4·H·D per direction pair —
+/// peers.md §5's (2H + 2H_kv)·N·d/G per pass. Pure.
+std::int64_t ulysses_forward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
+                                   std::int64_t B, std::int64_t D, int me);
+std::int64_t ulysses_backward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
+                                    std::int64_t B, std::int64_t D, int me);
+
+// ------------------------------------------------------------------ usp
+
+
+/// usp's Ulysses degree u: `requested` when > 0, else the largest divisor of P dividing H_kv.
+int resolve_ulysses_degree(int requested, int P, std::int64_t H_kv);
+/// Sorted global positions of each of the P/u Ulysses groups (ranks [g·u, (g+1)·u)) — what
+/// ring member g holds after the all-to-all. Pure.
+std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& layout, int u);
+/// Bytes ring member i sends in usp's K,V ring over `groups` (fp32, kv_heads per rank):
+///  fwd Σ_{s=0}^{r−2} 2·B·|group (i−s) mod r|·kv_heads·D · 4  (K, V forwarded r−1 times);
+///  bwd the same K, V hops plus dK, dV of the held block at each of the r steps (the last hop
+///  brings them home): equal groups give (2r−1)·2·B·S_group·kv_heads·D · 4 (0 when r = 1).
+std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
+                                      std::int64_t kv_heads, std::int64_t D, int i);
+std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
+                                       std::int64_t kv_heads, std::int64_t D, int i);
+
+// ------------------------------------------------------------------ tp
+
+
+/// Bytes rank `rank` sends in tp's forward / backward (fp32; S_i = tokens of rank i):
+///  fwd: all-gather of Q, K, V, (P−1)·B·S_rank·(H + 2·H_kv)·D, plus reduce-scatter of O, lse
+///       zero-padded to all heads, Σ_{i≠rank} B·S_i·H·(D + 1);
+///  bwd: all-gather of Q, dO, K, V, lse, delta, (P−1)·B·S_rank·(2·H·D + 2·H_kv·D + 2·H), plus
+///       reduce-scatter of dQ, dK, dV, Σ_{i≠rank} B·S_i·(H + 2·H_kv)·D.
+/// ×4 bytes. Pure. Source: peers.md §7 (AG + RS over the full width).
+std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
+std::int64_t tp_backward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
+
+// ------------------------------------------------------------------ distflash
+
+// DistFlashAttn / LightSeq (arXiv 2310.03294, RulinShao/LightSeq `lightseq_async_attn.py`),
+// ../shared/docs/peers.md §3. Contiguous layout: rank r owns chunk r. A causal-like mask needs
+// the blocks (q chunk i, kv chunk j) with j ≤ i; the distance i − j decides who computes it:
+//  - distance t ≤ L = ⌊P/2⌋: the query owner i computes it itself at step t, after receiving
+//    K_j, V_j from rank j (step 0 is the diagonal, no message);
+//  - distance d > L: the KV owner j — idle by then, because its own work ends at step j — computes
+//    it at step t = P − d with its own K_j, V_j, after receiving Q_i (fwd) or Q_i, dO_i, lse_i,
+//    delta_i (bwd) from rank i, and sends the partial (O, lse) or dQ back to rank i.
+// Steps 0..L: ⌊P/2⌋ + 1 instead of the ring's P; every block of the causal triangle is
+// computed exactly once. Blocks the mask leaves empty are neither computed nor shipped.
+// This generalises the code's even-P schedule to any P: odd P gives every rank exactly one
+// block per step ((P+1)/2 steps × P ranks = P(P+1)/2 blocks); even P leaves P/2 ranks idle in
+// the last step.
+
+/// One (q chunk, kv chunk) block of the schedule. q < 0 means "nothing".
+struct FlashBlock {
+  int q = -1, kv = -1;
+  bool valid() const { return q >= 0; }
+};
+
+/// The whole schedule, identical on every rank. local[t][r]: the block rank r computes for
+/// itself at step t (q == r); help[t][r]: the block rank r computes for another rank at step t
+/// (kv == r, q ≠ r).
+struct DistFlashSchedule {
+  int P = 1;
+  int steps = 1;   ///< ⌊P/2⌋ + 1
+  std::vector<std::vector<FlashBlock>> local, help;
+};
+
+/// Builds the schedule for P ranks; `needed(q, kv)` (kv ≤ q) says whether the mask leaves any
+/// visible pair in the block (the diagonal is always kept so every rank initialises its
+/// output). Pure. Throws Error(InvalidArgument) for P < 1.
+DistFlashSchedule make_distflash_schedule(int P, const std::function<bool(int, int)>& needed);
+
+/// Payload sizes of one chunk, in floats: Q/O/dO/dQ (B·c·H·D), K/V/dK/dV (B·c·H_kv·D), one row
+/// vector lse/delta (B·H·c).
+struct ChunkFloats {
+  std::int64_t q = 0, kv = 0, row = 0;
+};
+
+/// Bytes rank `rank` sends in a forward / backward pass under the schedule (fp32):
+///  fwd: K,V (2·kv) per local off-diagonal block it serves; Q (q) per helped block of its
+///       queries; partial O and lse (q + row) per block it helps with.
+///  bwd: K,V (2·kv) per local off-diagonal block it serves, dK,dV (2·kv) back per off-diagonal
+///       local block of its queries; Q, dO, lse, delta (2·q + 2·row) per helped block of its
+///       queries; dQ (q) per block it helps with.
+std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank);
+std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank);
+
+/// Exact visible pairs of the block (q chunk i, kv chunk j) of c-token contiguous chunks.
+std::int64_t distflash_block_pairs(const ResolvedMask& mask, std::int64_t c, int i, int j);
+/// The schedule for the contiguous layout of S_global tokens under `mask` (blocks with no
+/// visible pair skipped).
+DistFlashSchedule make_distflash_schedule(const ResolvedMask& mask, std::int64_t S_global, int P);
+/// Throws Error(Unsupported) unless the layout is contiguous and no visible pair has its key in
+/// a later chunk than its query (causal-like at chunk granularity: causal, causal windows,
+/// causal documents, causal block-sparse, prefix-LM whose prefix stays inside one chunk);
+/// Error(InvalidArgument) when P does not divide S_global. Pure.
+void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const Mask& mask, int P);
+
+// ------------------------------------------------------------------ plan entries
+
+/// Predicted bytes of every rank for one configuration of a peer strategy (ulysses, usp,
+/// distflash, tp): forward[r], backward[r]. Both empty for other strategies and for
+/// configurations the strategy rejects (never throws), so Plan::make can always call it.
+struct PeerPassBytes {
+  std::vector<std::int64_t> forward, backward;
+};
+PeerPassBytes peer_pass_bytes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+                              const Mask& mask);
+
+}  // namespace burst::strategies
