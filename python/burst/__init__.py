@@ -1,0 +1,131 @@
+"""burst — exact context-parallel attention over MPI, with a flash_attn-shaped Python API.
+
+    import burst
+    out = burst.attn_func(q, k, v, causal=True)                       # one process
+    out = burst.attn_func(q, k, v, causal=True, comm=MPI.COMM_WORLD)  # q, k, v: this rank's shard
+
+Layout BSHD: q [B, S, H, D], k and v [B, S, H_kv, D] (GQA: H % H_kv == 0, query head h reads KV
+head h // (H // H_kv)); varlen THD: [total_tokens, H, D] with int32 cu_seqlens. float32 numpy
+arrays or CPU torch tensors; torch inputs get a real autograd Function whose backward runs burst's
+backward. lse is float32 natural log, [B, H, S_local] (varlen [H, T_local]).
+
+With ``comm`` (an mpi4py communicator) the inputs are LOCAL shards: rank r holds the tokens
+``burst.positions(S_global, comm, layout)`` (see ``burst.shard`` / ``burst.unshard``), and every
+rank must call with identical arguments except the tensors. Masks are stated on global positions.
+Errors: ValueError (invalid argument), NotImplementedError (unsupported combination),
+RuntimeError (communication / internal); under ``comm`` every rank raises the same error.
+"""
+from . import _C
+from ._layout import positions, shard, unshard
+from ._masks import Mask, benchmark_mask, mask_names
+from ._numpy import (backward_numpy, check_extra, check_unsupported, forward_numpy, make_runner)
+
+__all__ = ["attn_func", "attn_varlen_func", "attn_backward", "attn_varlen_backward", "positions",
+           "shard", "unshard", "Mask", "benchmark_mask", "mask_names", "strategies", "layouts"]
+__version__ = "0.1.0"
+
+layouts = ("contiguous", "zigzag", "striped", "balanced")
+
+
+def strategies():
+    """Names of the distributed strategies this build provides (burst, ring, allgather, ...)."""
+    return list(_C.all_strategies()) if hasattr(_C, "all_strategies") else []
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _run(q, k, v, runner, varlen, return_lse, return_attn_probs):
+    if _is_torch(q):
+        from ._torch import AttnFunction
+        out, lse = AttnFunction.apply(q, k, v, runner, varlen)
+    else:
+        out, lse = forward_numpy(runner, q, k, v, varlen)
+    if return_attn_probs:
+        return out, lse, None
+    return (out, lse) if return_lse else out
+
+
+def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+              softcap=0.0, alibi_slopes=None, deterministic=True, return_attn_probs=False,
+              comm=None, *, return_lse=False, strategy="burst", layout="zigzag", mask=None,
+              **extra):
+    """Exact attention softmax(softmax_scale · QKᵀ + mask)·V, flash_attn_func's arguments in its
+    order, with ``comm`` appended (as ring-flash-attention appends ``group``).
+
+    q [B, S, H, D], k, v [B, S_kv, H_kv, D] float32 (numpy or CPU torch; D contiguous or copied).
+    softmax_scale: default 1/sqrt(D). causal / window_size=(left, right): flash_attn semantics on
+    global positions (bottom-right aligned, -1 = unbounded). mask: a general mask instead (a
+    burst.Mask, a benchmark mask name, or a list of slices; see burst._masks).
+    comm: mpi4py communicator; None = single process. strategy: one of burst.strategies()
+    ("burst", "ring", "allgather", "ulysses", "usp", "distflash", "tp"); layout: how the global
+    sequence is split ("zigzag", "contiguous", "striped", "balanced") — the caller's shards must
+    follow it (burst.shard). Extras: num_threads, impl ("tiled" / "reference": the kernel),
+    backward_side ("auto" / "query" / "kv"), ulysses_degree, ranks_per_node, double_ring, overlap.
+    Returns out (like q); (out, lse) with return_lse; (out, lse, None) with return_attn_probs
+    (attention probabilities are never materialised). A row with no visible key gives out = 0
+    and lse = -inf.
+    Collective over comm. Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
+    alibi_slopes, float64 inputs) / RuntimeError, identically on every rank.
+    Cost: 4·D·H·(visible pairs) flop forward, 2.5x that backward; O(tile) extra memory.
+    """
+    check_unsupported(dropout_p, softcap, alibi_slopes)
+    runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
+                         window_size=window_size, deterministic=deterministic, comm=comm,
+                         strategy=strategy, layout=layout, mask=mask, extra=extra)
+    return _run(q, k, v, runner, False, return_lse, return_attn_probs)
+
+
+def attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                     softcap=0.0, alibi_slopes=None, deterministic=True, return_attn_probs=False,
+                     comm=None, *, return_lse=False, strategy="burst", layout="zigzag", **extra):
+    """Packed variable-length attention, flash_attn_varlen_func's arguments in its order.
+
+    q [T_q, H, D], k, v [T_kv, H_kv, D]; cu_seqlens_* (batch + 1,) int offsets into the packed
+    dimension; each sequence attends only within itself (positions restart at 0 per sequence;
+    causal / window_size apply per sequence). max_seqlen_* are accepted for compatibility and
+    checked against cu_seqlens. lse is [H, T_q].
+    With comm: the PACKED sequence of T_global tokens is split across ranks by ``layout``
+    (q, k, v are this rank's T_local tokens, as burst.shard(x, comm, layout, dim=0) gives) and
+    cu_seqlens are the GLOBAL offsets (cu_seqlens_q == cu_seqlens_k, cu[-1] == T_global); it runs
+    as B = 1 attention with a document mask. Collective; errors as attn_func.
+    """
+    check_unsupported(dropout_p, softcap, alibi_slopes)
+    for name, cu, mx in (("q", cu_seqlens_q, max_seqlen_q), ("k", cu_seqlens_k, max_seqlen_k)):
+        lens = [int(b) - int(a) for a, b in zip(list(cu), list(cu)[1:])]
+        if lens and mx is not None and int(mx) < max(lens):
+            raise ValueError(f"max_seqlen_{name}={mx} is smaller than the longest sequence "
+                             f"{max(lens)} in cu_seqlens_{name}")
+    runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
+                         window_size=window_size, deterministic=deterministic, comm=comm,
+                         strategy=strategy, layout=layout, mask=None, varlen=True,
+                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, extra=extra)
+    return _run(q, k, v, runner, True, return_lse, return_attn_probs)
+
+
+def attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False,
+                  window_size=(-1, -1), deterministic=True, comm=None, *, strategy="burst",
+                  layout="zigzag", mask=None, **extra):
+    """Backward for numpy users (torch users call .backward()): returns (dq, dk, dv) given the
+    forward's out and lse and the upstream gradient dout (like out). Same problem arguments as
+    the attn_func call that produced out/lse. Collective over comm."""
+    runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
+                         window_size=window_size, deterministic=deterministic, comm=comm,
+                         strategy=strategy, layout=layout, mask=mask, extra=extra)
+    return backward_numpy(runner, dout, q, k, v, out, lse)
+
+
+def attn_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, softmax_scale=None,
+                         causal=False, window_size=(-1, -1), deterministic=True, comm=None, *,
+                         strategy="burst", layout="zigzag", **extra):
+    """Varlen twin of attn_backward (lse [H, T_q])."""
+    runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
+                         window_size=window_size, deterministic=deterministic, comm=comm,
+                         strategy=strategy, layout=layout, mask=None, varlen=True,
+                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, extra=extra)
+    return backward_numpy(runner, dout, q, k, v, out, lse)
+
+
+del check_extra

@@ -1,0 +1,209 @@
+"""The array-level core of the Python API: validation agreed across ranks, runners, numpy I/O.
+
+Everything here works on numpy float32 arrays (torch tensors reach it as numpy views of the same
+memory, see _torch.py). A *runner* binds one problem (mask, scale, and either single-process
+kernel parameters or a distributed plan) and exposes ``forward(q, k, v, out, lse)`` and
+``backward(dout, q, k, v, out, lse, dq, dk, dv)`` writing into preallocated arrays, so the torch
+autograd Function reuses the same plan for its backward.
+"""
+import numpy as np
+
+from . import _C
+from ._masks import build_mask, document_slices
+
+_KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "ranks_per_node",
+             "double_ring", "overlap", "seqlen_global")
+
+
+def check_unsupported(dropout_p, softcap, alibi_slopes, return_attn_probs_ok=True):
+    """Rejects flash_attn features burst does not implement (same verdict on every rank: these
+    are arguments, identical by contract)."""
+    if dropout_p != 0.0:
+        raise NotImplementedError(f"dropout_p={dropout_p}: burst computes exact attention without "
+                                  f"dropout (apply dropout outside attention)")
+    if softcap != 0.0:
+        raise NotImplementedError(f"softcap={softcap}: tanh soft-capping is not implemented")
+    if alibi_slopes is not None:
+        raise NotImplementedError("alibi_slopes: ALiBi biases are not implemented")
+
+
+def check_extra(extra):
+    unknown = sorted(set(extra) - set(_KNOWN_KW))
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments {unknown}; known extras: {list(_KNOWN_KW)}")
+
+
+def agree(comm, local_error, payload):
+    """Collective over comm (when not None): exchanges this rank's validation error (or None) and a
+    small payload; every rank raises the first error found (same type, message tagged with the
+    rank), so no rank enters a collective its peers skip. Returns all ranks' payloads."""
+    if comm is None:
+        if local_error is not None:
+            raise local_error
+        return [payload]
+    reports = comm.allgather((None if local_error is None else
+                              (type(local_error), str(local_error)), payload))
+    for rank, (err, _) in enumerate(reports):
+        if err is not None:
+            kind, msg = err
+            raise kind(f"rank {rank}: {msg}")
+    return [p for _, p in reports]
+
+
+def check_dtype(name, t):
+    """float32 only: other floating dtypes are NotImplementedError (the library's Unsupported),
+    anything else ValueError."""
+    dt = str(t.dtype).replace("torch.", "")
+    if dt == "float32":
+        return
+    if dt in ("float64", "float16", "bfloat16"):
+        raise NotImplementedError(f"{name}: dtype {dt} is not supported; burst computes in float32")
+    raise ValueError(f"{name}: expected float32 values, got dtype {dt}")
+
+
+def seq_shape(q, k, v, varlen):
+    """(S_q, S_kv, H, H_kv, D, B) from local q, k, v; ValueError on wrong ndim or dtype."""
+    want = 3 if varlen else 4
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_dtype(name, t)
+        if t.ndim != want:
+            layout = "THD [total_tokens, H, D]" if varlen else "BSHD [B, S, H, D]"
+            raise ValueError(f"{name}: expected {want} dims ({layout}), got shape {tuple(t.shape)}")
+    if varlen:
+        return q.shape[0], k.shape[0], q.shape[1], k.shape[1], q.shape[2], 1
+    return q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], q.shape[0]
+
+
+class LocalRunner:
+    """Single process: burst::attention_forward / attention_backward."""
+
+    def __init__(self, mask, softmax_scale, deterministic, num_threads=0, impl="tiled",
+                 cu_seqlens_q=None, cu_seqlens_k=None):
+        self.kw = dict(mask=mask, softmax_scale=softmax_scale, deterministic=deterministic,
+                       num_threads=num_threads, impl=impl)
+        if cu_seqlens_q is not None:
+            self.kw["cu_seqlens_q"] = [int(c) for c in cu_seqlens_q]
+            self.kw["cu_seqlens_kv"] = [int(c) for c in cu_seqlens_k]
+
+    def forward(self, q, k, v, out, lse):
+        _C.attention_forward(q, k, v, out, lse, **self.kw)
+
+    def backward(self, dout, q, k, v, out, lse, dq, dk, dv):
+        _C.attention_backward(dout, q, k, v, out, lse, dq, dk, dv, **self.kw)
+
+
+class DistRunner:
+    """Context parallel: a burst::DistAttention plan over an mpi4py communicator. Varlen
+    (packed THD) problems run as B = 1 with a document mask; arrays are viewed accordingly."""
+
+    def __init__(self, dist, varlen):
+        self.dist = dist
+        self.varlen = varlen
+
+    def _v(self, *arrays):
+        return [a[None] for a in arrays] if self.varlen else list(arrays)
+
+    def forward(self, q, k, v, out, lse):
+        self.dist.forward(*self._v(q, k, v, out, lse))
+
+    def backward(self, dout, q, k, v, out, lse, dq, dk, dv):
+        self.dist.backward(*self._v(dout, q, k, v, out, lse, dq, dk, dv))
+
+
+def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, comm, strategy,
+                layout, mask, varlen=False, cu_seqlens_q=None, cu_seqlens_k=None,
+                max_seqlen_q=None, max_seqlen_k=None, extra=None):
+    """Validates arguments (agreed over comm) and builds the runner for one attention problem.
+    q, k, v are anything with .ndim / .shape (numpy arrays or torch tensors). Collective when
+    comm is not None (allgather + MPI_Comm_dup + plan)."""
+    extra = dict(extra or {})
+    if comm is not None:
+        from mpi4py import MPI
+        if not isinstance(comm, MPI.Intracomm):
+            raise ValueError(f"comm={comm!r}: expected an mpi4py intracommunicator (or None)")
+    error, S_local, dims = None, 0, None
+    try:
+        check_extra(extra)
+        S_q, S_kv, H, H_kv, D, B = seq_shape(q, k, v, varlen)
+        S_local, dims = S_q, (B, H, H_kv, D)
+        if comm is not None and S_q != S_kv:
+            raise ValueError(f"context parallel attention needs local S_q == S_kv, got S_q={S_q} "
+                             f"S_kv={S_kv}")
+        if varlen:
+            for name, cu, total in (("cu_seqlens_q", cu_seqlens_q, None),
+                                    ("cu_seqlens_k", cu_seqlens_k, None)):
+                cu = [int(c) for c in cu]
+                if len(cu) < 2 or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+                    raise ValueError(f"{name}={cu}: expected int offsets with cu[0] = 0, "
+                                     f"non-decreasing, length batch + 1 >= 2")
+            if comm is not None and [int(c) for c in cu_seqlens_q] != [int(c) for c in cu_seqlens_k]:
+                raise ValueError("context parallel varlen attention is self-attention: "
+                                 "cu_seqlens_q must equal cu_seqlens_k")
+    except (ValueError, TypeError, NotImplementedError) as e:
+        error = e
+    reports = agree(comm, error, (S_local, dims))
+    sizes = [s for s, _ in reports]
+    if any(d != reports[0][1] for _, d in reports):
+        raise ValueError("ranks disagree on (B, H, H_kv, D): " +
+                         ", ".join(f"rank {r}: {d}" for r, (_, d) in enumerate(reports)))
+    num_threads = int(extra.get("num_threads", 0))
+    if comm is None:
+        S_g = extra.get("seqlen_global", None)
+        m = build_mask(mask, causal, window_size, S_g if S_g is not None else S_q)
+        if varlen:
+            return LocalRunner(m, softmax_scale, deterministic, num_threads,
+                               extra.get("impl", "tiled"), cu_seqlens_q, cu_seqlens_k)
+        return LocalRunner(m, softmax_scale, deterministic, num_threads, extra.get("impl", "tiled"))
+    S_global = int(sum(sizes))
+    if varlen:
+        cu = [int(c) for c in cu_seqlens_q]
+        if cu[-1] != S_global:
+            raise ValueError(f"cu_seqlens_q[-1]={cu[-1]} must equal the global token count "
+                             f"{S_global} (sum of every rank's local tokens)")
+        if mask is not None:
+            raise ValueError("attn_varlen_func: the documents are the mask; pass mask=None")
+        m = _C.Mask(slices=document_slices(cu, causal, window_size))
+    else:
+        m = build_mask(mask, causal, window_size, S_global)
+    dist = _C.DistAttention(int(comm.py2f()), strategy, layout, B, S_global, H, H_kv, D, m,
+                            softmax_scale=softmax_scale,
+                            backward_side=extra.get("backward_side", "auto"),
+                            ulysses_degree=int(extra.get("ulysses_degree", 0)),
+                            ranks_per_node=int(extra.get("ranks_per_node", 0)),
+                            double_ring=bool(extra.get("double_ring", True)),
+                            overlap=bool(extra.get("overlap", True)), num_threads=num_threads,
+                            impl=extra.get("impl", "tiled"))
+    return DistRunner(dist, varlen)
+
+
+def lse_shape(q, varlen):
+    """lse is [B, H, S] (BSHD) or [H, T] (varlen THD), fp32 natural log."""
+    return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
+
+
+def as_array(x, name):
+    """A numpy view of x (no copy for numpy arrays); D must be contiguous for the kernels, so an
+    array whose last stride is not the item size is copied."""
+    if not isinstance(x, np.ndarray):
+        raise ValueError(f"{name}: expected a numpy array or torch tensor, got {type(x).__name__}")
+    if x.ndim and x.strides[-1] != x.itemsize:
+        x = np.ascontiguousarray(x)
+    return x
+
+
+def forward_numpy(runner, q, k, v, varlen):
+    q, k, v = as_array(q, "q"), as_array(k, "k"), as_array(v, "v")
+    out = np.empty(q.shape, dtype=np.float32)
+    lse = np.empty(lse_shape(q, varlen), dtype=np.float32)
+    runner.forward(q, k, v, out, lse)
+    return out, lse
+
+
+def backward_numpy(runner, dout, q, k, v, out, lse):
+    arrays = [as_array(x, n) for x, n in ((dout, "dout"), (q, "q"), (k, "k"), (v, "v"),
+                                         (out, "out"), (lse, "lse"))]
+    dq = np.empty(arrays[1].shape, dtype=np.float32)
+    dk = np.empty(arrays[2].shape, dtype=np.float32)
+    dv = np.empty(arrays[3].shape, dtype=np.float32)
+    runner.backward(*arrays, dq, dk, dv)
+    return dq, dk, dv

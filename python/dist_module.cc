@@ -1,0 +1,150 @@
+// python/dist_module.cc — `burst._C` bindings of the distributed layer: DistAttention, layouts.
+//
+// Conversion only: an mpi4py communicator arrives as its Fortran handle (comm.py2f()) and becomes a
+// burst::Communicator (an MPI_Comm_dup, freed with the object); strings become DistConfig enums;
+// buffers become TensorViews. Collective calls release the GIL so other Python threads run while
+// this rank waits on its peers.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "burst/comm.h"
+#include "burst/error.h"
+#include "burst/plan.h"
+#include "burst/strategy.h"
+#include "module_common.h"
+
+namespace py = pybind11;
+
+namespace burst::python {
+namespace {
+
+BackwardSide side_from_string(const std::string& name) {
+  if (name == "auto") return BackwardSide::Auto;
+  if (name == "query") return BackwardSide::QuerySide;
+  if (name == "kv") return BackwardSide::KvSide;
+  BURST_FAIL(InvalidArgument, "backward_side '", name, "' is not one of auto, query, kv");
+}
+
+py::array_t<std::int64_t> to_array(const std::vector<std::int64_t>& v) {
+  py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+Communicator communicator_from(std::int64_t fortran_handle) {
+  py::gil_scoped_release release;
+  return Communicator::from_fortran(fortran_handle);
+}
+
+// Owns the communicator dup next to the plan that uses it (declared first, destroyed last).
+struct PyDist {
+  Communicator comm;
+  DistAttention dist;
+
+  PyDist(std::int64_t fortran_handle, const DistConfig& cfg, const ProblemShape& shape, const Mask& mask)
+      : comm(communicator_from(fortran_handle)), dist(make(comm, cfg, shape, mask)) {}
+
+  static DistAttention make(const Communicator& c, const DistConfig& cfg, const ProblemShape& shape,
+                            const Mask& mask) {
+    py::gil_scoped_release release;
+    return DistAttention(c, cfg, shape, mask);
+  }
+};
+
+}  // namespace
+
+void bind_dist(py::module_& m) {
+  m.def("all_strategies", [] {
+    std::vector<std::string> names;
+    for (StrategyKind s : all_strategies()) names.emplace_back(to_string(s));
+    return names;
+  });
+  m.def(
+      "make_layout",
+      [](const std::string& kind, int P, std::int64_t S_global, const Mask& mask) {
+        const SequenceLayout layout = make_layout(layout_from_string(kind), P, S_global, mask);
+        std::vector<py::array_t<std::int64_t>> out;
+        for (const auto& pos : layout.positions) out.push_back(to_array(pos));
+        return out;
+      },
+      py::arg("kind"), py::arg("P"), py::arg("S_global"), py::arg("mask") = Mask{},
+      "Global positions held by each of P ranks under a layout (burst::make_layout). Pure.");
+
+  py::class_<PyDist>(m, "DistAttention",
+                     "burst::DistAttention bound to an MPI communicator given by its Fortran handle. "
+                     "Construction and passes are collective over that communicator.")
+      .def(py::init([](std::int64_t fortran_handle, const std::string& strategy, const std::string& layout,
+                       std::int64_t B, std::int64_t S_global, std::int64_t H, std::int64_t H_kv, std::int64_t D,
+                       const Mask& mask, std::optional<float> softmax_scale, const std::string& backward_side,
+                       int ulysses_degree, int ranks_per_node, bool double_ring, bool overlap, int num_threads,
+                       const std::string& impl) {
+             DistConfig cfg;
+             cfg.strategy = strategy_from_string(strategy);
+             cfg.layout = layout_from_string(layout);
+             cfg.backward_side = side_from_string(backward_side);
+             cfg.ulysses_degree = ulysses_degree;
+             cfg.ranks_per_node = ranks_per_node;
+             cfg.double_ring = double_ring;
+             cfg.overlap = overlap;
+             cfg.num_threads = num_threads;
+             cfg.softmax_scale = softmax_scale;
+             BURST_CHECK(impl == "tiled" || impl == "reference", InvalidArgument, "impl '", impl,
+                         "' is not one of tiled, reference");
+             cfg.kernel = impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
+             return std::make_unique<PyDist>(fortran_handle, cfg, ProblemShape{B, S_global, H, H_kv, D}, mask);
+           }),
+           py::arg("fortran_handle"), py::arg("strategy"), py::arg("layout"), py::arg("B"), py::arg("S_global"),
+           py::arg("H"), py::arg("H_kv"), py::arg("D"), py::arg("mask"), py::arg("softmax_scale") = py::none(),
+           py::arg("backward_side") = "auto", py::arg("ulysses_degree") = 0, py::arg("ranks_per_node") = 0,
+           py::arg("double_ring") = true, py::arg("overlap") = true, py::arg("num_threads") = 0,
+           py::arg("impl") = "tiled")
+      .def_property_readonly("rank", [](const PyDist& d) { return d.comm.rank(); })
+      .def_property_readonly("size", [](const PyDist& d) { return d.comm.size(); })
+      .def_property_readonly("positions", [](const PyDist& d) { return to_array(d.dist.positions()); })
+      .def_property_readonly("local_length", [](const PyDist& d) { return d.dist.local_length(); })
+      .def(
+          "forward",
+          [](PyDist& d, const py::buffer& q, const py::buffer& k, const py::buffer& v, const py::buffer& out,
+             const py::buffer& lse) {
+            const TensorView qv = view_of(q, "q", false), kv = view_of(k, "k", false), vv = view_of(v, "v", false);
+            const TensorView ov = view_of(out, "out", true), lv = view_of(lse, "lse", true);
+            py::gil_scoped_release release;
+            d.dist.forward(qv, kv, vv, ov, lv);
+          },
+          py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"))
+      .def(
+          "backward",
+          [](PyDist& d, const py::buffer& dout, const py::buffer& q, const py::buffer& k, const py::buffer& v,
+             const py::buffer& out, const py::buffer& lse, const py::buffer& dq, const py::buffer& dk,
+             const py::buffer& dv) {
+            const TensorView dov = view_of(dout, "dout", false), qv = view_of(q, "q", false);
+            const TensorView kv = view_of(k, "k", false), vv = view_of(v, "v", false);
+            const TensorView ov = view_of(out, "out", false), lv = view_of(lse, "lse", false);
+            const TensorView dqv = view_of(dq, "dq", true), dkv = view_of(dk, "dk", true);
+            const TensorView dvv = view_of(dv, "dv", true);
+            py::gil_scoped_release release;
+            d.dist.backward(dov, qv, kv, vv, ov, lv, dqv, dkv, dvv);
+          },
+          py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("dq"),
+          py::arg("dk"), py::arg("dv"))
+      .def("last_stats", [](const PyDist& d) {
+        const DistStats& s = d.dist.last_stats();
+        py::dict out;
+        out["bytes_sent"] = s.bytes_sent;
+        out["messages_sent"] = s.messages_sent;
+        out["seconds"] = s.seconds;
+        out["compute_seconds"] = s.compute_seconds;
+        out["exposed_comm_seconds"] = s.exposed_comm_seconds;
+        out["visible_pairs"] = s.visible_pairs;
+        out["peak_buffer_bytes"] = s.peak_buffer_bytes;
+        out["backward_side"] = s.backward_side;
+        return out;
+      });
+}
+
+}  // namespace burst::python

@@ -1,0 +1,86 @@
+"""Bad input raises the documented Python exception — under comm, on every rank, even when only
+one rank's input is bad (no rank may be left waiting in a collective)."""
+import numpy as np
+import pytest
+import torch
+
+import burst
+from conftest import make_inputs
+
+
+def np_inputs(S=16, H=2, H_kv=2, D=8):
+    return [t.numpy() for t in make_inputs(1, S, H, H_kv, D, 0)[:3]]
+
+
+@pytest.mark.parametrize("use_comm", [False, True])
+def test_rejected_features(comm, use_comm):
+    q, k, v = np_inputs()
+    c = comm if use_comm else None
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        burst.attn_func(q, k, v, 0.1, comm=c)
+    with pytest.raises(NotImplementedError, match="softcap"):
+        burst.attn_func(q, k, v, softcap=30.0, comm=c)
+    with pytest.raises(NotImplementedError, match="alibi"):
+        burst.attn_func(q, k, v, alibi_slopes=np.ones(2, np.float32), comm=c)
+    with pytest.raises(NotImplementedError, match="float64"):
+        burst.attn_func(q.astype(np.float64), k, v, comm=c)
+    with pytest.raises(NotImplementedError, match="float64"):
+        burst.attn_func(torch.from_numpy(q).double(), torch.from_numpy(k), torch.from_numpy(v),
+                        comm=c)
+
+
+def test_invalid_arguments_single_process():
+    q, k, v = np_inputs()
+    with pytest.raises(ValueError, match="4 dims"):
+        burst.attn_func(q[0], k, v)
+    with pytest.raises(ValueError):                       # H % H_kv != 0 (checked by the library)
+        burst.attn_func(np_inputs(H=3)[0], *np_inputs(H_kv=2)[1:])
+    with pytest.raises(ValueError):                       # k, v lengths differ
+        burst.attn_func(q, k, v[:, :5])
+    with pytest.raises(ValueError):                       # D mismatch
+        burst.attn_func(q, k[..., :4], v)
+    with pytest.raises(ValueError, match="int32|float32"):
+        burst.attn_func(q.astype(np.int32), k, v)
+    with pytest.raises(ValueError, match="state the whole mask"):
+        burst.attn_func(q, k, v, causal=True, mask="causal_document")
+    with pytest.raises(ValueError):
+        burst.attn_func(q, k, v, mask="no_such_mask")
+    with pytest.raises(ValueError):
+        burst.attn_func(q, k, v, mask=[(0, 99, 0, 16)])   # slice beyond the sequence
+    with pytest.raises(ValueError):
+        burst.attn_func(q, k, v, softmax_scale=-1.0)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        burst.attn_func(q, k, v, no_such_option=1)
+    with pytest.raises(ValueError, match="cu_seqlens"):
+        burst.attn_varlen_func(q[0], k[0], v[0], [0, 9, 4, 16], [0, 16], 16, 16)
+    with pytest.raises(ValueError, match="max_seqlen"):
+        burst.attn_varlen_func(q[0], k[0], v[0], [0, 16], [0, 16], 8, 16)
+
+
+@pytest.mark.skipif(not hasattr(burst._C, "DistAttention"), reason="no distributed layer")
+def test_errors_agree_across_ranks(comm):
+    """Only the last rank passes a bad tensor; every rank must raise the same exception type."""
+    q, k, v = np_inputs(S=16)
+    last = comm.Get_size() - 1
+    bad_rank = comm.Get_rank() == last
+    cases = [
+        ("wrong ndim", lambda: (q[0] if bad_rank else q, k, v), ValueError),
+        ("float64", lambda: (q.astype(np.float64) if bad_rank else q, k, v), NotImplementedError),
+        ("S_q != S_kv", lambda: (q, k[:, :8] if bad_rank else k, v), ValueError),
+        ("H % H_kv != 0", lambda: (np_inputs(H=3)[0] if bad_rank else q, k, v), ValueError),
+    ]
+    if comm.Get_size() > 1:   # valid GQA on the last rank alone, but ranks disagree on H
+        cases.append(("H differs", lambda: (np_inputs(H=4)[0] if bad_rank else q, k, v), ValueError))
+    for name, make, kind in cases:
+        with pytest.raises(kind):
+            burst.attn_func(*make(), comm=comm, layout="contiguous")
+        comm.Barrier()   # every rank got here: nobody was left inside a collective
+    with pytest.raises(ValueError):
+        burst.attn_func(q, k, v, comm=comm, strategy="no_such_strategy")
+    with pytest.raises(ValueError):
+        burst.attn_func(q, k, v, comm=comm, layout="no_such_layout")
+    with pytest.raises(ValueError):
+        burst.attn_func(q, k, v, comm="COMM_WORLD")
+    # Still in step: a good call after all those errors works on every rank.
+    out = burst.attn_func(q, k, v, comm=comm, layout="contiguous", causal=True)
+    assert out.shape == q.shape and np.isfinite(out).all()
