@@ -1,0 +1,193 @@
+// `burst calibrate` — measures this machine as the cost model sees it and writes a cluster spec:
+// attention-kernel rates and per-call overhead (the Tiled kernel, timed on every rank at once so
+// the ranks contend as they do in `burst bench`), STREAM-style copy bandwidth, and MPI
+// point-to-point latency and bandwidth between ranks 0 and 1 (comm layer, ping-pong).
+// Run under mpirun with the rank count and threads per rank the benchmarks will use, e.g.
+//   mpirun -n 2 --bind-to core burst calibrate --threads 1 -o calibrated.json
+// One device of the spec = one rank; devices_per_node = the number of ranks.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "bench/harness.h"
+#include "burst/attention.h"
+#include "burst/comm.h"
+#include "burst/cost_model.h"
+#include "burst/error.h"
+#include "cluster_spec_io.h"
+#include "commands.h"
+
+namespace burst::cli {
+
+namespace {
+
+struct CalibrateOptions {
+  int threads = 1, repeats = 5;
+  std::int64_t heads = 8, head_dim = 64, seq_small = 1024, seq_large = 4096;
+  std::string name = "calibrated", output;
+};
+
+void fill_uniform(std::vector<float>& x, std::uint64_t seed) {
+  std::uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;   // xorshift64*: seeded, portable
+  for (float& v : x) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    v = static_cast<float>(static_cast<double>((s * 0x2545f4914f6cdd1dull) >> 11) * 0x1.0p-53 * 2 - 1);
+  }
+}
+
+struct KernelPoint {
+  double flops = 0, seconds = 0;
+};
+
+/// Median seconds of the forward or backward kernel at length S (full mask), max over ranks.
+KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std::int64_t S, bool backward) {
+  const std::int64_t H = o.heads, D = o.head_dim;
+  Tensor q({1, S, H, D}), k({1, S, H, D}), v({1, S, H, D}), out({1, S, H, D}), lse({1, H, S});
+  Tensor dout({1, S, H, D}), dq(q.shape()), dk(q.shape()), dv(q.shape());
+  fill_uniform(q.vec(), 1);
+  fill_uniform(k.vec(), 2);
+  fill_uniform(v.vec(), 3);
+  fill_uniform(dout.vec(), 4);
+  AttentionParams p;
+  p.num_threads = o.threads;
+  attention_forward(q.view(), k.view(), v.view(), out.view(), lse.view(), p);
+  comm.barrier();
+  const bench::Timing t = bench::time_runs(
+      [&] {
+        if (backward)
+          attention_backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(),
+                             dq.view(), dk.view(), dv.view(), p);
+        else
+          attention_forward(q.view(), k.view(), v.view(), out.view(), lse.view(), p);
+      },
+      {1, o.repeats});
+  const double pairs = static_cast<double>(S) * static_cast<double>(S);
+  return {attention_flops(pairs, 1, H, D, backward), comm.all_reduce_max(t.median)};
+}
+
+/// Two-point fit t = overhead + flops / rate.
+void fit(const KernelPoint& a, const KernelPoint& b, double& rate, double& overhead) {
+  BURST_CHECK(b.seconds > a.seconds && b.flops > a.flops, Internal,
+              "calibrate: kernel time did not grow with size (", a.seconds, " s at ", a.flops,
+              " flop, ", b.seconds, " s at ", b.flops, " flop); machine too noisy, rerun");
+  rate = (b.flops - a.flops) / (b.seconds - a.seconds);
+  overhead = std::max(0.0, a.seconds - a.flops / rate);
+}
+
+/// STREAM-style copy bandwidth (bytes read + written per second), best of 3, min over ranks.
+double copy_bandwidth(const Communicator& comm) {
+  std::vector<float> a(std::size_t{1} << 24, 1.0f), b(a.size(), 0.0f);   // 64 MiB each
+  double best = 0;
+  comm.barrier();
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::copy(a.begin(), a.end(), b.begin());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * static_cast<double>(a.size() * sizeof(float)) / s);
+    a[static_cast<std::size_t>(i)] = b[static_cast<std::size_t>(i) + 1];   // keep the copy live
+  }
+  return -comm.all_reduce_max(-best);
+}
+
+/// Half the median round trip of `floats` floats between ranks 0 and 1 (others idle).
+double ping_pong_seconds(const Communicator& comm, std::size_t floats, int rounds) {
+  std::vector<double> samples;
+  comm.barrier();
+  if (comm.rank() <= 1) {
+    const int peer = 1 - comm.rank();
+    for (int i = 0; i < rounds + 2; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (comm.rank() == 0) {
+        comm.isend(std::vector<float>(floats, 1.0f), peer, 7).wait();
+        comm.irecv(std::vector<float>(floats), peer, 8).wait();
+      } else {
+        comm.irecv(std::vector<float>(floats), peer, 7).wait();
+        comm.isend(std::vector<float>(floats, 1.0f), peer, 8).wait();
+      }
+      if (i >= 2) samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 2);
+    }
+  }
+  const double mine = samples.empty() ? 0.0 : bench::summarize(samples).median;
+  return comm.all_reduce_max(mine);
+}
+
+void run_calibrate(const CalibrateOptions& o) {
+  const Communicator comm = Communicator::world();
+  const int P = comm.size();
+  ClusterSpec c;
+  c.name = o.name;
+  c.nodes = 1;
+  c.devices_per_node = P;
+  double fwd_rate = 0, fwd_over = 0, bwd_rate = 0, bwd_over = 0;
+  fit(time_kernel(comm, o, o.seq_small, false), time_kernel(comm, o, o.seq_large, false), fwd_rate, fwd_over);
+  fit(time_kernel(comm, o, o.seq_small, true), time_kernel(comm, o, o.seq_large, true), bwd_rate, bwd_over);
+  // The kernel rate IS the attention rate: matmul_flops holds it and efficiencies are relative.
+  c.matmul_flops = fwd_rate;
+  c.attention_efficiency_forward = 1.0;
+  c.attention_efficiency_backward = bwd_rate / fwd_rate;
+  c.kernel_call_seconds = fwd_over;
+  c.memory_bandwidth = copy_bandwidth(comm);
+  c.memory_capacity = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                      static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;
+  if (P >= 2) {
+    const std::size_t big = std::size_t{1} << 20;   // 4 MiB: past the eager limit, bandwidth-bound
+    c.intra_latency = ping_pong_seconds(comm, 2, 200);
+    const double t_big = ping_pong_seconds(comm, big, 10);
+    c.intra_bandwidth = static_cast<double>(big * sizeof(float)) / std::max(t_big - c.intra_latency, 1e-9);
+  } else {
+    c.intra_latency = 0;
+    c.intra_bandwidth = 1e12;   // unused with one device
+  }
+  c.inter_bandwidth = c.intra_bandwidth;   // one node: no inter-node link exists
+  c.inter_latency = c.intra_latency;
+  std::ostringstream src;
+  const std::time_t now = std::time(nullptr);
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  src << "burst calibrate " << when << ", " << P << " rank(s) x " << o.threads << " thread(s), load "
+      << bench::load_average_1m() << "; kernel: Tiled full mask H=" << o.heads << " D=" << o.head_dim
+      << " at S=" << o.seq_small << "," << o.seq_large << " (median of " << o.repeats
+      << ", max over ranks, two-point fit): forward " << fwd_rate / 1e9 << " GFLOP/s + " << fwd_over * 1e6
+      << " us/call, backward " << bwd_rate / 1e9 << " GFLOP/s + " << bwd_over * 1e6
+      << " us/call; copy bandwidth 2x64 MiB best of 3; MPI ping-pong ranks 0-1, 8 B and 4 MiB";
+  c.source = src.str();
+  c.validate();
+  if (comm.rank() == 0) {
+    const std::string text = cluster_to_json(c).dump(2);
+    std::cout << text << std::endl;
+    if (!o.output.empty()) {
+      std::ofstream f(o.output);
+      BURST_CHECK(f.good(), InvalidArgument, "calibrate: cannot write ", o.output);
+      f << text << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto opt = std::make_shared<CalibrateOptions>();
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "measure kernel rates, memory and MPI links; write a cluster spec (run under mpirun)");
+  cmd->add_option("--threads", opt->threads, "kernel threads per rank (as the benchmarks use)")->capture_default_str();
+  cmd->add_option("--heads", opt->heads, "heads of the timed kernel")->capture_default_str();
+  cmd->add_option("--head-dim", opt->head_dim, "head dim of the timed kernel")->capture_default_str();
+  cmd->add_option("--seq-small", opt->seq_small, "shorter length of the two-point fit")->capture_default_str();
+  cmd->add_option("--seq-large", opt->seq_large, "longer length of the two-point fit")->capture_default_str();
+  cmd->add_option("--repeats", opt->repeats, "timed repeats per point")->capture_default_str();
+  cmd->add_option("--name", opt->name, "name of the written spec")->capture_default_str();
+  cmd->add_option("--output,-o", opt->output, "write the spec JSON here (rank 0)");
+  cmd->callback([opt] { run_calibrate(*opt); });
+}
+
+}  // namespace burst::cli
