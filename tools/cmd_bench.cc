@@ -1,7 +1,17 @@
+// `burst bench <case>`: benchmarks printing JSON lines (bench/harness.h). Each case family
+// registers itself under the `bench` subcommand: kernel (bench/bench_kernel.h); a distributed
+// family adds its own add_*_bench(bench) call here.
 #include <CLI/CLI.hpp>
 
+#include "bench/bench_kernel.h"
 #include "commands.h"
 
 namespace burst::cli {
-void add_bench_command(CLI::App& app) { app.add_subcommand("bench", "benchmarks (JSON lines)"); }
+
+void add_bench_command(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks (one JSON object per line)");
+  bench->require_subcommand(1);
+  burst::bench::add_kernel_bench(*bench);
+}
+
 }  // namespace burst::cli

@@ -28,9 +28,10 @@ namespace {
 
 using tiled::Geometry;
 
-// Default tile sizes (rows). bkv = 128 halves the per-row softmax bookkeeping relative to 64 at
-// equal GEMM efficiency; tiles stay L2-resident (D = 128: S 32 KiB, Kᵀ and V panels 64 KiB each).
-constexpr int kForwardBq = 64;
+// Default tile sizes (rows). bq = 96 is a multiple of the 6-row GEMM block (no remainder
+// block) and of 16; bkv = 128 halves the per-row softmax bookkeeping relative to 64 at equal GEMM
+// efficiency. Tiles stay L2-resident (D = 128: S 48 KiB, Kᵀ and V panels 64 KiB each).
+constexpr int kForwardBq = 96;
 constexpr int kForwardBkv = 128;
 
 struct ForwardPacks {

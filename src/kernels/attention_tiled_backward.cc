@@ -37,8 +37,10 @@ namespace {
 
 using tiled::Geometry;
 
+// bkv rows are the M of four of the five GEMMs: 96 = 16 blocks of 6 rows. bq = 64 columns is
+// one 4-zmm chunk (the N of Sᵀ and dPᵀ) and a multiple of every vector width.
 constexpr int kBackwardBq = 64;
-constexpr int kBackwardBkv = 64;
+constexpr int kBackwardBkv = 96;
 // Items wanted for parallelism (enough for 8 threads); sets how many kv chunks MQA/GQA with
 // few KV heads is split into.
 constexpr std::int64_t kWantedItems = 8;

@@ -1,0 +1,142 @@
+// `burst bench kernel`: times attention_forward / attention_backward (the public API, so the
+// numbers include validation and dispatch) on seeded random BSHD fp32 inputs.
+// FLOPs: forward 4·B·H·D·visible_pairs, backward 2.5× that (bench/harness.h); visible_pairs is
+// the mask area over [0,S) × [0,S_kv) from ResolvedMask::visible_pairs().
+#include "bench/bench_kernel.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bench/harness.h"
+#include "burst/attention.h"
+#include "burst/error.h"
+#include "burst/mask.h"
+#include "burst/tensor.h"
+
+namespace burst::bench {
+namespace {
+
+struct KernelBenchOptions {
+  std::int64_t batch = 1, seq = 4096, seq_kv = 0, heads = 8, kv_heads = 0, dim = 64;
+  std::string mask = "full", pass = "both", impl = "tiled", isa = "auto";
+  int threads = 1, repeats = 5, warmup = 1, block_q = 0, block_kv = 0;
+  std::uint64_t seed = 1;
+};
+
+void fill(Tensor& t, std::uint64_t seed) {
+  // SplitMix64 → uniform [−1, 1): deterministic inputs, no dependence on <random> versions.
+  std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (float& x : t.vec()) {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    x = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
+  }
+}
+
+Isa parse_isa(const std::string& s) {
+  if (s == "auto") return Isa::Auto;
+  if (s == "avx512") return Isa::Avx512;
+  if (s == "avx2") return Isa::Avx2;
+  if (s == "portable") return Isa::Portable;
+  BURST_FAIL(InvalidArgument, "bench kernel: --isa=", s, " (expected auto, avx512, avx2 or portable)");
+}
+
+void run_kernel_bench(const KernelBenchOptions& o) {
+  BURST_CHECK(o.pass == "fwd" || o.pass == "bwd" || o.pass == "both", InvalidArgument,
+              "bench kernel: --pass=", o.pass, " (expected fwd, bwd or both)");
+  BURST_CHECK(o.impl == "tiled" || o.impl == "reference", InvalidArgument, "bench kernel: --impl=", o.impl,
+              " (expected tiled or reference)");
+  const std::int64_t S_kv = o.seq_kv > 0 ? o.seq_kv : o.seq;
+  const std::int64_t H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
+  BURST_CHECK(o.seq == S_kv, InvalidArgument, "bench kernel: benchmark masks need --seq-kv == --seq, got ",
+              o.seq, " and ", S_kv);
+  const MaskType type = mask_type_from_string(o.mask);
+
+  AttentionParams params;
+  params.mask = make_benchmark_mask(type, o.seq);
+  params.num_threads = o.threads;
+  params.impl = o.impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
+  params.isa = parse_isa(o.isa);
+  params.block_q = o.block_q;
+  params.block_kv = o.block_kv;
+  const Isa isa = params.isa == Isa::Auto ? detect_isa() : params.isa;
+  const std::int64_t pairs = ResolvedMask(params.mask, o.seq, S_kv).visible_pairs();
+
+  Tensor q({o.batch, o.seq, o.heads, o.dim}), k({o.batch, S_kv, H_kv, o.dim}), v(k.shape());
+  Tensor out(q.shape()), lse({o.batch, o.heads, o.seq}), dout(q.shape());
+  Tensor dq(q.shape()), dk(k.shape()), dv(k.shape());
+  fill(q, o.seed);
+  fill(k, o.seed + 1);
+  fill(v, o.seed + 2);
+  fill(dout, o.seed + 3);
+  const TimingOptions topt{o.warmup, o.repeats};
+
+  auto record = [&](const char* pass, const Timing& t, double flop, const char* formula) {
+    nlohmann::json j;
+    j["bench"] = "kernel";
+    j["pass"] = pass;
+    j["mask"] = o.mask;
+    j["batch"] = o.batch;
+    j["seq"] = o.seq;
+    j["seq_kv"] = S_kv;
+    j["heads"] = o.heads;
+    j["kv_heads"] = H_kv;
+    j["dim"] = o.dim;
+    j["threads"] = o.threads;
+    j["impl"] = o.impl;
+    j["isa"] = to_string(isa);
+    j["block_q"] = o.block_q;
+    j["block_kv"] = o.block_kv;
+    j["warmup"] = o.warmup;
+    j["visible_pairs"] = pairs;
+    j["flop_formula"] = formula;
+    add_timing(j, t, flop);
+    j["loadavg_1m"] = load_average_1m();
+    print_json_line(j);
+  };
+
+  const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
+  const Timing tf = time_runs([&] { attention_forward(q.view(), k.view(), v.view(), out.view(), lse.view(), params); },
+                              fwd ? topt : TimingOptions{0, 1});
+  if (fwd)
+    record("fwd", tf, attention_forward_flop(o.batch, o.heads, o.dim, pairs), kAttentionForwardFlopFormula);
+  if (bwd) {
+    const Timing tb = time_runs(
+        [&] {
+          attention_backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(),
+                             dk.view(), dv.view(), params);
+        },
+        topt);
+    record("bwd", tb, attention_backward_flop(o.batch, o.heads, o.dim, pairs), kAttentionBackwardFlopFormula);
+  }
+}
+
+}  // namespace
+
+void add_kernel_bench(CLI::App& bench) {
+  auto opt = std::make_shared<KernelBenchOptions>();
+  CLI::App* cmd = bench.add_subcommand("kernel", "local attention kernel: one JSON line per pass");
+  cmd->add_option("--batch", opt->batch, "B")->capture_default_str();
+  cmd->add_option("--seq", opt->seq, "S (queries and keys)")->capture_default_str();
+  cmd->add_option("--seq-kv", opt->seq_kv, "S_kv (must equal S for benchmark masks; 0 = S)");
+  cmd->add_option("--heads", opt->heads, "H")->capture_default_str();
+  cmd->add_option("--kv-heads", opt->kv_heads, "H_kv (0 = H)");
+  cmd->add_option("--dim", opt->dim, "D")->capture_default_str();
+  cmd->add_option("--mask", opt->mask, "one of the 14 benchmark masks, e.g. full, causal")->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "OpenMP threads")->capture_default_str();
+  cmd->add_option("--pass", opt->pass, "fwd | bwd | both")->capture_default_str();
+  cmd->add_option("--repeats", opt->repeats, "timed repeats (median reported)")->capture_default_str();
+  cmd->add_option("--warmup", opt->warmup, "untimed warm-up runs")->capture_default_str();
+  cmd->add_option("--impl", opt->impl, "tiled | reference")->capture_default_str();
+  cmd->add_option("--isa", opt->isa, "auto | avx512 | avx2 | portable")->capture_default_str();
+  cmd->add_option("--block-q", opt->block_q, "q tile rows (0 = kernel default)");
+  cmd->add_option("--block-kv", opt->block_kv, "kv tile rows (0 = kernel default)");
+  cmd->add_option("--seed", opt->seed, "input seed")->capture_default_str();
+  cmd->callback([opt] { run_kernel_bench(*opt); });
+}
+
+}  // namespace burst::bench

@@ -1,0 +1,64 @@
+// bench/harness.h — the one benchmark harness: warm-up + timed repeats, median/min/max,
+// JSON-line output, and the FLOP formulas every benchmark states.
+//
+// Benchmarks are data (STYLE.md rule 15): each case prints ONE JSON object per line with its
+// full resolved configuration, the timing summary (seconds = median) and gflops from a stated
+// formula. Distributed benchmarks time on every rank, reduce the samples (max over ranks per
+// repeat) and then call summarize() — the harness itself never communicates.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace burst::bench {
+
+struct TimingOptions {
+  int warmup = 1;   ///< untimed runs first (page faults, caches, OpenMP thread start)
+  int repeats = 5;  ///< timed runs; ≥ 1
+};
+
+/// Summary of timed samples, in seconds.
+struct Timing {
+  double median = 0, min = 0, max = 0;
+  int repeats = 0;
+  std::vector<double> samples;
+};
+
+/// Median (mean of the middle two for even counts), min and max of samples (seconds).
+/// Throws: Error(InvalidArgument) when samples is empty.
+Timing summarize(std::vector<double> samples);
+
+/// Runs fn warmup times untimed, then repeats times under a steady clock; returns the summary.
+/// Throws: Error(InvalidArgument) for repeats < 1 or warmup < 0; whatever fn throws.
+Timing time_runs(const std::function<void()>& fn, const TimingOptions& opt);
+
+/// Adds seconds (median), seconds_min, seconds_max, repeats, and — when flop > 0 — flop and
+/// gflops (= flop / median / 1e9) to a JSON record.
+void add_timing(nlohmann::json& record, const Timing& t, double flop);
+
+/// Prints one JSON object on one line to stdout and flushes (so partial sweeps survive).
+void print_json_line(const nlohmann::json& record);
+
+/// 1-minute load average from /proc/loadavg (−1 if unreadable): recorded with every result
+/// because this machine is shared and noisy (machine.md §1).
+double load_average_1m();
+
+// FLOP formulas (stated in every record as flop_formula).
+inline constexpr const char* kAttentionForwardFlopFormula = "4*B*H*D*visible_pairs";
+inline constexpr const char* kAttentionBackwardFlopFormula = "2.5*4*B*H*D*visible_pairs";
+/// Forward attention: two GEMM-like products (QKᵀ and PV), 2 flop per multiply-add, over the
+/// visible (q, k) pairs of the mask: 4·B·H·D·pairs (FlashAttention's convention).
+inline double attention_forward_flop(std::int64_t B, std::int64_t H, std::int64_t D, std::int64_t visible_pairs) {
+  return 4.0 * static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(D) *
+         static_cast<double>(visible_pairs);
+}
+/// Backward: five products (S recompute, dP, dV, dK, dQ) = 2.5× the forward.
+inline double attention_backward_flop(std::int64_t B, std::int64_t H, std::int64_t D, std::int64_t visible_pairs) {
+  return 2.5 * attention_forward_flop(B, H, D, visible_pairs);
+}
+
+}  // namespace burst::bench
