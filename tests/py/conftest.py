@@ -14,6 +14,11 @@ from mpi4py import MPI
 import burst
 
 
+# Single-process tests compute the same thing on every rank: run them once, on rank 0.
+only_rank0 = pytest.mark.skipif(MPI.COMM_WORLD.Get_rank() > 0,
+                                reason="single-process test: runs on rank 0 only")
+
+
 @pytest.fixture
 def comm():
     return MPI.COMM_WORLD

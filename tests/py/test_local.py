@@ -7,8 +7,10 @@ import pytest
 import torch
 
 import burst
-from conftest import (assert_close, errors_vs_oracle, make_inputs, mask_visible,
+from conftest import (assert_close, only_rank0, errors_vs_oracle, make_inputs, mask_visible,
                       visible_reference)
+
+pytestmark = only_rank0
 
 # (name, attn_func kwargs, visibility builder over S) — shorthands use the independent reference.
 SHORTHANDS = [
