@@ -496,6 +496,9 @@ TEST(PeerStrategies, UspAutoDegreeAndNoOverlap) {
   cfg.overlap = false;
   // H_kv = 2: the auto degree is the largest divisor of P dividing 2, so P = 4 runs u = 2, r = 2.
   run_case(cfg, 1, 2 * P, 2, Family::Document);
+  cfg.strategy = StrategyKind::DistFlash;   // transfers completed before each step computes
+  cfg.layout = LayoutKind::Contiguous;
+  run_case(cfg, 1, 2 * P, 2, Family::Causal);
 }
 
 // ------------------------------------------------------------------ bad input

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "burst/attention.h"
@@ -92,28 +93,36 @@ void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t,
 
 void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
                        const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out, const TensorView& lse, PassTimes& times) {
+                       const TensorView& out, const TensorView& lse, bool overlap, PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const Dims d = dims_of(q, k);
-  {
-    Stopwatch w(&times.compute_seconds);
-    attention_forward(q, k, v, out, lse, block_params(base, d, P, {me, me}));
-  }
-  if (s.steps == 1) return;
   std::vector<float> kv_payload, q_payload;
-  kv_payload.reserve(static_cast<std::size_t>(2 * d.kv()));
-  append_packed(k, kv_payload);
-  append_packed(v, kv_payload);
-  append_packed(q, q_payload);
   RequestSet sends;   // every isend of the pass; completed before returning
   StepInputs next;
-  post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);
+  if (s.steps > 1) {
+    append_packed(k, kv_payload);
+    append_packed(v, kv_payload);
+    append_packed(q, q_payload);
+    post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);   // step 1's transfer under the diagonal
+    if (!overlap) times.comm_seconds += next.set.wait_all();
+  }
+  const std::function<void()> poll = [&] { next.set.progress(); };
+  const auto params = [&](const FlashBlock& blk) {
+    AttentionParams p = block_params(base, d, P, blk);
+    if (overlap) p.progress = poll;
+    return p;
+  };
+  {
+    Stopwatch w(&times.compute_seconds);
+    attention_forward(q, k, v, out, lse, params({me, me}));
+  }
   std::vector<float> part_out(static_cast<std::size_t>(d.q())), part_lse(static_cast<std::size_t>(d.row()));
   for (int t = 1; t < s.steps; ++t) {
     StepInputs cur = std::move(next);
     next = StepInputs{};
     times.comm_seconds += cur.set.wait_all();
     post_inputs(comm, s, t + 1, kv_payload, q_payload, next, sends);
+    if (!overlap) times.comm_seconds += next.set.wait_all();
     RequestSet results;
     int result_index = -1;
     // A helper returns the partial of our block (me, j) at this step: post its receive first.
@@ -128,7 +137,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
       std::vector<float> result(static_cast<std::size_t>(d.q() + d.row()));
       Stopwatch w(&times.compute_seconds);
       attention_forward(bshd(qi.data(), d, d.H), k, v, bshd(result.data(), d, d.H),
-                        rows(result.data() + d.q(), d), block_params(base, d, P, hb));
+                        rows(result.data() + d.q(), d), params(hb));
       sends.add(comm.isend(std::move(result), hb.q, tag(t, kPartial)));
     }
     const FlashBlock& lb = at(s.local, t, me);
@@ -136,7 +145,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
       std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
       Stopwatch w(&times.compute_seconds);
       attention_forward(q, bshd(kv.data(), d, d.H_kv), bshd(kv.data() + d.kv(), d, d.H_kv),
-                        bshd(part_out.data(), d, d.H), rows(part_lse.data(), d), block_params(base, d, P, lb));
+                        bshd(part_out.data(), d, d.H), rows(part_lse.data(), d), params(lb));
       merge_forward(out, lse, bshd(part_out.data(), d, d.H), rows(part_lse.data(), d));
     }
     if (result_index >= 0) {
@@ -151,32 +160,44 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
 void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
                         const TensorView& dout, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse,
-                        const TensorView& dq, const TensorView& dk, const TensorView& dv, PassTimes& times) {
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv, bool overlap,
+                        PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const Dims d = dims_of(q, k);
   Tensor delta({d.B, d.H, d.c});
   {
     Stopwatch w(&times.compute_seconds);
     attention_delta(dout, out, delta.view());
-    attention_backward_with_delta(dout, q, k, v, lse, delta.view(), dq, dk, dv,
-                                  block_params(base, d, P, {me, me}), false);
   }
-  if (s.steps == 1) return;
   std::vector<float> kv_payload, q_payload;
-  append_packed(k, kv_payload);
-  append_packed(v, kv_payload);
-  append_packed(q, q_payload);
-  append_packed(dout, q_payload);
-  append_packed(lse, q_payload);
-  append_packed(delta.view(), q_payload);
   RequestSet sends;
   StepInputs next;
-  post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);
+  if (s.steps > 1) {
+    append_packed(k, kv_payload);
+    append_packed(v, kv_payload);
+    append_packed(q, q_payload);
+    append_packed(dout, q_payload);
+    append_packed(lse, q_payload);
+    append_packed(delta.view(), q_payload);
+    post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);   // step 1's transfer under the diagonal
+    if (!overlap) times.comm_seconds += next.set.wait_all();
+  }
+  const std::function<void()> poll = [&] { next.set.progress(); };
+  const auto params = [&](const FlashBlock& blk) {
+    AttentionParams p = block_params(base, d, P, blk);
+    if (overlap) p.progress = poll;
+    return p;
+  };
+  {
+    Stopwatch w(&times.compute_seconds);
+    attention_backward_with_delta(dout, q, k, v, lse, delta.view(), dq, dk, dv, params({me, me}), false);
+  }
   for (int t = 1; t < s.steps; ++t) {
     StepInputs cur = std::move(next);
     next = StepInputs{};
     times.comm_seconds += cur.set.wait_all();
     post_inputs(comm, s, t + 1, kv_payload, q_payload, next, sends);
+    if (!overlap) times.comm_seconds += next.set.wait_all();
     // Gradients coming back this step: dK, dV of our KV chunk from the query owner of our
     // local block, dQ of our queries from the helper.
     RequestSet grads;
@@ -197,7 +218,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
       Stopwatch w(&times.compute_seconds);
       attention_backward_with_delta(bshd(base_ptr + d.q(), d, d.H), bshd(base_ptr, d, d.H), k, v,
                                     rows(base_ptr + 2 * d.q(), d), rows(base_ptr + 2 * d.q() + d.row(), d),
-                                    bshd(dq_part.data(), d, d.H), dk, dv, block_params(base, d, P, hb), true);
+                                    bshd(dq_part.data(), d, d.H), dk, dv, params(hb), true);
       sends.add(comm.isend(std::move(dq_part), hb.q, tag(t, kGrad)));
     }
     const FlashBlock& lb = at(s.local, t, me);
@@ -207,7 +228,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
       Stopwatch w(&times.compute_seconds);
       attention_backward_with_delta(dout, q, bshd(kv.data(), d, d.H_kv), bshd(kv.data() + d.kv(), d, d.H_kv),
                                     lse, delta.view(), dq, bshd(dkv.data(), d, d.H_kv),
-                                    bshd(dkv.data() + d.kv(), d, d.H_kv), block_params(base, d, P, lb), true);
+                                    bshd(dkv.data() + d.kv(), d, d.H_kv), params(lb), true);
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
     times.comm_seconds += grads.wait_all();
@@ -230,7 +251,8 @@ namespace {
 
 class DistFlashStrategy final : public Strategy {
  public:
-  explicit DistFlashStrategy(const Setup& setup) : comm_(setup.comm), base_(step_params(setup, nullptr, nullptr, nullptr)) {
+  explicit DistFlashStrategy(const Setup& setup)
+      : comm_(setup.comm), base_(step_params(setup, nullptr, nullptr, nullptr)), overlap_(setup.cfg.overlap) {
     const std::int64_t c = setup.shape.S_global / setup.P;
     std::vector<std::vector<std::int64_t>> pairs(static_cast<std::size_t>(setup.P),
                                                  std::vector<std::int64_t>(static_cast<std::size_t>(setup.P), 0));
@@ -254,14 +276,14 @@ class DistFlashStrategy final : public Strategy {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
     PassTimes t;
-    distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, t);
+    distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, overlap_, t);
     fill(stats, t, peak_fwd_);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
     PassTimes t;
-    distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, t);
+    distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, overlap_, t);
     fill(stats, t, peak_bwd_);
   }
 
@@ -275,6 +297,7 @@ class DistFlashStrategy final : public Strategy {
 
   Communicator comm_;
   AttentionParams base_;
+  bool overlap_ = true;
   DistFlashSchedule schedule_;
   std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
 };
