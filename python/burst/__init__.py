@@ -19,9 +19,12 @@ from . import _C
 from ._layout import positions, shard, unshard
 from ._masks import Mask, benchmark_mask, mask_names
 from ._numpy import (backward_numpy, check_extra, check_unsupported, forward_numpy, make_runner)
+from ._plan import DistAttention
 
 __all__ = ["attn_func", "attn_varlen_func", "attn_backward", "attn_varlen_backward", "positions",
-           "shard", "unshard", "Mask", "benchmark_mask", "mask_names", "strategies", "layouts"]
+           "shard", "unshard", "Mask", "benchmark_mask", "mask_names", "strategies", "layouts",
+           "DistAttention", "ring_flash_attn_func", "zigzag_ring_flash_attn_func",
+           "stripe_flash_attn_func"]
 __version__ = "0.1.0"
 
 layouts = ("contiguous", "zigzag", "striped", "balanced")
@@ -127,5 +130,22 @@ def attn_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, so
                          cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, extra=extra)
     return backward_numpy(runner, dout, q, k, v, out, lse)
 
+
+def _ring_flash_attn(layout):
+    def fn(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+           alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
+        return attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, 0.0, alibi_slopes,
+                         deterministic, return_attn_probs, group, strategy="ring", layout=layout)
+    fn.__name__ = {"contiguous": "ring_flash_attn_func", "zigzag": "zigzag_ring_flash_attn_func",
+                   "striped": "stripe_flash_attn_func"}[layout]
+    fn.__doc__ = (f"ring-flash-attention's {fn.__name__} (same signature; no softcap): RingAttention "
+                  f"on the {layout} layout. group: an mpi4py communicator (torch process groups "
+                  f"cannot yield an MPI communicator). Inputs are local shards.")
+    return fn
+
+
+ring_flash_attn_func = _ring_flash_attn("contiguous")
+zigzag_ring_flash_attn_func = _ring_flash_attn("zigzag")
+stripe_flash_attn_func = _ring_flash_attn("striped")
 
 del check_extra

@@ -12,7 +12,7 @@ from . import _C
 from ._masks import build_mask, document_slices
 
 _KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "ranks_per_node",
-             "double_ring", "overlap", "seqlen_global")
+             "double_ring", "overlap")
 
 
 def check_unsupported(dropout_p, softcap, alibi_slopes, return_attn_probs_ok=True):
@@ -110,28 +110,28 @@ class DistRunner:
         self.dist.backward(*self._v(dout, q, k, v, out, lse, dq, dk, dv))
 
 
-def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, comm, strategy,
-                layout, mask, varlen=False, cu_seqlens_q=None, cu_seqlens_k=None,
-                max_seqlen_q=None, max_seqlen_k=None, extra=None):
-    """Validates arguments (agreed over comm) and builds the runner for one attention problem.
-    q, k, v are anything with .ndim / .shape (numpy arrays or torch tensors). Collective when
-    comm is not None (allgather + MPI_Comm_dup + plan)."""
-    extra = dict(extra or {})
+def check_comm(comm):
     if comm is not None:
         from mpi4py import MPI
         if not isinstance(comm, MPI.Intracomm):
             raise ValueError(f"comm={comm!r}: expected an mpi4py intracommunicator (or None)")
+
+
+def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, extra=None):
+    """Validates the local operands and agrees over comm (one allgather): every rank raises the
+    same error if any rank's input is bad or ranks disagree on (B, H, H_kv, D). Returns
+    ((B, H, H_kv, D), [S_local of every rank]) — one entry when comm is None."""
+    check_comm(comm)
     error, S_local, dims = None, 0, None
     try:
-        check_extra(extra)
+        check_extra(extra or {})
         S_q, S_kv, H, H_kv, D, B = seq_shape(q, k, v, varlen)
         S_local, dims = S_q, (B, H, H_kv, D)
         if comm is not None and S_q != S_kv:
             raise ValueError(f"context parallel attention needs local S_q == S_kv, got S_q={S_q} "
                              f"S_kv={S_kv}")
         if varlen:
-            for name, cu, total in (("cu_seqlens_q", cu_seqlens_q, None),
-                                    ("cu_seqlens_k", cu_seqlens_k, None)):
+            for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
                 cu = [int(c) for c in cu]
                 if len(cu) < 2 or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
                     raise ValueError(f"{name}={cu}: expected int offsets with cu[0] = 0, "
@@ -142,38 +142,49 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
     except (ValueError, TypeError, NotImplementedError) as e:
         error = e
     reports = agree(comm, error, (S_local, dims))
-    sizes = [s for s, _ in reports]
     if any(d != reports[0][1] for _, d in reports):
         raise ValueError("ranks disagree on (B, H, H_kv, D): " +
                          ", ".join(f"rank {r}: {d}" for r, (_, d) in enumerate(reports)))
-    num_threads = int(extra.get("num_threads", 0))
+    return reports[0][1], [s for s, _ in reports]
+
+
+def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, extra, varlen=False):
+    """Builds the burst::DistAttention plan (collective: MPI_Comm_dup + agreement)."""
+    B, H, H_kv, D = dims
+    dist = _C.DistAttention(int(comm.py2f()), strategy, layout, B, S_global, H, H_kv, D, mask,
+                            softmax_scale=softmax_scale,
+                            backward_side=extra.get("backward_side", "auto"),
+                            ulysses_degree=int(extra.get("ulysses_degree", 0)),
+                            ranks_per_node=int(extra.get("ranks_per_node", 0)),
+                            double_ring=bool(extra.get("double_ring", True)),
+                            overlap=bool(extra.get("overlap", True)),
+                            num_threads=int(extra.get("num_threads", 0)),
+                            impl=extra.get("impl", "tiled"))
+    return DistRunner(dist, varlen)
+
+
+def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, comm, strategy,
+                layout, mask, varlen=False, cu_seqlens_q=None, cu_seqlens_k=None, extra=None):
+    """Validates arguments (agreed over comm) and builds the runner for one attention problem.
+    q, k, v are anything with .ndim / .shape (numpy arrays or torch tensors). Collective when
+    comm is not None (allgather + MPI_Comm_dup + plan)."""
+    extra = dict(extra or {})
+    dims, sizes = check_operands(q, k, v, comm, varlen, cu_seqlens_q, cu_seqlens_k, extra)
     if comm is None:
-        S_g = extra.get("seqlen_global", None)
-        m = build_mask(mask, causal, window_size, S_g if S_g is not None else S_q)
-        if varlen:
-            return LocalRunner(m, softmax_scale, deterministic, num_threads,
-                               extra.get("impl", "tiled"), cu_seqlens_q, cu_seqlens_k)
-        return LocalRunner(m, softmax_scale, deterministic, num_threads, extra.get("impl", "tiled"))
+        m = build_mask(mask, causal, window_size, sizes[0])
+        cu = (cu_seqlens_q, cu_seqlens_k) if varlen else (None, None)
+        return LocalRunner(m, softmax_scale, deterministic, int(extra.get("num_threads", 0)),
+                           extra.get("impl", "tiled"), *cu)
     S_global = int(sum(sizes))
     if varlen:
         cu = [int(c) for c in cu_seqlens_q]
         if cu[-1] != S_global:
             raise ValueError(f"cu_seqlens_q[-1]={cu[-1]} must equal the global token count "
                              f"{S_global} (sum of every rank's local tokens)")
-        if mask is not None:
-            raise ValueError("attn_varlen_func: the documents are the mask; pass mask=None")
         m = _C.Mask(slices=document_slices(cu, causal, window_size))
     else:
         m = build_mask(mask, causal, window_size, S_global)
-    dist = _C.DistAttention(int(comm.py2f()), strategy, layout, B, S_global, H, H_kv, D, m,
-                            softmax_scale=softmax_scale,
-                            backward_side=extra.get("backward_side", "auto"),
-                            ulysses_degree=int(extra.get("ulysses_degree", 0)),
-                            ranks_per_node=int(extra.get("ranks_per_node", 0)),
-                            double_ring=bool(extra.get("double_ring", True)),
-                            overlap=bool(extra.get("overlap", True)), num_threads=num_threads,
-                            impl=extra.get("impl", "tiled"))
-    return DistRunner(dist, varlen)
+    return dist_runner(comm, dims, S_global, m, softmax_scale, strategy, layout, extra, varlen)
 
 
 def lse_shape(q, varlen):

@@ -113,3 +113,34 @@ def test_varlen_packed_documents(comm, causal):
     assert_close("lse", lse, ref["lse"][0][:, pos], err32["lse"])
     for n, leaf in zip(("dq", "dk", "dv"), local):
         assert_close(n, leaf.grad, ref[n][0][pos], err32[n])
+
+
+def test_reusable_plan_and_ring_flash_attn_names(comm):
+    """burst.DistAttention (plan built once, called repeatedly) and the ring-flash-attention
+    drop-in names give the oracle's result; the plan rejects operands of another shape."""
+    B, H, H_kv, D = 1, 4, 2, 8
+    q, k, v, dout = make_inputs(B, S_GLOBAL, H, H_kv, D, 21)
+    ref, err32 = errors_vs_oracle(q, k, v, dout, visible_reference(S_GLOBAL, S_GLOBAL, True),
+                                  1 / math.sqrt(D))
+    attn = burst.DistAttention(comm, B, S_GLOBAL, H, H_kv, D, causal=True, layout="striped",
+                               strategy="ring")
+    pos = torch.from_numpy(attn.positions)
+    assert np.array_equal(attn.positions, burst.positions(S_GLOBAL, comm, "striped"))
+    for _ in range(2):
+        local = [burst.shard(t, comm, "striped").requires_grad_() for t in (q, k, v)]
+        out = attn(*local)
+        out.backward(burst.shard(dout, comm, "striped"))
+        assert_close("plan out", out.detach(), ref["out"][:, pos], err32["out"])
+        assert_close("plan dk", local[1].grad, ref["dk"][:, pos], err32["dk"])
+    assert attn.last_stats()["seconds"] >= 0
+    with pytest.raises(ValueError):
+        attn(*(burst.shard(t, comm, "striped")[:, :, :2] for t in (q, q, q)))
+    for fn, layout in ((burst.ring_flash_attn_func, "contiguous"),
+                       (burst.zigzag_ring_flash_attn_func, "zigzag"),
+                       (burst.stripe_flash_attn_func, "striped")):
+        local = [burst.shard(t, comm, layout) for t in (q, k, v)]
+        out, lse, probs = fn(*local, causal=True, return_attn_probs=True, group=comm)
+        p = torch.from_numpy(burst.positions(S_GLOBAL, comm, layout))
+        assert probs is None
+        assert_close(fn.__name__, out, ref["out"][:, p], err32["out"])
+        assert_close(fn.__name__ + " lse", lse, ref["lse"][:, :, p], err32["lse"])

@@ -1,0 +1,70 @@
+"""A reusable context-parallel attention plan for one layer shape (burst::DistAttention).
+
+attn_func(comm=...) builds a plan per call (an MPI_Comm_dup, the agreement and the step plan);
+a model calling attention every step with the same shapes can build it once:
+
+    attn = burst.DistAttention(comm, B, S_global, H, H_kv, D, causal=True)
+    out = attn(q_local, k_local, v_local)          # torch: differentiable; numpy: arrays
+"""
+from ._masks import build_mask
+from ._numpy import (backward_numpy, check_comm, check_extra, check_operands, dist_runner,
+                     forward_numpy)
+
+
+class DistAttention:
+    """Exact attention over a sequence of S_global tokens split across comm's ranks.
+
+    Construction is collective over comm (identical arguments on every rank). Shapes: local
+    q [B, S_local, H, D], k, v [B, S_local, H_kv, D] holding the tokens ``positions`` in order;
+    mask on global positions (causal / window_size / mask= as in attn_func). Raises ValueError /
+    NotImplementedError on every rank for invalid or unsupported combinations.
+    """
+
+    def __init__(self, comm, B, S_global, H, H_kv, D, softmax_scale=None, causal=False,
+                 window_size=(-1, -1), mask=None, strategy="burst", layout="zigzag", **extra):
+        check_comm(comm)
+        if comm is None:
+            raise ValueError("DistAttention needs an mpi4py communicator; use attn_func(comm=None) "
+                             "for one process")
+        check_extra(extra)
+        self.comm = comm
+        self.dims = (int(B), int(H), int(H_kv), int(D))
+        self.mask = build_mask(mask, causal, window_size, int(S_global))
+        self._runner = dist_runner(comm, self.dims, int(S_global), self.mask, softmax_scale,
+                                   strategy, layout, dict(extra))
+
+    @property
+    def positions(self):
+        """Global positions (int64) of this rank's tokens, increasing — RoPE position ids."""
+        return self._runner.dist.positions
+
+    @property
+    def local_length(self):
+        return self._runner.dist.local_length
+
+    def last_stats(self):
+        """This rank's counters of the last pass: bytes/messages sent, seconds, compute and
+        exposed communication seconds, visible pairs, peak buffer bytes, backward side."""
+        return self._runner.dist.last_stats()
+
+    def _check(self, q, k, v):
+        dims, _ = check_operands(q, k, v, self.comm, False)
+        if dims != self.dims:
+            raise ValueError(f"operands have (B, H, H_kv, D) = {dims}, the plan was built for "
+                             f"{self.dims}")
+
+    def __call__(self, q, k, v, return_lse=False):
+        """Forward on local shards; torch tensors give a differentiable out. Collective."""
+        self._check(q, k, v)
+        if type(q).__module__.startswith("torch"):
+            from ._torch import AttnFunction
+            out, lse = AttnFunction.apply(q, k, v, self._runner, False)
+        else:
+            out, lse = forward_numpy(self._runner, q, k, v, False)
+        return (out, lse) if return_lse else out
+
+    def backward(self, dout, q, k, v, out, lse):
+        """numpy backward: (dq, dk, dv) from the forward's out and lse. Collective."""
+        self._check(q, k, v)
+        return backward_numpy(self._runner, dout, q, k, v, out, lse)
+
