@@ -155,7 +155,7 @@ class TpStrategy final : public Strategy {
     std::vector<float> mine(static_cast<std::size_t>(rs_counts[static_cast<std::size_t>(me_)]));
     comm_.reduce_scatter(rs.data(), rs_counts, mine.data());
     unpack_all(mine.data(), {out, lse});
-    fill(stats, t, 4 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S +
+    fill_stats(stats, t, pairs_, 4 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S +
                         static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
   }
 
@@ -202,7 +202,7 @@ class TpStrategy final : public Strategy {
     std::vector<float> mine(static_cast<std::size_t>(rs_counts[static_cast<std::size_t>(me_)]));
     comm_.reduce_scatter(rs.data(), rs_counts, mine.data());
     unpack_all(mine.data(), {dq, dk, dv});
-    fill(stats, t, 4 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S +
+    fill_stats(stats, t, pairs_, 4 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S +
                         static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
   }
 
@@ -213,13 +213,6 @@ class TpStrategy final : public Strategy {
       for (const Part& p : parts) c[static_cast<std::size_t>(i)] += part_floats(p, shape_.B, ex_.local_length(i), shape_.D);
     return c;
   }
-  void fill(DistStats& stats, const PassTimes& t, std::int64_t peak) const {
-    stats.compute_seconds = t.compute_seconds;
-    stats.exposed_comm_seconds = t.comm_seconds;
-    stats.visible_pairs = pairs_;
-    stats.peak_buffer_bytes = peak;
-  }
-
   Communicator comm_;
   UlyssesExchange ex_;
   AttentionParams base_;

@@ -68,6 +68,15 @@ struct PassTimes {
   double compute_seconds = 0, comm_seconds = 0;
 };
 
+/// Copies one pass's measurements into the DistStats fields a strategy owns.
+inline void fill_stats(DistStats& stats, const PassTimes& t, std::int64_t visible_pairs,
+                       std::int64_t peak_buffer_bytes) {
+  stats.compute_seconds = t.compute_seconds;
+  stats.exposed_comm_seconds = t.comm_seconds;
+  stats.visible_pairs = visible_pairs;
+  stats.peak_buffer_bytes = peak_buffer_bytes;
+}
+
 /// Adds the wall time of its scope to *sink (no-op for nullptr).
 class Stopwatch {
  public:

@@ -127,14 +127,14 @@ class UspStrategy final : public Strategy {
                const TensorView& lse, DistStats& stats) override {
     PassTimes t;
     ulysses_forward(ulysses_, ex_, ring_, q, k, v, out, lse, &t);
-    fill(stats, t, peak_fwd_);
+    fill_stats(stats, t, pairs_, peak_fwd_);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
     PassTimes t;
     ulysses_backward(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, &t);
-    fill(stats, t, peak_bwd_);
+    fill_stats(stats, t, pairs_, peak_bwd_);
   }
 
  private:
@@ -145,13 +145,6 @@ class UspStrategy final : public Strategy {
     const std::function<void()> marker = [] {};
     return step_params(setup, nullptr, nullptr, &marker);   // keeps a hook iff overlap is on
   }
-  void fill(DistStats& stats, const PassTimes& t, std::int64_t peak) const {
-    stats.compute_seconds = t.compute_seconds;
-    stats.exposed_comm_seconds = t.comm_seconds;
-    stats.visible_pairs = pairs_;
-    stats.peak_buffer_bytes = peak;
-  }
-
   SequenceLayout layout_;
   std::vector<std::vector<std::int64_t>> groups_;
   Communicator ulysses_;
