@@ -5,6 +5,7 @@ tensors shares storage), so nothing is copied except operands whose head dim is 
 Imported lazily: the numpy path does not need torch.
 """
 import torch
+from torch.autograd.function import once_differentiable
 
 from ._numpy import lse_shape
 
@@ -15,7 +16,8 @@ def _contig_d(t):
 
 
 class AttnFunction(torch.autograd.Function):
-    """(q, k, v, runner, varlen) -> (out, lse); lse is not differentiable."""
+    """(q, k, v, runner, varlen) -> (out, lse); lse is not differentiable, and the backward is
+    not itself differentiable (no double backward)."""
 
     @staticmethod
     def forward(ctx, q, k, v, runner, varlen):
@@ -31,6 +33,7 @@ class AttnFunction(torch.autograd.Function):
         return out, lse
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dout, _dlse):
         qc, kc, vc, out, lse = ctx.saved_tensors
         dout = _contig_d(dout)
