@@ -276,14 +276,16 @@ class DistFlashStrategy final : public Strategy {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
     PassTimes t;
-    distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, overlap_, t);
+    run_pass(comm_, "distflash forward",
+             [&] { distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, overlap_, t); });
     fill_stats(stats, t, pairs_, peak_fwd_);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
     PassTimes t;
-    distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, overlap_, t);
+    run_pass(comm_, "distflash backward",
+             [&] { distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, overlap_, t); });
     fill_stats(stats, t, pairs_, peak_bwd_);
   }
 

@@ -125,6 +125,17 @@ class TpStrategy final : public Strategy {
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
+    run_pass(comm_, "tp forward", [&] { forward_pass(q, k, v, out, lse, stats); });
+  }
+  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, DistStats& stats) override {
+    run_pass(comm_, "tp backward", [&] { backward_pass(dout, q, k, v, out, lse, dq, dk, dv, stats); });
+  }
+
+ private:
+  void forward_pass(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                    const TensorView& lse, DistStats& stats) const {
     PassTimes t;
     const HeadSplit& h = ex_.split();
     const std::int64_t B = shape_.B, D = shape_.D, S = ex_.group_length();
@@ -159,9 +170,9 @@ class TpStrategy final : public Strategy {
                         static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
   }
 
-  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                const TensorView& dv, DistStats& stats) override {
+  void backward_pass(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                     const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                     const TensorView& dv, DistStats& stats) const {
     PassTimes t;
     const HeadSplit& h = ex_.split();
     const std::int64_t B = shape_.B, D = shape_.D, S = ex_.group_length();
@@ -206,7 +217,6 @@ class TpStrategy final : public Strategy {
                         static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
   }
 
- private:
   std::vector<std::int64_t> counts(const std::vector<Part>& parts) const {
     std::vector<std::int64_t> c(static_cast<std::size_t>(ex_.split().u), 0);
     for (int i = 0; i < ex_.split().u; ++i)

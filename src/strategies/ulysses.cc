@@ -284,14 +284,15 @@ class UlyssesStrategy final : public Strategy {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
     PassTimes t;
-    ulysses_forward(comm_, ex_, attend_, q, k, v, out, lse, &t);
+    run_pass(comm_, "ulysses forward", [&] { ulysses_forward(comm_, ex_, attend_, q, k, v, out, lse, &t); });
     fill_stats(stats, t, pairs_, peak_fwd_);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
     PassTimes t;
-    ulysses_backward(comm_, ex_, attend_, dout, q, k, v, out, lse, dq, dk, dv, &t);
+    run_pass(comm_, "ulysses backward",
+             [&] { ulysses_backward(comm_, ex_, attend_, dout, q, k, v, out, lse, dq, dk, dv, &t); });
     fill_stats(stats, t, pairs_, peak_bwd_);
   }
 

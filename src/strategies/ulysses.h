@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -75,6 +77,19 @@ inline void fill_stats(DistStats& stats, const PassTimes& t, std::int64_t visibl
   stats.exposed_comm_seconds = t.comm_seconds;
   stats.visible_pairs = visible_pairs;
   stats.peak_buffer_bytes = peak_buffer_bytes;
+}
+
+/// Runs one pass of a strategy. Once payload may be in flight an exception on one rank would
+/// leave its peers waiting in a collective, so it aborts the communicator with a rank-tagged
+/// message instead (STYLE.md rule 5). Inputs were validated and agreed before, so this is for
+/// internal failures only (allocation, MPI errors).
+template <typename F>
+void run_pass(const Communicator& comm, const char* what, F&& pass) {
+  try {
+    pass();
+  } catch (const std::exception& e) {
+    comm.abort(std::string(what) + ": " + e.what());
+  }
 }
 
 /// Adds the wall time of its scope to *sink (no-op for nullptr).

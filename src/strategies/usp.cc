@@ -104,7 +104,8 @@ class RingGroupAttention final : public GroupAttention {
 class UspStrategy final : public Strategy {
  public:
   UspStrategy(const Setup& setup, int u)
-      : layout_(setup.plan->layout()),
+      : comm_(setup.comm),
+        layout_(setup.plan->layout()),
         groups_(groups(layout_, u)),
         ulysses_(setup.comm.split_channel(setup.rank / u, setup.rank % u)),
         ex_(member_positions(layout_, u, setup.rank / u),
@@ -126,14 +127,15 @@ class UspStrategy final : public Strategy {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
     PassTimes t;
-    ulysses_forward(ulysses_, ex_, ring_, q, k, v, out, lse, &t);
+    run_pass(comm_, "usp forward", [&] { ulysses_forward(ulysses_, ex_, ring_, q, k, v, out, lse, &t); });
     fill_stats(stats, t, pairs_, peak_fwd_);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
     PassTimes t;
-    ulysses_backward(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, &t);
+    run_pass(comm_, "usp backward",
+             [&] { ulysses_backward(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, &t); });
     fill_stats(stats, t, pairs_, peak_bwd_);
   }
 
@@ -145,6 +147,7 @@ class UspStrategy final : public Strategy {
     const std::function<void()> marker = [] {};
     return step_params(setup, nullptr, nullptr, &marker);   // keeps a hook iff overlap is on
   }
+  Communicator comm_;
   SequenceLayout layout_;
   std::vector<std::vector<std::int64_t>> groups_;
   Communicator ulysses_;
