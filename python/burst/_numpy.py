@@ -61,9 +61,21 @@ def check_dtype(name, t):
     raise ValueError(f"{name}: expected float32 values, got dtype {dt}")
 
 
+def _kind(t):
+    if isinstance(t, np.ndarray):
+        return "numpy"
+    if type(t).__module__.startswith("torch") and hasattr(t, "numpy"):
+        return "torch"
+    return None
+
+
 def seq_shape(q, k, v, varlen):
     """(S_q, S_kv, H, H_kv, D, B) from local q, k, v; ValueError on wrong ndim or dtype."""
     want = 3 if varlen else 4
+    kinds = {_kind(t) for t in (q, k, v)}
+    if len(kinds) != 1 or None in kinds:
+        raise ValueError("q, k, v must all be numpy arrays or all CPU torch tensors, got "
+                         f"{type(q).__name__}, {type(k).__name__}, {type(v).__name__}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_dtype(name, t)
         if t.ndim != want:

@@ -41,6 +41,10 @@ def test_invalid_arguments_single_process():
         burst.attn_func(q, k[..., :4], v)
     with pytest.raises(ValueError, match="int32|float32"):
         burst.attn_func(q.astype(np.int32), k, v)
+    with pytest.raises(ValueError, match="numpy arrays or all CPU torch"):
+        burst.attn_func(torch.from_numpy(q), k, v)
+    with pytest.raises(ValueError, match="numpy arrays or all CPU torch"):
+        burst.attn_func(q.tolist(), k, v)
     with pytest.raises(ValueError, match="state the whole mask"):
         burst.attn_func(q, k, v, causal=True, mask="causal_document")
     with pytest.raises(ValueError):
@@ -67,6 +71,7 @@ def test_errors_agree_across_ranks(comm):
         ("wrong ndim", lambda: (q[0] if bad_rank else q, k, v), ValueError),
         ("float64", lambda: (q.astype(np.float64) if bad_rank else q, k, v), NotImplementedError),
         ("S_q != S_kv", lambda: (q, k[:, :8] if bad_rank else k, v), ValueError),
+        ("list", lambda: (q.tolist() if bad_rank else q, k, v), ValueError),
         ("H % H_kv != 0", lambda: (np_inputs(H=3)[0] if bad_rank else q, k, v), ValueError),
     ]
     if comm.Get_size() > 1:   # valid GQA on the last rank alone, but ranks disagree on H
