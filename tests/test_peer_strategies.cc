@@ -164,21 +164,21 @@ TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
       DistConfig cfg;
       cfg.strategy = StrategyKind::Usp;
       cfg.ulysses_degree = 1;
-      const auto ring = strategies::peer_pass_bytes(cfg, shape, layout, Mask::full());
-      ASSERT_EQ(static_cast<int>(ring.forward.size()), P);
-      EXPECT_EQ(ring.forward[static_cast<std::size_t>(r)], 4 * (P - 1) * 2 * B * c * H_kv * D);
-      EXPECT_EQ(ring.backward[static_cast<std::size_t>(r)], ring_backward_bytes(BackwardSide::KvSide, shape, P));
+      const auto ring = strategies::peer_plan(cfg, shape, layout, Mask::full());
+      ASSERT_EQ(static_cast<int>(ring.forward_bytes.size()), P);
+      EXPECT_EQ(ring.forward_bytes[static_cast<std::size_t>(r)], 4 * (P - 1) * 2 * B * c * H_kv * D);
+      EXPECT_EQ(ring.backward_bytes[static_cast<std::size_t>(r)], ring_backward_bytes(BackwardSide::KvSide, shape, P));
       cfg.ulysses_degree = P;
-      const auto full = strategies::peer_pass_bytes(cfg, shape, layout, Mask::full());
-      EXPECT_EQ(full.forward[static_cast<std::size_t>(r)], strategies::ulysses_forward_bytes(s, len, B, D, r));
-      EXPECT_EQ(full.backward[static_cast<std::size_t>(r)], strategies::ulysses_backward_bytes(s, len, B, D, r));
+      const auto full = strategies::peer_plan(cfg, shape, layout, Mask::full());
+      EXPECT_EQ(full.forward_bytes[static_cast<std::size_t>(r)], strategies::ulysses_forward_bytes(s, len, B, D, r));
+      EXPECT_EQ(full.backward_bytes[static_cast<std::size_t>(r)], strategies::ulysses_backward_bytes(s, len, B, D, r));
     }
   }
   // Rejected configurations plan no bytes instead of throwing.
   DistConfig cfg;
   cfg.strategy = StrategyKind::Ulysses;
-  const auto none = strategies::peer_pass_bytes(cfg, {1, 12, 3, 1, 8}, make_layout(LayoutKind::Contiguous, 2, 12), Mask::full());
-  EXPECT_TRUE(none.forward.empty() && none.backward.empty());
+  const auto none = strategies::peer_plan(cfg, {1, 12, 3, 1, 8}, make_layout(LayoutKind::Contiguous, 2, 12), Mask::full());
+  EXPECT_TRUE(none.empty() && none.backward_bytes.empty() && none.visible_pairs.empty());
 }
 
 TEST(UlyssesExchange, RowsFollowGlobalPositions) {
@@ -366,18 +366,28 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
   EXPECT_TRUE(close("out", out, shard_of(layout, rank, ref.out), ref.tol_out));
   EXPECT_TRUE(close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse));
   EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, false)) << "forward bytes";
-  if (!attn.plan().forward().bytes_sent.empty()) {
-    EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().forward().bytes_sent[static_cast<std::size_t>(rank)]);
-  }
+  const DistStats fs = attn.last_stats();
+  const auto r = static_cast<std::size_t>(rank);
+  ASSERT_FALSE(attn.plan().forward().bytes_sent.empty()) << "the plan predicts the strategy's bytes";
+  EXPECT_EQ(fs.bytes_sent, attn.plan().forward().bytes_sent[r]);
+  EXPECT_EQ(fs.visible_pairs, attn.plan().forward().visible_pairs[r]);
+  EXPECT_LE(fs.peak_buffer_bytes, attn.plan().forward().peak_buffer_bytes[r]);
+  // Work is conserved: the ranks' shares add up to the mask area (up to the /P, /u rounding).
+  const long long mine = fs.visible_pairs;
+  long long total = 0;
+  MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  const long long area = ResolvedMask(ref.mask, kS, kS).visible_pairs();
+  EXPECT_LE(total, area);
+  EXPECT_GT(total, area - world.size());
   Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
   attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
   EXPECT_TRUE(close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq));
   EXPECT_TRUE(close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk));
   EXPECT_TRUE(close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol_dv));
   EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, true)) << "backward bytes";
-  if (!attn.plan().backward().bytes_sent.empty()) {
-    EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().backward().bytes_sent[static_cast<std::size_t>(rank)]);
-  }
+  const DistStats bs = attn.last_stats();
+  EXPECT_EQ(bs.bytes_sent, attn.plan().backward().bytes_sent[r]);
+  EXPECT_LE(bs.peak_buffer_bytes, attn.plan().backward().peak_buffer_bytes[r]);
 }
 
 /// Constructs DistAttention on every rank expecting an Error of `kind`; checks that every rank

@@ -253,24 +253,12 @@ class DistFlashStrategy final : public Strategy {
  public:
   explicit DistFlashStrategy(const Setup& setup)
       : comm_(setup.comm), base_(step_params(setup, nullptr, nullptr, nullptr)), overlap_(setup.cfg.overlap) {
-    const std::int64_t c = setup.shape.S_global / setup.P;
-    std::vector<std::vector<std::int64_t>> pairs(static_cast<std::size_t>(setup.P),
-                                                 std::vector<std::int64_t>(static_cast<std::size_t>(setup.P), 0));
-    for (int i = 0; i < setup.P; ++i)
-      for (int j = 0; j <= i; ++j)
-        pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = distflash_block_pairs(*setup.resolved, c, i, j);
-    schedule_ = make_distflash_schedule(setup.P, [&](int i, int j) {
-      return pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] > 0;
-    });
-    for (int t = 0; t < schedule_.steps; ++t) {
-      for (const FlashBlock& b : {at(schedule_.local, t, setup.rank), at(schedule_.help, t, setup.rank)})
-        if (b.valid()) pairs_ += pairs[static_cast<std::size_t>(b.q)][static_cast<std::size_t>(b.kv)];
-    }
-    const ProblemShape& sh = setup.shape;
-    const ChunkFloats f{sh.B * c * sh.H * sh.D, sh.B * c * sh.H_kv * sh.D, sh.B * sh.H * c};
-    // Own payloads, next step's inbox, one partial / gradient buffer and a step's outgoing sends.
-    peak_fwd_ = 4 * (2 * f.kv + f.q + 2 * (2 * f.kv + f.q) + 2 * (f.q + f.row) + f.row);
-    peak_bwd_ = 4 * (2 * f.kv + 2 * f.q + 2 * f.row + 2 * (2 * f.kv + 2 * f.q + 2 * f.row) + 2 * (2 * f.kv + f.q) + f.row);
+    const PeerPlan plan = peer_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask);
+    const auto r = static_cast<std::size_t>(setup.rank);
+    schedule_ = make_distflash_schedule(*setup.resolved, setup.shape.S_global, setup.P);
+    pairs_ = plan.visible_pairs[r];
+    peak_fwd_ = plan.forward_peak[r];
+    peak_bwd_ = plan.backward_peak[r];
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

@@ -225,20 +225,43 @@ std::vector<std::int64_t> lengths_of(const SequenceLayout& layout, int first, in
   return out;
 }
 
+/// Floats a Ulysses exchange pass holds at once: the gathered head-parallel tensors for the
+/// whole pass plus the larger of its two all-to-alls (send + receive buffers).
+std::int64_t ulysses_peak_floats(const HeadSplit& sp, const std::vector<std::int64_t>& len, std::int64_t B,
+                                 std::int64_t D, int me, bool backward) {
+  std::int64_t S = 0;
+  for (std::int64_t l : len) S += l;
+  const std::int64_t s = len[static_cast<std::size_t>(me)], u = sp.u, h = sp.heads, k = sp.kv_heads;
+  if (!backward) {
+    const std::int64_t gathered = B * S * (2 * h + 2 * k) * D + B * h * S;
+    const std::int64_t in = B * (s * u + S) * (h + 2 * k) * D, back = B * (S + s * u) * h * (D + 1);
+    return gathered + std::max(in, back);
+  }
+  const std::int64_t gathered = B * S * (3 * h + 4 * k) * D + 2 * B * h * S + B * h * u * s;   // + local delta
+  const std::int64_t in = B * (s * u + S) * (h * (2 * D + 2) + 2 * k * D), back = B * (S + s * u) * (h + 2 * k) * D;
+  return gathered + std::max(in, back);
+}
+
 }  // namespace
 
-PeerPassBytes peer_pass_bytes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                              const Mask& mask) {
-  PeerPassBytes out;
+PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask) {
+  PeerPlan out;
   const int P = layout.P;
+  const std::int64_t B = shape.B, D = shape.D;
   try {
+    const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
     switch (cfg.strategy) {
       case StrategyKind::Ulysses: {
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "ulysses");
+        out.forward_payload = "a2a Q,K,V seq->heads | a2a O,lse heads->seq";
+        out.backward_payload = "a2a Q,dO,K,V,lse,delta | a2a dQ,dK,dV";
         const auto len = lengths_of(layout, 0, P);
         for (int r = 0; r < P; ++r) {
-          out.forward.push_back(ulysses_forward_bytes(s, len, shape.B, shape.D, r));
-          out.backward.push_back(ulysses_backward_bytes(s, len, shape.B, shape.D, r));
+          out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r));
+          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r));
+          out.visible_pairs.push_back(resolved.visible_pairs() / P);
+          out.forward_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, false));
+          out.backward_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, true));
         }
         break;
       }
@@ -247,32 +270,66 @@ PeerPassBytes peer_pass_bytes(const DistConfig& cfg, const ProblemShape& shape, 
         if (u < 1 || P % u != 0) break;
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, u, "usp");
         const auto groups = usp_ring_groups(layout, u);
+        out.forward_payload = "a2a(u=" + std::to_string(u) + ") Q,K,V | ring(r=" + std::to_string(P / u) + ") K,V | a2a O,lse";
+        out.backward_payload = "a2a Q,dO,K,V,lse,delta | ring K,V + dK,dV | a2a dQ,dK,dV";
+        std::vector<std::int64_t> all(static_cast<std::size_t>(shape.S_global));
+        for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
         for (int r = 0; r < P; ++r) {
           const auto len = lengths_of(layout, r / u * u, u);
-          out.forward.push_back(ulysses_forward_bytes(s, len, shape.B, shape.D, r % u) +
-                                ring_group_forward_bytes(groups, shape.B, s.kv_heads, shape.D, r / u));
-          out.backward.push_back(ulysses_backward_bytes(s, len, shape.B, shape.D, r % u) +
-                                 ring_group_backward_bytes(groups, shape.B, s.kv_heads, shape.D, r / u));
+          const auto& grp = groups[static_cast<std::size_t>(r / u)];
+          const std::int64_t S = static_cast<std::int64_t>(grp.size()), kvb = 2 * B * S * s.kv_heads * D;
+          out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r % u) +
+                                      ring_group_forward_bytes(groups, B, s.kv_heads, D, r / u));
+          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r % u) +
+                                       ring_group_backward_bytes(groups, B, s.kv_heads, D, r / u));
+          out.visible_pairs.push_back(resolved.visible_pairs(grp, all) / u);
+          // Ring: the partial (out, lse) and three K,V buffers (own, in flight, in use); backward
+          // three K,V and three dK,dV buffers.
+          out.forward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, false) + B * S * s.heads * (D + 1) + 3 * kvb));
+          out.backward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true) + 6 * kvb));
         }
         break;
       }
       case StrategyKind::Tp: {
-        (void)make_head_split(shape.H, shape.H_kv, P, "tp");
+        const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "tp");
+        out.forward_payload = "all-gather Q,K,V | reduce-scatter O,lse (full width)";
+        out.backward_payload = "all-gather Q,dO,K,V,lse,delta | reduce-scatter dQ,dK,dV";
+        const std::int64_t S = shape.S_global, H = shape.H, Hk = shape.H_kv, h = s.heads, k = s.kv_heads;
         for (int r = 0; r < P; ++r) {
-          out.forward.push_back(tp_forward_bytes(layout, shape, r));
-          out.backward.push_back(tp_backward_bytes(layout, shape, r));
+          const std::int64_t n = static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(r)].size());
+          out.forward_bytes.push_back(tp_forward_bytes(layout, shape, r));
+          out.backward_bytes.push_back(tp_backward_bytes(layout, shape, r));
+          out.visible_pairs.push_back(resolved.visible_pairs() / P);
+          // Gathered heads + all-gather send/receive + reduce-scatter send/receive (full width).
+          out.forward_peak.push_back(4 * (B * S * (2 * h + 2 * k) * D + B * h * S + B * (n + S) * (H + 2 * Hk) * D +
+                                          B * (S + n) * H * (D + 1)));
+          out.backward_peak.push_back(4 * (B * S * (3 * h + 4 * k) * D + 2 * B * h * S + B * H * n +
+                                           B * (n + S) * (2 * H * D + 2 * Hk * D + 2 * H) + B * (S + n) * (H + 2 * Hk) * D));
         }
         break;
       }
       case StrategyKind::DistFlash: {
         check_distflash_support(layout.kind, shape, mask, P);
-        const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
         const DistFlashSchedule sched = make_distflash_schedule(resolved, shape.S_global, P);
+        out.forward_payload = std::to_string(sched.steps) + " steps: K,V to late ranks; Q to helpers, (O,lse) back";
+        out.backward_payload = std::to_string(sched.steps) + " steps: K,V + dK,dV back; Q,dO,lse,delta to helpers, dQ back";
         const std::int64_t c = shape.S_global / P;
-        const ChunkFloats f{shape.B * c * shape.H * shape.D, shape.B * c * shape.H_kv * shape.D, shape.B * shape.H * c};
+        const ChunkFloats f{B * c * shape.H * D, B * c * shape.H_kv * D, B * shape.H * c};
         for (int r = 0; r < P; ++r) {
-          out.forward.push_back(distflash_forward_bytes(sched, f, r));
-          out.backward.push_back(distflash_backward_bytes(sched, f, r));
+          out.forward_bytes.push_back(distflash_forward_bytes(sched, f, r));
+          out.backward_bytes.push_back(distflash_backward_bytes(sched, f, r));
+          std::int64_t pairs = 0;
+          for (int t = 0; t < sched.steps; ++t)
+            for (const auto* m : {&sched.local, &sched.help}) {
+              const FlashBlock& b = (*m)[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+              if (b.valid()) pairs += distflash_block_pairs(resolved, c, b.q, b.kv);
+            }
+          out.visible_pairs.push_back(pairs);
+          // Own payloads, the next step's inbox (two of them across a step boundary), one
+          // partial / gradient buffer and one step's outgoing result.
+          out.forward_peak.push_back(4 * (2 * f.kv + f.q + 2 * (2 * f.kv + f.q) + 2 * (f.q + f.row) + f.row));
+          out.backward_peak.push_back(4 * (2 * f.kv + 2 * f.q + 2 * f.row + 2 * (2 * f.kv + 2 * f.q + 2 * f.row) +
+                                           2 * (2 * f.kv + f.q) + f.row));
         }
         break;
       }
@@ -282,6 +339,29 @@ PeerPassBytes peer_pass_bytes(const DistConfig& cfg, const ProblemShape& shape, 
     return {};   // unsupported configuration: the strategy's validation reports it
   }
   return out;
+}
+
+void fill_peer_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+                      const Mask& mask, PassPlan& forward, PassPlan& backward) {
+  const PeerPlan peer = peer_plan(cfg, shape, layout, mask);
+  if (peer.empty()) {
+    forward.bytes_sent.clear();
+    backward.bytes_sent.clear();
+    return;
+  }
+  const auto fill = [&](PassPlan& pass, const std::vector<std::int64_t>& bytes, const std::vector<std::int64_t>& peak,
+                        const std::string& payload) {
+    pass.bytes_sent = bytes;
+    pass.visible_pairs = peer.visible_pairs;
+    pass.peak_buffer_bytes = peak;
+    for (PlanStep& step : pass.steps) {
+      step.payload = payload;
+      step.bytes_sent = bytes;
+      step.visible_pairs = peer.visible_pairs;
+    }
+  };
+  fill(forward, peer.forward_bytes, peer.forward_peak, peer.forward_payload);
+  fill(backward, peer.backward_bytes, peer.backward_peak, peer.backward_payload);
 }
 
 }  // namespace burst::strategies

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "burst/mask.h"
@@ -149,13 +150,27 @@ void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const
 
 // ------------------------------------------------------------------ plan entries
 
-/// Predicted bytes of every rank for one configuration of a peer strategy (ulysses, usp,
-/// distflash, tp): forward[r], backward[r]. Both empty for other strategies and for
-/// configurations the strategy rejects (never throws), so Plan::make can always call it.
-struct PeerPassBytes {
-  std::vector<std::int64_t> forward, backward;
+/// Per-rank plan numbers of one configuration of a peer strategy (ulysses, usp, distflash,
+/// tp), the same numbers the strategy reports in DistStats:
+///  forward_bytes / backward_bytes: the byte formulas above;
+///  visible_pairs: the rank's share of the work in (q, k) pairs per (batch, head) — ulysses and
+///    tp: visible pairs of the whole mask / P (every rank does all pairs for H/P heads); usp:
+///    its group's queries against the whole sequence / u; distflash: the blocks it computes;
+///  forward_peak / backward_peak: bytes of the working and communication buffers a pass holds
+///    at once (gathered head-parallel tensors, exchange or ring buffers, payload copies).
+/// All empty for other strategies and for configurations the strategy rejects (never throws),
+/// so Plan::make can always call it.
+struct PeerPlan {
+  std::vector<std::int64_t> forward_bytes, backward_bytes, visible_pairs, forward_peak, backward_peak;
+  std::string forward_payload, backward_payload;   ///< what moves, for Plan::table()
+  bool empty() const { return forward_bytes.empty(); }
 };
-PeerPassBytes peer_pass_bytes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                              const Mask& mask);
+PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask);
+
+/// Fills the totals of a one-step pass (Plan::make's collective_pass) from peer_plan: bytes,
+/// visible pairs and peak per rank, in the pass and in its single step. Leaves the passes alone
+/// (bytes_sent cleared) when peer_plan is empty.
+void fill_peer_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+                      const Mask& mask, PassPlan& forward, PassPlan& backward);
 
 }  // namespace burst::strategies

@@ -120,7 +120,7 @@ class TpStrategy final : public Strategy {
         me_(setup.rank) {
     base_.q_positions = base_.kv_positions = ex_.positions().data();
     base_.seq_q_global = base_.seq_kv_global = shape_.S_global;
-    pairs_ = setup.resolved->visible_pairs() / setup.P;
+    pairs_ = peer_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask).visible_pairs[static_cast<std::size_t>(me_)];
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

@@ -268,17 +268,11 @@ class UlyssesStrategy final : public Strategy {
         ex_(setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
         attend_(ex_, step_params(setup, nullptr, nullptr, nullptr), setup.shape.S_global) {
-    const HeadSplit& s = ex_.split();
-    const std::int64_t B = setup.shape.B, D = setup.shape.D, S = ex_.group_length();
-    const std::int64_t S_local = ex_.local_length(setup.rank);
-    // Each rank computes every visible pair of the sequence for H/P of the heads.
-    pairs_ = setup.resolved->visible_pairs() / setup.P;
-    const std::int64_t fwd = B * S * (2 * s.heads + 2 * s.kv_heads) * D + B * s.heads * S +
-                             2 * B * S_local * setup.P * (s.heads + 2 * s.kv_heads) * D;
-    const std::int64_t bwd = B * S * (3 * s.heads + 4 * s.kv_heads) * D + 2 * B * s.heads * S +
-                             2 * B * S_local * setup.P * (s.heads * (2 * D + 2) + 2 * s.kv_heads * D);
-    peak_fwd_ = 4 * fwd;
-    peak_bwd_ = 4 * bwd;
+    const PeerPlan plan = peer_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask);
+    const auto r = static_cast<std::size_t>(setup.rank);
+    pairs_ = plan.visible_pairs[r];
+    peak_fwd_ = plan.forward_peak[r];
+    peak_bwd_ = plan.backward_peak[r];
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

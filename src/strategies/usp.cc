@@ -112,16 +112,11 @@ class UspStrategy final : public Strategy {
             make_head_split(setup.shape.H, setup.shape.H_kv, u, "usp")),
         ring_(setup.comm.split_channel(setup.rank % u, setup.rank / u), setup.cfg.overlap, groups_,
               ring_params(setup)) {
-    const HeadSplit& h = ex_.split();
-    const std::int64_t B = setup.shape.B, D = setup.shape.D, S = ex_.group_length();
-    std::vector<std::int64_t> all(static_cast<std::size_t>(setup.shape.S_global));
-    std::iota(all.begin(), all.end(), std::int64_t{0});
-    // This rank computes its group's queries against the whole sequence for H/u heads.
-    pairs_ = setup.resolved->visible_pairs(ex_.positions(), all) / u;
-    const std::int64_t kvb = B * S * h.kv_heads * D, exch = 2 * B * S * (h.heads + 2 * h.kv_heads) * D;
-    peak_fwd_ = 4 * (B * S * 3 * h.heads * D + 2 * B * h.heads * S + 2 * kvb + 2 * kvb + exch);
-    peak_bwd_ = 4 * (B * S * 3 * h.heads * D + 2 * B * h.heads * S + 4 * kvb + 4 * kvb +
-                     2 * B * S * (h.heads * (2 * D + 2) + 2 * h.kv_heads * D));
+    const PeerPlan plan = peer_plan(setup.cfg, setup.shape, layout_, setup.mask);
+    const auto r = static_cast<std::size_t>(setup.rank);
+    pairs_ = plan.visible_pairs[r];
+    peak_fwd_ = plan.forward_peak[r];
+    peak_bwd_ = plan.backward_peak[r];
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
