@@ -8,6 +8,7 @@ the mask is even). Local tensors hold their tokens in increasing global position
 import numpy as np
 
 from . import _C
+from ._masks import build_mask
 
 
 def _rank_size(comm, rank, world_size):
@@ -21,13 +22,15 @@ def positions(S_global, comm=None, layout="zigzag", mask=None, *, rank=None, wor
     them as RoPE position ids under zigzag / striped layouts.
 
     comm: mpi4py communicator (None: single process unless rank/world_size are given, which lets
-    a single process ask about any rank). mask: a burst.Mask, needed only for layout="balanced".
+    a single process ask about any rank). mask: only layout="balanced" depends on it — pass the
+    mask the attention uses (a burst.Mask such as burst.Mask(causal=True), a benchmark name or
+    slices; None = full).
     Not collective. Raises ValueError when S_global does not split as the layout needs
     (contiguous / striped: divisible by P; zigzag: by 2P) or for an unknown layout."""
     r, P = _rank_size(comm, rank, world_size)
     if P == 1:
         return np.arange(int(S_global), dtype=np.int64)
-    m = mask if mask is not None else _C.Mask()
+    m = build_mask(mask, False, (-1, -1), int(S_global))
     return _C.make_layout(layout, P, int(S_global), m)[r]
 
 
@@ -64,7 +67,7 @@ def unshard(x_local, comm, layout="zigzag", dim=1, mask=None):
     row_elems = int(np.prod(rows.shape[1:], dtype=np.int64))
     comm.Allgatherv(rows, [gathered, [c * row_elems for c in counts]])
     P = comm.Get_size()
-    m = mask if mask is not None else _C.Mask()
+    m = build_mask(mask, False, (-1, -1), S_global)
     order = np.concatenate(_C.make_layout(layout, P, S_global, m))
     out = np.empty_like(gathered)
     out[order] = gathered

@@ -60,11 +60,13 @@ def test_every_strategy(comm, strategy, H_kv, causal):
                            H_kv=H_kv))
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "zigzag", "striped"])
+@pytest.mark.parametrize("layout", ["contiguous", "zigzag", "striped", "balanced"])
 @pytest.mark.parametrize("strategy", ["burst", "ring"])
 def test_layouts(comm, strategy, layout):
     vis = visible_reference(S_GLOBAL, S_GLOBAL, causal=True)
-    verify(run_distributed(comm, {"causal": True}, vis, strategy=strategy, layout=layout))
+    # The balanced layout depends on the mask: state it once, for shard and attention alike.
+    mask_kwargs = {"mask": burst.Mask(causal=True)} if layout == "balanced" else {"causal": True}
+    verify(run_distributed(comm, mask_kwargs, vis, strategy=strategy, layout=layout))
 
 
 @pytest.mark.parametrize("name", ["causal_document", "sliding_window_causal", "share_question",
