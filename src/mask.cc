@@ -219,20 +219,42 @@ ResolvedMask::ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64
       bucket_items_[static_cast<std::size_t>(count[static_cast<std::size_t>(j)]++)] =
           static_cast<std::int32_t>(i);
   }
+  // Within a bucket: items sorted by k_begin, with the running max of k_end, so a key window
+  // [k_lo, k_hi] visits only items with k_begin <= k_hi (binary search) and stops going down
+  // once no earlier item reaches k_lo. Block-sparse masks (many slices per q block) need this.
+  item_k_begin_.resize(bucket_items_.size());
+  item_k_end_max_.resize(bucket_items_.size());
+  for (std::size_t j = 0; j + 1 < bucket_start_.size(); ++j) {
+    const auto first = bucket_items_.begin() + bucket_start_[j], last = bucket_items_.begin() + bucket_start_[j + 1];
+    std::sort(first, last, [&](std::int32_t x, std::int32_t y) {
+      return bounds_[static_cast<std::size_t>(x)].k_begin < bounds_[static_cast<std::size_t>(y)].k_begin;
+    });
+    std::int64_t k_end_max = 0;
+    for (auto t = static_cast<std::size_t>(bucket_start_[j]); t < static_cast<std::size_t>(bucket_start_[j + 1]); ++t) {
+      const Bounds& b = bounds_[static_cast<std::size_t>(bucket_items_[t])];
+      item_k_begin_[t] = b.k_begin;
+      item_k_end_max_[t] = k_end_max = std::max(k_end_max, b.k_end);
+    }
+  }
 }
 
-// Calls fn(bounds) once for every slice whose q range meets [q_lo, q_hi].
+// Calls fn(bounds) once for every slice whose q range meets [q_lo, q_hi] and whose k range
+// meets [k_lo, k_hi] (in no particular order).
 template <typename Fn>
-void ResolvedMask::for_each_candidate(std::int64_t q_lo, std::int64_t q_hi, Fn&& fn) const {
+void ResolvedMask::for_each_candidate(std::int64_t q_lo, std::int64_t q_hi, std::int64_t k_lo,
+                                      std::int64_t k_hi, Fn&& fn) const {
   q_lo = std::max<std::int64_t>(q_lo, 0);
   q_hi = std::min(q_hi, S_q_ - 1);
-  if (q_lo > q_hi || bounds_.empty()) return;
+  if (q_lo > q_hi || k_lo > k_hi || bounds_.empty()) return;
   const std::int64_t j_lo = q_lo >> bucket_shift_, j_hi = q_hi >> bucket_shift_;
   for (std::int64_t j = j_lo; j <= j_hi; ++j) {
     const auto ju = static_cast<std::size_t>(j);
-    for (std::int32_t t = bucket_start_[ju]; t < bucket_start_[ju + 1]; ++t) {
-      const Bounds& b = bounds_[static_cast<std::size_t>(bucket_items_[static_cast<std::size_t>(t)])];
-      if (b.q_end <= q_lo || b.q_begin > q_hi) continue;
+    const auto first = item_k_begin_.begin() + bucket_start_[ju];
+    const auto end = std::upper_bound(first, item_k_begin_.begin() + bucket_start_[ju + 1], k_hi);
+    for (auto t = static_cast<std::size_t>(end - item_k_begin_.begin()); t-- > static_cast<std::size_t>(bucket_start_[ju]);) {
+      if (item_k_end_max_[t] <= k_lo) break;  // no item at or before t reaches k_lo
+      const Bounds& b = bounds_[static_cast<std::size_t>(bucket_items_[t])];
+      if (b.q_end <= q_lo || b.q_begin > q_hi || b.k_end <= k_lo) continue;
       if ((std::max(b.q_begin, q_lo) >> bucket_shift_) != j) continue;  // met in an earlier bucket
       fn(b);
     }
@@ -241,7 +263,7 @@ void ResolvedMask::for_each_candidate(std::int64_t q_lo, std::int64_t q_hi, Fn&&
 
 bool ResolvedMask::visible(std::int64_t q, std::int64_t k) const {
   bool seen = false;
-  for_each_candidate(q, q, [&](const Bounds& b) {
+  for_each_candidate(q, q, k, k, [&](const Bounds& b) {
     seen = seen || (k >= std::max(b.k_begin, q + b.lo_off) && k <= std::min(b.k_end - 1, q + b.hi_off));
   });
   return seen;
@@ -251,7 +273,7 @@ TileClass ResolvedMask::classify(std::int64_t q_lo, std::int64_t q_hi, std::int6
                                  std::int64_t k_hi) const {
   if (q_lo > q_hi || k_lo > k_hi) return TileClass::Empty;
   bool full = false, any = false;
-  for_each_candidate(q_lo, q_hi, [&](const Bounds& b) {
+  for_each_candidate(q_lo, q_hi, k_lo, k_hi, [&](const Bounds& b) {
     if (full) return;
     // Full: the slice alone admits every pair of the tile.
     if (q_lo >= b.q_begin && q_hi < b.q_end && k_lo >= b.k_begin && k_hi < b.k_end &&
@@ -273,7 +295,7 @@ TileClass ResolvedMask::classify(std::int64_t q_lo, std::int64_t q_hi, std::int6
 void ResolvedMask::visible_ranges(std::int64_t q, std::int64_t k_lo, std::int64_t k_hi,
                                   const std::function<void(std::int64_t, std::int64_t)>& fn) const {
   RowIntervals row;
-  for_each_candidate(q, q, [&](const Bounds& b) {
+  for_each_candidate(q, q, k_lo, k_hi, [&](const Bounds& b) {
     row.add(std::max({k_lo, b.k_begin, q + b.lo_off}), std::min({k_hi, b.k_end - 1, q + b.hi_off}));
   });
   const std::size_t m = row.merge();

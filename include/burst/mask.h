@@ -152,16 +152,19 @@ class ResolvedMask {
     std::int64_t q_begin, q_end, k_begin, k_end, lo_off, hi_off;
   };
   template <typename Fn>
-  void for_each_candidate(std::int64_t q_lo, std::int64_t q_hi, Fn&& fn) const;
+  void for_each_candidate(std::int64_t q_lo, std::int64_t q_hi, std::int64_t k_lo, std::int64_t k_hi,
+                          Fn&& fn) const;
 
   std::vector<MaskSlice> slices_;
   std::int64_t S_q_ = 0, S_kv_ = 0;
   // Index: q positions are cut into buckets of 2^bucket_shift_ rows; bucket j lists (CSR) the
-  // slices whose q range meets it. A query over [q_lo, q_hi] visits its buckets and takes each
-  // slice once (in the first visited bucket it meets), so the cost is O(slices overlapping).
+  // slices whose q range meets it, sorted by k_begin with a running max of k_end. A query over
+  // [q_lo, q_hi] × [k_lo, k_hi] visits its buckets, binary-searches the k window and takes each
+  // slice once (in the first visited bucket it meets): O(log + slices overlapping) per query.
   std::vector<Bounds> bounds_;
   int bucket_shift_ = 0;
   std::vector<std::int32_t> bucket_start_, bucket_items_;
+  std::vector<std::int64_t> item_k_begin_, item_k_end_max_;  // parallel to bucket_items_
 };
 
 }  // namespace burst
