@@ -5,6 +5,7 @@
 #include "bench/bench_kernel.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "burst/error.h"
 #include "burst/mask.h"
 #include "burst/tensor.h"
+#include "kernels/microkernels.h"
 
 namespace burst::bench {
 namespace {
@@ -35,6 +37,17 @@ void fill(Tensor& t, std::uint64_t seed) {
     z ^= z >> 31;
     x = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
   }
+}
+
+// FMA rate of one core right now (GFLOP/s per CPU-second, median of 3 × ~5 ms): this machine is
+// shared, so each record carries the peak measured next to it and the kernel's fraction of it
+// (fraction_of_peak uses CPU time for both: gflops_cpu / (peak · threads)).
+double fma_peak_now(Isa isa) {
+  const kernels::Microkernels& mk = kernels::microkernels(isa);
+  const std::int64_t iters = std::int64_t{1} << 20;
+  volatile float sink = 0;
+  const Timing t = time_runs([&] { sink = sink + mk.fma_probe(iters); }, TimingOptions{1, 3});
+  return static_cast<double>(iters) * 16 * 2 * mk.width / t.cpu_median / 1e9;
 }
 
 Isa parse_isa(const std::string& s) {
@@ -75,6 +88,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   fill(dout, o.seed + 3);
   const TimingOptions topt{o.warmup, o.repeats};
 
+  double peak_before = 0;
   auto record = [&](const char* pass, const Timing& t, double flop, const char* formula) {
     nlohmann::json j;
     j["bench"] = "kernel";
@@ -95,16 +109,21 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     j["visible_pairs"] = pairs;
     j["flop_formula"] = formula;
     add_timing(j, t, flop);
+    const double peak = std::max(peak_before, fma_peak_now(isa));
+    j["fma_peak_gflops_1core"] = peak;
+    j["fraction_of_peak"] = j["gflops_cpu"].get<double>() / peak;
     j["loadavg_1m"] = load_average_1m();
     print_json_line(j);
   };
 
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
+  peak_before = fma_peak_now(isa);
   const Timing tf = time_runs([&] { attention_forward(q.view(), k.view(), v.view(), out.view(), lse.view(), params); },
                               fwd ? topt : TimingOptions{0, 1});
   if (fwd)
     record("fwd", tf, attention_forward_flop(o.batch, o.heads, o.dim, pairs), kAttentionForwardFlopFormula);
   if (bwd) {
+    peak_before = fma_peak_now(isa);
     const Timing tb = time_runs(
         [&] {
           attention_backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -9,6 +10,13 @@
 #include "burst/error.h"
 
 namespace burst::bench {
+namespace {
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
 
 Timing summarize(std::vector<double> samples) {
   BURST_CHECK(!samples.empty(), InvalidArgument, "bench: no timing samples to summarize");
@@ -27,15 +35,19 @@ Timing time_runs(const std::function<void()>& fn, const TimingOptions& opt) {
   BURST_CHECK(opt.repeats >= 1, InvalidArgument, "bench: repeats=", opt.repeats, " must be >= 1");
   BURST_CHECK(opt.warmup >= 0, InvalidArgument, "bench: warmup=", opt.warmup, " must be >= 0");
   for (int i = 0; i < opt.warmup; ++i) fn();
-  std::vector<double> samples;
+  std::vector<double> samples, cpu;
   samples.reserve(static_cast<std::size_t>(opt.repeats));
   for (int i = 0; i < opt.repeats; ++i) {
+    const double c0 = process_cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     const auto t1 = std::chrono::steady_clock::now();
+    cpu.push_back(process_cpu_seconds() - c0);
     samples.push_back(std::chrono::duration<double>(t1 - t0).count());
   }
-  return summarize(std::move(samples));
+  Timing t = summarize(std::move(samples));
+  t.cpu_median = summarize(std::move(cpu)).median;
+  return t;
 }
 
 void add_timing(nlohmann::json& record, const Timing& t, double flop) {
@@ -43,7 +55,9 @@ void add_timing(nlohmann::json& record, const Timing& t, double flop) {
   record["seconds_min"] = t.min;
   record["seconds_max"] = t.max;
   record["repeats"] = t.repeats;
+  record["cpu_seconds"] = t.cpu_median;
   if (flop > 0) {
+    record["gflops_cpu"] = t.cpu_median > 0 ? flop / t.cpu_median / 1e9 : 0.0;
     record["flop"] = flop;
     record["gflops"] = t.median > 0 ? flop / t.median / 1e9 : 0.0;
     record["gflops_best"] = t.min > 0 ? flop / t.min / 1e9 : 0.0;

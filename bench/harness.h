@@ -26,6 +26,10 @@ struct Timing {
   double median = 0, min = 0, max = 0;
   int repeats = 0;
   std::vector<double> samples;
+  /// Median CPU time of the process per repeat (all threads, CLOCK_PROCESS_CPUTIME_ID), when
+  /// measured (0 otherwise). On a shared machine wall/CPU < 1 shows time lost to other jobs; for
+  /// one thread flop / cpu_median estimates the rate on an idle core.
+  double cpu_median = 0;
 };
 
 /// Median (mean of the middle two for even counts), min and max of samples (seconds).
@@ -36,8 +40,9 @@ Timing summarize(std::vector<double> samples);
 /// Throws: Error(InvalidArgument) for repeats < 1 or warmup < 0; whatever fn throws.
 Timing time_runs(const std::function<void()>& fn, const TimingOptions& opt);
 
-/// Adds seconds (median), seconds_min, seconds_max, repeats, and — when flop > 0 — flop and
-/// gflops (= flop / median / 1e9) to a JSON record.
+/// Adds seconds (median), seconds_min, seconds_max, repeats, cpu_seconds, and — when flop > 0 —
+/// flop, gflops (= flop / median / 1e9), gflops_best (from min) and gflops_cpu (= flop / CPU
+/// seconds, per thread-second × threads is left to the reader) to a JSON record.
 void add_timing(nlohmann::json& record, const Timing& t, double flop);
 
 /// Prints one JSON object on one line to stdout and flushes (so partial sweeps survive).

@@ -55,6 +55,11 @@ struct Microkernels {
   /// dst[c][r] = src[r][c] for rows × cols (any sizes), blocked for cache.
   void (*transpose)(const float* src, std::int64_t lds, float* dst, std::int64_t ldd, int rows,
                     int cols) = nullptr;
+
+  /// Calibration for benchmarks on a shared machine: 16 independent FMA chains of `width` lanes,
+  /// iters steps (= iters·16·2·width flop); returns a checksum so the work is not elided. Timing
+  /// it next to a kernel gives the FMA peak available at that moment (machine.md §2.1).
+  float (*fma_probe)(std::int64_t iters) = nullptr;
 };
 
 /// The table for `isa` (Auto is not allowed: the boundary resolves it). Tables are immutable.

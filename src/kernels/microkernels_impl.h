@@ -175,6 +175,19 @@ void transpose(const float* src, std::int64_t lds, float* dst, std::int64_t ldd,
   }
 }
 
+float fma_probe(std::int64_t iters) {
+  typename VecT::V a[16];
+  for (int j = 0; j < 16; ++j) a[j] = VecT::set1(1.0f + 1e-3f * static_cast<float>(j));
+  const typename VecT::V b = VecT::set1(0.999999f), c = VecT::set1(1e-7f);
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) a[j] = VecT::fma(a[j], b, c);
+  }
+  typename VecT::V s = VecT::zero();
+  for (int j = 0; j < 16; ++j) s = VecT::add(s, a[j]);
+  return VecT::hsum(s);
+}
+
 Microkernels make_table(Isa isa) {
   Microkernels t;
   t.isa = isa;
@@ -187,5 +200,6 @@ Microkernels make_table(Isa isa) {
   t.probs_t = &probs_t;
   t.dscores_t = &dscores_t;
   t.transpose = &transpose;
+  t.fma_probe = &fma_probe;
   return t;
 }
