@@ -40,11 +40,16 @@ struct AttentionParams {
   /// striped or zigzag layouts; when set they replace offset + row index.
   const std::int64_t* q_positions = nullptr;
   const std::int64_t* kv_positions = nullptr;
-  /// Global lengths the mask shorthands resolve against; −1 → max position + 1 of this call.
+  /// Global lengths the mask resolves against (shorthands are bottom-right aligned to them, slices
+  /// must fit in them); −1 → max position + 1 of this call. A rank holding part of a longer
+  /// sequence must set both (else e.g. causal would be aligned to its own last row).
   std::int64_t seq_q_global = -1, seq_kv_global = -1;
-  /// Varlen (THD): int32 offsets of each sequence, size batch+1, cu[0] = 0. When set, q/k/v are
-  /// [T, H, D] and each sequence is attended independently with the mask resolved per sequence
-  /// (positions restart at 0, flash_attn_varlen semantics).
+  /// Varlen (THD): int32 offsets of each sequence, both of size batch+1, cu[0] = 0,
+  /// non-decreasing, cu.back() = T_q (resp. T_kv); empty sequences allowed. When set, q/k/v are
+  /// [T, H, D] and each sequence is attended independently (flash_attn_varlen semantics):
+  /// positions restart at 0 and the mask is resolved per sequence against its own lengths, or
+  /// against (seq_q_global, seq_kv_global) for all sequences when both are set. Offsets and
+  /// explicit positions must be unset.
   std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_kv;
   bool deterministic = true;   ///< bitwise-identical results for any thread count (always true today)
   int num_threads = 0;         ///< OpenMP threads; 0 → omp_get_max_threads()
@@ -58,9 +63,11 @@ struct AttentionParams {
 /// Forward: out = softmax(τ·QKᵀ + mask)·V and its lse.
 /// Shapes: q [B,S_q,H,D], k, v [B,S_kv,H_kv,D], out [B,S_q,H,D] (any strides, D contiguous);
 ///         lse [B,H,S_q] fp32 contiguous. Varlen: q [T_q,H,D], k, v [T_kv,H_kv,D], lse [H,T_q].
-/// Preconditions: H % H_kv == 0; D ≤ 256; out does not alias inputs. Not collective.
-/// Throws: Error(InvalidArgument) on shape/stride/param mismatch (message names the values),
-///         Error(Unsupported) for dtypes other than F32.
+/// Preconditions: H % H_kv == 0; 1 ≤ D ≤ 256; softmax_scale finite and > 0; positions
+/// strictly increasing and ≥ 0; out / lse do not overlap inputs. Not collective.
+/// Throws: Error(InvalidArgument) on shape/stride/param mismatch, bad cu_seqlens, bad positions,
+///         invalid mask slices, overlapping outputs (the message names the values);
+///         Error(Unsupported) for dtypes other than F32 and for an ISA this CPU lacks.
 /// Cost: 4·D·H·(visible pairs) flop; Tiled needs O(tile) workspace per thread.
 /// Source: FlashAttention-2 (Dao 2023) Alg. 1; BurstAttention LAO (arXiv 2403.09347).
 void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -83,14 +90,17 @@ void attention_backward_with_delta(const TensorView& dout, const TensorView& q, 
                                    const TensorView& dq, const TensorView& dk, const TensorView& dv,
                                    const AttentionParams& params, bool accumulate);
 
-/// delta[b,h,s] = Σ_d dout[b,s,h,d]·out[b,s,h,d], fp32 accumulation in fp64-free order (same as
-/// the kernels). Shapes: dout, out [B,S,H,D]; delta [B,H,S] (varlen: [T,H,D] → [H,T]).
+/// delta[b,h,s] = Σ_d dout[b,s,h,d]·out[b,s,h,d], fp32 accumulation in increasing d (the value
+/// attention_backward passes to the kernels). Shapes: dout, out [B,S,H,D] (any strides, D
+/// contiguous); delta [B,H,S] (varlen: [T,H,D] → [H,T]). Not collective. Cost: B·S·H·D FMAs.
+/// Throws: Error(InvalidArgument) on shape mismatch, Error(Unsupported) for non-F32.
 void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta);
 
 /// Owning results, for callers that prefer return values.
 struct AttentionOutput { Tensor out, lse; };
 struct AttentionGrads { Tensor dq, dk, dv; };
-/// Allocating forms: out contiguous [B,S_q,H,D] (varlen [T,H,D]), lse [B,H,S_q] ([H,T]).
+/// Allocating forms: out contiguous [B,S_q,H,D] (varlen [T,H,D]), lse [B,H,S_q] ([H,T]);
+/// dq like q, dk and dv like k (contiguous). Throws: as the view forms.
 AttentionOutput attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                                   const AttentionParams& params);
 AttentionGrads attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
