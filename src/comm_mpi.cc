@@ -141,6 +141,8 @@ std::vector<float> Request::take() {
   return std::move(state_->buffer);
 }
 
+const float* Request::data() const { return state_ ? state_->buffer.data() : nullptr; }
+
 std::size_t RequestSet::add(Request&& request) {
   requests_.push_back(std::move(request));
   return requests_.size() - 1;

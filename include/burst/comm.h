@@ -58,6 +58,9 @@ class Request {
   void wait();
   /// Waits, then returns the buffer (for a receive: the received data).
   std::vector<float> take();
+  /// The owned buffer, readable while a send is in flight (MPI ≥ 3.0 allows reading a send
+  /// buffer; a receive buffer must not be read before completion). Null after take().
+  const float* data() const;
 
   struct State;
 
@@ -79,6 +82,8 @@ class RequestSet {
   double wait_all();
   /// Buffer of request i after wait_all().
   std::vector<float> take(std::size_t i);
+  Request& operator[](std::size_t i) { return requests_[i]; }
+  std::size_t size() const { return requests_.size(); }
   bool empty() const { return requests_.empty(); }
   void clear();
 

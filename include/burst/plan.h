@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "burst/attention.h"
 #include "burst/mask.h"
 #include "burst/tensor.h"
 
@@ -37,6 +39,111 @@ SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const 
 void shard(const SequenceLayout& layout, int rank, const TensorView& global, const TensorView& local);
 void unshard(const SequenceLayout& layout, int rank, const TensorView& local, const TensorView& global);
 
-class Plan;   // defined below by the distributed layer (issue 3)
+/// Checks that `layout` is a bijection of [0, S_global) onto its P ranks with increasing
+/// positions per rank. Throws Error(Internal) naming the first violation. Pure.
+void check_layout(const SequenceLayout& layout);
+/// Per-rank visible (q, k) pairs of the rank's queries against the whole sequence under
+/// `mask` — the forward work of the rank (per head, per batch). Pure.
+std::vector<std::int64_t> layout_work(const SequenceLayout& layout, const ResolvedMask& mask);
+
+// ------------------------------------------------------------------ strategies and problems
+// (declared here, below strategy.h, because a plan is a function of them; strategy.h includes
+// this header.)
+
+enum class StrategyKind : std::uint8_t { Burst, Ring, AllGather, Ulysses, Usp, DistFlash, Tp };
+/// Which side circulates in the backward: query side (Q, dO, D, lse + dQ ring; BurstAttention)
+/// or KV side (K, V + dK, dV ring; RingAttention). Auto picks fewer bytes (docs/strategies.md).
+enum class BackwardSide : std::uint8_t { Auto, QuerySide, KvSide };
+
+const char* to_string(StrategyKind s) noexcept;
+StrategyKind strategy_from_string(const std::string& name);   ///< Throws Error(InvalidArgument)
+std::vector<StrategyKind> all_strategies();
+
+struct DistConfig {
+  StrategyKind strategy = StrategyKind::Burst;
+  LayoutKind layout = LayoutKind::Zigzag;
+  int ulysses_degree = 0;          ///< usp: Ulysses degree u (P = u·r); 0 → largest divisor of P dividing H_kv
+  int ranks_per_node = 0;          ///< burst double ring: L; 0 → from MPI_Comm_split_type(SHARED)
+  bool double_ring = true;         ///< burst: topology-aware double ring when nodes > 1
+  BackwardSide backward_side = BackwardSide::Auto;
+  bool overlap = true;             ///< double buffering + progress polling between tiles
+  int num_threads = 0;             ///< kernel threads per rank; 0 → OpenMP default
+  std::optional<float> softmax_scale;
+  KernelImpl kernel = KernelImpl::Tiled;   ///< local kernel (Reference: the fp64 oracle, tests)
+};
+
+struct ProblemShape {
+  std::int64_t B = 1, S_global = 0, H = 0, H_kv = 0, D = 0;
+};
+
+/// Stable fingerprint of everything in (cfg, shape, mask) that must be identical on all ranks.
+std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask);
+
+/// One step of one pass: what every rank computes and sends. Vectors are indexed by rank.
+struct PlanStep {
+  std::string payload;                     ///< what moves, e.g. "K,V" or "Q,dO,delta,lse | dQ"
+  std::string link;                        ///< "intra", "inter", "intra+inter", "collective", "-"
+  std::vector<int> partition;              ///< block (partition) each rank computes on; −1 none
+  std::vector<int> send_to;                ///< main payload destination of each rank; −1 none
+  std::vector<std::int64_t> bytes_sent;    ///< per rank, this step (fp32 payload bytes)
+  std::vector<std::int64_t> visible_pairs; ///< per rank, (q, k) pairs per (batch, head) computed
+};
+
+/// One pass (forward or backward) of a plan.
+struct PassPlan {
+  std::string side;                        ///< backward: "query" or "kv"; forward: "kv"
+  std::vector<PlanStep> steps;
+  std::vector<std::int64_t> bytes_sent;    ///< per rank, whole pass — the counters must equal it
+  std::vector<std::int64_t> visible_pairs; ///< per rank, whole pass
+  std::vector<std::int64_t> peak_buffer_bytes;   ///< per rank bound on comm + working buffers
+  /// max/mean of visible_pairs over ranks (1 = perfectly balanced; 1 when no work).
+  double balance() const;
+};
+
+/// The pure plan of one DistAttention: layout, per-step movement and predicted bytes.
+/// Identical on every rank for identical inputs; never communicates.
+class Plan {
+ public:
+  /// Builds the plan. `ranks_per_node` is the resolved L (1..P, P % L == 0) for the burst
+  /// double ring; pass P (one node) when unknown. Throws Error(InvalidArgument) for invalid
+  /// shapes / layouts (e.g. S_global % 2P ≠ 0 under zigzag). Strategy support is checked by
+  /// the strategies, not here; for strategies without a step model the passes hold totals only.
+  static Plan make(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P,
+                   int ranks_per_node);
+
+  const DistConfig& config() const { return cfg_; }
+  const ProblemShape& shape() const { return shape_; }
+  const SequenceLayout& layout() const { return layout_; }
+  int ranks() const { return layout_.P; }
+  int nodes() const { return layout_.P / ranks_per_node_; }
+  int ranks_per_node() const { return ranks_per_node_; }
+  const PassPlan& forward() const { return forward_; }
+  const PassPlan& backward() const { return backward_; }
+  /// Resolved backward side (never Auto): burst under Auto picks the cheaper circulation from
+  /// the byte formulas (algorithm.md §4.4); ring always KvSide.
+  BackwardSide backward_side() const { return side_; }
+  /// Visible pairs of queries of rank i against keys of rank j ([i][j]).
+  const std::vector<std::vector<std::int64_t>>& block_pairs() const { return block_pairs_; }
+  /// A human-readable table of the plan (header, per-step rows, totals).
+  std::string table() const;
+
+ private:
+  DistConfig cfg_;
+  ProblemShape shape_;
+  SequenceLayout layout_;
+  int ranks_per_node_ = 1;
+  BackwardSide side_ = BackwardSide::KvSide;
+  PassPlan forward_, backward_;
+  std::vector<std::vector<std::int64_t>> block_pairs_;
+  std::string mask_text_;
+};
+
+/// Predicted backward bytes per rank of the two circulations on a flat or double ring with P
+/// ranks (fp32): query side (P−1)·(2·b_q + 2·r) + P·b_q, KV side (2P−1)·2·b_kv, where b_q =
+/// B·H·S_local·D, b_kv = B·H_kv·S_local·D, r = B·H·S_local (0 when P = 1). Source:
+/// algorithm.md §4.2.
+std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P);
+/// The Auto rule: QuerySide iff its bytes are ≤ the KV side's.
+BackwardSide choose_backward_side(const ProblemShape& shape, int P);
 
 }  // namespace burst

@@ -27,31 +27,6 @@
 
 namespace burst {
 
-enum class StrategyKind : std::uint8_t { Burst, Ring, AllGather, Ulysses, Usp, DistFlash, Tp };
-/// Which side circulates in the backward: query side (Q, dO, D, lse + dQ ring; BurstAttention)
-/// or KV side (K, V + dK, dV ring; RingAttention). Auto picks fewer bytes (docs/strategies.md).
-enum class BackwardSide : std::uint8_t { Auto, QuerySide, KvSide };
-
-const char* to_string(StrategyKind s) noexcept;
-StrategyKind strategy_from_string(const std::string& name);   ///< Throws Error(InvalidArgument)
-std::vector<StrategyKind> all_strategies();
-
-struct DistConfig {
-  StrategyKind strategy = StrategyKind::Burst;
-  LayoutKind layout = LayoutKind::Zigzag;
-  int ulysses_degree = 0;          ///< usp: Ulysses degree u (P = u·r); 0 → largest divisor of P dividing H_kv
-  int ranks_per_node = 0;          ///< burst double ring: L; 0 → from MPI_Comm_split_type(SHARED)
-  bool double_ring = true;         ///< burst: topology-aware double ring when nodes > 1
-  BackwardSide backward_side = BackwardSide::Auto;
-  bool overlap = true;             ///< double buffering + progress polling between tiles
-  int num_threads = 0;             ///< kernel threads per rank; 0 → OpenMP default
-  std::optional<float> softmax_scale;
-};
-
-struct ProblemShape {
-  std::int64_t B = 1, S_global = 0, H = 0, H_kv = 0, D = 0;
-};
-
 /// Per-pass counters of this rank (reset at the start of each pass).
 struct DistStats {
   std::int64_t bytes_sent = 0;          ///< payload bytes this rank sent

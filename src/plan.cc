@@ -1,0 +1,231 @@
+// Pure planning, part 1: names, sequence layouts, shard/unshard, fingerprints.
+// The per-strategy step plans live in plan_steps.cc.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "burst/error.h"
+#include "burst/plan.h"
+
+namespace burst {
+
+const char* to_string(LayoutKind kind) noexcept {
+  switch (kind) {
+    case LayoutKind::Contiguous: return "contiguous";
+    case LayoutKind::Zigzag: return "zigzag";
+    case LayoutKind::Striped: return "striped";
+    case LayoutKind::Balanced: return "balanced";
+  }
+  return "?";
+}
+
+LayoutKind layout_from_string(const std::string& name) {
+  for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag, LayoutKind::Striped, LayoutKind::Balanced})
+    if (name == to_string(k)) return k;
+  BURST_FAIL(InvalidArgument, "unknown layout '", name, "' (valid: contiguous, zigzag, striped, balanced)");
+}
+
+const char* to_string(StrategyKind s) noexcept {
+  switch (s) {
+    case StrategyKind::Burst: return "burst";
+    case StrategyKind::Ring: return "ring";
+    case StrategyKind::AllGather: return "allgather";
+    case StrategyKind::Ulysses: return "ulysses";
+    case StrategyKind::Usp: return "usp";
+    case StrategyKind::DistFlash: return "distflash";
+    case StrategyKind::Tp: return "tp";
+  }
+  return "?";
+}
+
+std::vector<StrategyKind> all_strategies() {
+  return {StrategyKind::Burst, StrategyKind::Ring, StrategyKind::AllGather, StrategyKind::Ulysses,
+          StrategyKind::Usp, StrategyKind::DistFlash, StrategyKind::Tp};
+}
+
+StrategyKind strategy_from_string(const std::string& name) {
+  for (StrategyKind s : all_strategies())
+    if (name == to_string(s)) return s;
+  BURST_FAIL(InvalidArgument, "unknown strategy '", name,
+             "' (valid: burst, ring, allgather, ulysses, usp, distflash, tp)");
+}
+
+namespace {
+
+/// Number of balanced-layout chunks: the largest of 4P, 2P, P dividing S_global.
+std::int64_t balanced_chunks(int P, std::int64_t S) {
+  for (std::int64_t m : {4, 2, 1})
+    if (S % (m * P) == 0) return m * P;
+  return 0;
+}
+
+std::vector<std::int64_t> iota_range(std::int64_t lo, std::int64_t hi) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(hi - lo));
+  std::iota(v.begin(), v.end(), lo);
+  return v;
+}
+
+/// Balanced: C equal contiguous chunks, C/P per rank, assigned greedily in decreasing order of
+/// visible work (longest-processing-time first with a per-rank chunk quota) so that the
+/// maximum per-rank work is close to the mean for any mask. Pure and deterministic.
+void assign_balanced(SequenceLayout& layout, const Mask& mask) {
+  const int P = layout.P;
+  const std::int64_t S = layout.S_global, C = balanced_chunks(P, S), c = S / C;
+  const ResolvedMask resolved(mask, S, S);
+  const std::vector<std::int64_t> all = iota_range(0, S);
+  std::vector<std::int64_t> work(static_cast<std::size_t>(C));
+  for (std::int64_t i = 0; i < C; ++i)
+    work[static_cast<std::size_t>(i)] = resolved.visible_pairs(iota_range(i * c, (i + 1) * c), all);
+  std::vector<std::int64_t> order = iota_range(0, C);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return work[static_cast<std::size_t>(a)] > work[static_cast<std::size_t>(b)];
+  });
+  std::vector<std::int64_t> load(static_cast<std::size_t>(P), 0), count(static_cast<std::size_t>(P), 0);
+  const std::int64_t quota = C / P;
+  for (std::int64_t chunk : order) {
+    int best = -1;
+    for (int r = 0; r < P; ++r) {
+      if (count[static_cast<std::size_t>(r)] == quota) continue;
+      if (best < 0 || load[static_cast<std::size_t>(r)] < load[static_cast<std::size_t>(best)]) best = r;
+    }
+    auto& pos = layout.positions[static_cast<std::size_t>(best)];
+    for (std::int64_t t = chunk * c; t < (chunk + 1) * c; ++t) pos.push_back(t);
+    load[static_cast<std::size_t>(best)] += work[static_cast<std::size_t>(chunk)];
+    count[static_cast<std::size_t>(best)] += 1;
+  }
+  for (auto& pos : layout.positions) std::sort(pos.begin(), pos.end());
+}
+
+}  // namespace
+
+SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const Mask& mask) {
+  BURST_CHECK(P >= 1, InvalidArgument, "layout needs P >= 1 ranks, got P=", P);
+  BURST_CHECK(S_global >= 1, InvalidArgument, "layout needs S_global >= 1, got ", S_global);
+  SequenceLayout layout;
+  layout.kind = kind;
+  layout.P = P;
+  layout.S_global = S_global;
+  layout.positions.assign(static_cast<std::size_t>(P), {});
+  const std::int64_t divisor = (kind == LayoutKind::Zigzag) ? 2LL * P : P;
+  BURST_CHECK(S_global % divisor == 0, InvalidArgument, "layout ", to_string(kind), " needs S_global=",
+              S_global, " divisible by ", divisor, " (P=", P, ")");
+  const std::int64_t s = S_global / P;
+  for (int r = 0; r < P; ++r) {
+    auto& pos = layout.positions[static_cast<std::size_t>(r)];
+    switch (kind) {
+      case LayoutKind::Contiguous: pos = iota_range(r * s, (r + 1) * s); break;
+      case LayoutKind::Striped:
+        for (std::int64_t t = r; t < S_global; t += P) pos.push_back(t);
+        break;
+      case LayoutKind::Zigzag: {
+        const std::int64_t c = S_global / (2LL * P);
+        pos = iota_range(r * c, (r + 1) * c);
+        const auto back = iota_range((2LL * P - 1 - r) * c, (2LL * P - r) * c);
+        pos.insert(pos.end(), back.begin(), back.end());
+        break;
+      }
+      case LayoutKind::Balanced: break;
+    }
+  }
+  if (kind == LayoutKind::Balanced) assign_balanced(layout, mask);
+  return layout;
+}
+
+void check_layout(const SequenceLayout& layout) {
+  BURST_CHECK(static_cast<int>(layout.positions.size()) == layout.P, Internal, "layout has ",
+              layout.positions.size(), " position lists for P=", layout.P);
+  std::vector<int> owner(static_cast<std::size_t>(layout.S_global), -1);
+  for (int r = 0; r < layout.P; ++r) {
+    const auto& pos = layout.positions[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < pos.size(); ++i) {
+      BURST_CHECK(pos[i] >= 0 && pos[i] < layout.S_global, Internal, "rank ", r, " owns position ",
+                  pos[i], " outside [0, ", layout.S_global, ")");
+      BURST_CHECK(i == 0 || pos[i] > pos[i - 1], Internal, "rank ", r, " positions not increasing at ", i);
+      int& o = owner[static_cast<std::size_t>(pos[i])];
+      BURST_CHECK(o < 0, Internal, "position ", pos[i], " owned by ranks ", o, " and ", r);
+      o = r;
+    }
+  }
+  for (std::int64_t t = 0; t < layout.S_global; ++t)
+    BURST_CHECK(owner[static_cast<std::size_t>(t)] >= 0, Internal, "position ", t, " owned by no rank");
+}
+
+std::vector<std::int64_t> layout_work(const SequenceLayout& layout, const ResolvedMask& mask) {
+  const std::vector<std::int64_t> all = iota_range(0, layout.S_global);
+  std::vector<std::int64_t> work;
+  for (const auto& pos : layout.positions) work.push_back(mask.visible_pairs(pos, all));
+  return work;
+}
+
+namespace {
+
+void check_shard_views(const SequenceLayout& layout, int rank, const TensorView& global,
+                       const TensorView& local) {
+  BURST_CHECK(rank >= 0 && rank < layout.P, InvalidArgument, "rank ", rank, " outside [0, ", layout.P, ")");
+  BURST_CHECK(global.dtype == DType::F32 && local.dtype == DType::F32, Unsupported,
+              "shard/unshard support f32 only");
+  BURST_CHECK(global.ndim == 4 && local.ndim == 4, InvalidArgument, "shard/unshard need BSHD views, got ",
+              global.describe(), " and ", local.describe());
+  const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
+  BURST_CHECK(global.size(1) == layout.S_global && local.size(1) == static_cast<std::int64_t>(pos.size()) &&
+                  global.size(0) == local.size(0) && global.size(2) == local.size(2) &&
+                  global.size(3) == local.size(3) && global.stride[3] == 1 && local.stride[3] == 1,
+              InvalidArgument, "shard/unshard shape mismatch: global ", global.describe(), " (S_global=",
+              layout.S_global, "), local ", local.describe(), " (S_local=", pos.size(), ")");
+}
+
+void copy_rows(const SequenceLayout& layout, int rank, const TensorView& global, const TensorView& local,
+               bool to_local) {
+  check_shard_views(layout, rank, global, local);
+  const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
+  const std::int64_t B = global.size(0), H = global.size(2), D = global.size(3);
+  const auto bytes = static_cast<std::size_t>(D) * sizeof(float);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::size_t i = 0; i < pos.size(); ++i)
+      for (std::int64_t h = 0; h < H; ++h) {
+        float* g = global.f32() + b * global.stride[0] + pos[i] * global.stride[1] + h * global.stride[2];
+        float* l = local.f32() + b * local.stride[0] + static_cast<std::int64_t>(i) * local.stride[1] +
+                   h * local.stride[2];
+        if (to_local) std::memcpy(l, g, bytes);
+        else std::memcpy(g, l, bytes);
+      }
+}
+
+}  // namespace
+
+void shard(const SequenceLayout& layout, int rank, const TensorView& global, const TensorView& local) {
+  copy_rows(layout, rank, global, local, true);
+}
+
+void unshard(const SequenceLayout& layout, int rank, const TensorView& local, const TensorView& global) {
+  copy_rows(layout, rank, global, local, false);
+}
+
+std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask) {
+  std::uint64_t h = mask.fingerprint();
+  auto mix = [&h](std::int64_t x) {
+    auto u = static_cast<std::uint64_t>(x);
+    for (int i = 0; i < 8; ++i) {
+      h ^= (u >> (8 * i)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<std::int64_t>(cfg.strategy));
+  mix(static_cast<std::int64_t>(cfg.layout));
+  mix(cfg.ulysses_degree);
+  mix(cfg.ranks_per_node);
+  mix(cfg.double_ring ? 1 : 0);
+  mix(static_cast<std::int64_t>(cfg.backward_side));
+  mix(cfg.overlap ? 1 : 0);
+  mix(static_cast<std::int64_t>(cfg.kernel));
+  mix(cfg.softmax_scale.has_value() ? 1 : 0);
+  if (cfg.softmax_scale) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &*cfg.softmax_scale, sizeof bits);
+    mix(bits);
+  }
+  for (std::int64_t x : {shape.B, shape.S_global, shape.H, shape.H_kv, shape.D}) mix(x);
+  return h;
+}
+
+}  // namespace burst

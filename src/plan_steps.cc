@@ -1,0 +1,261 @@
+// Pure planning, part 2: the per-step plan of each strategy (what every rank computes on and
+// sends at every step), predicted bytes per rank per pass, buffer bounds, and the printable
+// table. The formulas here are the ones docs/strategies.md states and the tests hold the byte
+// counters to. Ring family schedule: algorithm.md §2, §3 and §7 (double ring).
+#include <algorithm>
+#include <iomanip>
+#include <numeric>
+#include <sstream>
+
+#include "burst/error.h"
+#include "burst/plan.h"
+#include "strategies/peer_plan.h"
+
+namespace burst {
+
+namespace {
+
+constexpr std::int64_t kF32 = 4;
+
+struct Sizes {
+  std::int64_t b_q = 0, b_kv = 0, r = 0;   // floats of one local Q, K, and one row vector
+};
+
+Sizes sizes_of(const ProblemShape& s, int P) {
+  const std::int64_t S_local = s.S_global / P;
+  return {s.B * S_local * s.H * s.D, s.B * S_local * s.H_kv * s.D, s.B * s.H * S_local};
+}
+
+int mod(int a, int m) { return ((a % m) + m) % m; }
+
+/// Partition held by rank g at step t (0-based) of the (double) ring: algorithm.md §7.
+int ring_partition(int g, int t, int n, int L) {
+  const int a = g / L, b = g % L;
+  return mod(a - t / L, n) * L + mod(b - t, L);
+}
+
+/// Ring-family pass: read payload of `read` floats circulates; an optional write accumulator
+/// of `write` floats follows it one step behind (chain inside a node, home hop per round).
+/// `query_rows` says whether the rank holds the circulating block's queries (backward query
+/// side) or its keys (forward, backward KV side) — it selects block_pairs[j][g] vs [g][j].
+PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, const std::string& payload,
+                   bool query_rows, const std::vector<std::vector<std::int64_t>>& pairs,
+                   std::int64_t work_floats) {
+  PassPlan pass;
+  pass.bytes_sent.assign(static_cast<std::size_t>(P), 0);
+  pass.visible_pairs.assign(static_cast<std::size_t>(P), 0);
+  for (int t = 0; t < P; ++t) {
+    PlanStep step;
+    step.payload = payload;
+    const int u = t % L, k = t / L;
+    const bool intra = P > 1 && u < L - 1, inter = P > 1 && u == 0 && k < n - 1;
+    step.link = intra && inter ? "intra+inter" : intra ? "intra" : inter ? "inter" : "-";
+    for (int g = 0; g < P; ++g) {
+      const int j = ring_partition(g, t, n, L);
+      const int a = g / L, b = g % L;
+      std::int64_t bytes = (intra ? read : 0) + (inter ? read : 0);
+      if (write > 0 && P > 1) {
+        if (u >= 1) bytes += write;                                   // chain hop
+        if (u == 0 && t > 0) {                                        // home hop of round k−1
+          const int prev = ring_partition(g, t - 1, n, L);
+          if (prev != g) bytes += write;
+        }
+      }
+      step.partition.push_back(j);
+      step.send_to.push_back(intra ? a * L + mod(b + 1, L) : inter ? mod(a + 1, n) * L + b : -1);
+      step.bytes_sent.push_back(kF32 * bytes);
+      const std::int64_t vp = query_rows ? pairs[static_cast<std::size_t>(j)][static_cast<std::size_t>(g)]
+                                         : pairs[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)];
+      step.visible_pairs.push_back(vp);
+      pass.bytes_sent[static_cast<std::size_t>(g)] += kF32 * bytes;
+      pass.visible_pairs[static_cast<std::size_t>(g)] += vp;
+    }
+    pass.steps.push_back(std::move(step));
+  }
+  if (write > 0 && P > 1) {   // final home hop of the last round
+    PlanStep fin;
+    fin.payload = "final hop";
+    fin.link = n > 1 ? "inter" : "intra";
+    for (int g = 0; g < P; ++g) {
+      const int last = ring_partition(g, P - 1, n, L);
+      const std::int64_t bytes = last != g ? write : 0;
+      fin.partition.push_back(-1);
+      fin.send_to.push_back(last != g ? last : -1);
+      fin.bytes_sent.push_back(kF32 * bytes);
+      fin.visible_pairs.push_back(0);
+      pass.bytes_sent[static_cast<std::size_t>(g)] += kF32 * bytes;
+    }
+    pass.steps.push_back(std::move(fin));
+  }
+  // Buffers (executor in strategies/ring_skeleton.cc): read current + next, plus the inter copy
+  // and inter receive on a double ring; write: step partial, chain accumulator (in flight),
+  // chain receive, the previous round's home send still in flight, one home receive per round;
+  // plus the step's working buffers (work_floats).
+  const std::int64_t read_bufs = P == 1 ? 1 : (n > 1 ? 4 : 2);
+  const std::int64_t write_bufs = write > 0 ? 4 + n : 0;
+  const std::int64_t peak = kF32 * (read_bufs * read + write_bufs * write + work_floats);
+  pass.peak_buffer_bytes.assign(static_cast<std::size_t>(P), peak);
+  return pass;
+}
+
+/// Collective pass with totals only (one logical step).
+PassPlan collective_pass(int P, const std::string& payload, std::int64_t bytes_per_rank, std::int64_t peak,
+                         const std::vector<std::int64_t>& pairs_per_rank) {
+  PassPlan pass;
+  PlanStep step;
+  step.payload = payload;
+  step.link = P > 1 ? "collective" : "-";
+  for (int g = 0; g < P; ++g) {
+    step.partition.push_back(-1);
+    step.send_to.push_back(-1);
+    step.bytes_sent.push_back(P > 1 ? bytes_per_rank : 0);
+    step.visible_pairs.push_back(pairs_per_rank[static_cast<std::size_t>(g)]);
+  }
+  pass.bytes_sent = step.bytes_sent;
+  pass.visible_pairs = pairs_per_rank;
+  pass.peak_buffer_bytes.assign(static_cast<std::size_t>(P), peak);
+  pass.steps.push_back(std::move(step));
+  return pass;
+}
+
+}  // namespace
+
+double PassPlan::balance() const {
+  if (visible_pairs.empty()) return 1.0;
+  const double mx = static_cast<double>(*std::max_element(visible_pairs.begin(), visible_pairs.end()));
+  const double mean = static_cast<double>(std::accumulate(visible_pairs.begin(), visible_pairs.end(),
+                                                          std::int64_t{0})) /
+                      static_cast<double>(visible_pairs.size());
+  return mean > 0 ? mx / mean : 1.0;
+}
+
+std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P) {
+  BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument, "ring_backward_bytes: S_global=",
+              shape.S_global, " not divisible by P=", P);
+  if (P == 1) return 0;
+  const Sizes z = sizes_of(shape, P);
+  if (side == BackwardSide::QuerySide) return kF32 * ((P - 1) * (2 * z.b_q + 2 * z.r) + P * z.b_q);
+  return kF32 * (2LL * P - 1) * 2 * z.b_kv;
+}
+
+BackwardSide choose_backward_side(const ProblemShape& shape, int P) {
+  return ring_backward_bytes(BackwardSide::QuerySide, shape, P) <= ring_backward_bytes(BackwardSide::KvSide, shape, P)
+             ? BackwardSide::QuerySide
+             : BackwardSide::KvSide;
+}
+
+Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P, int ranks_per_node) {
+  BURST_CHECK(shape.B >= 1 && shape.S_global >= 1 && shape.H >= 1 && shape.H_kv >= 1 && shape.D >= 1,
+              InvalidArgument, "problem shape B=", shape.B, " S_global=", shape.S_global, " H=", shape.H,
+              " H_kv=", shape.H_kv, " D=", shape.D, " must be positive");
+  BURST_CHECK(shape.H % shape.H_kv == 0, InvalidArgument, "H=", shape.H, " not divisible by H_kv=", shape.H_kv);
+  BURST_CHECK(ranks_per_node >= 1 && P % ranks_per_node == 0, InvalidArgument, "ranks_per_node=",
+              ranks_per_node, " does not divide P=", P);
+  Plan plan;
+  plan.cfg_ = cfg;
+  plan.shape_ = shape;
+  plan.layout_ = make_layout(cfg.layout, P, shape.S_global, mask);
+  plan.mask_text_ = mask.describe();
+  const bool double_ring = cfg.strategy == StrategyKind::Burst && cfg.double_ring;
+  plan.ranks_per_node_ = double_ring ? ranks_per_node : P;
+  const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
+  plan.block_pairs_.assign(static_cast<std::size_t>(P), std::vector<std::int64_t>(static_cast<std::size_t>(P)));
+  for (int i = 0; i < P; ++i)
+    for (int j = 0; j < P; ++j)
+      plan.block_pairs_[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = resolved.visible_pairs(
+          plan.layout_.positions[static_cast<std::size_t>(i)], plan.layout_.positions[static_cast<std::size_t>(j)]);
+  std::vector<std::int64_t> own_pairs;
+  for (int i = 0; i < P; ++i) {
+    const auto& row = plan.block_pairs_[static_cast<std::size_t>(i)];
+    own_pairs.push_back(std::accumulate(row.begin(), row.end(), std::int64_t{0}));
+  }
+  const Sizes z = sizes_of(shape, P);
+  const int L = plan.ranks_per_node_, n = P / L;
+  const std::int64_t kv_global = shape.B * shape.S_global * shape.H_kv * shape.D;
+  switch (cfg.strategy) {
+    case StrategyKind::Burst:
+    case StrategyKind::Ring: {
+      // Forward: K,V circulate; working buffers: one partial out + lse.
+      plan.forward_ = ring_pass(P, n, L, 2 * z.b_kv, 0, "K,V", false, plan.block_pairs_, z.b_q + z.r);
+      plan.forward_.side = "kv";
+      BackwardSide side = BackwardSide::KvSide;
+      if (cfg.strategy == StrategyKind::Burst)
+        side = cfg.backward_side == BackwardSide::Auto ? choose_backward_side(shape, P) : cfg.backward_side;
+      plan.side_ = side;
+      if (side == BackwardSide::QuerySide) {
+        // Read: Q, dO, delta, lse; write: dQ. Working: own delta (r) + packed own payload.
+        plan.backward_ = ring_pass(P, n, L, 2 * z.b_q + 2 * z.r, z.b_q, "Q,dO,delta,lse | dQ", true,
+                                   plan.block_pairs_, z.r);
+        plan.backward_.side = "query";
+      } else {
+        plan.backward_ = ring_pass(P, n, L, 2 * z.b_kv, 2 * z.b_kv, "K,V | dK,dV", false, plan.block_pairs_, z.r);
+        plan.backward_.side = "kv";
+      }
+      break;
+    }
+    case StrategyKind::AllGather: {
+      // Forward: all-gather K,V (rank order) then reorder into position order: 2 global K,V
+      // copies + the packed local K,V. Backward adds global dK,dV (the rank-order buffer is
+      // reused as the reduce-scatter send buffer), the received dK,dV and delta.
+      const std::int64_t fwd_bytes = kF32 * (P - 1) * 2 * z.b_kv;
+      plan.forward_ = collective_pass(P, "all-gather K,V", fwd_bytes,
+                                      kF32 * (2 * 2 * kv_global + 2 * z.b_kv), own_pairs);
+      plan.forward_.side = "kv";
+      plan.backward_ = collective_pass(P, "all-gather K,V; reduce-scatter dK,dV", 2 * fwd_bytes,
+                                       kF32 * (3 * 2 * kv_global + 4 * z.b_kv + z.r), own_pairs);
+      plan.backward_.side = "kv";
+      break;
+    }
+    default: {
+      // No step model in this file: totals of the local work only (bytes are documented by the
+      // strategy's own file).
+      plan.forward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
+      plan.backward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
+      // ulysses, usp, distflash, tp: per-rank bytes, work and buffers from their own formulas
+      // (src/strategies/peer_plan.h); bytes cleared when the configuration is rejected.
+      strategies::fill_peer_passes(cfg, shape, plan.layout_, mask, plan.forward_, plan.backward_);
+      break;
+    }
+  }
+  return plan;
+}
+
+std::string Plan::table() const {
+  std::ostringstream os;
+  const int P = ranks();
+  os << "strategy " << to_string(cfg_.strategy) << ", layout " << to_string(layout_.kind) << ", P=" << P
+     << " (nodes " << nodes() << " x " << ranks_per_node_ << "), B=" << shape_.B << " S_global=" << shape_.S_global
+     << " H=" << shape_.H << " H_kv=" << shape_.H_kv << " D=" << shape_.D << ", mask " << mask_text_ << "\n";
+  os << "tokens per rank:";
+  for (int r = 0; r < P; ++r) {
+    const auto& pos = layout_.positions[static_cast<std::size_t>(r)];
+    os << "  r" << r << "[" << pos.size() << "]";
+    if (!pos.empty()) os << " " << pos.front() << ".." << pos.back();
+  }
+  os << "\n";
+  auto pass_table = [&](const char* name, const PassPlan& pass) {
+    os << name << " (side " << pass.side << ", balance " << std::fixed << std::setprecision(3) << pass.balance()
+       << ")\n";
+    os << "  step  link         payload                     per rank: partition/bytes/pairs\n";
+    for (std::size_t t = 0; t < pass.steps.size(); ++t) {
+      const PlanStep& s = pass.steps[t];
+      os << "  " << std::setw(4) << t << "  " << std::left << std::setw(12) << s.link << " " << std::setw(27)
+         << s.payload << std::right;
+      for (std::size_t g = 0; g < s.partition.size(); ++g)
+        os << "  " << s.partition[g] << "/" << s.bytes_sent[g] << "/" << s.visible_pairs[g];
+      os << "\n";
+    }
+    os << "  total bytes per rank:";
+    for (auto b : pass.bytes_sent) os << " " << b;
+    os << "\n  visible pairs per rank:";
+    for (auto v : pass.visible_pairs) os << " " << v;
+    os << "\n  peak buffer bytes per rank:";
+    for (auto v : pass.peak_buffer_bytes) os << " " << v;
+    os << "\n";
+  };
+  pass_table("forward", forward_);
+  pass_table("backward", backward_);
+  return os.str();
+}
+
+}  // namespace burst

@@ -1,0 +1,72 @@
+// Helpers shared by the strategy files (see common.h).
+#include "strategies/common.h"
+
+#include <cstring>
+
+#include "burst/error.h"
+
+namespace burst::strategies {
+
+TensorView bshd_view(const float* data, std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t D) {
+  return make_view(data, {B, S, H, D});
+}
+
+TensorView rows_view(const float* data, std::int64_t B, std::int64_t H, std::int64_t S) {
+  return make_view(data, {B, H, S});
+}
+
+namespace {
+
+/// Calls fn(pointer to a contiguous innermost run, run length) for every innermost run of view.
+template <typename F>
+void for_each_run(const TensorView& view, F&& fn) {
+  BURST_CHECK(view.ndim >= 1 && view.ndim <= 4, Internal, "view with ndim ", view.ndim);
+  std::array<std::int64_t, 4> shape{1, 1, 1, 1}, stride{0, 0, 0, 0};
+  const int off = 4 - view.ndim;
+  for (int i = 0; i < view.ndim; ++i) {
+    shape[static_cast<std::size_t>(off + i)] = view.shape[static_cast<std::size_t>(i)];
+    stride[static_cast<std::size_t>(off + i)] = view.stride[static_cast<std::size_t>(i)];
+  }
+  BURST_CHECK(stride[3] == 1 || shape[3] <= 1, Internal, "innermost stride must be 1: ", view.describe());
+  for (std::int64_t a = 0; a < shape[0]; ++a)
+    for (std::int64_t b = 0; b < shape[1]; ++b)
+      for (std::int64_t c = 0; c < shape[2]; ++c)
+        fn(view.f32() + a * stride[0] + b * stride[1] + c * stride[2], shape[3]);
+}
+
+}  // namespace
+
+void append_packed(const TensorView& view, std::vector<float>& out) {
+  out.reserve(out.size() + static_cast<std::size_t>(view.numel()));
+  for_each_run(view, [&](const float* p, std::int64_t n) { out.insert(out.end(), p, p + n); });
+}
+
+void unpack_into(const float* src, const TensorView& view) {
+  for_each_run(view, [&](float* p, std::int64_t n) {
+    std::memcpy(p, src, static_cast<std::size_t>(n) * sizeof(float));
+    src += n;
+  });
+}
+
+void fill_view(const TensorView& view, float value) {
+  for_each_run(view, [&](float* p, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) p[i] = value;
+  });
+}
+
+AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
+                            const std::function<void()>* progress) {
+  AttentionParams p;
+  p.softmax_scale = setup.softmax_scale;
+  p.mask = setup.mask;
+  p.q_positions = q_pos;
+  p.kv_positions = kv_pos;
+  p.seq_q_global = setup.shape.S_global;
+  p.seq_kv_global = setup.shape.S_global;
+  p.num_threads = setup.cfg.num_threads;
+  p.impl = setup.cfg.kernel;
+  if (progress != nullptr && setup.cfg.overlap) p.progress = *progress;
+  return p;
+}
+
+}  // namespace burst::strategies

@@ -1,0 +1,43 @@
+// RingAttention (Liu et al., arXiv 2310.01889; peers.md §1): K,V ring forward with the online-
+// softmax merge; backward K,V ring with the dK,dV accumulators following one step behind on a
+// second ring; Q, dO, lse, dQ stay. Flat ring (the double ring is burst's). Striped Attention
+// and zigzag ring = this strategy on the striped / zigzag layout.
+#include "burst/error.h"
+#include "strategies/ring_family.h"
+#include "strategies/strategy_impl.h"
+
+namespace burst::strategies {
+
+namespace {
+
+class RingStrategy final : public Strategy {
+ public:
+  explicit RingStrategy(const Setup& setup) : setup_(setup), exec_(setup.comm, 1, setup.P, setup.cfg.overlap) {}
+
+  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const TensorView& lse, DistStats& stats) override {
+    ring_forward(setup_, exec_, q, k, v, out, lse, stats);
+  }
+
+  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, DistStats& stats) override {
+    ring_backward(setup_, exec_, BackwardSide::KvSide, dout, q, k, v, out, lse, dq, dk, dv, stats);
+  }
+
+ private:
+  Setup setup_;
+  RingExecutor exec_;
+};
+
+}  // namespace
+
+void validate_ring(const DistConfig& cfg, const ProblemShape&, const Mask&, int) {
+  BURST_CHECK(cfg.backward_side != BackwardSide::QuerySide, Unsupported,
+              "strategy 'ring' circulates K,V in the backward (KvSide); the query-side backward "
+              "is strategy 'burst'");
+}
+
+std::unique_ptr<Strategy> make_ring(const Setup& setup) { return std::make_unique<RingStrategy>(setup); }
+
+}  // namespace burst::strategies

@@ -1,0 +1,133 @@
+// Forward and the two backward circulations of the ring family (see ring_family.h).
+#include "strategies/ring_family.h"
+
+#include <cstring>
+
+#include "burst/error.h"
+#include "burst/softmax_merge.h"
+#include "strategies/common.h"
+
+namespace burst::strategies {
+
+namespace {
+
+struct Dims {
+  std::int64_t B, S, H, H_kv, D, b_q, b_kv, r;
+};
+
+Dims dims_of(const Setup& setup) {
+  const ProblemShape& s = setup.shape;
+  const std::int64_t S = s.S_global / setup.P;
+  return {s.B, S, s.H, s.H_kv, s.D, s.B * S * s.H * s.D, s.B * S * s.H_kv * s.D, s.B * s.H * S};
+}
+
+const std::vector<std::int64_t>& positions(const Setup& setup, int rank) {
+  return setup.plan->layout().positions[static_cast<std::size_t>(rank)];
+}
+
+std::int64_t pairs(const Setup& setup, int q_rank, int kv_rank) {
+  return setup.plan->block_pairs()[static_cast<std::size_t>(q_rank)][static_cast<std::size_t>(kv_rank)];
+}
+
+}  // namespace
+
+void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView& q, const TensorView& k,
+                  const TensorView& v, const TensorView& out, const TensorView& lse, DistStats& stats) {
+  const Dims d = dims_of(setup);
+  const int g = setup.rank;
+  std::vector<float> own;
+  append_packed(k, own);
+  append_packed(v, own);
+  Tensor out_part({d.B, d.S, d.H, d.D}), lse_part({d.B, d.H, d.S});
+  bool first = true;
+  RingRunStats rs;
+  exec.run(std::move(own), 0,
+           [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
+             if (pairs(setup, g, j) == 0) return;   // no visible pair: skip the block
+             const TensorView kj = bshd_view(read, d.B, d.S, d.H_kv, d.D);
+             const TensorView vj = bshd_view(read + d.b_kv, d.B, d.S, d.H_kv, d.D);
+             const AttentionParams p = step_params(setup, positions(setup, g).data(), positions(setup, j).data(),
+                                                   &progress);
+             if (first) {
+               attention_forward(q, kj, vj, out, lse, p);
+               first = false;
+             } else {
+               attention_forward(q, kj, vj, out_part.view(), lse_part.view(), p);
+               merge_forward(out, lse, out_part.view(), lse_part.view());
+             }
+           },
+           rs);
+  if (first) {   // every block empty: rows see no key (out = 0, lse = −inf)
+    fill_view(out, 0.0f);
+    fill_view(lse, kNegInf);
+  }
+  stats.compute_seconds = rs.compute_seconds;
+  stats.exposed_comm_seconds = rs.exposed_comm_seconds;
+  stats.peak_buffer_bytes = rs.buffer_bytes + 4 * (d.b_q + d.r);
+  stats.visible_pairs = setup.plan->forward().visible_pairs[static_cast<std::size_t>(g)];
+}
+
+void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide side, const TensorView& dout,
+                   const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                   const TensorView& lse, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                   DistStats& stats) {
+  const Dims d = dims_of(setup);
+  const int g = setup.rank;
+  Tensor delta({d.B, d.H, d.S});
+  attention_delta(dout, out, delta.view());
+  RingRunStats rs;
+  if (side == BackwardSide::QuerySide) {
+    // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
+    std::vector<float> own;
+    append_packed(q, own);
+    append_packed(dout, own);
+    own.insert(own.end(), delta.vec().begin(), delta.vec().end());
+    append_packed(lse, own);
+    fill_view(dk, 0.0f);
+    fill_view(dv, 0.0f);
+    const std::vector<float> dq_home = exec.run(
+        std::move(own), d.b_q,
+        [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
+          if (pairs(setup, j, g) == 0) return;
+          const TensorView qj = bshd_view(read, d.B, d.S, d.H, d.D);
+          const TensorView doj = bshd_view(read + d.b_q, d.B, d.S, d.H, d.D);
+          const TensorView deltaj = rows_view(read + 2 * d.b_q, d.B, d.H, d.S);
+          const TensorView lsej = rows_view(read + 2 * d.b_q + d.r, d.B, d.H, d.S);
+          const AttentionParams p = step_params(setup, positions(setup, j).data(), positions(setup, g).data(),
+                                                &progress);
+          attention_backward_with_delta(doj, qj, k, v, lsej, deltaj, bshd_view(write, d.B, d.S, d.H, d.D), dk,
+                                        dv, p, true);
+        },
+        rs);
+    unpack_into(dq_home.data(), dq);
+    stats.backward_side = "query";
+  } else {
+    // Read payload: K, V of the block's owner; write: that block's dK, dV partials.
+    std::vector<float> own;
+    append_packed(k, own);
+    append_packed(v, own);
+    fill_view(dq, 0.0f);
+    const std::vector<float> dkv_home = exec.run(
+        std::move(own), 2 * d.b_kv,
+        [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
+          if (pairs(setup, g, j) == 0) return;
+          const TensorView kj = bshd_view(read, d.B, d.S, d.H_kv, d.D);
+          const TensorView vj = bshd_view(read + d.b_kv, d.B, d.S, d.H_kv, d.D);
+          const AttentionParams p = step_params(setup, positions(setup, g).data(), positions(setup, j).data(),
+                                                &progress);
+          attention_backward_with_delta(dout, q, kj, vj, lse, delta.view(), dq,
+                                        bshd_view(write, d.B, d.S, d.H_kv, d.D),
+                                        bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), p, true);
+        },
+        rs);
+    unpack_into(dkv_home.data(), dk);
+    unpack_into(dkv_home.data() + d.b_kv, dv);
+    stats.backward_side = "kv";
+  }
+  stats.compute_seconds = rs.compute_seconds;
+  stats.exposed_comm_seconds = rs.exposed_comm_seconds;
+  stats.peak_buffer_bytes = rs.buffer_bytes + 4 * d.r;
+  stats.visible_pairs = setup.plan->backward().visible_pairs[static_cast<std::size_t>(g)];
+}
+
+}  // namespace burst::strategies

@@ -1,0 +1,24 @@
+// src/strategies/ring_family.h — the passes shared by burst and ring on the step skeleton.
+//
+// ring_forward: K,V circulate (flat or double ring), each step's partial (O_j, lse_j) merged
+// into the output with merge form B (softmax_merge.h). ring_backward: either side —
+// QuerySide (BurstAttention, algorithm.md §3): Q, dO, delta, lse circulate, dQ partials follow
+// on the write chain, K, V, dK, dV stay; KvSide (RingAttention): K, V circulate, dK, dV partials
+// follow, Q, dO, lse, dQ stay. Blocks the plan marks empty (no visible pair) are skipped.
+#pragma once
+
+#include "burst/strategy.h"
+#include "strategies/ring_skeleton.h"
+#include "strategies/strategy_impl.h"
+
+namespace burst::strategies {
+
+void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView& q, const TensorView& k,
+                  const TensorView& v, const TensorView& out, const TensorView& lse, DistStats& stats);
+
+void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide side, const TensorView& dout,
+                   const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                   const TensorView& lse, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                   DistStats& stats);
+
+}  // namespace burst::strategies

@@ -1,0 +1,198 @@
+// The ring-family step skeleton: double-buffered read ring (flat or double ring) plus the
+// write accumulator chain. See ring_skeleton.h for the schedule and its byte counts.
+#include "strategies/ring_skeleton.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "burst/error.h"
+
+namespace burst::strategies {
+
+namespace {
+
+constexpr int kTagRead = 1, kTagChain = 2, kTagHome = 16;
+
+int mod(int a, int m) { return ((a % m) + m) % m; }
+
+/// Buffers of one size, recycled across steps; counts what it ever allocated.
+class BufferPool {
+ public:
+  BufferPool(std::int64_t floats, std::int64_t& allocated) : floats_(floats), allocated_(allocated) {}
+  std::vector<float> get() {
+    if (!free_.empty()) {
+      std::vector<float> v = std::move(free_.back());
+      free_.pop_back();
+      return v;
+    }
+    allocated_ += floats_ * static_cast<std::int64_t>(sizeof(float));
+    return std::vector<float>(static_cast<std::size_t>(floats_));
+  }
+  std::vector<float> get_zeroed() {
+    std::vector<float> v = get();
+    std::fill(v.begin(), v.end(), 0.0f);
+    return v;
+  }
+  void put(std::vector<float> v) {
+    if (static_cast<std::int64_t>(v.size()) == floats_) free_.push_back(std::move(v));
+  }
+
+ private:
+  std::int64_t floats_;
+  std::int64_t& allocated_;
+  std::vector<std::vector<float>> free_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void add_into(std::vector<float>& acc, const std::vector<float>& x) {
+  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
+}
+
+}  // namespace
+
+RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap)
+    : intra_(comm.channel()), inter_(comm.channel()), chain_(comm.channel()), home_(comm.channel()),
+      P_(comm.size()), n_(nodes), L_(ranks_per_node), rank_(comm.rank()), overlap_(overlap) {
+  BURST_CHECK(nodes >= 1 && ranks_per_node >= 1 && nodes * ranks_per_node == P_, Internal,
+              "ring topology ", nodes, " x ", ranks_per_node, " does not match P=", P_);
+}
+
+int RingExecutor::partition(int rank, int t) const {
+  const int a = rank / L_, b = rank % L_;
+  return mod(a - t / L_, n_) * L_ + mod(b - t, L_);
+}
+
+std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t write_floats,
+                                     const StepFn& compute, RingRunStats& stats) const {
+  const int P = P_, n = n_, L = L_, g = rank_, a = g / L, b = g % L;
+  const auto R = static_cast<std::int64_t>(own_read.size());
+  const std::int64_t W = write_floats;
+  std::int64_t allocated = R * static_cast<std::int64_t>(sizeof(float));
+  BufferPool read_pool(R, allocated), write_pool(W, allocated);
+  const int right_intra = a * L + mod(b + 1, L), left_intra = a * L + mod(b - 1, L);
+  const int right_inter = mod(a + 1, n) * L + b, left_inter = mod(a - 1, n) * L + b;
+
+  std::vector<float> cur = std::move(own_read);
+  std::vector<float> w_acc;
+  std::vector<std::vector<float>> home_parts(static_cast<std::size_t>(n));   // by round
+  RequestSet homes_in;                        // one receive per round whose source is not self
+  std::vector<int> home_index(static_cast<std::size_t>(n), -1);
+  RequestSet inter_set, home_out;       // inter transfers live for a whole round
+  std::size_t i_inter_send = 0, i_inter_recv = 0;
+  int step = -1;
+  try {
+    if (W > 0 && P > 1) {
+      for (int k = 0; k < n; ++k) {
+        // The chain of my block ends in round k on rank (a + k, b − 1).
+        const int src = mod(a + k, n) * L + mod(b - 1, L);
+        if (src != g)
+          home_index[static_cast<std::size_t>(k)] =
+              static_cast<int>(homes_in.add(home_.irecv(write_pool.get(), src, kTagHome + k)));
+      }
+    }
+    auto send_home = [&](int k, int part, std::vector<float> acc) {
+      if (part == g) {
+        home_parts[static_cast<std::size_t>(k)] = std::move(acc);
+      } else {
+        home_out.add(home_.isend(std::move(acc), part, kTagHome + k));
+      }
+    };
+    for (int t = 0; t < P; ++t) {
+      step = t;
+      const int u = t % L, k = t / L;
+      const bool intra = P > 1 && u < L - 1, inter = P > 1 && u == 0 && k < n - 1;
+      RequestSet step_set;
+      std::size_t i_recv = 0, i_send = 0, i_chain_in = 0, i_chain_out = 0;
+      const float* view = cur.data();
+      if (intra) {
+        i_recv = step_set.add(intra_.irecv(read_pool.get(), left_intra, kTagRead));
+        i_send = step_set.add(intra_.isend(std::move(cur), right_intra, kTagRead));
+        view = step_set[i_send].data();
+      }
+      if (inter) {
+        inter_set.clear();
+        if (intra) {
+          std::vector<float> copy = read_pool.get();
+          std::memcpy(copy.data(), view, static_cast<std::size_t>(R) * sizeof(float));
+          i_inter_send = inter_set.add(inter_.isend(std::move(copy), right_inter, kTagRead));
+        } else {
+          i_inter_send = inter_set.add(inter_.isend(std::move(cur), right_inter, kTagRead));
+          view = inter_set[i_inter_send].data();
+        }
+        i_inter_recv = inter_set.add(inter_.irecv(read_pool.get(), left_inter, kTagRead));
+      }
+      if (W > 0 && P > 1) {
+        if (u >= 1) {
+          i_chain_in = step_set.add(chain_.irecv(write_pool.get(), left_intra, kTagChain));
+          i_chain_out = step_set.add(chain_.isend(std::move(w_acc), right_intra, kTagChain));
+        } else if (t > 0) {
+          send_home(k - 1, partition(g, t - 1), std::move(w_acc));
+        }
+      }
+      std::vector<float> w_loc = W > 0 ? write_pool.get_zeroed() : std::vector<float>{};
+      if (!overlap_) {
+        stats.exposed_comm_seconds += step_set.wait_all();
+        if (u == L - 1) stats.exposed_comm_seconds += inter_set.wait_all();
+      }
+      const std::function<void()> progress = [&] {
+        step_set.progress();
+        inter_set.progress();
+        home_out.progress();
+      };
+      const auto t0 = std::chrono::steady_clock::now();
+      compute(t, partition(g, t), view, W > 0 ? w_loc.data() : nullptr, progress);
+      stats.compute_seconds += seconds_since(t0);
+      const auto t1 = std::chrono::steady_clock::now();
+      step_set.wait_all();
+      const bool last_of_round = (u == L - 1) && k < n - 1 && P > 1;
+      if (last_of_round) inter_set.wait_all();
+      stats.exposed_comm_seconds += seconds_since(t1);
+      if (intra) {
+        read_pool.put(step_set.take(i_send));
+        cur = step_set.take(i_recv);
+      } else if (last_of_round) {
+        read_pool.put(inter_set.take(i_inter_send));
+        cur = inter_set.take(i_inter_recv);
+      }
+      if (W > 0) {
+        if (P > 1 && u >= 1) {
+          std::vector<float> in = step_set.take(i_chain_in);
+          add_into(w_loc, in);   // w_acc = chain partial + this step's contribution
+          write_pool.put(std::move(in));
+          write_pool.put(step_set.take(i_chain_out));
+        }
+        w_acc = std::move(w_loc);
+      }
+    }
+    std::vector<float> result;
+    if (W > 0) {
+      step = P;
+      if (P > 1) send_home(n - 1, partition(g, P - 1), std::move(w_acc));
+      else home_parts[0] = std::move(w_acc);
+      const auto t1 = std::chrono::steady_clock::now();
+      homes_in.wait_all();
+      home_out.wait_all();
+      stats.exposed_comm_seconds += seconds_since(t1);
+      for (int k = 0; k < n; ++k)
+        if (home_index[static_cast<std::size_t>(k)] >= 0)
+          home_parts[static_cast<std::size_t>(k)] = homes_in.take(static_cast<std::size_t>(home_index[static_cast<std::size_t>(k)]));
+      result = std::move(home_parts[0]);
+      for (int k = 1; k < n; ++k) add_into(result, home_parts[static_cast<std::size_t>(k)]);
+    }
+    inter_set.wait_all();
+    stats.buffer_bytes = std::max(stats.buffer_bytes, allocated);
+    return result;
+  } catch (const std::exception& e) {
+    if (P == 1) throw;
+    intra_.abort("ring step " + std::to_string(step) + " failed with payload in flight: " + e.what());
+  }
+}
+
+}  // namespace burst::strategies

@@ -1,0 +1,65 @@
+// src/strategies/ring_skeleton.h — the step skeleton shared by the ring family (burst, ring).
+//
+// RingExecutor circulates a read-only payload (K,V forward; Q,dO,delta,lse or K,V backward)
+// around a flat ring or the topology-aware double ring (algorithm.md §7), double-buffered:
+// step t posts the transfer of the payload for step t+1, computes on the current one while the
+// kernel's progress hook polls MPI_Testall, then waits and swaps. An optional write
+// accumulator (dQ for the query side, dK,dV for the KV side) follows its read block one step
+// behind: inside a node it accumulates along the intra ring (chain hop per step, overlapped
+// with the next step's compute); at the end of each round the node's partial sum goes home to
+// the block's owner in one hop, and the owner sums its n node partials in round order
+// (deterministic). With one node this is exactly BurstAttention's dQ ring lagging one step plus
+// the final hop (algorithm.md §3); bytes: n·(L−1) chain hops + n home hops per rank (minus one
+// when L = 1: round 0's block is the rank's own).
+// Channels: intra read, inter read, chain, home — four MPI_Comm_dups so rings never match each
+// other's messages (algorithm.md §6).
+// Failure policy: an exception inside a step with payload in flight aborts the communicator
+// with a rank-tagged message (no peer is left waiting).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "burst/comm.h"
+
+namespace burst::strategies {
+
+/// Per-run measurements of this rank.
+struct RingRunStats {
+  double compute_seconds = 0;        ///< inside the compute callback
+  double exposed_comm_seconds = 0;   ///< blocked in waits after compute
+  std::int64_t buffer_bytes = 0;     ///< all payload buffers the run allocated (its peak)
+};
+
+class RingExecutor {
+ public:
+  /// Compute callback of one step: `partition` is the block whose read payload `read` holds;
+  /// `write` (null when the run has no write accumulator) is a zeroed buffer for this step's
+  /// contribution to that block's accumulator; `progress` must be called between tiles.
+  using StepFn = std::function<void(int step, int partition, const float* read, float* write,
+                                    const std::function<void()>& progress)>;
+
+  /// Collective over `comm` (creates four channels sharing its counters). nodes·ranks_per_node
+  /// must equal comm.size(); rank = node·L + local_rank. overlap = false waits for each
+  /// transfer before computing (the no-overlap ablation).
+  RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap);
+
+  /// Partition held by `rank` at step t (algorithm.md §7; flat ring: (rank − t) mod P).
+  int partition(int rank, int t) const;
+  int ranks() const { return P_; }
+
+  /// Runs the P steps. own_read: this rank's read payload (read_floats values, every rank the
+  /// same size). write_floats: size of the write accumulator (0 → none). Returns the summed
+  /// write accumulator of this rank's own partition (empty when write_floats = 0).
+  /// Collective: every rank calls with equal sizes.
+  std::vector<float> run(std::vector<float> own_read, std::int64_t write_floats, const StepFn& compute,
+                         RingRunStats& stats) const;
+
+ private:
+  Communicator intra_, inter_, chain_, home_;
+  int P_ = 1, n_ = 1, L_ = 1, rank_ = 0;
+  bool overlap_ = true;
+};
+
+}  // namespace burst::strategies

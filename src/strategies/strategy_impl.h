@@ -1,0 +1,74 @@
+// src/strategies/strategy_impl.h — the internal interface between the DistAttention façade
+// (src/strategy.cc) and one file per strategy (src/strategies/*.cc).
+//
+// A strategy provides two functions, registered in strategy.cc's table by StrategyKind:
+//   validate_<name>(cfg, shape, mask, P): pure, local, no MPI. Throws Error(Unsupported) for a
+//     combination the strategy cannot express (e.g. ulysses with H % P ≠ 0) and
+//     Error(InvalidArgument) for invalid values. The façade runs it on every rank inside
+//     Communicator::agree_on, so every rank throws the same Error before any payload moves.
+//   make_<name>(setup): builds the executor. Collective (it may create channels with
+//     setup.comm.channel()); called on every rank after validation succeeded everywhere.
+// Executors receive local tensors whose shapes the façade has already checked and agreed on;
+// they fill the DistStats fields they own (compute_seconds, exposed_comm_seconds,
+// visible_pairs, peak_buffer_bytes, backward_side); the façade sets seconds, bytes_sent and
+// messages_sent from the communicator counters.
+// A strategy not yet implemented keeps its stub in pending.cc (throws Error(Unsupported) from
+// validate_*); whoever implements it deletes that stub and adds its own file.
+#pragma once
+
+#include <memory>
+
+#include "burst/comm.h"
+#include "burst/mask.h"
+#include "burst/plan.h"
+#include "burst/strategy.h"
+
+namespace burst::strategies {
+
+/// Everything fixed at construction. Identical on every rank except `rank` and `topology`.
+struct Setup {
+  Communicator comm;                   ///< DistAttention's private dup; counters are the pass's
+  DistConfig cfg;
+  ProblemShape shape;
+  Mask mask;
+  std::shared_ptr<const ResolvedMask> resolved;   ///< mask against (S_global, S_global)
+  std::shared_ptr<const Plan> plan;    ///< the pure plan (layout, steps, predicted bytes)
+  int rank = 0, P = 1;
+  NodeTopology topology;               ///< nodes × ranks_per_node (burst double ring)
+  float softmax_scale = 1.0f;          ///< resolved τ
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  /// Shapes as DistAttention::forward (already validated and agreed over ranks). Collective.
+  virtual void forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out, const TensorView& lse, DistStats& stats) = 0;
+  /// Shapes as DistAttention::backward. Collective.
+  virtual void backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& out, const TensorView& lse,
+                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        DistStats& stats) = 0;
+};
+
+using ValidateFn = void (*)(const DistConfig&, const ProblemShape&, const Mask&, int P);
+using MakeFn = std::unique_ptr<Strategy> (*)(const Setup&);
+
+// One pair per strategy (definitions: burst.cc, ring.cc, allgather.cc, ulysses.cc, usp.cc,
+// distflash.cc, tp.cc; stubs of the not-yet-implemented ones in pending.cc).
+void validate_burst(const DistConfig&, const ProblemShape&, const Mask&, int P);
+std::unique_ptr<Strategy> make_burst(const Setup&);
+void validate_ring(const DistConfig&, const ProblemShape&, const Mask&, int P);
+std::unique_ptr<Strategy> make_ring(const Setup&);
+void validate_allgather(const DistConfig&, const ProblemShape&, const Mask&, int P);
+std::unique_ptr<Strategy> make_allgather(const Setup&);
+void validate_ulysses(const DistConfig&, const ProblemShape&, const Mask&, int P);
+std::unique_ptr<Strategy> make_ulysses(const Setup&);
+void validate_usp(const DistConfig&, const ProblemShape&, const Mask&, int P);
+std::unique_ptr<Strategy> make_usp(const Setup&);
+void validate_distflash(const DistConfig&, const ProblemShape&, const Mask&, int P);
+std::unique_ptr<Strategy> make_distflash(const Setup&);
+void validate_tp(const DistConfig&, const ProblemShape&, const Mask&, int P);
+std::unique_ptr<Strategy> make_tp(const Setup&);
+
+}  // namespace burst::strategies

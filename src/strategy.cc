@@ -1,0 +1,169 @@
+// The DistAttention façade: agreement, validation, planning and dispatch to one strategy file
+// (src/strategies/strategy_impl.h). Order in the constructor, all before any payload moves:
+//   1. every rank's (cfg, shape, mask) fingerprint agreed (Communicator::agree);
+//   2. local validation (shape values, mask resolution, layout divisibility, the strategy's own
+//      validate_*) run on every rank, verdict agreed (Communicator::agree_on);
+//   3. node topology (burst double ring), the pure plan, then the strategy executor.
+// Each pass re-validates the local tensors the same way (their shapes may differ per rank).
+#include <chrono>
+#include <cmath>
+
+#include "burst/error.h"
+#include "burst/strategy.h"
+#include "strategies/strategy_impl.h"
+
+namespace burst {
+
+namespace {
+
+struct Entry {
+  strategies::ValidateFn validate;
+  strategies::MakeFn make;
+};
+
+Entry entry_of(StrategyKind s) {
+  using namespace strategies;
+  switch (s) {
+    case StrategyKind::Burst: return {validate_burst, make_burst};
+    case StrategyKind::Ring: return {validate_ring, make_ring};
+    case StrategyKind::AllGather: return {validate_allgather, make_allgather};
+    case StrategyKind::Ulysses: return {validate_ulysses, make_ulysses};
+    case StrategyKind::Usp: return {validate_usp, make_usp};
+    case StrategyKind::DistFlash: return {validate_distflash, make_distflash};
+    case StrategyKind::Tp: return {validate_tp, make_tp};
+  }
+  BURST_FAIL(Internal, "unknown strategy ", static_cast<int>(s));
+}
+
+void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& mask, int P) {
+  BURST_CHECK(s.B >= 1 && s.S_global >= 1 && s.H >= 1 && s.H_kv >= 1 && s.D >= 1, InvalidArgument,
+              "problem shape B=", s.B, " S_global=", s.S_global, " H=", s.H, " H_kv=", s.H_kv, " D=", s.D,
+              " must be positive");
+  BURST_CHECK(s.H % s.H_kv == 0, InvalidArgument, "H=", s.H, " not divisible by H_kv=", s.H_kv);
+  BURST_CHECK(s.D <= 256, Unsupported, "head dim D=", s.D, " exceeds the kernels' limit 256");
+  BURST_CHECK(cfg.num_threads >= 0, InvalidArgument, "num_threads=", cfg.num_threads, " must be >= 0");
+  BURST_CHECK(cfg.ranks_per_node >= 0, InvalidArgument, "ranks_per_node=", cfg.ranks_per_node, " must be >= 0");
+  if (cfg.softmax_scale)
+    BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0, InvalidArgument, "softmax_scale=",
+                *cfg.softmax_scale, " must be finite and > 0");
+  const ResolvedMask resolved(mask, s.S_global, s.S_global);   // throws on invalid slices
+  (void)resolved;
+  // Layout divisibility (zigzag needs 2P, the others P): fails here with the layout's message.
+  (void)make_layout(cfg.layout, P, s.S_global, Mask{});
+  entry_of(cfg.strategy).validate(cfg, s, mask, P);
+}
+
+void check_bshd(const TensorView& t, const char* name, std::int64_t B, std::int64_t S, std::int64_t H,
+                std::int64_t D) {
+  BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
+  BURST_CHECK(t.dtype == DType::F32, Unsupported, name, " has dtype ", to_string(t.dtype), "; only f32 is computed");
+  BURST_CHECK(t.ndim == 4 && t.size(0) == B && t.size(1) == S && t.size(2) == H && t.size(3) == D &&
+                  t.stride[3] == 1,
+              InvalidArgument, name, " is ", t.describe(), ", expected [", B, ",", S, ",", H, ",", D,
+              "] with D contiguous");
+}
+
+void check_rows(const TensorView& t, const char* name, std::int64_t B, std::int64_t H, std::int64_t S) {
+  BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
+  BURST_CHECK(t.dtype == DType::F32 && t.ndim == 3 && t.size(0) == B && t.size(1) == H && t.size(2) == S &&
+                  t.is_contiguous(),
+              InvalidArgument, name, " is ", t.describe(), ", expected contiguous f32 [", B, ",", H, ",", S, "]");
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+struct DistAttention::Impl {
+  Communicator comm;
+  DistConfig cfg;
+  ProblemShape shape;
+  std::shared_ptr<const Plan> plan;
+  std::unique_ptr<strategies::Strategy> strategy;
+  DistStats stats;
+  std::int64_t S_local = 0;
+  explicit Impl(Communicator c) : comm(std::move(c)) {}
+};
+
+DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
+                             const Mask& mask) {
+  // A private communicator with its own counters (split keeps rank order). Collective.
+  impl_ = std::make_unique<Impl>(comm.split(0, comm.rank()));
+  const Communicator& c = impl_->comm;
+  const int P = c.size();
+  c.agree(fingerprint(cfg, shape, mask), "DistAttention arguments (config, shape or mask)");
+  c.agree_on([&] { validate_common(cfg, shape, mask, P); });
+  NodeTopology topo{1, P, 0, c.rank()};
+  if (cfg.strategy == StrategyKind::Burst && cfg.double_ring) topo = c.node_topology(cfg.ranks_per_node);
+  std::shared_ptr<const Plan> plan;
+  c.agree_on([&] { plan = std::make_shared<const Plan>(Plan::make(cfg, shape, mask, P, topo.ranks_per_node)); });
+  strategies::Setup setup{c, cfg, shape, mask, std::make_shared<const ResolvedMask>(mask, shape.S_global, shape.S_global),
+                          plan, c.rank(), P, topo,
+                          cfg.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(shape.D)))};
+  impl_->cfg = cfg;
+  impl_->shape = shape;
+  impl_->plan = plan;
+  impl_->S_local = static_cast<std::int64_t>(plan->layout().positions[static_cast<std::size_t>(c.rank())].size());
+  impl_->strategy = entry_of(cfg.strategy).make(setup);
+}
+
+DistAttention::~DistAttention() = default;
+DistAttention::DistAttention(DistAttention&&) noexcept = default;
+DistAttention& DistAttention::operator=(DistAttention&&) noexcept = default;
+
+const Plan& DistAttention::plan() const { return *impl_->plan; }
+const DistConfig& DistAttention::config() const { return impl_->cfg; }
+const std::vector<std::int64_t>& DistAttention::positions() const {
+  return impl_->plan->layout().positions[static_cast<std::size_t>(impl_->comm.rank())];
+}
+std::int64_t DistAttention::local_length() const { return impl_->S_local; }
+const DistStats& DistAttention::last_stats() const { return impl_->stats; }
+
+void DistAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                            const TensorView& lse) {
+  Impl& m = *impl_;
+  const ProblemShape& s = m.shape;
+  m.comm.agree_on([&] {
+    check_bshd(q, "q", s.B, m.S_local, s.H, s.D);
+    check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D);
+    check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D);
+    check_bshd(out, "out", s.B, m.S_local, s.H, s.D);
+    check_rows(lse, "lse", s.B, s.H, m.S_local);
+  });
+  m.comm.reset_counters();
+  m.stats = DistStats{};
+  const auto t0 = std::chrono::steady_clock::now();
+  m.strategy->forward(q, k, v, out, lse, m.stats);
+  m.stats.seconds = seconds_since(t0);
+  m.stats.bytes_sent = m.comm.counters().bytes_sent;
+  m.stats.messages_sent = m.comm.counters().messages_sent;
+}
+
+void DistAttention::backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                             const TensorView& dv) {
+  Impl& m = *impl_;
+  const ProblemShape& s = m.shape;
+  m.comm.agree_on([&] {
+    check_bshd(dout, "dout", s.B, m.S_local, s.H, s.D);
+    check_bshd(q, "q", s.B, m.S_local, s.H, s.D);
+    check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D);
+    check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D);
+    check_bshd(out, "out", s.B, m.S_local, s.H, s.D);
+    check_rows(lse, "lse", s.B, s.H, m.S_local);
+    check_bshd(dq, "dq", s.B, m.S_local, s.H, s.D);
+    check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D);
+    check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D);
+  });
+  m.comm.reset_counters();
+  m.stats = DistStats{};
+  const auto t0 = std::chrono::steady_clock::now();
+  m.strategy->backward(dout, q, k, v, out, lse, dq, dk, dv, m.stats);
+  m.stats.seconds = seconds_since(t0);
+  m.stats.bytes_sent = m.comm.counters().bytes_sent;
+  m.stats.messages_sent = m.comm.counters().messages_sent;
+}
+
+}  // namespace burst

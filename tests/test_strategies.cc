@@ -1,0 +1,302 @@
+// Distributed attention of the ring family and the all-gather (burst, ring, allgather) under
+// mpiexec -n 1..4: every strategy × layout × a mask from each family × GQA ratio, forward and
+// backward, against the single-process fp64 reference on the same global inputs (shard /
+// unshard); byte counters equal to the plan's formulas; buffer peaks within the plan's bound;
+// the error against fp64 within a small factor of the single-process (P = 1) fp32 kernel's error
+// on the same inputs (it must not grow with P). Shapes are tiny (S_global = 96, D = 16).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "burst/attention.h"
+#include "burst/comm.h"
+#include "burst/error.h"
+#include "burst/mask.h"
+#include "burst/plan.h"
+#include "burst/strategy.h"
+#include "test_util.h"
+
+namespace burst {
+namespace {
+
+// 96 = lcm of the layouts' divisors for P = 1..4 (2P for zigzag) times 4 (balanced chunks).
+constexpr std::int64_t kS = 96, kD = 16;
+
+enum class Family { Full, Causal, SlidingWindow, Document, PrefixLm, BlockSparse };
+const std::vector<Family> kFamilies = {Family::Full, Family::Causal, Family::SlidingWindow,
+                                       Family::Document, Family::PrefixLm, Family::BlockSparse};
+
+const char* name_of(Family f) {
+  switch (f) {
+    case Family::Full: return "full";
+    case Family::Causal: return "causal";
+    case Family::SlidingWindow: return "sliding_window_causal";
+    case Family::Document: return "causal_document";
+    case Family::PrefixLm: return "prefix_lm_causal";
+    case Family::BlockSparse: return "qk_sparse";
+  }
+  return "?";
+}
+
+Mask mask_of(Family f) {
+  BenchmarkMaskConfig c;
+  c.seed = 3;
+  c.num_documents = 5;   // ragged documents crossing rank boundaries
+  c.window = 11;
+  c.block = 16;
+  switch (f) {
+    case Family::Full: return Mask::full();
+    case Family::Causal: return Mask::causal_mask();
+    case Family::SlidingWindow: return make_benchmark_mask(MaskType::SlidingWindowCausal, kS, c);
+    case Family::Document: return make_benchmark_mask(MaskType::CausalDocument, kS, c);
+    case Family::PrefixLm: return make_benchmark_mask(MaskType::PrefixLmCausal, kS, c);
+    case Family::BlockSparse: return make_benchmark_mask(MaskType::QkSparse, kS, c);
+  }
+  return {};
+}
+
+/// Global inputs, fp64-oracle results, the single-process fp32 (Tiled, P = 1) errors and the
+/// tolerance of test_util.h's rule.
+struct Reference {
+  ProblemShape shape;
+  Mask mask;
+  Tensor q, k, v, dout, out, lse, dq, dk, dv;
+  double tol[5] = {};      // out, lse, dq, dk, dv
+  double local_err[5] = {};   // |tiled(P=1) − ref|
+};
+
+double err(const Tensor& a, const Tensor& b) { return test::max_abs_diff(a, b); }
+
+Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
+  Reference r;
+  r.shape = {B, kS, H, H_kv, kD};
+  r.mask = mask_of(family);
+  const auto seed = static_cast<std::uint64_t>(1000 * H + 10 * H_kv + B);
+  r.q = test::random_tensor({B, kS, H, kD}, seed + 1);
+  r.k = test::random_tensor({B, kS, H_kv, kD}, seed + 2);
+  r.v = test::random_tensor({B, kS, H_kv, kD}, seed + 3);
+  r.dout = test::random_tensor({B, kS, H, kD}, seed + 4);
+  AttentionParams p;
+  p.mask = r.mask;
+  p.impl = KernelImpl::Reference;
+  AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
+  AttentionGrads g = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(),
+                                        o.lse.view(), p);
+  const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
+  const AttentionGrads ng = test::naive_fp32_backward(r.dout, r.q, r.k, r.v, o.out, o.lse, p);
+  p.impl = KernelImpl::Tiled;
+  p.num_threads = 1;
+  const AttentionOutput t = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
+  const AttentionGrads tg = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(),
+                                               o.lse.view(), p);
+  r.out = std::move(o.out);
+  r.lse = std::move(o.lse);
+  r.dq = std::move(g.dq);
+  r.dk = std::move(g.dk);
+  r.dv = std::move(g.dv);
+  const Tensor* refs[5] = {&r.out, &r.lse, &r.dq, &r.dk, &r.dv};
+  const Tensor* naive[5] = {&n.out, &n.lse, &ng.dq, &ng.dk, &ng.dv};
+  const Tensor* tiled[5] = {&t.out, &t.lse, &tg.dq, &tg.dk, &tg.dv};
+  for (int i = 0; i < 5; ++i) {
+    r.tol[i] = test::tolerance(err(*naive[i], *refs[i]), test::max_abs(*refs[i]));
+    r.local_err[i] = err(*tiled[i], *refs[i]);
+  }
+  return r;
+}
+
+const Reference& reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
+  static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, Reference> cache;
+  const auto key = std::make_tuple(B, H, H_kv, static_cast<int>(family));
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_reference(B, H, H_kv, family)).first;
+  return it->second;
+}
+
+Tensor shard_of(const SequenceLayout& layout, int rank, const Tensor& global) {
+  const auto& s = global.shape();
+  Tensor local({s[0], static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size()), s[2], s[3]});
+  shard(layout, rank, global.view(), local.view());
+  return local;
+}
+
+/// lse [B,H,S_global] → this rank's rows [B,H,S_local].
+Tensor rows_of(const SequenceLayout& layout, int rank, const Tensor& global) {
+  const auto& s = global.shape();
+  const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
+  const auto n = static_cast<std::int64_t>(pos.size());
+  Tensor local({s[0], s[1], n});
+  for (std::int64_t bh = 0; bh < s[0] * s[1]; ++bh)
+    for (std::int64_t i = 0; i < n; ++i) local.data()[bh * n + i] = global.data()[bh * s[2] + pos[static_cast<std::size_t>(i)]];
+  return local;
+}
+
+/// Distributed error must be within the tolerance rule AND not materially above the
+/// single-process fp32 kernel's error (factor 4 + the rule's floor: merge form B adds a few
+/// roundings per ring step, never an error growing with the data).
+::testing::AssertionResult close(const char* what, const Tensor& got, const Tensor& want, double tol,
+                                 double local_err) {
+  const double e = err(got, want);
+  const double growth_bound = 4.0 * local_err + tol / test::kTolC;
+  if (e <= tol && e <= growth_bound) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": max |dist − ref| = " << e << ", tolerance " << tol
+                                       << ", single-process fp32 error " << local_err;
+}
+
+struct Case {
+  DistConfig cfg;
+  std::int64_t B = 1, H = 4, H_kv = 4;
+  Family family = Family::Causal;
+};
+
+void run_case(const Case& c) {
+  const Reference& ref = reference(c.B, c.H, c.H_kv, c.family);
+  SCOPED_TRACE(std::string("strategy=") + to_string(c.cfg.strategy) + " layout=" + to_string(c.cfg.layout) +
+               " mask=" + name_of(c.family) + " B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) +
+               " H_kv=" + std::to_string(c.H_kv) + " L=" + std::to_string(c.cfg.ranks_per_node));
+  const Communicator world = Communicator::world();
+  DistAttention attn(world, c.cfg, ref.shape, ref.mask);
+  const int rank = world.rank();
+  const auto r = static_cast<std::size_t>(rank);
+  const SequenceLayout& layout = attn.plan().layout();
+  ASSERT_EQ(attn.positions(), layout.positions[r]);
+  Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k), v = shard_of(layout, rank, ref.v);
+  Tensor dout = shard_of(layout, rank, ref.dout);
+  Tensor out(q.shape()), lse({c.B, c.H, attn.local_length()});
+  attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+  EXPECT_TRUE(close("out", out, shard_of(layout, rank, ref.out), ref.tol[0], ref.local_err[0]));
+  EXPECT_TRUE(close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol[1], ref.local_err[1]));
+  const DistStats fs = attn.last_stats();
+  EXPECT_EQ(fs.bytes_sent, attn.plan().forward().bytes_sent[r]) << "forward bytes";
+  EXPECT_LE(fs.peak_buffer_bytes, attn.plan().forward().peak_buffer_bytes[r]) << "forward buffers";
+  EXPECT_EQ(fs.visible_pairs, attn.plan().forward().visible_pairs[r]);
+
+  Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
+  attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+  EXPECT_TRUE(close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol[2], ref.local_err[2]));
+  EXPECT_TRUE(close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol[3], ref.local_err[3]));
+  EXPECT_TRUE(close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol[4], ref.local_err[4]));
+  const DistStats bs = attn.last_stats();
+  EXPECT_EQ(bs.bytes_sent, attn.plan().backward().bytes_sent[r]) << "backward bytes";
+  EXPECT_LE(bs.peak_buffer_bytes, attn.plan().backward().peak_buffer_bytes[r]) << "backward buffers";
+  EXPECT_EQ(bs.backward_side, attn.plan().backward().side);
+}
+
+const std::vector<LayoutKind> kLayouts = {LayoutKind::Contiguous, LayoutKind::Zigzag, LayoutKind::Striped,
+                                          LayoutKind::Balanced};
+/// (H, H_kv): MHA and GQA ratios 2 and 4.
+const std::vector<std::pair<std::int64_t, std::int64_t>> kHeads = {{4, 4}, {4, 2}, {4, 1}};
+
+void sweep(StrategyKind s) {
+  for (LayoutKind layout : kLayouts)
+    for (Family f : kFamilies)
+      for (auto [H, H_kv] : kHeads) {
+        Case c;
+        c.cfg.strategy = s;
+        c.cfg.layout = layout;
+        c.cfg.num_threads = 1;
+        c.H = H;
+        c.H_kv = H_kv;
+        c.family = f;
+        run_case(c);
+      }
+}
+
+TEST(Strategies, BurstEveryLayoutMaskAndGqaRatio) { sweep(StrategyKind::Burst); }
+TEST(Strategies, RingEveryLayoutMaskAndGqaRatio) { sweep(StrategyKind::Ring); }
+TEST(Strategies, AllGatherEveryLayoutMaskAndGqaRatio) { sweep(StrategyKind::AllGather); }
+
+TEST(Strategies, BurstBothBackwardSidesUnderGqa) {
+  for (BackwardSide side : {BackwardSide::QuerySide, BackwardSide::KvSide})
+    for (auto [H, H_kv] : kHeads) {
+      Case c;
+      c.cfg.strategy = StrategyKind::Burst;
+      c.cfg.backward_side = side;
+      c.cfg.num_threads = 1;
+      c.H = H;
+      c.H_kv = H_kv;
+      c.family = Family::Document;
+      run_case(c);
+    }
+}
+
+TEST(Strategies, BurstAutoSidePicksFewerBytes) {
+  const Communicator world = Communicator::world();
+  const int P = world.size();
+  for (auto [H, H_kv] : kHeads) {
+    DistConfig cfg;
+    cfg.strategy = StrategyKind::Burst;
+    const ProblemShape shape{1, kS, H, H_kv, kD};
+    DistAttention attn(world, cfg, shape, Mask::causal_mask());
+    const std::int64_t qb = ring_backward_bytes(BackwardSide::QuerySide, shape, P);
+    const std::int64_t kb = ring_backward_bytes(BackwardSide::KvSide, shape, P);
+    EXPECT_EQ(attn.plan().backward_side(), qb <= kb ? BackwardSide::QuerySide : BackwardSide::KvSide);
+    // At MHA the query side is the cheaper one for P > 1 (3d + 2 < 4d per token and hop).
+    if (H == H_kv && P > 1) {
+      EXPECT_EQ(attn.plan().backward_side(), BackwardSide::QuerySide);
+    }
+    if (H == 4 * H_kv && P > 1) {
+      EXPECT_EQ(attn.plan().backward_side(), BackwardSide::KvSide);
+    }
+  }
+}
+
+TEST(Strategies, BurstDoubleRingTopologies) {
+  const int P = Communicator::world().size();
+  for (int L : {1, 2, P}) {
+    if (P % L != 0) continue;
+    for (BackwardSide side : {BackwardSide::QuerySide, BackwardSide::KvSide})
+      for (Family f : {Family::Causal, Family::Document, Family::Full}) {
+        Case c;
+        c.cfg.strategy = StrategyKind::Burst;
+        c.cfg.ranks_per_node = L;
+        c.cfg.backward_side = side;
+        c.cfg.num_threads = 1;
+        c.family = f;
+        run_case(c);
+      }
+  }
+}
+
+TEST(Strategies, NoOverlapBatchAndReferenceKernel) {
+  Case c;
+  c.cfg.strategy = StrategyKind::Burst;
+  c.cfg.overlap = false;
+  c.cfg.num_threads = 1;
+  c.B = 2;
+  c.family = Family::PrefixLm;
+  run_case(c);
+  c.cfg.strategy = StrategyKind::Ring;
+  c.cfg.overlap = true;
+  c.cfg.kernel = KernelImpl::Reference;
+  c.H_kv = 2;
+  run_case(c);
+}
+
+TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
+  // algorithm.md §4.2: (P−1)(2b + 2r) + P·b vs (2P−1)·2b; at P = 2 and D = 16 the ratio is
+  // (4 + 2/16)/6 = 0.69 (→ 0.75 as P grows); checked on the counters of real passes.
+  const Communicator world = Communicator::world();
+  if (world.size() < 2) return;   // no communication at P = 1 (mpi_main counts a skip as a failure)
+  std::int64_t bytes[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    DistConfig cfg;
+    cfg.strategy = i == 0 ? StrategyKind::Burst : StrategyKind::Ring;
+    cfg.num_threads = 1;
+    const Reference& ref = reference(1, 4, 4, Family::Causal);
+    DistAttention attn(world, cfg, ref.shape, ref.mask);
+    const SequenceLayout& layout = attn.plan().layout();
+    Tensor q = shard_of(layout, world.rank(), ref.q), k = shard_of(layout, world.rank(), ref.k);
+    Tensor v = shard_of(layout, world.rank(), ref.v), dout = shard_of(layout, world.rank(), ref.dout);
+    Tensor out(q.shape()), lse({1, 4, attn.local_length()}), dq(q.shape()), dk(k.shape()), dv(v.shape());
+    attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+    attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+    bytes[i] = attn.last_stats().bytes_sent;
+  }
+  EXPECT_LE(static_cast<double>(bytes[0]), 0.76 * static_cast<double>(bytes[1]));
+}
+
+}  // namespace
+}  // namespace burst
