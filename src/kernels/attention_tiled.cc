@@ -105,7 +105,10 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
     for (int r = 0; r < nr; ++r) {
       float* srow = S + static_cast<std::int64_t>(r) * bkv;
       const float m_tile = mk.row_max(srow, bkv);
-      const float alpha = online_softmax_rescale(w.m[r], m_tile == kNegInf ? kNegInf : m_tile * tiled::kLn2);
+      const float m_tile_nat = m_tile == kNegInf ? kNegInf : m_tile * tiled::kLn2;
+      // The running max usually stops growing after a few tiles: then α = 1 and the state is
+      // unchanged, so the scalar exp of the rescale is skipped.
+      const float alpha = m_tile_nat > w.m[r] ? online_softmax_rescale(w.m[r], m_tile_nat) : 1.0f;
       if (w.m[r] == kNegInf) {  // nothing visible yet: P = 0, O and l stay 0
         std::fill(srow, srow + bkv, 0.0f);
         continue;

@@ -6,7 +6,8 @@
 // per-query constants lse and delta are vectors across columns):
 //   Sᵀ = K·Qᵀ; Partial tiles masked per element;  Pᵀ = exp2(c₂·Sᵀ − lse·log₂e)  [probs_t]
 //   dPᵀ = V·dOᵀ;  dV += Pᵀ·dO;  dSᵀ = Pᵀ∘(dPᵀ − delta)  [dscores_t];  dK += dSᵀ·Q
-//   dS = transpose(dSᵀ);  dQ_tile += dS·K
+//   dQᵀ_tile += Kᵀ·dSᵀ  (Kᵀ panels packed like the forward's, so dSᵀ is never transposed;
+//   the dQᵀ tile is transposed once per q tile when written)
 // (5 GEMMs per tile pair, P recomputed from the FINAL lse, so rows with lse = −inf give P = 0).
 // dQ: with NC = 1 chunk an item owns the dq rows of its heads and writes them directly. With
 // NC > 1 each chunk writes its partial dQ to its own slot and a second pass sums the slots in
@@ -16,7 +17,7 @@
 // scheme recomputes S, P, dP: 7 GEMMs instead of 5) and no reduction when B·H_kv ≥ 8 items —
 // the common case (B = 1, H_kv = 8 gives 8 items for 2 cores). Chunking the kv range keeps
 // MQA/small-batch problems parallel at the price of NC partial dQ buffers.
-// Memory: packed K, V (≈ size of k, v); per thread the q-tile packs, the score tiles and the
+// Memory: packed K, Kᵀ, V (≈ 1.5× the size of k and v); per thread the q-tile packs, the score tiles and the
 // dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials.
 // Source: FlashAttention-2 (Dao 2023) Alg. 2; algorithm.md §3, §5.
 #include <omp.h>
@@ -64,15 +65,15 @@ Chunking choose_chunks(const Problem& p, const Geometry& g) {
 }
 
 struct BackwardScratch {
-  std::vector<float> qt, qp, dot, dop, shift, delta, dq, st, dpt, ds, dk, dv;
+  std::vector<float> qt, qp, dot, dop, shift, delta, dqt, dq, st, dpt, dk, dv;
   std::vector<std::pair<std::int64_t, TileClass>> live;
   BackwardScratch(const Geometry& g, int D, std::int64_t chunk_rows) {
     const auto bq = static_cast<std::size_t>(g.bq), bkv = static_cast<std::size_t>(g.bkv);
     const auto Dp = static_cast<std::size_t>(g.Dp), Dn = static_cast<std::size_t>(D);
     qt.resize(Dn * bq); dot.resize(Dn * bq);
-    qp.resize(bq * Dp); dop.resize(bq * Dp); dq.resize(bq * Dp);
+    qp.resize(bq * Dp); dop.resize(bq * Dp); dq.resize(bq * Dp); dqt.resize(Dn * bq);
     shift.resize(bq); delta.resize(bq);
-    st.resize(bkv * bq); dpt.resize(bkv * bq); ds.resize(bq * bkv);
+    st.resize(bkv * bq); dpt.resize(bkv * bq);
     dk.resize(static_cast<std::size_t>(chunk_rows) * Dp);
     dv.resize(static_cast<std::size_t>(chunk_rows) * Dp);
   }
@@ -86,6 +87,7 @@ struct Context {
   Chunking ch;
   const float* kpack;  // [B][H_kv][n_kt][bkv][Dp]
   const float* vpack;
+  const float* ktpack;  // [B][H_kv][n_kt][D][bkv]
   float* partial;      // [n_chunks][B][H][S_q][Dp] when n_chunks > 1
   std::int64_t tile_elems;
 };
@@ -126,7 +128,7 @@ void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int
 }
 
 // All five products of one (kv tile t, q tile) pair; accumulates into w.dk/w.dv rows of tile t
-// and into w.dq.
+// and into w.dqt (dQᵀ).
 void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk,
                std::int64_t kt0, std::int64_t t, TileClass cls, std::int64_t i0, int nr) {
   const Problem& p = cx.p;
@@ -137,6 +139,7 @@ void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64
   const std::int64_t panel = ((b * p.H_kv + hk) * cx.g.n_kt + t) * cx.tile_elems;
   const float* K = cx.kpack + panel;
   const float* V = cx.vpack + panel;
+  const float* KT = cx.ktpack + ((b * p.H_kv + hk) * cx.g.n_kt + t) * p.D * bkv;
   float* dk = w.dk.data() + (t - kt0) * bkv * Dp;
   float* dv = w.dv.data() + (t - kt0) * bkv * Dp;
   float* st = w.st.data();
@@ -150,8 +153,7 @@ void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64
   mk.gemm(st, bq, w.dop.data(), Dp, dv, Dp, nc, Dp, nr, true);           // dV += Pᵀ·dO
   mk.dscores_t(st, w.dpt.data(), bq, nc, bq, w.delta.data());            // dSᵀ
   mk.gemm(st, bq, w.qp.data(), Dp, dk, Dp, nc, Dp, nr, true);            // dK += dSᵀ·Q
-  mk.transpose(st, bq, w.ds.data(), bkv, nc, nr);                        // dS [nr × nc]
-  mk.gemm(w.ds.data(), bkv, K, Dp, w.dq.data(), Dp, nr, Dp, nc, true);   // dQ += dS·K
+  mk.gemm(KT, bkv, st, bq, w.dqt.data(), bq, D, bq, nc, true);           // dQᵀ += Kᵀ·dSᵀ
 }
 
 void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk,
@@ -176,7 +178,7 @@ void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::i
         const TileClass cls = tiled::classify_tile(p, i0, nr, j0, nc);
         if (cls != TileClass::Empty) w.live.emplace_back(t, cls);
       }
-      std::fill(w.dq.begin(), w.dq.end(), 0.0f);
+      std::fill(w.dqt.begin(), w.dqt.end(), 0.0f);
       if (!w.live.empty()) {
         pack_q_side(cx, w, b, h, i0, nr);
         for (const auto& [t, cls] : w.live) {
@@ -184,6 +186,7 @@ void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::i
           if (call_progress) (*p.progress)();
         }
       }
+      cx.mk.transpose(w.dqt.data(), g.bq, w.dq.data(), Dp, D, nr);  // dQᵀ [D × bq] → dQ [nr × Dp]
       if (cx.ch.n_chunks == 1) {
         write_rows(cx.io.dq, b, i0, h, nr, D, w.dq.data(), Dp, p.scale, cx.io.accumulate);
       } else {
@@ -237,9 +240,10 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;
   std::vector<float> kpack(static_cast<std::size_t>(n_pack * tile_elems));
   std::vector<float> vpack(kpack.size());
+  std::vector<float> ktpack(static_cast<std::size_t>(n_pack * p.D * g.bkv));
   std::vector<float> partial;
   if (ch.n_chunks > 1) partial.resize(static_cast<std::size_t>(ch.n_chunks * p.B * p.H * p.S_q * g.Dp));
-  const Context cx{p, io, mk, g, ch, kpack.data(), vpack.data(), partial.data(), tile_elems};
+  const Context cx{p, io, mk, g, ch, kpack.data(), vpack.data(), ktpack.data(), partial.data(), tile_elems};
   const std::int64_t n_items = p.B * p.H_kv * ch.n_chunks;
   const std::int64_t n_rows = p.B * p.H * p.S_q;
   const int D = static_cast<int>(p.D);
@@ -254,6 +258,7 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
       const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
       tiled::pack_rows(p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, kpack.data() + idx * tile_elems);
       tiled::pack_rows(p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, vpack.data() + idx * tile_elems);
+      tiled::pack_transposed(p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.bkv, 1.0f, ktpack.data() + idx * p.D * g.bkv);
     }
     BackwardScratch scratch(g, D, ch.tiles_per_chunk * g.bkv);
     const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;
