@@ -233,8 +233,8 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
 
 // ---------------------------------------------------------------- problem building ---------
 
-template <typename Op, typename View>
-Op operand(const View& t, bool varlen, std::int64_t row0) {
+template <typename Op>
+Op operand(const TensorView& t, bool varlen, std::int64_t row0) {
   Op o;
   o.data = t.f32() + (varlen ? row0 * t.stride[0] : 0);
   o.sb = varlen ? 0 : t.stride[0];

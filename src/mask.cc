@@ -14,20 +14,10 @@ namespace {
 // Sentinels for "no diagonal bound"; q ± kUnbounded never overflows for valid positions.
 constexpr std::int64_t kUnbounded = std::int64_t{1} << 60;
 
-const char* kind_name(SliceKind kind) {
-  switch (kind) {
-    case SliceKind::Full: return "full";
-    case SliceKind::Causal: return "causal";
-    case SliceKind::InvCausal: return "inv_causal";
-    case SliceKind::BiCausal: return "bi_causal";
-  }
-  return "?";
-}
-
 std::string slice_text(const MaskSlice& s) {
   std::ostringstream os;
   os << '[' << s.q_begin << ',' << s.q_end << ")x[" << s.k_begin << ',' << s.k_end << ") "
-     << kind_name(s.kind);
+     << to_string(s.kind);
   if (s.window_left != -1 || s.window_right != -1)
     os << " window=(" << s.window_left << ',' << s.window_right << ')';
   return os.str();
@@ -79,6 +69,22 @@ class RowIntervals {
 }  // namespace
 
 // ---------------------------------------------------------------- Mask ---------------------
+
+const char* to_string(SliceKind kind) noexcept {
+  switch (kind) {
+    case SliceKind::Full: return "full";
+    case SliceKind::Causal: return "causal";
+    case SliceKind::InvCausal: return "inv_causal";
+    case SliceKind::BiCausal: return "bi_causal";
+  }
+  return "?";
+}
+
+SliceKind slice_kind_from_string(const std::string& name) {
+  for (SliceKind k : {SliceKind::Full, SliceKind::Causal, SliceKind::InvCausal, SliceKind::BiCausal})
+    if (name == to_string(k)) return k;
+  BURST_FAIL(InvalidArgument, "slice kind '", name, "' is not one of full, causal, inv_causal, bi_causal");
+}
 
 Mask Mask::sliding_window(std::int64_t left, std::int64_t right, bool causal) {
   BURST_CHECK(left >= -1 && right >= -1, InvalidArgument, "window_size=(", left, ", ", right,

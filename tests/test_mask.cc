@@ -318,6 +318,12 @@ TEST(MaskSlices, KindsFollowTheirDefinitions) {
       }
 }
 
+TEST(MaskSlices, KindNamesRoundTrip) {
+  for (SliceKind k : {SliceKind::Full, SliceKind::Causal, SliceKind::InvCausal, SliceKind::BiCausal})
+    EXPECT_EQ(slice_kind_from_string(to_string(k)), k);
+  EXPECT_THROW(slice_kind_from_string("diagonal"), Error);
+}
+
 TEST(MaskSlices, DocumentBuilder) {
   const ResolvedMask m(Mask::document({0, 2, 2, 5}, true), 5, 5);
   EXPECT_EQ(bitmap(m), "1....\n11...\n..1..\n..11.\n..111\n");

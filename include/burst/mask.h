@@ -26,6 +26,11 @@ namespace burst {
 
 enum class SliceKind : std::uint8_t { Full, Causal, InvCausal, BiCausal };
 
+/// "full", "causal", "inv_causal", "bi_causal". Never throws.
+const char* to_string(SliceKind kind) noexcept;
+/// Inverse of to_string. Throws: Error(InvalidArgument) listing the valid names.
+SliceKind slice_kind_from_string(const std::string& name);
+
 /// One rectangle of the mask union. Positions are global and half-open; windows are in tokens,
 /// inclusive, measured from the slice's bottom-right-aligned diagonal; −1 = unbounded.
 struct MaskSlice {
