@@ -1,9 +1,8 @@
-// Head splitting and the Ulysses sequence↔heads all-to-all (src/strategies/ulysses.h).
-// Buffers are packed per destination in (field, b, s, h, d) order for BSHD fields and
+// DeepSpeed-Ulysses (arXiv 2309.14509): the sequence↔heads all-to-all shared with usp and tp
+// (src/strategies/ulysses.h) and the ulysses strategy. Exchange buffers are packed per destination in (field, b, s, h, d) order for BSHD fields and
 // (field, b, h, s) for row fields; the receiver unpacks in the same order, placing each source's
 // tokens at their rows of the group's position-sorted sequence.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <numeric>
 
@@ -179,7 +178,7 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
   }
 }
 
-// ---------------------------------------------------------------- the ulysses strategy
+// ---------------------------------------------------------------- ulysses passes
 
 namespace {
 
@@ -254,11 +253,8 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
                                 gathered_params(base_, ex_, S_global_), false);
 }
 
-}  // namespace burst::strategies
-
 // ---------------------------------------------------------------- registration
 
-namespace burst::strategies {
 namespace {
 
 class UlyssesStrategy final : public Strategy {

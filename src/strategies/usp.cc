@@ -153,14 +153,21 @@ class UspStrategy final : public Strategy {
 
 }  // namespace
 
-void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const Mask&, int P) {
+void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P) {
   BURST_CHECK(cfg.ulysses_degree >= 0, InvalidArgument, "usp: ulysses_degree=", cfg.ulysses_degree,
               " must be ≥ 0 (0 picks the largest divisor of P dividing H_kv)");
   const int u = resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
   BURST_CHECK(P % u == 0, InvalidArgument, "usp: ulysses_degree=", u, " does not divide the ", P,
               " ranks (P = ulysses_degree · ring_degree)");
-  // Every layout and every mask: the ring kernels see global positions of both sides.
+  // Every layout and every mask: the ring kernels see global positions of both sides. The ring
+  // (RingExecutor) circulates equal-sized payloads, so the groups must hold equal token counts.
   make_head_split(shape.H, shape.H_kv, u, "usp");
+  const SequenceLayout layout = make_layout(cfg.layout, P, shape.S_global, mask);
+  for (int r = 1; r < P; ++r)
+    BURST_CHECK(layout.positions[static_cast<std::size_t>(r)].size() == layout.positions[0].size(), Unsupported,
+                "usp: its ring needs equal shards, but layout ", to_string(cfg.layout), " gives rank ", r, " ",
+                layout.positions[static_cast<std::size_t>(r)].size(), " tokens and rank 0 ",
+                layout.positions[0].size());
 }
 
 std::unique_ptr<Strategy> make_usp(const Setup& setup) {
