@@ -281,7 +281,5 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   burst::python::bind_local(m);
-#ifdef BURST_PY_DISTRIBUTED
   burst::python::bind_dist(m);
-#endif
 }

@@ -32,7 +32,7 @@ layouts = ("contiguous", "zigzag", "striped", "balanced")
 
 def strategies():
     """Names of the distributed strategies this build provides (burst, ring, allgather, ...)."""
-    return list(_C.all_strategies()) if hasattr(_C, "all_strategies") else []
+    return list(_C.all_strategies())
 
 
 def _is_torch(x):

@@ -11,9 +11,6 @@ import burst
 from conftest import (assert_close, errors_vs_oracle, make_inputs, mask_visible,
                       visible_reference)
 
-pytestmark = pytest.mark.skipif(not hasattr(burst._C, "DistAttention"),
-                                reason="built without the distributed layer")
-
 S_GLOBAL = 64  # divisible by 2P for P in 1, 2, 4 (zigzag) — small enough for seconds
 
 
@@ -50,7 +47,7 @@ def verify(checks):
         assert_close(name, got, ref, e32)
 
 
-@pytest.mark.parametrize("strategy", burst.strategies() or ["burst"])
+@pytest.mark.parametrize("strategy", burst.strategies())
 @pytest.mark.parametrize("H_kv", [4, 2])
 @pytest.mark.parametrize("causal", [False, True])
 def test_every_strategy(comm, strategy, H_kv, causal):
