@@ -6,6 +6,7 @@
 // bitwise equality across thread counts 1/2/3. Shapes are small: the binary runs in seconds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -326,6 +327,55 @@ TEST(TiledVsOracle, AccumulateAddsIntoGradients) {
     EXPECT_LE(test::max_abs_diff(g.dq, gref.dq), tol_q) << to_string(isa);
     EXPECT_LE(test::max_abs_diff(g.dk, gref.dk), tol_k) << to_string(isa);
     EXPECT_LE(test::max_abs_diff(g.dv, gref.dv), tol_v) << to_string(isa);
+  }
+}
+
+TEST(TiledVarlen, EmptySequencesAndBitwiseEqualToPerSequenceCalls) {
+  // Sequences (S_q, S_kv): (5, 0) — queries with no keys; (0, 30) — keys with no queries;
+  // (35, 40) — causal, bottom-right aligned. The boundary splits varlen per sequence, so each
+  // sequence must equal, bit for bit, a BSHD call on its rows alone (validated against the oracle
+  // by the tests above); rows without keys give out = 0, lse = −inf, dq = 0.
+  const std::int64_t H = 2, H_kv = 1, D = 32;
+  const std::vector<std::int32_t> cu_q = {0, 5, 5, 40}, cu_kv = {0, 0, 30, 70};
+  const Tensor q = test::random_tensor({40, H, D}, 5), k = test::random_tensor({70, H_kv, D}, 6),
+               v = test::random_tensor({70, H_kv, D}, 7), dout = test::random_tensor({40, H, D}, 8);
+  auto rows = [](const Tensor& t, std::int64_t r0, std::int64_t r1) {
+    const std::int64_t w = t.shape()[1] * t.shape()[2];
+    Tensor out({1, r1 - r0, t.shape()[1], t.shape()[2]});
+    std::copy(t.data() + r0 * w, t.data() + r1 * w, out.data());
+    return out;
+  };
+  for (Isa isa : isas_here()) {
+    SCOPED_TRACE(to_string(isa));
+    AttentionParams p;
+    p.mask = Mask::causal_mask();
+    p.isa = isa;
+    p.num_threads = 2;
+    p.block_q = p.block_kv = 16;
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_kv = cu_kv;
+    const AttentionOutput o = attention_forward(q.view(), k.view(), v.view(), p);
+    const AttentionGrads g = attention_backward(dout.view(), q.view(), k.view(), v.view(), o.out.view(), o.lse.view(), p);
+    for (std::int64_t i = 0; i < 5 * H * D; ++i) ASSERT_EQ(o.out.data()[i], 0.0f);
+    for (std::int64_t i = 0; i < 5 * H * D; ++i) ASSERT_EQ(g.dq.data()[i], 0.0f);
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t s = 0; s < 5; ++s) ASSERT_EQ(o.lse.data()[h * 40 + s], -INFINITY);
+    for (std::int64_t i = 0; i < 30 * H_kv * D; ++i) {  // keys nobody attends to
+      ASSERT_EQ(g.dk.data()[i], 0.0f);
+      ASSERT_EQ(g.dv.data()[i], 0.0f);
+    }
+    AttentionParams ps = p;
+    ps.cu_seqlens_q.clear();
+    ps.cu_seqlens_kv.clear();
+    const Tensor q3 = rows(q, 5, 40), k3 = rows(k, 30, 70), v3 = rows(v, 30, 70), d3 = rows(dout, 5, 40);
+    const AttentionOutput o3 = attention_forward(q3.view(), k3.view(), v3.view(), ps);
+    const AttentionGrads g3 = attention_backward(d3.view(), q3.view(), k3.view(), v3.view(), o3.out.view(), o3.lse.view(), ps);
+    EXPECT_EQ(0, std::memcmp(o3.out.data(), o.out.data() + 5 * H * D, sizeof(float) * 35 * H * D));
+    for (std::int64_t h = 0; h < H; ++h)
+      EXPECT_EQ(0, std::memcmp(o3.lse.data() + h * 35, o.lse.data() + h * 40 + 5, sizeof(float) * 35));
+    EXPECT_EQ(0, std::memcmp(g3.dq.data(), g.dq.data() + 5 * H * D, sizeof(float) * 35 * H * D));
+    EXPECT_EQ(0, std::memcmp(g3.dk.data(), g.dk.data() + 30 * H_kv * D, sizeof(float) * 40 * H_kv * D));
+    EXPECT_EQ(0, std::memcmp(g3.dv.data(), g.dv.data() + 30 * H_kv * D, sizeof(float) * 40 * H_kv * D));
   }
 }
 
