@@ -214,12 +214,26 @@ std::int64_t layout_divisor(LayoutKind kind, int P) {
   return kind == LayoutKind::Zigzag ? 2LL * P : P;
 }
 
-/// Visible-pair matrix of `kind` over P ranks at the workload's mask resolution.
-std::vector<double> pair_matrix(const Workload& w, LayoutKind kind, int P) {
+/// Visible-pair matrix of `kind` over P ranks at the workload's mask resolution. With
+/// group > 1 (USP) the members are groups of `group` consecutive ranks of the P-rank layout,
+/// holding the union of their tokens (src/strategies/usp.cc), so the matrix is (P/group)².
+std::vector<double> pair_matrix(const Workload& w, LayoutKind kind, int P, int group = 1) {
   const std::int64_t len = w.mask_length > 0 ? w.mask_length : w.S_global;
   const ResolvedMask resolved(w.mask, len, len);
   const double ratio = static_cast<double>(w.S_global) / static_cast<double>(len);
-  const SequenceLayout layout = make_layout(kind, P, len, w.mask);
+  SequenceLayout layout = make_layout(kind, P, len, w.mask);
+  if (group > 1) {
+    SequenceLayout merged = layout;
+    merged.P = P / group;
+    merged.positions.assign(static_cast<std::size_t>(merged.P), {});
+    for (int r = 0; r < P; ++r) {
+      auto& dst = merged.positions[static_cast<std::size_t>(r / group)];
+      dst.insert(dst.end(), layout.positions[static_cast<std::size_t>(r)].begin(),
+                 layout.positions[static_cast<std::size_t>(r)].end());
+    }
+    for (auto& p : merged.positions) std::sort(p.begin(), p.end());
+    layout = std::move(merged);
+  }
   return visible_pair_matrix(resolved, layout, ratio * ratio);
 }
 
@@ -265,7 +279,7 @@ std::string infeasibility(const ClusterSpec& c, const Workload& w, const Candida
       if (P % u != 0 || kv_heads_for_split(w.H, w.H_kv, u) == 0)
         why << "ulysses_degree=" << u << " must divide P=" << P << " and the heads H=" << w.H
             << ", H_kv=" << w.H_kv;
-      else divisible(layout_divisor(cand.layout, P / u) * u);
+      else divisible(layout_divisor(cand.layout, P));
       break;
   }
   return why.str();
@@ -290,17 +304,19 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
       const std::vector<double> one = pair_matrix(w, LayoutKind::Contiguous, 1);
       return cost::simulate(cost::head_parallel_schedule(ctx, one[0], backward,
                                                          cand.strategy == StrategyKind::Tp,
-                                                         kv_heads_for_split(w.H, w.H_kv, P)));
+                                                         kv_heads_for_split(w.H, w.H_kv, P),
+                                                         w.S_global / P));
     }
     case StrategyKind::Usp: {
       // Ring of R = P/u members (strided by u) over H/u heads; Ulysses a2a inside groups of u.
       const int R = P / u;
       const std::int64_t kv_u = kv_heads_for_split(w.H, w.H_kv, u);
-      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(w, cand.layout, R), R, backward,
+      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(w, cand.layout, P, u), R, backward,
                                                 query_side, false, w.H / u, kv_u / u, u);
       // The u-way all-to-all of a Ulysses group (consecutive ranks), no attention compute.
       const cost::Context uctx{&c, &w, u};
-      const cost::Schedule ua = cost::head_parallel_schedule(uctx, 0, backward, false, kv_u);
+      const cost::Schedule ua =
+          cost::head_parallel_schedule(uctx, 0, backward, false, kv_u, w.S_global / P);
       ring.pre_seconds += ua.pre_seconds;
       ring.post_seconds += ua.post_seconds;
       ring.collective_bytes += ua.collective_bytes;
@@ -344,7 +360,8 @@ Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Ca
   const bool ring_family = candidate.strategy == StrategyKind::Burst ||
                            candidate.strategy == StrategyKind::Ring ||
                            candidate.strategy == StrategyKind::Usp;
-  const bool query_side = candidate.strategy == StrategyKind::Ring
+  const bool query_side = (candidate.strategy == StrategyKind::Ring ||
+                           candidate.strategy == StrategyKind::Usp)
                               ? false
                               : prefer_query_side(workload, candidate.backward_side);
   const bool want_fwd = workload.pass != PassKind::Backward;

@@ -67,8 +67,9 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
                        bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
                        int rank_stride);
 Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward);
+/// ctx.P is the head-parallel group size; S_local the tokens each member holds.
 Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool backward, bool tp,
-                                std::int64_t H_kv_eff);
+                                std::int64_t H_kv_eff, std::int64_t S_local);
 Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward);
 
 /// Whether inter-node: global ranks a and b on different nodes of the cluster.

@@ -147,29 +147,43 @@ Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs
 }
 
 Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool backward, bool tp,
-                                std::int64_t H_kv_eff) {
+                                std::int64_t H_kv_eff, std::int64_t S_local) {
   const ClusterSpec& c = *ctx.cluster;
   const Workload& w = *ctx.workload;
-  const int P = ctx.P;
-  const Sizes z = sizes_for(w, w.H, w.H_kv, w.S_global / P);     // sequence-sharded tensors
-  const Sizes ze = sizes_for(w, w.H, H_kv_eff, w.S_global / P);  // with replicated KV heads
+  const int P = ctx.P;   // the head-parallel group (USP: u)
+  const Sizes z = sizes_for(w, w.H, w.H_kv, S_local);     // sequence-sharded tensors
+  const Sizes ze = sizes_for(w, w.H, H_kv_eff, S_local);  // with replicated KV heads
   const int group_per_node = std::min(P, c.devices_per_node);
   const bool inter = P > c.devices_per_node;
   Schedule s;
   double staging = 0;
-  if (tp) {
+  if (tp && w.model_width > 0) {
     // Megatron SP: all-gather X [S/P, h] before QKV, reduce-scatter after the out projection
     // (backward mirrored). Not overlapped with attention.
-    const double h = static_cast<double>(w.model_width > 0 ? w.model_width : w.H * w.D);
+    const double h = static_cast<double>(w.model_width);
     const double block = static_cast<double>(w.B) * static_cast<double>(w.S_global / P) * h * z.beta;
     s.pre_seconds = all_gather_seconds(c, P, block, inter);
     s.post_seconds = all_gather_seconds(c, P, block, inter);
     s.collective_bytes = 2.0 * (P - 1) * block;
     staging = P * block;   // the gathered [S, h] input
+  } else if (tp) {
+    // Attention-only head parallelism on sequence-sharded inputs (src/strategies/tp.cc):
+    // forward all-gathers Q, K, V and reduce-scatters (O, lse); backward all-gathers
+    // Q, dO, K, V, lse, delta and reduce-scatters dQ, dK, dV (fp32).
+    // Every rank gathers the compact K, V (H_kv heads) and picks its heads locally.
+    const double gather = backward ? (2 * z.b_q + 2 * z.b_kv) * z.beta + 2 * z.r * kAcc
+                                   : (z.b_q + 2 * z.b_kv) * z.beta;
+    const double scatter = backward ? (z.b_q + 2 * z.b_kv) * kAcc : z.b_q * z.beta + z.r * kAcc;
+    s.pre_seconds = all_gather_seconds(c, P, gather, inter);
+    s.post_seconds = all_gather_seconds(c, P, scatter, inter);
+    s.collective_bytes = (P - 1) * (gather + scatter);
+    staging = P * std::max(gather, scatter);
   } else {
-    // Ulysses: forward a2a(Q, K, V) then a2a(O); backward a2a(dO) then a2a(dQ, dK, dV).
-    const double first = backward ? ze.b_q * z.beta : (ze.b_q + 2 * ze.b_kv) * z.beta;
-    const double second = backward ? (ze.b_q + 2 * ze.b_kv) * z.beta : ze.b_q * z.beta;
+    // Ulysses (src/strategies/ulysses.cc): forward a2a(Q, K, V) then a2a(O, lse); backward
+    // a2a(Q, dO, K, V, lse, delta) then a2a(dQ, dK, dV) (fp32) — nothing kept in head layout.
+    const double first = backward ? (2 * ze.b_q + 2 * ze.b_kv) * z.beta + 2 * ze.r * kAcc
+                                  : (ze.b_q + 2 * ze.b_kv) * z.beta;
+    const double second = backward ? (ze.b_q + 2 * ze.b_kv) * kAcc : ze.b_q * z.beta + ze.r * kAcc;
     s.pre_seconds = all_to_all_seconds(c, P, group_per_node, first);
     s.post_seconds = all_to_all_seconds(c, P, group_per_node, second);
     s.collective_bytes = static_cast<double>(P - 1) / P * (first + second);
@@ -214,7 +228,8 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   for (int t = 0; t < T; ++t) {
     for (int r = 0; r < P; ++r) {
       RankSchedule& rs = s.ranks[r];
-      if (r >= t) {
+      // Off-diagonal blocks without a visible pair are neither computed nor shipped.
+      if (r >= t && (t == 0 || pair_at(pairs, P, r, r - t) > 0)) {
         rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, r, r - t), w.H, backward);
         if (t >= 1) send(r - t, r, kv_in, rs.feed[t], t - 1);   // prefetched one step ahead
         if (t >= 1 && backward) {                                // dK, dV partial back to r − t
@@ -222,7 +237,7 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
           send(r, r - t, kv_ret, f, t);
           s.ranks[r - t].end_feeds.push_back(f);
         }
-      } else if (helps(r, t)) {
+      } else if (helps(r, t) && pair_at(pairs, P, r + P - t, r) > 0) {
         const int owner = r + P - t;
         rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, owner, r), w.H, backward);
         send(owner, r, q_in, rs.feed[t], t - 1);

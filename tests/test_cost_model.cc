@@ -4,6 +4,7 @@
 // brute-force count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "burst/cost_model.h"
@@ -203,19 +204,30 @@ TEST(CostSchedules, AllGatherAndHeadParallel) {
   PassEstimate p = cost::simulate(cost::allgather_schedule(ctx, kCausalContiguous, false));
   EXPECT_DOUBLE_EQ(p.seconds, 9.0);
   EXPECT_EQ(p.bytes_per_device, 16);
-  // Ulysses, H = H_kv = 2: causal S = 4 has 10 pairs, 1 head per rank → 10 s. a2a #1 of
-  // (b_q + 2·b_kv)·β = (4 + 8)·4 = 48 bytes moves half = 24 bytes = 3 s; a2a #2 of O:
-  // 16 bytes → 8 bytes = 1 s. Total 14 s, 32 bytes sent.
+  // Ulysses, H = H_kv = 2, s = 2: b_q = b_kv = 4 elements, r = 4. Causal S = 4 has 10 pairs,
+  // 1 head per rank → 10 s. a2a #1 of (b_q + 2·b_kv)·β = 48 bytes moves half = 24 bytes = 3 s;
+  // a2a #2 of (O, lse) = 4·4 + 4·4 = 32 bytes moves 16 = 2 s. Total 15 s, 24 + 16 = 40 bytes.
   w = toy_workload(4, 2, 2, 1);
   ctx.workload = &w;
-  p = cost::simulate(cost::head_parallel_schedule(ctx, 10, false, false, 2));
-  EXPECT_DOUBLE_EQ(p.seconds, 14.0);
-  EXPECT_EQ(p.bytes_per_device, 32);
-  // TP (SP variant): block X = B·s·h·β = 1·2·2·4 = 16 bytes; AG 2 s + RS 2 s + 10 s = 14 s,
-  // 2·(P−1)·16 = 32 bytes.
-  p = cost::simulate(cost::head_parallel_schedule(ctx, 10, false, true, 2));
-  EXPECT_DOUBLE_EQ(p.seconds, 14.0);
-  EXPECT_EQ(p.bytes_per_device, 32);
+  p = cost::simulate(cost::head_parallel_schedule(ctx, 10, false, false, 2, 2));
+  EXPECT_DOUBLE_EQ(p.seconds, 15.0);
+  EXPECT_EQ(p.bytes_per_device, 40);
+  // Ulysses backward: a2a #1 (Q, dO, K, V)·β + (lse, delta)·4 = 64 + 32 = 96 → 48 bytes = 6 s;
+  // a2a #2 (dQ, dK, dV)·4 = 48 → 24 bytes = 3 s; compute 2.5·10 = 25 s. Total 34 s, 72 bytes.
+  p = cost::simulate(cost::head_parallel_schedule(ctx, 10, true, false, 2, 2));
+  EXPECT_DOUBLE_EQ(p.seconds, 34.0);
+  EXPECT_EQ(p.bytes_per_device, 72);
+  // TP (attention-only): all-gather Q, K, V = (4 + 8)·4 = 48 bytes, 1 hop = 6 s; reduce-scatter
+  // (O, lse) = 32 bytes = 4 s; compute 10 s. Total 20 s, (P−1)·(48 + 32) = 80 bytes.
+  p = cost::simulate(cost::head_parallel_schedule(ctx, 10, false, true, 2, 2));
+  EXPECT_DOUBLE_EQ(p.seconds, 20.0);
+  EXPECT_EQ(p.bytes_per_device, 80);
+  // TP with a model width (Megatron SP): X block = B·s·h·β = 1·2·6·4 = 48 bytes; AG 6 s +
+  // RS 6 s + 10 s = 22 s, 2·(P−1)·48 = 96 bytes.
+  w.model_width = 6;
+  p = cost::simulate(cost::head_parallel_schedule(ctx, 10, false, true, 2, 2));
+  EXPECT_DOUBLE_EQ(p.seconds, 22.0);
+  EXPECT_EQ(p.bytes_per_device, 96);
 }
 
 TEST(CostSchedules, DistFlashCoversTheCausalBlocksInHalfTheSteps) {
@@ -294,6 +306,38 @@ TEST(CostModel, RanksBalancedLayoutsAndReportsInfeasible) {
       EXPECT_TRUE(ranked[i - 1].feasible);
       EXPECT_LE(ranked[i - 1].seconds, ranked[i].seconds);
     }
+}
+
+
+// The model's bytes per device must equal the plan the strategies execute (Plan::make, whose
+// per-rank bytes the strategies' counters are tested against) — two independent derivations.
+TEST(CostModel, BytesMatchThePlanTheStrategiesExecute) {
+  struct Setup { int nodes, per_node; std::int64_t H, H_kv; };
+  for (const Setup& st : {Setup{1, 2, 4, 4}, Setup{1, 4, 4, 2}, Setup{2, 2, 4, 4}, Setup{1, 3, 6, 3}}) {
+    ClusterSpec c = toy_cluster(st.nodes, st.per_node);
+    const int P = c.devices();
+    for (MaskType mt : {MaskType::Causal, MaskType::Full, MaskType::CausalDocument}) {
+      Workload w = toy_workload(24 * P, st.H, st.H_kv, 8);
+      w.mask = make_benchmark_mask(mt, w.S_global);
+      w.pass = PassKind::ForwardBackward;
+      for (const Candidate& cand : default_candidates(c)) {
+        const Estimate e = estimate(c, w, cand);
+        if (!e.feasible) continue;
+        DistConfig cfg;
+        cfg.strategy = cand.strategy;
+        cfg.layout = cand.layout;
+        const ProblemShape shape{w.B, w.S_global, w.H, w.H_kv, w.D};
+        const Plan plan = Plan::make(cfg, shape, w.mask, P, c.devices_per_node);
+        auto max_of = [](const std::vector<std::int64_t>& v) {
+          return v.empty() ? std::int64_t{0} : *std::max_element(v.begin(), v.end());
+        };
+        const std::string what = std::string(to_string(cand.strategy)) + "/" + to_string(cand.layout) +
+                                 " P=" + std::to_string(P) + " " + to_string(mt);
+        EXPECT_EQ(e.forward.bytes_per_device, max_of(plan.forward().bytes_sent)) << what;
+        EXPECT_EQ(e.backward.bytes_per_device, max_of(plan.backward().bytes_sent)) << what;
+      }
+    }
+  }
 }
 
 }  // namespace

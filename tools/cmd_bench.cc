@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/bench_kernel.h"
+#include "bench/bench_matrix.h"
 #include "commands.h"
 
 namespace burst::cli {
@@ -12,6 +13,7 @@ void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "benchmarks (one JSON object per line)");
   bench->require_subcommand(1);
   burst::bench::add_kernel_bench(*bench);
+  burst::bench::add_matrix_bench(*bench);
 }
 
 }  // namespace burst::cli

@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   burst::cli::add_info_command(app);
   burst::cli::add_bench_command(app);
+  burst::cli::add_simulate_command(app);
+  burst::cli::add_calibrate_command(app);
+  burst::cli::add_report_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

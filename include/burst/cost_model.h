@@ -58,7 +58,10 @@ PassKind pass_from_string(const std::string& name);   ///< "fwd"|"bwd"|"fwd_bwd"
 struct Workload {
   int layers = 1;                         ///< seconds and bytes are reported per layer; total ×layers
   std::int64_t B = 1, S_global = 0, H = 0, H_kv = 0, D = 0;
-  std::int64_t model_width = 0;           ///< h of the projections (TP's traffic); 0 → H·D
+  /// tp only: 0 → attention-only head parallelism as src/strategies/tp.cc runs it (all-gather
+  /// Q, K, V; reduce-scatter O, lse); h > 0 → Megatron SP traffic (all-gather and
+  /// reduce-scatter of X [S/P, h]).
+  std::int64_t model_width = 0;
   Mask mask;                              ///< on global positions of a sequence of mask_length
   /// Length at which `mask` was built and the visible pairs are counted (0 → S_global). When
   /// smaller than S_global, every block's pair count is scaled by (S_global/mask_length)² —
