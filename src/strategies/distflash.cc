@@ -249,40 +249,31 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
 
 namespace {
 
-class DistFlashStrategy final : public Strategy {
+class DistFlashStrategy final : public PeerStrategyBase {
  public:
   explicit DistFlashStrategy(const Setup& setup)
-      : comm_(setup.comm), base_(step_params(setup, nullptr, nullptr, nullptr)), overlap_(setup.cfg.overlap) {
-    const PeerPlan plan = peer_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask);
-    const auto r = static_cast<std::size_t>(setup.rank);
-    schedule_ = make_distflash_schedule(*setup.resolved, setup.shape.S_global, setup.P);
-    pairs_ = plan.visible_pairs[r];
-    peak_fwd_ = plan.forward_peak[r];
-    peak_bwd_ = plan.backward_peak[r];
-  }
+      : PeerStrategyBase(setup),
+        base_(step_params(setup, nullptr, nullptr, nullptr)),
+        overlap_(setup.cfg.overlap),
+        schedule_(make_distflash_schedule(*setup.resolved, setup.shape.S_global, setup.P)) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    PassTimes t;
-    run_pass(comm_, "distflash forward",
-             [&] { distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, overlap_, t); });
-    fill_stats(stats, t, pairs_, peak_fwd_);
+    run("distflash forward", false, stats,
+        [&](PassTimes& t) { distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, overlap_, t); });
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
-    PassTimes t;
-    run_pass(comm_, "distflash backward",
-             [&] { distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, overlap_, t); });
-    fill_stats(stats, t, pairs_, peak_bwd_);
+    run("distflash backward", true, stats, [&](PassTimes& t) {
+      distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, overlap_, t);
+    });
   }
 
  private:
-  Communicator comm_;
   AttentionParams base_;
   bool overlap_ = true;
   DistFlashSchedule schedule_;
-  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
 };
 
 }  // namespace

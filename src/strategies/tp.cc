@@ -109,10 +109,10 @@ void unpack_all(const float* src, const std::vector<TensorView>& views) {
   }
 }
 
-class TpStrategy final : public Strategy {
+class TpStrategy final : public PeerStrategyBase {
  public:
   explicit TpStrategy(const Setup& setup)
-      : comm_(setup.comm),
+      : PeerStrategyBase(setup),
         ex_(setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "tp")),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
@@ -120,7 +120,6 @@ class TpStrategy final : public Strategy {
         me_(setup.rank) {
     base_.q_positions = base_.kv_positions = ex_.positions().data();
     base_.seq_q_global = base_.seq_kv_global = shape_.S_global;
-    pairs_ = peer_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask).visible_pairs[static_cast<std::size_t>(me_)];
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -223,12 +222,10 @@ class TpStrategy final : public Strategy {
       for (const Part& p : parts) c[static_cast<std::size_t>(i)] += part_floats(p, shape_.B, ex_.local_length(i), shape_.D);
     return c;
   }
-  Communicator comm_;
   UlyssesExchange ex_;
   AttentionParams base_;
   ProblemShape shape_;
   int me_ = 0;
-  std::int64_t pairs_ = 0;
 };
 
 }  // namespace

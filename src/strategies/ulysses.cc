@@ -255,42 +255,39 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
 
 // ---------------------------------------------------------------- registration
 
+PeerStrategyBase::PeerStrategyBase(const Setup& setup) : comm_(setup.comm) {
+  const PeerPlan plan = peer_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask);
+  BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy), ": no peer plan for a validated configuration");
+  const auto r = static_cast<std::size_t>(setup.rank);
+  pairs_ = plan.visible_pairs[r];
+  peak_fwd_ = plan.forward_peak[r];
+  peak_bwd_ = plan.backward_peak[r];
+}
+
 namespace {
 
-class UlyssesStrategy final : public Strategy {
+class UlyssesStrategy final : public PeerStrategyBase {
  public:
   explicit UlyssesStrategy(const Setup& setup)
-      : comm_(setup.comm),
-        ex_(setup.plan->layout().positions,
-            make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
-        attend_(ex_, step_params(setup, nullptr, nullptr, nullptr), setup.shape.S_global) {
-    const PeerPlan plan = peer_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask);
-    const auto r = static_cast<std::size_t>(setup.rank);
-    pairs_ = plan.visible_pairs[r];
-    peak_fwd_ = plan.forward_peak[r];
-    peak_bwd_ = plan.backward_peak[r];
-  }
+      : PeerStrategyBase(setup),
+        ex_(setup.plan->layout().positions, make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
+        attend_(ex_, step_params(setup, nullptr, nullptr, nullptr), setup.shape.S_global) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    PassTimes t;
-    run_pass(comm_, "ulysses forward", [&] { ulysses_forward(comm_, ex_, attend_, q, k, v, out, lse, &t); });
-    fill_stats(stats, t, pairs_, peak_fwd_);
+    run("ulysses forward", false, stats,
+        [&](PassTimes& t) { ulysses_forward(comm_, ex_, attend_, q, k, v, out, lse, &t); });
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
-    PassTimes t;
-    run_pass(comm_, "ulysses backward",
-             [&] { ulysses_backward(comm_, ex_, attend_, dout, q, k, v, out, lse, dq, dk, dv, &t); });
-    fill_stats(stats, t, pairs_, peak_bwd_);
+    run("ulysses backward", true, stats,
+        [&](PassTimes& t) { ulysses_backward(comm_, ex_, attend_, dout, q, k, v, out, lse, dq, dk, dv, &t); });
   }
 
  private:
-  Communicator comm_;
   UlyssesExchange ex_;
   LocalGroupAttention attend_;   // refers to ex_
-  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
 };
 
 }  // namespace

@@ -107,6 +107,25 @@ class Stopwatch {
   std::chrono::steady_clock::time_point t0_;
 };
 
+/// The shell the peer strategies share: the numbers they report come from their pure plan
+/// (peer_plan), and every pass runs under run_pass (abort, never a hang) with its times.
+class PeerStrategyBase : public Strategy {
+ protected:
+  /// Not collective. Throws Error(Internal) if the configuration has no peer plan (it passed
+  /// validation, so it must have one).
+  explicit PeerStrategyBase(const Setup& setup);
+  /// Runs pass(PassTimes&) and fills the DistStats fields the strategy owns.
+  template <typename F>
+  void run(const char* what, bool backward, DistStats& stats, F&& pass) const {
+    PassTimes t;
+    run_pass(comm_, what, [&] { pass(t); });
+    fill_stats(stats, t, pairs_, backward ? peak_bwd_ : peak_fwd_);
+  }
+
+  Communicator comm_;
+  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
+};
+
 /// What runs on the gathered head-parallel tensors between the two all-to-alls: local attention
 /// over the group's sequence (ulysses) or a ring over the other groups (usp). Gathered shapes:
 /// q, out, dout, dq [B, S_group, heads, D]; k, v, dk, dv [B, S_group, kv_heads, D];

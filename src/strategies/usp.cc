@@ -101,37 +101,27 @@ class RingGroupAttention final : public GroupAttention {
   AttentionParams base_;
 };
 
-class UspStrategy final : public Strategy {
+class UspStrategy final : public PeerStrategyBase {
  public:
   UspStrategy(const Setup& setup, int u)
-      : comm_(setup.comm),
+      : PeerStrategyBase(setup),
         layout_(setup.plan->layout()),
         groups_(groups(layout_, u)),
         ulysses_(setup.comm.split_channel(setup.rank / u, setup.rank % u)),
         ex_(member_positions(layout_, u, setup.rank / u),
             make_head_split(setup.shape.H, setup.shape.H_kv, u, "usp")),
         ring_(setup.comm.split_channel(setup.rank % u, setup.rank / u), setup.cfg.overlap, groups_,
-              ring_params(setup)) {
-    const PeerPlan plan = peer_plan(setup.cfg, setup.shape, layout_, setup.mask);
-    const auto r = static_cast<std::size_t>(setup.rank);
-    pairs_ = plan.visible_pairs[r];
-    peak_fwd_ = plan.forward_peak[r];
-    peak_bwd_ = plan.backward_peak[r];
-  }
+              ring_params(setup)) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    PassTimes t;
-    run_pass(comm_, "usp forward", [&] { ulysses_forward(ulysses_, ex_, ring_, q, k, v, out, lse, &t); });
-    fill_stats(stats, t, pairs_, peak_fwd_);
+    run("usp forward", false, stats, [&](PassTimes& t) { ulysses_forward(ulysses_, ex_, ring_, q, k, v, out, lse, &t); });
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
-    PassTimes t;
-    run_pass(comm_, "usp backward",
-             [&] { ulysses_backward(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, &t); });
-    fill_stats(stats, t, pairs_, peak_bwd_);
+    run("usp backward", true, stats,
+        [&](PassTimes& t) { ulysses_backward(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, &t); });
   }
 
  private:
@@ -142,13 +132,11 @@ class UspStrategy final : public Strategy {
     const std::function<void()> marker = [] {};
     return step_params(setup, nullptr, nullptr, &marker);   // keeps a hook iff overlap is on
   }
-  Communicator comm_;
   SequenceLayout layout_;
   std::vector<std::vector<std::int64_t>> groups_;
   Communicator ulysses_;
   UlyssesExchange ex_;
   RingGroupAttention ring_;
-  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
 };
 
 }  // namespace
