@@ -74,6 +74,15 @@ def test_benchmark_masks(comm, name):
                            layout="zigzag"))
 
 
+@pytest.mark.parametrize("strategy", burst.strategies())
+@pytest.mark.parametrize("name", ["causal_document", "sliding_window_causal"])
+def test_general_masks_every_strategy(comm, strategy, name):
+    mask = burst.benchmark_mask(name, S_GLOBAL, num_documents=3, seed=3)
+    layout = "contiguous" if strategy == "distflash" else "zigzag"   # distflash owns its schedule
+    verify(run_distributed(comm, {"mask": mask}, mask_visible(mask, S_GLOBAL), strategy=strategy,
+                           layout=layout, H_kv=2))
+
+
 def test_window_shorthand(comm):
     vis = visible_reference(S_GLOBAL, S_GLOBAL, causal=True, window=(9, -1))
     verify(run_distributed(comm, {"causal": True, "window_size": (9, -1)}, vis,
