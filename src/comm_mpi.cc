@@ -383,9 +383,15 @@ void Communicator::agree(std::uint64_t fingerprint, const std::string& what) con
   const std::int64_t lo = static_cast<std::int64_t>(fingerprint & 0xffffffffu);
   std::int64_t in[4] = {hi, lo, -hi, -lo}, out[4] = {};
   check_mpi(MPI_Allreduce(in, out, 4, MPI_INT64_T, MPI_MAX, impl_->comm), "MPI_Allreduce(agree)");
-  const bool same = out[0] == -out[2] && out[1] == -out[3];
-  BURST_CHECK(same, InvalidArgument, what, " differs between ranks (fingerprint ", fingerprint,
-              " on rank ", rank(), "); every rank must pass identical values");
+  if (out[0] == -out[2] && out[1] == -out[3]) return;
+  // Failure path only: name the lowest rank whose value differs from rank 0's, identically on
+  // every rank (the message must not depend on the local value).
+  std::uint64_t fp0 = fingerprint;
+  check_mpi(MPI_Bcast(&fp0, 1, MPI_UINT64_T, 0, impl_->comm), "MPI_Bcast(agree)");
+  int mine = fingerprint != fp0 ? rank() : size(), first = 0;
+  check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm), "MPI_Allreduce(agree)");
+  BURST_FAIL(InvalidArgument, what, " differs between ranks (rank ", first, " disagrees with rank 0); every "
+             "rank must pass identical values");
 }
 
 void Communicator::agree_verdict(bool ok, const std::string& message, ErrorKind kind) const {
