@@ -50,6 +50,20 @@ TensorView view_of(const py::buffer& buffer, const char* name, bool writable) {
   return view;
 }
 
+ForwardViews forward_views(const py::buffer& q, const py::buffer& k, const py::buffer& v, const py::buffer& out,
+                           const py::buffer& lse) {
+  return {view_of(q, "q", false), view_of(k, "k", false), view_of(v, "v", false), view_of(out, "out", true),
+          view_of(lse, "lse", true)};
+}
+
+BackwardViews backward_views(const py::buffer& dout, const py::buffer& q, const py::buffer& k, const py::buffer& v,
+                             const py::buffer& out, const py::buffer& lse, const py::buffer& dq,
+                             const py::buffer& dk, const py::buffer& dv) {
+  return {view_of(dout, "dout", false), view_of(q, "q", false),   view_of(k, "k", false),
+          view_of(v, "v", false),       view_of(out, "out", false), view_of(lse, "lse", false),
+          view_of(dq, "dq", true),      view_of(dk, "dk", true),    view_of(dv, "dv", true)};
+}
+
 namespace {
 
 SliceKind kind_from_string(const std::string& name) {
@@ -147,23 +161,19 @@ std::int64_t seq_len(const TensorView& t) { return t.ndim == 4 ? t.size(1) : t.n
 
 void forward(const py::buffer& q, const py::buffer& k, const py::buffer& v, const py::buffer& out,
              const py::buffer& lse, const ParamArgs& args) {
-  const TensorView qv = view_of(q, "q", false), kv = view_of(k, "k", false), vv = view_of(v, "v", false);
-  const TensorView ov = view_of(out, "out", true), lv = view_of(lse, "lse", true);
-  const AttentionParams p = make_params(args, seq_len(qv), seq_len(kv));
+  const ForwardViews t = forward_views(q, k, v, out, lse);
+  const AttentionParams p = make_params(args, seq_len(t.q), seq_len(t.k));
   py::gil_scoped_release release;
-  attention_forward(qv, kv, vv, ov, lv, p);
+  attention_forward(t.q, t.k, t.v, t.out, t.lse, p);
 }
 
 void backward(const py::buffer& dout, const py::buffer& q, const py::buffer& k, const py::buffer& v,
               const py::buffer& out, const py::buffer& lse, const py::buffer& dq, const py::buffer& dk,
               const py::buffer& dv, const ParamArgs& args) {
-  const TensorView dov = view_of(dout, "dout", false), qv = view_of(q, "q", false);
-  const TensorView kv = view_of(k, "k", false), vv = view_of(v, "v", false);
-  const TensorView ov = view_of(out, "out", false), lv = view_of(lse, "lse", false);
-  const TensorView dqv = view_of(dq, "dq", true), dkv = view_of(dk, "dk", true), dvv = view_of(dv, "dv", true);
-  const AttentionParams p = make_params(args, seq_len(qv), seq_len(kv));
+  const BackwardViews t = backward_views(dout, q, k, v, out, lse, dq, dk, dv);
+  const AttentionParams p = make_params(args, seq_len(t.q), seq_len(t.k));
   py::gil_scoped_release release;
-  attention_backward(dov, qv, kv, vv, ov, lv, dqv, dkv, dvv, p);
+  attention_backward(t.dout, t.q, t.k, t.v, t.out, t.lse, t.dq, t.dk, t.dv, p);
 }
 
 // pybind11 keyword list shared by forward and backward, after the tensors.

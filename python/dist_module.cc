@@ -111,10 +111,9 @@ void bind_dist(py::module_& m) {
           "forward",
           [](PyDist& d, const py::buffer& q, const py::buffer& k, const py::buffer& v, const py::buffer& out,
              const py::buffer& lse) {
-            const TensorView qv = view_of(q, "q", false), kv = view_of(k, "k", false), vv = view_of(v, "v", false);
-            const TensorView ov = view_of(out, "out", true), lv = view_of(lse, "lse", true);
+            const ForwardViews t = forward_views(q, k, v, out, lse);
             py::gil_scoped_release release;
-            d.dist.forward(qv, kv, vv, ov, lv);
+            d.dist.forward(t.q, t.k, t.v, t.out, t.lse);
           },
           py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"))
       .def(
@@ -122,13 +121,9 @@ void bind_dist(py::module_& m) {
           [](PyDist& d, const py::buffer& dout, const py::buffer& q, const py::buffer& k, const py::buffer& v,
              const py::buffer& out, const py::buffer& lse, const py::buffer& dq, const py::buffer& dk,
              const py::buffer& dv) {
-            const TensorView dov = view_of(dout, "dout", false), qv = view_of(q, "q", false);
-            const TensorView kv = view_of(k, "k", false), vv = view_of(v, "v", false);
-            const TensorView ov = view_of(out, "out", false), lv = view_of(lse, "lse", false);
-            const TensorView dqv = view_of(dq, "dq", true), dkv = view_of(dk, "dk", true);
-            const TensorView dvv = view_of(dv, "dv", true);
+            const BackwardViews t = backward_views(dout, q, k, v, out, lse, dq, dk, dv);
             py::gil_scoped_release release;
-            d.dist.backward(dov, qv, kv, vv, ov, lv, dqv, dkv, dvv);
+            d.dist.backward(t.dout, t.q, t.k, t.v, t.out, t.lse, t.dq, t.dk, t.dv);
           },
           py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("dq"),
           py::arg("dk"), py::arg("dv"))

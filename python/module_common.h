@@ -13,6 +13,21 @@ namespace burst::python {
 /// a multiple of the item size; request(writable) raises BufferError for read-only outputs.
 TensorView view_of(const pybind11::buffer& buffer, const char* name, bool writable);
 
+/// The operands of a forward pass: q, k, v read-only; out, lse writable.
+struct ForwardViews {
+  TensorView q, k, v, out, lse;
+};
+ForwardViews forward_views(const pybind11::buffer& q, const pybind11::buffer& k, const pybind11::buffer& v,
+                           const pybind11::buffer& out, const pybind11::buffer& lse);
+
+/// The operands of a backward pass: dout, q, k, v, out, lse read-only; dq, dk, dv writable.
+struct BackwardViews {
+  TensorView dout, q, k, v, out, lse, dq, dk, dv;
+};
+BackwardViews backward_views(const pybind11::buffer& dout, const pybind11::buffer& q, const pybind11::buffer& k,
+                             const pybind11::buffer& v, const pybind11::buffer& out, const pybind11::buffer& lse,
+                             const pybind11::buffer& dq, const pybind11::buffer& dk, const pybind11::buffer& dv);
+
 /// Single-process bindings (burst_module.cc) and distributed ones (dist_module.cc).
 void bind_local(pybind11::module_& m);
 void bind_dist(pybind11::module_& m);
