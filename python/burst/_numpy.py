@@ -15,7 +15,7 @@ _KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "ranks_pe
              "double_ring", "overlap")
 
 
-def check_unsupported(dropout_p, softcap, alibi_slopes, return_attn_probs_ok=True):
+def check_unsupported(dropout_p, softcap, alibi_slopes):
     """Rejects flash_attn features burst does not implement (same verdict on every rank: these
     are arguments, identical by contract)."""
     if dropout_p != 0.0:
