@@ -367,8 +367,39 @@ std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, c
   }
 }
 
-/// Runs one case on every rank and checks out, lse, dq, dk, dv and the byte counters.
-void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
+/// A BSHD view over [B,H,S,D] memory (SDPA's layout: strided, D contiguous) holding a copy of
+/// a contiguous BSHD tensor; contiguous() copies it back.
+struct StridedCopy {
+  Tensor mem;
+  TensorView view;
+  explicit StridedCopy(const Tensor& bshd) {
+    const auto& sh = bshd.shape();
+    const std::int64_t B = sh[0], S = sh[1], H = sh[2], D = sh[3];
+    mem = Tensor({B, H, S, D});
+    view = make_view(mem.data(), {B, S, H, D});
+    view.stride = {H * S * D, D, S * D, 1};
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t s = 0; s < S; ++s)
+        for (std::int64_t h = 0; h < H; ++h)
+          for (std::int64_t d = 0; d < D; ++d)
+            mem.data()[((b * H + h) * S + s) * D + d] = bshd.data()[((b * S + s) * H + h) * D + d];
+  }
+  Tensor contiguous() const {
+    Tensor t({view.shape[0], view.shape[1], view.shape[2], view.shape[3]});
+    for (std::int64_t b = 0; b < view.shape[0]; ++b)
+      for (std::int64_t s = 0; s < view.shape[1]; ++s)
+        for (std::int64_t h = 0; h < view.shape[2]; ++h)
+          for (std::int64_t d = 0; d < view.shape[3]; ++d)
+            t.data()[((b * view.shape[1] + s) * view.shape[2] + h) * view.shape[3] + d] =
+                mem.data()[b * view.stride[0] + s * view.stride[1] + h * view.stride[2] + d];
+    return t;
+  }
+};
+
+/// Runs one case on every rank and checks out, lse, dq, dk, dv and the byte counters. With
+/// `strided`, every BSHD operand is a permuted-stride view ([B,H,S,D] memory).
+void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family,
+              bool strided = false) {
   const Reference& ref = reference(B, H, H_kv, family);
   SCOPED_TRACE(std::string("strategy=") + to_string(cfg.strategy) + " layout=" + to_string(cfg.layout) +
                " mask=" + name_of(family) + " B=" + std::to_string(B) + " H=" + std::to_string(H) +
@@ -381,7 +412,10 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
   Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k), v = shard_of(layout, rank, ref.v);
   Tensor dout = shard_of(layout, rank, ref.dout);
   Tensor out(q.shape()), lse({B, H, attn.local_length()});
-  attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+  StridedCopy sq(q), sk(k), sv(v), sdout(dout), sout(out), sdq(q), sdk(k), sdv(v);
+  const auto pick = [&](Tensor& t, StridedCopy& c) { return strided ? c.view : t.view(); };
+  attn.forward(pick(q, sq), pick(k, sk), pick(v, sv), pick(out, sout), lse.view());
+  if (strided) out = sout.contiguous();
   EXPECT_TRUE(close("out", out, shard_of(layout, rank, ref.out), ref.tol_out, ref.local_out));
   EXPECT_TRUE(close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse, ref.local_lse));
   EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, false)) << "forward bytes";
@@ -399,7 +433,13 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
   EXPECT_LE(total, area);
   EXPECT_GT(total, area - world.size());
   Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
-  attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+  attn.backward(pick(dout, sdout), pick(q, sq), pick(k, sk), pick(v, sv), pick(out, sout), lse.view(),
+                pick(dq, sdq), pick(dk, sdk), pick(dv, sdv));
+  if (strided) {
+    dq = sdq.contiguous();
+    dk = sdk.contiguous();
+    dv = sdv.contiguous();
+  }
   EXPECT_TRUE(close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq, ref.local_dq));
   EXPECT_TRUE(close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk, ref.local_dk));
   EXPECT_TRUE(close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol_dv, ref.local_dv));
@@ -516,6 +556,18 @@ TEST(PeerStrategies, ReplicatedKvHeadsAndBatch) {
     cfg.layout = s == StrategyKind::DistFlash ? LayoutKind::Contiguous : LayoutKind::Zigzag;
     cfg.ulysses_degree = s == StrategyKind::Usp ? P : 0;
     run_case(cfg, 2, 2 * P, 1, Family::Causal);
+  }
+}
+
+TEST(PeerStrategies, StridedOperands) {
+  // SDPA-layout memory ([B,H,S,D]) passed as BSHD views with permuted strides, GQA 2.
+  const int P = world_size();
+  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash}) {
+    DistConfig cfg;
+    cfg.strategy = s;
+    cfg.layout = s == StrategyKind::DistFlash ? LayoutKind::Contiguous : LayoutKind::Striped;
+    cfg.ulysses_degree = s == StrategyKind::Usp ? (P % 2 == 0 ? 2 : 1) : 0;
+    run_case(cfg, 2, 4 * P, 2 * P, Family::Document, true);
   }
 }
 
