@@ -1,0 +1,200 @@
+// `burst bench dist` (bench_dist.h): one distributed case, timed with the shared harness.
+// Times are per pass on every rank, reduced as max over ranks per repeat, then summarised
+// (median) by bench/harness.h — the harness never communicates, this file does.
+#include "bench/bench_dist.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/harness.h"
+#include "burst/comm.h"
+#include "burst/error.h"
+#include "burst/strategy.h"
+
+namespace burst::bench {
+namespace {
+
+struct DistOptions {
+  std::string strategy = "burst", layout = "zigzag", mask = "causal", pass = "both", backward_side = "auto";
+  std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
+  int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0;
+  bool no_overlap = false, no_double_ring = false;
+};
+
+struct Sample {
+  double seconds = 0, exposed = 0, compute = 0;
+  std::int64_t bytes = 0, peak = 0;
+  std::string side;
+};
+
+/// Max over ranks of one pass's measurements; balance from per-rank compute seconds.
+struct Reduced {
+  double seconds = 0, exposed = 0, compute_max = 0, compute_mean = 0;
+  std::int64_t bytes = 0, peak = 0;
+};
+
+Reduced reduce(const Communicator& c, const Sample& s) {
+  Reduced r;
+  r.seconds = c.all_reduce_max(s.seconds);
+  r.exposed = c.all_reduce_max(s.exposed);
+  r.compute_max = c.all_reduce_max(s.compute);
+  // mean via a sum of microseconds in int64 (control data; exact enough for a ratio)
+  r.compute_mean = static_cast<double>(c.all_reduce_sum(static_cast<std::int64_t>(s.compute * 1e9))) / 1e9 / c.size();
+  r.bytes = c.all_reduce_max(s.bytes);
+  r.peak = c.all_reduce_max(s.peak);
+  return r;
+}
+
+BackwardSide side_from(const std::string& s) {
+  if (s == "auto") return BackwardSide::Auto;
+  if (s == "query") return BackwardSide::QuerySide;
+  if (s == "kv") return BackwardSide::KvSide;
+  BURST_FAIL(InvalidArgument, "--backward-side '", s, "' (valid: auto, query, kv)");
+}
+
+void run_dist(const DistOptions& o) {
+  BURST_CHECK(o.pass == "fwd" || o.pass == "bwd" || o.pass == "both", InvalidArgument, "--pass '", o.pass,
+              "' (valid: fwd, bwd, both)");
+  BURST_CHECK(o.repeats >= 1 && o.warmup >= 0, InvalidArgument, "--repeats ", o.repeats, " --warmup ", o.warmup);
+  const Communicator world = Communicator::world();
+  DistConfig cfg;
+  cfg.strategy = strategy_from_string(o.strategy);
+  cfg.layout = layout_from_string(o.layout);
+  cfg.num_threads = o.threads;
+  cfg.ranks_per_node = o.ranks_per_node;
+  cfg.overlap = !o.no_overlap;
+  cfg.double_ring = !o.no_double_ring;
+  cfg.backward_side = side_from(o.backward_side);
+  const std::int64_t H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
+  const ProblemShape shape{o.batch, o.seq, o.heads, H_kv, o.dim};
+  const Mask mask = make_benchmark_mask(mask_type_from_string(o.mask), o.seq);
+  DistAttention attn(world, cfg, shape, mask);
+  const std::int64_t n = attn.local_length();
+  Tensor q({o.batch, n, o.heads, o.dim}), k({o.batch, n, H_kv, o.dim}), v({o.batch, n, H_kv, o.dim});
+  Tensor dout({o.batch, n, o.heads, o.dim}), out({o.batch, n, o.heads, o.dim}), lse({o.batch, o.heads, n});
+  Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
+  std::uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(world.rank() + 1);
+  for (Tensor* t : {&q, &k, &v, &dout})
+    for (float& x : t->vec()) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      x = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    }
+  const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
+  auto run_pass = [&](bool backward) {
+    if (backward)
+      attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+    else
+      attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+    const DistStats& s = attn.last_stats();
+    return Sample{s.seconds, s.exposed_comm_seconds, s.compute_seconds, s.bytes_sent, s.peak_buffer_bytes,
+                  s.backward_side};
+  };
+  attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());   // out, lse for the backward
+  for (int i = 0; i < o.warmup; ++i) {
+    if (fwd) run_pass(false);
+    if (bwd) run_pass(true);
+  }
+  std::vector<double> t_f, t_b, t_fb, e_f, e_b, bal_f, bal_b;
+  Reduced last_f, last_b;
+  std::string side;
+  for (int i = 0; i < o.repeats; ++i) {
+    world.barrier();
+    if (fwd) {
+      last_f = reduce(world, run_pass(false));
+      t_f.push_back(last_f.seconds);
+      e_f.push_back(last_f.exposed);
+      bal_f.push_back(last_f.compute_mean > 0 ? last_f.compute_max / last_f.compute_mean : 1.0);
+    }
+    if (bwd) {
+      const Sample s = run_pass(true);
+      side = s.side;
+      last_b = reduce(world, s);
+      t_b.push_back(last_b.seconds);
+      e_b.push_back(last_b.exposed);
+      bal_b.push_back(last_b.compute_mean > 0 ? last_b.compute_max / last_b.compute_mean : 1.0);
+    }
+    if (fwd && bwd) t_fb.push_back(t_f.back() + t_b.back());
+  }
+  if (world.rank() != 0) return;
+  const std::int64_t pairs = ResolvedMask(mask, o.seq, o.seq).visible_pairs();
+  const double flop_f = attention_forward_flop(o.batch, o.heads, o.dim, pairs);
+  const double flop_b = attention_backward_flop(o.batch, o.heads, o.dim, pairs);
+  const Plan& plan = attn.plan();
+  auto base = [&](const char* pass) {
+    nlohmann::json j = {{"bench", "dist"}, {"strategy", o.strategy}, {"layout", o.layout}, {"pass", pass},
+                        {"ranks", world.size()}, {"nodes", plan.nodes()}, {"ranks_per_node", plan.ranks_per_node()},
+                        {"threads", o.threads}, {"B", o.batch}, {"S_global", o.seq}, {"H", o.heads},
+                        {"H_kv", H_kv}, {"D", o.dim}, {"mask", o.mask}, {"overlap", !o.no_overlap},
+                        {"visible_pairs", pairs}, {"dtype", "f32"}, {"warmup", o.warmup},
+                        {"load_1m", load_average_1m()}};
+    return j;
+  };
+  auto max_of = [](const std::vector<std::int64_t>& per_rank) {
+    std::int64_t m = 0;
+    for (auto x : per_rank) m = std::max(m, x);
+    return m;
+  };
+  if (fwd) {
+    nlohmann::json j = base("fwd");
+    add_timing(j, summarize(t_f), flop_f);
+    j["flop_formula"] = kAttentionForwardFlopFormula;
+    j["bytes_sent"] = last_f.bytes;
+    j["bytes_predicted"] = max_of(plan.forward().bytes_sent);
+    j["exposed_comm_seconds"] = summarize(e_f).median;
+    j["balance"] = summarize(bal_f).median;
+    j["plan_balance"] = plan.forward().balance();
+    j["peak_buffer_bytes"] = last_f.peak;
+    print_json_line(j);
+  }
+  if (bwd) {
+    nlohmann::json j = base("bwd");
+    add_timing(j, summarize(t_b), flop_b);
+    j["flop_formula"] = kAttentionBackwardFlopFormula;
+    j["bytes_sent"] = last_b.bytes;
+    j["bytes_predicted"] = max_of(plan.backward().bytes_sent);
+    j["backward_side"] = side;
+    j["exposed_comm_seconds"] = summarize(e_b).median;
+    j["balance"] = summarize(bal_b).median;
+    j["plan_balance"] = plan.backward().balance();
+    j["peak_buffer_bytes"] = last_b.peak;
+    print_json_line(j);
+  }
+  if (fwd && bwd) {
+    nlohmann::json j = base("fwd+bwd");
+    add_timing(j, summarize(t_fb), flop_f + flop_b);
+    j["flop_formula"] = "3.5*4*B*H*D*visible_pairs";
+    j["bytes_sent"] = last_f.bytes + last_b.bytes;
+    j["backward_side"] = side;
+    j["exposed_comm_seconds"] = summarize(e_f).median + summarize(e_b).median;
+    print_json_line(j);
+  }
+}
+
+}  // namespace
+
+void add_dist_bench(CLI::App& bench) {
+  auto o = std::make_shared<DistOptions>();
+  auto* cmd = bench.add_subcommand("dist", "one distributed attention case (under mpirun)");
+  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")->capture_default_str();
+  cmd->add_option("--layout", o->layout, "contiguous|zigzag|striped|balanced")->capture_default_str();
+  cmd->add_option("--seq", o->seq, "S_global")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "B")->capture_default_str();
+  cmd->add_option("--heads", o->heads, "H")->capture_default_str();
+  cmd->add_option("--kv-heads", o->kv_heads, "H_kv (0: = H)");
+  cmd->add_option("--dim", o->dim, "D")->capture_default_str();
+  cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "kernel threads per rank")->capture_default_str();
+  cmd->add_option("--pass", o->pass, "fwd|bwd|both")->capture_default_str();
+  cmd->add_option("--repeats", o->repeats, "timed repeats")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed repeats first")->capture_default_str();
+  cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")->capture_default_str();
+  cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
+  cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
+  cmd->add_flag("--no-double-ring", o->no_double_ring, "flat ring even across nodes");
+  cmd->callback([o] { run_dist(*o); });
+}
+
+}  // namespace burst::bench
