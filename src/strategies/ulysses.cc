@@ -24,6 +24,17 @@ std::int64_t at(const TensorView& v, bool row, std::int64_t b, std::int64_t s, s
              : b * v.stride[0] + s * v.stride[1] + h * v.stride[2];
 }
 
+/// Floats one token contributes to an exchange with one partner: Σ_fields B · heads · W.
+std::int64_t floats_per_token(const std::vector<UlyssesExchange::Field>& fields, const HeadSplit& split) {
+  std::int64_t n = 0;
+  for (const auto& f : fields) n += f.local.size(0) * (f.kv ? split.kv_heads : split.heads) * (f.row ? 1 : f.local.size(3));
+  return n;
+}
+
+std::vector<float> buffer_for(const std::vector<std::int64_t>& counts) {
+  return std::vector<float>(static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})));
+}
+
 }  // namespace
 
 UlyssesExchange::UlyssesExchange(std::vector<std::vector<std::int64_t>> member_positions,
@@ -49,19 +60,15 @@ UlyssesExchange::UlyssesExchange(std::vector<std::vector<std::int64_t>> member_p
 }
 
 void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<Field>& fields) const {
-  const int u = split_.u;
+  const int u = split_.u, me = comm.rank();
   BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
-  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(u), 0), recv_counts = send_counts;
-  for (const Field& f : fields) {
-    const std::int64_t B = f.local.size(0), W = f.row ? 1 : f.local.size(3);
-    const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
-    for (int j = 0; j < u; ++j) {
-      send_counts[static_cast<std::size_t>(j)] += B * field_local_rows(f) * n * W;
-      recv_counts[static_cast<std::size_t>(j)] += B * local_length(j) * n * W;
-    }
+  const std::int64_t per_token = floats_per_token(fields, split_);
+  std::vector<std::int64_t> send_counts, recv_counts;   // my tokens out, every member's tokens in
+  for (int j = 0; j < u; ++j) {
+    send_counts.push_back(local_length(me) * per_token);
+    recv_counts.push_back(local_length(j) * per_token);
   }
-  std::vector<float> send(static_cast<std::size_t>(std::accumulate(send_counts.begin(), send_counts.end(), std::int64_t{0})));
-  std::vector<float> recv(static_cast<std::size_t>(std::accumulate(recv_counts.begin(), recv_counts.end(), std::int64_t{0})));
+  std::vector<float> send = buffer_for(send_counts), recv = buffer_for(recv_counts);
   float* out = send.data();
   for (int j = 0; j < u; ++j) {
     for (const Field& f : fields) {
@@ -106,17 +113,13 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
 void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<Field>& fields) const {
   const int u = split_.u, me = comm.rank();
   BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
-  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(u), 0), recv_counts = send_counts;
-  for (const Field& f : fields) {
-    const std::int64_t B = f.local.size(0), W = f.row ? 1 : f.local.size(3);
-    const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
-    for (int j = 0; j < u; ++j) {
-      send_counts[static_cast<std::size_t>(j)] += B * local_length(j) * n * W;
-      recv_counts[static_cast<std::size_t>(j)] += B * local_length(me) * n * W;
-    }
+  const std::int64_t per_token = floats_per_token(fields, split_);
+  std::vector<std::int64_t> send_counts, recv_counts;   // every member's tokens out, mine in
+  for (int j = 0; j < u; ++j) {
+    send_counts.push_back(local_length(j) * per_token);
+    recv_counts.push_back(local_length(me) * per_token);
   }
-  std::vector<float> send(static_cast<std::size_t>(std::accumulate(send_counts.begin(), send_counts.end(), std::int64_t{0})));
-  std::vector<float> recv(static_cast<std::size_t>(std::accumulate(recv_counts.begin(), recv_counts.end(), std::int64_t{0})));
+  std::vector<float> send = buffer_for(send_counts), recv = buffer_for(recv_counts);
   float* out = send.data();
   for (int i = 0; i < u; ++i) {
     const auto& rows = rows_[static_cast<std::size_t>(i)];
