@@ -111,14 +111,39 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
   return t;
 }
 
+namespace {
+
+/// Pairs a tiled kernel computes for query positions q × key positions k (both increasing).
+double tiled_pairs(const ResolvedMask& mask, const std::vector<std::int64_t>& q,
+                   const std::vector<std::int64_t>& k, std::int64_t tq, std::int64_t tk) {
+  double total = 0;
+  const auto nq = static_cast<std::int64_t>(q.size()), nk = static_cast<std::int64_t>(k.size());
+  for (std::int64_t a = 0; a < nq; a += tq) {
+    const std::int64_t a_end = std::min(nq, a + tq);
+    for (std::int64_t b = 0; b < nk; b += tk) {
+      const std::int64_t b_end = std::min(nk, b + tk);
+      if (mask.classify(q[a], q[a_end - 1], k[b], k[b_end - 1]) != TileClass::Empty)
+        total += static_cast<double>((a_end - a) * (b_end - b));
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
 std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout,
-                                        double scale) {
+                                        double scale, std::int64_t tile_q, std::int64_t tile_kv) {
   const int P = layout.P;
   std::vector<double> pairs(static_cast<std::size_t>(P) * P, 0.0);
   for (int i = 0; i < P; ++i)
-    for (int j = 0; j < P; ++j)
-      pairs[static_cast<std::size_t>(i) * P + j] =
-          scale * static_cast<double>(mask.visible_pairs(layout.positions[i], layout.positions[j]));
+    for (int j = 0; j < P; ++j) {
+      const auto& q = layout.positions[static_cast<std::size_t>(i)];
+      const auto& k = layout.positions[static_cast<std::size_t>(j)];
+      const double n = (tile_q > 0 && tile_kv > 0)
+                           ? tiled_pairs(mask, q, k, tile_q, tile_kv)
+                           : static_cast<double>(mask.visible_pairs(q, k));
+      pairs[static_cast<std::size_t>(i) * P + j] = scale * n;
+    }
   return pairs;
 }
 
@@ -217,8 +242,13 @@ std::int64_t layout_divisor(LayoutKind kind, int P) {
 /// Visible-pair matrix of `kind` over P ranks at the workload's mask resolution. With
 /// group > 1 (USP) the members are groups of `group` consecutive ranks of the P-rank layout,
 /// holding the union of their tokens (src/strategies/usp.cc), so the matrix is (P/group)².
-std::vector<double> pair_matrix(const Workload& w, LayoutKind kind, int P, int group = 1) {
+std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutKind kind, int P,
+                                int group = 1) {
   const std::int64_t len = w.mask_length > 0 ? w.mask_length : w.S_global;
+  // Tiles shrink with the mask resolution so that they cover the same share of the sequence.
+  auto tile = [&](int t) {
+    return t > 0 ? std::max<std::int64_t>(1, t * len / w.S_global) : std::int64_t{0};
+  };
   const ResolvedMask resolved(w.mask, len, len);
   const double ratio = static_cast<double>(w.S_global) / static_cast<double>(len);
   SequenceLayout layout = make_layout(kind, P, len, w.mask);
@@ -234,7 +264,8 @@ std::vector<double> pair_matrix(const Workload& w, LayoutKind kind, int P, int g
     for (auto& p : merged.positions) std::sort(p.begin(), p.end());
     layout = std::move(merged);
   }
-  return visible_pair_matrix(resolved, layout, ratio * ratio);
+  return visible_pair_matrix(resolved, layout, ratio * ratio, tile(c.kernel_tile_q),
+                             tile(c.kernel_tile_kv));
 }
 
 /// Empty when feasible, else the reason.
@@ -258,7 +289,7 @@ std::string infeasibility(const ClusterSpec& c, const Workload& w, const Candida
         divisible(P);
         if (why.str().empty()) {
           // Its helping schedule computes only blocks with the kv chunk at or before the q chunk.
-          const std::vector<double> pairs = pair_matrix(w, LayoutKind::Contiguous, P);
+          const std::vector<double> pairs = pair_matrix(c, w, LayoutKind::Contiguous, P);
           for (int i = 0; i < P && why.str().empty(); ++i)
             for (int j = i + 1; j < P; ++j)
               if (pairs[static_cast<std::size_t>(i) * P + j] > 0) {
@@ -293,15 +324,15 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
   switch (cand.strategy) {
     case StrategyKind::Burst:
     case StrategyKind::Ring:
-      return cost::simulate(cost::ring_schedule(ctx, pair_matrix(w, cand.layout, P), P, backward,
+      return cost::simulate(cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P), P, backward,
                                                 query_side, use_double, w.H, w.H_kv, 1));
     case StrategyKind::AllGather:
-      return cost::simulate(cost::allgather_schedule(ctx, pair_matrix(w, cand.layout, P), backward));
+      return cost::simulate(cost::allgather_schedule(ctx, pair_matrix(c, w, cand.layout, P), backward));
     case StrategyKind::DistFlash:
-      return cost::simulate(cost::distflash_schedule(ctx, pair_matrix(w, cand.layout, P), backward));
+      return cost::simulate(cost::distflash_schedule(ctx, pair_matrix(c, w, cand.layout, P), backward));
     case StrategyKind::Ulysses:
     case StrategyKind::Tp: {
-      const std::vector<double> one = pair_matrix(w, LayoutKind::Contiguous, 1);
+      const std::vector<double> one = pair_matrix(c, w, LayoutKind::Contiguous, 1);
       return cost::simulate(cost::head_parallel_schedule(ctx, one[0], backward,
                                                          cand.strategy == StrategyKind::Tp,
                                                          kv_heads_for_split(w.H, w.H_kv, P),
@@ -311,7 +342,7 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
       // Ring of R = P/u members (strided by u) over H/u heads; Ulysses a2a inside groups of u.
       const int R = P / u;
       const std::int64_t kv_u = kv_heads_for_split(w.H, w.H_kv, u);
-      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(w, cand.layout, P, u), R, backward,
+      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, u), R, backward,
                                                 query_side, false, w.H / u, kv_u / u, u);
       // The u-way all-to-all of a Ulysses group (consecutive ranks), no attention compute.
       const cost::Context uctx{&c, &w, u};

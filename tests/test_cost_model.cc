@@ -271,6 +271,27 @@ TEST(CostMask, PairMatrixMatchesBruteForce) {
   }
 }
 
+TEST(CostMask, TileGranularWorkCountsPartialTilesWhole) {
+  // Causal S = 8 on one rank: 36 visible pairs. With 4×4 tiles: (q 0-3, k 0-3) partial → 16,
+  // (q 0-3, k 4-7) empty → 0, (q 4-7, k 0-3) full → 16, (q 4-7, k 4-7) partial → 16: 48.
+  const ResolvedMask rm(Mask::causal_mask(), 8, 8);
+  const SequenceLayout one = make_layout(LayoutKind::Contiguous, 1, 8);
+  EXPECT_DOUBLE_EQ(visible_pair_matrix(rm, one)[0], 36.0);
+  EXPECT_DOUBLE_EQ(visible_pair_matrix(rm, one, 1.0, 4, 4)[0], 48.0);
+  // Tiles of one row and one key are exact.
+  EXPECT_DOUBLE_EQ(visible_pair_matrix(rm, one, 1.0, 1, 1)[0], 36.0);
+  // The kernel time follows: with tiles the causal block costs 48/36 of the exact count.
+  ClusterSpec c = toy_cluster(1, 1);
+  Workload w = toy_workload(8, 1, 1, 1);
+  w.mask = Mask::causal_mask();
+  const double exact = estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds;
+  c.kernel_tile_q = c.kernel_tile_kv = 4;
+  const Estimate tiled = estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous});
+  EXPECT_DOUBLE_EQ(exact, 36.0);   // 36 pairs · 4 flop / 4 flop/s
+  EXPECT_DOUBLE_EQ(tiled.seconds, 48.0);
+  EXPECT_DOUBLE_EQ(tiled.flops, 144.0);   // FLOPs stay on the mask area: 4·36
+}
+
 TEST(CostModel, RanksBalancedLayoutsAndReportsInfeasible) {
   ClusterSpec c = toy_cluster(1, 2);
   c.matmul_flops = 1e9;

@@ -37,6 +37,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "attention_efficiency_forward", c.attention_efficiency_forward);
   read_field(j, "attention_efficiency_backward", c.attention_efficiency_backward);
   read_field(j, "kernel_call_seconds", c.kernel_call_seconds);
+  read_field(j, "kernel_tile_q", c.kernel_tile_q);
+  read_field(j, "kernel_tile_kv", c.kernel_tile_kv);
   read_field(j, "memory_bandwidth", c.memory_bandwidth);
   read_field(j, "memory_capacity", c.memory_capacity);
   read_field(j, "intra_bandwidth", c.intra_bandwidth);
@@ -60,6 +62,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"attention_efficiency_forward", c.attention_efficiency_forward},
           {"attention_efficiency_backward", c.attention_efficiency_backward},
           {"kernel_call_seconds", c.kernel_call_seconds},
+          {"kernel_tile_q", c.kernel_tile_q},
+          {"kernel_tile_kv", c.kernel_tile_kv},
           {"memory_bandwidth", c.memory_bandwidth},
           {"memory_capacity", c.memory_capacity},
           {"intra_bandwidth", c.intra_bandwidth},

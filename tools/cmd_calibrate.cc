@@ -136,6 +136,10 @@ void run_calibrate(const CalibrateOptions& o) {
   c.attention_efficiency_forward = 1.0;
   c.attention_efficiency_backward = bwd_rate / fwd_rate;
   c.kernel_call_seconds = fwd_over;
+  // The Tiled forward's default tile (kForwardBq × kForwardBkv, src/kernels/attention_tiled.cc):
+  // partial tiles are computed whole, so the model counts work per tile.
+  c.kernel_tile_q = 96;
+  c.kernel_tile_kv = 128;
   c.memory_bandwidth = copy_bandwidth(comm);
   c.memory_capacity = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                       static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;

@@ -35,6 +35,10 @@ struct ClusterSpec {
   double attention_efficiency_forward = 1;   ///< attention-kernel FLOP/s ÷ matmul_flops, forward
   double attention_efficiency_backward = 1;  ///< same, backward (FLOPs counted as 2.5× forward)
   double kernel_call_seconds = 0;         ///< fixed overhead per attention-kernel call
+  /// Kernel tile rows (q × kv). > 0: work is counted at tile granularity — a tile with any
+  /// visible pair costs its whole area, as tiled kernels compute partial tiles whole and mask
+  /// them; 0: visible pairs only.
+  int kernel_tile_q = 0, kernel_tile_kv = 0;
   double memory_bandwidth = 0;            ///< device memory bytes/s (elementwise passes)
   double memory_capacity = 0;             ///< device memory bytes (0 → unlimited)
   double intra_bandwidth = 0;             ///< bytes/s per device to a peer in its node
@@ -140,8 +144,12 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
 
 /// P×P matrix, row-major: pairs[i·P + j] = visible (q, k) pairs with q on rank i and k on rank j
 /// of `layout`, scaled by `scale` (see Workload::mask_length). Cost: O(P² · S/P · slices).
+/// With tile_q, tile_kv > 0 it counts the pairs a tiled kernel computes instead: rank i's rows
+/// and rank j's keys are cut into consecutive tiles, and every tile that ResolvedMask::classify
+/// does not call Empty on its position hulls counts its whole area (the kernel's own rule).
 std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout,
-                                        double scale = 1.0);
+                                        double scale = 1.0, std::int64_t tile_q = 0,
+                                        std::int64_t tile_kv = 0);
 
 // ---- The model ---------------------------------------------------------------------------------
 
