@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   CLI::App app{"burst: exact context-parallel attention over MPI (BurstAttention and peers)"};
   app.require_subcommand(1);
   burst::cli::add_info_command(app);
+  burst::cli::add_plan_command(app);
   burst::cli::add_bench_command(app);
   burst::cli::add_simulate_command(app);
   burst::cli::add_calibrate_command(app);
