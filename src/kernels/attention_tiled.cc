@@ -153,6 +153,11 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   packs.kt.resize(static_cast<std::size_t>(n_pack * packs.kt_tile));
   packs.v.resize(static_cast<std::size_t>(n_pack * packs.v_tile));
   const std::int64_t n_items = p.B * p.H * g.n_qt;
+  // Scratch allocated before the parallel region: an allocation failure throws in the caller's
+  // thread instead of terminating inside OpenMP.
+  std::vector<ForwardScratch> scratch;
+  scratch.reserve(static_cast<std::size_t>(p.num_threads));
+  for (int t = 0; t < p.num_threads; ++t) scratch.emplace_back(g, static_cast<int>(p.D));
 
 #pragma omp parallel num_threads(p.num_threads)
   {
@@ -160,7 +165,7 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
 #pragma omp for schedule(static)
     for (std::int64_t idx = 0; idx < n_pack; ++idx) pack_forward_tile(p, g, packs, idx);
 
-    ForwardScratch scratch(g, static_cast<int>(p.D));
+    ForwardScratch& w = scratch[static_cast<std::size_t>(omp_get_thread_num())];
     const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;
     if (progress) (*p.progress)();  // at least once per call, even if thread 0 gets no item
     // Dynamic: causal-like masks make late q-tiles heavier; items run last tile first so the
@@ -168,7 +173,7 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t idx = 0; idx < n_items; ++idx) {
       const std::int64_t qt = g.n_qt - 1 - idx % g.n_qt, bh = idx / g.n_qt;
-      forward_item(p, io, mk, g, packs, scratch, bh / p.H, bh % p.H, qt, progress);
+      forward_item(p, io, mk, g, packs, w, bh / p.H, bh % p.H, qt, progress);
     }
   }
 }

@@ -247,6 +247,10 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   const std::int64_t n_items = p.B * p.H_kv * ch.n_chunks;
   const std::int64_t n_rows = p.B * p.H * p.S_q;
   const int D = static_cast<int>(p.D);
+  // Scratch allocated before the parallel region (an allocation failure throws in the caller).
+  std::vector<BackwardScratch> scratch;
+  scratch.reserve(static_cast<std::size_t>(p.num_threads));
+  for (int t = 0; t < p.num_threads; ++t) scratch.emplace_back(g, D, ch.tiles_per_chunk * g.bkv);
 
 #pragma omp parallel num_threads(p.num_threads)
   {
@@ -260,13 +264,13 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
       tiled::pack_rows(p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, vpack.data() + idx * tile_elems);
       tiled::pack_transposed(p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.bkv, 1.0f, ktpack.data() + idx * p.D * g.bkv);
     }
-    BackwardScratch scratch(g, D, ch.tiles_per_chunk * g.bkv);
+    BackwardScratch& w = scratch[static_cast<std::size_t>(omp_get_thread_num())];
     const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;
     if (progress) (*p.progress)();  // at least once per call, even if thread 0 gets no item
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t idx = 0; idx < n_items; ++idx) {
       const std::int64_t chunk = idx % ch.n_chunks, bh = idx / ch.n_chunks;
-      backward_item(cx, scratch, bh / p.H_kv, bh % p.H_kv, chunk, progress);
+      backward_item(cx, w, bh / p.H_kv, bh % p.H_kv, chunk, progress);
     }
     if (ch.n_chunks > 1) {
 #pragma omp for schedule(static)
