@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,14 +26,14 @@ struct DistOptions {
 };
 
 struct Sample {
-  double seconds = 0, exposed = 0, compute = 0;
+  double seconds = 0, exposed = 0, compute = 0, cpu = 0;
   std::int64_t bytes = 0, peak = 0;
   std::string side;
 };
 
 /// Max over ranks of one pass's measurements; balance from per-rank compute seconds.
 struct Reduced {
-  double seconds = 0, exposed = 0, compute_max = 0, compute_mean = 0;
+  double seconds = 0, exposed = 0, compute_max = 0, compute_mean = 0, cpu = 0;
   std::int64_t bytes = 0, peak = 0;
 };
 
@@ -40,6 +41,7 @@ Reduced reduce(const Communicator& c, const Sample& s) {
   Reduced r;
   r.seconds = c.all_reduce_max(s.seconds);
   r.exposed = c.all_reduce_max(s.exposed);
+  r.cpu = c.all_reduce_max(s.cpu);
   r.compute_max = c.all_reduce_max(s.compute);
   // mean via a sum of microseconds in int64 (control data; exact enough for a ratio)
   r.compute_mean = static_cast<double>(c.all_reduce_sum(static_cast<std::int64_t>(s.compute * 1e9))) / 1e9 / c.size();
@@ -83,21 +85,29 @@ void run_dist(const DistOptions& o) {
       x = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
     }
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
+  // Process CPU seconds of a pass (all threads of this rank): on the shared machine, wall time
+  // includes time lost to other jobs; the max over ranks of CPU time shows the algorithm's cost.
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
   auto run_pass = [&](bool backward) {
+    const double cpu0 = cpu_now();
     if (backward)
       attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
     else
       attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
     const DistStats& s = attn.last_stats();
-    return Sample{s.seconds, s.exposed_comm_seconds, s.compute_seconds, s.bytes_sent, s.peak_buffer_bytes,
-                  s.backward_side};
+    return Sample{s.seconds, s.exposed_comm_seconds, s.compute_seconds, cpu_now() - cpu0, s.bytes_sent,
+                  s.peak_buffer_bytes, s.backward_side};
   };
   attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());   // out, lse for the backward
   for (int i = 0; i < o.warmup; ++i) {
     if (fwd) run_pass(false);
     if (bwd) run_pass(true);
   }
-  std::vector<double> t_f, t_b, t_fb, e_f, e_b, bal_f, bal_b;
+  std::vector<double> t_f, t_b, t_fb, e_f, e_b, bal_f, bal_b, c_f, c_b, c_fb;
   Reduced last_f, last_b;
   std::string side;
   for (int i = 0; i < o.repeats; ++i) {
@@ -105,6 +115,7 @@ void run_dist(const DistOptions& o) {
     if (fwd) {
       last_f = reduce(world, run_pass(false));
       t_f.push_back(last_f.seconds);
+      c_f.push_back(last_f.cpu);
       e_f.push_back(last_f.exposed);
       bal_f.push_back(last_f.compute_mean > 0 ? last_f.compute_max / last_f.compute_mean : 1.0);
     }
@@ -113,10 +124,14 @@ void run_dist(const DistOptions& o) {
       side = s.side;
       last_b = reduce(world, s);
       t_b.push_back(last_b.seconds);
+      c_b.push_back(last_b.cpu);
       e_b.push_back(last_b.exposed);
       bal_b.push_back(last_b.compute_mean > 0 ? last_b.compute_max / last_b.compute_mean : 1.0);
     }
-    if (fwd && bwd) t_fb.push_back(t_f.back() + t_b.back());
+    if (fwd && bwd) {
+      t_fb.push_back(t_f.back() + t_b.back());
+      c_fb.push_back(c_f.back() + c_b.back());
+    }
   }
   if (world.rank() != 0) return;
   const std::int64_t pairs = ResolvedMask(mask, o.seq, o.seq).visible_pairs();
@@ -141,6 +156,7 @@ void run_dist(const DistOptions& o) {
     nlohmann::json j = base("fwd");
     add_timing(j, summarize(t_f), flop_f);
     j["flop_formula"] = kAttentionForwardFlopFormula;
+    j["rank_cpu_seconds"] = summarize(c_f).median;
     j["bytes_sent"] = last_f.bytes;
     j["bytes_predicted"] = max_of(plan.forward().bytes_sent);
     j["exposed_comm_seconds"] = summarize(e_f).median;
@@ -153,6 +169,7 @@ void run_dist(const DistOptions& o) {
     nlohmann::json j = base("bwd");
     add_timing(j, summarize(t_b), flop_b);
     j["flop_formula"] = kAttentionBackwardFlopFormula;
+    j["rank_cpu_seconds"] = summarize(c_b).median;
     j["bytes_sent"] = last_b.bytes;
     j["bytes_predicted"] = max_of(plan.backward().bytes_sent);
     j["backward_side"] = side;
@@ -166,6 +183,7 @@ void run_dist(const DistOptions& o) {
     nlohmann::json j = base("fwd+bwd");
     add_timing(j, summarize(t_fb), flop_f + flop_b);
     j["flop_formula"] = "3.5*4*B*H*D*visible_pairs";
+    j["rank_cpu_seconds"] = summarize(c_fb).median;
     j["bytes_sent"] = last_f.bytes + last_b.bytes;
     j["backward_side"] = side;
     j["exposed_comm_seconds"] = summarize(e_f).median + summarize(e_b).median;

@@ -17,7 +17,9 @@ namespace burst::bench {
 /// repeats of the max over ranks; gflops = whole-problem FLOP (4·B·H·D·visible pairs forward,
 /// 2.5× backward) / seconds; bytes_sent = max over ranks of the pass's counted payload bytes
 /// (and the plan's prediction); exposed_comm_seconds = median of the max over ranks of time
-/// blocked on communication; balance = max/mean over ranks of kernel (compute) seconds.
+/// blocked on communication; balance = max/mean over ranks of kernel (compute) seconds;
+/// rank_cpu_seconds = median of the max over ranks of the pass's process CPU time (on a shared
+/// machine the wall time also counts time other jobs took).
 /// Collective: every rank parses the same argv. Throws: burst::Error on bad options.
 void add_dist_bench(CLI::App& bench);
 
