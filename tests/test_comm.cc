@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "burst/comm.h"
+#include "burst/comm_interop.h"
 #include "burst/error.h"
 
 namespace burst {
@@ -191,6 +192,31 @@ TEST(Comm, NodeTopologyOverrideAndDiscovery) {
   EXPECT_EQ(d.nodes, 1);
   EXPECT_EQ(d.ranks_per_node, P);
   EXPECT_EQ(c.split_shared().size(), P);
+}
+
+TEST(Comm, FromMpiAndFortranHandleDupTheCallersCommunicator) {
+  MPI_Comm half = MPI_COMM_NULL;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+  {
+    const Communicator a = from_mpi(half);
+    int size = 0;
+    MPI_Comm_size(half, &size);
+    EXPECT_EQ(a.size(), size);
+    EXPECT_EQ(a.rank(), rank / 2);
+    // The dup is independent: a message on it is not seen on the caller's communicator.
+    RequestSet set;
+    set.add(a.isend(std::vector<float>(1, 5.0f), (a.rank() + 1) % a.size(), 3));
+    const auto i = set.add(a.irecv(std::vector<float>(1), (a.rank() + a.size() - 1) % a.size(), 3));
+    set.wait_all();
+    EXPECT_EQ(set.take(i)[0], 5.0f);
+    int flag = 1;
+    MPI_Iprobe(MPI_ANY_SOURCE, 3, half, &flag, MPI_STATUS_IGNORE);
+    EXPECT_EQ(flag, 0);
+  }
+  MPI_Comm_free(&half);
+  EXPECT_THROW(Communicator::from_fortran(static_cast<std::int64_t>(MPI_Comm_c2f(MPI_COMM_NULL))), Error);
 }
 
 TEST(Comm, SplitGroups) {
