@@ -15,5 +15,6 @@ void add_bench_command(CLI::App& app);        // cmd_bench.cc: bench kernel | be
 void add_simulate_command(CLI::App& app);     // cmd_simulate.cc: cost model, ranked strategies
 void add_calibrate_command(CLI::App& app);    // cmd_calibrate.cc: measure this machine -> cluster spec
 void add_report_command(CLI::App& app);       // cmd_report.cc: JSON lines -> PNG figures + markdown
+void add_lm_commands(CLI::App& app);          // cmd_lm.cc: train | eval (BURST_HAVE_LM)
 
 }  // namespace burst::cli

@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   burst::cli::add_simulate_command(app);
   burst::cli::add_calibrate_command(app);
   burst::cli::add_report_command(app);
+#ifdef BURST_HAVE_LM
+  burst::cli::add_lm_commands(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,124 @@
+// apps/lm/attention_fn.cc — engines and the autograd function.
+#include "attention_fn.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "burst/error.h"
+
+namespace burst::lm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// BSHD / [1,H,S] view of a contiguous fp32 torch tensor.
+TensorView view_of(const torch::Tensor& t) {
+  BURST_CHECK(t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.dim() >= 1 && t.dim() <= 4,
+              InvalidArgument, "attention tensors must be contiguous fp32 with 1..4 dims");
+  std::vector<std::int64_t> shape(t.sizes().begin(), t.sizes().end());
+  return make_view(t.data_ptr<float>(), shape);
+}
+
+class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor q, torch::Tensor k,
+                               torch::Tensor v, AttentionEngine* engine) {
+    q = q.contiguous();
+    k = k.contiguous();
+    v = v.contiguous();
+    const auto B = q.size(0), S = q.size(1), H = q.size(2);
+    torch::Tensor out = torch::empty_like(q);
+    torch::Tensor lse = torch::empty({B, H, S}, q.options());
+    engine->forward(view_of(q), view_of(k), view_of(v), view_of(out), view_of(lse));
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(engine);
+    return out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto* engine = reinterpret_cast<AttentionEngine*>(ctx->saved_data["engine"].toInt());
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const torch::Tensor dout = grads[0].contiguous();
+    torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+    engine->backward(view_of(dout), view_of(q), view_of(k), view_of(v), view_of(out), view_of(lse),
+                     view_of(dq), view_of(dk), view_of(dv));
+    return {dq, dk, dv, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+LocalEngine::LocalEngine(std::vector<std::int64_t> positions, const Mask& mask, std::int64_t S_global,
+                         int num_threads, KernelImpl impl)
+    : positions_(std::move(positions)) {
+  for (std::size_t i = 1; i < positions_.size(); ++i)
+    BURST_CHECK(positions_[i] > positions_[i - 1], InvalidArgument,
+                "LocalEngine positions must increase; position[", i, "]=", positions_[i],
+                " after ", positions_[i - 1]);
+  BURST_CHECK(positions_.empty() || (positions_.front() >= 0 && positions_.back() < S_global),
+              InvalidArgument, "LocalEngine positions outside [0, S_global=", S_global, ")");
+  params_.mask = mask;
+  params_.q_positions = positions_.data();
+  params_.kv_positions = positions_.data();
+  params_.seq_q_global = S_global;
+  params_.seq_kv_global = S_global;
+  params_.num_threads = num_threads;
+  params_.impl = impl;
+  pairs_ = ResolvedMask(mask, S_global, S_global).visible_pairs(positions_, positions_);
+}
+
+void LocalEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& out, const TensorView& lse) {
+  const auto t0 = Clock::now();
+  attention_forward(q, k, v, out, lse, params_);
+  totals_.forward_seconds += since(t0);
+  totals_.forward_pairs += pairs_;
+}
+
+void LocalEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const TensorView& lse,
+                           const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+  const auto t0 = Clock::now();
+  attention_backward(dout, q, k, v, out, lse, dq, dk, dv, params_);
+  totals_.backward_seconds += since(t0);
+  totals_.backward_pairs += pairs_;
+}
+
+torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              AttentionEngine& engine) {
+  BURST_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(1) ==
+                  static_cast<std::int64_t>(engine.positions().size()),
+              InvalidArgument, "burst_attention: q must be [1, S_local, H, D] with S_local = ",
+              engine.positions().size(), " positions; got q.dim()=", q.dim(), " S=", q.dim() > 1 ? q.size(1) : -1);
+  return AttentionFunction::apply(q, k, v, &engine);
+}
+
+torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const std::vector<std::int64_t>& q_pos,
+                                  const std::vector<std::int64_t>& k_pos, const Mask& mask,
+                                  std::int64_t S_global) {
+  const ResolvedMask resolved(mask, S_global, S_global);
+  const auto Sq = static_cast<std::int64_t>(q_pos.size()), Sk = static_cast<std::int64_t>(k_pos.size());
+  auto visible = torch::zeros({Sq, Sk}, torch::kBool);
+  auto acc = visible.accessor<bool, 2>();
+  for (std::int64_t i = 0; i < Sq; ++i)
+    for (std::int64_t j = 0; j < Sk; ++j)
+      acc[i][j] = resolved.visible(q_pos[static_cast<std::size_t>(i)], k_pos[static_cast<std::size_t>(j)]);
+  const auto H = q.size(2), H_kv = k.size(2), D = q.size(3);
+  const auto group = H / H_kv;
+  auto kk = k.repeat_interleave(group, 2).permute({0, 2, 3, 1});   // [B,H,D,Sk]
+  auto vv = v.repeat_interleave(group, 2).permute({0, 2, 1, 3});   // [B,H,Sk,D]
+  auto scores = torch::matmul(q.permute({0, 2, 1, 3}), kk) / std::sqrt(static_cast<double>(D));
+  scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+  auto probs = torch::softmax(scores, -1);
+  probs = torch::nan_to_num(probs, 0.0);   // fully masked rows: 0, as the kernels
+  return torch::matmul(probs, vv).permute({0, 2, 1, 3});
+}
+
+}  // namespace burst::lm

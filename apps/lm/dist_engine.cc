@@ -1,0 +1,37 @@
+// apps/lm/dist_engine.cc — DistEngine: burst's DistAttention behind the engine interface.
+#include <chrono>
+
+#include "attention_fn.h"
+
+namespace burst::lm {
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace
+
+DistEngine::DistEngine(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
+                       const Mask& mask)
+    : attn_(comm, cfg, shape, mask), H_(shape.H), D_(shape.D) {}
+
+void DistEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                         const TensorView& out, const TensorView& lse) {
+  const auto t0 = Clock::now();
+  attn_.forward(q, k, v, out, lse);
+  totals_.forward_seconds += since(t0);
+  totals_.bytes_sent += attn_.last_stats().bytes_sent;
+  totals_.forward_pairs += attn_.last_stats().visible_pairs;
+}
+
+void DistEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out, const TensorView& lse,
+                          const TensorView& dq, const TensorView& dk, const TensorView& dv) {
+  const auto t0 = Clock::now();
+  attn_.backward(dout, q, k, v, out, lse, dq, dk, dv);
+  totals_.backward_seconds += since(t0);
+  totals_.bytes_sent += attn_.last_stats().bytes_sent;
+  totals_.backward_pairs += attn_.last_stats().visible_pairs;
+}
+
+}  // namespace burst::lm

@@ -1,0 +1,231 @@
+// apps/lm/eval.cc — `burst eval`: the whole KJV as one sequence, split across the ranks.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "burst/error.h"
+#include "checkpoint.h"
+#include "data.h"
+#include "engine_factory.h"
+#include "fused_head_loss.h"
+#include "runtime.h"
+#include "train.h"
+
+namespace burst::lm {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct BookRange {
+  std::int64_t begin = 0, end = 0;   // clipped to the evaluated prefix
+};
+
+/// Per-book (loss sum, target count) of `positions` given their per-token losses.
+void accumulate_books(const Corpus& corpus, const std::vector<std::int64_t>& positions,
+                      const torch::Tensor& losses, const std::vector<float>& weights,
+                      std::vector<double>& sums, std::vector<double>& counts) {
+  const float* l = losses.data_ptr<float>();
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    if (weights[i] == 0.0f) continue;
+    const auto b = static_cast<std::size_t>(corpus.book_of(positions[i]));
+    sums[b] += static_cast<double>(l[i]);
+    counts[b] += 1.0;
+  }
+}
+
+/// Mean loss of one book computed on this rank alone (LocalEngine over the book's positions,
+/// same mask, same global positions): the oracle of the self-check.
+double single_rank_book_loss_sum(Model& model, const Corpus& corpus, const Window& w, const BookRange& r,
+                                 const RunOptions& run) {
+  std::vector<std::int64_t> pos;
+  for (std::int64_t p = r.begin; p < r.end; ++p) pos.push_back(p);
+  LocalEngine engine(pos, w.mask, w.S_padded, run.dist.num_threads);
+  std::vector<std::int64_t> in, tg;
+  std::vector<float> wt;
+  gather_window(corpus, w, pos, in, tg, wt);
+  const auto n = static_cast<std::int64_t>(in.size());
+  const auto hidden = model.forward(torch::from_blob(in.data(), {n}, torch::kInt64), engine);
+  const auto losses = head_token_losses(hidden, model.head(), torch::from_blob(tg.data(), {n}, torch::kInt64),
+                                        run.head_chunk);
+  return (losses.to(torch::kFloat64) * torch::from_blob(wt.data(), {n}).to(torch::kFloat64)).sum().item<double>();
+}
+
+/// One value per rank, gathered on every rank (fp64-exact for integers below 2⁴⁸). Collective.
+std::vector<std::int64_t> per_rank(const Communicator& comm, double value) {
+  std::vector<double> v(static_cast<std::size_t>(comm.size()), 0.0);
+  v[static_cast<std::size_t>(comm.rank())] = value;
+  all_reduce_sum_f64(comm, v);
+  return std::vector<std::int64_t>(v.begin(), v.end());
+}
+
+}  // namespace
+
+json run_eval(const EvalOptions& o, const Communicator& comm) {
+  const int P = comm.size(), rank = comm.rank();
+  const bool log = o.run.verbose && rank == 0;
+  Corpus corpus;
+  Checkpoint ckpt;
+  comm.agree_on([&] {
+    corpus = load_corpus(o.run.data_dir);
+    ckpt = load_checkpoint(o.checkpoint);
+    BURST_CHECK(ckpt.header.value("kind", "") == "burst-lm", InvalidArgument, o.checkpoint.string(),
+                " is not a burst LM checkpoint");
+    const auto want = ckpt.header.at("run").at("data_checksum").get<std::string>();
+    char have[17];
+    std::snprintf(have, sizeof have, "%016llx", static_cast<unsigned long long>(corpus.checksum));
+    BURST_CHECK(want == have, InvalidArgument, "checkpoint ", o.checkpoint.string(),
+                " was trained on token cache ", want, ", but ", o.run.data_dir.string(), " holds ", have,
+                " (different vocabulary or data): evaluate with the matching --data directory");
+    BURST_CHECK(o.max_tokens >= 0 && o.verify_books >= 0, InvalidArgument, "max_tokens=", o.max_tokens,
+                " and verify_books=", o.verify_books, " must be >= 0");
+  });
+  torch::NoGradGuard no_grad;
+  Model model(ModelConfig::from_json(ckpt.header.at("model")));
+  for (std::size_t i = 0; i < model.parameters().size(); ++i)
+    model.parameters()[i].detach().copy_(
+        checkpoint_tensor(ckpt, model.names()[i], model.parameters()[i].sizes().vec()));
+  const ModelConfig& mcfg = model.config();
+
+  const std::int64_t N = o.max_tokens > 0 ? std::min(o.max_tokens, corpus.num_tokens()) : corpus.num_tokens();
+  const std::int64_t S_padded = padded_length(N, P);
+  const Window w = make_window(corpus, 0, N, S_padded);
+  if (log)
+    std::cerr << "eval: " << N << " tokens as one sequence (" << w.cu_seqlens.size() - 1
+              << " documents, document-causal), " << P << " ranks, " << to_string(o.run.dist.strategy) << " / "
+              << to_string(o.run.dist.layout) << ", model step " << ckpt.header.at("step") << "\n";
+
+  return abort_on_failure(comm, "burst eval", [&]() -> json {
+  const Stopwatch sw;
+  auto engine = make_engine(o.run, comm, mcfg, S_padded, w.mask);
+  std::vector<std::int64_t> in, tg;
+  std::vector<float> wt;
+  gather_window(corpus, w, engine->positions(), in, tg, wt);
+  const auto n_local = static_cast<std::int64_t>(in.size());
+  const auto hidden = model.forward(torch::from_blob(in.data(), {n_local}, torch::kInt64), *engine);
+  const auto losses = head_token_losses(hidden, model.head(), torch::from_blob(tg.data(), {n_local}, torch::kInt64),
+                                        o.run.head_chunk);
+  const auto nb = static_cast<std::size_t>(corpus.num_books());
+  std::vector<double> sums(nb, 0.0), counts(nb, 0.0);
+  // Positions past N are padding (weight 0); clamp for book_of.
+  std::vector<std::int64_t> real_pos(engine->positions());
+  for (auto& p : real_pos) p = std::min(p, N - 1);
+  accumulate_books(corpus, real_pos, losses, wt, sums, counts);
+  std::vector<double> touched(nb, 0.0);   // ranks holding tokens of each book
+  for (std::size_t i = 0; i < real_pos.size(); ++i)
+    if (engine->positions()[i] < N) touched[static_cast<std::size_t>(corpus.book_of(real_pos[i]))] = 1.0;
+  all_reduce_sum_f64(comm, sums);
+  all_reduce_sum_f64(comm, counts);
+  all_reduce_sum_f64(comm, touched);
+  const double seconds = comm.all_reduce_max(sw.seconds());
+  double loss_total = 0, count_total = 0;
+  for (std::size_t b = 0; b < nb; ++b) {
+    loss_total += sums[b];
+    count_total += counts[b];
+  }
+  const double ppl = std::exp(loss_total / count_total);
+
+  // Attention rate: forward FLOP = 4·D·H·(visible pairs), summed over ranks and layers, over
+  // the slowest rank's attention time.
+  const EngineTotals t = engine->totals();
+  std::vector<double> flop{4.0 * mcfg.head_dim * mcfg.heads * static_cast<double>(t.forward_pairs)};
+  all_reduce_sum_f64(comm, flop);
+  const double attn_seconds = comm.all_reduce_max(t.forward_seconds);
+  const std::vector<std::int64_t> bytes = per_rank(comm, static_cast<double>(t.bytes_sent));
+
+  // Self-check: sampled books recomputed on single ranks (round-robin) must match.
+  std::vector<BookRange> ranges(nb);
+  for (std::size_t b = 0; b < nb; ++b)
+    ranges[b] = {std::min(corpus.book_offsets[b], N), std::min(corpus.book_offsets[b + 1], N)};
+  std::vector<std::size_t> sample;
+  {
+    std::vector<std::size_t> small, straddling;
+    for (std::size_t b = 0; b < nb; ++b) {
+      const auto len = ranges[b].end - ranges[b].begin;
+      if (len < 2) continue;
+      if (touched[b] > 1.5) straddling.push_back(b);
+      else if (len <= 20000) small.push_back(b);
+    }
+    std::sort(straddling.begin(), straddling.end(), [&](std::size_t a, std::size_t c) {
+      return ranges[a].end - ranges[a].begin < ranges[c].end - ranges[c].begin;
+    });
+    if (o.verify_books > 0 && !straddling.empty()) sample.push_back(straddling.front());   // crosses ranks
+    for (std::uint64_t i = 0; sample.size() < static_cast<std::size_t>(o.verify_books) && !small.empty(); ++i) {
+      const std::size_t k = static_cast<std::size_t>(splitmix64(mcfg.seed + i) % small.size());
+      sample.push_back(small[k]);
+      small.erase(small.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
+  std::vector<double> ref(sample.size(), 0.0);
+  const Stopwatch verify_sw;
+  for (std::size_t j = 0; j < sample.size(); ++j)
+    if (static_cast<int>(j % static_cast<std::size_t>(P)) == rank)
+      ref[j] = single_rank_book_loss_sum(model, corpus, w, ranges[sample[j]], o.run);
+  all_reduce_sum_f64(comm, ref);
+  double max_rel = 0;
+  json verify_rows = json::array();
+  for (std::size_t j = 0; j < sample.size(); ++j) {
+    const std::size_t b = sample[j];
+    const double rel = std::abs(ref[j] - sums[b]) / std::max(std::abs(ref[j]), 1e-30);
+    max_rel = std::max(max_rel, rel);
+    verify_rows.push_back({{"book", corpus.book_names[b]}, {"tokens", ranges[b].end - ranges[b].begin},
+                           {"distributed_loss", sums[b] / counts[b]}, {"single_rank_loss", ref[j] / counts[b]},
+                           {"rel_err", rel}, {"ranks_holding", static_cast<int>(touched[b])}});
+  }
+  const bool verified = !sample.empty() && max_rel <= o.verify_rtol;
+
+  const std::vector<std::int64_t> rss_all = per_rank(comm, static_cast<double>(peak_rss_bytes()));
+  json per_book = json::array();
+  for (std::size_t b = 0; b < nb; ++b)
+    if (counts[b] > 0)
+      per_book.push_back({{"book", corpus.book_names[b]}, {"tokens", ranges[b].end - ranges[b].begin},
+                          {"loss", sums[b] / counts[b]}, {"perplexity", std::exp(sums[b] / counts[b])}});
+  if (rank == 0 && !o.per_book_json.empty()) {
+    if (o.per_book_json.has_parent_path()) fs::create_directories(o.per_book_json.parent_path());
+    std::ofstream(o.per_book_json) << json{{"per_book", per_book}, {"verification", verify_rows}}.dump(1) << "\n";
+  }
+  if (log) {
+    std::cerr << "eval: per-book perplexity (" << per_book.size() << " books):\n";
+    for (std::size_t i = 0; i < per_book.size(); ++i) {
+      char cell[64];
+      std::snprintf(cell, sizeof cell, "  %-6s %7lld tok %8.2f", per_book[i]["book"].get<std::string>().c_str(),
+                    static_cast<long long>(per_book[i]["tokens"].get<std::int64_t>()),
+                    per_book[i]["perplexity"].get<double>());
+      std::cerr << cell << ((i % 3 == 2) ? "\n" : "");
+    }
+    std::cerr << "\neval: self-check against single-rank recomputation (rtol " << o.verify_rtol << "):\n";
+    for (const auto& r : verify_rows)
+      std::cerr << "  " << r["book"].get<std::string>() << " (" << r["tokens"] << " tokens, on "
+                << r["ranks_holding"] << " rank(s)): distributed " << r["distributed_loss"].get<double>()
+                << " single-rank " << r["single_rank_loss"].get<double>() << " rel err " << r["rel_err"].get<double>()
+                << "\n";
+    std::cerr << "eval: self-check " << (verified ? "PASSED" : "FAILED") << " in " << verify_sw.seconds() << " s\n";
+  }
+  const auto max_rss = *std::max_element(rss_all.begin(), rss_all.end());
+  const auto max_bytes = *std::max_element(bytes.begin(), bytes.end());
+  return {{"tokens", N},
+          {"ranks", P},
+          {"context_length", N},
+          {"strategy", to_string(o.run.dist.strategy)},
+          {"layout", to_string(o.run.dist.layout)},
+          {"checkpoint_step", ckpt.header.at("step")},
+          {"loss", loss_total / count_total},
+          {"perplexity", ppl},
+          {"unigram_perplexity", unigram_perplexity(corpus)},
+          {"seconds", seconds},
+          {"attention_seconds", attn_seconds},
+          {"attention_gflop", flop[0] / 1e9},
+          {"attention_gflops", attn_seconds > 0 ? flop[0] / attn_seconds / 1e9 : 0.0},
+          {"bytes_sent", max_bytes},
+          {"bytes_sent_per_rank", bytes},
+          {"peak_rss_bytes", max_rss},
+          {"peak_rss_bytes_per_rank", rss_all},
+          {"verified", verified},
+          {"verify_max_rel_err", max_rel},
+          {"verify_books", verify_rows.size()}};
+  });
+}
+
+}  // namespace burst::lm

@@ -1,0 +1,134 @@
+// apps/lm/model.cc — the decoder's parameters and forward.
+#include "model.h"
+
+#include <cmath>
+
+#include "burst/error.h"
+
+namespace burst::lm {
+
+void ModelConfig::validate() const {
+  BURST_CHECK(vocab_size > 1 && d_model > 0 && layers > 0 && heads > 0 && kv_heads > 0 &&
+                  head_dim > 0 && ffn_hidden > 0,
+              InvalidArgument, "model sizes must be positive: vocab=", vocab_size, " d_model=", d_model,
+              " layers=", layers, " heads=", heads, " kv_heads=", kv_heads, " head_dim=", head_dim,
+              " ffn_hidden=", ffn_hidden);
+  BURST_CHECK(heads % kv_heads == 0, InvalidArgument, "heads=", heads, " not divisible by kv_heads=", kv_heads);
+  BURST_CHECK(head_dim % 2 == 0 && head_dim <= 256, InvalidArgument, "head_dim=", head_dim,
+              " must be even (RoPE) and <= 256 (kernels)");
+}
+
+std::int64_t ModelConfig::num_parameters() const {
+  const std::int64_t d = d_model, qd = std::int64_t{heads} * head_dim, kvd = std::int64_t{kv_heads} * head_dim;
+  const std::int64_t per_layer = 2 * d + d * qd + 2 * d * kvd + qd * d + 3 * d * ffn_hidden;
+  return 2 * std::int64_t{vocab_size} * d + layers * per_layer + d;
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  return {{"vocab_size", vocab_size}, {"d_model", d_model}, {"layers", layers}, {"heads", heads},
+          {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"ffn_hidden", ffn_hidden},
+          {"rope_base", rope_base}, {"norm_eps", norm_eps}, {"seed", seed}};
+}
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
+  ModelConfig c;
+  c.vocab_size = j.at("vocab_size").get<int>();
+  c.d_model = j.at("d_model").get<int>();
+  c.layers = j.at("layers").get<int>();
+  c.heads = j.at("heads").get<int>();
+  c.kv_heads = j.at("kv_heads").get<int>();
+  c.head_dim = j.at("head_dim").get<int>();
+  c.ffn_hidden = j.at("ffn_hidden").get<int>();
+  c.rope_base = j.at("rope_base").get<double>();
+  c.norm_eps = j.at("norm_eps").get<double>();
+  c.seed = j.at("seed").get<std::uint64_t>();
+  c.validate();
+  return c;
+}
+
+std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64_t>& positions,
+                                                    int head_dim, double base) {
+  const auto S = static_cast<std::int64_t>(positions.size());
+  const int half = head_dim / 2;
+  torch::Tensor cos = torch::empty({S, half}), sin = torch::empty({S, half});
+  float* c = cos.data_ptr<float>();
+  float* s = sin.data_ptr<float>();
+  std::vector<double> inv_freq(static_cast<std::size_t>(half));
+  for (int i = 0; i < half; ++i) inv_freq[static_cast<std::size_t>(i)] = std::pow(base, -2.0 * i / head_dim);
+  for (std::int64_t t = 0; t < S; ++t)
+    for (int i = 0; i < half; ++i) {
+      const double a = static_cast<double>(positions[static_cast<std::size_t>(t)]) * inv_freq[static_cast<std::size_t>(i)];
+      c[t * half + i] = static_cast<float>(std::cos(a));
+      s[t * half + i] = static_cast<float>(std::sin(a));
+    }
+  return {cos, sin};
+}
+
+torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const auto half = x.size(3) / 2;
+  const auto x1 = x.narrow(3, 0, half), x2 = x.narrow(3, half, half);
+  const auto c = cos.unsqueeze(0).unsqueeze(2).to(x.scalar_type());   // [1,S,1,D/2]
+  const auto s = sin.unsqueeze(0).unsqueeze(2).to(x.scalar_type());
+  return torch::cat({x1 * c - x2 * s, x1 * s + x2 * c}, 3);
+}
+
+namespace {
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+}
+}  // namespace
+
+Model::Model(const ModelConfig& cfg) : cfg_(cfg) {
+  cfg_.validate();
+  torch::manual_seed(cfg_.seed);
+  const std::int64_t d = cfg_.d_model, qd = std::int64_t{cfg_.heads} * cfg_.head_dim,
+                     kvd = std::int64_t{cfg_.kv_heads} * cfg_.head_dim, f = cfg_.ffn_hidden;
+  const double std0 = 0.02, std_out = 0.02 / std::sqrt(2.0 * cfg_.layers);   // GPT-2 init
+  auto add = [&](const std::string& name, torch::Tensor t) {
+    names_.push_back(name);
+    params_.push_back(t.set_requires_grad(true));
+  };
+  add("embed", torch::randn({cfg_.vocab_size, d}) * std0);
+  for (int l = 0; l < cfg_.layers; ++l) {
+    const std::string pre = "layer" + std::to_string(l) + ".";
+    add(pre + "attn_norm", torch::ones({d}));
+    add(pre + "wq", torch::randn({qd, d}) * std0);
+    add(pre + "wk", torch::randn({kvd, d}) * std0);
+    add(pre + "wv", torch::randn({kvd, d}) * std0);
+    add(pre + "wo", torch::randn({d, qd}) * std_out);
+    add(pre + "mlp_norm", torch::ones({d}));
+    add(pre + "w1", torch::randn({f, d}) * std0);
+    add(pre + "w3", torch::randn({f, d}) * std0);
+    add(pre + "w2", torch::randn({d, f}) * std_out);
+  }
+  add("final_norm", torch::ones({d}));
+  add("head", torch::randn({cfg_.vocab_size, d}) * std0);
+}
+
+torch::Tensor& Model::p(const std::string& name) {
+  for (std::size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return params_[i];
+  BURST_FAIL(Internal, "no parameter named ", name);
+}
+
+torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engine) {
+  const auto S = tokens.size(0);
+  const std::int64_t H = cfg_.heads, H_kv = cfg_.kv_heads, D = cfg_.head_dim;
+  const auto [cos, sin] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
+  torch::Tensor x = p("embed").index_select(0, tokens);   // [S, d]
+  for (int l = 0; l < cfg_.layers; ++l) {
+    const std::string pre = "layer" + std::to_string(l) + ".";
+    const auto h = rms_norm(x, p(pre + "attn_norm"), cfg_.norm_eps);
+    const auto q = apply_rope(torch::matmul(h, p(pre + "wq").t()).view({1, S, H, D}), cos, sin);
+    const auto k = apply_rope(torch::matmul(h, p(pre + "wk").t()).view({1, S, H_kv, D}), cos, sin);
+    const auto v = torch::matmul(h, p(pre + "wv").t()).view({1, S, H_kv, D});
+    const auto a = burst_attention(q, k, v, engine).reshape({S, H * D});
+    x = x + torch::matmul(a, p(pre + "wo").t());
+    const auto m = rms_norm(x, p(pre + "mlp_norm"), cfg_.norm_eps);
+    const auto gate = torch::silu(torch::matmul(m, p(pre + "w1").t())) * torch::matmul(m, p(pre + "w3").t());
+    x = x + torch::matmul(gate, p(pre + "w2").t());
+  }
+  return rms_norm(x, p("final_norm"), cfg_.norm_eps);
+}
+
+}  // namespace burst::lm

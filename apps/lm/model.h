@@ -1,0 +1,71 @@
+// apps/lm/model.h — a small Llama-style decoder in libtorch whose attention is burst's.
+//
+// Owns: ModelConfig (the architecture, serialised into checkpoints), Model (named fp32
+// parameters, deterministic init from a seed) and its forward on one rank's slice of a sequence:
+// token embedding → L × [RMSNorm → GQA attention with RoPE on GLOBAL positions → residual;
+// RMSNorm → SwiGLU MLP → residual] → RMSNorm → hidden states [S_local, d]. The LM head and loss
+// live in fused_head_loss.h (the model never forms [S, vocab] logits).
+// Does not: communicate except through the attention engine; own the optimizer (train.cc).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attention_fn.h"
+
+namespace burst::lm {
+
+struct ModelConfig {
+  int vocab_size = 2048;
+  int d_model = 128;
+  int layers = 2;
+  int heads = 4;          ///< H
+  int kv_heads = 2;       ///< H_kv (GQA: H % H_kv == 0)
+  int head_dim = 32;      ///< D
+  int ffn_hidden = 320;   ///< SwiGLU width
+  double rope_base = 10000.0;
+  double norm_eps = 1e-5;
+  std::uint64_t seed = 1234;
+
+  /// Throws Error(InvalidArgument) naming the bad field.
+  void validate() const;
+  std::int64_t num_parameters() const;
+  nlohmann::json to_json() const;
+  static ModelConfig from_json(const nlohmann::json& j);
+};
+
+/// RoPE tables for `positions`: cos, sin [S, D/2] fp32, angles computed in fp64 (positions reach
+/// ~10⁶ in evaluation, where fp32 angles would lose ~0.06 rad). Source: RoFormer (Su et al. 2021).
+std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64_t>& positions,
+                                                    int head_dim, double base);
+/// Rotates x [1, S, H, D] pairwise (first half with second half, the Llama/NeoX convention).
+torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+class Model {
+ public:
+  explicit Model(const ModelConfig& cfg);   ///< seeded init (identical on every rank)
+
+  const ModelConfig& config() const { return cfg_; }
+  /// Parameters in a fixed order with stable names ("embed", "layer0.wq", ...).
+  std::vector<torch::Tensor>& parameters() { return params_; }
+  const std::vector<std::string>& names() const { return names_; }
+  torch::Tensor& head() { return params_.back(); }
+
+  /// Hidden states [S_local, d] for `tokens` [S_local] int64 at engine.positions().
+  /// Collective when the engine is (one attention pass per layer). Under torch::NoGradGuard
+  /// nothing is saved for backward (evaluation).
+  torch::Tensor forward(const torch::Tensor& tokens, AttentionEngine& engine);
+
+ private:
+  torch::Tensor& p(const std::string& name);
+  ModelConfig cfg_;
+  std::vector<torch::Tensor> params_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace burst::lm

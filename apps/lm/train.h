@@ -1,0 +1,78 @@
+// apps/lm/train.h — `burst train`: the long-context training loop and `burst eval`.
+//
+// Training: one window of seq_len tokens of the KJV per step (seeded choice), split across the
+// ranks by burst's layout, document-causal mask over the books inside the window; AdamW with
+// warm-up + cosine decay and global-norm clipping; weight gradients all-reduced (sum) over the
+// ranks, so every rank holds identical weights. Rank 0 writes the checkpoint, a JSON-lines log
+// and a loss-curve PNG. A run resumes from <out>/checkpoint.bin without losing steps: window
+// choice depends only on (seed, step).
+// Evaluation: the whole KJV as ONE sequence (document-causal over its 66 books), balanced
+// layout; perplexity overall and per book, with a single-rank self-check on sampled books.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "burst/comm.h"
+#include "burst/strategy.h"
+#include "model.h"
+
+namespace burst::lm {
+
+/// Which attention engine runs the sequence: burst's DistAttention (any P) or the local kernel
+/// (P = 1 only; the oracle path).
+enum class EngineKind : std::uint8_t { Dist, Local };
+
+struct RunOptions {
+  std::filesystem::path data_dir = "data/kjv";
+  DistConfig dist;                      ///< strategy, layout, threads
+  EngineKind engine = EngineKind::Dist;
+  std::int64_t head_chunk = 2048;       ///< rows per chunk of the fused LM head + loss
+  bool verbose = true;                  ///< progress on rank 0's stderr
+};
+
+struct TrainOptions {
+  RunOptions run;
+  std::filesystem::path out_dir = "runs/kjv";
+  ModelConfig model;                    ///< vocab_size is taken from the data
+  int steps = 40;
+  std::int64_t seq_len = 16384;         ///< tokens per step (the whole context, all ranks)
+  double lr = 3e-3, warmup_steps = 4, min_lr_ratio = 0.1;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1, grad_clip = 1.0;
+  std::uint64_t seed = 1234;            ///< window choice (the model has its own seed)
+  int checkpoint_every = 10;
+  bool resume = true;                   ///< continue from <out_dir>/checkpoint.bin if present
+  int stop_after = 0;                   ///< > 0: return after this many steps of this invocation
+                                        ///< (checkpointed; a later run resumes), e.g. time slices
+  bool plot = true;
+};
+
+struct StepRecord {
+  int step = 0;
+  double loss = 0, seconds = 0, tokens_per_second = 0, attention_share = 0, lr = 0;
+  std::int64_t window_begin = 0, bytes_sent = 0;
+  nlohmann::json to_json() const;
+};
+
+/// Runs training; returns the records of every step so far (resumed ones included).
+/// Collective over comm. Throws Error(InvalidArgument) on bad options, a missing/corrupt cache,
+/// or a checkpoint that does not match (all ranks, before the first step).
+std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& comm);
+
+struct EvalOptions {
+  RunOptions run;
+  std::filesystem::path checkpoint = "runs/kjv/checkpoint.bin";
+  std::int64_t max_tokens = 0;          ///< 0: the whole KJV; else its first max_tokens tokens
+  int verify_books = 4;                 ///< books recomputed on a single rank for the self-check
+  double verify_rtol = 1e-5;
+  std::filesystem::path per_book_json;  ///< optional: per-book perplexities written here
+};
+
+/// Evaluates and returns the summary object (the last line `burst eval` prints). Collective.
+nlohmann::json run_eval(const EvalOptions& opts, const Communicator& comm);
+
+}  // namespace burst::lm

@@ -1,0 +1,121 @@
+// tools/cmd_lm.cc — `burst train | eval`: the long-context language model on the KJV
+// (apps/lm, issue 4; the token cache comes from build/apps/kjv_prepare). Compiled only with
+// BURST_WITH_TORCH (BURST_HAVE_LM). Every rank parses the same argv; rank 0 prints progress
+// (stderr) and eval's JSON summary (last stdout line).
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "burst/comm.h"
+#include "burst/error.h"
+#include "commands.h"
+#include "lm/train.h"
+
+namespace burst::cli {
+namespace {
+
+struct RunArgs {
+  std::string data = "data/kjv", strategy = "burst", layout, engine = "dist";
+  int threads = 0;
+  std::int64_t head_chunk = 2048;
+  bool quiet = false;
+};
+
+void add_run_options(CLI::App& cmd, RunArgs& a, const std::string& default_layout) {
+  a.layout = default_layout;
+  cmd.add_option("--data", a.data, "token cache directory (from kjv_prepare)")->capture_default_str();
+  cmd.add_option("--strategy", a.strategy, "context-parallel strategy: burst, ring, allgather, ulysses, usp, distflash, tp")
+      ->capture_default_str();
+  cmd.add_option("--layout", a.layout, "sequence layout: contiguous, zigzag, striped, balanced")->capture_default_str();
+  cmd.add_option("--engine", a.engine, "dist (burst's DistAttention) or local (kernel API, 1 rank)")
+      ->capture_default_str();
+  cmd.add_option("--threads", a.threads, "threads per rank for kernels and torch (0: 2 / ranks, at least 1)");
+  cmd.add_option("--head-chunk", a.head_chunk, "rows per chunk of the fused LM head + loss")->capture_default_str();
+  cmd.add_flag("--quiet", a.quiet, "no progress lines");
+}
+
+lm::RunOptions resolve(const RunArgs& a, const Communicator& comm) {
+  lm::RunOptions r;
+  r.data_dir = a.data;
+  r.dist.strategy = strategy_from_string(a.strategy);
+  r.dist.layout = layout_from_string(a.layout);
+  BURST_CHECK(a.engine == "dist" || a.engine == "local", InvalidArgument, "--engine ", a.engine,
+              " is not dist or local");
+  r.engine = a.engine == "dist" ? lm::EngineKind::Dist : lm::EngineKind::Local;
+  const int threads = a.threads > 0 ? a.threads : std::max(1, 2 / comm.size());
+  r.dist.num_threads = threads;
+  torch::set_num_threads(threads);
+  r.head_chunk = a.head_chunk;
+  r.verbose = !a.quiet;
+  return r;
+}
+
+}  // namespace
+
+void add_lm_commands(CLI::App& app) {
+  auto targs = std::make_shared<RunArgs>();
+  auto topt = std::make_shared<lm::TrainOptions>();
+  auto tout = std::make_shared<std::string>(topt->out_dir.string());
+  auto no_resume = std::make_shared<bool>(false);
+  auto no_plot = std::make_shared<bool>(false);
+  CLI::App* t = app.add_subcommand("train", "train the KJV language model with one long context per step (mpirun)");
+  add_run_options(*t, *targs, "zigzag");
+  t->add_option("--out", *tout, "run directory: checkpoint.bin, train_log.jsonl, loss.png")->capture_default_str();
+  t->add_option("--steps", topt->steps, "total optimizer steps (a resumed run continues to this)")->capture_default_str();
+  t->add_option("--seq-len", topt->seq_len, "tokens per step (the whole context, split over ranks)")->capture_default_str();
+  t->add_option("--lr", topt->lr, "peak AdamW learning rate")->capture_default_str();
+  t->add_option("--warmup", topt->warmup_steps, "linear warm-up steps")->capture_default_str();
+  t->add_option("--weight-decay", topt->weight_decay)->capture_default_str();
+  t->add_option("--seed", topt->seed, "window-choice seed")->capture_default_str();
+  t->add_option("--model-seed", topt->model.seed, "weight-init seed")->capture_default_str();
+  t->add_option("--layers", topt->model.layers)->capture_default_str();
+  t->add_option("--d-model", topt->model.d_model)->capture_default_str();
+  t->add_option("--heads", topt->model.heads, "query heads H")->capture_default_str();
+  t->add_option("--kv-heads", topt->model.kv_heads, "key/value heads H_kv (GQA)")->capture_default_str();
+  t->add_option("--head-dim", topt->model.head_dim, "D")->capture_default_str();
+  t->add_option("--ffn", topt->model.ffn_hidden, "SwiGLU hidden width")->capture_default_str();
+  t->add_option("--checkpoint-every", topt->checkpoint_every)->capture_default_str();
+  t->add_option("--stop-after", topt->stop_after, "return after this many steps (checkpointed; rerun to resume)");
+  t->add_flag("--no-resume", *no_resume, "start fresh even if <out>/checkpoint.bin exists");
+  t->add_flag("--no-plot", *no_plot, "skip loss.png");
+  t->callback([targs, topt, tout, no_resume, no_plot] {
+    const Communicator comm = Communicator::world();
+    topt->run = resolve(*targs, comm);
+    topt->out_dir = *tout;
+    topt->resume = !*no_resume;
+    topt->plot = !*no_plot;
+    const auto history = lm::run_train(*topt, comm);
+    if (comm.rank() == 0 && !history.empty())
+      std::printf("%s\n", nlohmann::json{{"steps", history.back().step}, {"loss", history.back().loss},
+                                         {"ranks", comm.size()}, {"seq_len", topt->seq_len},
+                                         {"checkpoint", (topt->out_dir / "checkpoint.bin").string()}}
+                              .dump()
+                              .c_str());
+  });
+
+  auto eargs = std::make_shared<RunArgs>();
+  auto eopt = std::make_shared<lm::EvalOptions>();
+  auto eckpt = std::make_shared<std::string>(eopt->checkpoint.string());
+  auto ebooks = std::make_shared<std::string>();
+  CLI::App* e = app.add_subcommand("eval", "perplexity of a checkpoint on the whole KJV as one sequence (mpirun)");
+  add_run_options(*e, *eargs, "balanced");
+  e->add_option("--checkpoint", *eckpt)->capture_default_str();
+  e->add_option("--max-tokens", eopt->max_tokens, "evaluate only this many leading tokens (0: all)")->capture_default_str();
+  e->add_option("--verify-books", eopt->verify_books, "books recomputed on one rank for the self-check")->capture_default_str();
+  e->add_option("--per-book-json", *ebooks, "write per-book perplexities here");
+  e->callback([eargs, eopt, eckpt, ebooks] {
+    const Communicator comm = Communicator::world();
+    eopt->run = resolve(*eargs, comm);
+    eopt->checkpoint = *eckpt;
+    eopt->per_book_json = *ebooks;
+    const nlohmann::json summary = lm::run_eval(*eopt, comm);
+    if (comm.rank() == 0) std::printf("%s\n", summary.dump().c_str());
+    std::fflush(stdout);
+  });
+}
+
+}  // namespace burst::cli
