@@ -246,8 +246,10 @@ std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutK
                                 int group = 1) {
   const std::int64_t len = w.mask_length > 0 ? w.mask_length : w.S_global;
   // Tiles shrink with the mask resolution so that they cover the same share of the sequence.
+  // A 1-row tile is the exact count: take the fast visible_pairs path (0) for it.
   auto tile = [&](int t) {
-    return t > 0 ? std::max<std::int64_t>(1, t * len / w.S_global) : std::int64_t{0};
+    const std::int64_t scaled = static_cast<std::int64_t>(t) * len / w.S_global;
+    return scaled >= 2 ? scaled : std::int64_t{0};
   };
   const ResolvedMask resolved(w.mask, len, len);
   const double ratio = static_cast<double>(w.S_global) / static_cast<double>(len);
