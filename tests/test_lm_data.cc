@@ -61,7 +61,7 @@ TEST(LmData, CacheRoundTripAndCorruptionIsRefused) {
   {   // flip one token id: the checksum must catch it
     std::fstream f(dir / "tokens.bin", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8);
-    const std::int32_t x = 3;
+    const std::int32_t x = 5;   // was 3
     f.write(reinterpret_cast<const char*>(&x), sizeof x);
   }
   try {
