@@ -27,8 +27,6 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
-namespace {
-
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   BURST_CHECK(in, InvalidArgument, "cannot open ", path.string());
@@ -36,6 +34,8 @@ std::string read_file(const fs::path& path) {
   os << in.rdbuf();
   return os.str();
 }
+
+namespace {
 
 void write_file(const fs::path& path, const void* data, std::size_t bytes) {
   const fs::path tmp = path.string() + ".tmp";

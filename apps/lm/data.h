@@ -56,6 +56,9 @@ std::vector<Verse> parse_bible_lines(const std::string& text);
 /// command when the program is missing or prints nothing.
 std::vector<Verse> read_kjv();
 
+/// The whole file as bytes. Throws Error(InvalidArgument) naming the path when it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+
 /// "%016x" of a 64-bit checksum, as stored in meta.json and checkpoint headers.
 std::string hex64(std::uint64_t v);
 

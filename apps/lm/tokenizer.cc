@@ -27,14 +27,6 @@ constexpr const char* kBibleCommand = "bible -f \"Gen1:1-Rev22:21\" 2>/dev/null"
 constexpr const char* kInstallHint = "install it with `sudo apt-get install bible-kjv bible-kjv-text` "
                                      "(or run scripts/setup.sh)";
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  BURST_CHECK(in, InvalidArgument, "cannot open ", path.string());
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
