@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-steps=${BURST_LM_STEPS:-20}
+steps=${BURST_LM_STEPS:-40}
 seq_len=${BURST_LM_SEQ_LEN:-16384}
 vocab=${BURST_LM_VOCAB:-2048}
 ranks=${BURST_LM_RANKS:-2}
