@@ -25,6 +25,7 @@
 #include "burst/strategy.h"
 #include "strategies/peer_plan.h"
 #include "strategies/ulysses.h"
+#include "dist_test_util.h"
 #include "test_util.h"
 
 namespace burst {
@@ -288,25 +289,8 @@ const Reference& reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Fa
   return it->second;
 }
 
-Tensor shard_of(const SequenceLayout& layout, int rank, const Tensor& global) {
-  const auto& s = global.shape();
-  Tensor local({s[0], static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size()), s[2], s[3]});
-  shard(layout, rank, global.view(), local.view());
-  return local;
-}
-
-/// lse [B,H,S_global] → this rank's [B,H,S_local] (rows follow the layout's positions).
-Tensor rows_of(const SequenceLayout& layout, int rank, const Tensor& global) {
-  const auto& s = global.shape();
-  const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
-  Tensor local({s[0], s[1], static_cast<std::int64_t>(pos.size())});
-  for (std::int64_t b = 0; b < s[0]; ++b)
-    for (std::int64_t h = 0; h < s[1]; ++h)
-      for (std::size_t i = 0; i < pos.size(); ++i)
-        local.data()[(b * s[1] + h) * static_cast<std::int64_t>(pos.size()) + static_cast<std::int64_t>(i)] =
-            global.data()[(b * s[1] + h) * s[2] + pos[i]];
-  return local;
-}
+using test::rows_of;
+using test::shard_of;
 
 /// The distributed error must be within the tolerance rule (test_util.h) AND must not grow
 /// materially with P: at most 4× the single-process fp32 kernel's error on the same global

@@ -17,6 +17,7 @@
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/strategy.h"
+#include "dist_test_util.h"
 #include "test_util.h"
 
 namespace burst {
@@ -115,23 +116,8 @@ const Reference& reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Fa
   return it->second;
 }
 
-Tensor shard_of(const SequenceLayout& layout, int rank, const Tensor& global) {
-  const auto& s = global.shape();
-  Tensor local({s[0], static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size()), s[2], s[3]});
-  shard(layout, rank, global.view(), local.view());
-  return local;
-}
-
-/// lse [B,H,S_global] → this rank's rows [B,H,S_local].
-Tensor rows_of(const SequenceLayout& layout, int rank, const Tensor& global) {
-  const auto& s = global.shape();
-  const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
-  const auto n = static_cast<std::int64_t>(pos.size());
-  Tensor local({s[0], s[1], n});
-  for (std::int64_t bh = 0; bh < s[0] * s[1]; ++bh)
-    for (std::int64_t i = 0; i < n; ++i) local.data()[bh * n + i] = global.data()[bh * s[2] + pos[static_cast<std::size_t>(i)]];
-  return local;
-}
+using test::rows_of;
+using test::shard_of;
 
 /// Distributed error must be within the tolerance rule AND not materially above the
 /// single-process fp32 kernel's error (factor 4 + the rule's floor: merge form B adds a few
