@@ -93,8 +93,11 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
   const std::int64_t S_padded = padded_length(N, P);
   const Window w = make_window(corpus, 0, N, S_padded);
   if (log)
-    std::cerr << "eval: " << N << " tokens as one sequence (" << w.cu_seqlens.size() - 1
-              << " documents, document-causal), " << P << " ranks, " << to_string(o.run.dist.strategy) << " / "
+    // The padding tail (S_padded > N) is a segment of its own in cu_seqlens so that no real
+    // token attends to it; it is not a book.
+    std::cerr << "eval: " << N << " tokens as one sequence ("
+              << w.cu_seqlens.size() - 1 - (S_padded > N ? 1 : 0) << " books, document-causal, "
+              << S_padded - N << " padding tokens), " << P << " ranks, " << to_string(o.run.dist.strategy) << " / "
               << to_string(o.run.dist.layout) << ", model step " << ckpt.header.at("step") << "\n";
 
   return abort_on_failure(comm, "burst eval", [&]() -> json {
