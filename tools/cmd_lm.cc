@@ -81,6 +81,8 @@ void add_lm_commands(CLI::App& app) {
   t->add_option("--checkpoint-every", topt->checkpoint_every)->capture_default_str();
   t->add_option("--stop-after", topt->stop_after, "return after this many steps (checkpointed; rerun to resume)");
   t->add_flag("--no-resume", *no_resume, "start fresh even if <out>/checkpoint.bin exists");
+  t->add_flag("--recompute-mlp", topt->recompute_mlp,
+              "selective activation checkpointing: recompute each layer's MLP block in backward");
   t->add_flag("--no-plot", *no_plot, "skip loss.png");
   t->callback([targs, topt, tout, no_resume, no_plot] {
     const Communicator comm = Communicator::world();

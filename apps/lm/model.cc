@@ -76,6 +76,38 @@ namespace {
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
 }
+
+// x + W2·(silu(W1·m) ∘ W3·m) with m = RMSNorm(x): the MLP block with its residual.
+torch::Tensor mlp_block(const torch::Tensor& x, const torch::Tensor& norm, const torch::Tensor& w1,
+                        const torch::Tensor& w3, const torch::Tensor& w2, double eps) {
+  const auto m = rms_norm(x, norm, eps);
+  const auto gate = torch::silu(torch::matmul(m, w1.t())) * torch::matmul(m, w3.t());
+  return x + torch::matmul(gate, w2.t());
+}
+
+// The MLP block with selective recomputation: forward saves only its inputs (x and the
+// weights, which exist anyway); backward re-runs mlp_block under autograd and differentiates it.
+struct RecomputedMlp : public torch::autograd::Function<RecomputedMlp> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& norm, const torch::Tensor& w1, const torch::Tensor& w3,
+                               const torch::Tensor& w2, double eps) {
+    ctx->save_for_backward({x, norm, w1, w3, w2});
+    ctx->saved_data["eps"] = eps;
+    return mlp_block(x, norm, w1, w3, w2, eps);   // grad mode is off inside Function::forward
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    torch::autograd::variable_list in;
+    for (const auto& t : ctx->get_saved_variables()) in.push_back(t.detach().requires_grad_(true));
+    torch::Tensor y;
+    {
+      const torch::AutoGradMode enable(true);
+      y = mlp_block(in[0], in[1], in[2], in[3], in[4], ctx->saved_data["eps"].toDouble());
+    }
+    auto g = torch::autograd::grad({y}, in, {grad_out[0]});
+    return {g[0], g[1], g[2], g[3], g[4], torch::Tensor()};
+  }
+};
 }  // namespace
 
 Model::Model(const ModelConfig& cfg) : cfg_(cfg) {
@@ -124,9 +156,10 @@ torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engin
     const auto v = torch::matmul(h, p(pre + "wv").t()).view({1, S, H_kv, D});
     const auto a = burst_attention(q, k, v, engine).reshape({S, H * D});
     x = x + torch::matmul(a, p(pre + "wo").t());
-    const auto m = rms_norm(x, p(pre + "mlp_norm"), cfg_.norm_eps);
-    const auto gate = torch::silu(torch::matmul(m, p(pre + "w1").t())) * torch::matmul(m, p(pre + "w3").t());
-    x = x + torch::matmul(gate, p(pre + "w2").t());
+    const auto &norm = p(pre + "mlp_norm"), &w1 = p(pre + "w1"), &w3 = p(pre + "w3"), &w2 = p(pre + "w2");
+    x = recompute_mlp_ && torch::GradMode::is_enabled()
+            ? RecomputedMlp::apply(x, norm, w1, w3, w2, cfg_.norm_eps)
+            : mlp_block(x, norm, w1, w3, w2, cfg_.norm_eps);
   }
   return rms_norm(x, p("final_norm"), cfg_.norm_eps);
 }

@@ -61,11 +61,21 @@ class Model {
   /// nothing is saved for backward (evaluation).
   torch::Tensor forward(const torch::Tensor& tokens, AttentionEngine& engine);
 
+  /// Selective activation checkpointing on the rank's slice of the sequence: when on, each
+  /// layer's MLP block (RMSNorm → SwiGLU → residual) keeps only its input [S_local, d] and is
+  /// recomputed in backward, instead of holding ~5 activations of [S_local, ffn_hidden]; the
+  /// attention block (the expensive, communicating part) is never recomputed. Gradients are
+  /// identical (same operations, same order). Source: Korthikanti et al. 2022, "Reducing
+  /// Activation Recomputation in Large Transformer Models" (selective recomputation).
+  void set_recompute_mlp(bool on) { recompute_mlp_ = on; }
+  bool recompute_mlp() const { return recompute_mlp_; }
+
  private:
   torch::Tensor& p(const std::string& name);
   ModelConfig cfg_;
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
+  bool recompute_mlp_ = false;
 };
 
 }  // namespace burst::lm
