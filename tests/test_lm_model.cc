@@ -144,10 +144,11 @@ TEST(LmModel, InitIsSeededAndConfigValidated) {
   EXPECT_THROW(cfg.validate(), burst::Error);
 }
 
-// Selective activation checkpointing (recomputed MLP blocks) must give the same loss and the same
-// gradients as the plain forward: same operations in the same order, so equal up to fp32
-// reassociation inside torch's matmuls (1e-6 relative; a wrong or missing gradient term is O(1)).
-TEST(LmModel, RecomputedMlpGivesTheSameGradients) {
+// Activation checkpointing (recomputed MLP blocks; recomputed layers with cached attention output)
+// must give the same output and the same gradients as the plain forward: same operations in the
+// same order, so equal up to fp32 reassociation inside torch's matmuls (1e-6 relative; a wrong or
+// missing gradient term is O(1)). The layer mode must run the attention forward once per layer.
+TEST(LmModel, ActivationCheckpointingGivesTheSameGradients) {
   burst::lm::ModelConfig cfg;
   cfg.vocab_size = 64;
   cfg.d_model = 32;
@@ -164,23 +165,27 @@ TEST(LmModel, RecomputedMlpGivesTheSameGradients) {
   const auto upstream = torch::randn({S, cfg.d_model});
   std::vector<std::vector<torch::Tensor>> grads;
   std::vector<torch::Tensor> outs;
-  for (const bool recompute : {false, true}) {
+  using R = burst::lm::Model::Recompute;
+  for (const R recompute : {R::None, R::Mlp, R::Layer}) {
     burst::lm::Model model(cfg);
-    model.set_recompute_mlp(recompute);
+    model.set_recompute(recompute);
     burst::lm::LocalEngine engine(pos, mask, S, 1);
     const auto h = model.forward(tokens, engine);
     (h * upstream).sum().backward();
     outs.push_back(h.detach());
+    EXPECT_EQ(engine.totals().forward_pairs, engine.totals().backward_pairs);   // no forward replayed
     grads.emplace_back();
     for (const auto& p : model.parameters())   // "head" is unused by forward (no gradient)
       grads.back().push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
   }
-  EXPECT_LT(max_rel(outs[1], outs[0]), 1e-6);
   burst::lm::Model names(cfg);
-  for (std::size_t i = 0; i < grads[0].size(); ++i) {
-    ASSERT_EQ(grads[1][i].defined(), grads[0][i].defined()) << names.names()[i];
-    if (!grads[0][i].defined()) continue;
-    EXPECT_LT(max_rel(grads[1][i], grads[0][i]), 1e-6) << names.names()[i];
-    EXPECT_GT(grads[0][i].abs().max().item<double>(), 0.0) << names.names()[i];
+  for (std::size_t mode = 1; mode < outs.size(); ++mode) {
+    EXPECT_LT(max_rel(outs[mode], outs[0]), 1e-6) << "mode " << mode;
+    for (std::size_t i = 0; i < grads[0].size(); ++i) {
+      ASSERT_EQ(grads[mode][i].defined(), grads[0][i].defined()) << names.names()[i];
+      if (!grads[0][i].defined()) continue;
+      EXPECT_LT(max_rel(grads[mode][i], grads[0][i]), 1e-6) << "mode " << mode << " " << names.names()[i];
+      EXPECT_GT(grads[0][i].abs().max().item<double>(), 0.0) << names.names()[i];
+    }
   }
 }

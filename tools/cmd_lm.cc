@@ -2,6 +2,7 @@
 // (apps/lm, issue 4; the token cache comes from build/apps/kjv_prepare). Compiled only with
 // BURST_WITH_TORCH (BURST_HAVE_LM). Every rank parses the same argv; rank 0 prints progress
 // (stderr) and eval's JSON summary (last stdout line).
+#include <map>
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -81,8 +82,13 @@ void add_lm_commands(CLI::App& app) {
   t->add_option("--checkpoint-every", topt->checkpoint_every)->capture_default_str();
   t->add_option("--stop-after", topt->stop_after, "return after this many steps (checkpointed; rerun to resume)");
   t->add_flag("--no-resume", *no_resume, "start fresh even if <out>/checkpoint.bin exists");
-  t->add_flag("--recompute-mlp", topt->recompute_mlp,
-              "selective activation checkpointing: recompute each layer's MLP block in backward");
+  const std::map<std::string, lm::Model::Recompute> recompute{
+      {"none", lm::Model::Recompute::None}, {"mlp", lm::Model::Recompute::Mlp}, {"layer", lm::Model::Recompute::Layer}};
+  t->add_option("--recompute", topt->recompute,
+                "activation checkpointing: none; mlp (re-run each MLP block in backward); layer (re-run "
+                "each layer, attention output and lse cached, BurstEngine's sequence-level mode)")
+      ->transform(CLI::CheckedTransformer(recompute))
+      ->default_str("none");
   t->add_flag("--no-plot", *no_plot, "skip loss.png");
   t->callback([targs, topt, tout, no_resume, no_plot] {
     const Communicator comm = Communicator::world();

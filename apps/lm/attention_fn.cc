@@ -26,14 +26,24 @@ TensorView view_of(const torch::Tensor& t) {
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor q, torch::Tensor k,
-                               torch::Tensor v, AttentionEngine* engine) {
+                               torch::Tensor v, AttentionEngine* engine, AttentionCache* cache) {
     q = q.contiguous();
     k = k.contiguous();
     v = v.contiguous();
     const auto B = q.size(0), S = q.size(1), H = q.size(2);
-    torch::Tensor out = torch::empty_like(q);
-    torch::Tensor lse = torch::empty({B, H, S}, q.options());
-    engine->forward(view_of(q), view_of(k), view_of(v), view_of(out), view_of(lse));
+    torch::Tensor out, lse;
+    if (cache != nullptr && cache->out.defined()) {   // replay: the forward ran before
+      BURST_CHECK(cache->out.sizes() == q.sizes() && cache->lse.defined() &&
+                      cache->lse.sizes() == torch::IntArrayRef({B, H, S}),
+                  InvalidArgument, "burst_attention: cached out/lse do not match q of shape ", q.sizes());
+      out = cache->out;
+      lse = cache->lse;
+    } else {
+      out = torch::empty_like(q);
+      lse = torch::empty({B, H, S}, q.options());
+      engine->forward(view_of(q), view_of(k), view_of(v), view_of(out), view_of(lse));
+      if (cache != nullptr) *cache = {out, lse};
+    }
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(engine);
     return out;
@@ -48,7 +58,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
     engine->backward(view_of(dout), view_of(q), view_of(k), view_of(v), view_of(out), view_of(lse),
                      view_of(dq), view_of(dk), view_of(dv));
-    return {dq, dk, dv, torch::Tensor()};
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -91,12 +101,12 @@ void LocalEngine::backward(const TensorView& dout, const TensorView& q, const Te
 }
 
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              AttentionEngine& engine) {
+                              AttentionEngine& engine, AttentionCache* cache) {
   BURST_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(1) ==
                   static_cast<std::int64_t>(engine.positions().size()),
               InvalidArgument, "burst_attention: q must be [1, S_local, H, D] with S_local = ",
               engine.positions().size(), " positions; got q.dim()=", q.dim(), " S=", q.dim() > 1 ? q.size(1) : -1);
-  return AttentionFunction::apply(q, k, v, &engine);
+  return AttentionFunction::apply(q, k, v, &engine, cache);
 }
 
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -89,8 +89,15 @@ class LocalEngine final : public AttentionEngine {
 /// Autograd attention: out [1, S_local, H, D] = softmax(QKᵀ/√D + mask)·V over the whole
 /// (distributed) sequence; backward calls engine.backward. q, k, v fp32; made contiguous here.
 /// Collective when the engine is. The engine must outlive the autograd graph.
+/// For layer checkpointing (BurstEngine's "full" mode, docs/algorithm.md §9.1): with `cache`
+/// whose out is undefined the forward runs and records out [1, S_local, H, D] and lse
+/// [1, H, S_local] in it; with a filled cache the forward is skipped (no attention FLOPs, no
+/// messages) and cache->out is returned; backward is the same in all three cases.
+struct AttentionCache {
+  torch::Tensor out, lse;
+};
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                              AttentionEngine& engine);
+                              AttentionEngine& engine, AttentionCache* cache = nullptr);
 
 /// Reference twin (for tests): materialised scores in the dtype of q (use fp64 as oracle),
 /// differentiable by torch autograd; q_pos/k_pos are the global positions of the rows.

@@ -108,6 +108,70 @@ struct RecomputedMlp : public torch::autograd::Function<RecomputedMlp> {
     return {g[0], g[1], g[2], g[3], g[4], torch::Tensor()};
   }
 };
+
+// Weights of one layer, in Model's parameter order.
+enum LayerWeight { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kW1, kW3, kW2, kLayerWeights };
+
+struct LayerShape {
+  std::int64_t H, H_kv, D;
+  double eps;
+};
+
+// One decoder layer: x + attention(RMSNorm(x)) then the MLP block. `cache` as in burst_attention.
+torch::Tensor layer_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w, const torch::Tensor& cos,
+                          const torch::Tensor& sin, AttentionEngine& engine, AttentionCache* cache,
+                          const LayerShape& sh) {
+  const auto S = x.size(0);
+  const auto h = rms_norm(x, w[kAttnNorm], sh.eps);
+  const auto q = apply_rope(torch::matmul(h, w[kWq].t()).view({1, S, sh.H, sh.D}), cos, sin);
+  const auto k = apply_rope(torch::matmul(h, w[kWk].t()).view({1, S, sh.H_kv, sh.D}), cos, sin);
+  const auto v = torch::matmul(h, w[kWv].t()).view({1, S, sh.H_kv, sh.D});
+  const auto a = burst_attention(q, k, v, engine, cache).reshape({S, sh.H * sh.D});
+  const auto y = x + torch::matmul(a, w[kWo].t());
+  return mlp_block(y, w[kMlpNorm], w[kW1], w[kW3], w[kW2], sh.eps);
+}
+
+// Layer checkpointing with the attention output cached (BurstEngine's "full" mode,
+// docs/algorithm.md §9.1): forward keeps the layer input x, O [1, S, H, D] and lse [1, H, S];
+// backward re-runs the layer under autograd with the attention forward replayed from the cache
+// (no attention FLOPs and no messages), then differentiates it — the attention backward runs once.
+struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& w0, const torch::Tensor& w1, const torch::Tensor& w2,
+                               const torch::Tensor& w3, const torch::Tensor& w4, const torch::Tensor& w5,
+                               const torch::Tensor& w6, const torch::Tensor& w7, const torch::Tensor& w8,
+                               const torch::Tensor& cos, const torch::Tensor& sin, AttentionEngine* engine,
+                               LayerShape sh) {
+    AttentionCache cache;
+    const std::vector<torch::Tensor> w{w0, w1, w2, w3, w4, w5, w6, w7, w8};
+    torch::Tensor y = layer_block(x, w, cos, sin, *engine, &cache, sh);
+    ctx->save_for_backward({x, w0, w1, w2, w3, w4, w5, w6, w7, w8, cos, sin, cache.out, cache.lse});
+    ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(engine);
+    ctx->saved_data["shape"] = std::vector<std::int64_t>{sh.H, sh.H_kv, sh.D};
+    ctx->saved_data["eps"] = sh.eps;
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    torch::autograd::variable_list in;   // x and the 9 weights
+    for (int i = 0; i <= kLayerWeights; ++i) in.push_back(saved[static_cast<std::size_t>(i)].detach().requires_grad_(true));
+    auto* engine = reinterpret_cast<AttentionEngine*>(ctx->saved_data["engine"].toInt());
+    const auto dims = ctx->saved_data["shape"].toIntVector();
+    const LayerShape sh{dims[0], dims[1], dims[2], ctx->saved_data["eps"].toDouble()};
+    AttentionCache cache{saved[kLayerWeights + 3], saved[kLayerWeights + 4]};
+    torch::Tensor y;
+    {
+      const torch::AutoGradMode enable(true);
+      const std::vector<torch::Tensor> w(in.begin() + 1, in.end());
+      y = layer_block(in[0], w, saved[kLayerWeights + 1], saved[kLayerWeights + 2], *engine, &cache, sh);
+    }
+    auto g = torch::autograd::grad({y}, in, {grad_out[0]});
+    g.resize(g.size() + 4);   // cos, sin, engine, shape: no gradient
+    return g;
+  }
+};
+
 }  // namespace
 
 Model::Model(const ModelConfig& cfg) : cfg_(cfg) {
@@ -148,18 +212,25 @@ torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engin
   const std::int64_t H = cfg_.heads, H_kv = cfg_.kv_heads, D = cfg_.head_dim;
   const auto [cos, sin] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
   torch::Tensor x = p("embed").index_select(0, tokens);   // [S, d]
+  const LayerShape sh{H, H_kv, D, cfg_.norm_eps};
+  const bool grad = torch::GradMode::is_enabled();
   for (int l = 0; l < cfg_.layers; ++l) {
     const std::string pre = "layer" + std::to_string(l) + ".";
-    const auto h = rms_norm(x, p(pre + "attn_norm"), cfg_.norm_eps);
-    const auto q = apply_rope(torch::matmul(h, p(pre + "wq").t()).view({1, S, H, D}), cos, sin);
-    const auto k = apply_rope(torch::matmul(h, p(pre + "wk").t()).view({1, S, H_kv, D}), cos, sin);
-    const auto v = torch::matmul(h, p(pre + "wv").t()).view({1, S, H_kv, D});
+    std::vector<torch::Tensor> w;
+    for (const char* n : {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w1", "w3", "w2"}) w.push_back(p(pre + n));
+    if (grad && recompute_ == Recompute::Layer) {
+      x = CheckpointedLayer::apply(x, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], cos, sin, &engine, sh);
+      continue;
+    }
+    const auto h = rms_norm(x, w[kAttnNorm], cfg_.norm_eps);
+    const auto q = apply_rope(torch::matmul(h, w[kWq].t()).view({1, S, H, D}), cos, sin);
+    const auto k = apply_rope(torch::matmul(h, w[kWk].t()).view({1, S, H_kv, D}), cos, sin);
+    const auto v = torch::matmul(h, w[kWv].t()).view({1, S, H_kv, D});
     const auto a = burst_attention(q, k, v, engine).reshape({S, H * D});
-    x = x + torch::matmul(a, p(pre + "wo").t());
-    const auto &norm = p(pre + "mlp_norm"), &w1 = p(pre + "w1"), &w3 = p(pre + "w3"), &w2 = p(pre + "w2");
-    x = recompute_mlp_ && torch::GradMode::is_enabled()
-            ? RecomputedMlp::apply(x, norm, w1, w3, w2, cfg_.norm_eps)
-            : mlp_block(x, norm, w1, w3, w2, cfg_.norm_eps);
+    x = x + torch::matmul(a, w[kWo].t());
+    x = grad && recompute_ == Recompute::Mlp
+            ? RecomputedMlp::apply(x, w[kMlpNorm], w[kW1], w[kW3], w[kW2], cfg_.norm_eps)
+            : mlp_block(x, w[kMlpNorm], w[kW1], w[kW3], w[kW2], cfg_.norm_eps);
   }
   return rms_norm(x, p("final_norm"), cfg_.norm_eps);
 }

@@ -61,21 +61,25 @@ class Model {
   /// nothing is saved for backward (evaluation).
   torch::Tensor forward(const torch::Tensor& tokens, AttentionEngine& engine);
 
-  /// Selective activation checkpointing on the rank's slice of the sequence: when on, each
-  /// layer's MLP block (RMSNorm → SwiGLU → residual) keeps only its input [S_local, d] and is
-  /// recomputed in backward, instead of holding ~5 activations of [S_local, ffn_hidden]; the
-  /// attention block (the expensive, communicating part) is never recomputed. Gradients are
-  /// identical (same operations, same order). Source: Korthikanti et al. 2022, "Reducing
-  /// Activation Recomputation in Large Transformer Models" (selective recomputation).
-  void set_recompute_mlp(bool on) { recompute_mlp_ = on; }
-  bool recompute_mlp() const { return recompute_mlp_; }
+  /// Activation checkpointing on the rank's slice of the sequence (training only; no effect
+  /// under NoGradGuard). Gradients are identical to Recompute::None (same operations, same order).
+  /// - Mlp (selective recomputation, Korthikanti et al. 2022): each layer's MLP block (RMSNorm →
+  ///   SwiGLU → residual) keeps only its input [S_local, d] and is re-run in backward; the
+  ///   attention block is never recomputed.
+  /// - Layer (BurstEngine's sequence-level checkpointing in "full" mode, docs/algorithm.md §9.1):
+  ///   each layer keeps only its input, the attention output O [S_local, H·D] and lse; backward
+  ///   re-runs the layer with the attention forward replayed from that cache (no attention FLOPs,
+  ///   no messages) — the collective attention backward still runs exactly once per layer.
+  enum class Recompute { None, Mlp, Layer };
+  void set_recompute(Recompute r) { recompute_ = r; }
+  Recompute recompute() const { return recompute_; }
 
  private:
   torch::Tensor& p(const std::string& name);
   ModelConfig cfg_;
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
-  bool recompute_mlp_ = false;
+  Recompute recompute_ = Recompute::None;
 };
 
 }  // namespace burst::lm

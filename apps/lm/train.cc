@@ -148,7 +148,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
   ModelConfig mcfg = opts.model;
   mcfg.vocab_size = corpus.vocab_size;
   Model model(mcfg);
-  model.set_recompute_mlp(opts.recompute_mlp);
+  model.set_recompute(opts.recompute);
   AdamW opt(model.parameters());
   const json fingerprint = run_fingerprint(opts, corpus);
   std::vector<StepRecord> history;

@@ -49,7 +49,7 @@ struct TrainOptions {
   int stop_after = 0;                   ///< > 0: return after this many steps of this invocation
                                         ///< (checkpointed; a later run resumes), e.g. time slices
   bool plot = true;
-  bool recompute_mlp = false;           ///< selective activation checkpointing (Model::set_recompute_mlp)
+  Model::Recompute recompute = Model::Recompute::None;   ///< activation checkpointing (Model::set_recompute)
 };
 
 struct StepRecord {
