@@ -23,6 +23,18 @@ double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
   return d / std::max(b.to(torch::kFloat64).abs().max().item<double>(), 1e-30);
 }
 
+// A model small enough for exact comparisons in milliseconds (GQA 4:2).
+burst::lm::ModelConfig tiny_config() {
+  burst::lm::ModelConfig cfg;
+  cfg.vocab_size = 64;
+  cfg.d_model = 32;
+  cfg.heads = 4;
+  cfg.kv_heads = 2;
+  cfg.head_dim = 8;
+  cfg.ffn_hidden = 48;
+  return cfg;
+}
+
 }  // namespace
 
 TEST(LmModel, FusedHeadLossMatchesFullLogits) {
@@ -126,13 +138,7 @@ TEST(LmModel, CheckpointRoundTripAndCorruptionIsRefused) {
 }
 
 TEST(LmModel, InitIsSeededAndConfigValidated) {
-  burst::lm::ModelConfig cfg;
-  cfg.vocab_size = 64;
-  cfg.d_model = 32;
-  cfg.heads = 4;
-  cfg.kv_heads = 2;
-  cfg.head_dim = 8;
-  cfg.ffn_hidden = 48;
+  burst::lm::ModelConfig cfg = tiny_config();
   burst::lm::Model a(cfg), b(cfg);
   for (std::size_t i = 0; i < a.parameters().size(); ++i)
     EXPECT_TRUE(torch::equal(a.parameters()[i], b.parameters()[i])) << a.names()[i];
@@ -149,13 +155,7 @@ TEST(LmModel, InitIsSeededAndConfigValidated) {
 // same order, so equal up to fp32 reassociation inside torch's matmuls (1e-6 relative; a wrong or
 // missing gradient term is O(1)). The layer mode must run the attention forward once per layer.
 TEST(LmModel, ActivationCheckpointingGivesTheSameGradients) {
-  burst::lm::ModelConfig cfg;
-  cfg.vocab_size = 64;
-  cfg.d_model = 32;
-  cfg.heads = 4;
-  cfg.kv_heads = 2;
-  cfg.head_dim = 8;
-  cfg.ffn_hidden = 48;
+  burst::lm::ModelConfig cfg = tiny_config();
   const std::int64_t S = 40;
   std::vector<std::int64_t> pos(S);
   for (std::int64_t i = 0; i < S; ++i) pos[static_cast<std::size_t>(i)] = i;
