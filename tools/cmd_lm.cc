@@ -2,12 +2,12 @@
 // (apps/lm, issue 4; the token cache comes from build/apps/kjv_prepare). Compiled only with
 // BURST_WITH_TORCH (BURST_HAVE_LM). Every rank parses the same argv; rank 0 prints progress
 // (stderr) and eval's JSON summary (last stdout line).
-#include <map>
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 

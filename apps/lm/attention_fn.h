@@ -86,16 +86,20 @@ class LocalEngine final : public AttentionEngine {
   std::int64_t pairs_ = 0;
 };
 
-/// Autograd attention: out [1, S_local, H, D] = softmax(QKᵀ/√D + mask)·V over the whole
-/// (distributed) sequence; backward calls engine.backward. q, k, v fp32; made contiguous here.
-/// Collective when the engine is. The engine must outlive the autograd graph.
-/// For layer checkpointing (BurstEngine's "full" mode, docs/algorithm.md §9.1): with `cache`
-/// whose out is undefined the forward runs and records out [1, S_local, H, D] and lse
-/// [1, H, S_local] in it; with a filled cache the forward is skipped (no attention FLOPs, no
-/// messages) and cache->out is returned; backward is the same in all three cases.
+/// A layer's attention forward result kept for layer checkpointing (BurstEngine's "full" mode,
+/// docs/algorithm.md §9.1): out [1, S_local, H, D] and lse [1, H, S_local], fp32.
 struct AttentionCache {
   torch::Tensor out, lse;
 };
+
+/// Autograd attention: out [1, S_local, H, D] = softmax(QKᵀ/√D + mask)·V over the whole
+/// (distributed) sequence; backward calls engine.backward. q, k, v fp32; made contiguous here.
+/// Collective when the engine is (except a replayed forward, below). The engine must outlive the
+/// autograd graph. `cache`: null → plain; out undefined → the forward runs and records out and lse
+/// in it; filled → the forward is skipped (no attention FLOPs, no messages) and cache->out is
+/// returned. Backward is the same in all three cases.
+/// Throws Error(InvalidArgument) for q not [1, S_local, H, D] with S_local = engine.positions()
+/// size, or a filled cache whose shapes do not match q.
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               AttentionEngine& engine, AttentionCache* cache = nullptr);
 

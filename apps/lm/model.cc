@@ -117,18 +117,26 @@ struct LayerShape {
   double eps;
 };
 
-// One decoder layer: x + attention(RMSNorm(x)) then the MLP block. `cache` as in burst_attention.
-torch::Tensor layer_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w, const torch::Tensor& cos,
-                          const torch::Tensor& sin, AttentionEngine& engine, AttentionCache* cache,
-                          const LayerShape& sh) {
+// x + Wo·attention(RoPE(Wq·h), RoPE(Wk·h), Wv·h) with h = RMSNorm(x): the attention block with
+// its residual. `cache` as in burst_attention.
+torch::Tensor attention_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w, const torch::Tensor& cos,
+                              const torch::Tensor& sin, AttentionEngine& engine, AttentionCache* cache,
+                              const LayerShape& sh) {
   const auto S = x.size(0);
   const auto h = rms_norm(x, w[kAttnNorm], sh.eps);
   const auto q = apply_rope(torch::matmul(h, w[kWq].t()).view({1, S, sh.H, sh.D}), cos, sin);
   const auto k = apply_rope(torch::matmul(h, w[kWk].t()).view({1, S, sh.H_kv, sh.D}), cos, sin);
   const auto v = torch::matmul(h, w[kWv].t()).view({1, S, sh.H_kv, sh.D});
   const auto a = burst_attention(q, k, v, engine, cache).reshape({S, sh.H * sh.D});
-  const auto y = x + torch::matmul(a, w[kWo].t());
-  return mlp_block(y, w[kMlpNorm], w[kW1], w[kW3], w[kW2], sh.eps);
+  return x + torch::matmul(a, w[kWo].t());
+}
+
+// One decoder layer: the attention block, then the MLP block.
+torch::Tensor layer_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w, const torch::Tensor& cos,
+                          const torch::Tensor& sin, AttentionEngine& engine, AttentionCache* cache,
+                          const LayerShape& sh) {
+  return mlp_block(attention_block(x, w, cos, sin, engine, cache, sh), w[kMlpNorm], w[kW1], w[kW3], w[kW2],
+                   sh.eps);
 }
 
 // Layer checkpointing with the attention output cached (BurstEngine's "full" mode,
@@ -208,11 +216,9 @@ torch::Tensor& Model::p(const std::string& name) {
 }
 
 torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engine) {
-  const auto S = tokens.size(0);
-  const std::int64_t H = cfg_.heads, H_kv = cfg_.kv_heads, D = cfg_.head_dim;
   const auto [cos, sin] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
   torch::Tensor x = p("embed").index_select(0, tokens);   // [S, d]
-  const LayerShape sh{H, H_kv, D, cfg_.norm_eps};
+  const LayerShape sh{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.norm_eps};
   const bool grad = torch::GradMode::is_enabled();
   for (int l = 0; l < cfg_.layers; ++l) {
     const std::string pre = "layer" + std::to_string(l) + ".";
@@ -222,12 +228,7 @@ torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engin
       x = CheckpointedLayer::apply(x, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], cos, sin, &engine, sh);
       continue;
     }
-    const auto h = rms_norm(x, w[kAttnNorm], cfg_.norm_eps);
-    const auto q = apply_rope(torch::matmul(h, w[kWq].t()).view({1, S, H, D}), cos, sin);
-    const auto k = apply_rope(torch::matmul(h, w[kWk].t()).view({1, S, H_kv, D}), cos, sin);
-    const auto v = torch::matmul(h, w[kWv].t()).view({1, S, H_kv, D});
-    const auto a = burst_attention(q, k, v, engine).reshape({S, H * D});
-    x = x + torch::matmul(a, w[kWo].t());
+    x = attention_block(x, w, cos, sin, engine, nullptr, sh);
     x = grad && recompute_ == Recompute::Mlp
             ? RecomputedMlp::apply(x, w[kMlpNorm], w[kW1], w[kW3], w[kW2], cfg_.norm_eps)
             : mlp_block(x, w[kMlpNorm], w[kW1], w[kW3], w[kW2], cfg_.norm_eps);
