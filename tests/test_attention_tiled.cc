@@ -423,6 +423,45 @@ TEST(TiledDeterminism, BitwiseIdenticalForOneTwoThreeThreads) {
   }
 }
 
+TEST(TiledWorkspace, ReuseAcrossShapesAndReleaseGiveTheSameBits) {
+  // The per-thread workspace (src/kernels/workspace.h) is reused across calls without clearing:
+  // a small call after a large one (stale data in the block), a call after release (fresh
+  // block) and the first call must agree bit for bit, forward and backward, from 1 and 2 threads.
+  Case big, small;
+  big.B = 2; big.H = 4; big.H_kv = 2; big.S_q = big.S_kv = 200; big.mask = Mask::causal_mask();
+  small.B = 1; small.H = 2; small.H_kv = 1; small.S_q = small.S_kv = 53;
+  small.mask = make_benchmark_mask(MaskType::SlidingWindow, 53);
+  const Inputs in_big(big), in_small(small);
+  for (int threads : {1, 2}) {
+    AttentionParams pb = params_of(big), ps = params_of(small);
+    pb.num_threads = ps.num_threads = threads;
+    auto run = [&](const Inputs& in, const AttentionParams& p) {
+      AttentionOutput o = attention_forward(in.q.view(), in.k.view(), in.v.view(), p);
+      AttentionGrads g = attention_backward(in.dout.view(), in.q.view(), in.k.view(), in.v.view(),
+                                            o.out.view(), o.lse.view(), p);
+      return std::make_pair(std::move(o), std::move(g));
+    };
+    release_kernel_workspace();
+    const auto first = run(in_small, ps);
+    run(in_big, pb);   // grows the block and leaves large-call data in it
+    const auto after_big = run(in_small, ps);
+    release_kernel_workspace();
+    const auto after_release = run(in_small, ps);
+    for (const auto* r : {&after_big, &after_release}) {
+      EXPECT_TRUE(same_bits(r->first.out, first.first.out)) << threads;
+      EXPECT_TRUE(same_bits(r->first.lse, first.first.lse)) << threads;
+      EXPECT_TRUE(same_bits(r->second.dq, first.second.dq)) << threads;
+      EXPECT_TRUE(same_bits(r->second.dk, first.second.dk)) << threads;
+      EXPECT_TRUE(same_bits(r->second.dv, first.second.dv)) << threads;
+    }
+    AttentionParams pr = params_of(small);
+    pr.impl = KernelImpl::Reference;
+    const AttentionOutput ref = attention_forward(in_small.q.view(), in_small.k.view(), in_small.v.view(), pr);
+    const AttentionOutput naive = test::naive_fp32_forward(in_small.q, in_small.k, in_small.v, pr);
+    EXPECT_TRUE(test::within_tolerance("out", after_big.first.out, ref.out, naive.out));
+  }
+}
+
 TEST(TiledProgress, CalledOnTheCallingThreadBetweenTiles) {
   Case c;
   c.S_q = c.S_kv = 96;

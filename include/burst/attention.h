@@ -68,7 +68,8 @@ struct AttentionParams {
 /// Throws: Error(InvalidArgument) on shape/stride/param mismatch, bad cu_seqlens, bad positions,
 ///         invalid mask slices, overlapping outputs (the message names the values);
 ///         Error(Unsupported) for dtypes other than F32 and for an ISA this CPU lacks.
-/// Cost: 4·D·H·(visible pairs) flop; Tiled needs O(tile) workspace per thread.
+/// Cost: 4·D·H·(visible pairs) flop; Tiled packs K and V once (≈ their size) and needs O(tile)
+/// per thread, in a workspace of the calling thread kept for the next call (release_kernel_workspace).
 /// Source: FlashAttention-2 (Dao 2023) Alg. 1; BurstAttention LAO (arXiv 2403.09347).
 void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const TensorView& lse, const AttentionParams& params);
@@ -95,6 +96,13 @@ void attention_backward_with_delta(const TensorView& dout, const TensorView& q, 
 /// contiguous); delta [B,H,S] (varlen: [T,H,D] → [H,T]). Not collective. Cost: B·S·H·D FMAs.
 /// Throws: Error(InvalidArgument) on shape mismatch, Error(Unsupported) for non-F32.
 void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta);
+
+/// Frees the calling thread's kernel workspace. The Tiled kernels keep the largest block any call
+/// from this thread needed (packed K/V panels ≈ 1–1.5× the size of k and v, plus O(tile) per
+/// OpenMP thread) and reuse it, so that repeated calls do not page-fault fresh memory (which
+/// cost up to 30 % of a call and most of the 2-thread speed-up here; docs/design.md).
+/// Not collective. Never throws.
+void release_kernel_workspace() noexcept;
 
 /// Owning results, for callers that prefer return values.
 struct AttentionOutput { Tensor out, lse; };

@@ -10,18 +10,21 @@
 // K is packed transposed [D][bkv] and V padded [bkv][Dp] once per (b, kv-head, kv-tile) in a
 // first parallel loop and shared by the G = H/H_kv query heads of the group (never copied per
 // query head). Items are independent, so out/lse are bitwise identical for any thread count.
-// Memory: packed K and V (≈ size of k and v) + per thread Q, S, O tiles and m, l rows.
+// Memory: packed K and V (≈ size of k and v) + per thread Q, S, O tiles and m, l rows, all in
+// the calling thread's workspace (kernels/workspace.h), reused by the next call.
 // Source: FlashAttention-2 (Dao 2023) Alg. 1; BurstAttention LAO (arXiv 2403.09347 §3.3).
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "burst/softmax_merge.h"
 #include "kernels/kernels.h"
 #include "kernels/microkernels.h"
 #include "kernels/tiled_common.h"
+#include "kernels/workspace.h"
 
 namespace burst::kernels {
 namespace {
@@ -35,8 +38,8 @@ constexpr int kForwardBq = 96;
 constexpr int kForwardBkv = 128;
 
 struct ForwardPacks {
-  std::vector<float> kt;  // [B][H_kv][n_kt][D][bkv]
-  std::vector<float> v;   // [B][H_kv][n_kt][bkv][Dp]
+  std::span<float> kt;  // [B][H_kv][n_kt][D][bkv]
+  std::span<float> v;   // [B][H_kv][n_kt][bkv][Dp]
   std::int64_t kt_tile = 0, v_tile = 0;
   const float* kt_panel(const Geometry& g, std::int64_t b, std::int64_t hk, std::int64_t H_kv,
                         std::int64_t t) const {
@@ -48,12 +51,25 @@ struct ForwardPacks {
   }
 };
 
-// Per-thread scratch: O(tile).
+// Per-thread scratch: O(tile), slices of the calling thread's workspace.
 struct ForwardScratch {
-  std::vector<float> q, s, o, m, l;
-  ForwardScratch(const Geometry& g, int D)
-      : q(static_cast<std::size_t>(g.bq) * D), s(static_cast<std::size_t>(g.bq) * g.bkv),
-        o(static_cast<std::size_t>(g.bq) * g.Dp), m(g.bq), l(g.bq) {}
+  std::span<float> q, s, o, m, l;
+  struct Offsets {
+    std::size_t q, s, o, m, l;
+  };
+  static Offsets plan(WorkspacePlan& plan, const Geometry& g, int D) {
+    const auto bq = static_cast<std::size_t>(g.bq);
+    return {plan.add(bq * static_cast<std::size_t>(D)), plan.add(bq * static_cast<std::size_t>(g.bkv)),
+            plan.add(bq * static_cast<std::size_t>(g.Dp)), plan.add(bq), plan.add(bq)};
+  }
+  ForwardScratch(float* base, const Offsets& off, const Geometry& g, int D) {
+    const auto bq = static_cast<std::size_t>(g.bq);
+    q = slice(base, off.q, bq * static_cast<std::size_t>(D));
+    s = slice(base, off.s, bq * static_cast<std::size_t>(g.bkv));
+    o = slice(base, off.o, bq * static_cast<std::size_t>(g.Dp));
+    m = slice(base, off.m, bq);
+    l = slice(base, off.l, bq);
+  }
 };
 
 void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx) {
@@ -150,14 +166,22 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   packs.kt_tile = p.D * g.bkv;
   packs.v_tile = static_cast<std::int64_t>(g.bkv) * g.Dp;
   const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;
-  packs.kt.resize(static_cast<std::size_t>(n_pack * packs.kt_tile));
-  packs.v.resize(static_cast<std::size_t>(n_pack * packs.v_tile));
   const std::int64_t n_items = p.B * p.H * g.n_qt;
-  // Scratch allocated before the parallel region: an allocation failure throws in the caller's
-  // thread instead of terminating inside OpenMP.
+  // One workspace block of the calling thread, reused across calls (kernels/workspace.h), taken
+  // before the parallel region so an allocation failure throws in the caller's thread.
+  WorkspacePlan plan;
+  const std::size_t kt_off = plan.add(static_cast<std::size_t>(n_pack * packs.kt_tile));
+  const std::size_t v_off = plan.add(static_cast<std::size_t>(n_pack * packs.v_tile));
+  std::vector<ForwardScratch::Offsets> offsets;
+  for (int t = 0; t < p.num_threads; ++t)
+    offsets.push_back(ForwardScratch::plan(plan, g, static_cast<int>(p.D)));
+  float* base = thread_workspace(plan.floats());
+  packs.kt = slice(base, kt_off, static_cast<std::size_t>(n_pack * packs.kt_tile));
+  packs.v = slice(base, v_off, static_cast<std::size_t>(n_pack * packs.v_tile));
   std::vector<ForwardScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(p.num_threads));
-  for (int t = 0; t < p.num_threads; ++t) scratch.emplace_back(g, static_cast<int>(p.D));
+  for (int t = 0; t < p.num_threads; ++t)
+    scratch.emplace_back(base, offsets[static_cast<std::size_t>(t)], g, static_cast<int>(p.D));
 
 #pragma omp parallel num_threads(p.num_threads)
   {

@@ -18,13 +18,16 @@
 // the common case (B = 1, H_kv = 8 gives 8 items for 2 cores). Chunking the kv range keeps
 // MQA/small-batch problems parallel at the price of NC partial dQ buffers.
 // Memory: packed K, Kᵀ, V (≈ 1.5× the size of k and v); per thread the q-tile packs, the score tiles and the
-// dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials.
+// dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials —
+// all in the calling thread's workspace (kernels/workspace.h), reused by the next call.
 // Source: FlashAttention-2 (Dao 2023) Alg. 2; algorithm.md §3, §5.
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -32,6 +35,7 @@
 #include "kernels/kernels.h"
 #include "kernels/microkernels.h"
 #include "kernels/tiled_common.h"
+#include "kernels/workspace.h"
 
 namespace burst::kernels {
 namespace {
@@ -64,18 +68,29 @@ Chunking choose_chunks(const Problem& p, const Geometry& g) {
   return c;
 }
 
+// Per-thread scratch: slices of the calling thread's workspace (kernels/workspace.h).
 struct BackwardScratch {
-  std::vector<float> qt, qp, dot, dop, shift, delta, dqt, dq, st, dpt, dk, dv;
+  std::span<float> qt, qp, dot, dop, shift, delta, dqt, dq, st, dpt, dk, dv;
   std::vector<std::pair<std::int64_t, TileClass>> live;
-  BackwardScratch(const Geometry& g, int D, std::int64_t chunk_rows) {
+  static constexpr int kArrays = 12;
+  using Offsets = std::array<std::size_t, kArrays>;
+  static std::array<std::size_t, kArrays> sizes(const Geometry& g, int D, std::int64_t chunk_rows) {
     const auto bq = static_cast<std::size_t>(g.bq), bkv = static_cast<std::size_t>(g.bkv);
     const auto Dp = static_cast<std::size_t>(g.Dp), Dn = static_cast<std::size_t>(D);
-    qt.resize(Dn * bq); dot.resize(Dn * bq);
-    qp.resize(bq * Dp); dop.resize(bq * Dp); dq.resize(bq * Dp); dqt.resize(Dn * bq);
-    shift.resize(bq); delta.resize(bq);
-    st.resize(bkv * bq); dpt.resize(bkv * bq);
-    dk.resize(static_cast<std::size_t>(chunk_rows) * Dp);
-    dv.resize(static_cast<std::size_t>(chunk_rows) * Dp);
+    const auto rows = static_cast<std::size_t>(chunk_rows);
+    //       qt       qp       dot      dop      shift delta dqt      dq       st         dpt        dk         dv
+    return {Dn * bq, bq * Dp, Dn * bq, bq * Dp, bq,   bq,   Dn * bq, bq * Dp, bkv * bq, bkv * bq, rows * Dp, rows * Dp};
+  }
+  static Offsets plan(WorkspacePlan& plan, const Geometry& g, int D, std::int64_t chunk_rows) {
+    Offsets off{};
+    const auto n = sizes(g, D, chunk_rows);
+    for (int i = 0; i < kArrays; ++i) off[static_cast<std::size_t>(i)] = plan.add(n[static_cast<std::size_t>(i)]);
+    return off;
+  }
+  BackwardScratch(float* base, const Offsets& off, const Geometry& g, int D, std::int64_t chunk_rows) {
+    const auto n = sizes(g, D, chunk_rows);
+    std::span<float>* arrays[kArrays] = {&qt, &qp, &dot, &dop, &shift, &delta, &dqt, &dq, &st, &dpt, &dk, &dv};
+    for (std::size_t i = 0; i < kArrays; ++i) *arrays[i] = slice(base, off[i], n[i]);
   }
 };
 
@@ -238,19 +253,29 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   const Chunking ch = choose_chunks(p, g);
   const std::int64_t tile_elems = static_cast<std::int64_t>(g.bkv) * g.Dp;
   const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;
-  std::vector<float> kpack(static_cast<std::size_t>(n_pack * tile_elems));
-  std::vector<float> vpack(kpack.size());
-  std::vector<float> ktpack(static_cast<std::size_t>(n_pack * p.D * g.bkv));
-  std::vector<float> partial;
-  if (ch.n_chunks > 1) partial.resize(static_cast<std::size_t>(ch.n_chunks * p.B * p.H * p.S_q * g.Dp));
-  const Context cx{p, io, mk, g, ch, kpack.data(), vpack.data(), ktpack.data(), partial.data(), tile_elems};
+  const auto pack_floats = static_cast<std::size_t>(n_pack * tile_elems);
+  const auto kt_floats = static_cast<std::size_t>(n_pack * p.D * g.bkv);
+  const auto partial_floats =
+      ch.n_chunks > 1 ? static_cast<std::size_t>(ch.n_chunks * p.B * p.H * p.S_q * g.Dp) : std::size_t{0};
+  const std::int64_t chunk_rows = ch.tiles_per_chunk * g.bkv;
+  const int D = static_cast<int>(p.D);
+  // One workspace block of the calling thread, reused across calls (kernels/workspace.h), taken
+  // before the parallel region so an allocation failure throws in the caller's thread.
+  WorkspacePlan plan;
+  const std::size_t k_off = plan.add(pack_floats), v_off = plan.add(pack_floats);
+  const std::size_t kt_off = plan.add(kt_floats), partial_off = plan.add(partial_floats);
+  std::vector<BackwardScratch::Offsets> offsets;
+  for (int t = 0; t < p.num_threads; ++t) offsets.push_back(BackwardScratch::plan(plan, g, D, chunk_rows));
+  float* base = thread_workspace(plan.floats());
+  const std::span<float> kpack = slice(base, k_off, pack_floats), vpack = slice(base, v_off, pack_floats);
+  const std::span<float> ktpack = slice(base, kt_off, kt_floats);
+  const Context cx{p, io, mk, g, ch, kpack.data(), vpack.data(), ktpack.data(), base + partial_off, tile_elems};
   const std::int64_t n_items = p.B * p.H_kv * ch.n_chunks;
   const std::int64_t n_rows = p.B * p.H * p.S_q;
-  const int D = static_cast<int>(p.D);
-  // Scratch allocated before the parallel region (an allocation failure throws in the caller).
   std::vector<BackwardScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(p.num_threads));
-  for (int t = 0; t < p.num_threads; ++t) scratch.emplace_back(g, D, ch.tiles_per_chunk * g.bkv);
+  for (int t = 0; t < p.num_threads; ++t)
+    scratch.emplace_back(base, offsets[static_cast<std::size_t>(t)], g, D, chunk_rows);
 
 #pragma omp parallel num_threads(p.num_threads)
   {
