@@ -39,6 +39,7 @@ void ClusterSpec::validate() const {
   check_positive(attention_efficiency_forward, "attention_efficiency_forward");
   check_positive(attention_efficiency_backward, "attention_efficiency_backward");
   check_non_negative(kernel_call_seconds, "kernel_call_seconds");
+  check_positive(linear_efficiency, "linear_efficiency");
   check_positive(memory_bandwidth, "memory_bandwidth");
   check_non_negative(memory_capacity, "memory_capacity");
   if (devices_per_node > 1) check_positive(intra_bandwidth, "intra_bandwidth");
@@ -75,6 +76,13 @@ void Workload::validate() const {
               mask_length, " must be in [0, S_global=", S_global, "]");
   BURST_CHECK(mask_length == 0 || S_global % mask_length == 0, InvalidArgument, "S_global=",
               S_global, " must be a multiple of mask_length=", mask_length);
+  BURST_CHECK(!whole_layer || model_width > 0, InvalidArgument,
+              "whole_layer needs model_width > 0, got ", model_width);
+  BURST_CHECK(ffn_width >= 0, InvalidArgument, "ffn_width=", ffn_width, " must be >= 0");
+}
+
+std::int64_t Workload::resolved_ffn_width() const {
+  return ffn_width > 0 ? ffn_width : default_ffn_width(model_width);
 }
 
 double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_t D, bool backward) {
@@ -423,6 +431,7 @@ Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Ca
                       ratio * ratio;
   if (want_fwd) e.flops += attention_flops(area, workload.B, workload.H, workload.D, false);
   if (want_bwd) e.flops += attention_flops(area, workload.B, workload.H, workload.D, true);
+  if (workload.whole_layer) cost::add_layer_terms(cluster, workload, e);
   if (cluster.memory_capacity > 0 && static_cast<double>(e.memory_bytes) > cluster.memory_capacity) {
     e.feasible = false;
     e.reason = "needs " + gib(static_cast<double>(e.memory_bytes)) + " per device > capacity " +
@@ -452,8 +461,10 @@ std::vector<Estimate> rank_strategies(const ClusterSpec& cluster, const Workload
   std::stable_partition(all.begin(), all.end(), [](const Estimate& e) { return e.feasible; });
   const auto feasible_end =
       std::find_if(all.begin(), all.end(), [](const Estimate& e) { return !e.feasible; });
-  std::stable_sort(all.begin(), feasible_end,
-                   [](const Estimate& a, const Estimate& b) { return a.seconds < b.seconds; });
+  const bool layer = workload.whole_layer;
+  std::stable_sort(all.begin(), feasible_end, [layer](const Estimate& a, const Estimate& b) {
+    return layer ? a.layer.seconds < b.layer.seconds : a.seconds < b.seconds;
+  });
   return all;
 }
 

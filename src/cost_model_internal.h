@@ -72,6 +72,10 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
                                 std::int64_t H_kv_eff, std::int64_t S_local);
 Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward);
 
+/// Whole-layer mode: fills e.layer (linear FLOPs and seconds, non-attention traffic, weights)
+/// and adds `layers` × the layer's weights to e.memory_bytes. src/cost_model_layer.cc.
+void add_layer_terms(const ClusterSpec& c, const Workload& w, Estimate& e);
+
 /// Whether inter-node: global ranks a and b on different nodes of the cluster.
 bool crosses_nodes(const ClusterSpec& c, int a, int b);
 

@@ -37,6 +37,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "attention_efficiency_forward", c.attention_efficiency_forward);
   read_field(j, "attention_efficiency_backward", c.attention_efficiency_backward);
   read_field(j, "kernel_call_seconds", c.kernel_call_seconds);
+  read_field(j, "linear_efficiency", c.linear_efficiency);
   read_field(j, "kernel_tile_q", c.kernel_tile_q);
   read_field(j, "kernel_tile_kv", c.kernel_tile_kv);
   read_field(j, "memory_bandwidth", c.memory_bandwidth);
@@ -62,6 +63,7 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"attention_efficiency_forward", c.attention_efficiency_forward},
           {"attention_efficiency_backward", c.attention_efficiency_backward},
           {"kernel_call_seconds", c.kernel_call_seconds},
+          {"linear_efficiency", c.linear_efficiency},
           {"kernel_tile_q", c.kernel_tile_q},
           {"kernel_tile_kv", c.kernel_tile_kv},
           {"memory_bandwidth", c.memory_bandwidth},
@@ -125,6 +127,11 @@ nlohmann::json estimate_to_json(const Estimate& e) {
                           {"bytes_per_device", p.bytes_per_device}, {"memory_bytes", p.memory_bytes},
                           {"steps", steps}};
   };
+  if (e.feasible && e.layer.seconds > 0)
+    j["layer"] = {{"seconds", e.layer.seconds}, {"linear_flops", e.layer.linear_flops},
+                  {"linear_seconds", e.layer.linear_seconds}, {"comm_seconds", e.layer.comm_seconds},
+                  {"comm_bytes", e.layer.comm_bytes}, {"weight_bytes", e.layer.weight_bytes},
+                  {"bytes_per_device", e.layer.bytes_per_device}};
   if (e.feasible && e.forward.seconds > 0) j["forward"] = pass(e.forward);
   if (e.feasible && e.backward.seconds > 0) j["backward"] = pass(e.backward);
   return j;

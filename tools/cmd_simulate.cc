@@ -20,6 +20,8 @@ struct SimulateOptions {
   int nodes = 0, devices_per_node = 0;
   int layers = 1;
   std::int64_t batch = 1, seq = 0, heads = 32, kv_heads = 0, head_dim = 128, model_width = 0;
+  bool whole_layer = false;
+  std::int64_t ffn_width = 0;
   std::string mask = "causal", pass = "fwd_bwd", dtype = "bf16", strategy, layout, format = "table";
   std::int64_t mask_resolution = 8192;
   std::string output;
@@ -50,9 +52,14 @@ void print_table(const ClusterSpec& c, const Workload& w, const std::vector<Esti
               static_cast<long long>(w.H_kv), static_cast<long long>(w.D), w.mask.describe().c_str(),
               to_string(w.pass), w.bytes_per_element == 2 ? "bf16" : "fp32", w.layers,
               static_cast<long long>(mask_length));
-  std::printf("%-3s %-9s %-10s %11s %11s %11s %9s %7s %10s %11s %11s  %s\n", "#", "strategy",
-              "layout", "ms/layer", "compute ms", "exposed ms", "balance", "TF/dev", "bytes/dev",
-              "memory/dev", "total s", "note");
+  const bool layer = w.whole_layer;
+  if (layer)
+    std::printf("whole layer: model width h=%lld, SwiGLU width f=%lld; ms/layer = attention + linear + "
+                "non-attention comm; bytes/dev include it\n",
+                static_cast<long long>(w.model_width), static_cast<long long>(w.resolved_ffn_width()));
+  std::printf("%-3s %-9s %-10s %11s %11s %11s %11s %9s %7s %10s %11s %11s  %s\n", "#", "strategy",
+              "layout", "ms/layer", "attn ms", "compute ms", "exposed ms", "balance", "TF/dev",
+              "bytes/dev", "memory/dev", "total s", "note");
   int rank = 0;
   for (const Estimate& e : ranked) {
     const std::string strat = to_string(e.candidate.strategy);
@@ -64,13 +71,16 @@ void print_table(const ClusterSpec& c, const Workload& w, const std::vector<Esti
     std::string note;
     if (e.ulysses_degree > 0) note += "u=" + std::to_string(e.ulysses_degree) + " ";
     if (!e.backward_side.empty()) note += "bwd=" + e.backward_side;
-    const double tflops = e.seconds > 0 ? e.flops / e.seconds / c.devices() / 1e12 : 0;
-    std::printf("%-3d %-9s %-10s %11.3f %11.3f %11.3f %9.3f %7.1f %10s %11s %11.3f  %s\n", ++rank,
-                strat.c_str(), to_string(e.candidate.layout), e.seconds * 1e3,
+    // TF/dev: attention FLOPs per attention second, or (whole layer) all FLOPs per layer second.
+    const double secs = layer ? e.layer.seconds : e.seconds;
+    const double flops = layer ? e.flops + e.layer.linear_flops * c.devices() : e.flops;
+    const double tflops = secs > 0 ? flops / secs / c.devices() / 1e12 : 0;
+    const double bytes = static_cast<double>(layer ? e.layer.bytes_per_device : e.bytes_per_device);
+    std::printf("%-3d %-9s %-10s %11.3f %11.3f %11.3f %11.3f %9.3f %7.1f %10s %11s %11.3f  %s\n", ++rank,
+                strat.c_str(), to_string(e.candidate.layout), secs * 1e3, e.seconds * 1e3,
                 e.compute_seconds * 1e3, e.exposed_comm_seconds * 1e3, e.balance, tflops,
-                human_bytes(static_cast<double>(e.bytes_per_device)).c_str(),
-                human_bytes(static_cast<double>(e.memory_bytes)).c_str(), e.seconds * w.layers,
-                note.c_str());
+                human_bytes(bytes).c_str(), human_bytes(static_cast<double>(e.memory_bytes)).c_str(),
+                secs * w.layers, note.c_str());
   }
   if (rank > 0)
     std::printf("recommendation: %s on the %s layout\n", to_string(ranked[0].candidate.strategy),
@@ -91,7 +101,9 @@ void run_simulate(const SimulateOptions& o) {
   w.H = o.heads;
   w.H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
   w.D = o.head_dim;
-  w.model_width = o.model_width;
+  w.model_width = o.model_width > 0 ? o.model_width : (o.whole_layer ? w.H * w.D : 0);
+  w.whole_layer = o.whole_layer;
+  w.ffn_width = o.ffn_width;
   w.pass = pass_from_string(o.pass);
   w.bytes_per_element = o.dtype == "bf16" ? 2 : 4;
   w.mask_length = pick_mask_length(o.seq, o.mask_resolution, c.devices());
@@ -114,7 +126,8 @@ void run_simulate(const SimulateOptions& o) {
     j["devices_per_node"] = c.devices_per_node;
     j["config"] = {{"layers", w.layers}, {"B", w.B}, {"S_global", w.S_global}, {"H", w.H},
                    {"H_kv", w.H_kv}, {"D", w.D}, {"mask", o.mask}, {"pass", to_string(w.pass)},
-                   {"dtype", o.dtype}, {"mask_length", w.mask_length}};
+                   {"dtype", o.dtype}, {"mask_length", w.mask_length}, {"model_width", w.model_width},
+                   {"whole_layer", w.whole_layer}, {"ffn_width", w.whole_layer ? w.resolved_ffn_width() : 0}};
     if (o.format == "jsonl") std::cout << j.dump() << "\n";
     if (file) *file << j.dump() << "\n";
   }
@@ -138,7 +151,13 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--heads,-H", opt->heads, "query heads H")->capture_default_str();
   cmd->add_option("--kv-heads", opt->kv_heads, "KV heads H_kv (0: = H)");
   cmd->add_option("--head-dim,-D", opt->head_dim, "head dim D")->capture_default_str();
-  cmd->add_option("--model-width", opt->model_width, "model width h for TP traffic (0: H*D)");
+  cmd->add_option("--model-width", opt->model_width,
+                  "model width h: tp then models Megatron SP traffic of X [S/P, h] (0: attention-only "
+                  "tp; with --whole-layer 0 means H*D)");
+  cmd->add_flag("--whole-layer", opt->whole_layer,
+                "score the whole transformer layer: linear FLOPs, weights, TP's MLP traffic, the "
+                "weight-gradient all-reduce; rank by layer time");
+  cmd->add_option("--ffn-width", opt->ffn_width, "SwiGLU hidden width f (0: 8h/3 rounded up to 256)");
   cmd->add_option("--mask", opt->mask, "one of the 14 benchmark masks")->capture_default_str();
   cmd->add_option("--pass", opt->pass, "fwd | bwd | fwd_bwd")->capture_default_str();
   cmd->add_option("--dtype", opt->dtype, "bf16 | fp32 tensor payloads")->capture_default_str();

@@ -35,6 +35,8 @@ struct ClusterSpec {
   double attention_efficiency_forward = 1;   ///< attention-kernel FLOP/s ÷ matmul_flops, forward
   double attention_efficiency_backward = 1;  ///< same, backward (FLOPs counted as 2.5× forward)
   double kernel_call_seconds = 0;         ///< fixed overhead per attention-kernel call
+  /// Dense linear layers' FLOP/s ÷ matmul_flops (whole-layer mode only, Workload::whole_layer).
+  double linear_efficiency = 1;
   /// Kernel tile rows (q × kv). > 0: work is counted at tile granularity — a tile with any
   /// visible pair costs its whole area, as tiled kernels compute partial tiles whole and mask
   /// them; 0: visible pairs only.
@@ -66,6 +68,12 @@ struct Workload {
   /// Q, K, V; reduce-scatter O, lse); h > 0 → Megatron SP traffic (all-gather and
   /// reduce-scatter of X [S/P, h]).
   std::int64_t model_width = 0;
+  /// Whole transformer layer (Llama-style: QKV and output projections, SwiGLU MLP) around the
+  /// attention call: its linear FLOPs, its weights in memory, and the non-attention traffic of
+  /// each strategy (TP: Megatron SP all-gather + reduce-scatter around the MLP; sequence/context
+  /// parallel strategies: the weight-gradient all-reduce). Needs model_width > 0.
+  bool whole_layer = false;
+  std::int64_t ffn_width = 0;             ///< SwiGLU hidden width f (0 → default_ffn_width(h))
   Mask mask;                              ///< on global positions of a sequence of mask_length
   /// Length at which `mask` was built and the visible pairs are counted (0 → S_global). When
   /// smaller than S_global, every block's pair count is scaled by (S_global/mask_length)² —
@@ -74,9 +82,11 @@ struct Workload {
   PassKind pass = PassKind::Forward;
   int bytes_per_element = 4;              ///< 4 fp32 (this library), 2 bf16 (GPU practice)
 
-  /// Throws Error(InvalidArgument) for non-positive sizes, H % H_kv ≠ 0, or a mask_length
-  /// that does not divide into S_global.
+  /// Throws Error(InvalidArgument) for non-positive sizes, H % H_kv ≠ 0, a mask_length
+  /// that does not divide into S_global, or whole_layer without model_width > 0.
   void validate() const;
+  /// ffn_width, or default_ffn_width(model_width) when it is 0.
+  std::int64_t resolved_ffn_width() const;
 };
 
 /// One strategy configuration to score.
@@ -107,6 +117,17 @@ struct PassEstimate {
   std::vector<StepEstimate> steps;
 };
 
+/// The rest of a transformer layer around one attention call (whole-layer mode), per device.
+struct LayerEstimate {
+  double linear_flops = 0;          ///< this device's linear-layer FLOPs (tokens/P share, or 1/P of TP)
+  double linear_seconds = 0;        ///< linear_flops / (matmul_flops · linear_efficiency)
+  double comm_seconds = 0;          ///< non-attention communication not hidden behind compute
+  std::int64_t comm_bytes = 0;      ///< non-attention bytes sent per device
+  std::int64_t weight_bytes = 0;    ///< layer weights (+ their gradients when backward) held
+  double seconds = 0;               ///< attention seconds + linear_seconds + comm_seconds
+  std::int64_t bytes_per_device = 0;   ///< attention + non-attention bytes
+};
+
 /// The model's verdict for one candidate.
 struct Estimate {
   Candidate candidate;
@@ -122,6 +143,8 @@ struct Estimate {
   std::int64_t memory_bytes = 0;    ///< max over the requested passes
   double flops = 0;                 ///< useful FLOPs (mask area, LongCA-bench convention), all ranks
   PassEstimate forward, backward;   ///< present when requested
+  /// Whole-layer mode only (Workload::whole_layer), per layer, all requested passes:
+  LayerEstimate layer;
 };
 
 // ---- Formulas (exposed for the tests and docs; all pure) -------------------------------------
@@ -129,6 +152,21 @@ struct Estimate {
 /// Forward FLOPs of `pairs` visible (q, k) pairs: 4·D·H·B·pairs (two matmuls of 2 flop/MAC).
 /// Backward = 2.5× (five matmuls with the recompute of P). Source: peers.md §0, LongCA-bench.
 double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_t D, bool backward);
+/// Llama's SwiGLU width for model width h: 8h/3 rounded up to a multiple of 256
+/// (h = 4096 → 11008). Source: Llama reference code, `multiple_of = 256`.
+std::int64_t default_ffn_width(std::int64_t h);
+/// Linear-layer FLOPs of one Llama-style layer's forward over `tokens` tokens (2 flop/MAC):
+/// QKV 2·t·h·(H + 2·H_kv)·D + output 2·t·H·D·h + SwiGLU 3·2·t·h·f. Backward = 2× forward
+/// (input and weight gradients). Source: the counting of Narayanan et al. 2021 (arXiv
+/// 2104.04473, §5.1), with GQA's narrower K, V projections and a gated MLP.
+double linear_flops(double tokens, std::int64_t h, std::int64_t H, std::int64_t H_kv, std::int64_t D,
+                    std::int64_t f, bool backward);
+/// Weights of those linear layers: h·(H + 2·H_kv)·D + H·D·h + 3·h·f (norm weights ignored).
+double layer_weight_count(std::int64_t h, std::int64_t H, std::int64_t H_kv, std::int64_t D,
+                          std::int64_t f);
+/// Ring all-reduce of `bytes` over P ranks: 2·(P−1)·(α + bytes/P/β) (reduce-scatter then
+/// all-gather, NCCL's ring); each rank sends 2·(P−1)/P·bytes.
+double all_reduce_seconds(const ClusterSpec& c, int P, double bytes, bool inter_node);
 /// Kernel seconds of one call: kernel_call_seconds + flops / (matmul_flops · efficiency).
 double kernel_seconds(const ClusterSpec& c, double flops, bool backward);
 /// α–β time of one message of `bytes` on an intra- or inter-node link: α + bytes / β.
@@ -153,7 +191,8 @@ std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const Sequence
 
 // ---- The model ---------------------------------------------------------------------------------
 
-/// Scores one candidate. Infeasible candidates (strategy cannot express the mask, head counts
+/// Scores one candidate; with workload.whole_layer also Estimate::layer (and memory_bytes then
+/// includes the layer's weights, sharded P ways for tp). Infeasible candidates (strategy cannot express the mask, head counts
 /// not divisible, memory over capacity, layout divisibility) come back with feasible = false
 /// and a reason — never an exception.
 /// Throws: Error(InvalidArgument) from cluster.validate() / workload.validate().
@@ -161,7 +200,7 @@ Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Ca
 
 /// Every strategy × sensible layout (ring/burst: contiguous, zigzag, striped; allgather:
 /// zigzag, contiguous; distflash: contiguous; ulysses/usp/tp: contiguous), scored and ranked:
-/// feasible first by seconds, then infeasible in input order. Throws as estimate().
+/// feasible first by seconds (whole-layer mode: by layer.seconds), then infeasible in input order. Throws as estimate().
 std::vector<Estimate> rank_strategies(const ClusterSpec& cluster, const Workload& workload);
 /// The candidates rank_strategies() scores, for P = cluster.devices().
 std::vector<Candidate> default_candidates(const ClusterSpec& cluster);
