@@ -4,7 +4,7 @@
 # print predicted vs measured seconds side by side (target: within ±20 %).
 #
 # Usage: scripts/validate_cost_model.sh [OUTDIR]       (default: validate-out)
-# Env:   BURST=path/to/burst (default build/tools/burst), SEQS (default 512,1024,2048),
+# Env:   BURST=path/to/burst (default build/tools/burst), SEQS (default 512,1024,2048,4096),
 #        HEADS (4), DIM (64), STRATEGIES (burst,ring), PASSES (fwd,bwd), REPEATS (3)
 # Calibration and benchmark run back to back so that they see the same machine load (the VM
 # is shared; every record carries load_1m). Exit status 0 even when cases miss the target:
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-validate-out}
 burst=${BURST:-${BURST_BUILD_DIR:-build}/tools/burst}
-seqs=${SEQS:-512,1024,2048}
+seqs=${SEQS:-512,1024,2048,4096}
 heads=${HEADS:-4}
 dim=${DIM:-64}
 strategies=${STRATEGIES:-burst,ring}

@@ -40,6 +40,8 @@ void ClusterSpec::validate() const {
   check_positive(attention_efficiency_backward, "attention_efficiency_backward");
   check_non_negative(kernel_call_seconds, "kernel_call_seconds");
   check_positive(linear_efficiency, "linear_efficiency");
+  BURST_CHECK(std::isfinite(kernel_call_seconds_backward), InvalidArgument,
+              "cluster field kernel_call_seconds_backward must be finite, got ", kernel_call_seconds_backward);
   check_positive(memory_bandwidth, "memory_bandwidth");
   check_non_negative(memory_capacity, "memory_capacity");
   if (devices_per_node > 1) check_positive(intra_bandwidth, "intra_bandwidth");
@@ -94,7 +96,31 @@ double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_
 double kernel_seconds(const ClusterSpec& c, double flops, bool backward) {
   if (flops <= 0) return 0;
   const double eff = backward ? c.attention_efficiency_backward : c.attention_efficiency_forward;
-  return c.kernel_call_seconds + flops / (c.matmul_flops * eff);
+  const double overhead =
+      backward && c.kernel_call_seconds_backward >= 0 ? c.kernel_call_seconds_backward : c.kernel_call_seconds;
+  return overhead + flops / (c.matmul_flops * eff);
+}
+
+KernelFit fit_kernel_time(const std::vector<std::pair<double, double>>& flops_seconds) {
+  BURST_CHECK(flops_seconds.size() >= 2, InvalidArgument, "fit_kernel_time needs >= 2 points, got ",
+              flops_seconds.size());
+  double s0 = 0, s1 = 0, s2 = 0, t0 = 0, t1 = 0;
+  for (const auto& [f, t] : flops_seconds) {
+    BURST_CHECK(f > 0 && t > 0 && std::isfinite(f) && std::isfinite(t), InvalidArgument,
+                "fit_kernel_time: point (", f, " flop, ", t, " s) must be positive and finite");
+    const double w = 1.0 / (t * t);
+    s0 += w; s1 += w * f; s2 += w * f * f; t0 += w * t; t1 += w * f * t;
+  }
+  const double det = s0 * s2 - s1 * s1;
+  double a = det > 0 ? (t0 * s2 - s1 * t1) / det : 0.0;   // intercept: seconds per call
+  double b = det > 0 ? (s0 * t1 - s1 * t0) / det : t1 / s2;   // slope: seconds per flop
+  if (a < 0) {
+    a = 0;
+    b = t1 / s2;
+  }
+  BURST_CHECK(b > 0, InvalidArgument, "fit_kernel_time: kernel time does not grow with the FLOPs "
+              "(slope ", b, " s/flop); machine too noisy, rerun");
+  return {1.0 / b, a};
 }
 
 double link_seconds(const ClusterSpec& c, double bytes, bool inter_node) {

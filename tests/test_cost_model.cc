@@ -54,6 +54,33 @@ TEST(CostFormulas, KernelSeconds) {
   EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, false), 0.002001);
   EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, true), 0.004001);
   EXPECT_EQ(kernel_seconds(c, 0, false), 0.0);   // no call, no overhead
+  c.kernel_call_seconds_backward = 3e-6;          // backward's own overhead: 3e-6 + 4e-3
+  EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, true), 0.004003);
+  EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, false), 0.002001);
+}
+
+TEST(CostFormulas, KernelTimeFit) {
+  // Exact data t = 1e-4 + f / 1e11 at four sizes: the fit recovers both numbers.
+  std::vector<std::pair<double, double>> pts;
+  for (double f : {1e8, 4e8, 1.6e9, 6.4e9}) pts.emplace_back(f, 1e-4 + f / 1e11);
+  KernelFit fit = fit_kernel_time(pts);
+  EXPECT_NEAR(fit.rate, 1e11, 1e11 * 1e-9);
+  EXPECT_NEAR(fit.overhead, 1e-4, 1e-12);
+  // Relative weighting: +10 % noise on the longest call moves the overhead far less than an
+  // unweighted fit would (which would put the intercept below 0 here).
+  pts.back().second *= 1.1;
+  fit = fit_kernel_time(pts);
+  EXPECT_GT(fit.overhead, 0.5e-4);
+  EXPECT_LT(fit.overhead, 1.5e-4);
+  // A negative intercept is clamped: t = f / 1e11 − 1e-5 → overhead 0, slope through the origin.
+  pts = {{1e9, 1e-2 - 1e-5}, {2e9, 2e-2 - 1e-5}};
+  fit = fit_kernel_time(pts);
+  EXPECT_EQ(fit.overhead, 0.0);
+  EXPECT_NEAR(fit.rate, 1e11, 1e9);
+  // Time that does not grow with the work, too few points, non-positive values: refused.
+  EXPECT_THROW(fit_kernel_time({{1e9, 2e-2}, {2e9, 1e-2}}), Error);
+  EXPECT_THROW(fit_kernel_time({{1e9, 1e-2}}), Error);
+  EXPECT_THROW(fit_kernel_time({{1e9, 1e-2}, {0, 1e-2}}), Error);
 }
 
 TEST(CostFormulas, LinkAndCollectives) {

@@ -16,6 +16,9 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/harness.h"
 #include "burst/attention.h"
@@ -31,7 +34,8 @@ namespace {
 
 struct CalibrateOptions {
   int threads = 1, repeats = 5;
-  std::int64_t heads = 8, head_dim = 64, seq_small = 1024, seq_large = 4096;
+  std::int64_t heads = 8, head_dim = 64;
+  std::vector<std::int64_t> seqs{512, 1024, 2048, 4096};
   std::string name = "calibrated", output;
 };
 
@@ -75,13 +79,20 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
   return {attention_flops(pairs, 1, H, D, backward), comm.all_reduce_max(t.median)};
 }
 
-/// Two-point fit t = overhead + flops / rate.
-void fit(const KernelPoint& a, const KernelPoint& b, double& rate, double& overhead) {
-  BURST_CHECK(b.seconds > a.seconds && b.flops > a.flops, Internal,
-              "calibrate: kernel time did not grow with size (", a.seconds, " s at ", a.flops,
-              " flop, ", b.seconds, " s at ", b.flops, " flop); machine too noisy, rerun");
-  rate = (b.flops - a.flops) / (b.seconds - a.seconds);
-  overhead = std::max(0.0, a.seconds - a.flops / rate);
+std::string seqs_text(const std::vector<std::int64_t>& seqs) {
+  std::string out;
+  for (std::int64_t S : seqs) out += (out.empty() ? "" : ",") + std::to_string(S);
+  return out;
+}
+
+/// Weighted least-squares fit (fit_kernel_time) over every calibration length.
+KernelFit fit_lengths(const Communicator& comm, const CalibrateOptions& o, bool backward) {
+  std::vector<std::pair<double, double>> points;
+  for (std::int64_t S : o.seqs) {
+    const KernelPoint k = time_kernel(comm, o, S, backward);
+    points.emplace_back(k.flops, k.seconds);
+  }
+  return fit_kernel_time(points);
 }
 
 /// STREAM-style copy bandwidth (bytes read + written per second), best of 3, min over ranks.
@@ -128,14 +139,14 @@ void run_calibrate(const CalibrateOptions& o) {
   c.name = o.name;
   c.nodes = 1;
   c.devices_per_node = P;
-  double fwd_rate = 0, fwd_over = 0, bwd_rate = 0, bwd_over = 0;
-  fit(time_kernel(comm, o, o.seq_small, false), time_kernel(comm, o, o.seq_large, false), fwd_rate, fwd_over);
-  fit(time_kernel(comm, o, o.seq_small, true), time_kernel(comm, o, o.seq_large, true), bwd_rate, bwd_over);
+  const KernelFit fwd = fit_lengths(comm, o, false), bwd = fit_lengths(comm, o, true);
+  const double fwd_rate = fwd.rate, fwd_over = fwd.overhead, bwd_rate = bwd.rate, bwd_over = bwd.overhead;
   // The kernel rate IS the attention rate: matmul_flops holds it and efficiencies are relative.
   c.matmul_flops = fwd_rate;
   c.attention_efficiency_forward = 1.0;
   c.attention_efficiency_backward = bwd_rate / fwd_rate;
   c.kernel_call_seconds = fwd_over;
+  c.kernel_call_seconds_backward = bwd_over;
   // The Tiled forward's default tile (kForwardBq × kForwardBkv, src/kernels/attention_tiled.cc):
   // partial tiles are computed whole, so the model counts work per tile.
   c.kernel_tile_q = 96;
@@ -160,8 +171,8 @@ void run_calibrate(const CalibrateOptions& o) {
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   src << "burst calibrate " << when << ", " << P << " rank(s) x " << o.threads << " thread(s), load "
       << bench::load_average_1m() << "; kernel: Tiled full mask H=" << o.heads << " D=" << o.head_dim
-      << " at S=" << o.seq_small << "," << o.seq_large << " (median of " << o.repeats
-      << ", max over ranks, two-point fit): forward " << fwd_rate / 1e9 << " GFLOP/s + " << fwd_over * 1e6
+      << " at S=" << seqs_text(o.seqs) << " (median of " << o.repeats
+      << ", max over ranks, least squares on relative error): forward " << fwd_rate / 1e9 << " GFLOP/s + " << fwd_over * 1e6
       << " us/call, backward " << bwd_rate / 1e9 << " GFLOP/s + " << bwd_over * 1e6
       << " us/call; copy bandwidth 2x64 MiB best of 3; MPI ping-pong ranks 0-1, 8 B and 4 MiB";
   c.source = src.str();
@@ -186,8 +197,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--threads", opt->threads, "kernel threads per rank (as the benchmarks use)")->capture_default_str();
   cmd->add_option("--heads", opt->heads, "heads of the timed kernel")->capture_default_str();
   cmd->add_option("--head-dim", opt->head_dim, "head dim of the timed kernel")->capture_default_str();
-  cmd->add_option("--seq-small", opt->seq_small, "shorter length of the two-point fit")->capture_default_str();
-  cmd->add_option("--seq-large", opt->seq_large, "longer length of the two-point fit")->capture_default_str();
+  cmd->add_option("--seqs", opt->seqs, "lengths of the kernel fit (>= 2)")->delimiter(',')->capture_default_str();
   cmd->add_option("--repeats", opt->repeats, "timed repeats per point")->capture_default_str();
   cmd->add_option("--name", opt->name, "name of the written spec")->capture_default_str();
   cmd->add_option("--output,-o", opt->output, "write the spec JSON here (rank 0)");

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "burst/attention.h"
 #include "burst/error.h"
 #include "commands.h"
 
@@ -34,6 +35,9 @@ class MpiSession {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Per-call message and scratch buffers are reused from the heap instead of page-faulted
+  // afresh every call (burst/attention.h, docs/design.md § Memory reuse).
+  burst::retain_freed_memory();
   MpiSession mpi(argc, argv);
   CLI::App app{"burst: exact context-parallel attention over MPI (BurstAttention and peers)"};
   app.require_subcommand(1);

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "burst/mask.h"
@@ -34,7 +35,10 @@ struct ClusterSpec {
   double matmul_flops = 0;                ///< dense matmul FLOP/s per device, compute dtype
   double attention_efficiency_forward = 1;   ///< attention-kernel FLOP/s ÷ matmul_flops, forward
   double attention_efficiency_backward = 1;  ///< same, backward (FLOPs counted as 2.5× forward)
-  double kernel_call_seconds = 0;         ///< fixed overhead per attention-kernel call
+  double kernel_call_seconds = 0;         ///< fixed overhead per attention-kernel call (forward)
+  /// Same for a backward call (delta, packing and accumulation are per-call costs too);
+  /// < 0 → kernel_call_seconds.
+  double kernel_call_seconds_backward = -1;
   /// Dense linear layers' FLOP/s ÷ matmul_flops (whole-layer mode only, Workload::whole_layer).
   double linear_efficiency = 1;
   /// Kernel tile rows (q × kv). > 0: work is counted at tile granularity — a tile with any
@@ -167,8 +171,20 @@ double layer_weight_count(std::int64_t h, std::int64_t H, std::int64_t H_kv, std
 /// Ring all-reduce of `bytes` over P ranks: 2·(P−1)·(α + bytes/P/β) (reduce-scatter then
 /// all-gather, NCCL's ring); each rank sends 2·(P−1)/P·bytes.
 double all_reduce_seconds(const ClusterSpec& c, int P, double bytes, bool inter_node);
-/// Kernel seconds of one call: kernel_call_seconds + flops / (matmul_flops · efficiency).
+/// Kernel seconds of one call: overhead + flops / (matmul_flops · efficiency), the overhead
+/// kernel_call_seconds (forward) or kernel_call_seconds_backward when ≥ 0 (backward).
 double kernel_seconds(const ClusterSpec& c, double flops, bool backward);
+/// Rate and per-call overhead of a kernel, fitted from timings (`burst calibrate`).
+struct KernelFit {
+  double rate = 0;       ///< FLOP/s
+  double overhead = 0;   ///< seconds per call, ≥ 0
+};
+/// Least-squares fit of t = overhead + flops / rate to (flops, seconds) points, weighted by
+/// 1/t² so every point counts by its relative error (short calls are not drowned by long
+/// ones). A negative intercept is clamped to 0 and the slope refitted through the origin.
+/// Throws Error(InvalidArgument) for fewer than 2 points, non-positive values, or a fit whose
+/// time does not grow with the FLOPs (message: machine too noisy, rerun).
+KernelFit fit_kernel_time(const std::vector<std::pair<double, double>>& flops_seconds);
 /// α–β time of one message of `bytes` on an intra- or inter-node link: α + bytes / β.
 double link_seconds(const ClusterSpec& c, double bytes, bool inter_node);
 /// Ring all-gather (or reduce-scatter, same volume) of `block_bytes` per rank over `P` ranks,
