@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cli_options.h"
 #include "bench/harness.h"
 #include "burst/comm.h"
 #include "burst/error.h"
@@ -199,15 +200,10 @@ void add_dist_bench(CLI::App& bench) {
   cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")->capture_default_str();
   cmd->add_option("--layout", o->layout, "contiguous|zigzag|striped|balanced")->capture_default_str();
   cmd->add_option("--seq", o->seq, "S_global")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "B")->capture_default_str();
-  cmd->add_option("--heads", o->heads, "H")->capture_default_str();
-  cmd->add_option("--kv-heads", o->kv_heads, "H_kv (0: = H)");
-  cmd->add_option("--dim", o->dim, "D")->capture_default_str();
+  add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "kernel threads per rank")->capture_default_str();
   cmd->add_option("--pass", o->pass, "fwd|bwd|both")->capture_default_str();
-  cmd->add_option("--repeats", o->repeats, "timed repeats")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "untimed repeats first")->capture_default_str();
+  add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");

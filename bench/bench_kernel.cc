@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/cli_options.h"
 #include "bench/harness.h"
 #include "burst/attention.h"
 #include "burst/error.h"
@@ -139,17 +140,12 @@ void run_kernel_bench(const KernelBenchOptions& o) {
 void add_kernel_bench(CLI::App& bench) {
   auto opt = std::make_shared<KernelBenchOptions>();
   CLI::App* cmd = bench.add_subcommand("kernel", "local attention kernel: one JSON line per pass");
-  cmd->add_option("--batch", opt->batch, "B")->capture_default_str();
   cmd->add_option("--seq", opt->seq, "S (queries and keys)")->capture_default_str();
   cmd->add_option("--seq-kv", opt->seq_kv, "S_kv (must equal S for benchmark masks; 0 = S)");
-  cmd->add_option("--heads", opt->heads, "H")->capture_default_str();
-  cmd->add_option("--kv-heads", opt->kv_heads, "H_kv (0 = H)");
-  cmd->add_option("--dim", opt->dim, "D")->capture_default_str();
+  add_shape_options(cmd, opt->batch, opt->heads, opt->kv_heads, opt->dim);
   cmd->add_option("--mask", opt->mask, "one of the 14 benchmark masks, e.g. full, causal")->capture_default_str();
-  cmd->add_option("--threads", opt->threads, "OpenMP threads")->capture_default_str();
   cmd->add_option("--pass", opt->pass, "fwd | bwd | both")->capture_default_str();
-  cmd->add_option("--repeats", opt->repeats, "timed repeats (median reported)")->capture_default_str();
-  cmd->add_option("--warmup", opt->warmup, "untimed warm-up runs")->capture_default_str();
+  add_timing_options(cmd, opt->threads, opt->repeats, opt->warmup);
   cmd->add_option("--impl", opt->impl, "tiled | reference")->capture_default_str();
   cmd->add_option("--isa", opt->isa, "auto | avx512 | avx2 | portable")->capture_default_str();
   cmd->add_option("--block-q", opt->block_q, "q tile rows (0 = kernel default)");

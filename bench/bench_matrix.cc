@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/cli_options.h"
 #include "bench/harness.h"
 #include "burst/cost_model.h"
 #include "burst/error.h"
@@ -330,13 +331,8 @@ void add_matrix_bench(CLI::App& bench) {
   cmd->add_option("--masks", o->masks, "comma list of benchmark masks or 'all'")->capture_default_str();
   cmd->add_option("--seqs", o->seqs, "comma list of S_global")->capture_default_str();
   cmd->add_option("--passes", o->passes, "fwd,bwd")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "B")->capture_default_str();
-  cmd->add_option("--heads", o->heads, "H")->capture_default_str();
-  cmd->add_option("--kv-heads", o->kv_heads, "H_kv (0: = H)");
-  cmd->add_option("--dim", o->dim, "D")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "kernel threads per rank")->capture_default_str();
-  cmd->add_option("--repeats", o->repeats, "timed repeats")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "untimed passes first")->capture_default_str();
+  add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
+  add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_option("--check-max-seq", o->check_max_seq, "check errors for S <= this")->capture_default_str();
   cmd->add_option("--cluster", o->cluster, "cluster spec for predicted_seconds (e.g. a calibrated one)");
   cmd->add_option("--memory-limit", o->memory_limit, "bytes per rank (0: 70% of RAM / P)");

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench/cli_options.h"
 #include "burst/error.h"
 #include "burst/plan.h"
 #include "commands.h"
@@ -64,10 +65,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--ranks", o->ranks, "P")->capture_default_str();
   cmd->add_option("--ranks-per-node", o->ranks_per_node, "L for the burst double ring (0: one node)");
   cmd->add_option("--seq", o->seq, "S_global")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "B")->capture_default_str();
-  cmd->add_option("--heads", o->heads, "H")->capture_default_str();
-  cmd->add_option("--kv-heads", o->kv_heads, "H_kv (0: = H)");
-  cmd->add_option("--dim", o->dim, "D")->capture_default_str();
+  bench::add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
