@@ -12,6 +12,7 @@
 
 #include "burst/comm.h"
 #include "lm/data.h"
+#include "lm/engine_factory.h"
 #include "lm/runtime.h"
 #include "lm/train.h"
 
@@ -99,6 +100,30 @@ TEST(LmExactness, TrainingLossMatchesSingleProcessForEveryStrategyAndLayout) {
             << burst::to_string(strategy) << " / " << burst::to_string(layout) << " step " << s + 1
             << " P=" << f.comm.size();
     }
+  }
+}
+
+// Seq-wise checkpointing (striped layout; the first half recomputed on an S/2 engine) trains
+// to the same losses as the single-process run; a non-striped layout is refused on every rank
+// with the same verdict (P > 1; on 1 rank every layout is trivially striped).
+TEST(LmExactness, SeqWiseCheckpointingMatchesAndRefusesNonStripedLayouts) {
+  Fixture f;
+  auto ref_opts = f.train_options("ref" + std::to_string(f.comm.rank()));
+  ref_opts.run.engine = burst::lm::EngineKind::Local;
+  const auto ref = burst::lm::run_train(ref_opts, f.self);
+  auto o = f.train_options("seqwise");
+  o.recompute = burst::lm::Model::Recompute::SeqWise;
+  o.run.dist.layout = burst::LayoutKind::Striped;
+  const auto got = burst::lm::run_train(o, f.comm);
+  ASSERT_EQ(got.size(), ref.size());
+  for (std::size_t s = 0; s < ref.size(); ++s)
+    EXPECT_NEAR(got[s].loss, ref[s].loss, kRtol * std::abs(ref[s].loss)) << "step " << s + 1 << " P=" << f.comm.size();
+  if (f.comm.size() > 1) {   // refused before any message: every rank throws, none hangs
+    auto bad = f.train_options("seqwise_zigzag");
+    bad.run.dist.layout = burst::LayoutKind::Zigzag;
+    const std::int64_t S = burst::lm::padded_length(bad.seq_len, f.comm.size());
+    EXPECT_THROW(burst::lm::make_engine(bad.run, f.comm, bad.model, S, burst::Mask::causal_mask(), true),
+                 burst::Error);
   }
 }
 

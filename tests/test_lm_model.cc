@@ -153,7 +153,8 @@ TEST(LmModel, InitIsSeededAndConfigValidated) {
 // Activation checkpointing (recomputed MLP blocks; recomputed layers with cached attention output)
 // must give the same output and the same gradients as the plain forward: same operations in the
 // same order, so equal up to fp32 reassociation inside torch's matmuls (1e-6 relative; a wrong or
-// missing gradient term is O(1)). The layer mode must run the attention forward once per layer.
+// missing gradient term is O(1)). The layer mode must run the attention forward once per layer;
+// seq-wise recomputes only the first half of the sequence (BurstEngine, algorithm.md §9.1).
 TEST(LmModel, ActivationCheckpointingGivesTheSameGradients) {
   burst::lm::ModelConfig cfg = tiny_config();
   const std::int64_t S = 40;
@@ -166,14 +167,25 @@ TEST(LmModel, ActivationCheckpointingGivesTheSameGradients) {
   std::vector<std::vector<torch::Tensor>> grads;
   std::vector<torch::Tensor> outs;
   using R = burst::lm::Model::Recompute;
-  for (const R recompute : {R::None, R::Mlp, R::Layer}) {
+  // Seq-wise: the first-half engine covers [0, S/2) under the clipped mask ([0,17)² and
+  // [17,20)² causal: 17·18/2 + 3·4/2 = 159 pairs per layer, vs 429 for the whole sequence).
+  const std::int64_t half = S / 2;
+  const std::vector<std::int64_t> pos_half(pos.begin(), pos.begin() + half);
+  const burst::Mask mask_half = burst::lm::first_half_mask(mask, S, half);
+  for (const R recompute : {R::None, R::Mlp, R::Layer, R::SeqWise}) {
     burst::lm::Model model(cfg);
     model.set_recompute(recompute);
     burst::lm::LocalEngine engine(pos, mask, S, 1);
+    if (recompute == R::SeqWise)
+      engine.set_first_half(std::make_unique<burst::lm::LocalEngine>(pos_half, mask_half, half, 1));
     const auto h = model.forward(tokens, engine);
     (h * upstream).sum().backward();
     outs.push_back(h.detach());
     EXPECT_EQ(engine.totals().forward_pairs, engine.totals().backward_pairs);   // no forward replayed
+    EXPECT_EQ(engine.totals().forward_pairs, 429 * cfg.layers);
+    if (recompute == R::SeqWise) {   // the replay recomputed exactly the first half, once per layer
+      EXPECT_EQ(engine.first_half()->totals().forward_pairs, 159 * cfg.layers);
+    }
     grads.emplace_back();
     for (const auto& p : model.parameters())   // "head" is unused by forward (no gradient)
       grads.back().push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
@@ -188,4 +200,32 @@ TEST(LmModel, ActivationCheckpointingGivesTheSameGradients) {
       EXPECT_GT(grads[0][i].abs().max().item<double>(), 0.0) << names.names()[i];
     }
   }
+}
+
+// Seq-wise checkpointing refuses what it cannot do, with the reason in the message.
+TEST(LmModel, SeqWiseRefusesMasksWhoseFirstHalfIsNotSelfContained) {
+  // full: queries of the first half see the second half.
+  EXPECT_THROW(burst::lm::first_half_mask(burst::Mask::full(), 40, 20), burst::Error);
+  // a causal slice straddling the half that is not square: clipping would move its diagonal.
+  burst::MaskSlice s{0, 40, 0, 30, burst::SliceKind::Causal, -1, -1};
+  try {
+    burst::lm::first_half_mask(burst::Mask::from_slices({s}), 40, 20);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const burst::Error& e) {
+    EXPECT_EQ(e.kind(), burst::ErrorKind::Unsupported);
+  }
+  // causal shorthand: unchanged; square document slices: clipped.
+  EXPECT_TRUE(burst::lm::first_half_mask(burst::Mask::causal_mask(), 40, 20).causal);
+  const auto m = burst::lm::first_half_mask(burst::Mask::document({0, 17, 40}, true), 40, 20);
+  ASSERT_EQ(m.slices.size(), 2u);
+  EXPECT_EQ(m.slices[1].q_end, 20);
+  EXPECT_EQ(m.slices[1].k_end, 20);
+  // a seq-wise cache on an engine without first_half(): refused.
+  std::vector<std::int64_t> pos(8);
+  for (std::int64_t i = 0; i < 8; ++i) pos[static_cast<std::size_t>(i)] = i;
+  burst::lm::LocalEngine engine(pos, burst::Mask::causal_mask(), 8, 1);
+  burst::lm::AttentionCache cache;
+  cache.second_half_only = true;
+  const auto q = torch::randn({1, 8, 2, 4});
+  EXPECT_THROW(burst::lm::burst_attention(q, q, q, engine, &cache), burst::Error);
 }

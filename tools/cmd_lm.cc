@@ -83,10 +83,12 @@ void add_lm_commands(CLI::App& app) {
   t->add_option("--stop-after", topt->stop_after, "return after this many steps (checkpointed; rerun to resume)");
   t->add_flag("--no-resume", *no_resume, "start fresh even if <out>/checkpoint.bin exists");
   const std::map<std::string, lm::Model::Recompute> recompute{
-      {"none", lm::Model::Recompute::None}, {"mlp", lm::Model::Recompute::Mlp}, {"layer", lm::Model::Recompute::Layer}};
+      {"none", lm::Model::Recompute::None}, {"mlp", lm::Model::Recompute::Mlp}, {"layer", lm::Model::Recompute::Layer},
+      {"seq", lm::Model::Recompute::SeqWise}};
   t->add_option("--recompute", topt->recompute,
                 "activation checkpointing: none; mlp (re-run each MLP block in backward); layer (re-run "
-                "each layer, attention output and lse cached, BurstEngine's sequence-level mode)")
+                "each layer, attention output and lse cached, BurstEngine's full mode); seq (as layer, "
+                "only the later half cached, the first half recomputed; needs --layout striped)")
       ->transform(CLI::CheckedTransformer(recompute))
       ->default_str("none");
   t->add_flag("--no-plot", *no_plot, "skip loss.png");

@@ -1,6 +1,7 @@
 // apps/lm/attention_fn.cc — engines and the autograd function.
 #include "attention_fn.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -32,17 +33,36 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     v = v.contiguous();
     const auto B = q.size(0), S = q.size(1), H = q.size(2);
     torch::Tensor out, lse;
+    const bool seq_wise = cache != nullptr && cache->second_half_only;
+    BURST_CHECK(!seq_wise || (S % 2 == 0 && engine->first_half() != nullptr), InvalidArgument,
+                "burst_attention: a seq-wise cache needs an even S_local (got ", S,
+                ") and an engine with first_half() attached");
+    const std::int64_t kept = seq_wise ? S / 2 : S;   // rows the cache holds (the later ones)
     if (cache != nullptr && cache->out.defined()) {   // replay: the forward ran before
-      BURST_CHECK(cache->out.sizes() == q.sizes() && cache->lse.defined() &&
-                      cache->lse.sizes() == torch::IntArrayRef({B, H, S}),
+      BURST_CHECK(cache->out.sizes() == torch::IntArrayRef({B, kept, H, q.size(3)}) && cache->lse.defined() &&
+                      cache->lse.sizes() == torch::IntArrayRef({B, H, kept}),
                   InvalidArgument, "burst_attention: cached out/lse do not match q of shape ", q.sizes());
-      out = cache->out;
-      lse = cache->lse;
+      if (seq_wise) {   // recompute the first half (global positions [0, S_global/2)) only
+        const auto half = S - kept;
+        auto q1 = q.narrow(1, 0, half).contiguous(), k1 = k.narrow(1, 0, half).contiguous(),
+             v1 = v.narrow(1, 0, half).contiguous();
+        auto out1 = torch::empty_like(q1);
+        auto lse1 = torch::empty({B, H, half}, q.options());
+        engine->first_half()->forward(view_of(q1), view_of(k1), view_of(v1), view_of(out1), view_of(lse1));
+        out = torch::cat({out1, cache->out}, 1);
+        lse = torch::cat({lse1, cache->lse}, 2);
+      } else {
+        out = cache->out;
+        lse = cache->lse;
+      }
     } else {
       out = torch::empty_like(q);
       lse = torch::empty({B, H, S}, q.options());
       engine->forward(view_of(q), view_of(k), view_of(v), view_of(out), view_of(lse));
-      if (cache != nullptr) *cache = {out, lse};
+      if (cache != nullptr) {
+        cache->out = seq_wise ? out.narrow(1, S - kept, kept).clone() : out;
+        cache->lse = seq_wise ? lse.narrow(2, S - kept, kept).clone() : lse;
+      }
     }
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(engine);
@@ -98,6 +118,29 @@ void LocalEngine::backward(const TensorView& dout, const TensorView& q, const Te
   attention_backward(dout, q, k, v, out, lse, dq, dk, dv, params_);
   totals_.backward_seconds += since(t0);
   totals_.backward_pairs += pairs_;
+}
+
+Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half) {
+  BURST_CHECK(half > 0 && half < S, InvalidArgument, "first_half_mask: half=", half, " not in (0, S=", S, ")");
+  BURST_CHECK(ResolvedMask(mask, S, S).classify(0, half - 1, half, S - 1) == TileClass::Empty,
+              InvalidArgument, "seq-wise checkpointing needs a causal-type mask: under ", mask.describe(),
+              " some query in [0, ", half, ") sees a key in [", half, ", ", S,
+              "), so the first half is not self-contained (use --recompute layer)");
+  if (mask.is_shorthand()) return mask;   // causal / windows resolve the same on the prefix
+  std::vector<MaskSlice> kept;
+  for (MaskSlice s : mask.slices) {
+    if (s.q_begin >= half || s.k_begin >= half) continue;   // no pair inside [0, half)²
+    const bool straddles = s.q_end > half || s.k_end > half;
+    const bool aligned = s.kind == SliceKind::Full && s.window_left == -1 && s.window_right == -1;
+    BURST_CHECK(!straddles || aligned || s.q_end == s.k_end, Unsupported,
+                "seq-wise checkpointing: slice [", s.q_begin, ",", s.q_end, ")x[", s.k_begin, ",", s.k_end,
+                ") ", to_string(s.kind), " straddles position ", half,
+                " and is not square, so clipping it would move its diagonal (use --recompute layer)");
+    s.q_end = std::min(s.q_end, half);
+    s.k_end = std::min(s.k_end, half);
+    kept.push_back(s);
+  }
+  return Mask::from_slices(std::move(kept));
 }
 
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

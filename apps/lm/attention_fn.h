@@ -44,8 +44,17 @@ class AttentionEngine {
                         const TensorView& dq, const TensorView& dk, const TensorView& dv) = 0;
   const EngineTotals& totals() const { return totals_; }
 
+  /// Seq-wise checkpointing (docs/algorithm.md §9.1): an engine over the first half of this
+  /// sequence — global positions [0, S/2), whose tokens are the first half of this rank's
+  /// (striped layout) — or nullptr when none was attached (make_seq_wise_engine).
+  AttentionEngine* first_half() { return first_half_.get(); }
+  void set_first_half(std::unique_ptr<AttentionEngine> e) { first_half_ = std::move(e); }
+
  protected:
   EngineTotals totals_;
+
+ private:
+  std::unique_ptr<AttentionEngine> first_half_;
 };
 
 /// burst's distributed attention over `comm` for one sequence of S_global tokens.
@@ -86,20 +95,36 @@ class LocalEngine final : public AttentionEngine {
   std::int64_t pairs_ = 0;
 };
 
-/// A layer's attention forward result kept for layer checkpointing (BurstEngine's "full" mode,
-/// docs/algorithm.md §9.1): out [1, S_local, H, D] and lse [1, H, S_local], fp32.
+/// A layer's attention forward result kept for layer checkpointing (BurstEngine's modes,
+/// docs/algorithm.md §9.1), fp32:
+/// - full (second_half_only = false): out [1, S_local, H, D] and lse [1, H, S_local];
+/// - seq-wise (second_half_only = true): only the later half of the rank's rows,
+///   out [1, S_local/2, H, D] and lse [1, H, S_local/2]; the replay recomputes the first half
+///   with engine.first_half() — 1/4 of a causal forward's FLOPs, half its ring traffic.
 struct AttentionCache {
   torch::Tensor out, lse;
+  bool second_half_only = false;
 };
+
+/// The mask of the first `half` positions of a sequence of S tokens under `mask`: shorthands
+/// unchanged; slices clipped to [0, half)² (slices wholly in the second half dropped).
+/// Throws: Error(InvalidArgument) when some query in [0, half) sees a key in [half, S) (the
+/// first half would not be self-contained: not a causal-type mask), or Error(Unsupported) for a
+/// causal/windowed slice straddling `half` that is not square (clipping would move its
+/// bottom-right-aligned diagonal).
+Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half);
 
 /// Autograd attention: out [1, S_local, H, D] = softmax(QKᵀ/√D + mask)·V over the whole
 /// (distributed) sequence; backward calls engine.backward. q, k, v fp32; made contiguous here.
 /// Collective when the engine is (except a replayed forward, below). The engine must outlive the
 /// autograd graph. `cache`: null → plain; out undefined → the forward runs and records out and lse
-/// in it; filled → the forward is skipped (no attention FLOPs, no messages) and cache->out is
-/// returned. Backward is the same in all three cases.
+/// in it (seq-wise: their later half only); filled → full mode skips the forward (no attention
+/// FLOPs, no messages) and returns cache->out; seq-wise runs engine.first_half() on the first
+/// S_local/2 rows of q, k, v (collective over its ranks) and concatenates the cached half.
+/// Backward is the same in every case.
 /// Throws Error(InvalidArgument) for q not [1, S_local, H, D] with S_local = engine.positions()
-/// size, or a filled cache whose shapes do not match q.
+/// size, a filled cache whose shapes do not match q, or a seq-wise cache without
+/// engine.first_half() or with S_local odd.
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               AttentionEngine& engine, AttentionCache* cache = nullptr);
 

@@ -15,9 +15,13 @@ namespace burst::lm {
 std::int64_t padded_length(std::int64_t S, int P);
 
 /// DistEngine over comm (Collective) or, for EngineKind::Local (P = 1 only), a LocalEngine over
-/// positions [0, S_padded). Throws Error(InvalidArgument) for Local with P > 1.
+/// positions [0, S_padded). With `seq_wise` it also attaches first_half(): the same engine kind
+/// over [0, S_padded/2) with first_half_mask (seq-wise checkpointing, docs/algorithm.md §9.1).
+/// Throws Error(InvalidArgument) for Local with P > 1; with seq_wise, for a layout other than
+/// striped when P > 1 (only striping makes each rank's first local half the global first half)
+/// and as first_half_mask. Same verdict on every rank (inputs are identical).
 std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Communicator& comm,
                                              const ModelConfig& model, std::int64_t S_padded,
-                                             const Mask& mask);
+                                             const Mask& mask, bool seq_wise = false);
 
 }  // namespace burst::lm

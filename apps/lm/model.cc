@@ -139,24 +139,28 @@ torch::Tensor layer_block(const torch::Tensor& x, const std::vector<torch::Tenso
                    sh.eps);
 }
 
-// Layer checkpointing with the attention output cached (BurstEngine's "full" mode,
-// docs/algorithm.md §9.1): forward keeps the layer input x, O [1, S, H, D] and lse [1, H, S];
-// backward re-runs the layer under autograd with the attention forward replayed from the cache
-// (no attention FLOPs and no messages), then differentiates it — the attention backward runs once.
+// Layer checkpointing with the attention output cached (BurstEngine's "full" and "seq-wise"
+// modes, docs/algorithm.md §9.1): forward keeps the layer input x, O [1, S, H, D] and lse
+// [1, H, S] (seq-wise: their later half); backward re-runs the layer under autograd with the
+// attention forward replayed from the cache (full: no attention FLOPs and no messages; seq-wise:
+// the first half recomputed on engine.first_half()), then differentiates it — the attention
+// backward runs once.
 struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w0, const torch::Tensor& w1, const torch::Tensor& w2,
                                const torch::Tensor& w3, const torch::Tensor& w4, const torch::Tensor& w5,
                                const torch::Tensor& w6, const torch::Tensor& w7, const torch::Tensor& w8,
                                const torch::Tensor& cos, const torch::Tensor& sin, AttentionEngine* engine,
-                               LayerShape sh) {
+                               LayerShape sh, bool seq_wise) {
     AttentionCache cache;
+    cache.second_half_only = seq_wise;
     const std::vector<torch::Tensor> w{w0, w1, w2, w3, w4, w5, w6, w7, w8};
     torch::Tensor y = layer_block(x, w, cos, sin, *engine, &cache, sh);
     ctx->save_for_backward({x, w0, w1, w2, w3, w4, w5, w6, w7, w8, cos, sin, cache.out, cache.lse});
     ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(engine);
     ctx->saved_data["shape"] = std::vector<std::int64_t>{sh.H, sh.H_kv, sh.D};
     ctx->saved_data["eps"] = sh.eps;
+    ctx->saved_data["seq_wise"] = seq_wise;
     return y;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -167,7 +171,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     auto* engine = reinterpret_cast<AttentionEngine*>(ctx->saved_data["engine"].toInt());
     const auto dims = ctx->saved_data["shape"].toIntVector();
     const LayerShape sh{dims[0], dims[1], dims[2], ctx->saved_data["eps"].toDouble()};
-    AttentionCache cache{saved[kLayerWeights + 3], saved[kLayerWeights + 4]};
+    AttentionCache cache{saved[kLayerWeights + 3], saved[kLayerWeights + 4], ctx->saved_data["seq_wise"].toBool()};
     torch::Tensor y;
     {
       const torch::AutoGradMode enable(true);
@@ -175,7 +179,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
       y = layer_block(in[0], w, saved[kLayerWeights + 1], saved[kLayerWeights + 2], *engine, &cache, sh);
     }
     auto g = torch::autograd::grad({y}, in, {grad_out[0]});
-    g.resize(g.size() + 4);   // cos, sin, engine, shape: no gradient
+    g.resize(g.size() + 5);   // cos, sin, engine, shape, seq_wise: no gradient
     return g;
   }
 };
@@ -224,8 +228,9 @@ torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engin
     const std::string pre = "layer" + std::to_string(l) + ".";
     std::vector<torch::Tensor> w;
     for (const char* n : {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w1", "w3", "w2"}) w.push_back(p(pre + n));
-    if (grad && recompute_ == Recompute::Layer) {
-      x = CheckpointedLayer::apply(x, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], cos, sin, &engine, sh);
+    if (grad && (recompute_ == Recompute::Layer || recompute_ == Recompute::SeqWise)) {
+      x = CheckpointedLayer::apply(x, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], cos, sin, &engine, sh,
+                                   recompute_ == Recompute::SeqWise);
       continue;
     }
     x = attention_block(x, w, cos, sin, engine, nullptr, sh);

@@ -70,7 +70,11 @@ class Model {
   ///   each layer keeps only its input, the attention output O [S_local, H·D] and lse; backward
   ///   re-runs the layer with the attention forward replayed from that cache (no attention FLOPs,
   ///   no messages) — the collective attention backward still runs exactly once per layer.
-  enum class Recompute { None, Mlp, Layer };
+  /// - SeqWise (BurstEngine's "seq-wise" mode, §9.1): as Layer, but only the later half of each
+  ///   rank's O and lse is kept; backward recomputes the first half with engine.first_half()
+  ///   (¼ of a causal forward's FLOPs, half its ring traffic). Needs an engine built with
+  ///   make_engine(..., seq_wise = true) (striped layout, causal-type mask).
+  enum class Recompute { None, Mlp, Layer, SeqWise };
   void set_recompute(Recompute r) { recompute_ = r; }
   Recompute recompute() const { return recompute_; }
 

@@ -120,7 +120,16 @@ std::int64_t padded_length(std::int64_t S, int P) {
 
 std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Communicator& comm,
                                              const ModelConfig& model, std::int64_t S_padded,
-                                             const Mask& mask) {
+                                             const Mask& mask, bool seq_wise) {
+  if (seq_wise) {
+    BURST_CHECK(comm.size() == 1 || run.dist.layout == LayoutKind::Striped, InvalidArgument,
+                "--recompute seq needs --layout striped (each rank's first local half must be the "
+                "global first half), got ", to_string(run.dist.layout), "; or use --recompute layer");
+    auto engine = make_engine(run, comm, model, S_padded, mask, false);
+    engine->set_first_half(make_engine(run, comm, model, S_padded / 2,
+                                       first_half_mask(mask, S_padded, S_padded / 2), false));
+    return engine;
+  }
   if (run.engine == EngineKind::Local) {
     BURST_CHECK(comm.size() == 1, InvalidArgument, "the local attention engine runs on 1 rank, not ",
                 comm.size(), " (use the dist engine)");
@@ -220,7 +229,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     const auto span = static_cast<std::uint64_t>(corpus.num_tokens() - opts.seq_len);
     const auto begin = static_cast<std::int64_t>(splitmix64(opts.seed * 0x100000001b3ULL + static_cast<std::uint64_t>(step)) % span);
     const Window w = make_window(corpus, begin, opts.seq_len, S_padded);
-    auto engine = make_engine(opts.run, comm, mcfg, S_padded, w.mask);
+    auto engine = make_engine(opts.run, comm, mcfg, S_padded, w.mask,
+                              opts.recompute == Model::Recompute::SeqWise);
     gather_window(corpus, w, engine->positions(), in, tg, wt);
     const auto n_local = static_cast<std::int64_t>(in.size());
     const auto hidden = model.forward(torch::from_blob(in.data(), {n_local}, torch::kInt64), *engine);
@@ -254,8 +264,14 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     r.window_begin = begin;
     // Ring all-reduce volume of the gradients: 2(P−1)/P of the buffer per rank.
     const std::int64_t grad_bytes = 2 * (comm.size() - 1) * flat.numel() * 4 / comm.size();
-    r.bytes_sent = comm.all_reduce_max(engine->totals().bytes_sent + grad_bytes);
-    const double attn = engine->totals().forward_seconds + engine->totals().backward_seconds;
+    // Attention totals include the seq-wise recomputation's first-half engine, when there is one.
+    EngineTotals at = engine->totals();
+    if (const AttentionEngine* half = engine->first_half()) {
+      at.bytes_sent += half->totals().bytes_sent;
+      at.forward_seconds += half->totals().forward_seconds;
+    }
+    r.bytes_sent = comm.all_reduce_max(at.bytes_sent + grad_bytes);
+    const double attn = at.forward_seconds + at.backward_seconds;
     r.seconds = comm.all_reduce_max(sw.seconds());
     r.attention_share = comm.all_reduce_max(attn) / r.seconds;
     r.tokens_per_second = static_cast<double>(opts.seq_len) / r.seconds;
