@@ -1,11 +1,18 @@
 // tests/dist_test_util.h — helpers shared by the distributed tests: cut a rank's shard out of
-// global reference tensors, following a SequenceLayout.
+// global reference tensors, following a SequenceLayout; memoise the global references; the
+// distributed-error assertion.
 #pragma once
 
-#include <cstdint>
+#include <gtest/gtest.h>
 
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/tensor.h"
+#include "test_util.h"
 
 namespace burst::test {
 
@@ -26,6 +33,66 @@ inline Tensor rows_of(const SequenceLayout& layout, int rank, const Tensor& glob
   for (std::int64_t bh = 0; bh < s[0] * s[1]; ++bh)
     for (std::int64_t i = 0; i < n; ++i) local.data()[bh * n + i] = global.data()[bh * s[2] + pos[static_cast<std::size_t>(i)]];
   return local;
+}
+
+/// The mask families the distributed tests sweep (benchmark masks of peers.md §8).
+enum class Family { Full, Causal, SlidingWindow, SlidingWindowCausal, Document, PrefixLm, BlockSparse };
+
+/// The benchmark mask name of a family ("full", "sliding_window_causal", ...).
+inline const char* name_of(Family f) {
+  switch (f) {
+    case Family::Full: return "full";
+    case Family::Causal: return "causal";
+    case Family::SlidingWindow: return "sliding_window";
+    case Family::SlidingWindowCausal: return "sliding_window_causal";
+    case Family::Document: return "causal_document";
+    case Family::PrefixLm: return "prefix_lm_causal";
+    case Family::BlockSparse: return "qk_sparse";
+  }
+  return "?";
+}
+
+/// The family's mask over S tokens: 5 ragged documents (crossing rank boundaries), 16-token
+/// sparse blocks, the given seed and window.
+inline Mask mask_of(Family f, std::int64_t S, std::uint64_t seed, std::int64_t window) {
+  BenchmarkMaskConfig cfg;
+  cfg.seed = seed;
+  cfg.num_documents = 5;
+  cfg.window = window;
+  cfg.block = 16;
+  switch (f) {
+    case Family::Full: return Mask::full();
+    case Family::Causal: return Mask::causal_mask();
+    case Family::SlidingWindow: return make_benchmark_mask(MaskType::SlidingWindow, S, cfg);
+    case Family::SlidingWindowCausal: return make_benchmark_mask(MaskType::SlidingWindowCausal, S, cfg);
+    case Family::Document: return make_benchmark_mask(MaskType::CausalDocument, S, cfg);
+    case Family::PrefixLm: return make_benchmark_mask(MaskType::PrefixLmCausal, S, cfg);
+    case Family::BlockSparse: return make_benchmark_mask(MaskType::QkSparse, S, cfg);
+  }
+  return Mask::full();
+}
+
+/// make(B, H, H_kv, family), computed once per argument tuple (fp64 references are the slow part
+/// of the distributed tests and are shared by many cases). One cache per (Ref, Make) type.
+template <typename Ref, typename Family, typename Make>
+const Ref& memoised(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family, Make make) {
+  static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, Ref> cache;
+  const auto key = std::make_tuple(B, H, H_kv, static_cast<int>(family));
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make(B, H, H_kv, family)).first;
+  return it->second;
+}
+
+/// The distributed error must be within the tolerance rule (test_util.h) AND must not grow
+/// materially with P: at most 4× the single-process fp32 kernel's error on the same global
+/// problem plus the rule's floor (all-to-alls move values exactly; ring merges and partial sums
+/// add a few roundings per step, never an error that scales with P or the data).
+inline ::testing::AssertionResult dist_close(const char* what, const Tensor& got, const Tensor& want,
+                                             double tol, double local_err) {
+  const double err = max_abs_diff(got, want);
+  if (err <= tol && err <= 4.0 * local_err + tol / kTolC) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": max |dist − ref| = " << err << ", tolerance " << tol
+                                       << ", single-process fp32 error " << local_err;
 }
 
 }  // namespace burst::test

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -194,38 +193,10 @@ TEST(UlyssesExchange, RowsFollowGlobalPositions) {
 
 // ------------------------------------------------------------------ distributed cases
 
-enum class Family { Full, Causal, SlidingWindow, SlidingWindowCausal, Document, PrefixLm, BlockSparse };
+using test::Family;
+using test::name_of;
 
-const char* name_of(Family f) {
-  switch (f) {
-    case Family::Full: return "full";
-    case Family::Causal: return "causal";
-    case Family::SlidingWindow: return "sliding_window";
-    case Family::SlidingWindowCausal: return "sliding_window_causal";
-    case Family::Document: return "causal_document";
-    case Family::PrefixLm: return "prefix_lm_causal";
-    case Family::BlockSparse: return "qk_sparse";
-  }
-  return "?";
-}
-
-Mask mask_of(Family f) {
-  BenchmarkMaskConfig cfg;
-  cfg.seed = 7;
-  cfg.num_documents = 5;   // ragged documents crossing rank boundaries
-  cfg.window = 13;
-  cfg.block = 16;
-  switch (f) {
-    case Family::Full: return Mask::full();
-    case Family::Causal: return Mask::causal_mask();
-    case Family::SlidingWindow: return make_benchmark_mask(MaskType::SlidingWindow, kS, cfg);
-    case Family::SlidingWindowCausal: return make_benchmark_mask(MaskType::SlidingWindowCausal, kS, cfg);
-    case Family::Document: return make_benchmark_mask(MaskType::CausalDocument, kS, cfg);
-    case Family::PrefixLm: return make_benchmark_mask(MaskType::PrefixLmCausal, kS, cfg);
-    case Family::BlockSparse: return make_benchmark_mask(MaskType::QkSparse, kS, cfg);
-  }
-  return {};
-}
+Mask mask_of(Family f) { return test::mask_of(f, kS, /*seed=*/7, /*window=*/13); }
 
 const std::vector<Family> kFamilies = {Family::Full, Family::Causal, Family::SlidingWindow, Family::Document,
                                        Family::PrefixLm, Family::BlockSparse};
@@ -282,27 +253,13 @@ Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Fami
 }
 
 const Reference& reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
-  static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, Reference> cache;
-  const auto key = std::make_tuple(B, H, H_kv, static_cast<int>(family));
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_reference(B, H, H_kv, family)).first;
-  return it->second;
+  return test::memoised<Reference>(B, H, H_kv, family, make_reference);
 }
 
 using test::rows_of;
 using test::shard_of;
 
-/// The distributed error must be within the tolerance rule (test_util.h) AND must not grow
-/// materially with P: at most 4× the single-process fp32 kernel's error on the same global
-/// problem plus the rule's floor (all-to-alls move values exactly; ring merges and partial
-/// sums add a few roundings, never an error that scales with P or the data).
-::testing::AssertionResult close(const char* what, const Tensor& got, const Tensor& want, double tol,
-                                 double local_err) {
-  const double err = test::max_abs_diff(got, want);
-  if (err <= tol && err <= 4.0 * local_err + tol / test::kTolC) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": max |dist − ref| = " << err << ", tolerance " << tol
-                                       << ", single-process fp32 error " << local_err;
-}
+using test::dist_close;
 
 std::vector<std::int64_t> lengths(const SequenceLayout& layout, int first, int count) {
   std::vector<std::int64_t> out;
@@ -400,8 +357,8 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
   const auto pick = [&](Tensor& t, StridedCopy& c) { return strided ? c.view : t.view(); };
   attn.forward(pick(q, sq), pick(k, sk), pick(v, sv), pick(out, sout), lse.view());
   if (strided) out = sout.contiguous();
-  EXPECT_TRUE(close("out", out, shard_of(layout, rank, ref.out), ref.tol_out, ref.local_out));
-  EXPECT_TRUE(close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse, ref.local_lse));
+  EXPECT_TRUE(dist_close("out", out, shard_of(layout, rank, ref.out), ref.tol_out, ref.local_out));
+  EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse, ref.local_lse));
   EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, false)) << "forward bytes";
   const DistStats fs = attn.last_stats();
   const auto r = static_cast<std::size_t>(rank);
@@ -424,9 +381,9 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
     dk = sdk.contiguous();
     dv = sdv.contiguous();
   }
-  EXPECT_TRUE(close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq, ref.local_dq));
-  EXPECT_TRUE(close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk, ref.local_dk));
-  EXPECT_TRUE(close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol_dv, ref.local_dv));
+  EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq, ref.local_dq));
+  EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk, ref.local_dk));
+  EXPECT_TRUE(dist_close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol_dv, ref.local_dv));
   EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, true)) << "backward bytes";
   const DistStats bs = attn.last_stats();
   EXPECT_EQ(bs.bytes_sent, attn.plan().backward().bytes_sent[r]);

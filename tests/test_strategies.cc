@@ -6,9 +6,7 @@
 // on the same inputs (it must not grow with P). Shapes are tiny (S_global = 96, D = 16).
 #include <gtest/gtest.h>
 
-#include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "burst/attention.h"
@@ -26,38 +24,12 @@ namespace {
 // 96 = lcm of the layouts' divisors for P = 1..4 (2P for zigzag) times 4 (balanced chunks).
 constexpr std::int64_t kS = 96, kD = 16;
 
-enum class Family { Full, Causal, SlidingWindow, Document, PrefixLm, BlockSparse };
-const std::vector<Family> kFamilies = {Family::Full, Family::Causal, Family::SlidingWindow,
+using test::Family;
+using test::name_of;
+const std::vector<Family> kFamilies = {Family::Full, Family::Causal, Family::SlidingWindowCausal,
                                        Family::Document, Family::PrefixLm, Family::BlockSparse};
 
-const char* name_of(Family f) {
-  switch (f) {
-    case Family::Full: return "full";
-    case Family::Causal: return "causal";
-    case Family::SlidingWindow: return "sliding_window_causal";
-    case Family::Document: return "causal_document";
-    case Family::PrefixLm: return "prefix_lm_causal";
-    case Family::BlockSparse: return "qk_sparse";
-  }
-  return "?";
-}
-
-Mask mask_of(Family f) {
-  BenchmarkMaskConfig c;
-  c.seed = 3;
-  c.num_documents = 5;   // ragged documents crossing rank boundaries
-  c.window = 11;
-  c.block = 16;
-  switch (f) {
-    case Family::Full: return Mask::full();
-    case Family::Causal: return Mask::causal_mask();
-    case Family::SlidingWindow: return make_benchmark_mask(MaskType::SlidingWindowCausal, kS, c);
-    case Family::Document: return make_benchmark_mask(MaskType::CausalDocument, kS, c);
-    case Family::PrefixLm: return make_benchmark_mask(MaskType::PrefixLmCausal, kS, c);
-    case Family::BlockSparse: return make_benchmark_mask(MaskType::QkSparse, kS, c);
-  }
-  return {};
-}
+Mask mask_of(Family f) { return test::mask_of(f, kS, /*seed=*/3, /*window=*/11); }
 
 /// Global inputs, fp64-oracle results, the single-process fp32 (Tiled, P = 1) errors and the
 /// tolerance of test_util.h's rule.
@@ -109,27 +81,13 @@ Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Fami
 }
 
 const Reference& reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
-  static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, Reference> cache;
-  const auto key = std::make_tuple(B, H, H_kv, static_cast<int>(family));
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_reference(B, H, H_kv, family)).first;
-  return it->second;
+  return test::memoised<Reference>(B, H, H_kv, family, make_reference);
 }
 
 using test::rows_of;
 using test::shard_of;
 
-/// Distributed error must be within the tolerance rule AND not materially above the
-/// single-process fp32 kernel's error (factor 4 + the rule's floor: merge form B adds a few
-/// roundings per ring step, never an error growing with the data).
-::testing::AssertionResult close(const char* what, const Tensor& got, const Tensor& want, double tol,
-                                 double local_err) {
-  const double e = err(got, want);
-  const double growth_bound = 4.0 * local_err + tol / test::kTolC;
-  if (e <= tol && e <= growth_bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": max |dist − ref| = " << e << ", tolerance " << tol
-                                       << ", single-process fp32 error " << local_err;
-}
+using test::dist_close;
 
 struct Case {
   DistConfig cfg;
@@ -152,8 +110,8 @@ void run_case(const Case& c) {
   Tensor dout = shard_of(layout, rank, ref.dout);
   Tensor out(q.shape()), lse({c.B, c.H, attn.local_length()});
   attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
-  EXPECT_TRUE(close("out", out, shard_of(layout, rank, ref.out), ref.tol[0], ref.local_err[0]));
-  EXPECT_TRUE(close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol[1], ref.local_err[1]));
+  EXPECT_TRUE(dist_close("out", out, shard_of(layout, rank, ref.out), ref.tol[0], ref.local_err[0]));
+  EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol[1], ref.local_err[1]));
   const DistStats fs = attn.last_stats();
   EXPECT_EQ(fs.bytes_sent, attn.plan().forward().bytes_sent[r]) << "forward bytes";
   EXPECT_LE(fs.peak_buffer_bytes, attn.plan().forward().peak_buffer_bytes[r]) << "forward buffers";
@@ -161,9 +119,9 @@ void run_case(const Case& c) {
 
   Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
   attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
-  EXPECT_TRUE(close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol[2], ref.local_err[2]));
-  EXPECT_TRUE(close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol[3], ref.local_err[3]));
-  EXPECT_TRUE(close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol[4], ref.local_err[4]));
+  EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol[2], ref.local_err[2]));
+  EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol[3], ref.local_err[3]));
+  EXPECT_TRUE(dist_close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol[4], ref.local_err[4]));
   const DistStats bs = attn.last_stats();
   EXPECT_EQ(bs.bytes_sent, attn.plan().backward().bytes_sent[r]) << "backward bytes";
   EXPECT_LE(bs.peak_buffer_bytes, attn.plan().backward().peak_buffer_bytes[r]) << "backward buffers";
