@@ -80,10 +80,17 @@ inline void pack_transposed(const Operand& x, std::int64_t b, std::int64_t h, st
 template <typename Fn>
 void visible_columns(const ResolvedMask& mask, std::int64_t qp, const std::int64_t* kpos, int nc,
                      Fn&& fn) {
-  mask.visible_ranges(qp, kpos[0], kpos[nc - 1], [&](std::int64_t lo, std::int64_t hi) {
-    const auto a = std::lower_bound(kpos, kpos + nc, lo) - kpos;
-    const auto e = std::upper_bound(kpos, kpos + nc, hi) - kpos;
-    if (a < e) fn(static_cast<int>(a), static_cast<int>(e));
+  // The callback captures one pointer, so the std::function that visible_ranges takes stores it
+  // inline: this runs once per row of every Partial tile and must not allocate.
+  struct Args {
+    const std::int64_t* kpos;
+    int nc;
+    Fn* fn;
+  } args{kpos, nc, &fn};
+  mask.visible_ranges(qp, kpos[0], kpos[nc - 1], [a = &args](std::int64_t lo, std::int64_t hi) {
+    const auto first = std::lower_bound(a->kpos, a->kpos + a->nc, lo) - a->kpos;
+    const auto end = std::upper_bound(a->kpos, a->kpos + a->nc, hi) - a->kpos;
+    if (first < end) (*a->fn)(static_cast<int>(first), static_cast<int>(end));
   });
 }
 
