@@ -5,7 +5,8 @@
 #
 # Usage: scripts/validate_cost_model.sh [OUTDIR]       (default: validate-out)
 # Env:   BURST=path/to/burst (default build/tools/burst), SEQS (default 512,1024,2048,4096),
-#        HEADS (4), DIM (64), STRATEGIES (burst,ring), PASSES (fwd,bwd), REPEATS (3)
+#        HEADS (4), DIM (64), STRATEGIES (burst,ring), PASSES (fwd,bwd), REPEATS (5),
+#        CAL_REPEATS (15: timed repeats per calibration point)
 # Calibration and benchmark run back to back so that they see the same machine load (the VM
 # is shared; every record carries load_1m). Exit status 0 even when cases miss the target:
 # the table is the result.
@@ -18,14 +19,15 @@ heads=${HEADS:-4}
 dim=${DIM:-64}
 strategies=${STRATEGIES:-burst,ring}
 passes=${PASSES:-fwd,bwd}
-repeats=${REPEATS:-3}
+repeats=${REPEATS:-5}
+cal_repeats=${CAL_REPEATS:-15}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 mkdir -p "$out"
 [ -x "$burst" ] || { echo "validate: $burst not built (set BURST=...)" >&2; exit 2; }
 
 for P in 1 2; do
   echo "== P=$P: calibrating" >&2
-  mpirun -n "$P" --bind-to core "$burst" calibrate --threads 1 --heads "$heads" --head-dim "$dim" \
+  mpirun -n "$P" --bind-to core "$burst" calibrate --threads 1 --heads "$heads" --head-dim "$dim" --repeats "$cal_repeats" \
          --name "calibrated_P$P" -o "$out/calibrated_P$P.json" > /dev/null
   echo "== P=$P: benchmarking ($strategies; causal, full; S in $seqs; $passes)" >&2
   mpirun -n "$P" --bind-to core "$burst" bench matrix --strategies "$strategies" \
