@@ -40,6 +40,9 @@ void ClusterSpec::validate() const {
   check_positive(attention_efficiency_backward, "attention_efficiency_backward");
   check_non_negative(kernel_call_seconds, "kernel_call_seconds");
   check_positive(linear_efficiency, "linear_efficiency");
+  check_non_negative(partial_row_seconds, "partial_row_seconds");
+  BURST_CHECK(std::isfinite(partial_row_seconds_backward), InvalidArgument,
+              "cluster field partial_row_seconds_backward must be finite, got ", partial_row_seconds_backward);
   BURST_CHECK(std::isfinite(kernel_call_seconds_backward), InvalidArgument,
               "cluster field kernel_call_seconds_backward must be finite, got ", kernel_call_seconds_backward);
   check_positive(memory_bandwidth, "memory_bandwidth");
@@ -147,17 +150,20 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
 
 namespace {
 
-/// Pairs a tiled kernel computes for query positions q × key positions k (both increasing).
+/// Pairs a tiled kernel computes for query positions q × key positions k (both increasing);
+/// adds the rows of the Partial tiles to *partial_rows.
 double tiled_pairs(const ResolvedMask& mask, const std::vector<std::int64_t>& q,
-                   const std::vector<std::int64_t>& k, std::int64_t tq, std::int64_t tk) {
+                   const std::vector<std::int64_t>& k, std::int64_t tq, std::int64_t tk,
+                   double* partial_rows) {
   double total = 0;
   const auto nq = static_cast<std::int64_t>(q.size()), nk = static_cast<std::int64_t>(k.size());
   for (std::int64_t a = 0; a < nq; a += tq) {
     const std::int64_t a_end = std::min(nq, a + tq);
     for (std::int64_t b = 0; b < nk; b += tk) {
       const std::int64_t b_end = std::min(nk, b + tk);
-      if (mask.classify(q[a], q[a_end - 1], k[b], k[b_end - 1]) != TileClass::Empty)
-        total += static_cast<double>((a_end - a) * (b_end - b));
+      const TileClass cls = mask.classify(q[a], q[a_end - 1], k[b], k[b_end - 1]);
+      if (cls != TileClass::Empty) total += static_cast<double>((a_end - a) * (b_end - b));
+      if (cls == TileClass::Partial) *partial_rows += static_cast<double>(a_end - a);
     }
   }
   return total;
@@ -166,16 +172,20 @@ double tiled_pairs(const ResolvedMask& mask, const std::vector<std::int64_t>& q,
 }  // namespace
 
 std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout,
-                                        double scale, std::int64_t tile_q, std::int64_t tile_kv) {
+                                        double scale, std::int64_t tile_q, std::int64_t tile_kv,
+                                        std::vector<double>* partial_rows) {
   const int P = layout.P;
   std::vector<double> pairs(static_cast<std::size_t>(P) * P, 0.0);
+  if (partial_rows != nullptr) partial_rows->assign(pairs.size(), 0.0);
   for (int i = 0; i < P; ++i)
     for (int j = 0; j < P; ++j) {
       const auto& q = layout.positions[static_cast<std::size_t>(i)];
       const auto& k = layout.positions[static_cast<std::size_t>(j)];
+      double rows = 0;
       const double n = (tile_q > 0 && tile_kv > 0)
-                           ? tiled_pairs(mask, q, k, tile_q, tile_kv)
+                           ? tiled_pairs(mask, q, k, tile_q, tile_kv, &rows)
                            : static_cast<double>(mask.visible_pairs(q, k));
+      if (partial_rows != nullptr) (*partial_rows)[static_cast<std::size_t>(i) * P + j] = rows;
       pairs[static_cast<std::size_t>(i) * P + j] = scale * n;
     }
   return pairs;
@@ -276,8 +286,10 @@ std::int64_t layout_divisor(LayoutKind kind, int P) {
 /// Visible-pair matrix of `kind` over P ranks at the workload's mask resolution. With
 /// group > 1 (USP) the members are groups of `group` consecutive ranks of the P-rank layout,
 /// holding the union of their tokens (src/strategies/usp.cc), so the matrix is (P/group)².
+/// Work is in pairs: the per-element masking of Partial tiles (partial_row_seconds) is added
+/// as the pairs that cost the same kernel time, rows·t_row·rate·eff / (4·D·(2.5 if backward)).
 std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutKind kind, int P,
-                                int group = 1) {
+                                int group = 1, bool backward = false) {
   const std::int64_t len = w.mask_length > 0 ? w.mask_length : w.S_global;
   // Tiles shrink with the mask resolution so that they cover the same share of the sequence.
   // A 1-row tile is the exact count: take the fast visible_pairs path (0) for it.
@@ -300,8 +312,17 @@ std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutK
     for (auto& p : merged.positions) std::sort(p.begin(), p.end());
     layout = std::move(merged);
   }
-  return visible_pair_matrix(resolved, layout, ratio * ratio, tile(c.kernel_tile_q),
-                             tile(c.kernel_tile_kv));
+  std::vector<double> rows;
+  std::vector<double> pairs = visible_pair_matrix(resolved, layout, ratio * ratio, tile(c.kernel_tile_q),
+                                                  tile(c.kernel_tile_kv), &rows);
+  const double t_row = backward && c.partial_row_seconds_backward >= 0 ? c.partial_row_seconds_backward
+                                                                       : c.partial_row_seconds;
+  if (t_row > 0) {
+    const double eff = backward ? c.attention_efficiency_backward : c.attention_efficiency_forward;
+    const double per_row = t_row * c.matmul_flops * eff / (4.0 * static_cast<double>(w.D) * (backward ? 2.5 : 1.0));
+    for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] += rows[i] * ratio * per_row;
+  }
+  return pairs;
 }
 
 /// Empty when feasible, else the reason.
@@ -360,15 +381,15 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
   switch (cand.strategy) {
     case StrategyKind::Burst:
     case StrategyKind::Ring:
-      return cost::simulate(cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P), P, backward,
+      return cost::simulate(cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), P, backward,
                                                 query_side, use_double, w.H, w.H_kv, 1));
     case StrategyKind::AllGather:
-      return cost::simulate(cost::allgather_schedule(ctx, pair_matrix(c, w, cand.layout, P), backward));
+      return cost::simulate(cost::allgather_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), backward));
     case StrategyKind::DistFlash:
-      return cost::simulate(cost::distflash_schedule(ctx, pair_matrix(c, w, cand.layout, P), backward));
+      return cost::simulate(cost::distflash_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), backward));
     case StrategyKind::Ulysses:
     case StrategyKind::Tp: {
-      const std::vector<double> one = pair_matrix(c, w, LayoutKind::Contiguous, 1);
+      const std::vector<double> one = pair_matrix(c, w, LayoutKind::Contiguous, 1, 1, backward);
       return cost::simulate(cost::head_parallel_schedule(ctx, one[0], backward,
                                                          cand.strategy == StrategyKind::Tp,
                                                          kv_heads_for_split(w.H, w.H_kv, P),
@@ -378,7 +399,7 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
       // Ring of R = P/u members (strided by u) over H/u heads; Ulysses a2a inside groups of u.
       const int R = P / u;
       const std::int64_t kv_u = kv_heads_for_split(w.H, w.H_kv, u);
-      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, u), R, backward,
+      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, u, backward), R, backward,
                                                 query_side, false, w.H / u, kv_u / u, u);
       // The u-way all-to-all of a Ulysses group (consecutive ranks), no attention compute.
       const cost::Context uctx{&c, &w, u};

@@ -317,6 +317,21 @@ TEST(CostMask, TileGranularWorkCountsPartialTilesWhole) {
   EXPECT_DOUBLE_EQ(exact, 36.0);   // 36 pairs · 4 flop / 4 flop/s
   EXPECT_DOUBLE_EQ(tiled.seconds, 48.0);
   EXPECT_DOUBLE_EQ(tiled.flops, 144.0);   // FLOPs stay on the mask area: 4·36
+
+  // Per-element masking: the two diagonal tiles are Partial, 4 rows each → 8 Partial rows.
+  std::vector<double> rows;
+  visible_pair_matrix(rm, one, 1.0, 4, 4, &rows);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0], 8.0);
+  // At 0.5 s per Partial row (B = H = 1) the forward costs 48 + 8·0.5 = 52 s; the backward has
+  // its own rate: 2.5·48 s of area + 8·0.25 s.
+  c.partial_row_seconds = 0.5;
+  EXPECT_DOUBLE_EQ(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 52.0);
+  c.partial_row_seconds_backward = 0.25;
+  w.pass = PassKind::Backward;
+  c.memory_bandwidth = 1e30;
+  EXPECT_NEAR(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 2.5 * 48.0 + 2.0, 1e-9);
+  EXPECT_DOUBLE_EQ(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).flops, 2.5 * 144.0);
 }
 
 TEST(CostModel, RanksBalancedLayoutsAndReportsInfeasible) {

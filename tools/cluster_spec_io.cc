@@ -38,6 +38,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "attention_efficiency_backward", c.attention_efficiency_backward);
   read_field(j, "kernel_call_seconds", c.kernel_call_seconds);
   read_field(j, "kernel_call_seconds_backward", c.kernel_call_seconds_backward);
+  read_field(j, "partial_row_seconds", c.partial_row_seconds);
+  read_field(j, "partial_row_seconds_backward", c.partial_row_seconds_backward);
   read_field(j, "linear_efficiency", c.linear_efficiency);
   read_field(j, "kernel_tile_q", c.kernel_tile_q);
   read_field(j, "kernel_tile_kv", c.kernel_tile_kv);
@@ -65,6 +67,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"attention_efficiency_backward", c.attention_efficiency_backward},
           {"kernel_call_seconds", c.kernel_call_seconds},
           {"kernel_call_seconds_backward", c.kernel_call_seconds_backward},
+          {"partial_row_seconds", c.partial_row_seconds},
+          {"partial_row_seconds_backward", c.partial_row_seconds_backward},
           {"linear_efficiency", c.linear_efficiency},
           {"kernel_tile_q", c.kernel_tile_q},
           {"kernel_tile_kv", c.kernel_tile_kv},

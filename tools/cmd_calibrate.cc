@@ -25,6 +25,8 @@
 #include "burst/comm.h"
 #include "burst/cost_model.h"
 #include "burst/error.h"
+#include "burst/mask.h"
+#include "burst/plan.h"
 #include "cluster_spec_io.h"
 #include "commands.h"
 
@@ -53,8 +55,22 @@ struct KernelPoint {
   double flops = 0, seconds = 0;
 };
 
-/// Median seconds of the forward or backward kernel at length S (full mask), max over ranks.
-KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std::int64_t S, bool backward) {
+/// Positions of the masking probe: queries on even, keys on odd positions of a causal mask over
+/// 2S, so the hulls of almost every tile overlap the diagonal (Partial, masked per element).
+struct Interleaved {
+  std::vector<std::int64_t> q, k;
+  explicit Interleaved(std::int64_t S) : q(static_cast<std::size_t>(S)), k(static_cast<std::size_t>(S)) {
+    for (std::int64_t i = 0; i < S; ++i) {
+      q[static_cast<std::size_t>(i)] = 2 * i;
+      k[static_cast<std::size_t>(i)] = 2 * i + 1;
+    }
+  }
+};
+
+/// Median seconds of the forward or backward kernel at length S, max over ranks: full mask, or
+/// (probe != nullptr) the causal masking probe on its interleaved positions.
+KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std::int64_t S, bool backward,
+                        const Interleaved* probe = nullptr) {
   const std::int64_t H = o.heads, D = o.head_dim;
   Tensor q({1, S, H, D}), k({1, S, H, D}), v({1, S, H, D}), out({1, S, H, D}), lse({1, H, S});
   Tensor dout({1, S, H, D}), dq(q.shape()), dk(q.shape()), dv(q.shape());
@@ -64,6 +80,12 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
   fill_uniform(dout.vec(), 4);
   AttentionParams p;
   p.num_threads = o.threads;
+  if (probe != nullptr) {
+    p.mask = Mask::causal_mask();
+    p.q_positions = probe->q.data();
+    p.kv_positions = probe->k.data();
+    p.seq_q_global = p.seq_kv_global = 2 * S;
+  }
   attention_forward(q.view(), k.view(), v.view(), out.view(), lse.view(), p);
   comm.barrier();
   const bench::Timing t = bench::time_runs(
@@ -83,6 +105,35 @@ std::string seqs_text(const std::vector<std::int64_t>& seqs) {
   std::string out;
   for (std::int64_t S : seqs) out += (out.empty() ? "" : ",") + std::to_string(S);
   return out;
+}
+
+/// Seconds per query row of a Partial tile (ClusterSpec::partial_row_seconds): the masking
+/// probe's time minus that of the full-mask kernel scaled to the area the probe computes, over
+/// its Partial rows — area and rows counted with the spec's tiles as the model counts them.
+/// Probe and full run alternate over 3 rounds and the median round counts, so that a change of
+/// the machine's speed between them does not masquerade as masking cost.
+double partial_row_seconds(const Communicator& comm, const CalibrateOptions& o, const ClusterSpec& c,
+                           std::int64_t S, bool backward) {
+  const Interleaved probe(S);
+  SequenceLayout layout;
+  layout.P = 2;
+  layout.S_global = 2 * S;
+  layout.positions = {probe.q, probe.k};
+  std::vector<double> rows;
+  const std::vector<double> area = visible_pair_matrix(ResolvedMask(Mask::causal_mask(), 2 * S, 2 * S), layout,
+                                                       1.0, c.kernel_tile_q, c.kernel_tile_kv, &rows);
+  if (rows[1] <= 0) return 0.0;
+  const double over = backward && c.kernel_call_seconds_backward >= 0 ? c.kernel_call_seconds_backward
+                                                                     : c.kernel_call_seconds;
+  const double share = area[1] / (static_cast<double>(S) * static_cast<double>(S));
+  std::vector<double> rounds;
+  for (int r = 0; r < 3; ++r) {
+    const double t_full = time_kernel(comm, o, S, backward).seconds;
+    const double t_probe = time_kernel(comm, o, S, backward, &probe).seconds;
+    rounds.push_back((t_probe - over - (t_full - over) * share) / (rows[1] * static_cast<double>(o.heads)));
+  }
+  std::sort(rounds.begin(), rounds.end());
+  return std::max(0.0, rounds[1]);
 }
 
 /// Weighted least-squares fit (fit_kernel_time) over every calibration length.
@@ -151,6 +202,9 @@ void run_calibrate(const CalibrateOptions& o) {
   // partial tiles are computed whole, so the model counts work per tile.
   c.kernel_tile_q = 96;
   c.kernel_tile_kv = 128;
+  const std::int64_t probe_S = o.seqs[o.seqs.size() / 2];   // a middle length: cheap, not tiny
+  c.partial_row_seconds = partial_row_seconds(comm, o, c, probe_S, false);
+  c.partial_row_seconds_backward = partial_row_seconds(comm, o, c, probe_S, true);
   c.memory_bandwidth = copy_bandwidth(comm);
   c.memory_capacity = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                       static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;
@@ -174,7 +228,10 @@ void run_calibrate(const CalibrateOptions& o) {
       << " at S=" << seqs_text(o.seqs) << " (median of " << o.repeats
       << ", max over ranks, least squares on relative error): forward " << fwd_rate / 1e9 << " GFLOP/s + " << fwd_over * 1e6
       << " us/call, backward " << bwd_rate / 1e9 << " GFLOP/s + " << bwd_over * 1e6
-      << " us/call; copy bandwidth 2x64 MiB best of 3; MPI ping-pong ranks 0-1, 8 B and 4 MiB";
+      << " us/call; per-element masking " << c.partial_row_seconds * 1e9 << " / "
+      << c.partial_row_seconds_backward * 1e9 << " ns per Partial-tile row (fwd / bwd, causal probe on "
+      << "interleaved positions at S=" << probe_S << "); copy bandwidth 2x64 MiB best of 3; MPI ping-pong "
+      << "ranks 0-1, 8 B and 4 MiB";
   c.source = src.str();
   c.validate();
   if (comm.rank() == 0) {

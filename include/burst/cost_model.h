@@ -45,6 +45,11 @@ struct ClusterSpec {
   /// visible pair costs its whole area, as tiled kernels compute partial tiles whole and mask
   /// them; 0: visible pairs only.
   int kernel_tile_q = 0, kernel_tile_kv = 0;
+  /// Per-element masking of Partial tiles (tile mode only): seconds per query row of each
+  /// Partial tile, per head and batch (the kernel builds each row's visible ranges and writes
+  /// −inf); partial_row_seconds_backward < 0 → the forward value. 0: not charged.
+  double partial_row_seconds = 0;
+  double partial_row_seconds_backward = -1;
   double memory_bandwidth = 0;            ///< device memory bytes/s (elementwise passes)
   double memory_capacity = 0;             ///< device memory bytes (0 → unlimited)
   double intra_bandwidth = 0;             ///< bytes/s per device to a peer in its node
@@ -200,10 +205,13 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
 /// of `layout`, scaled by `scale` (see Workload::mask_length). Cost: O(P² · S/P · slices).
 /// With tile_q, tile_kv > 0 it counts the pairs a tiled kernel computes instead: rank i's rows
 /// and rank j's keys are cut into consecutive tiles, and every tile that ResolvedMask::classify
-/// does not call Empty on its position hulls counts its whole area (the kernel's own rule).
+/// does not call Empty on its position hulls counts its whole area (the kernel's own rule);
+/// then `partial_rows` (if given) receives the P×P matrix of query rows summed over the tiles
+/// classified Partial (those the kernel masks per element), unscaled.
 std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout,
                                         double scale = 1.0, std::int64_t tile_q = 0,
-                                        std::int64_t tile_kv = 0);
+                                        std::int64_t tile_kv = 0,
+                                        std::vector<double>* partial_rows = nullptr);
 
 // ---- The model ---------------------------------------------------------------------------------
 
