@@ -220,6 +220,12 @@ void bind_local(py::module_& m) {
       .def("describe", &Mask::describe)
       .def("__repr__", [](const Mask& mask) { return "burst.Mask(" + mask.describe() + ")"; });
 
+  m.def("retain_freed_memory", &retain_freed_memory,
+        "Process-wide: keep freed blocks up to 32 MiB in the heap (glibc mallopt) so per-call "
+        "buffers are not page-faulted afresh on every attention call (burst/attention.h). "
+        "Returns False when the C library is not glibc. Not collective.");
+  m.def("release_kernel_workspace", &release_kernel_workspace,
+        "Free the calling thread's kernel workspace (kept between calls for speed). Not collective.");
   m.def("mask_names", [] {
     std::vector<std::string> names;
     for (MaskType t : all_mask_types()) names.emplace_back(to_string(t));
