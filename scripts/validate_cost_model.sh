@@ -8,8 +8,9 @@
 #        HEADS (4), DIM (64), STRATEGIES (burst,ring), PASSES (fwd,bwd), REPEATS (5),
 #        CAL_REPEATS (15: timed repeats per calibration point)
 # Calibration and benchmark run back to back so that they see the same machine load (the VM
-# is shared; every record carries load_1m). Exit status 0 even when cases miss the target:
-# the table is the result.
+# is shared; every record carries load_1m); the calibration is repeated after the benchmark and
+# a run during which the machine changed speed is repeated. Exit status 0 even when cases miss
+# the target: the table is the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-validate-out}
@@ -23,17 +24,38 @@ repeats=${REPEATS:-5}
 cal_repeats=${CAL_REPEATS:-15}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 mkdir -p "$out"
+rm -f "$out/matrix.jsonl"
 [ -x "$burst" ] || { echo "validate: $burst not built (set BURST=...)" >&2; exit 2; }
 
+calibrate() {   # calibrate P FILE
+  mpirun -n "$1" --bind-to core "$burst" calibrate --threads 1 --heads "$heads" --head-dim "$dim" \
+         --repeats "$cal_repeats" --name "calibrated_P$1" -o "$2" > /dev/null
+}
+rate() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["matmul_flops"])' "$1"; }
+
+# A prediction is for the machine as calibrated. This VM's cores switch between two speeds
+# (~25 % apart) with nothing else running, so the kernel rate is measured again after the
+# benchmark: a run whose rate moved by more than 8 % is discarded and repeated (up to 3 tries).
 for P in 1 2; do
-  echo "== P=$P: calibrating" >&2
-  mpirun -n "$P" --bind-to core "$burst" calibrate --threads 1 --heads "$heads" --head-dim "$dim" --repeats "$cal_repeats" \
-         --name "calibrated_P$P" -o "$out/calibrated_P$P.json" > /dev/null
-  echo "== P=$P: benchmarking ($strategies; causal, full; S in $seqs; $passes)" >&2
-  mpirun -n "$P" --bind-to core "$burst" bench matrix --strategies "$strategies" \
-         --layouts contiguous,zigzag --masks causal,full --seqs "$seqs" --passes "$passes" \
-         --heads "$heads" --dim "$dim" --threads 1 --repeats "$repeats" --warmup 1 \
-         --check-max-seq 1024 --cluster "$out/calibrated_P$P.json" -o "$out/matrix.jsonl" > /dev/null
+  for attempt in 1 2 3; do
+    echo "== P=$P: calibrating (attempt $attempt)" >&2
+    calibrate "$P" "$out/calibrated_P$P.json"
+    echo "== P=$P: benchmarking ($strategies; causal, full; S in $seqs; $passes)" >&2
+    rm -f "$out/matrix_P$P.jsonl"
+    mpirun -n "$P" --bind-to core "$burst" bench matrix --strategies "$strategies" \
+           --layouts contiguous,zigzag --masks causal,full --seqs "$seqs" --passes "$passes" \
+           --heads "$heads" --dim "$dim" --threads 1 --repeats "$repeats" --warmup 1 \
+           --check-max-seq 1024 --cluster "$out/calibrated_P$P.json" -o "$out/matrix_P$P.jsonl" > /dev/null
+    calibrate "$P" "$out/recheck_P$P.json"
+    before=$(rate "$out/calibrated_P$P.json"); after=$(rate "$out/recheck_P$P.json")
+    if /usr/bin/python3 -c 'import sys; b, a = map(float, sys.argv[1:]); sys.exit(0 if abs(a / b - 1) <= 0.08 else 1)' "$before" "$after"; then
+      echo "== P=$P: kernel rate $before -> $after FLOP/s after the benchmark: kept" >&2
+      break
+    fi
+    echo "== P=$P: kernel rate $before -> $after FLOP/s after the benchmark: machine changed speed, repeating" >&2
+  done
+  echo "P=$P calibration rate before/after the benchmark: $before / $after FLOP/s (attempt $attempt)"
+  cat "$out/matrix_P$P.jsonl" >> "$out/matrix.jsonl"
 done
 
 /usr/bin/python3 - "$out/matrix.jsonl" <<'EOF'
