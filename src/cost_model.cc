@@ -99,9 +99,7 @@ double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_
 double kernel_seconds(const ClusterSpec& c, double flops, bool backward) {
   if (flops <= 0) return 0;
   const double eff = backward ? c.attention_efficiency_backward : c.attention_efficiency_forward;
-  const double overhead =
-      backward && c.kernel_call_seconds_backward >= 0 ? c.kernel_call_seconds_backward : c.kernel_call_seconds;
-  return overhead + flops / (c.matmul_flops * eff);
+  return c.call_overhead(backward) + flops / (c.matmul_flops * eff);
 }
 
 KernelFit fit_kernel_time(const std::vector<std::pair<double, double>>& flops_seconds) {
@@ -315,8 +313,7 @@ std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutK
   std::vector<double> rows;
   std::vector<double> pairs = visible_pair_matrix(resolved, layout, ratio * ratio, tile(c.kernel_tile_q),
                                                   tile(c.kernel_tile_kv), &rows);
-  const double t_row = backward && c.partial_row_seconds_backward >= 0 ? c.partial_row_seconds_backward
-                                                                       : c.partial_row_seconds;
+  const double t_row = c.partial_row_cost(backward);
   if (t_row > 0) {
     const double eff = backward ? c.attention_efficiency_backward : c.attention_efficiency_forward;
     const double per_row = t_row * c.matmul_flops * eff / (4.0 * static_cast<double>(w.D) * (backward ? 2.5 : 1.0));

@@ -46,9 +46,10 @@ void add_layer_terms(const ClusterSpec& c, const Workload& w, Estimate& e) {
   LayerEstimate& l = e.layer;
   // Both families do 1/P of the layer's linear work: sequence parallel on S/P tokens with whole
   // weights, tp on all S tokens with 1/P of every weight matrix.
-  if (want_fwd) l.linear_flops += linear_flops(tokens, w.model_width, w.H, w.H_kv, w.D, f, false);
-  if (want_bwd) l.linear_flops += linear_flops(tokens, w.model_width, w.H, w.H_kv, w.D, f, true);
-  l.linear_seconds = l.linear_flops / (c.matmul_flops * c.linear_efficiency);
+  const double rate = c.matmul_flops * c.linear_efficiency;
+  const double bwd_flops = want_bwd ? linear_flops(tokens, w.model_width, w.H, w.H_kv, w.D, f, true) : 0.0;
+  l.linear_flops = bwd_flops + (want_fwd ? linear_flops(tokens, w.model_width, w.H, w.H_kv, w.D, f, false) : 0.0);
+  l.linear_seconds = l.linear_flops / rate;
   double comm_bytes = 0;
   if (tp) {
     // Megatron SP around the MLP, per pass: all-gather X [B·S/P, h] before the first MLP matmul,
@@ -63,9 +64,7 @@ void add_layer_terms(const ClusterSpec& c, const Workload& w, Estimate& e) {
     // overlapped with the layer's backward compute (only the excess is exposed).
     if (want_bwd && P > 1) {
       const double grad_bytes = weights * beta;
-      const double overlap = e.backward.compute_seconds +
-                             linear_flops(tokens, w.model_width, w.H, w.H_kv, w.D, f, true) /
-                                 (c.matmul_flops * c.linear_efficiency);
+      const double overlap = e.backward.compute_seconds + bwd_flops / rate;
       l.comm_seconds = std::max(0.0, all_reduce_seconds(c, P, grad_bytes, inter) - overlap);
       comm_bytes = 2.0 * (P - 1) / P * grad_bytes;
     }

@@ -10,33 +10,13 @@
 #include "burst/cost_model.h"
 #include "burst/error.h"
 #include "cost_model_internal.h"
+#include "cost_test_util.h"
 
 namespace burst {
 namespace {
 
-// A toy cluster where one visible pair of a B=1, H=1, D=1 forward costs 1 s (4 flop at 4 flop/s)
-// and 8 bytes take 1 s on an intra-node link (no latency): easy arithmetic below.
-ClusterSpec toy_cluster(int nodes, int per_node) {
-  ClusterSpec c;
-  c.name = "toy";
-  c.nodes = nodes;
-  c.devices_per_node = per_node;
-  c.matmul_flops = 4;
-  c.memory_bandwidth = 1e30;   // delta pass free unless a test says otherwise
-  c.intra_bandwidth = 8;
-  c.inter_bandwidth = 2;
-  return c;
-}
-
-Workload toy_workload(std::int64_t S, std::int64_t H, std::int64_t H_kv, std::int64_t D) {
-  Workload w;
-  w.S_global = S;
-  w.H = H;
-  w.H_kv = H_kv;
-  w.D = D;
-  w.bytes_per_element = 4;
-  return w;
-}
+using test::toy_cluster;
+using test::toy_workload;
 
 TEST(CostFormulas, AttentionFlops) {
   // 4·D·H·B·pairs = 4·4·3·2·10 = 960; backward 2.5× = 2400.

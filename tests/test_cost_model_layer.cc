@@ -8,34 +8,21 @@
 
 #include "burst/cost_model.h"
 #include "burst/error.h"
+#include "cost_test_util.h"
 
 namespace burst {
 namespace {
 
 // Two devices on one node; 4 flop/s; 8 bytes/s links, no latency.
-ClusterSpec toy_pair() {
-  ClusterSpec c;
-  c.name = "toy";
-  c.devices_per_node = 2;
-  c.matmul_flops = 4;
-  c.memory_bandwidth = 1e30;
-  c.intra_bandwidth = 8;
-  return c;
-}
+ClusterSpec toy_pair() { return test::toy_cluster(1, 2); }
 
 // S = 4, H = H_kv = 2, D = 1, h = 2, f = 2, fp32, full mask, forward.
 // Weights: h·(H + 2H_kv)·D + H·D·h + 3·h·f = 2·6 + 4 + 12 = 28.
 Workload toy_layer() {
-  Workload w;
-  w.S_global = 4;
-  w.H = 2;
-  w.H_kv = 2;
-  w.D = 1;
+  Workload w = test::toy_workload(4, 2, 2, 1);
   w.model_width = 2;
   w.ffn_width = 2;
   w.whole_layer = true;
-  w.mask = Mask::full();
-  w.bytes_per_element = 4;
   return w;
 }
 

@@ -123,8 +123,7 @@ double partial_row_seconds(const Communicator& comm, const CalibrateOptions& o, 
   const std::vector<double> area = visible_pair_matrix(ResolvedMask(Mask::causal_mask(), 2 * S, 2 * S), layout,
                                                        1.0, c.kernel_tile_q, c.kernel_tile_kv, &rows);
   if (rows[1] <= 0) return 0.0;
-  const double over = backward && c.kernel_call_seconds_backward >= 0 ? c.kernel_call_seconds_backward
-                                                                     : c.kernel_call_seconds;
+  const double over = c.call_overhead(backward);
   const double share = area[1] / (static_cast<double>(S) * static_cast<double>(S));
   std::vector<double> rounds;
   for (int r = 0; r < 3; ++r) {
@@ -191,13 +190,12 @@ void run_calibrate(const CalibrateOptions& o) {
   c.nodes = 1;
   c.devices_per_node = P;
   const KernelFit fwd = fit_lengths(comm, o, false), bwd = fit_lengths(comm, o, true);
-  const double fwd_rate = fwd.rate, fwd_over = fwd.overhead, bwd_rate = bwd.rate, bwd_over = bwd.overhead;
   // The kernel rate IS the attention rate: matmul_flops holds it and efficiencies are relative.
-  c.matmul_flops = fwd_rate;
+  c.matmul_flops = fwd.rate;
   c.attention_efficiency_forward = 1.0;
-  c.attention_efficiency_backward = bwd_rate / fwd_rate;
-  c.kernel_call_seconds = fwd_over;
-  c.kernel_call_seconds_backward = bwd_over;
+  c.attention_efficiency_backward = bwd.rate / fwd.rate;
+  c.kernel_call_seconds = fwd.overhead;
+  c.kernel_call_seconds_backward = bwd.overhead;
   // The Tiled forward's default tile (kForwardBq × kForwardBkv, src/kernels/attention_tiled.cc):
   // partial tiles are computed whole, so the model counts work per tile.
   c.kernel_tile_q = 96;
@@ -226,8 +224,8 @@ void run_calibrate(const CalibrateOptions& o) {
   src << "burst calibrate " << when << ", " << P << " rank(s) x " << o.threads << " thread(s), load "
       << bench::load_average_1m() << "; kernel: Tiled full mask H=" << o.heads << " D=" << o.head_dim
       << " at S=" << seqs_text(o.seqs) << " (median of " << o.repeats
-      << ", max over ranks, least squares on relative error): forward " << fwd_rate / 1e9 << " GFLOP/s + " << fwd_over * 1e6
-      << " us/call, backward " << bwd_rate / 1e9 << " GFLOP/s + " << bwd_over * 1e6
+      << ", max over ranks, least squares on relative error): forward " << fwd.rate / 1e9 << " GFLOP/s + "
+      << fwd.overhead * 1e6 << " us/call, backward " << bwd.rate / 1e9 << " GFLOP/s + " << bwd.overhead * 1e6
       << " us/call; per-element masking " << c.partial_row_seconds * 1e9 << " / "
       << c.partial_row_seconds_backward * 1e9 << " ns per Partial-tile row (fwd / bwd, causal probe on "
       << "interleaved positions at S=" << probe_S << "); copy bandwidth 2x64 MiB best of 3; MPI ping-pong "

@@ -46,7 +46,7 @@ class AttentionEngine {
 
   /// Seq-wise checkpointing (docs/algorithm.md §9.1): an engine over the first half of this
   /// sequence — global positions [0, S/2), whose tokens are the first half of this rank's
-  /// (striped layout) — or nullptr when none was attached (make_seq_wise_engine).
+  /// (striped layout) — or nullptr when none was attached (make_engine(..., seq_wise = true)).
   AttentionEngine* first_half() { return first_half_.get(); }
   void set_first_half(std::unique_ptr<AttentionEngine> e) { first_half_ = std::move(e); }
 

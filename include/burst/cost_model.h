@@ -59,6 +59,14 @@ struct ClusterSpec {
   std::string source;                     ///< where the numbers come from (URLs, calibration run)
 
   int devices() const { return nodes * devices_per_node; }
+  /// kernel_call_seconds, or for a backward call kernel_call_seconds_backward when ≥ 0.
+  double call_overhead(bool backward) const {
+    return backward && kernel_call_seconds_backward >= 0 ? kernel_call_seconds_backward : kernel_call_seconds;
+  }
+  /// partial_row_seconds, or for a backward call partial_row_seconds_backward when ≥ 0.
+  double partial_row_cost(bool backward) const {
+    return backward && partial_row_seconds_backward >= 0 ? partial_row_seconds_backward : partial_row_seconds;
+  }
   /// Throws Error(InvalidArgument) naming the first non-positive or non-finite field.
   void validate() const;
 };

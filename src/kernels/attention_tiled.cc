@@ -54,22 +54,17 @@ struct ForwardPacks {
 // Per-thread scratch: O(tile), slices of the calling thread's workspace.
 struct ForwardScratch {
   std::span<float> q, s, o, m, l;
-  struct Offsets {
-    std::size_t q, s, o, m, l;
+  struct Slots {
+    WorkspaceSlot q, s, o, m, l;
   };
-  static Offsets plan(WorkspacePlan& plan, const Geometry& g, int D) {
+  static Slots plan(WorkspacePlan& plan, const Geometry& g, int D) {
     const auto bq = static_cast<std::size_t>(g.bq);
     return {plan.add(bq * static_cast<std::size_t>(D)), plan.add(bq * static_cast<std::size_t>(g.bkv)),
             plan.add(bq * static_cast<std::size_t>(g.Dp)), plan.add(bq), plan.add(bq)};
   }
-  ForwardScratch(float* base, const Offsets& off, const Geometry& g, int D) {
-    const auto bq = static_cast<std::size_t>(g.bq);
-    q = slice(base, off.q, bq * static_cast<std::size_t>(D));
-    s = slice(base, off.s, bq * static_cast<std::size_t>(g.bkv));
-    o = slice(base, off.o, bq * static_cast<std::size_t>(g.Dp));
-    m = slice(base, off.m, bq);
-    l = slice(base, off.l, bq);
-  }
+  ForwardScratch(float* base, const Slots& s_)
+      : q(slice(base, s_.q)), s(slice(base, s_.s)), o(slice(base, s_.o)), m(slice(base, s_.m)),
+        l(slice(base, s_.l)) {}
 };
 
 void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx) {
@@ -170,18 +165,16 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   // One workspace block of the calling thread, reused across calls (kernels/workspace.h), taken
   // before the parallel region so an allocation failure throws in the caller's thread.
   WorkspacePlan plan;
-  const std::size_t kt_off = plan.add(static_cast<std::size_t>(n_pack * packs.kt_tile));
-  const std::size_t v_off = plan.add(static_cast<std::size_t>(n_pack * packs.v_tile));
-  std::vector<ForwardScratch::Offsets> offsets;
-  for (int t = 0; t < p.num_threads; ++t)
-    offsets.push_back(ForwardScratch::plan(plan, g, static_cast<int>(p.D)));
+  const WorkspaceSlot kt_slot = plan.add(static_cast<std::size_t>(n_pack * packs.kt_tile));
+  const WorkspaceSlot v_slot = plan.add(static_cast<std::size_t>(n_pack * packs.v_tile));
+  std::vector<ForwardScratch::Slots> slots;
+  for (int t = 0; t < p.num_threads; ++t) slots.push_back(ForwardScratch::plan(plan, g, static_cast<int>(p.D)));
   float* base = thread_workspace(plan.floats());
-  packs.kt = slice(base, kt_off, static_cast<std::size_t>(n_pack * packs.kt_tile));
-  packs.v = slice(base, v_off, static_cast<std::size_t>(n_pack * packs.v_tile));
+  packs.kt = slice(base, kt_slot);
+  packs.v = slice(base, v_slot);
   std::vector<ForwardScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(p.num_threads));
-  for (int t = 0; t < p.num_threads; ++t)
-    scratch.emplace_back(base, offsets[static_cast<std::size_t>(t)], g, static_cast<int>(p.D));
+  for (const ForwardScratch::Slots& s : slots) scratch.emplace_back(base, s);
 
 #pragma omp parallel num_threads(p.num_threads)
   {

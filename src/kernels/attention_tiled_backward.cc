@@ -72,25 +72,21 @@ Chunking choose_chunks(const Problem& p, const Geometry& g) {
 struct BackwardScratch {
   std::span<float> qt, qp, dot, dop, shift, delta, dqt, dq, st, dpt, dk, dv;
   std::vector<std::pair<std::int64_t, TileClass>> live;
-  static constexpr int kArrays = 12;
-  using Offsets = std::array<std::size_t, kArrays>;
-  static std::array<std::size_t, kArrays> sizes(const Geometry& g, int D, std::int64_t chunk_rows) {
+  static constexpr std::size_t kArrays = 12;
+  using Slots = std::array<WorkspaceSlot, kArrays>;
+  static Slots plan(WorkspacePlan& plan, const Geometry& g, int D, std::int64_t chunk_rows) {
     const auto bq = static_cast<std::size_t>(g.bq), bkv = static_cast<std::size_t>(g.bkv);
     const auto Dp = static_cast<std::size_t>(g.Dp), Dn = static_cast<std::size_t>(D);
     const auto rows = static_cast<std::size_t>(chunk_rows);
-    //       qt       qp       dot      dop      shift delta dqt      dq       st         dpt        dk         dv
-    return {Dn * bq, bq * Dp, Dn * bq, bq * Dp, bq,   bq,   Dn * bq, bq * Dp, bkv * bq, bkv * bq, rows * Dp, rows * Dp};
+    //                   qt       qp       dot      dop      shift delta dqt      dq       st         dpt        dk         dv
+    const std::size_t n[kArrays] = {Dn * bq, bq * Dp, Dn * bq, bq * Dp, bq, bq, Dn * bq, bq * Dp, bkv * bq, bkv * bq, rows * Dp, rows * Dp};
+    Slots slots;
+    for (std::size_t i = 0; i < kArrays; ++i) slots[i] = plan.add(n[i]);
+    return slots;
   }
-  static Offsets plan(WorkspacePlan& plan, const Geometry& g, int D, std::int64_t chunk_rows) {
-    Offsets off{};
-    const auto n = sizes(g, D, chunk_rows);
-    for (int i = 0; i < kArrays; ++i) off[static_cast<std::size_t>(i)] = plan.add(n[static_cast<std::size_t>(i)]);
-    return off;
-  }
-  BackwardScratch(float* base, const Offsets& off, const Geometry& g, int D, std::int64_t chunk_rows) {
-    const auto n = sizes(g, D, chunk_rows);
+  BackwardScratch(float* base, const Slots& slots) {
     std::span<float>* arrays[kArrays] = {&qt, &qp, &dot, &dop, &shift, &delta, &dqt, &dq, &st, &dpt, &dk, &dv};
-    for (std::size_t i = 0; i < kArrays; ++i) *arrays[i] = slice(base, off[i], n[i]);
+    for (std::size_t i = 0; i < kArrays; ++i) *arrays[i] = slice(base, slots[i]);
   }
 };
 
@@ -262,20 +258,19 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   // One workspace block of the calling thread, reused across calls (kernels/workspace.h), taken
   // before the parallel region so an allocation failure throws in the caller's thread.
   WorkspacePlan plan;
-  const std::size_t k_off = plan.add(pack_floats), v_off = plan.add(pack_floats);
-  const std::size_t kt_off = plan.add(kt_floats), partial_off = plan.add(partial_floats);
-  std::vector<BackwardScratch::Offsets> offsets;
-  for (int t = 0; t < p.num_threads; ++t) offsets.push_back(BackwardScratch::plan(plan, g, D, chunk_rows));
+  const WorkspaceSlot k_slot = plan.add(pack_floats), v_slot = plan.add(pack_floats);
+  const WorkspaceSlot kt_slot = plan.add(kt_floats), partial_slot = plan.add(partial_floats);
+  std::vector<BackwardScratch::Slots> slots;
+  for (int t = 0; t < p.num_threads; ++t) slots.push_back(BackwardScratch::plan(plan, g, D, chunk_rows));
   float* base = thread_workspace(plan.floats());
-  const std::span<float> kpack = slice(base, k_off, pack_floats), vpack = slice(base, v_off, pack_floats);
-  const std::span<float> ktpack = slice(base, kt_off, kt_floats);
-  const Context cx{p, io, mk, g, ch, kpack.data(), vpack.data(), ktpack.data(), base + partial_off, tile_elems};
+  const std::span<float> kpack = slice(base, k_slot), vpack = slice(base, v_slot), ktpack = slice(base, kt_slot);
+  const Context cx{p, io, mk, g, ch, kpack.data(), vpack.data(), ktpack.data(), slice(base, partial_slot).data(),
+                   tile_elems};
   const std::int64_t n_items = p.B * p.H_kv * ch.n_chunks;
   const std::int64_t n_rows = p.B * p.H * p.S_q;
   std::vector<BackwardScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(p.num_threads));
-  for (int t = 0; t < p.num_threads; ++t)
-    scratch.emplace_back(base, offsets[static_cast<std::size_t>(t)], g, D, chunk_rows);
+  for (const BackwardScratch::Slots& s : slots) scratch.emplace_back(base, s);
 
 #pragma omp parallel num_threads(p.num_threads)
   {

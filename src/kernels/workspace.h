@@ -17,14 +17,19 @@
 
 namespace burst::kernels {
 
-/// Offsets of the slices of one call's workspace, each 64-byte aligned.
+/// One slice of a call's workspace: `floats` floats at `offset` (in floats) from its start.
+struct WorkspaceSlot {
+  std::size_t offset = 0, floats = 0;
+};
+
+/// The slices of one call's workspace, each 64-byte aligned.
 class WorkspacePlan {
  public:
-  /// Reserves n floats; returns their offset (in floats) from the block's start.
-  std::size_t add(std::size_t n) {
-    const std::size_t off = floats_;
+  /// Reserves n floats.
+  WorkspaceSlot add(std::size_t n) {
+    const WorkspaceSlot slot{floats_, n};
     floats_ += (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-    return off;
+    return slot;
   }
   std::size_t floats() const { return floats_; }
   static constexpr std::size_t kAlignFloats = 16;   // 64 bytes
@@ -41,9 +46,7 @@ float* thread_workspace(std::size_t floats);
 /// Frees the calling thread's block (the next call allocates again).
 void release_thread_workspace() noexcept;
 
-/// Slice helper: the span of n floats at `offset` in `base`.
-inline std::span<float> slice(float* base, std::size_t offset, std::size_t n) {
-  return {base + offset, n};
-}
+/// The span of `slot` in the block at `base`.
+inline std::span<float> slice(float* base, const WorkspaceSlot& slot) { return {base + slot.offset, slot.floats}; }
 
 }  // namespace burst::kernels
