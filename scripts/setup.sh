@@ -2,12 +2,15 @@
 # Installs every Debian package burst needs (idempotent: skips apt when all are present).
 # Used by the README commands and by .ci/run. Set BURST_SETUP_MINIMAL=1 to skip the
 # language-model and Python packages (libtorch alone is ~900 MB).
+# libopenblas0-openmp: Debian's libtorch calls whatever libblas.so.3 points to, and a fresh
+# machine has only the reference (netlib) BLAS, which took 43 % of the whole-KJV eval; the
+# OpenMP flavour registers itself as the libblas.so.3 alternative and obeys OMP_NUM_THREADS.
 set -euo pipefail
 core=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin
       libgtest-dev libgmock-dev googletest libcli11-dev nlohmann-json3-dev)
 extra=(libtorch-dev python3-torch libsentencepiece-dev sentencepiece bible-kjv bible-kjv-text
        pybind11-dev python3-pybind11 python3-numpy python3-mpi4py python3-pytest
-       python3-matplotlib python3-dev)
+       python3-matplotlib python3-dev libopenblas0-openmp)
 pkgs=("${core[@]}")
 if [[ "${BURST_SETUP_MINIMAL:-0}" != 1 ]]; then pkgs+=("${extra[@]}"); fi
 missing=()

@@ -135,13 +135,17 @@ def attn_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, so
 def _ring_flash_attn(layout):
     def fn(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
            alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
+        if group is None:   # upstream: the default process group, i.e. the whole world
+            from mpi4py import MPI
+            group = MPI.COMM_WORLD
         return attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, 0.0, alibi_slopes,
                          deterministic, return_attn_probs, group, strategy="ring", layout=layout)
     fn.__name__ = {"contiguous": "ring_flash_attn_func", "zigzag": "zigzag_ring_flash_attn_func",
                    "striped": "stripe_flash_attn_func"}[layout]
     fn.__doc__ = (f"ring-flash-attention's {fn.__name__} (same signature; no softcap): RingAttention "
                   f"on the {layout} layout. group: an mpi4py communicator (torch process groups "
-                  f"cannot yield an MPI communicator). Inputs are local shards.")
+                  f"cannot yield an MPI communicator); None means MPI.COMM_WORLD, as upstream's "
+                  f"None means the default (whole-world) group. Inputs are local shards.")
     return fn
 
 
