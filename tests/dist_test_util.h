@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <tuple>
 
+#include "burst/comm.h"
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/tensor.h"
@@ -93,6 +95,27 @@ inline ::testing::AssertionResult dist_close(const char* what, const Tensor& got
   if (err <= tol && err <= 4.0 * local_err + tol / kTolC) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": max |dist − ref| = " << err << ", tolerance " << tol
                                        << ", single-process fp32 error " << local_err;
+}
+
+/// Nodes the emulated cluster provides (ctest label multinode: tests/CMakeLists.txt runs the
+/// Multinode.* tests through scripts/cluster.sh with BURST_TEST_NODES set); 0 elsewhere, where
+/// those tests skip. Tests may read the environment; the library never does.
+inline int multinode_expected_nodes() {
+  const char* v = std::getenv("BURST_TEST_NODES");
+  return v ? std::atoi(v) : 0;
+}
+
+/// The topology MPI_Comm_split_type(SHARED) discovers must be the cluster's: `nodes` hosts with
+/// P / nodes ranks each, rank = node·L + local_rank (no ranks_per_node override).
+inline ::testing::AssertionResult discovered_topology_is(int nodes) {
+  const Communicator world = Communicator::world();
+  const NodeTopology t = world.node_topology(0);
+  const int L = world.size() / nodes;
+  if (t.nodes == nodes && t.ranks_per_node == L && t.node == world.rank() / L && t.local_rank == world.rank() % L)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "discovered nodes=" << t.nodes << " L=" << t.ranks_per_node << " node="
+                                       << t.node << " local_rank=" << t.local_rank << ", expected nodes=" << nodes
+                                       << " L=" << L;
 }
 
 }  // namespace burst::test

@@ -525,6 +525,27 @@ TEST(PeerStrategies, UspAutoDegreeAndNoOverlap) {
   run_case(cfg, 1, 2 * P, 2, Family::Causal);
 }
 
+// ctest label multinode: 2 emulated hosts × 2 ranks over TCP (scripts/cluster.sh). Every peer
+// strategy on every layout it takes, causal and a sparse (document) mask, forward and backward
+// against fp64; usp with its Ulysses groups inside a node and its ring across nodes (u = L).
+TEST(Multinode, PeerStrategiesOverTcp) {
+  const int nodes = test::multinode_expected_nodes();
+  if (nodes == 0) GTEST_SKIP() << "runs on the emulated cluster only (ctest -L multinode)";
+  ASSERT_TRUE(test::discovered_topology_is(nodes));
+  const int P = world_size();
+  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash})
+    for (LayoutKind layout : kAllLayouts) {
+      if (s == StrategyKind::DistFlash && layout != LayoutKind::Contiguous) continue;   // contiguous only
+      for (Family f : {Family::Causal, Family::Document}) {
+        DistConfig cfg;
+        cfg.strategy = s;
+        cfg.layout = layout;
+        cfg.ulysses_degree = s == StrategyKind::Usp ? P / nodes : 0;
+        run_case(cfg, 1, 4 * P, 2 * P, f);
+      }
+    }
+}
+
 // ------------------------------------------------------------------ bad input
 
 TEST(PeerStrategiesErrors, HeadsNotDivisibleByRanks) {

@@ -242,5 +242,33 @@ TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
   EXPECT_LE(static_cast<double>(bytes[0]), 0.76 * static_cast<double>(bytes[1]));
 }
 
+// ctest label multinode: 2 emulated hosts × 2 ranks over TCP (scripts/cluster.sh). The ring
+// family on every layout, causal and a sparse (document) mask, forward and backward against
+// fp64; burst's double ring from the discovered topology (no ranks_per_node), both sides.
+TEST(Multinode, RingFamilyEveryLayoutOverTcp) {
+  const int nodes = test::multinode_expected_nodes();
+  if (nodes == 0) GTEST_SKIP() << "runs on the emulated cluster only (ctest -L multinode)";
+  ASSERT_TRUE(test::discovered_topology_is(nodes));
+  for (StrategyKind s : {StrategyKind::Burst, StrategyKind::Ring, StrategyKind::AllGather})
+    for (LayoutKind layout : kLayouts)
+      for (Family f : {Family::Causal, Family::Document}) {
+        Case c;
+        c.cfg.strategy = s;
+        c.cfg.layout = layout;
+        c.cfg.num_threads = 1;
+        c.H_kv = 2;
+        c.family = f;
+        run_case(c);
+        if (s == StrategyKind::Burst) {
+          c.H_kv = 4;
+          c.cfg.backward_side = BackwardSide::QuerySide;
+          run_case(c);
+          const DistAttention attn(Communicator::world(), c.cfg, reference(1, 4, 4, f).shape, mask_of(f));
+          EXPECT_EQ(attn.plan().nodes(), nodes);
+          EXPECT_EQ(attn.plan().ranks_per_node(), Communicator::world().size() / nodes);
+        }
+      }
+}
+
 }  // namespace
 }  // namespace burst
