@@ -19,6 +19,7 @@
 //                    pulls in <mpi.h>, to build one from an MPI_Comm).
 //   plan.h           pure planning: which rank owns which tokens, what moves at each step.
 //   strategy.h       DistAttention: the distributed forward / backward over a Communicator.
+//   kv_cache.h       DistKVCache: a KV cache sharded over ranks and distributed decode (inference).
 //   cost_model.h     predicted time and bytes of a plan, without running it.
 //
 // Layout conventions (flash_attn's, so tensors move between libraries without copies):
@@ -55,6 +56,7 @@
 #include "burst/comm.h"
 #include "burst/cost_model.h"
 #include "burst/error.h"
+#include "burst/kv_cache.h"
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/softmax_merge.h"
