@@ -3,6 +3,7 @@
 // family adds its own add_*_bench(bench) call here.
 #include <CLI/CLI.hpp>
 
+#include "bench/bench_decode.h"
 #include "bench/bench_dist.h"
 #include "bench/bench_kernel.h"
 #include "bench/bench_matrix.h"
@@ -16,6 +17,7 @@ void add_bench_command(CLI::App& app) {
   burst::bench::add_kernel_bench(*bench);
   burst::bench::add_matrix_bench(*bench);
   burst::bench::add_dist_bench(*bench);
+  burst::bench::add_decode_bench(*bench);
 }
 
 }  // namespace burst::cli
