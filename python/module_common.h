@@ -28,8 +28,10 @@ BackwardViews backward_views(const pybind11::buffer& dout, const pybind11::buffe
                              const pybind11::buffer& v, const pybind11::buffer& out, const pybind11::buffer& lse,
                              const pybind11::buffer& dq, const pybind11::buffer& dk, const pybind11::buffer& dv);
 
-/// Single-process bindings (burst_module.cc) and distributed ones (dist_module.cc).
+/// Single-process bindings (burst_module.cc), distributed ones (dist_module.cc), the KV cache
+/// (kvcache_module.cc).
 void bind_local(pybind11::module_& m);
 void bind_dist(pybind11::module_& m);
+void bind_kvcache(pybind11::module_& m);
 
 }  // namespace burst::python
