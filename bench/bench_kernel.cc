@@ -1,5 +1,7 @@
 // `burst bench kernel`: times attention_forward / attention_backward (the public API, so the
-// numbers include validation and dispatch) on seeded random BSHD fp32 inputs.
+// numbers include validation and dispatch) on seeded random BSHD inputs stored as --dtype (fp32,
+// bf16 or fp16: q, k, v, dout, out, dq, dk, dv in that dtype, lse fp32; 16-bit values are the
+// fp32 draws rounded to nearest even).
 // FLOPs: forward 4·B·H·D·visible_pairs, backward 2.5× that (bench/harness.h); visible_pairs is
 // the mask area over [0,S) × [0,S_kv) from ResolvedMask::visible_pairs().
 #include "bench/bench_kernel.h"
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/cli_options.h"
 #include "bench/harness.h"
@@ -23,7 +26,7 @@ namespace {
 
 struct KernelBenchOptions {
   std::int64_t batch = 1, seq = 4096, seq_kv = 0, heads = 8, kv_heads = 0, dim = 64;
-  std::string mask = "full", pass = "both", impl = "tiled", isa = "auto";
+  std::string mask = "full", pass = "both", impl = "tiled", isa = "auto", dtype = "fp32";
   int threads = 1, repeats = 5, warmup = 1, block_q = 0, block_kv = 0;
   std::uint64_t seed = 1;
 };
@@ -39,6 +42,22 @@ void fill(Tensor& t, std::uint64_t seed) {
     x = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
   }
 }
+
+// A seeded tensor stored as dtype: the fp32 draws, rounded once for 16-bit dtypes.
+struct Buffer {
+  Tensor f32;
+  std::vector<std::uint16_t> bits;
+  TensorView view;
+  Buffer(const std::vector<std::int64_t>& shape, DType dtype, std::uint64_t seed) : f32(shape) {
+    fill(f32, seed);
+    view = f32.view();
+    if (dtype == DType::F32) return;
+    bits.resize(static_cast<std::size_t>(f32.numel()));
+    view = make_view(bits.data(), dtype, shape);
+    convert(f32.view(), view);
+    f32 = Tensor();
+  }
+};
 
 // FMA rate of one core right now (GFLOP/s per CPU-second, median of 3 × ~5 ms): this machine is
 // shared, so each record carries the peak measured next to it and the kernel's fraction of it
@@ -80,13 +99,13 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   const Isa isa = params.isa == Isa::Auto ? detect_isa() : params.isa;
   const std::int64_t pairs = ResolvedMask(params.mask, o.seq, S_kv).visible_pairs();
 
-  Tensor q({o.batch, o.seq, o.heads, o.dim}), k({o.batch, S_kv, H_kv, o.dim}), v(k.shape());
-  Tensor out(q.shape()), lse({o.batch, o.heads, o.seq}), dout(q.shape());
-  Tensor dq(q.shape()), dk(k.shape()), dv(k.shape());
-  fill(q, o.seed);
-  fill(k, o.seed + 1);
-  fill(v, o.seed + 2);
-  fill(dout, o.seed + 3);
+  const DType dtype = parse_dtype(o.dtype);
+  BURST_CHECK(dtype != DType::F64, InvalidArgument, "bench kernel: --dtype must be fp32, bf16 or fp16");
+  const std::vector<std::int64_t> q_shape{o.batch, o.seq, o.heads, o.dim}, kv_shape{o.batch, S_kv, H_kv, o.dim};
+  const Buffer q(q_shape, dtype, o.seed), k(kv_shape, dtype, o.seed + 1), v(kv_shape, dtype, o.seed + 2);
+  const Buffer dout(q_shape, dtype, o.seed + 3), out(q_shape, dtype, 0), dq(q_shape, dtype, 0);
+  const Buffer dk(kv_shape, dtype, 0), dv(kv_shape, dtype, 0);
+  Tensor lse({o.batch, o.heads, o.seq});
   const TimingOptions topt{o.warmup, o.repeats};
 
   double peak_before = 0;
@@ -101,6 +120,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     j["heads"] = o.heads;
     j["kv_heads"] = H_kv;
     j["dim"] = o.dim;
+    j["dtype"] = to_string(dtype);
     j["threads"] = o.threads;
     j["impl"] = o.impl;
     j["isa"] = to_string(isa);
@@ -119,7 +139,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
 
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
   peak_before = fma_peak_now(isa);
-  const Timing tf = time_runs([&] { attention_forward(q.view(), k.view(), v.view(), out.view(), lse.view(), params); },
+  const Timing tf = time_runs([&] { attention_forward(q.view, k.view, v.view, out.view, lse.view(), params); },
                               fwd ? topt : TimingOptions{0, 1});
   if (fwd)
     record("fwd", tf, attention_forward_flop(o.batch, o.heads, o.dim, pairs), kAttentionForwardFlopFormula);
@@ -127,8 +147,8 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     peak_before = fma_peak_now(isa);
     const Timing tb = time_runs(
         [&] {
-          attention_backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(),
-                             dk.view(), dv.view(), params);
+          attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view,
+                             dv.view, params);
         },
         topt);
     record("bwd", tb, attention_backward_flop(o.batch, o.heads, o.dim, pairs), kAttentionBackwardFlopFormula);
@@ -147,6 +167,8 @@ void add_kernel_bench(CLI::App& bench) {
   cmd->add_option("--pass", opt->pass, "fwd | bwd | both")->capture_default_str();
   add_timing_options(cmd, opt->threads, opt->repeats, opt->warmup);
   cmd->add_option("--impl", opt->impl, "tiled | reference")->capture_default_str();
+  cmd->add_option("--dtype", opt->dtype, "fp32 | bf16 | fp16 storage of q, k, v, dout and results (lse fp32)")
+      ->capture_default_str();
   cmd->add_option("--isa", opt->isa, "auto | avx512 | avx2 | portable")->capture_default_str();
   cmd->add_option("--block-q", opt->block_q, "q tile rows (0 = kernel default)");
   cmd->add_option("--block-kv", opt->block_kv, "kv tile rows (0 = kernel default)");

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "burst/error.h"
+#include "kernels/convert.h"
 #include "kernels/kernels.h"
 
 namespace burst {
@@ -25,8 +26,11 @@ const char* to_string(Isa isa) noexcept {
   return "?";
 }
 Isa detect_isa() noexcept {
-  if (__builtin_cpu_supports("avx512f")) return Isa::Avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+  // F16C is required with either SIMD table: the bf16/fp16 converters of both are the AVX2+F16C
+  // ones (kernels/convert.h). Every AVX2 CPU made so far has it; one without falls back to portable.
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (avx2 && __builtin_cpu_supports("avx512f")) return Isa::Avx512;
+  if (avx2) return Isa::Avx2;
   return Isa::Portable;
 }
 
@@ -37,8 +41,6 @@ constexpr std::int64_t kMaxHeadDim = 256;
 // ---------------------------------------------------------------- tensor checks ------------
 
 void check_tensor(const char* api, const char* name, const TensorView& t, int ndim) {
-  BURST_CHECK(t.dtype == DType::F32, Unsupported, api, ": ", name, " has dtype ", to_string(t.dtype),
-              "; only f32 is computed today (", t.describe(), ")");
   BURST_CHECK(t.ndim == ndim, InvalidArgument, api, ": ", name, " must have ", ndim, " dims (",
               ndim == 4 ? "BSHD [B,S,H,D]" : "varlen THD [T,H,D]", "), got ", t.describe());
   for (int i = 0; i < ndim; ++i)
@@ -56,6 +58,29 @@ void check_same_shape(const char* api, const char* name, const TensorView& t, co
   for (int i = 0; i < ref.ndim; ++i)
     BURST_CHECK(t.shape[static_cast<std::size_t>(i)] == ref.shape[static_cast<std::size_t>(i)], InvalidArgument,
                 api, ": ", name, " ", t.describe(), " must have the shape of ", ref_name, " ", ref.describe());
+}
+
+// q, k, v share one storage dtype: F32, BF16 or F16 (computed in fp32 either way).
+DType check_input_dtypes(const char* api, const TensorView& q, const TensorView& k, const TensorView& v) {
+  for (const auto& [name, t] : {std::pair{"q", q}, {"k", k}, {"v", v}})
+    BURST_CHECK(t.dtype != DType::F64, Unsupported, api, ": ", name, " is f64, which burst does not compute; ",
+                "convert q, k and v to f32 (burst::convert; exact for values representable in f32) or bf16/f16");
+  BURST_CHECK(q.dtype == k.dtype && q.dtype == v.dtype, InvalidArgument, api, ": mixed dtypes q ",
+              to_string(q.dtype), ", k ", to_string(k.dtype), ", v ", to_string(v.dtype),
+              "; q, k and v must share one dtype (f32, bf16 or f16)");
+  return q.dtype;
+}
+
+// out, dout, dq, dk, dv: the input dtype or f32 (f32 keeps a result unrounded, e.g. a partial
+// that a strategy merges later). accumulate adds in fp32 and needs an f32 destination: adding
+// into bf16 would round every partial sum.
+void check_output_dtype(const char* api, const char* name, const TensorView& t, DType input, bool accumulate) {
+  BURST_CHECK(t.dtype == input || t.dtype == DType::F32, InvalidArgument, api, ": ", name, " has dtype ",
+              to_string(t.dtype), " but q, k, v are ", to_string(input), "; it must be ", to_string(input),
+              " or f32");
+  BURST_CHECK(!accumulate || t.dtype == DType::F32, InvalidArgument, api, ": accumulate=true adds into ", name,
+              " in fp32 and needs an f32 ", name, ", got ", to_string(t.dtype),
+              " (accumulating partial sums in 16 bits would round each one)");
 }
 
 // Row vectors (lse, delta): [B,H,S] for BSHD, [H,T] for varlen; any strides.
@@ -132,6 +157,7 @@ std::int64_t global_length(const char* api, const char* name, std::int64_t given
 // S_q / S_kv are the token totals; masks[b] belongs to sequence b (or masks[0] to all).
 struct Call {
   bool varlen = false;
+  DType dtype = DType::F32;   ///< storage dtype of q, k, v
   std::int64_t B = 0, S_q = 0, S_kv = 0, H = 0, H_kv = 0, D = 0;
   float scale = 1.0f;
   Isa isa = Isa::Portable;
@@ -146,6 +172,7 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
   Call c;
   c.varlen = !p.cu_seqlens_q.empty() || !p.cu_seqlens_kv.empty();
   const int nd = c.varlen ? 3 : 4;
+  c.dtype = check_input_dtypes(api, q, k, v);
   check_tensor(api, "q", q, nd);
   check_tensor(api, "k", k, nd);
   check_same_shape(api, "v", v, "k", k);
@@ -236,7 +263,9 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
 template <typename Op>
 Op operand(const TensorView& t, bool varlen, std::int64_t row0) {
   Op o;
-  o.data = t.f32() + (varlen ? row0 * t.stride[0] : 0);
+  o.dtype = t.dtype;
+  o.data = static_cast<char*>(t.data) +
+           (varlen ? row0 * t.stride[0] * static_cast<std::int64_t>(dtype_size(t.dtype)) : 0);
   o.sb = varlen ? 0 : t.stride[0];
   o.ss = varlen ? t.stride[0] : t.stride[1];
   o.sh = varlen ? t.stride[1] : t.stride[2];
@@ -301,6 +330,10 @@ void backward_core(const char* api, const Call& c, const TensorView& dout, const
   check_same_shape(api, "dq", dq, "q", q);
   check_same_shape(api, "dk", dk, "k", k);
   check_same_shape(api, "dv", dv, "k", k);
+  check_output_dtype(api, "dout", dout, c.dtype, false);
+  check_output_dtype(api, "dq", dq, c.dtype, accumulate);
+  check_output_dtype(api, "dk", dk, c.dtype, accumulate);
+  check_output_dtype(api, "dv", dv, c.dtype, accumulate);
   for (const auto& [name, t] : {std::pair{"dq", dq}, {"dk", dk}, {"dv", dv}}) {
     check_no_alias(api, name, t, "q", q);
     check_no_alias(api, name, t, "k", k);
@@ -333,6 +366,7 @@ void attention_forward(const TensorView& q, const TensorView& k, const TensorVie
   constexpr const char* api = "attention_forward";
   const Call c = validate(api, q, k, v, params);
   check_same_shape(api, "out", out, "q", q);
+  check_output_dtype(api, "out", out, c.dtype, false);
   check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
   for (const auto& [name, t] : {std::pair{"out", out}, {"lse", lse}}) {
     check_no_alias(api, name, t, "q", q);
@@ -356,18 +390,23 @@ void attention_delta(const TensorView& dout, const TensorView& out, const Tensor
   const bool varlen = out.ndim == 3;
   check_tensor(api, "out", out, out.ndim);
   check_same_shape(api, "dout", dout, "out", out);
+  for (const auto& [name, t] : {std::pair{"out", out}, {"dout", dout}})
+    BURST_CHECK(t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16, Unsupported, api,
+                ": ", name, " has dtype ", to_string(t.dtype), "; f32, bf16 or f16 expected");
   const std::int64_t B = varlen ? 1 : out.shape[0], S = out.shape[varlen ? 0 : 1];
   const std::int64_t H = out.shape[varlen ? 1 : 2], D = out.shape[varlen ? 2 : 3];
   check_rows(api, "delta", delta, varlen, B, H, S);
   const auto o = operand<kernels::Operand>(out, varlen, 0), g = operand<kernels::Operand>(dout, varlen, 0);
   auto r = rows<kernels::MutRowOperand>(delta, varlen, 0);
+  const kernels::Converters& cv = kernels::converters(detect_isa());
+  std::vector<float> x(static_cast<std::size_t>(D)), y(x.size());
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < H; ++h)
       for (std::int64_t s = 0; s < S; ++s) {
-        const float* x = o.data + b * o.sb + s * o.ss + h * o.sh;
-        const float* y = g.data + b * g.sb + s * g.ss + h * g.sh;
+        kernels::load_row(cv, o, b, s, h, static_cast<int>(D), x.data());
+        kernels::load_row(cv, g, b, s, h, static_cast<int>(D), y.data());
         float acc = 0.0f;
-        for (std::int64_t d = 0; d < D; ++d) acc += x[d] * y[d];
+        for (std::size_t d = 0; d < x.size(); ++d) acc += x[d] * y[d];
         r.data[b * r.sb + h * r.sh + s * r.ss] = acc;
       }
 }

@@ -11,6 +11,7 @@ std::size_t dtype_size(DType dtype) noexcept {
     case DType::F32: return 4;
     case DType::F64: return 8;
     case DType::BF16: return 2;
+    case DType::F16: return 2;
   }
   return 0;
 }
@@ -20,8 +21,17 @@ const char* to_string(DType dtype) noexcept {
     case DType::F32: return "f32";
     case DType::F64: return "f64";
     case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
   }
   return "?";
+}
+
+DType parse_dtype(const std::string& name) {
+  if (name == "fp32" || name == "f32" || name == "float32") return DType::F32;
+  if (name == "bf16" || name == "bfloat16") return DType::BF16;
+  if (name == "fp16" || name == "f16" || name == "float16") return DType::F16;
+  if (name == "fp64" || name == "f64" || name == "float64") return DType::F64;
+  BURST_FAIL(InvalidArgument, "unknown dtype '", name, "': expected fp32, bf16, fp16 or fp64");
 }
 
 std::int64_t TensorView::numel() const {
@@ -71,6 +81,60 @@ TensorView make_view(float* data, std::vector<std::int64_t> shape) {
 TensorView make_view(const float* data, std::vector<std::int64_t> shape) {
   // Views are non-owning and do not track constness; inputs are never written through.
   return make_view(const_cast<float*>(data), std::move(shape));
+}
+
+TensorView make_view(const void* data, DType dtype, std::vector<std::int64_t> shape) {
+  TensorView v = make_view(static_cast<const float*>(data), std::move(shape));
+  v.dtype = dtype;
+  return v;
+}
+
+namespace {
+
+double load(const TensorView& t, std::int64_t off) {
+  const char* base = static_cast<const char*>(t.data);
+  switch (t.dtype) {
+    case DType::F32: return reinterpret_cast<const float*>(base)[off];
+    case DType::F64: return reinterpret_cast<const double*>(base)[off];
+    case DType::BF16: return bf16_to_float(reinterpret_cast<const std::uint16_t*>(base)[off]);
+    case DType::F16: return f16_to_float(reinterpret_cast<const std::uint16_t*>(base)[off]);
+  }
+  return 0;
+}
+
+void store(const TensorView& t, std::int64_t off, double x) {
+  char* base = static_cast<char*>(t.data);
+  const auto f = static_cast<float>(x);
+  switch (t.dtype) {
+    case DType::F32: reinterpret_cast<float*>(base)[off] = f; break;
+    case DType::F64: reinterpret_cast<double*>(base)[off] = x; break;
+    case DType::BF16: reinterpret_cast<std::uint16_t*>(base)[off] = bf16_from_float(f); break;
+    case DType::F16: reinterpret_cast<std::uint16_t*>(base)[off] = f16_from_float(f); break;
+  }
+}
+
+}  // namespace
+
+void convert(const TensorView& src, const TensorView& dst) {
+  bool same = src.ndim == dst.ndim;
+  for (int i = 0; same && i < src.ndim; ++i) same = src.size(i) == dst.size(i);
+  BURST_CHECK(same, InvalidArgument, "convert: shapes differ: src ", src.describe(), ", dst ", dst.describe());
+  const std::int64_t n = src.numel();
+  std::array<std::int64_t, 4> idx{};
+  for (std::int64_t e = 0; e < n; ++e) {
+    std::int64_t so = 0, d_off = 0;
+    for (int i = 0; i < src.ndim; ++i) {
+      const auto u = static_cast<std::size_t>(i);
+      so += idx[u] * src.stride[u];
+      d_off += idx[u] * dst.stride[u];
+    }
+    store(dst, d_off, load(src, so));
+    for (int i = src.ndim - 1; i >= 0; --i) {  // odometer increment
+      const auto u = static_cast<std::size_t>(i);
+      if (++idx[u] < src.shape[u]) break;
+      idx[u] = 0;
+    }
+  }
 }
 
 Tensor::Tensor(std::vector<std::int64_t> shape) : shape_(std::move(shape)) {

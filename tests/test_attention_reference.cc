@@ -292,7 +292,11 @@ TEST(AttentionErrors, MessagesNameTheValues) {
   expect([&] { attention_forward(q_strided, k2.view(), v2.view(), p); }, ErrorKind::InvalidArgument, "D contiguous");
   TensorView q_bf16 = q.view();
   q_bf16.dtype = DType::BF16;
-  expect([&] { attention_forward(q_bf16, k2.view(), v2.view(), p); }, ErrorKind::Unsupported, "bf16");
+  expect([&] { attention_forward(q_bf16, k2.view(), v2.view(), p); }, ErrorKind::InvalidArgument,
+         "mixed dtypes q bf16, k f32, v f32");
+  TensorView q_f64 = q.view();
+  q_f64.dtype = DType::F64;
+  expect([&] { attention_forward(q_f64, k2.view(), v2.view(), p); }, ErrorKind::Unsupported, "convert q, k and v");
 
   for (float bad : {std::numeric_limits<float>::quiet_NaN(), -1.0f, 0.0f, kInf}) {
     AttentionParams ps = p;

@@ -1,7 +1,8 @@
 // burst/attention.h — exact local attention on one process: forward and backward, every mask.
 //
 // Owns: the public kernel API — attention_forward / attention_backward on BSHD [B, S, H, D] or
-// varlen THD [T, H, D] + cu_seqlens fp32 tensors, with grouped-query attention, masks on global
+// varlen THD [T, H, D] + cu_seqlens tensors stored as f32, bf16 or f16 (computed in fp32: 16-bit
+// inputs are widened tile by tile, results rounded once at the end), with grouped-query attention, masks on global
 // positions (burst/mask.h), and two implementations behind one signature: Reference (the fp64
 // oracle: plain loops, materialised scores) and Tiled (FlashAttention-2 style, the fast path).
 // Inputs are validated here once; kernels trust them.
@@ -63,11 +64,16 @@ struct AttentionParams {
 /// Forward: out = softmax(τ·QKᵀ + mask)·V and its lse.
 /// Shapes: q [B,S_q,H,D], k, v [B,S_kv,H_kv,D], out [B,S_q,H,D] (any strides, D contiguous);
 ///         lse [B,H,S_q] fp32 contiguous. Varlen: q [T_q,H,D], k, v [T_kv,H_kv,D], lse [H,T_q].
+/// Dtypes: q, k, v one of F32, BF16, F16 (the same for all three); out that dtype or F32; lse
+/// F32. Accumulators, the softmax state and lse are fp32 for every dtype; out is rounded once
+/// (to nearest even). Any CPU runs 16-bit inputs (AVX2+F16C conversion, else portable).
 /// Preconditions: H % H_kv == 0; 1 ≤ D ≤ 256; softmax_scale finite and > 0; positions
 /// strictly increasing and ≥ 0; out / lse do not overlap inputs. Not collective.
 /// Throws: Error(InvalidArgument) on shape/stride/param mismatch, bad cu_seqlens, bad positions,
-///         invalid mask slices, overlapping outputs (the message names the values);
-///         Error(Unsupported) for dtypes other than F32 and for an ISA this CPU lacks.
+///         invalid mask slices, overlapping outputs, mixed dtypes among q, k, v, an out dtype
+///         other than q's or f32 (the message names the values);
+///         Error(Unsupported) for F64 inputs (convert them: burst::convert) and for an ISA this
+///         CPU lacks.
 /// Cost: 4·D·H·(visible pairs) flop; Tiled packs K and V once (≈ their size) and needs O(tile)
 /// per thread, in a workspace of the calling thread kept for the next call (release_kernel_workspace).
 /// Source: FlashAttention-2 (Dao 2023) Alg. 1; BurstAttention LAO (arXiv 2403.09347).
@@ -75,7 +81,8 @@ void attention_forward(const TensorView& q, const TensorView& k, const TensorVie
                        const TensorView& out, const TensorView& lse, const AttentionParams& params);
 
 /// Backward from the saved forward output: computes delta = rowsum(dout ∘ out) and overwrites
-/// dq [like q], dk, dv [like k]. Shapes as attention_forward; dout like out.
+/// dq [like q], dk, dv [like k]. Shapes as attention_forward; dout like out. Dtypes: dout, out,
+/// dq, dk, dv each q's dtype or F32; gradients are accumulated in fp32 and rounded once.
 /// Throws/Cost: as attention_forward; 2.5× its flop. Source: FlashAttention-2 Alg. 2.
 void attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse,
@@ -85,7 +92,9 @@ void attention_backward(const TensorView& dout, const TensorView& q, const Tenso
 /// Backward building block used by the distributed strategies: given delta (D = rowsum(dO∘O),
 /// [B,H,S_q] fp32, or [H,T_q] varlen) and the FINAL lse of the rows, computes this block's
 /// contributions and ADDS them to dq, dk, dv when accumulate is true (else overwrites).
-/// Rows whose lse is −inf contribute nothing. Throws/Cost: as attention_backward.
+/// Rows whose lse is −inf contribute nothing. accumulate = true needs F32 dq, dk, dv (adding
+/// into 16-bit storage would round every partial sum: InvalidArgument).
+/// Throws/Cost: as attention_backward.
 void attention_backward_with_delta(const TensorView& dout, const TensorView& q, const TensorView& k,
                                    const TensorView& v, const TensorView& lse, const TensorView& delta,
                                    const TensorView& dq, const TensorView& dk, const TensorView& dv,
@@ -94,7 +103,8 @@ void attention_backward_with_delta(const TensorView& dout, const TensorView& q, 
 /// delta[b,h,s] = Σ_d dout[b,s,h,d]·out[b,s,h,d], fp32 accumulation in increasing d (the value
 /// attention_backward passes to the kernels). Shapes: dout, out [B,S,H,D] (any strides, D
 /// contiguous); delta [B,H,S] (varlen: [T,H,D] → [H,T]). Not collective. Cost: B·S·H·D FMAs.
-/// Throws: Error(InvalidArgument) on shape mismatch, Error(Unsupported) for non-F32.
+/// dout and out may be F32, BF16 or F16 (widened exactly); delta is F32.
+/// Throws: Error(InvalidArgument) on shape mismatch, Error(Unsupported) for F64.
 void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta);
 
 /// Frees the calling thread's kernel workspace. The Tiled kernels keep the largest block any call
@@ -119,7 +129,8 @@ bool retain_freed_memory() noexcept;
 struct AttentionOutput { Tensor out, lse; };
 struct AttentionGrads { Tensor dq, dk, dv; };
 /// Allocating forms: out contiguous [B,S_q,H,D] (varlen [T,H,D]), lse [B,H,S_q] ([H,T]);
-/// dq like q, dk and dv like k (contiguous). Throws: as the view forms.
+/// dq like q, dk and dv like k (contiguous). Results are F32 whatever the input dtype (use the
+/// view forms for 16-bit outputs). Throws: as the view forms.
 AttentionOutput attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                                   const AttentionParams& params);
 AttentionGrads attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k,

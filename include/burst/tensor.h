@@ -1,26 +1,79 @@
 // burst/tensor.h — non-owning strided views and a small owning tensor.
 //
-// Owns: DType (the dtype seam: only F32 is computed today; BF16 and F64 are named so that
-// signatures need not change when they arrive), TensorView (pointer + shape + strides in
-// ELEMENTS, up to 4 dims, like DLPack without the device) and Tensor (owning, contiguous).
+// Owns: DType (F32 is the compute type; BF16 and F16 are storage types the kernels widen to
+// fp32 tile by tile; F64 is named for callers and converted, never computed), the scalar
+// bf16/fp16 rounding rules (round to nearest even — the slow twins of the vectorised converters
+// in src/kernels/convert.h), TensorView (pointer + shape + strides in ELEMENTS, up to 4 dims,
+// like DLPack without the device) and Tensor (owning, contiguous fp32).
 // Conventions: attention tensors are BSHD [B, S, H, D] (flash_attn) with D contiguous; SDPA's
 // [B, H, S, D] memory is accepted by passing a BSHD-shaped view with permuted strides; varlen
-// tensors are THD [total_tokens, H, D] with cu_seqlens. Does not: allocate for views, convert
-// dtypes, or know about devices.
+// tensors are THD [total_tokens, H, D] with cu_seqlens. Does not: allocate for views or know
+// about devices.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace burst {
 
-enum class DType : std::uint8_t { F32, F64, BF16 };
+enum class DType : std::uint8_t { F32, F64, BF16, F16 };
 
 /// Bytes per element of a dtype.
 std::size_t dtype_size(DType dtype) noexcept;
+/// "f32", "f64", "bf16", "f16".
 const char* to_string(DType dtype) noexcept;
+/// Parses "fp32"/"f32"/"float32", "bf16"/"bfloat16", "fp16"/"f16"/"float16", "fp64"/"f64"/"float64".
+/// Throws: Error(InvalidArgument) naming the accepted spellings.
+DType parse_dtype(const std::string& name);
+
+// ---- scalar rounding (IEEE round to nearest, ties to even; NaN stays a quiet NaN) ----------
+// bf16 = the top 16 bits of an fp32 (8-bit exponent, 7 stored mantissa bits): unit roundoff
+// 2^-8 relative, same range as fp32. f16 = IEEE binary16 (5-bit exponent, 10 mantissa bits):
+// unit roundoff 2^-11, finite range ±65504, subnormals down to 2^-24; larger values become ±inf.
+// Widening either to fp32 is exact.
+
+inline std::uint32_t float_bits(float f) noexcept {
+  std::uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  return x;
+}
+inline float bits_float(std::uint32_t x) noexcept {
+  float f;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+}
+inline float bf16_to_float(std::uint16_t h) noexcept { return bits_float(static_cast<std::uint32_t>(h) << 16); }
+inline std::uint16_t bf16_from_float(float f) noexcept {
+  const std::uint32_t x = float_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  return static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+inline float f16_to_float(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return bits_float(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));  // NaN → quiet (as F16C)
+  if (e == 0) {  // zero or subnormal: m · 2^-24, exact in fp32
+    const float v = static_cast<float>(m) * 0x1.0p-24f;
+    return sign ? -v : v;
+  }
+  return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+inline std::uint16_t f16_from_float(float f) noexcept {
+  const std::uint32_t x = float_bits(f);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  std::uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));  // NaN
+  if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // ≥ 65520 (and inf) → inf
+  if (ax < 0x38800000u) {  // below 2^-14: subnormal or zero; 0.5f has ulp 2^-24 = the f16 subnormal step
+    const float rounded = bits_float(ax) + 0.5f;
+    return static_cast<std::uint16_t>(sign | (float_bits(rounded) - 0x3f000000u));
+  }
+  ax += 0xfffu + ((ax >> 13) & 1u);  // round the 13 dropped bits, ties to even
+  return static_cast<std::uint16_t>(sign | ((ax - (112u << 23)) >> 13));
+}
 
 /// Non-owning view. shape/stride entries past ndim are ignored; strides are in elements.
 struct TensorView {
@@ -42,6 +95,14 @@ struct TensorView {
 /// Throws: Error(InvalidArgument) for ndim outside 1..4 or negative sizes.
 TensorView make_view(float* data, std::vector<std::int64_t> shape);
 TensorView make_view(const float* data, std::vector<std::int64_t> shape);
+/// Contiguous row-major view of any dtype (e.g. bf16 storage as std::uint16_t). Throws: as above.
+TensorView make_view(const void* data, DType dtype, std::vector<std::int64_t> shape);
+
+/// dst ← src element-wise with dtype conversion (rounding to nearest even when narrowing; F64 is
+/// rounded to fp32 first). Same shape, any strides, any pair of dtypes. Scalar: for tests, bench
+/// and callers' boundaries, not hot loops. Not collective.
+/// Throws: Error(InvalidArgument) on a shape mismatch.
+void convert(const TensorView& src, const TensorView& dst);
 
 /// Owning contiguous fp32 tensor (zero-initialised). Cheap to move, copyable.
 class Tensor {

@@ -1,6 +1,8 @@
 // The oracle: attention by definition. Plain loops, one materialised score row per query,
 // the mask asked per element through ResolvedMask::visible, accumulation in Acc (double for the
-// oracle, float for the naive-fp32 twin the tests use to size tolerances). Same signatures as
+// oracle, float for the naive-fp32 twin the tests use to size tolerances). bf16/fp16 operands
+// are widened exactly on load and results rounded once on store (kernels/convert.h, portable
+// table), so the oracle sees exactly the rounded inputs the tiled kernel sees. Same signatures as
 // the tiled kernel (kernels.h). Parallel over independent (b, h) / (b, h_kv) only, so results
 // do not depend on the thread count.
 //
@@ -14,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/convert.h"
 #include "kernels/kernels.h"
 
 namespace burst::kernels {
@@ -24,6 +27,24 @@ Acc dot(const float* a, const float* b, std::int64_t D) {
   Acc s = 0;
   for (std::int64_t d = 0; d < D; ++d) s += static_cast<Acc>(a[d]) * static_cast<Acc>(b[d]);
   return s;
+}
+
+// Row (b, s, h) of x widened to fp32 into buf (resized to D); returns buf.data().
+const float* row(const Operand& x, std::int64_t b, std::int64_t s, std::int64_t h, std::vector<float>& buf) {
+  load_row(converters_portable(), x, b, s, h, static_cast<int>(buf.size()), buf.data());
+  return buf.data();
+}
+
+// Row (b, s, h) of dst ← vals (or dst + vals when accumulate; F32 only), rounded once to dst's dtype.
+template <typename Acc>
+void emit(const MutOperand& dst, std::int64_t b, std::int64_t s, std::int64_t h, const Acc* vals,
+          bool accumulate, std::vector<float>& buf) {
+  const auto D = static_cast<std::int64_t>(buf.size());
+  const float* old = static_cast<const float*>(dst.data) + element_offset(dst, b, s, h);
+  for (std::int64_t d = 0; d < D; ++d)
+    buf[static_cast<std::size_t>(d)] = accumulate ? static_cast<float>(static_cast<Acc>(old[d]) + vals[d])
+                                                  : static_cast<float>(vals[d]);
+  store_row(converters_portable(), dst, b, s, h, static_cast<int>(D), buf.data(), 1.0f, false, buf.data());
 }
 
 template <typename Acc>
@@ -37,16 +58,16 @@ void forward_impl(const Problem& p, const ForwardIO& io) {
     std::vector<Acc> score(static_cast<std::size_t>(p.S_kv));
     std::vector<char> seen(static_cast<std::size_t>(p.S_kv));
     std::vector<Acc> acc(static_cast<std::size_t>(D));
+    std::vector<float> qbuf(static_cast<std::size_t>(D)), kbuf(qbuf.size()), vbuf(qbuf.size()), obuf(qbuf.size());
     for (std::int64_t i = 0; i < p.S_q; ++i) {
-      const float* q = p.q.data + b * p.q.sb + i * p.q.ss + h * p.q.sh;
-      float* out = io.out.data + b * io.out.sb + i * io.out.ss + h * io.out.sh;
+      const float* q = row(p.q, b, i, h, qbuf);
       float& lse = io.lse.data[b * io.lse.sb + h * io.lse.sh + i * io.lse.ss];
       Acc m = -kInf;
       for (std::int64_t j = 0; j < p.S_kv; ++j) {
         const auto ju = static_cast<std::size_t>(j);
         seen[ju] = p.mask->visible(p.q_pos[i], p.kv_pos[j]) ? 1 : 0;
         if (!seen[ju]) continue;
-        score[ju] = scale * dot<Acc>(q, p.k.data + b * p.k.sb + j * p.k.ss + hk * p.k.sh, D);
+        score[ju] = scale * dot<Acc>(q, row(p.k, b, j, hk, kbuf), D);
         if (score[ju] > m) m = score[ju];
       }
       std::fill(acc.begin(), acc.end(), Acc{0});
@@ -56,15 +77,16 @@ void forward_impl(const Problem& p, const ForwardIO& io) {
         if (!seen[ju]) continue;
         const Acc e = std::exp(score[ju] - m);
         l += e;
-        const float* v = p.v.data + b * p.v.sb + j * p.v.ss + hk * p.v.sh;
+        const float* v = row(p.v, b, j, hk, vbuf);
         for (std::int64_t d = 0; d < D; ++d) acc[static_cast<std::size_t>(d)] += e * static_cast<Acc>(v[d]);
       }
       if (l == 0) {  // no visible key: the flash_attn convention, never NaN
-        for (std::int64_t d = 0; d < D; ++d) out[d] = 0.0f;
+        emit(io.out, b, i, h, acc.data(), false, obuf);  // acc is all zeros here
         lse = -std::numeric_limits<float>::infinity();
         continue;
       }
-      for (std::int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(acc[static_cast<std::size_t>(d)] / l);
+      for (auto& a : acc) a /= l;
+      emit(io.out, b, i, h, acc.data(), false, obuf);
       lse = static_cast<float>(m + std::log(l));
     }
   }
@@ -81,11 +103,11 @@ void backward_impl(const Problem& p, const BackwardIO& io) {
   for (std::int64_t bg = 0; bg < p.B * p.H_kv; ++bg) {
     const std::int64_t b = bg / p.H_kv, hk = bg % p.H_kv;
     std::vector<Acc> dk(static_cast<std::size_t>(S_kv) * Du, Acc{0}), dv(dk.size(), Acc{0}), dq(Du);
+    std::vector<float> qbuf(Du), gbuf(Du), kbuf(Du), vbuf(Du), obuf(Du);
     for (std::int64_t h = hk * group; h < (hk + 1) * group; ++h) {
       for (std::int64_t i = 0; i < p.S_q; ++i) {
-        const float* q = p.q.data + b * p.q.sb + i * p.q.ss + h * p.q.sh;
-        const float* dout = io.dout.data + b * io.dout.sb + i * io.dout.ss + h * io.dout.sh;
-        float* dq_out = io.dq.data + b * io.dq.sb + i * io.dq.ss + h * io.dq.sh;
+        const float* q = row(p.q, b, i, h, qbuf);
+        const float* dout = row(io.dout, b, i, h, gbuf);
         const float lse_f = io.lse.data[b * io.lse.sb + h * io.lse.sh + i * io.lse.ss];
         std::fill(dq.begin(), dq.end(), Acc{0});
         if (lse_f != -std::numeric_limits<float>::infinity()) {  // −inf rows contribute nothing
@@ -93,8 +115,8 @@ void backward_impl(const Problem& p, const BackwardIO& io) {
           const auto delta = static_cast<Acc>(io.delta.data[b * io.delta.sb + h * io.delta.sh + i * io.delta.ss]);
           for (std::int64_t j = 0; j < S_kv; ++j) {
             if (!p.mask->visible(p.q_pos[i], p.kv_pos[j])) continue;
-            const float* k = p.k.data + b * p.k.sb + j * p.k.ss + hk * p.k.sh;
-            const float* v = p.v.data + b * p.v.sb + j * p.v.ss + hk * p.v.sh;
+            const float* k = row(p.k, b, j, hk, kbuf);
+            const float* v = row(p.v, b, j, hk, vbuf);
             const Acc P = std::exp(scale * dot<Acc>(q, k, D) - lse);
             const Acc dS = P * (dot<Acc>(dout, v, D) - delta);
             Acc* dk_j = dk.data() + static_cast<std::size_t>(j) * Du;
@@ -106,19 +128,12 @@ void backward_impl(const Problem& p, const BackwardIO& io) {
             }
           }
         }
-        for (std::size_t d = 0; d < Du; ++d)
-          dq_out[d] = io.accumulate ? static_cast<float>(static_cast<Acc>(dq_out[d]) + dq[d]) : static_cast<float>(dq[d]);
+        emit(io.dq, b, i, h, dq.data(), io.accumulate, obuf);
       }
     }
     for (std::int64_t j = 0; j < S_kv; ++j) {
-      float* dk_out = io.dk.data + b * io.dk.sb + j * io.dk.ss + hk * io.dk.sh;
-      float* dv_out = io.dv.data + b * io.dv.sb + j * io.dv.ss + hk * io.dv.sh;
-      const Acc* dk_j = dk.data() + static_cast<std::size_t>(j) * Du;
-      const Acc* dv_j = dv.data() + static_cast<std::size_t>(j) * Du;
-      for (std::size_t d = 0; d < Du; ++d) {
-        dk_out[d] = io.accumulate ? static_cast<float>(static_cast<Acc>(dk_out[d]) + dk_j[d]) : static_cast<float>(dk_j[d]);
-        dv_out[d] = io.accumulate ? static_cast<float>(static_cast<Acc>(dv_out[d]) + dv_j[d]) : static_cast<float>(dv_j[d]);
-      }
+      emit(io.dk, b, j, hk, dk.data() + static_cast<std::size_t>(j) * Du, io.accumulate, obuf);
+      emit(io.dv, b, j, hk, dv.data() + static_cast<std::size_t>(j) * Du, io.accumulate, obuf);
     }
   }
 }

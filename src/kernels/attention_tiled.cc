@@ -75,8 +75,9 @@ void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs,
   const int D = static_cast<int>(p.D);
   // Kᵀ panel: the transposed pack of rows j0..j0+nc (one row of Kᵀ = one of the D features).
   float* kt = packs.kt.data() + idx * packs.kt_tile;
-  tiled::pack_transposed(p.k, b, hk, j0, nc, D, g.bkv, 1.0f, kt);
-  tiled::pack_rows(p.v, b, hk, j0, nc, D, g.Dp, g.bkv, packs.v.data() + idx * packs.v_tile);
+  const Converters& cv = converters(p.isa);
+  tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, kt);
+  tiled::pack_rows(cv, p.v, b, hk, j0, nc, D, g.Dp, g.bkv, packs.v.data() + idx * packs.v_tile);
 }
 
 void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk, const Geometry& g,
@@ -87,11 +88,12 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
   const std::int64_t i0 = qt * g.bq;
   const int nr = static_cast<int>(std::min<std::int64_t>(g.bq, p.S_q - i0));
   const float c2 = p.scale * tiled::kLog2e;
+  const Converters& cv = converters(p.isa);
 
   for (int r = 0; r < nr; ++r) {
-    const float* src = tiled::row_ptr(p.q, b, i0 + r, h);
     float* dst = w.q.data() + static_cast<std::int64_t>(r) * D;
-    for (int d = 0; d < D; ++d) dst[d] = src[d] * c2;
+    load_row(cv, p.q, b, i0 + r, h, D, dst);
+    for (int d = 0; d < D; ++d) dst[d] *= c2;
   }
   std::fill(w.o.begin(), w.o.end(), 0.0f);
   std::fill(w.m.begin(), w.m.end(), kNegInf);
@@ -134,9 +136,8 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
 
   for (int r = 0; r < nr; ++r) {
     const float inv = online_softmax_inv_sum(w.l[r]);
-    const float* o = w.o.data() + static_cast<std::int64_t>(r) * Dp;
-    float* out = tiled::row_ptr(io.out, b, i0 + r, h);
-    for (int d = 0; d < D; ++d) out[d] = o[d] * inv;
+    float* o = w.o.data() + static_cast<std::int64_t>(r) * Dp;
+    store_row(cv, io.out, b, i0 + r, h, D, o, inv, false, o);  // o is its own scratch
     io.lse.data[b * io.lse.sb + h * io.lse.sh + (i0 + r) * io.lse.ss] = online_softmax_lse(w.m[r], w.l[r]);
   }
 }
@@ -148,11 +149,12 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   const Microkernels& mk = microkernels(p.isa);
   const Geometry g = tiled::make_geometry(p, mk, kForwardBq, kForwardBkv);
   if (p.S_kv == 0) {  // no keys: every row is fully masked
+    std::vector<float> zeros(static_cast<std::size_t>(p.D), 0.0f);
     for (std::int64_t b = 0; b < p.B; ++b)
       for (std::int64_t s = 0; s < p.S_q; ++s)
         for (std::int64_t h = 0; h < p.H; ++h) {
-          float* out = tiled::row_ptr(io.out, b, s, h);
-          std::fill(out, out + p.D, 0.0f);
+          store_row(converters(p.isa), io.out, b, s, h, static_cast<int>(p.D), zeros.data(), 1.0f, false,
+                    zeros.data());
           io.lse.data[b * io.lse.sb + h * io.lse.sh + s * io.lse.ss] = kNegInf;
         }
     return;

@@ -94,6 +94,7 @@ struct Context {
   const Problem& p;
   const BackwardIO& io;
   const Microkernels& mk;
+  const Converters& cv;
   Geometry g;
   Chunking ch;
   const float* kpack;  // [B][H_kv][n_kt][bkv][Dp]
@@ -103,16 +104,12 @@ struct Context {
   std::int64_t tile_elems;
 };
 
-void write_rows(const MutOperand& dst, std::int64_t b, std::int64_t s0, std::int64_t h, int rows,
-                int D, const float* src, int Dp, float mul, bool accumulate) {
+// Final fp32 rows → dst (rounded once to dst's dtype). src rows are scratch afterwards.
+void write_rows(const Converters& cv, const MutOperand& dst, std::int64_t b, std::int64_t s0, std::int64_t h,
+                int rows, int D, float* src, int Dp, float mul, bool accumulate) {
   for (int r = 0; r < rows; ++r) {
-    float* d = tiled::row_ptr(dst, b, s0 + r, h);
-    const float* s = src + static_cast<std::int64_t>(r) * Dp;
-    if (accumulate) {
-      for (int j = 0; j < D; ++j) d[j] += mul * s[j];
-    } else {
-      for (int j = 0; j < D; ++j) d[j] = mul * s[j];
-    }
+    float* s = src + static_cast<std::int64_t>(r) * Dp;
+    store_row(cv, dst, b, s0 + r, h, D, s, mul, accumulate, s);
   }
 }
 
@@ -121,10 +118,10 @@ void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int
                  std::int64_t i0, int nr) {
   const Problem& p = cx.p;
   const int D = static_cast<int>(p.D), bq = cx.g.bq, Dp = cx.g.Dp;
-  tiled::pack_transposed(p.q, b, h, i0, nr, D, bq, 1.0f, w.qt.data());
-  tiled::pack_transposed(cx.io.dout, b, h, i0, nr, D, bq, 1.0f, w.dot.data());
-  tiled::pack_rows(p.q, b, h, i0, nr, D, Dp, bq, w.qp.data());
-  tiled::pack_rows(cx.io.dout, b, h, i0, nr, D, Dp, bq, w.dop.data());
+  tiled::pack_transposed(cx.cv, p.q, b, h, i0, nr, D, bq, w.qt.data());
+  tiled::pack_transposed(cx.cv, cx.io.dout, b, h, i0, nr, D, bq, w.dot.data());
+  tiled::pack_rows(cx.cv, p.q, b, h, i0, nr, D, Dp, bq, w.qp.data());
+  tiled::pack_rows(cx.cv, cx.io.dout, b, h, i0, nr, D, Dp, bq, w.dop.data());
   for (int c = 0; c < bq; ++c) {
     float shift = std::numeric_limits<float>::infinity(), delta = 0.0f;
     if (c < nr) {
@@ -199,7 +196,7 @@ void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::i
       }
       cx.mk.transpose(w.dqt.data(), g.bq, w.dq.data(), Dp, D, nr);  // dQᵀ [D × bq] → dQ [nr × Dp]
       if (cx.ch.n_chunks == 1) {
-        write_rows(cx.io.dq, b, i0, h, nr, D, w.dq.data(), Dp, p.scale, cx.io.accumulate);
+        write_rows(cx.cv, cx.io.dq, b, i0, h, nr, D, w.dq.data(), Dp, p.scale, cx.io.accumulate);
       } else {
         float* dst = cx.partial + (((chunk * p.B + b) * p.H + h) * p.S_q + i0) * Dp;
         std::copy(w.dq.begin(), w.dq.begin() + static_cast<std::int64_t>(nr) * Dp, dst);
@@ -210,8 +207,8 @@ void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::i
     const std::int64_t j0 = t * g.bkv;
     const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
     const std::int64_t off = (t - kt0) * g.bkv * Dp;
-    write_rows(cx.io.dk, b, j0, hk, nc, D, w.dk.data() + off, Dp, p.scale, cx.io.accumulate);
-    write_rows(cx.io.dv, b, j0, hk, nc, D, w.dv.data() + off, Dp, 1.0f, cx.io.accumulate);
+    write_rows(cx.cv, cx.io.dk, b, j0, hk, nc, D, w.dk.data() + off, Dp, p.scale, cx.io.accumulate);
+    write_rows(cx.cv, cx.io.dv, b, j0, hk, nc, D, w.dv.data() + off, Dp, 1.0f, cx.io.accumulate);
   }
 }
 
@@ -227,7 +224,7 @@ void reduce_partials(const Context& cx, std::int64_t row) {
     const float* src = cx.partial + (((c * p.B + b) * p.H + h) * p.S_q + s) * Dp;
     for (int j = 0; j < D; ++j) sum[j] += src[j];
   }
-  write_rows(cx.io.dq, b, s, h, 1, D, sum, Dp, p.scale, cx.io.accumulate);
+  write_rows(cx.cv, cx.io.dq, b, s, h, 1, D, sum, Dp, p.scale, cx.io.accumulate);
 }
 
 }  // namespace
@@ -237,13 +234,13 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   const Microkernels& mk = microkernels(p.isa);
   const Geometry g = tiled::make_geometry(p, mk, kBackwardBq, kBackwardBkv);
   if (p.S_kv == 0) {  // no keys: dq gets nothing; dk, dv are empty
+    std::vector<float> zeros(static_cast<std::size_t>(p.D), 0.0f);
     if (!io.accumulate)
       for (std::int64_t b = 0; b < p.B; ++b)
         for (std::int64_t s = 0; s < p.S_q; ++s)
-          for (std::int64_t h = 0; h < p.H; ++h) {
-            float* d = tiled::row_ptr(io.dq, b, s, h);
-            std::fill(d, d + p.D, 0.0f);
-          }
+          for (std::int64_t h = 0; h < p.H; ++h)
+            store_row(converters(p.isa), io.dq, b, s, h, static_cast<int>(p.D), zeros.data(), 1.0f, false,
+                      zeros.data());
     return;
   }
   const Chunking ch = choose_chunks(p, g);
@@ -264,7 +261,7 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   for (int t = 0; t < p.num_threads; ++t) slots.push_back(BackwardScratch::plan(plan, g, D, chunk_rows));
   float* base = thread_workspace(plan.floats());
   const std::span<float> kpack = slice(base, k_slot), vpack = slice(base, v_slot), ktpack = slice(base, kt_slot);
-  const Context cx{p, io, mk, g, ch, kpack.data(), vpack.data(), ktpack.data(), slice(base, partial_slot).data(),
+  const Context cx{p, io, mk, converters(p.isa), g, ch, kpack.data(), vpack.data(), ktpack.data(), slice(base, partial_slot).data(),
                    tile_elems};
   const std::int64_t n_items = p.B * p.H_kv * ch.n_chunks;
   const std::int64_t n_rows = p.B * p.H * p.S_q;
@@ -280,9 +277,9 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
       const std::int64_t t = idx % g.n_kt, bh = idx / g.n_kt;
       const std::int64_t j0 = t * g.bkv;
       const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
-      tiled::pack_rows(p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, kpack.data() + idx * tile_elems);
-      tiled::pack_rows(p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, vpack.data() + idx * tile_elems);
-      tiled::pack_transposed(p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.bkv, 1.0f, ktpack.data() + idx * p.D * g.bkv);
+      tiled::pack_rows(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, kpack.data() + idx * tile_elems);
+      tiled::pack_rows(cx.cv, p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, vpack.data() + idx * tile_elems);
+      tiled::pack_transposed(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.bkv, ktpack.data() + idx * p.D * g.bkv);
     }
     BackwardScratch& w = scratch[static_cast<std::size_t>(omp_get_thread_num())];
     const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;

@@ -15,16 +15,19 @@
 
 namespace burst::kernels {
 
-/// A strided fp32 operand [B, S, H, D] with D contiguous (strides in elements).
+/// A strided operand [B, S, H, D] with D contiguous (strides in elements) stored as F32, BF16 or
+/// F16; kernels read and write it only through load_row / store_row (kernels/convert.h).
 struct Operand {
-  const float* data = nullptr;
+  const void* data = nullptr;
   std::int64_t sb = 0, ss = 0, sh = 0;
+  DType dtype = DType::F32;
 };
 struct MutOperand {
-  float* data = nullptr;
+  void* data = nullptr;
   std::int64_t sb = 0, ss = 0, sh = 0;
+  DType dtype = DType::F32;
 };
-/// A row-vector operand [B, H, S] (lse, delta); element (b, h, s) at data[b*sb + h*sh + s*ss].
+/// A row-vector fp32 operand [B, H, S] (lse, delta); element (b, h, s) at data[b*sb + h*sh + s*ss].
 struct RowOperand {
   const float* data = nullptr;
   std::int64_t sb = 0, sh = 0, ss = 1;
@@ -58,7 +61,7 @@ struct BackwardIO {
   RowOperand delta;      ///< rowsum(dout ∘ out)
   MutOperand dq;         ///< [B,S_q,H,D]
   MutOperand dk, dv;     ///< [B,S_kv,H_kv,D]
-  bool accumulate = false;  ///< add into dq/dk/dv instead of overwriting
+  bool accumulate = false;  ///< add into dq/dk/dv instead of overwriting (F32 outputs only)
 };
 
 void forward_reference(const Problem& p, const ForwardIO& io);

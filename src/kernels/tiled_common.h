@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "burst/softmax_merge.h"
+#include "kernels/convert.h"
 #include "kernels/kernels.h"
 #include "kernels/microkernels.h"
 
@@ -42,22 +43,14 @@ inline Geometry make_geometry(const Problem& p, const Microkernels& mk, int defa
   return g;
 }
 
-inline const float* row_ptr(const Operand& o, std::int64_t b, std::int64_t s, std::int64_t h) {
-  return o.data + b * o.sb + s * o.ss + h * o.sh;
-}
-inline float* row_ptr(const MutOperand& o, std::int64_t b, std::int64_t s, std::int64_t h) {
-  return o.data + b * o.sb + s * o.ss + h * o.sh;
-}
-
-/// Packs one kv tile of (b, kv-head hk) as rows [bkv][Dp], zero padded (V for O += P·V; K and V
-/// for the backward products). dst holds bkv·Dp floats.
-inline void pack_rows(const Operand& x, std::int64_t b, std::int64_t hk, std::int64_t j0, int nc,
-                      int D, int Dp, int rows, float* dst) {
+/// Packs one kv tile of (b, kv-head hk) as fp32 rows [bkv][Dp], zero padded (V for O += P·V; K
+/// and V for the backward products), widening 16-bit storage. dst holds bkv·Dp floats.
+inline void pack_rows(const Converters& cv, const Operand& x, std::int64_t b, std::int64_t hk, std::int64_t j0,
+                      int nc, int D, int Dp, int rows, float* dst) {
   for (int r = 0; r < rows; ++r) {
     float* d = dst + static_cast<std::int64_t>(r) * Dp;
     if (r < nc) {
-      const float* s = row_ptr(x, b, j0 + r, hk);
-      std::copy(s, s + D, d);
+      load_row(cv, x, b, j0 + r, hk, D, d);
       std::fill(d + D, d + Dp, 0.0f);
     } else {
       std::fill(d, d + Dp, 0.0f);
@@ -65,13 +58,14 @@ inline void pack_rows(const Operand& x, std::int64_t b, std::int64_t hk, std::in
   }
 }
 
-/// Packs rows [nr][D] of x transposed into dst [D][cols] (zero columns beyond nr), times `mul`.
-inline void pack_transposed(const Operand& x, std::int64_t b, std::int64_t h, std::int64_t i0,
-                            int nr, int D, int cols, float mul, float* dst) {
+/// Packs rows [nr][D] of x transposed into fp32 dst [D][cols] (zero columns beyond nr).
+inline void pack_transposed(const Converters& cv, const Operand& x, std::int64_t b, std::int64_t h,
+                            std::int64_t i0, int nr, int D, int cols, float* dst) {
   std::fill(dst, dst + static_cast<std::int64_t>(D) * cols, 0.0f);
+  float row[256];  // D ≤ 256 (attention.h precondition)
   for (int r = 0; r < nr; ++r) {
-    const float* s = row_ptr(x, b, i0 + r, h);
-    for (int d = 0; d < D; ++d) dst[static_cast<std::int64_t>(d) * cols + r] = s[d] * mul;
+    load_row(cv, x, b, i0 + r, h, D, row);
+    for (int d = 0; d < D; ++d) dst[static_cast<std::int64_t>(d) * cols + r] = row[d];
   }
 }
 
