@@ -21,6 +21,7 @@ namespace {
 
 struct DistOptions {
   std::string strategy = "burst", layout = "zigzag", mask = "causal", pass = "both", backward_side = "auto";
+  std::string dtype = "fp32";
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0;
   bool no_overlap = false, no_double_ring = false;
@@ -72,19 +73,25 @@ void run_dist(const DistOptions& o) {
   cfg.double_ring = !o.no_double_ring;
   cfg.backward_side = side_from(o.backward_side);
   const std::int64_t H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
-  const ProblemShape shape{o.batch, o.seq, o.heads, H_kv, o.dim};
+  ProblemShape shape{o.batch, o.seq, o.heads, H_kv, o.dim};
+  shape.dtype = parse_dtype(o.dtype);
+  BURST_CHECK(shape.dtype != DType::F64, InvalidArgument, "--dtype must be fp32, bf16 or fp16");
   const Mask mask = make_benchmark_mask(mask_type_from_string(o.mask), o.seq);
   DistAttention attn(world, cfg, shape, mask);
   const std::int64_t n = attn.local_length();
-  Tensor q({o.batch, n, o.heads, o.dim}), k({o.batch, n, H_kv, o.dim}), v({o.batch, n, H_kv, o.dim});
-  Tensor dout({o.batch, n, o.heads, o.dim}), out({o.batch, n, o.heads, o.dim}), lse({o.batch, o.heads, n});
-  Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
+  Tensor q32({o.batch, n, o.heads, o.dim}), k32({o.batch, n, H_kv, o.dim}), v32({o.batch, n, H_kv, o.dim});
+  Tensor dout32({o.batch, n, o.heads, o.dim}), lse({o.batch, o.heads, n});
   std::uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(world.rank() + 1);
-  for (Tensor* t : {&q, &k, &v, &dout})
+  for (Tensor* t : {&q32, &k32, &v32, &dout32})
     for (float& x : t->vec()) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       x = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
     }
+  // Inputs and results stored as --dtype (16-bit: rounded once); lse fp32.
+  const std::vector<std::int64_t> q_shape = q32.shape(), kv_shape = k32.shape();
+  const StoredTensor q(std::move(q32), shape.dtype), k(std::move(k32), shape.dtype), v(std::move(v32), shape.dtype);
+  const StoredTensor dout(std::move(dout32), shape.dtype), out(Tensor(q_shape), shape.dtype);
+  const StoredTensor dq(Tensor(q_shape), shape.dtype), dk(Tensor(kv_shape), shape.dtype), dv(Tensor(kv_shape), shape.dtype);
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
   // Process CPU seconds of a pass (all threads of this rank): on the shared machine, wall time
   // includes time lost to other jobs; the max over ranks of CPU time shows the algorithm's cost.
@@ -96,14 +103,14 @@ void run_dist(const DistOptions& o) {
   auto run_pass = [&](bool backward) {
     const double cpu0 = cpu_now();
     if (backward)
-      attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+      attn.backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view);
     else
-      attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+      attn.forward(q.view, k.view, v.view, out.view, lse.view());
     const DistStats& s = attn.last_stats();
     return Sample{s.seconds, s.exposed_comm_seconds, s.compute_seconds, cpu_now() - cpu0, s.bytes_sent,
                   s.peak_buffer_bytes, s.backward_side};
   };
-  attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());   // out, lse for the backward
+  attn.forward(q.view, k.view, v.view, out.view, lse.view());   // out, lse for the backward
   for (int i = 0; i < o.warmup; ++i) {
     if (fwd) run_pass(false);
     if (bwd) run_pass(true);
@@ -144,7 +151,7 @@ void run_dist(const DistOptions& o) {
                         {"ranks", world.size()}, {"nodes", plan.nodes()}, {"ranks_per_node", plan.ranks_per_node()},
                         {"threads", o.threads}, {"B", o.batch}, {"S_global", o.seq}, {"H", o.heads},
                         {"H_kv", H_kv}, {"D", o.dim}, {"mask", o.mask}, {"overlap", !o.no_overlap},
-                        {"visible_pairs", pairs}, {"dtype", "f32"}, {"warmup", o.warmup},
+                        {"visible_pairs", pairs}, {"dtype", to_string(shape.dtype)}, {"warmup", o.warmup},
                         {"load_1m", load_average_1m()}};
     return j;
   };
@@ -203,6 +210,8 @@ void add_dist_bench(CLI::App& bench) {
   add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
   cmd->add_option("--pass", o->pass, "fwd|bwd|both")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "fp32|bf16|fp16 storage of q, k, v, dout and results (burst, ring: on the wire)")
+      ->capture_default_str();
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();

@@ -43,22 +43,6 @@ void fill(Tensor& t, std::uint64_t seed) {
   }
 }
 
-// A seeded tensor stored as dtype: the fp32 draws, rounded once for 16-bit dtypes.
-struct Buffer {
-  Tensor f32;
-  std::vector<std::uint16_t> bits;
-  TensorView view;
-  Buffer(const std::vector<std::int64_t>& shape, DType dtype, std::uint64_t seed) : f32(shape) {
-    fill(f32, seed);
-    view = f32.view();
-    if (dtype == DType::F32) return;
-    bits.resize(static_cast<std::size_t>(f32.numel()));
-    view = make_view(bits.data(), dtype, shape);
-    convert(f32.view(), view);
-    f32 = Tensor();
-  }
-};
-
 // FMA rate of one core right now (GFLOP/s per CPU-second, median of 3 × ~5 ms): this machine is
 // shared, so each record carries the peak measured next to it and the kernel's fraction of it
 // (fraction_of_peak uses CPU time for both: gflops_cpu / (peak · threads)).
@@ -102,9 +86,15 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   const DType dtype = parse_dtype(o.dtype);
   BURST_CHECK(dtype != DType::F64, InvalidArgument, "bench kernel: --dtype must be fp32, bf16 or fp16");
   const std::vector<std::int64_t> q_shape{o.batch, o.seq, o.heads, o.dim}, kv_shape{o.batch, S_kv, H_kv, o.dim};
-  const Buffer q(q_shape, dtype, o.seed), k(kv_shape, dtype, o.seed + 1), v(kv_shape, dtype, o.seed + 2);
-  const Buffer dout(q_shape, dtype, o.seed + 3), out(q_shape, dtype, 0), dq(q_shape, dtype, 0);
-  const Buffer dk(kv_shape, dtype, 0), dv(kv_shape, dtype, 0);
+  auto seeded = [](const std::vector<std::int64_t>& shape, std::uint64_t seed) {
+    Tensor t(shape);
+    fill(t, seed);
+    return t;
+  };
+  const StoredTensor q(seeded(q_shape, o.seed), dtype), k(seeded(kv_shape, o.seed + 1), dtype);
+  const StoredTensor v(seeded(kv_shape, o.seed + 2), dtype), dout(seeded(q_shape, o.seed + 3), dtype);
+  const StoredTensor out(Tensor(q_shape), dtype), dq(Tensor(q_shape), dtype);
+  const StoredTensor dk(Tensor(kv_shape), dtype), dv(Tensor(kv_shape), dtype);
   Tensor lse({o.batch, o.heads, o.seq});
   const TimingOptions topt{o.warmup, o.repeats};
 

@@ -14,7 +14,27 @@
 
 #include <nlohmann/json.hpp>
 
+#include "burst/tensor.h"
+
 namespace burst::bench {
+
+/// A benchmark operand stored as `dtype`: the given fp32 values, rounded once (to nearest even)
+/// for bf16/f16. `view` points at the stored data (f32 → values' own memory). Not copyable.
+struct StoredTensor {
+  Tensor f32;
+  std::vector<std::uint16_t> bits;
+  TensorView view;
+  StoredTensor(Tensor values, DType dtype) : f32(std::move(values)) {
+    view = f32.view();
+    if (dtype == DType::F32) return;
+    bits.resize(static_cast<std::size_t>(f32.numel()));
+    view = make_view(bits.data(), dtype, f32.shape());
+    convert(f32.view(), view);
+    f32 = Tensor();
+  }
+  StoredTensor(const StoredTensor&) = delete;
+  StoredTensor& operator=(const StoredTensor&) = delete;
+};
 
 struct TimingOptions {
   int warmup = 1;   ///< untimed runs first (page faults, caches, OpenMP thread start)

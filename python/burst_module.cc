@@ -35,9 +35,13 @@ TensorView view_of(const py::buffer& buffer, const char* name, bool writable) {
     view.dtype = DType::F32;
   } else if (info.format == py::format_descriptor<double>::format()) {
     view.dtype = DType::F64;
+  } else if (info.format == "e") {
+    view.dtype = DType::F16;
+  } else if (info.format == py::format_descriptor<std::uint16_t>::format()) {
+    view.dtype = DType::BF16;   // numpy has no bfloat16: its bit patterns arrive as uint16
   } else {
-    BURST_FAIL(InvalidArgument, name, ": expected a float32 array, got buffer format '", info.format,
-               "' (itemsize ", info.itemsize, ")");
+    BURST_FAIL(InvalidArgument, name, ": expected a float32, float16 or (bfloat16 bits as) uint16 array, got buffer",
+               " format '", info.format, "' (itemsize ", info.itemsize, ")");
   }
   view.data = info.ptr;
   view.ndim = static_cast<int>(info.ndim);

@@ -82,7 +82,7 @@ void bind_dist(py::module_& m) {
                        std::int64_t B, std::int64_t S_global, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                        const Mask& mask, std::optional<float> softmax_scale, const std::string& backward_side,
                        int ulysses_degree, int ranks_per_node, bool double_ring, bool overlap, int num_threads,
-                       const std::string& impl) {
+                       const std::string& impl, const std::string& dtype) {
              DistConfig cfg;
              cfg.strategy = strategy_from_string(strategy);
              cfg.layout = layout_from_string(layout);
@@ -96,13 +96,15 @@ void bind_dist(py::module_& m) {
              BURST_CHECK(impl == "tiled" || impl == "reference", InvalidArgument, "impl '", impl,
                          "' is not one of tiled, reference");
              cfg.kernel = impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
-             return std::make_unique<PyDist>(fortran_handle, cfg, ProblemShape{B, S_global, H, H_kv, D}, mask);
+             ProblemShape shape{B, S_global, H, H_kv, D};
+             shape.dtype = parse_dtype(dtype);
+             return std::make_unique<PyDist>(fortran_handle, cfg, shape, mask);
            }),
            py::arg("fortran_handle"), py::arg("strategy"), py::arg("layout"), py::arg("B"), py::arg("S_global"),
            py::arg("H"), py::arg("H_kv"), py::arg("D"), py::arg("mask"), py::arg("softmax_scale") = py::none(),
            py::arg("backward_side") = "auto", py::arg("ulysses_degree") = 0, py::arg("ranks_per_node") = 0,
            py::arg("double_ring") = true, py::arg("overlap") = true, py::arg("num_threads") = 0,
-           py::arg("impl") = "tiled")
+           py::arg("impl") = "tiled", py::arg("dtype") = "fp32")
       .def_property_readonly("rank", [](const PyDist& d) { return d.comm.rank(); })
       .def_property_readonly("size", [](const PyDist& d) { return d.comm.size(); })
       .def_property_readonly("positions", [](const PyDist& d) { return to_array(d.dist.positions()); })

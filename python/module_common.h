@@ -8,7 +8,8 @@
 namespace burst::python {
 
 /// View of a Python buffer (numpy array) as a TensorView: strides converted from bytes to
-/// elements, format "f" → F32, "d" → F64 (the library rejects F64 with Unsupported).
+/// elements, format "f" → F32, "e" → F16, "H" (uint16: bfloat16 bit patterns, which numpy cannot
+/// name) → BF16, "d" → F64 (the library rejects F64 with Unsupported).
 /// Throws: Error(InvalidArgument) for other formats, ndim outside 1..4, or strides that are not
 /// a multiple of the item size; request(writable) raises BufferError for read-only outputs.
 TensorView view_of(const pybind11::buffer& buffer, const char* name, bool writable);

@@ -225,6 +225,7 @@ std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, cons
     mix(bits);
   }
   for (std::int64_t x : {shape.B, shape.S_global, shape.H, shape.H_kv, shape.D}) mix(x);
+  mix(static_cast<std::int64_t>(shape.dtype));
   return h;
 }
 

@@ -28,19 +28,22 @@ Sizes sizes_of(const ProblemShape& s, int P) {
 
 int mod(int a, int m) { return ((a % m) + m) % m; }
 
+/// Bytes per element of what burst and ring circulate (Q, K, V, dO): the problem's storage dtype.
+std::int64_t element_bytes(const ProblemShape& s) { return static_cast<std::int64_t>(dtype_size(s.dtype)); }
+
 /// Partition held by rank g at step t (0-based) of the (double) ring: algorithm.md §7.
 int ring_partition(int g, int t, int n, int L) {
   const int a = g / L, b = g % L;
   return mod(a - t / L, n) * L + mod(b - t, L);
 }
 
-/// Ring-family pass: read payload of `read` floats circulates; an optional write accumulator
-/// of `write` floats follows it one step behind (chain inside a node, home hop per round).
+/// Ring-family pass: read payload of `read` bytes circulates; an optional write accumulator
+/// of `write` bytes follows it one step behind (chain inside a node, home hop per round).
 /// `query_rows` says whether the rank holds the circulating block's queries (backward query
 /// side) or its keys (forward, backward KV side) — it selects block_pairs[j][g] vs [g][j].
 PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, const std::string& payload,
                    bool query_rows, const std::vector<std::vector<std::int64_t>>& pairs,
-                   std::int64_t work_floats) {
+                   std::int64_t work_bytes) {
   PassPlan pass;
   pass.bytes_sent.assign(static_cast<std::size_t>(P), 0);
   pass.visible_pairs.assign(static_cast<std::size_t>(P), 0);
@@ -63,11 +66,11 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
       }
       step.partition.push_back(j);
       step.send_to.push_back(intra ? a * L + mod(b + 1, L) : inter ? mod(a + 1, n) * L + b : -1);
-      step.bytes_sent.push_back(kF32 * bytes);
+      step.bytes_sent.push_back(bytes);
       const std::int64_t vp = query_rows ? pairs[static_cast<std::size_t>(j)][static_cast<std::size_t>(g)]
                                          : pairs[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)];
       step.visible_pairs.push_back(vp);
-      pass.bytes_sent[static_cast<std::size_t>(g)] += kF32 * bytes;
+      pass.bytes_sent[static_cast<std::size_t>(g)] += bytes;
       pass.visible_pairs[static_cast<std::size_t>(g)] += vp;
     }
     pass.steps.push_back(std::move(step));
@@ -81,19 +84,19 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
       const std::int64_t bytes = last != g ? write : 0;
       fin.partition.push_back(-1);
       fin.send_to.push_back(last != g ? last : -1);
-      fin.bytes_sent.push_back(kF32 * bytes);
+      fin.bytes_sent.push_back(bytes);
       fin.visible_pairs.push_back(0);
-      pass.bytes_sent[static_cast<std::size_t>(g)] += kF32 * bytes;
+      pass.bytes_sent[static_cast<std::size_t>(g)] += bytes;
     }
     pass.steps.push_back(std::move(fin));
   }
   // Buffers (executor in strategies/ring_skeleton.cc): read current + next, plus the inter copy
   // and inter receive on a double ring; write: step partial, chain accumulator (in flight),
   // chain receive, the previous round's home send still in flight, one home receive per round;
-  // plus the step's working buffers (work_floats).
+  // plus the step's working buffers (work_bytes).
   const std::int64_t read_bufs = P == 1 ? 1 : (n > 1 ? 4 : 2);
   const std::int64_t write_bufs = write > 0 ? 4 + n : 0;
-  const std::int64_t peak = kF32 * (read_bufs * read + write_bufs * write + work_floats);
+  const std::int64_t peak = read_bufs * read + write_bufs * write + work_bytes;
   pass.peak_buffer_bytes.assign(static_cast<std::size_t>(P), peak);
   return pass;
 }
@@ -134,8 +137,11 @@ std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, i
               shape.S_global, " not divisible by P=", P);
   if (P == 1) return 0;
   const Sizes z = sizes_of(shape, P);
-  if (side == BackwardSide::QuerySide) return kF32 * ((P - 1) * (2 * z.b_q + 2 * z.r) + P * z.b_q);
-  return kF32 * (2LL * P - 1) * 2 * z.b_kv;
+  const std::int64_t e = element_bytes(shape);
+  // Q, dO (query side) or K, V (KV side) hop P − 1 times in the storage dtype; delta, lse and
+  // the dQ (or dK, dV) partials stay fp32 and make P hops (chain + home).
+  if (side == BackwardSide::QuerySide) return (P - 1) * (e * 2 * z.b_q + kF32 * 2 * z.r) + P * kF32 * z.b_q;
+  return (P - 1) * e * 2 * z.b_kv + P * kF32 * 2 * z.b_kv;
 }
 
 BackwardSide choose_backward_side(const ProblemShape& shape, int P) {
@@ -175,8 +181,9 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
   switch (cfg.strategy) {
     case StrategyKind::Burst:
     case StrategyKind::Ring: {
-      // Forward: K,V circulate; working buffers: one partial out + lse.
-      plan.forward_ = ring_pass(P, n, L, 2 * z.b_kv, 0, "K,V", false, plan.block_pairs_, z.b_q + z.r);
+      // Forward: K,V circulate in the storage dtype; working buffers: one fp32 partial out + lse.
+      const std::int64_t e = element_bytes(shape);
+      plan.forward_ = ring_pass(P, n, L, e * 2 * z.b_kv, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
       plan.forward_.side = "kv";
       BackwardSide side = BackwardSide::KvSide;
       if (cfg.strategy == StrategyKind::Burst)
@@ -184,11 +191,12 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       plan.side_ = side;
       if (side == BackwardSide::QuerySide) {
         // Read: Q, dO, delta, lse; write: dQ. Working: own delta (r) + packed own payload.
-        plan.backward_ = ring_pass(P, n, L, 2 * z.b_q + 2 * z.r, z.b_q, "Q,dO,delta,lse | dQ", true,
-                                   plan.block_pairs_, z.r);
+        plan.backward_ = ring_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, kF32 * z.b_q, "Q,dO,delta,lse | dQ",
+                                   true, plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "query";
       } else {
-        plan.backward_ = ring_pass(P, n, L, 2 * z.b_kv, 2 * z.b_kv, "K,V | dK,dV", false, plan.block_pairs_, z.r);
+        plan.backward_ = ring_pass(P, n, L, e * 2 * z.b_kv, kF32 * 2 * z.b_kv, "K,V | dK,dV", false,
+                                   plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "kv";
       }
       break;
@@ -225,7 +233,8 @@ std::string Plan::table() const {
   const int P = ranks();
   os << "strategy " << to_string(cfg_.strategy) << ", layout " << to_string(layout_.kind) << ", P=" << P
      << " (nodes " << nodes() << " x " << ranks_per_node_ << "), B=" << shape_.B << " S_global=" << shape_.S_global
-     << " H=" << shape_.H << " H_kv=" << shape_.H_kv << " D=" << shape_.D << ", mask " << mask_text_ << "\n";
+     << " H=" << shape_.H << " H_kv=" << shape_.H_kv << " D=" << shape_.D << " dtype=" << to_string(shape_.dtype)
+     << ", mask " << mask_text_ << "\n";
   os << "tokens per rank:";
   for (int r = 0; r < P; ++r) {
     const auto& pos = layout_.positions[static_cast<std::size_t>(r)];

@@ -40,6 +40,8 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
               "problem shape B=", s.B, " S_global=", s.S_global, " H=", s.H, " H_kv=", s.H_kv, " D=", s.D,
               " must be positive");
   BURST_CHECK(s.H % s.H_kv == 0, InvalidArgument, "H=", s.H, " not divisible by H_kv=", s.H_kv);
+  BURST_CHECK(s.dtype == DType::F32 || s.dtype == DType::BF16 || s.dtype == DType::F16, Unsupported,
+              "ProblemShape::dtype ", to_string(s.dtype), " is not computed; use f32, bf16 or f16");
   BURST_CHECK(s.D <= 256, Unsupported, "head dim D=", s.D, " exceeds the kernels' limit 256");
   BURST_CHECK(cfg.num_threads >= 0, InvalidArgument, "num_threads=", cfg.num_threads, " must be >= 0");
   BURST_CHECK(cfg.ranks_per_node >= 0, InvalidArgument, "ranks_per_node=", cfg.ranks_per_node, " must be >= 0");
@@ -53,10 +55,16 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
   entry_of(cfg.strategy).validate(cfg, s, mask, P);
 }
 
+// Inputs (q, k, v, dout) must have the problem's dtype; results (out, dq, dk, dv) and the saved
+// out may also be f32.
+enum class Role { Input, Result };
+
 void check_bshd(const TensorView& t, const char* name, std::int64_t B, std::int64_t S, std::int64_t H,
-                std::int64_t D) {
+                std::int64_t D, DType dtype, Role role) {
   BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
-  BURST_CHECK(t.dtype == DType::F32, Unsupported, name, " has dtype ", to_string(t.dtype), "; only f32 is computed");
+  BURST_CHECK(t.dtype == dtype || (role == Role::Result && t.dtype == DType::F32), InvalidArgument, name,
+              " has dtype ", to_string(t.dtype), " but the problem's dtype (ProblemShape::dtype) is ", to_string(dtype),
+              role == Role::Result ? " (results may also be f32)" : "; q, k, v and dout must all have it");
   BURST_CHECK(t.ndim == 4 && t.size(0) == B && t.size(1) == S && t.size(2) == H && t.size(3) == D &&
                   t.stride[3] == 1,
               InvalidArgument, name, " is ", t.describe(), ", expected [", B, ",", S, ",", H, ",", D,
@@ -69,6 +77,24 @@ void check_rows(const TensorView& t, const char* name, std::int64_t B, std::int6
                   t.is_contiguous(),
               InvalidArgument, name, " is ", t.describe(), ", expected contiguous f32 [", B, ",", H, ",", S, "]");
 }
+
+// The fp32 stand-in of a 16-bit tensor for one pass: strategies compute and merge in fp32.
+// widen: the caller's values converted (inputs); otherwise an uninitialised result buffer.
+TensorView as_f32(const TensorView& t, Tensor& store, bool widen) {
+  if (t.dtype == DType::F32) return t;
+  store = Tensor(std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
+  if (widen) convert(t, store.view());
+  return store.view();
+}
+
+// Rounds an fp32 stand-in into the caller's 16-bit result once, at the end of the pass.
+void finish(const TensorView& t, const Tensor& store) {
+  if (t.dtype != DType::F32) convert(store.view(), t);
+}
+
+// burst and ring move Q, K, V, dO in their storage dtype (ring_family.cc); the other strategies
+// get fp32 stand-ins of 16-bit inputs, so their payloads stay fp32 (plan_steps.cc counts them so).
+bool moves_16bit(StrategyKind s) { return s == StrategyKind::Burst || s == StrategyKind::Ring; }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -126,16 +152,20 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
   Impl& m = *impl_;
   const ProblemShape& s = m.shape;
   m.comm.agree_on([&] {
-    check_bshd(q, "q", s.B, m.S_local, s.H, s.D);
-    check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D);
-    check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D);
-    check_bshd(out, "out", s.B, m.S_local, s.H, s.D);
+    check_bshd(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
+    check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
+    check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
+    check_bshd(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     check_rows(lse, "lse", s.B, s.H, m.S_local);
   });
   m.comm.reset_counters();
   m.stats = DistStats{};
   const auto t0 = std::chrono::steady_clock::now();
-  m.strategy->forward(q, k, v, out, lse, m.stats);
+  const bool keep = moves_16bit(m.cfg.strategy);
+  Tensor q32, k32, v32, out32;
+  m.strategy->forward(keep ? q : as_f32(q, q32, true), keep ? k : as_f32(k, k32, true),
+                      keep ? v : as_f32(v, v32, true), as_f32(out, out32, false), lse, m.stats);
+  finish(out, out32);
   m.stats.seconds = seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
   m.stats.messages_sent = m.comm.counters().messages_sent;
@@ -147,20 +177,29 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
   Impl& m = *impl_;
   const ProblemShape& s = m.shape;
   m.comm.agree_on([&] {
-    check_bshd(dout, "dout", s.B, m.S_local, s.H, s.D);
-    check_bshd(q, "q", s.B, m.S_local, s.H, s.D);
-    check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D);
-    check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D);
-    check_bshd(out, "out", s.B, m.S_local, s.H, s.D);
+    check_bshd(dout, "dout", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
+    check_bshd(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
+    check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
+    check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
+    check_bshd(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     check_rows(lse, "lse", s.B, s.H, m.S_local);
-    check_bshd(dq, "dq", s.B, m.S_local, s.H, s.D);
-    check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D);
-    check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D);
+    check_bshd(dq, "dq", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
+    check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
+    check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
   });
   m.comm.reset_counters();
   m.stats = DistStats{};
   const auto t0 = std::chrono::steady_clock::now();
-  m.strategy->backward(dout, q, k, v, out, lse, dq, dk, dv, m.stats);
+  // dQ, dK, dV are accumulated in fp32 (partials on the write ring included) and rounded once here.
+  const bool keep = moves_16bit(m.cfg.strategy);
+  Tensor g32, q32, k32, v32, o32, dq32, dk32, dv32;
+  m.strategy->backward(keep ? dout : as_f32(dout, g32, true), keep ? q : as_f32(q, q32, true),
+                       keep ? k : as_f32(k, k32, true), keep ? v : as_f32(v, v32, true),
+                       keep ? out : as_f32(out, o32, true), lse, as_f32(dq, dq32, false), as_f32(dk, dk32, false),
+                       as_f32(dv, dv32, false), m.stats);
+  finish(dq, dq32);
+  finish(dk, dk32);
+  finish(dv, dv32);
   m.stats.seconds = seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
   m.stats.messages_sent = m.comm.counters().messages_sent;

@@ -27,6 +27,7 @@
 #include "burst/error.h"
 #include "burst/mask.h"
 #include "kernels/convert.h"
+#include "lowp_test_util.h"
 #include "test_util.h"
 
 namespace burst {
@@ -100,25 +101,10 @@ TEST(Converters, PortableRoundsToNearestEvenAndRoundTrips) {
 
 // ---------------------------------------------------------------- kernels vs the twin
 
-// A 16-bit copy of a tensor and its exact fp32 widening.
-struct Rounded {
-  std::vector<std::uint16_t> bits;
-  Tensor wide;
-  TensorView view;
-};
-Rounded round_to(const Tensor& t, DType dt) {
-  Rounded r{std::vector<std::uint16_t>(static_cast<std::size_t>(t.numel())), Tensor(t.shape()), {}};
-  r.view = make_view(r.bits.data(), dt, t.shape());
-  convert(t.view(), r.view);
-  convert(r.view, r.wide.view());
-  return r;
-}
-Rounded empty_like(const Tensor& t, DType dt) {
-  Rounded r{std::vector<std::uint16_t>(static_cast<std::size_t>(t.numel())), Tensor(t.shape()), {}};
-  r.view = make_view(r.bits.data(), dt, t.shape());
-  return r;
-}
-void widen_into(Rounded& r) { convert(r.view, r.wide.view()); }
+using test::empty_rounded;
+using test::round_to;
+using test::Rounded;
+using test::widen_into;
 
 ::testing::AssertionResult within_lowp(const std::string& what, const Tensor& got, const Tensor& ref,
                                        double naive_err, DType dt) {
@@ -230,7 +216,7 @@ void check_lowp(const Case& c, DType dt) {
   const AttentionOutput ref = attention_forward(q.wide.view(), k.wide.view(), v.wide.view(), pr);
 
   // The reference itself on 16-bit storage: its fp32 result rounded once, bit for bit.
-  Rounded ref_out = empty_like(q32, dt);
+  Rounded ref_out = empty_rounded(q32.shape(), dt);
   Tensor ref_lse = lse_like(c);
   attention_forward(q.view, k.view, v.view, ref_out.view, ref_lse.view(), pr);
   const Rounded expect_out = round_to(ref.out, dt);
@@ -240,12 +226,12 @@ void check_lowp(const Case& c, DType dt) {
   for (Isa isa : isas_here()) {
     SCOPED_TRACE(to_string(isa));
     const AttentionParams pt = params_of(c, KernelImpl::Tiled, isa);
-    Rounded out = empty_like(q32, dt);
+    Rounded out = empty_rounded(q32.shape(), dt);
     Tensor lse = lse_like(c);
     attention_forward(q.view, k.view, v.view, out.view, lse.view(), pt);
     widen_into(out);
     // Backward from the kernel's own rounded out and fp32 lse; the twin gets the same values.
-    Rounded dq = empty_like(q32, dt), dk = empty_like(k32, dt), dv = empty_like(k32, dt);
+    Rounded dq = empty_rounded(q32.shape(), dt), dk = empty_rounded(k32.shape(), dt), dv = empty_rounded(k32.shape(), dt);
     attention_backward(g.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view, pt);
     widen_into(dq);
     widen_into(dk);
@@ -377,11 +363,11 @@ TEST(LowPrecisionErrors, MixedDtypesF64AndAccumulateIntoBf16) {
   expect_error([&] { attention_forward(q.view, kh.view, v.view, p); }, ErrorKind::InvalidArgument,
                "mixed dtypes q bf16, k f16, v bf16");
   expect_error([&] { attention_forward(q.view, k32.view(), v.view, p); }, ErrorKind::InvalidArgument, "mixed dtypes");
-  Rounded out_f16 = empty_like(q32, DType::F16);
+  Rounded out_f16 = empty_rounded(q32.shape(), DType::F16);
   Tensor lse({1, 2, 8});
   expect_error([&] { attention_forward(q.view, k.view, v.view, out_f16.view, lse.view(), p); },
                ErrorKind::InvalidArgument, "out has dtype f16 but q, k, v are bf16");
-  Rounded dq = empty_like(q32, DType::BF16), dk = empty_like(k32, DType::BF16), dv = empty_like(k32, DType::BF16);
+  Rounded dq = empty_rounded(q32.shape(), DType::BF16), dk = empty_rounded(k32.shape(), DType::BF16), dv = empty_rounded(k32.shape(), DType::BF16);
   Tensor delta({1, 2, 8});
   expect_error([&] {
     attention_backward_with_delta(q.view, q.view, k.view, v.view, lse.view(), delta.view(), dq.view, dk.view,

@@ -378,6 +378,18 @@ TEST(CostModel, BytesMatchThePlanTheStrategiesExecute) {
                                  " P=" + std::to_string(P) + " " + to_string(mt);
         EXPECT_EQ(e.forward.bytes_per_device, max_of(plan.forward().bytes_sent)) << what;
         EXPECT_EQ(e.backward.bytes_per_device, max_of(plan.backward().bytes_sent)) << what;
+        // bf16: burst and ring move Q, K, V, dO in 2 bytes and keep rows and partials fp32 (the
+        // others move fp32 whatever the dtype, docs/strategies.md § Bytes per dtype).
+        if (cand.strategy != StrategyKind::Burst && cand.strategy != StrategyKind::Ring) continue;
+        Workload w16 = w;
+        w16.bytes_per_element = 2;
+        ProblemShape shape16 = shape;
+        shape16.dtype = DType::BF16;
+        const Estimate e16 = estimate(c, w16, cand);
+        const Plan plan16 = Plan::make(cfg, shape16, w.mask, P, c.devices_per_node);
+        EXPECT_EQ(e16.forward.bytes_per_device, max_of(plan16.forward().bytes_sent)) << what << " bf16";
+        EXPECT_EQ(e16.backward.bytes_per_device, max_of(plan16.backward().bytes_sent)) << what << " bf16";
+        EXPECT_EQ(2 * e16.forward.bytes_per_device, e.forward.bytes_per_device) << what;
       }
     }
   }

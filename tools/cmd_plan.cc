@@ -16,7 +16,7 @@ namespace burst::cli {
 namespace {
 
 struct PlanOptions {
-  std::string strategy = "burst", layout = "zigzag", mask = "causal", backward_side = "auto";
+  std::string strategy = "burst", layout = "zigzag", mask = "causal", backward_side = "auto", dtype = "fp32";
   int ranks = 2, ranks_per_node = 0;
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   bool json = false;
@@ -39,7 +39,8 @@ void run_plan(const PlanOptions& o) {
   else if (o.backward_side == "kv") cfg.backward_side = BackwardSide::KvSide;
   else BURST_CHECK(o.backward_side == "auto", InvalidArgument, "--backward-side '", o.backward_side,
                    "' (valid: auto, query, kv)");
-  const ProblemShape shape{o.batch, o.seq, o.heads, o.kv_heads > 0 ? o.kv_heads : o.heads, o.dim};
+  ProblemShape shape{o.batch, o.seq, o.heads, o.kv_heads > 0 ? o.kv_heads : o.heads, o.dim};
+  shape.dtype = parse_dtype(o.dtype);
   const Mask mask = make_benchmark_mask(mask_type_from_string(o.mask), o.seq);
   const int L = o.ranks_per_node > 0 ? o.ranks_per_node : o.ranks;
   const Plan plan = Plan::make(cfg, shape, mask, o.ranks, L);
@@ -49,7 +50,7 @@ void run_plan(const PlanOptions& o) {
   }
   nlohmann::json j = {{"strategy", o.strategy}, {"layout", o.layout}, {"ranks", o.ranks}, {"nodes", plan.nodes()},
                       {"ranks_per_node", plan.ranks_per_node()}, {"B", shape.B}, {"S_global", shape.S_global},
-                      {"H", shape.H}, {"H_kv", shape.H_kv}, {"D", shape.D}, {"mask", o.mask},
+                      {"H", shape.H}, {"H_kv", shape.H_kv}, {"D", shape.D}, {"dtype", to_string(shape.dtype)}, {"mask", o.mask},
                       {"positions", plan.layout().positions}, {"forward", pass_json(plan.forward())},
                       {"backward", pass_json(plan.backward())}};
   std::cout << j.dump() << std::endl;
@@ -68,6 +69,7 @@ void add_plan_command(CLI::App& app) {
   bench::add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "fp32|bf16|fp16 storage of q, k, v, dout (bytes per dtype)")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
   cmd->callback([o] { run_plan(*o); });
 }

@@ -74,6 +74,10 @@ struct DistConfig {
 
 struct ProblemShape {
   std::int64_t B = 1, S_global = 0, H = 0, H_kv = 0, D = 0;
+  /// Storage dtype of q, k, v, dout (F32, BF16 or F16; computed in fp32 either way). burst and
+  /// ring move Q, K, V, dO in it; lse, delta and the dQ/dK/dV partials stay fp32; the other
+  /// strategies move fp32 (docs/strategies.md § Bytes per dtype).
+  DType dtype = DType::F32;
 };
 
 /// Stable fingerprint of everything in (cfg, shape, mask) that must be identical on all ranks.
@@ -85,7 +89,7 @@ struct PlanStep {
   std::string link;                        ///< "intra", "inter", "intra+inter", "collective", "-"
   std::vector<int> partition;              ///< block (partition) each rank computes on; −1 none
   std::vector<int> send_to;                ///< main payload destination of each rank; −1 none
-  std::vector<std::int64_t> bytes_sent;    ///< per rank, this step (fp32 payload bytes)
+  std::vector<std::int64_t> bytes_sent;    ///< per rank, this step (payload bytes)
   std::vector<std::int64_t> visible_pairs; ///< per rank, (q, k) pairs per (batch, head) computed
 };
 
@@ -139,9 +143,10 @@ class Plan {
 };
 
 /// Predicted backward bytes per rank of the two circulations on a flat or double ring with P
-/// ranks (fp32): query side (P−1)·(2·b_q + 2·r) + P·b_q, KV side (2P−1)·2·b_kv, where b_q =
-/// B·H·S_local·D, b_kv = B·H_kv·S_local·D, r = B·H·S_local (0 when P = 1). Source:
-/// algorithm.md §4.2.
+/// ranks, e = bytes per element of shape.dtype (4 f32, 2 bf16/f16), partials and rows fp32:
+/// query side (P−1)·(e·2·b_q + 4·2·r) + P·4·b_q, KV side (P−1)·e·2·b_kv + P·4·2·b_kv, where
+/// b_q = B·H·S_local·D, b_kv = B·H_kv·S_local·D, r = B·H·S_local (0 when P = 1). With e = 4
+/// these are 4·[(P−1)·(2·b_q + 2·r) + P·b_q] and 4·(2P−1)·2·b_kv. Source: algorithm.md §4.2.
 std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P);
 /// The Auto rule: QuerySide iff its bytes are ≤ the KV side's.
 BackwardSide choose_backward_side(const ProblemShape& shape, int P);

@@ -54,7 +54,13 @@ def unshard(x_local, comm, layout="zigzag", dim=1, mask=None):
     Collective over comm (an Allgatherv). numpy in, numpy out; torch in, torch out (detached: no
     gradient flows through unshard)."""
     is_torch = _is_torch(x_local)
-    xn = x_local.detach().cpu().numpy() if is_torch else np.asarray(x_local)
+    bf16 = is_torch and str(x_local.dtype) == "torch.bfloat16"   # numpy has no bfloat16: move the bits
+    if is_torch:
+        import torch
+        t = x_local.detach().cpu()
+        xn = (t.view(torch.int16) if bf16 else t).numpy()
+    else:
+        xn = np.asarray(x_local)
     if comm is None or comm.Get_size() == 1:
         return x_local.detach().clone() if is_torch else xn.copy()
     rows = np.ascontiguousarray(np.moveaxis(xn, dim, 0))
@@ -73,6 +79,6 @@ def unshard(x_local, comm, layout="zigzag", dim=1, mask=None):
     out[order] = gathered
     out = np.moveaxis(out, 0, dim)
     if is_torch:
-        import torch
-        return torch.from_numpy(np.ascontiguousarray(out))
+        result = torch.from_numpy(np.ascontiguousarray(out))
+        return result.view(torch.bfloat16) if bf16 else result
     return np.ascontiguousarray(out)

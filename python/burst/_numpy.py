@@ -1,7 +1,8 @@
 """The array-level core of the Python API: validation agreed across ranks, runners, numpy I/O.
 
-Everything here works on numpy float32 arrays (torch tensors reach it as numpy views of the same
-memory, see _torch.py). A *runner* binds one problem (mask, scale, and either single-process
+Everything here works on numpy arrays of float32 or float16, or bfloat16 bit patterns as uint16
+(numpy has no bfloat16; torch tensors reach it as numpy views of the same memory, see
+_torch.py). q, k, v share one dtype; out and the gradients come back in it, lse in float32. A *runner* binds one problem (mask, scale, and either single-process
 kernel parameters or a distributed plan) and exposes ``forward(q, k, v, out, lse)`` and
 ``backward(dout, q, k, v, out, lse, dq, dk, dv)`` writing into preallocated arrays, so the torch
 autograd Function reuses the same plan for its backward.
@@ -50,15 +51,40 @@ def agree(comm, local_error, payload):
     return [p for _, p in reports]
 
 
+_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def canonical_dtype(dt):
+    """burst's name ("fp32", "fp16", "bf16") of a dtype given by name, numpy or torch dtype."""
+    name = str(dt).replace("torch.", "")
+    if name in _DTYPES.values():
+        return name
+    if name not in _DTYPES:
+        try:
+            name = np.dtype(dt).name   # numpy scalar types (np.float16)
+        except TypeError:
+            pass
+    if name not in _DTYPES:
+        raise ValueError(f"dtype {dt}: expected float32, bfloat16 or float16 (fp32, bf16, fp16)")
+    return _DTYPES[name]
+
+
+def dtype_name(t):
+    """canonical_dtype of an array's / tensor's dtype."""
+    return canonical_dtype(t.dtype)
+
+
 def check_dtype(name, t):
-    """float32 only: other floating dtypes are NotImplementedError (the library's Unsupported),
-    anything else ValueError."""
+    """float32, float16 or bfloat16 (computed in float32 either way). float64 is
+    NotImplementedError naming the conversion; anything else ValueError."""
     dt = str(t.dtype).replace("torch.", "")
-    if dt == "float32":
+    if dt in _DTYPES:
         return
-    if dt in ("float64", "float16", "bfloat16"):
-        raise NotImplementedError(f"{name}: dtype {dt} is not supported; burst computes in float32")
-    raise ValueError(f"{name}: expected float32 values, got dtype {dt}")
+    if dt == "float64":
+        raise NotImplementedError(f"{name}: dtype float64 is not computed by burst; convert with "
+                                  f"{name}.float() (torch) or {name}.astype(numpy.float32), or use "
+                                  f"bfloat16/float16")
+    raise ValueError(f"{name}: expected float32, float16 or bfloat16 values, got dtype {dt}")
 
 
 def _kind(t):
@@ -78,6 +104,10 @@ def seq_shape(q, k, v, varlen):
                          f"{type(q).__name__}, {type(k).__name__}, {type(v).__name__}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_dtype(name, t)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"mixed dtypes q {q.dtype}, k {k.dtype}, v {v.dtype}: q, k and v must share one "
+                         f"dtype")
+    for name, t in (("q", q), ("k", k), ("v", v)):
         if t.ndim != want:
             layout = "THD [total_tokens, H, D]" if varlen else "BSHD [B, S, H, D]"
             raise ValueError(f"{name}: expected {want} dims ({layout}), got shape {tuple(t.shape)}")
@@ -160,10 +190,13 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
     return reports[0][1], [s for s, _ in reports]
 
 
-def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, extra, varlen=False):
-    """Builds the burst::DistAttention plan (collective: MPI_Comm_dup + agreement)."""
+def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, extra, varlen=False,
+                dtype="fp32"):
+    """Builds the burst::DistAttention plan (collective: MPI_Comm_dup + agreement). dtype: the
+    storage dtype of q, k, v, dout ("fp32", "bf16", "fp16"); burst and ring move them in it."""
     B, H, H_kv, D = dims
     dist = _C.DistAttention(int(comm.py2f()), strategy, layout, B, S_global, H, H_kv, D, mask,
+                            dtype=dtype,
                             softmax_scale=softmax_scale,
                             backward_side=extra.get("backward_side", "auto"),
                             ulysses_degree=int(extra.get("ulysses_degree", 0)),
@@ -196,7 +229,8 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
         m = _C.Mask(slices=document_slices(cu, causal, window_size))
     else:
         m = build_mask(mask, causal, window_size, S_global)
-    return dist_runner(comm, dims, S_global, m, softmax_scale, strategy, layout, extra, varlen)
+    return dist_runner(comm, dims, S_global, m, softmax_scale, strategy, layout, extra, varlen,
+                       dtype_name(q))
 
 
 def lse_shape(q, varlen):
@@ -216,7 +250,7 @@ def as_array(x, name):
 
 def forward_numpy(runner, q, k, v, varlen):
     q, k, v = as_array(q, "q"), as_array(k, "k"), as_array(v, "v")
-    out = np.empty(q.shape, dtype=np.float32)
+    out = np.empty(q.shape, dtype=q.dtype)
     lse = np.empty(lse_shape(q, varlen), dtype=np.float32)
     runner.forward(q, k, v, out, lse)
     return out, lse
@@ -225,8 +259,8 @@ def forward_numpy(runner, q, k, v, varlen):
 def backward_numpy(runner, dout, q, k, v, out, lse):
     arrays = [as_array(x, n) for x, n in ((dout, "dout"), (q, "q"), (k, "k"), (v, "v"),
                                          (out, "out"), (lse, "lse"))]
-    dq = np.empty(arrays[1].shape, dtype=np.float32)
-    dk = np.empty(arrays[2].shape, dtype=np.float32)
-    dv = np.empty(arrays[3].shape, dtype=np.float32)
+    dq = np.empty(arrays[1].shape, dtype=arrays[1].dtype)
+    dk = np.empty(arrays[2].shape, dtype=arrays[2].dtype)
+    dv = np.empty(arrays[3].shape, dtype=arrays[3].dtype)
     runner.backward(*arrays, dq, dk, dv)
     return dq, dk, dv

@@ -8,7 +8,7 @@ a model calling attention every step with the same shapes can build it once:
 """
 from ._masks import build_mask
 from ._numpy import (backward_numpy, check_comm, check_extra, check_operands, dist_runner,
-                     forward_numpy)
+                     canonical_dtype, dtype_name, forward_numpy)
 
 
 class DistAttention:
@@ -16,12 +16,15 @@ class DistAttention:
 
     Construction is collective over comm (identical arguments on every rank). Shapes: local
     q [B, S_local, H, D], k, v [B, S_local, H_kv, D] holding the tokens ``positions`` in order;
-    mask on global positions (causal / window_size / mask= as in attn_func). Raises ValueError /
+    mask on global positions (causal / window_size / mask= as in attn_func). dtype: the operands'
+    dtype ("fp32", "bf16", "fp16" or a torch / numpy dtype; burst and ring move Q, K, V, dO in
+    it; out and gradients come back in it, lse float32). Raises ValueError /
     NotImplementedError on every rank for invalid or unsupported combinations.
     """
 
     def __init__(self, comm, B, S_global, H, H_kv, D, softmax_scale=None, causal=False,
-                 window_size=(-1, -1), mask=None, strategy="burst", layout="zigzag", **extra):
+                 window_size=(-1, -1), mask=None, strategy="burst", layout="zigzag", dtype="fp32",
+                 **extra):
         check_comm(comm)
         if comm is None:
             raise ValueError("DistAttention needs an mpi4py communicator; use attn_func(comm=None) "
@@ -30,8 +33,9 @@ class DistAttention:
         self.comm = comm
         self.dims = (int(B), int(H), int(H_kv), int(D))
         self.mask = build_mask(mask, causal, window_size, int(S_global))
+        self.dtype = canonical_dtype(dtype)
         self._runner = dist_runner(comm, self.dims, int(S_global), self.mask, softmax_scale,
-                                   strategy, layout, dict(extra))
+                                   strategy, layout, dict(extra), dtype=self.dtype)
 
     @property
     def positions(self):
@@ -52,6 +56,8 @@ class DistAttention:
         if dims != self.dims:
             raise ValueError(f"operands have (B, H, H_kv, D) = {dims}, the plan was built for "
                              f"{self.dims}")
+        if dtype_name(q) != self.dtype:
+            raise ValueError(f"operands are {q.dtype}, the plan was built for dtype={self.dtype!r}")
 
     def __call__(self, q, k, v, return_lse=False):
         """Forward on local shards; torch tensors give a differentiable out. Collective."""

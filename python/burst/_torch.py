@@ -2,8 +2,11 @@
 
 Tensors are handed to the C++ core as numpy views of the same memory (Tensor.numpy() on CPU
 tensors shares storage), so nothing is copied except operands whose head dim is not contiguous.
+bfloat16 tensors travel as their bit patterns (a uint16 view: numpy has no bfloat16). out and
+the gradients have the input dtype, lse is float32 (as flash_attn).
 Imported lazily: the numpy path does not need torch.
 """
+import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -15,6 +18,13 @@ def _contig_d(t):
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+def _np(t):
+    """numpy view of a CPU tensor's memory; bfloat16 as its uint16 bit patterns."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
 class AttnFunction(torch.autograd.Function):
     """(q, k, v, runner, varlen) -> (out, lse); lse is not differentiable, and the backward is
     not itself differentiable (no double backward)."""
@@ -24,9 +34,9 @@ class AttnFunction(torch.autograd.Function):
         if q.device.type != "cpu" or k.device.type != "cpu" or v.device.type != "cpu":
             raise ValueError(f"burst runs on CPU; got devices {q.device}, {k.device}, {v.device}")
         qc, kc, vc = _contig_d(q), _contig_d(k), _contig_d(v)
-        out = torch.empty(q.shape, dtype=torch.float32)
+        out = torch.empty(q.shape, dtype=q.dtype)
         lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32)
-        runner.forward(qc.numpy(), kc.numpy(), vc.numpy(), out.numpy(), lse.numpy())
+        runner.forward(_np(qc), _np(kc), _np(vc), _np(out), lse.numpy())
         ctx.save_for_backward(qc, kc, vc, out, lse)
         ctx.runner = runner
         ctx.mark_non_differentiable(lse)
@@ -36,10 +46,10 @@ class AttnFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dout, _dlse):
         qc, kc, vc, out, lse = ctx.saved_tensors
-        dout = _contig_d(dout)
-        dq = torch.empty(qc.shape, dtype=torch.float32)
-        dk = torch.empty(kc.shape, dtype=torch.float32)
-        dv = torch.empty(vc.shape, dtype=torch.float32)
-        ctx.runner.backward(dout.numpy(), qc.numpy(), kc.numpy(), vc.numpy(), out.numpy(),
-                            lse.numpy(), dq.numpy(), dk.numpy(), dv.numpy())
+        dout = _contig_d(dout).to(qc.dtype)
+        dq = torch.empty(qc.shape, dtype=qc.dtype)
+        dk = torch.empty(kc.shape, dtype=kc.dtype)
+        dv = torch.empty(vc.shape, dtype=vc.dtype)
+        ctx.runner.backward(_np(dout), _np(qc), _np(kc), _np(vc), _np(out), lse.numpy(), _np(dq),
+                            _np(dk), _np(dv))
         return dq, dk, dv, None, None

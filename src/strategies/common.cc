@@ -54,6 +54,44 @@ void fill_view(const TensorView& view, float value) {
   });
 }
 
+namespace {
+
+/// Calls fn(byte pointer, bytes) for every innermost run of view, any dtype.
+template <typename F>
+void for_each_byte_run(const TensorView& view, F&& fn) {
+  const auto es = static_cast<std::int64_t>(dtype_size(view.dtype));
+  TensorView as_f32 = view;   // walk the index space with f32 pointer arithmetic, then rescale
+  as_f32.dtype = DType::F32;
+  const char* base = static_cast<const char*>(view.data);
+  const auto* fbase = static_cast<const float*>(view.data);
+  for_each_run(as_f32, [&](const float* p, std::int64_t n) { fn(base + (p - fbase) * es, n * es); });
+}
+
+}  // namespace
+
+void append_packed_pair(const TensorView& a, const TensorView& b, std::vector<float>& out) {
+  BURST_CHECK(a.dtype == b.dtype && a.numel() == b.numel(), Internal, "append_packed_pair: ", a.describe(), " vs ",
+              b.describe());
+  const std::size_t start = out.size();
+  out.resize(start + static_cast<std::size_t>(packed_pair_floats(a.numel(), a.dtype)));
+  char* dst = reinterpret_cast<char*>(out.data() + start);
+  for (const TensorView* t : {&a, &b})
+    for_each_byte_run(*t, [&](const char* p, std::int64_t bytes) {
+      std::memcpy(dst, p, static_cast<std::size_t>(bytes));
+      dst += bytes;
+    });
+}
+
+std::int64_t packed_pair_floats(std::int64_t n, DType dtype) {
+  return 2 * n * static_cast<std::int64_t>(dtype_size(dtype)) / 4;
+}
+
+TensorView bshd_view_at(const float* data, std::int64_t elements, DType dtype, std::int64_t B, std::int64_t S,
+                        std::int64_t H, std::int64_t D) {
+  const char* p = reinterpret_cast<const char*>(data) + elements * static_cast<std::int64_t>(dtype_size(dtype));
+  return make_view(static_cast<const void*>(p), dtype, {B, S, H, D});
+}
+
 AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
                             const std::function<void()>* progress) {
   AttentionParams p;

@@ -35,17 +35,17 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
                   const TensorView& v, const TensorView& out, const TensorView& lse, DistStats& stats) {
   const Dims d = dims_of(setup);
   const int g = setup.rank;
+  const DType dt = k.dtype;   // K, V travel in their storage dtype (bf16/f16: half the bytes)
   std::vector<float> own;
-  append_packed(k, own);
-  append_packed(v, own);
+  append_packed_pair(k, v, own);
   Tensor out_part({d.B, d.S, d.H, d.D}), lse_part({d.B, d.H, d.S});
   bool first = true;
   RingRunStats rs;
   exec.run(std::move(own), 0,
            [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
              if (pairs(setup, g, j) == 0) return;   // no visible pair: skip the block
-             const TensorView kj = bshd_view(read, d.B, d.S, d.H_kv, d.D);
-             const TensorView vj = bshd_view(read + d.b_kv, d.B, d.S, d.H_kv, d.D);
+             const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
+             const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
              const AttentionParams p = step_params(setup, positions(setup, g).data(), positions(setup, j).data(),
                                                    &progress);
              if (first) {
@@ -76,11 +76,12 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   Tensor delta({d.B, d.H, d.S});
   attention_delta(dout, out, delta.view());
   RingRunStats rs;
+  const DType dt = q.dtype;   // Q, dO, K, V travel in their storage dtype; delta, lse, partials fp32
   if (side == BackwardSide::QuerySide) {
     // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
     std::vector<float> own;
-    append_packed(q, own);
-    append_packed(dout, own);
+    append_packed_pair(q, dout, own);
+    const std::int64_t qd = packed_pair_floats(d.b_q, dt);
     own.insert(own.end(), delta.vec().begin(), delta.vec().end());
     append_packed(lse, own);
     fill_view(dk, 0.0f);
@@ -89,10 +90,10 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
         std::move(own), d.b_q,
         [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
           if (pairs(setup, j, g) == 0) return;
-          const TensorView qj = bshd_view(read, d.B, d.S, d.H, d.D);
-          const TensorView doj = bshd_view(read + d.b_q, d.B, d.S, d.H, d.D);
-          const TensorView deltaj = rows_view(read + 2 * d.b_q, d.B, d.H, d.S);
-          const TensorView lsej = rows_view(read + 2 * d.b_q + d.r, d.B, d.H, d.S);
+          const TensorView qj = bshd_view_at(read, 0, dt, d.B, d.S, d.H, d.D);
+          const TensorView doj = bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D);
+          const TensorView deltaj = rows_view(read + qd, d.B, d.H, d.S);
+          const TensorView lsej = rows_view(read + qd + d.r, d.B, d.H, d.S);
           const AttentionParams p = step_params(setup, positions(setup, j).data(), positions(setup, g).data(),
                                                 &progress);
           attention_backward_with_delta(doj, qj, k, v, lsej, deltaj, bshd_view(write, d.B, d.S, d.H, d.D), dk,
@@ -104,15 +105,14 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   } else {
     // Read payload: K, V of the block's owner; write: that block's dK, dV partials.
     std::vector<float> own;
-    append_packed(k, own);
-    append_packed(v, own);
+    append_packed_pair(k, v, own);
     fill_view(dq, 0.0f);
     const std::vector<float> dkv_home = exec.run(
         std::move(own), 2 * d.b_kv,
         [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
           if (pairs(setup, g, j) == 0) return;
-          const TensorView kj = bshd_view(read, d.B, d.S, d.H_kv, d.D);
-          const TensorView vj = bshd_view(read + d.b_kv, d.B, d.S, d.H_kv, d.D);
+          const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
+          const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
           const AttentionParams p = step_params(setup, positions(setup, g).data(), positions(setup, j).data(),
                                                 &progress);
           attention_backward_with_delta(dout, q, kj, vj, lse, delta.view(), dq,

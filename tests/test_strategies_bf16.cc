@@ -1,0 +1,200 @@
+// bf16 / fp16 context parallelism under mpiexec -n 1..4, every strategy: q, k, v, dout, out, dq,
+// dk, dv in 16-bit storage, lse fp32. The oracle is the fp64 reference on the same rounded
+// global inputs (widened exactly). Each result's error against it is compared with the error of
+// the single-process 16-bit kernel (P = 1, same inputs): the distributed error must not grow
+// with P beyond 2× it (plus a floor of 32 fp32 ulps of the largest value, for results the
+// single-process run happens to round exactly). Why 2×: both errors are dominated by the one
+// rounding of each result to 16 bits (≤ u·|x|, u = 2^-8 bf16, 2^-11 fp16); a distributed run adds
+// fp32-sized differences (merge order, partial sums) that can move a value across a rounding
+// boundary, i.e. at most one more half-ulp — never an error that scales with P. lse stays fp32
+// and meets the fp32 rule of the other distributed tests (dist_close). burst and ring move
+// Q, K, V, dO in 16 bits (their byte counters must equal the plan's per-dtype formulas).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "burst/attention.h"
+#include "burst/comm.h"
+#include "burst/error.h"
+#include "burst/mask.h"
+#include "burst/plan.h"
+#include "burst/strategy.h"
+#include "dist_test_util.h"
+#include "lowp_test_util.h"
+#include "test_util.h"
+
+namespace burst {
+namespace {
+
+constexpr std::int64_t kS = 96, kD = 16;
+// H = H_kv·2 with H_kv = 12: divisible by every P ≤ 4 (Ulysses, USP, TP split heads), GQA 2.
+constexpr std::int64_t kH = 24, kHkv = 12;
+
+using test::empty_rounded;
+using test::round_to;
+using test::Rounded;
+using test::widen_into;
+
+struct Reference {
+  DType dtype = DType::BF16;
+  Mask mask;
+  Tensor q, k, v, dout;              // rounded global inputs, widened
+  Tensor out, lse, dq, dk, dv;       // fp64 oracle (backward from the rounded oracle out)
+  double local[4] = {};              // single-process 16-bit error: out, dq, dk, dv
+  double lse_tol = 0, lse_local = 0;
+};
+
+double err(const Tensor& a, const Tensor& b) { return test::max_abs_diff(a, b); }
+
+Reference make_reference(DType dt) {
+  Reference r;
+  r.dtype = dt;
+  r.mask = Mask::causal_mask();
+  r.q = round_to(test::random_tensor({1, kS, kH, kD}, 31), dt).wide;
+  r.k = round_to(test::random_tensor({1, kS, kHkv, kD}, 32), dt).wide;
+  r.v = round_to(test::random_tensor({1, kS, kHkv, kD}, 33), dt).wide;
+  r.dout = round_to(test::random_tensor({1, kS, kH, kD}, 34), dt).wide;
+  AttentionParams p;
+  p.mask = r.mask;
+  p.impl = KernelImpl::Reference;
+  AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
+  const Tensor out_rounded = round_to(o.out, dt).wide;   // what a 16-bit caller saves
+  AttentionGrads g = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), out_rounded.view(),
+                                        o.lse.view(), p);
+  const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
+  r.lse_tol = test::tolerance(err(n.lse, o.lse), test::max_abs(o.lse));
+  r.out = std::move(o.out);
+  r.lse = std::move(o.lse);
+  r.dq = std::move(g.dq);
+  r.dk = std::move(g.dk);
+  r.dv = std::move(g.dv);
+  // The single-process 16-bit kernel on the same inputs.
+  p.impl = KernelImpl::Tiled;
+  p.num_threads = 1;
+  Rounded q = round_to(r.q, dt), k = round_to(r.k, dt), v = round_to(r.v, dt), dout = round_to(r.dout, dt);
+  Rounded out = empty_rounded(r.q.shape(), dt), dq = empty_rounded(r.q.shape(), dt);
+  Rounded dk = empty_rounded(r.k.shape(), dt), dv = empty_rounded(r.k.shape(), dt);
+  Tensor lse(r.lse.shape());
+  attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
+  attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view, p);
+  for (Rounded* h : {&out, &dq, &dk, &dv}) widen_into(*h);
+  r.local[0] = err(out.wide, r.out);
+  r.local[1] = err(dq.wide, r.dq);
+  r.local[2] = err(dk.wide, r.dk);
+  r.local[3] = err(dv.wide, r.dv);
+  r.lse_local = err(lse, r.lse);
+  return r;
+}
+
+const Reference& reference(DType dt) {
+  static const Reference bf16 = make_reference(DType::BF16), f16 = make_reference(DType::F16);
+  return dt == DType::BF16 ? bf16 : f16;
+}
+
+::testing::AssertionResult no_growth(const char* what, const Tensor& got, const Tensor& want, double local) {
+  const double e = err(got, want);
+  const double floor = 32 * test::kEps32 * std::max(1.0, test::max_abs(want));
+  if (e <= 2 * local + floor) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": distributed 16-bit error " << e << " > 2 × single-process "
+                                       << local << " + " << floor;
+}
+
+void run_case(const DistConfig& cfg, DType dt) {
+  const Reference& ref = reference(dt);
+  SCOPED_TRACE(std::string("strategy=") + to_string(cfg.strategy) + " layout=" + to_string(cfg.layout) + " " +
+               to_string(dt));
+  const Communicator world = Communicator::world();
+  ProblemShape shape{1, kS, kH, kHkv, kD};
+  shape.dtype = dt;
+  DistAttention attn(world, cfg, shape, ref.mask);
+  const int rank = world.rank();
+  const auto r = static_cast<std::size_t>(rank);
+  const SequenceLayout& layout = attn.plan().layout();
+  Rounded q = round_to(test::shard_of(layout, rank, ref.q), dt), k = round_to(test::shard_of(layout, rank, ref.k), dt);
+  Rounded v = round_to(test::shard_of(layout, rank, ref.v), dt), dout = round_to(test::shard_of(layout, rank, ref.dout), dt);
+  Rounded out = empty_rounded(q.wide.shape(), dt), dq = empty_rounded(q.wide.shape(), dt);
+  Rounded dk = empty_rounded(k.wide.shape(), dt), dv = empty_rounded(k.wide.shape(), dt);
+  Tensor lse({1, kH, attn.local_length()});
+  attn.forward(q.view, k.view, v.view, out.view, lse.view());
+  widen_into(out);
+  EXPECT_TRUE(no_growth("out", out.wide, test::shard_of(layout, rank, ref.out), ref.local[0]));
+  EXPECT_TRUE(test::dist_close("lse", lse, test::rows_of(layout, rank, ref.lse), ref.lse_tol, ref.lse_local));
+  EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().forward().bytes_sent[r]) << "forward bytes";
+  attn.backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view);
+  for (Rounded* h : {&dq, &dk, &dv}) widen_into(*h);
+  EXPECT_TRUE(no_growth("dq", dq.wide, test::shard_of(layout, rank, ref.dq), ref.local[1]));
+  EXPECT_TRUE(no_growth("dk", dk.wide, test::shard_of(layout, rank, ref.dk), ref.local[2]));
+  EXPECT_TRUE(no_growth("dv", dv.wide, test::shard_of(layout, rank, ref.dv), ref.local[3]));
+  EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().backward().bytes_sent[r]) << "backward bytes";
+}
+
+TEST(StrategiesBf16, EveryStrategyErrorDoesNotGrowWithP) {
+  const std::vector<std::pair<StrategyKind, LayoutKind>> cases = {
+      {StrategyKind::Burst, LayoutKind::Zigzag},      {StrategyKind::Burst, LayoutKind::Contiguous},
+      {StrategyKind::Ring, LayoutKind::Striped},      {StrategyKind::AllGather, LayoutKind::Contiguous},
+      {StrategyKind::Ulysses, LayoutKind::Contiguous}, {StrategyKind::Usp, LayoutKind::Zigzag},
+      {StrategyKind::DistFlash, LayoutKind::Contiguous}, {StrategyKind::Tp, LayoutKind::Contiguous}};
+  for (DType dt : {DType::BF16, DType::F16})
+    for (const auto& [strategy, layout] : cases) {
+      DistConfig cfg;
+      cfg.strategy = strategy;
+      cfg.layout = layout;
+      cfg.num_threads = 1;
+      run_case(cfg, dt);
+    }
+}
+
+TEST(StrategiesBf16, BurstBothBackwardSides) {
+  for (BackwardSide side : {BackwardSide::QuerySide, BackwardSide::KvSide}) {
+    DistConfig cfg;
+    cfg.strategy = StrategyKind::Burst;
+    cfg.backward_side = side;
+    cfg.num_threads = 1;
+    run_case(cfg, DType::BF16);
+  }
+}
+
+// One rank passes an f32 k to a bf16 plan: every rank throws the same InvalidArgument before any
+// payload moves (the façade's checks are agreed over ranks).
+TEST(StrategiesBf16, MixedDtypesFailOnEveryRank) {
+  const Communicator world = Communicator::world();
+  ProblemShape shape{1, kS, kH, kHkv, kD};
+  shape.dtype = DType::BF16;
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Burst;
+  DistAttention attn(world, cfg, shape, Mask::causal_mask());
+  const std::int64_t n = attn.local_length();
+  Rounded q = empty_rounded({1, n, kH, kD}, DType::BF16), k = empty_rounded({1, n, kHkv, kD}, DType::BF16);
+  Rounded v = empty_rounded({1, n, kHkv, kD}, DType::BF16), out = empty_rounded({1, n, kH, kD}, DType::BF16);
+  Tensor k32({1, n, kHkv, kD}), lse({1, kH, n});
+  const bool bad = world.rank() == world.size() - 1;
+  try {
+    attn.forward(q.view, bad ? k32.view() : k.view, v.view, out.view, lse.view());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("k has dtype f32 but the problem's dtype"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(attn.last_stats().bytes_sent, 0);
+}
+
+// 16-bit K, V halve the forward bytes of the ring family: (P − 1)·2·b_kv·2 instead of ·4.
+TEST(StrategiesBf16, RingFamilyBytesPerDtype) {
+  const int P = Communicator::world().size();
+  ProblemShape shape{1, kS, kH, kHkv, kD};
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Burst;
+  const Plan f32 = Plan::make(cfg, shape, Mask::causal_mask(), P, P);
+  shape.dtype = DType::BF16;
+  const Plan bf16 = Plan::make(cfg, shape, Mask::causal_mask(), P, P);
+  const std::int64_t b_kv = kS / P * kHkv * kD;
+  for (int g = 0; g < P; ++g) {
+    const auto u = static_cast<std::size_t>(g);
+    EXPECT_EQ(f32.forward().bytes_sent[u], 4 * (P - 1) * 2 * b_kv);
+    EXPECT_EQ(bf16.forward().bytes_sent[u], 2 * (P - 1) * 2 * b_kv);
+  }
+}
+
+}  // namespace
+}  // namespace burst
