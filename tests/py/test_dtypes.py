@@ -114,10 +114,10 @@ def test_mixed_dtypes_and_float64_name_the_fix():
         burst.attn_func(low[0].double(), low[1].double(), low[2].double())
 
 
-@pytest.mark.parametrize("strategy", ["burst", "ring", "allgather", "ulysses"])
+@pytest.mark.parametrize("strategy", ["burst", "ring", "allgather", "ulysses", "zigzag_ring_shim"])
 def test_distributed_bf16(comm, strategy):
     B, H, H_kv, D, S = 1, 4, 4, 8, 64
-    layout = "zigzag" if strategy in ("burst", "ring") else "contiguous"
+    layout = "zigzag" if strategy in ("burst", "ring", "zigzag_ring_shim") else "contiguous"
     low, wide = rounded(torch.bfloat16, B, S, H, H_kv, D, seed=7)
     vis = visible_reference(S, S, causal=True)
     ref, err32 = errors_vs_oracle(*wide, vis, 1.0 / math.sqrt(D))
@@ -125,8 +125,13 @@ def test_distributed_bf16(comm, strategy):
     # Shard the widened values (exact) and round back: the shard's bf16 bits are the global ones.
     local = [burst.shard(t, comm, layout).to(torch.bfloat16).requires_grad_() for t in wide[:3]]
     try:
-        out, lse = burst.attn_func(*local, comm=comm, strategy=strategy, layout=layout, causal=True,
-                                   return_lse=True)
+        if strategy == "zigzag_ring_shim":   # ring-flash-attention's signature, out only
+            out = burst.zigzag_ring_flash_attn_func(*local, causal=True, group=comm)
+            lse = burst.attn_func(*(t.detach() for t in local), comm=comm, strategy="ring", layout=layout,
+                                  causal=True, return_lse=True)[1]
+        else:
+            out, lse = burst.attn_func(*local, comm=comm, strategy=strategy, layout=layout,
+                                       causal=True, return_lse=True)
     except NotImplementedError as e:
         pytest.skip(f"reported unsupported by the library: {e}")
     out.backward(burst.shard(wide[3], comm, layout).to(torch.bfloat16))
