@@ -145,8 +145,8 @@ class MatrixRunner {
     return {{"bench", "matrix"}, {"case", key}, {"strategy", to_string(c.strategy)},
             {"layout", to_string(c.layout)}, {"mask", to_string(c.mask)}, {"S_global", c.S},
             {"P", P_}, {"pass", c.backward ? "bwd" : "fwd"}, {"B", o_.batch}, {"H", o_.heads},
-            {"H_kv", H_kv_}, {"D", o_.dim}, {"threads", o_.threads}, {"repeats", o_.repeats},
-            {"warmup", o_.warmup}, {"load_1m", load_average_1m()}};
+            {"H_kv", H_kv_}, {"D", o_.dim}, {"dtype", "f32"},   // the matrix runs fp32 (bench dist --dtype for 16 bits)
+            {"threads", o_.threads}, {"repeats", o_.repeats}, {"warmup", o_.warmup}, {"load_1m", load_average_1m()}};
   }
 
   Estimate model(const Case& c, const Mask& mask) const {
