@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "burst/attention.h"
@@ -135,6 +136,17 @@ struct Case {
     return varlen() ? std::vector<std::int64_t>{S_kv, H_kv, D} : std::vector<std::int64_t>{B, S_kv, H_kv, D};
   }
 };
+
+Case make_case(std::string name, std::int64_t H, std::int64_t H_kv, std::int64_t S_q, std::int64_t S_kv, Mask mask) {
+  Case c;
+  c.name = std::move(name);
+  c.H = H;
+  c.H_kv = H_kv;
+  c.S_q = S_q;
+  c.S_kv = S_kv;
+  c.mask = std::move(mask);
+  return c;
+}
 
 AttentionParams params_of(const Case& c, KernelImpl impl, Isa isa = Isa::Auto) {
   AttentionParams p;
@@ -251,39 +263,23 @@ void check_lowp(const Case& c, DType dt) {
 TEST(LowPrecisionVsTwin, EveryBenchmarkMask) {
   for (DType dt : {DType::BF16, DType::F16})
     for (MaskType type : all_mask_types()) {
-      Case c;
-      c.name = to_string(type);
-      c.S_q = c.S_kv = 100;
-      c.H = 4;
-      c.H_kv = 2;
       BenchmarkMaskConfig cfg;
       cfg.block = 16;
       cfg.num_documents = 4;
-      c.mask = make_benchmark_mask(type, 100, cfg);
-      check_lowp(c, dt);
+      check_lowp(make_case(to_string(type), 4, 2, 100, 100, make_benchmark_mask(type, 100, cfg)), dt);
     }
 }
 
 TEST(LowPrecisionVsTwin, GqaRatiosHeadDimsAndEdgeLengths) {
   for (DType dt : {DType::BF16, DType::F16}) {
-    for (std::int64_t ratio : {1, 4}) {
-      Case c;
-      c.name = "gqa " + std::to_string(ratio);
-      c.H = 4;
-      c.H_kv = 4 / ratio;
-      c.S_q = c.S_kv = 45;
-      c.mask = Mask::causal_mask();
-      check_lowp(c, dt);
-    }
+    for (std::int64_t ratio : {1, 4})
+      check_lowp(make_case("gqa " + std::to_string(ratio), 4, 4 / ratio, 45, 45, Mask::causal_mask()), dt);
     for (auto [D, S_q, S_kv] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{20, 33, 31},
                                 {64, 1, 40}, {80, 70, 33}}) {
-      Case c;
-      c.name = "D=" + std::to_string(D) + " S_q=" + std::to_string(S_q) + " S_kv=" + std::to_string(S_kv);
+      Case c = make_case("D=" + std::to_string(D) + " S_q=" + std::to_string(S_q) + " S_kv=" + std::to_string(S_kv),
+                         2, 1, S_q, S_kv, Mask::sliding_window(9, 2));
       c.D = D;
       c.B = 2;
-      c.S_q = S_q;
-      c.S_kv = S_kv;
-      c.mask = Mask::sliding_window(9, 2);
       check_lowp(c, dt);
     }
   }
@@ -291,15 +287,9 @@ TEST(LowPrecisionVsTwin, GqaRatiosHeadDimsAndEdgeLengths) {
 
 TEST(LowPrecisionVsTwin, VarlenWithEmptySequences) {
   for (DType dt : {DType::BF16, DType::F16}) {
-    Case c;
-    c.name = "varlen causal";
-    c.H = 4;
-    c.H_kv = 2;
+    Case c = make_case("varlen causal", 4, 2, 90, 110, Mask::causal_mask());
     c.cu_q = {0, 5, 5, 40, 90};
     c.cu_kv = {0, 0, 30, 70, 110};
-    c.S_q = 90;
-    c.S_kv = 110;
-    c.mask = Mask::causal_mask();
     check_lowp(c, dt);
   }
 }
@@ -308,12 +298,7 @@ TEST(LowPrecisionVsTwin, VarlenWithEmptySequences) {
 // fp32 kernel on the widened inputs (forward, backward, and accumulate into f32 gradients).
 TEST(LowPrecisionOutputs, F32ResultsAreTheFp32KernelOnWidenedInputs) {
   for (DType dt : {DType::BF16, DType::F16}) {
-    Case c;
-    c.name = "f32 outputs";
-    c.H = 4;
-    c.H_kv = 2;
-    c.S_q = c.S_kv = 70;
-    c.mask = Mask::causal_mask();
+    const Case c = make_case("f32 outputs", 4, 2, 70, 70, Mask::causal_mask());
     const Rounded q = round_to(test::random_tensor(c.q_shape(), 1), dt), k = round_to(test::random_tensor(c.kv_shape(), 2), dt),
                   v = round_to(test::random_tensor(c.kv_shape(), 3), dt), g = round_to(test::random_tensor(c.q_shape(), 4), dt);
     for (Isa isa : isas_here()) {
