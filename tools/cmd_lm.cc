@@ -1,4 +1,4 @@
-// tools/cmd_lm.cc — `burst train | eval`: the long-context language model on the KJV
+// tools/cmd_lm.cc — `burst train | eval | generate`: the long-context language model on the KJV
 // (apps/lm, issue 4; the token cache comes from build/apps/kjv_prepare). Compiled only with
 // BURST_WITH_TORCH (BURST_HAVE_LM). Every rank parses the same argv; rank 0 prints progress
 // (stderr) and eval's JSON summary (last stdout line).
@@ -14,6 +14,7 @@
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "commands.h"
+#include "lm/generate.h"
 #include "lm/train.h"
 
 namespace burst::cli {
@@ -123,6 +124,40 @@ void add_lm_commands(CLI::App& app) {
     eopt->checkpoint = *eckpt;
     eopt->per_book_json = *ebooks;
     const nlohmann::json summary = lm::run_eval(*eopt, comm);
+    if (comm.rank() == 0) std::printf("%s\n", summary.dump().c_str());
+    std::fflush(stdout);
+  });
+  auto gargs = std::make_shared<RunArgs>();
+  auto gopt = std::make_shared<lm::GenerateOptions>();
+  auto gckpt = std::make_shared<std::string>(gopt->checkpoint.string());
+  auto gctx = std::make_shared<std::string>("all");
+  CLI::App* g = app.add_subcommand("generate", "sample from a checkpoint with the whole KJV as context, KV cache "
+                                               "sharded over the ranks (mpirun)");
+  add_run_options(*g, *gargs, "zigzag");
+  g->add_option("--checkpoint", *gckpt)->capture_default_str();
+  g->add_option("--context", *gctx, "context before the prompt: all (the whole KJV) or its first N tokens")
+      ->capture_default_str();
+  g->add_option("--prompt", gopt->prompt, "text appended to the context");
+  g->add_option("--max-new-tokens", gopt->max_new_tokens)->capture_default_str();
+  g->add_option("--temperature", gopt->temperature, "0: greedy")->capture_default_str();
+  g->add_option("--top-k", gopt->top_k, "0: whole vocabulary")->capture_default_str();
+  g->add_option("--seed", gopt->seed, "sampling seed")->capture_default_str();
+  g->add_option("--verify-tokens", gopt->verify_tokens, "first steps recomputed on one rank")->capture_default_str();
+  g->add_option("--chunk", gopt->chunk_tokens, "KV-cache chunk tokens (multiple of 64)")->capture_default_str();
+  g->callback([gargs, gopt, gckpt, gctx] {
+    const Communicator comm = Communicator::world();
+    gopt->run = resolve(*gargs, comm);
+    gopt->checkpoint = *gckpt;
+    if (*gctx == "all") {
+      gopt->context_tokens = -1;
+    } else {
+      try {
+        gopt->context_tokens = std::stoll(*gctx);
+      } catch (const std::exception&) {
+        BURST_FAIL(InvalidArgument, "--context '", *gctx, "' is not 'all' or a token count");
+      }
+    }
+    const nlohmann::json summary = lm::run_generate(*gopt, comm);
     if (comm.rank() == 0) std::printf("%s\n", summary.dump().c_str());
     std::fflush(stdout);
   });

@@ -70,23 +70,12 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
   Checkpoint ckpt;
   comm.agree_on([&] {
     corpus = load_corpus(o.run.data_dir);
-    ckpt = load_checkpoint(o.checkpoint);
-    BURST_CHECK(ckpt.header.value("kind", "") == "burst-lm", InvalidArgument, o.checkpoint.string(),
-                " is not a burst LM checkpoint");
-    const auto want = ckpt.header.at("run").at("data_checksum").get<std::string>();
-    char have[17];
-    std::snprintf(have, sizeof have, "%016llx", static_cast<unsigned long long>(corpus.checksum));
-    BURST_CHECK(want == have, InvalidArgument, "checkpoint ", o.checkpoint.string(),
-                " was trained on token cache ", want, ", but ", o.run.data_dir.string(), " holds ", have,
-                " (different vocabulary or data): evaluate with the matching --data directory");
+    ckpt = load_lm_checkpoint(o.checkpoint, corpus, o.run.data_dir);
     BURST_CHECK(o.max_tokens >= 0 && o.verify_books >= 0, InvalidArgument, "max_tokens=", o.max_tokens,
                 " and verify_books=", o.verify_books, " must be >= 0");
   });
   torch::NoGradGuard no_grad;
-  Model model(ModelConfig::from_json(ckpt.header.at("model")));
-  for (std::size_t i = 0; i < model.parameters().size(); ++i)
-    model.parameters()[i].detach().copy_(
-        checkpoint_tensor(ckpt, model.names()[i], model.parameters()[i].sizes().vec()));
+  Model model = model_from_checkpoint(ckpt);
   const ModelConfig& mcfg = model.config();
 
   const std::int64_t N = o.max_tokens > 0 ? std::min(o.max_tokens, corpus.num_tokens()) : corpus.num_tokens();
@@ -229,6 +218,27 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
           {"verify_max_rel_err", max_rel},
           {"verify_books", verify_rows.size()}};
   });
+}
+
+Checkpoint load_lm_checkpoint(const fs::path& path, const Corpus& corpus, const fs::path& data_dir) {
+  Checkpoint ckpt = load_checkpoint(path);
+  BURST_CHECK(ckpt.header.value("kind", "") == "burst-lm", InvalidArgument, path.string(),
+              " is not a burst LM checkpoint");
+  const auto want = ckpt.header.at("run").at("data_checksum").get<std::string>();
+  char have[17];
+  std::snprintf(have, sizeof have, "%016llx", static_cast<unsigned long long>(corpus.checksum));
+  BURST_CHECK(want == have, InvalidArgument, "checkpoint ", path.string(), " was trained on token cache ", want,
+              ", but ", data_dir.string(), " holds ", have,
+              " (different vocabulary or data): use the matching --data directory");
+  return ckpt;
+}
+
+Model model_from_checkpoint(const Checkpoint& ckpt) {
+  Model model(ModelConfig::from_json(ckpt.header.at("model")));
+  for (std::size_t i = 0; i < model.parameters().size(); ++i)
+    model.parameters()[i].detach().copy_(
+        checkpoint_tensor(ckpt, model.names()[i], model.parameters()[i].sizes().vec()));
+  return model;
 }
 
 }  // namespace burst::lm

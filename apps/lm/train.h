@@ -19,6 +19,8 @@
 
 #include "burst/comm.h"
 #include "burst/strategy.h"
+#include "checkpoint.h"
+#include "data.h"
 #include "model.h"
 
 namespace burst::lm {
@@ -75,5 +77,13 @@ struct EvalOptions {
 
 /// Evaluates and returns the summary object (the last line `burst eval` prints). Collective.
 nlohmann::json run_eval(const EvalOptions& opts, const Communicator& comm);
+
+/// Loads a `burst train` checkpoint and checks that it was trained on `corpus` (read from
+/// data_dir). Throws Error(InvalidArgument) for a corrupt file, another kind of checkpoint or a
+/// different token cache (the message names both checksums). Not collective.
+Checkpoint load_lm_checkpoint(const std::filesystem::path& path, const Corpus& corpus,
+                              const std::filesystem::path& data_dir);
+/// The model the checkpoint describes, with its weights. Throws as checkpoint_tensor.
+Model model_from_checkpoint(const Checkpoint& ckpt);
 
 }  // namespace burst::lm
