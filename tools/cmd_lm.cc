@@ -144,6 +144,8 @@ void add_lm_commands(CLI::App& app) {
   g->add_option("--seed", gopt->seed, "sampling seed")->capture_default_str();
   g->add_option("--verify-tokens", gopt->verify_tokens, "first steps recomputed on one rank")->capture_default_str();
   g->add_option("--chunk", gopt->chunk_tokens, "KV-cache chunk tokens (multiple of 64)")->capture_default_str();
+  g->add_flag("--prefill-causal", gopt->prefill_causal,
+              "prefill with a plain causal mask (default: document-causal over the books, as trained)");
   g->callback([gargs, gopt, gckpt, gctx] {
     const Communicator comm = Communicator::world();
     gopt->run = resolve(*gargs, comm);

@@ -151,6 +151,17 @@ std::int64_t sample(const std::vector<float>& logits, double temperature, int to
   return ids[pick(rng)];
 }
 
+// The prefill's mask over [0, S_p): causal, or document-causal over the books of the context with
+// the prompt appended to the last book.
+Mask prefill_mask(const Corpus& corpus, std::int64_t n_ctx, std::int64_t S_p, bool causal) {
+  if (causal) return Mask::causal_mask();
+  std::vector<std::int32_t> cu{0};
+  for (const auto off : corpus.book_offsets)
+    if (off > 0 && off < std::min(n_ctx, S_p)) cu.push_back(static_cast<std::int32_t>(off));
+  cu.push_back(static_cast<std::int32_t>(S_p));
+  return Mask::document(cu, true);
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -189,7 +200,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
   const auto S = size_of(seq);
   const std::int64_t S_p = (S - 1) / (4 * P) * (4 * P);   // prefill length: divides every layout
   if (log)
-    std::cerr << "generate: context " << n_ctx << " tokens + prompt " << prompt_ids.size() << " tokens = " << S << " as one causal sequence on " << P
+    std::cerr << "generate: context " << n_ctx << " tokens + prompt " << prompt_ids.size() << " tokens = " << S << " as one " << (o.prefill_causal ? "causal" : "document-causal") << " sequence on " << P
               << " ranks (" << to_string(o.run.dist.strategy) << " / " << to_string(o.run.dist.layout)
               << "), model step " << ckpt.header.at("step") << "\n";
 
@@ -207,7 +218,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     // Prefill.
     const Stopwatch prefill_sw;
     if (S_p > 0) {
-      auto engine = make_engine(o.run, comm, mc, S_p, Mask::causal_mask());
+      auto engine = make_engine(o.run, comm, mc, S_p, prefill_mask(corpus, n_ctx, S_p, o.prefill_causal));
       PrefillEngine pe(*engine, caches, S_p);
       std::vector<std::int64_t> local;
       for (const auto p : engine->positions()) local.push_back(seq[static_cast<std::size_t>(p)]);
@@ -296,6 +307,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 {"context_tokens", n_ctx},
                 {"prompt_tokens", prompt_ids.size()},
                 {"prefill_tokens", S_p},
+                {"prefill_mask", o.prefill_causal ? "causal" : "causal_document"},
                 {"prefill_seconds", prefill_seconds},
                 {"tail_seconds", tail_seconds},
                 {"new_tokens", generated.size()},
