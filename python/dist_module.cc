@@ -74,6 +74,15 @@ void bind_dist(py::module_& m) {
       },
       py::arg("kind"), py::arg("P"), py::arg("S_global"), py::arg("mask") = Mask{},
       "Global positions held by each of P ranks under a layout (burst::make_layout). Pure.");
+  m.def(
+      "padded_length",
+      [](const std::string& kind, int P, std::int64_t S_global) {
+        return padded_length(layout_from_string(kind), P, S_global);
+      },
+      py::arg("kind"), py::arg("P"), py::arg("S_global"),
+      "Smallest length >= S_global the layout splits over P ranks (burst::padded_length). Pure.");
+  m.def("mask_without_padding", &mask_without_padding, py::arg("mask"), py::arg("S_global"),
+        "The mask confined to the real tokens [0, S_global) (burst::mask_without_padding). Pure.");
 
   py::class_<PyDist>(m, "DistAttention",
                      "burst::DistAttention bound to an MPI communicator given by its Fortran handle. "
@@ -82,7 +91,8 @@ void bind_dist(py::module_& m) {
                        std::int64_t B, std::int64_t S_global, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                        const Mask& mask, std::optional<float> softmax_scale, const std::string& backward_side,
                        int ulysses_degree, int ranks_per_node, bool double_ring, bool overlap, int num_threads,
-                       const std::string& impl, const std::string& dtype) {
+                       const std::string& impl, const std::string& dtype, bool pad,
+                       std::vector<std::vector<std::int64_t>> positions) {
              DistConfig cfg;
              cfg.strategy = strategy_from_string(strategy);
              cfg.layout = layout_from_string(layout);
@@ -96,6 +106,8 @@ void bind_dist(py::module_& m) {
              BURST_CHECK(impl == "tiled" || impl == "reference", InvalidArgument, "impl '", impl,
                          "' is not one of tiled, reference");
              cfg.kernel = impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
+             cfg.pad = pad;
+             cfg.positions = std::move(positions);
              ProblemShape shape{B, S_global, H, H_kv, D};
              shape.dtype = parse_dtype(dtype);
              return std::make_unique<PyDist>(fortran_handle, cfg, shape, mask);
@@ -104,7 +116,8 @@ void bind_dist(py::module_& m) {
            py::arg("H"), py::arg("H_kv"), py::arg("D"), py::arg("mask"), py::arg("softmax_scale") = py::none(),
            py::arg("backward_side") = "auto", py::arg("ulysses_degree") = 0, py::arg("ranks_per_node") = 0,
            py::arg("double_ring") = true, py::arg("overlap") = true, py::arg("num_threads") = 0,
-           py::arg("impl") = "tiled", py::arg("dtype") = "fp32")
+           py::arg("impl") = "tiled", py::arg("dtype") = "fp32", py::arg("pad") = false,
+           py::arg("positions") = std::vector<std::vector<std::int64_t>>{})
       .def_property_readonly("rank", [](const PyDist& d) { return d.comm.rank(); })
       .def_property_readonly("size", [](const PyDist& d) { return d.comm.size(); })
       .def_property_readonly("positions", [](const PyDist& d) { return to_array(d.dist.positions()); })

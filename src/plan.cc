@@ -131,6 +131,39 @@ SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const 
   return layout;
 }
 
+SequenceLayout make_explicit_layout(LayoutKind kind, int P, std::int64_t S_global,
+                                    std::vector<std::vector<std::int64_t>> positions) {
+  BURST_CHECK(P >= 1 && S_global >= 1, InvalidArgument, "explicit layout needs P >= 1 and S_global >= 1, got P=",
+              P, " S_global=", S_global);
+  BURST_CHECK(static_cast<int>(positions.size()) == P, InvalidArgument, "explicit layout has ",
+              positions.size(), " position lists for P=", P, " ranks");
+  for (int r = 1; r < P; ++r)
+    BURST_CHECK(positions[static_cast<std::size_t>(r)].size() == positions[0].size(), InvalidArgument,
+                "explicit layout: rank ", r, " holds ", positions[static_cast<std::size_t>(r)].size(),
+                " tokens, rank 0 holds ", positions[0].size(), " (every rank must hold as many)");
+  SequenceLayout layout{kind, P, S_global, std::move(positions)};
+  try {
+    check_layout(layout);
+  } catch (const Error& e) {
+    BURST_FAIL(InvalidArgument, "explicit layout over S_global=", S_global, ": ", e.message());
+  }
+  return layout;
+}
+
+std::int64_t padded_length(LayoutKind kind, int P, std::int64_t S_global) {
+  BURST_CHECK(P >= 1 && S_global >= 1, InvalidArgument, "padded_length needs P >= 1 and S_global >= 1, got P=", P,
+              " S_global=", S_global);
+  const std::int64_t multiple = (kind == LayoutKind::Zigzag) ? 2LL * P : P;
+  return (S_global + multiple - 1) / multiple * multiple;
+}
+
+Mask mask_without_padding(const Mask& mask, std::int64_t S_global) {
+  if (!mask.is_shorthand()) return mask;
+  // The slice ResolvedMask would expand the shorthand into at (S_global, S_global).
+  return Mask::from_slices({MaskSlice{0, S_global, 0, S_global, mask.causal ? SliceKind::Causal : SliceKind::Full,
+                                      mask.window_left, mask.causal ? -1 : mask.window_right}});
+}
+
 void check_layout(const SequenceLayout& layout) {
   BURST_CHECK(static_cast<int>(layout.positions.size()) == layout.P, Internal, "layout has ",
               layout.positions.size(), " position lists for P=", layout.P);
@@ -226,6 +259,12 @@ std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, cons
   }
   for (std::int64_t x : {shape.B, shape.S_global, shape.H, shape.H_kv, shape.D}) mix(x);
   mix(static_cast<std::int64_t>(shape.dtype));
+  mix(cfg.pad ? 1 : 0);
+  mix(static_cast<std::int64_t>(cfg.positions.size()));
+  for (const auto& pos : cfg.positions) {
+    mix(static_cast<std::int64_t>(pos.size()));
+    for (std::int64_t x : pos) mix(x);
+  }
   return h;
 }
 

@@ -160,7 +160,8 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
   Plan plan;
   plan.cfg_ = cfg;
   plan.shape_ = shape;
-  plan.layout_ = make_layout(cfg.layout, P, shape.S_global, mask);
+  plan.layout_ = cfg.positions.empty() ? make_layout(cfg.layout, P, shape.S_global, mask)
+                                       : make_explicit_layout(cfg.layout, P, shape.S_global, cfg.positions);
   plan.mask_text_ = mask.describe();
   const bool double_ring = cfg.strategy == StrategyKind::Burst && cfg.double_ring;
   plan.ranks_per_node_ = double_ring ? ranks_per_node : P;

@@ -50,8 +50,27 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
                 *cfg.softmax_scale, " must be finite and > 0");
   const ResolvedMask resolved(mask, s.S_global, s.S_global);   // throws on invalid slices
   (void)resolved;
+  if (!cfg.positions.empty()) {
+    BURST_CHECK(cfg.strategy == StrategyKind::Burst || cfg.strategy == StrategyKind::Ring ||
+                    cfg.strategy == StrategyKind::AllGather,
+                Unsupported, "an explicit layout (positions) runs with burst, ring or allgather, not ",
+                to_string(cfg.strategy), " (its schedule follows the layout kind)");
+    BURST_CHECK(!cfg.pad, InvalidArgument, "an explicit layout (positions) cannot be combined with pad");
+    (void)make_explicit_layout(cfg.layout, P, s.S_global, cfg.positions);
+  }
+}
+
+// The problem the plan and strategy run: with cfg.pad, the sequence padded to the layout's
+// multiple and the mask confined to the real tokens (plan.h).
+ProblemShape run_shape(const DistConfig& cfg, const ProblemShape& s, int P) {
+  ProblemShape r = s;
+  if (cfg.pad && s.S_global >= 1) r.S_global = padded_length(cfg.layout, P, s.S_global);
+  return r;
+}
+
+void validate_run(const DistConfig& cfg, const ProblemShape& s, const Mask& mask, int P) {
   // Layout divisibility (zigzag needs 2P, the others P): fails here with the layout's message.
-  (void)make_layout(cfg.layout, P, s.S_global, Mask{});
+  if (cfg.positions.empty()) (void)make_layout(cfg.layout, P, s.S_global, Mask{});
   entry_of(cfg.strategy).validate(cfg, s, mask, P);
 }
 
@@ -120,16 +139,21 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
   const Communicator& c = impl_->comm;
   const int P = c.size();
   c.agree(fingerprint(cfg, shape, mask), "DistAttention arguments (config, shape or mask)");
-  c.agree_on([&] { validate_common(cfg, shape, mask, P); });
+  const ProblemShape run = run_shape(cfg, shape, P);
+  const Mask run_mask = cfg.pad ? mask_without_padding(mask, shape.S_global) : mask;
+  c.agree_on([&] {
+    validate_common(cfg, shape, mask, P);
+    validate_run(cfg, run, run_mask, P);
+  });
   NodeTopology topo{1, P, 0, c.rank()};
   if (cfg.strategy == StrategyKind::Burst && cfg.double_ring) topo = c.node_topology(cfg.ranks_per_node);
   std::shared_ptr<const Plan> plan;
-  c.agree_on([&] { plan = std::make_shared<const Plan>(Plan::make(cfg, shape, mask, P, topo.ranks_per_node)); });
-  strategies::Setup setup{c, cfg, shape, mask, std::make_shared<const ResolvedMask>(mask, shape.S_global, shape.S_global),
+  c.agree_on([&] { plan = std::make_shared<const Plan>(Plan::make(cfg, run, run_mask, P, topo.ranks_per_node)); });
+  strategies::Setup setup{c, cfg, run, run_mask, std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global),
                           plan, c.rank(), P, topo,
                           cfg.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(shape.D)))};
   impl_->cfg = cfg;
-  impl_->shape = shape;
+  impl_->shape = run;
   impl_->plan = plan;
   impl_->S_local = static_cast<std::int64_t>(plan->layout().positions[static_cast<std::size_t>(c.rank())].size());
   impl_->strategy = entry_of(cfg.strategy).make(setup);

@@ -62,6 +62,44 @@ TEST(Layout, RejectsIndivisibleLengths) {
   EXPECT_THROW(layout_from_string("diagonal"), Error);
 }
 
+TEST(Layout, PaddedLengthIsTheNextMultiple) {
+  for (int P : {1, 2, 3, 4, 7})
+    for (std::int64_t S : {1, 5, 999, 1000, 1001, 1024}) {
+      for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag, LayoutKind::Striped, LayoutKind::Balanced}) {
+        const std::int64_t m = (k == LayoutKind::Zigzag) ? 2 * P : P;
+        const std::int64_t n = padded_length(k, P, S);
+        EXPECT_TRUE(n % m == 0 && n >= S && n < S + m) << to_string(k) << " P=" << P << " S=" << S << " -> " << n;
+        EXPECT_NO_THROW(make_layout(k, P, n, Mask::causal_mask()));
+      }
+    }
+  EXPECT_THROW(padded_length(LayoutKind::Zigzag, 0, 10), Error);
+}
+
+TEST(Layout, MaskWithoutPaddingHidesPaddingAndKeepsTheRest) {
+  const std::int64_t S = 10, S_pad = 12;
+  for (const Mask& m : {Mask::causal_mask(), Mask::full(), Mask::sliding_window(2, 1), Mask::sliding_window(3, -1, true),
+                        make_benchmark_mask(MaskType::CausalDocument, S)}) {
+    const ResolvedMask real(m, S, S), padded(mask_without_padding(m, S), S_pad, S_pad);
+    for (std::int64_t i = 0; i < S_pad; ++i)
+      for (std::int64_t j = 0; j < S_pad; ++j)
+        EXPECT_EQ(padded.visible(i, j), i < S && j < S && real.visible(i, j)) << m.describe() << " " << i << "," << j;
+  }
+}
+
+TEST(Layout, ExplicitLayoutIsCheckedAndKept) {
+  const std::vector<std::vector<std::int64_t>> ok{{0, 3, 4}, {1, 2, 5}};
+  EXPECT_EQ(make_explicit_layout(LayoutKind::Contiguous, 2, 6, ok).positions, ok);
+  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 3, 4}, {1, 2}}), Error);        // unequal
+  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 3, 4}, {1, 2, 4}}), Error);     // twice
+  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 4, 3}, {1, 2, 5}}), Error);     // order
+  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 3, 6, ok), Error);                         // P
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Ring;
+  cfg.positions = ok;
+  const Plan plan = Plan::make(cfg, ProblemShape{1, 6, 2, 2, 8}, Mask::causal_mask(), 2, 2);
+  EXPECT_EQ(plan.layout().positions, ok);
+}
+
 TEST(Layout, BalancedEvensVisibleWork) {
   for (int P : {2, 3, 4, 8}) {
     const std::int64_t S = 64LL * P;

@@ -34,6 +34,22 @@ struct SequenceLayout {
 /// (contiguous/striped: P; zigzag: 2P).
 SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const Mask& mask = {});
 
+/// A layout the caller states rank by rank (e.g. ring-flash-attention's varlen split, which cuts
+/// every packed document into P or 2P chunks): positions[r] are the global positions rank r
+/// holds, increasing. `kind` is only recorded. Pure. Throws Error(InvalidArgument) unless there
+/// are P lists of equal length that together are a permutation of [0, S_global).
+SequenceLayout make_explicit_layout(LayoutKind kind, int P, std::int64_t S_global,
+                                    std::vector<std::vector<std::int64_t>> positions);
+
+/// The smallest length ≥ S_global that `kind` splits over P ranks: the next multiple of P (2P for
+/// zigzag). Pure. Throws Error(InvalidArgument) for P < 1 or S_global < 1.
+std::int64_t padded_length(LayoutKind kind, int P, std::int64_t S_global);
+/// `mask` confined to the real tokens [0, S_global) so that it can be resolved at a padded
+/// length: a padding position (≥ S_global) sees no key and no query sees it, hence out = 0,
+/// lse = −inf and zero gradients there (mask.h). Shorthands become the equivalent slice; explicit
+/// slices already lie in [0, S_global). Pure.
+Mask mask_without_padding(const Mask& mask, std::int64_t S_global);
+
 /// Copies rank `rank`'s tokens from a global BSHD tensor [B,S_global,H,D] into a local one
 /// [B,S_local,H,D] (shard) and back (unshard). Not collective; pure.
 void shard(const SequenceLayout& layout, int rank, const TensorView& global, const TensorView& local);
@@ -70,6 +86,15 @@ struct DistConfig {
   int num_threads = 0;             ///< kernel threads per rank; 0 → OpenMP default
   std::optional<float> softmax_scale;
   KernelImpl kernel = KernelImpl::Tiled;   ///< local kernel (Reference: the fp64 oracle, tests)
+  /// S_global need not split as the layout needs: DistAttention pads the sequence to
+  /// padded_length(layout, P, S_global) with tokens at positions ≥ S_global that are masked out
+  /// (mask_without_padding); local tensors then hold the padded layout's tokens (S_padded / P
+  /// per rank, padding included). Every strategy and layout.
+  bool pad = false;
+  /// Explicit layout (make_explicit_layout): positions[r] = rank r's global positions; empty →
+  /// built from `layout`. burst, ring and allgather only (the other strategies derive their
+  /// schedules from the layout kind); not combined with `pad`.
+  std::vector<std::vector<std::int64_t>> positions;
 };
 
 struct ProblemShape {
@@ -108,7 +133,8 @@ struct PassPlan {
 /// Identical on every rank for identical inputs; never communicates.
 class Plan {
  public:
-  /// Builds the plan. `ranks_per_node` is the resolved L (1..P, P % L == 0) for the burst
+  /// Builds the plan of exactly `shape` (cfg.pad is not applied here: DistAttention passes the
+  /// padded shape and mask). `ranks_per_node` is the resolved L (1..P, P % L == 0) for the burst
   /// double ring; pass P (one node) when unknown. Throws Error(InvalidArgument) for invalid
   /// shapes / layouts (e.g. S_global % 2P ≠ 0 under zigzag). Strategy support is checked by
   /// the strategies, not here; for strategies without a step model the passes hold totals only.

@@ -16,15 +16,18 @@ Errors: ValueError (invalid argument), NotImplementedError (unsupported combinat
 RuntimeError (communication / internal); under ``comm`` every rank raises the same error.
 """
 from . import _C
-from ._layout import positions, shard, unshard
+from ._cache import clear as clear_plan_cache, stats as plan_cache_stats
+from ._layout import padded_length, positions, shard, unshard
 from ._masks import Mask, benchmark_mask, mask_names
 from ._numpy import (backward_numpy, check_extra, check_unsupported, forward_numpy, make_runner)
 from ._plan import DistAttention
 from ._kvcache import DistKVCache, attn_with_kvcache
 from ._C import release_kernel_workspace, retain_freed_memory
 
-__all__ = ["attn_func", "attn_varlen_func", "attn_backward", "attn_varlen_backward", "positions",
-           "shard", "unshard", "Mask", "benchmark_mask", "mask_names", "strategies", "layouts",
+__all__ = ["attn_func", "attn_varlen_func", "attn_qkvpacked_func", "attn_kvpacked_func",
+           "attn_varlen_qkvpacked_func", "attn_varlen_kvpacked_func", "attn_backward",
+           "attn_varlen_backward", "positions", "shard", "unshard", "padded_length",
+           "plan_cache_stats", "clear_plan_cache", "Mask", "benchmark_mask", "mask_names", "strategies", "layouts",
            "DistAttention", "ring_flash_attn_func", "zigzag_ring_flash_attn_func",
            "stripe_flash_attn_func", "retain_freed_memory", "release_kernel_workspace",
            "DistKVCache", "attn_with_kvcache"]
@@ -56,7 +59,7 @@ def _run(q, k, v, runner, varlen, return_lse, return_attn_probs):
 def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
               softcap=0.0, alibi_slopes=None, deterministic=True, return_attn_probs=False,
               comm=None, *, return_lse=False, strategy="burst", layout="zigzag", mask=None,
-              **extra):
+              S_global=None, **extra):
     """Exact attention softmax(softmax_scale · QKᵀ + mask)·V, flash_attn_func's arguments in its
     order, with ``comm`` appended (as ring-flash-attention appends ``group``).
 
@@ -69,18 +72,42 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     sequence is split ("zigzag", "contiguous", "striped", "balanced") — the caller's shards must
     follow it (burst.shard). Extras: num_threads, impl ("tiled" / "reference": the kernel),
     backward_side ("auto" / "query" / "kv"), ulysses_degree, ranks_per_node, double_ring, overlap.
+    S_global: with comm, the real sequence length when the shards carry padding (burst.shard(x,
+    comm, layout, pad=True) pads to burst.padded_length): padding tokens are masked (out = 0,
+    lse = -inf, zero gradients); None = the shards hold exactly the sequence.
     Returns out (like q); (out, lse) with return_lse; (out, lse, None) with return_attn_probs
     (attention probabilities are never materialised). A row with no visible key gives out = 0
     and lse = -inf.
-    Collective over comm. Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
+    Collective over comm; the plan is cached per (communicator, shapes, mask, strategy, layout,
+    extras), so repeated calls cost one two-integer MPI_Allreduce besides the pass itself
+    (burst.plan_cache_stats()). Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
     alibi_slopes, float64 inputs) / RuntimeError, identically on every rank.
     Cost: 4·D·H·(visible pairs) flop forward, 2.5x that backward; O(tile) extra memory.
     """
     check_unsupported(dropout_p, softcap, alibi_slopes)
     runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, deterministic=deterministic, comm=comm,
-                         strategy=strategy, layout=layout, mask=mask, extra=extra)
+                         strategy=strategy, layout=layout, mask=mask, extra=extra,
+                         S_global=S_global)
     return _run(q, k, v, runner, False, return_lse, return_attn_probs)
+
+
+def attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
+                        window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=True,
+                        return_attn_probs=False, comm=None, **kw):
+    """flash_attn_qkvpacked_func: qkv [B, S, 3, H, D] (q, k, v stacked; torch gradients flow into
+    qkv). Otherwise as attn_func (keywords after comm included)."""
+    return attn_func(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], dropout_p, softmax_scale, causal,
+                     window_size, softcap, alibi_slopes, deterministic, return_attn_probs, comm,
+                     **kw)
+
+
+def attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
+                       window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=True,
+                       return_attn_probs=False, comm=None, **kw):
+    """flash_attn_kvpacked_func: q [B, S, H, D], kv [B, S_kv, 2, H_kv, D]. As attn_func."""
+    return attn_func(q, kv[:, :, 0], kv[:, :, 1], dropout_p, softmax_scale, causal, window_size,
+                     softcap, alibi_slopes, deterministic, return_attn_probs, comm, **kw)
 
 
 def attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -111,15 +138,37 @@ def attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return _run(q, k, v, runner, True, return_lse, return_attn_probs)
 
 
+def attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None,
+                               causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                               deterministic=True, return_attn_probs=False, comm=None, **kw):
+    """flash_attn_varlen_qkvpacked_func: qkv [T, 3, H, D], one cu_seqlens for q and k. As
+    attn_varlen_func."""
+    return attn_varlen_func(qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen,
+                            max_seqlen, dropout_p, softmax_scale, causal, window_size, softcap,
+                            alibi_slopes, deterministic, return_attn_probs, comm, **kw)
+
+
+def attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              dropout_p=0.0, softmax_scale=None, causal=False,
+                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                              deterministic=True, return_attn_probs=False, comm=None, **kw):
+    """flash_attn_varlen_kvpacked_func: q [T_q, H, D], kv [T_kv, 2, H_kv, D]. As
+    attn_varlen_func."""
+    return attn_varlen_func(q, kv[:, 0], kv[:, 1], cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                            max_seqlen_k, dropout_p, softmax_scale, causal, window_size, softcap,
+                            alibi_slopes, deterministic, return_attn_probs, comm, **kw)
+
+
 def attn_backward(dout, q, k, v, out, lse, softmax_scale=None, causal=False,
                   window_size=(-1, -1), deterministic=True, comm=None, *, strategy="burst",
-                  layout="zigzag", mask=None, **extra):
+                  layout="zigzag", mask=None, S_global=None, **extra):
     """Backward for numpy users (torch users call .backward()): returns (dq, dk, dv) given the
     forward's out and lse and the upstream gradient dout (like out). Same problem arguments as
     the attn_func call that produced out/lse. Collective over comm."""
     runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, deterministic=deterministic, comm=comm,
-                         strategy=strategy, layout=layout, mask=mask, extra=extra)
+                         strategy=strategy, layout=layout, mask=mask, extra=extra,
+                         S_global=S_global)
     return backward_numpy(runner, dout, q, k, v, out, lse)
 
 
@@ -134,25 +183,7 @@ def attn_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, so
     return backward_numpy(runner, dout, q, k, v, out, lse)
 
 
-def _ring_flash_attn(layout):
-    def fn(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
-           alibi_slopes=None, deterministic=False, return_attn_probs=False, group=None):
-        if group is None:   # upstream: the default process group, i.e. the whole world
-            from mpi4py import MPI
-            group = MPI.COMM_WORLD
-        return attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, 0.0, alibi_slopes,
-                         deterministic, return_attn_probs, group, strategy="ring", layout=layout)
-    fn.__name__ = {"contiguous": "ring_flash_attn_func", "zigzag": "zigzag_ring_flash_attn_func",
-                   "striped": "stripe_flash_attn_func"}[layout]
-    fn.__doc__ = (f"ring-flash-attention's {fn.__name__} (same signature; no softcap): RingAttention "
-                  f"on the {layout} layout. group: an mpi4py communicator (torch process groups "
-                  f"cannot yield an MPI communicator); None means MPI.COMM_WORLD, as upstream's "
-                  f"None means the default (whole-world) group. Inputs are local shards.")
-    return fn
-
-
-ring_flash_attn_func = _ring_flash_attn("contiguous")
-zigzag_ring_flash_attn_func = _ring_flash_attn("zigzag")
-stripe_flash_attn_func = _ring_flash_attn("striped")
+from .ring_flash_attn import (ring_flash_attn_func, stripe_flash_attn_func,  # noqa: E402
+                              zigzag_ring_flash_attn_func)
 
 del check_extra

@@ -17,42 +17,82 @@ def _rank_size(comm, rank, world_size):
     return (0 if rank is None else int(rank)), (1 if world_size is None else int(world_size))
 
 
-def positions(S_global, comm=None, layout="zigzag", mask=None, *, rank=None, world_size=None):
+def _layout_of(S_global, P, layout, mask, pad):
+    """(S_run, positions of every rank): the layout DistAttention builds for these arguments —
+    with pad, over the padded length and the mask confined to the real tokens (burst/plan.h)."""
+    S_global = int(S_global)
+    m = build_mask(mask, False, (-1, -1), S_global)
+    if pad:
+        S_run = int(_C.padded_length(layout, P, S_global))
+        m = _C.mask_without_padding(m, S_global)
+    else:
+        S_run = S_global
+    return S_run, _C.make_layout(layout, P, S_run, m)
+
+
+def positions(S_global, comm=None, layout="zigzag", mask=None, *, pad=False, rank=None,
+              world_size=None):
     """Global positions (int64, increasing, length S_local) of the tokens this rank holds — use
     them as RoPE position ids under zigzag / striped layouts.
 
     comm: mpi4py communicator (None: single process unless rank/world_size are given, which lets
     a single process ask about any rank). mask: only layout="balanced" depends on it — pass the
     mask the attention uses (a burst.Mask such as burst.Mask(causal=True), a benchmark name or
-    slices; None = full).
-    Not collective. Raises ValueError when S_global does not split as the layout needs
-    (contiguous / striped: divisible by P; zigzag: by 2P) or for an unknown layout."""
+    slices; None = full). pad: S_global need not split as the layout needs; the sequence is
+    padded to burst.padded_length(S_global, P, layout) and positions >= S_global are padding.
+    Not collective. Raises ValueError when S_global does not split as the layout needs and pad
+    is False (contiguous / striped: divisible by P; zigzag: by 2P) or for an unknown layout."""
     r, P = _rank_size(comm, rank, world_size)
     if P == 1:
-        return np.arange(int(S_global), dtype=np.int64)
-    m = build_mask(mask, False, (-1, -1), int(S_global))
-    return _C.make_layout(layout, P, int(S_global), m)[r]
+        S_run = int(_C.padded_length(layout, 1, int(S_global))) if pad else int(S_global)
+        return np.arange(S_run, dtype=np.int64)
+    return _layout_of(S_global, P, layout, mask, pad)[1][r]
+
+
+def padded_length(S_global, P, layout="zigzag"):
+    """The length a padded layout runs at: the next multiple of P (2P for zigzag) >= S_global.
+    Pure."""
+    return int(_C.padded_length(layout, int(P), int(S_global)))
 
 
 def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
-def shard(x, comm, layout="zigzag", dim=1, mask=None):
+def _pad_rows(x, dim, S_run):
+    """x with zero rows appended along dim up to S_run (torch: differentiable)."""
+    extra = S_run - x.shape[dim]
+    if extra == 0:
+        return x
+    shape = list(x.shape)
+    shape[dim] = extra
+    if _is_torch(x):
+        import torch
+        return torch.cat([x, x.new_zeros(shape)], dim=dim)
+    return np.concatenate([x, np.zeros(shape, dtype=x.dtype)], axis=dim)
+
+
+def shard(x, comm, layout="zigzag", dim=1, mask=None, pad=False):
     """This rank's tokens of a global tensor x (sequence along ``dim``: 1 for BSHD, 0 for THD).
-    numpy or torch; with torch the result is differentiable (an index_select). Not collective:
-    every rank passes the same global x and keeps its own part."""
-    pos = positions(x.shape[dim], comm, layout, mask)
+    numpy or torch; with torch the result is differentiable (an index_select). pad: a length that
+    does not split as the layout needs is padded with zero tokens first (see positions); pass
+    ``S_global=x.shape[dim]`` to attn_func / unshard so that the padding is masked / stripped.
+    Not collective: every rank passes the same global x and keeps its own part."""
+    pos = positions(x.shape[dim], comm, layout, mask, pad=pad)
+    if pad:
+        P = 1 if comm is None else comm.Get_size()
+        x = _pad_rows(x, dim, padded_length(x.shape[dim], P, layout))
     if _is_torch(x):
         import torch
         return x.index_select(dim, torch.from_numpy(pos))
     return np.take(x, pos, axis=dim)
 
 
-def unshard(x_local, comm, layout="zigzag", dim=1, mask=None):
+def unshard(x_local, comm, layout="zigzag", dim=1, mask=None, S_global=None):
     """Inverse of shard: gathers every rank's local tensor into the global one, on every rank.
-    Collective over comm (an Allgatherv). numpy in, numpy out; torch in, torch out (detached: no
-    gradient flows through unshard)."""
+    S_global: the real length when the shards were padded (shard(..., pad=True)); the padding is
+    stripped. Collective over comm (an Allgatherv). numpy in, numpy out; torch in, torch out
+    (detached: no gradient flows through unshard)."""
     is_torch = _is_torch(x_local)
     bf16 = is_torch and str(x_local.dtype) == "torch.bfloat16"   # numpy has no bfloat16: move the bits
     if is_torch:
@@ -62,23 +102,34 @@ def unshard(x_local, comm, layout="zigzag", dim=1, mask=None):
     else:
         xn = np.asarray(x_local)
     if comm is None or comm.Get_size() == 1:
-        return x_local.detach().clone() if is_torch else xn.copy()
+        out = np.ascontiguousarray(np.take(xn, np.arange(S_global or xn.shape[dim]), axis=dim))
+        return _as_input_kind(out, is_torch, bf16)
     rows = np.ascontiguousarray(np.moveaxis(xn, dim, 0))
     counts = comm.allgather(rows.shape[0])
     tails = comm.allgather(rows.shape[1:])
     if any(t != tails[0] for t in tails):
         raise ValueError(f"unshard: local shapes differ across ranks beyond dim {dim}: {tails}")
-    S_global = int(sum(counts))
-    gathered = np.empty((S_global,) + rows.shape[1:], dtype=rows.dtype)
+    S_run = int(sum(counts))
+    gathered = np.empty((S_run,) + rows.shape[1:], dtype=rows.dtype)
     row_elems = int(np.prod(rows.shape[1:], dtype=np.int64))
     comm.Allgatherv(rows, [gathered, [c * row_elems for c in counts]])
     P = comm.Get_size()
-    m = build_mask(mask, False, (-1, -1), S_global)
-    order = np.concatenate(_C.make_layout(layout, P, S_global, m))
+    pad = S_global is not None and int(S_global) != S_run
+    S_real = int(S_global) if S_global is not None else S_run
+    S_lay, lay = _layout_of(S_real, P, layout, mask, pad)
+    if S_lay != S_run:
+        raise ValueError(f"unshard: the ranks hold {S_run} tokens, the {layout} layout of "
+                         f"S_global={S_real} over {P} ranks holds {S_lay}")
     out = np.empty_like(gathered)
-    out[order] = gathered
-    out = np.moveaxis(out, 0, dim)
-    if is_torch:
-        result = torch.from_numpy(np.ascontiguousarray(out))
-        return result.view(torch.bfloat16) if bf16 else result
-    return np.ascontiguousarray(out)
+    out[np.concatenate(lay)] = gathered
+    out = np.ascontiguousarray(np.moveaxis(out[:S_real], 0, dim))
+    return _as_input_kind(out, is_torch, bf16)
+
+
+def _as_input_kind(out, is_torch, bf16):
+    """numpy stays numpy; torch gets torch back (bfloat16 from the moved int16 bits)."""
+    if not is_torch:
+        return out
+    import torch
+    result = torch.from_numpy(out)
+    return result.view(torch.bfloat16) if bf16 else result

@@ -159,13 +159,17 @@ def check_comm(comm):
             raise ValueError(f"comm={comm!r}: expected an mpi4py intracommunicator (or None)")
 
 
-def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, extra=None):
+def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, extra=None,
+                   local_error=None):
     """Validates the local operands and agrees over comm (one allgather): every rank raises the
-    same error if any rank's input is bad or ranks disagree on (B, H, H_kv, D). Returns
-    ((B, H, H_kv, D), [S_local of every rank]) — one entry when comm is None."""
+    same error if any rank's input is bad (or it brings a local_error found earlier) or ranks
+    disagree on (B, H, H_kv, D). Returns ((B, H, H_kv, D), [S_local of every rank]) — one entry
+    when comm is None."""
     check_comm(comm)
     error, S_local, dims = None, 0, None
     try:
+        if local_error is not None:
+            raise local_error
         check_extra(extra or {})
         S_q, S_kv, H, H_kv, D, B = seq_shape(q, k, v, varlen)
         S_local, dims = S_q, (B, H, H_kv, D)
@@ -191,12 +195,15 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
 
 
 def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, extra, varlen=False,
-                dtype="fp32"):
-    """Builds the burst::DistAttention plan (collective: MPI_Comm_dup + agreement). dtype: the
-    storage dtype of q, k, v, dout ("fp32", "bf16", "fp16"); burst and ring move them in it."""
+                pad=False, positions=None, dtype="fp32"):
+    """Builds the burst::DistAttention plan (collective: MPI_Comm_dup + agreement). pad: S_global
+    is the real length and the shards hold the padded layout; positions: an explicit layout
+    (one increasing int array per rank); dtype: the storage dtype of q, k, v, dout ("fp32",
+    "bf16", "fp16"); burst and ring move them in it."""
     B, H, H_kv, D = dims
+    explicit = [] if positions is None else [[int(p) for p in pos] for pos in positions]
     dist = _C.DistAttention(int(comm.py2f()), strategy, layout, B, S_global, H, H_kv, D, mask,
-                            dtype=dtype,
+                            dtype=dtype, pad=bool(pad), positions=explicit,
                             softmax_scale=softmax_scale,
                             backward_side=extra.get("backward_side", "auto"),
                             ulysses_degree=int(extra.get("ulysses_degree", 0)),
@@ -209,28 +216,47 @@ def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, ext
 
 
 def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, comm, strategy,
-                layout, mask, varlen=False, cu_seqlens_q=None, cu_seqlens_k=None, extra=None):
+                layout, mask, varlen=False, cu_seqlens_q=None, cu_seqlens_k=None, extra=None,
+                S_global=None, positions=None, doc_offsets=None, local_error=None):
     """Validates arguments (agreed over comm) and builds the runner for one attention problem.
-    q, k, v are anything with .ndim / .shape (numpy arrays or torch tensors). Collective when
-    comm is not None (allgather + MPI_Comm_dup + plan)."""
+    q, k, v are anything with .ndim / .shape (numpy arrays or torch tensors).
+    With comm: the runner is cached (_cache.py), so after the first call with a problem the only
+    collective is one two-int64 MPI_Allreduce; the first call is collective (allgather +
+    MPI_Comm_dup + plan). S_global: the real length when the shards carry padding (pad);
+    positions: an explicit layout, with doc_offsets the GLOBAL varlen offsets it was cut from."""
     extra = dict(extra or {})
-    dims, sizes = check_operands(q, k, v, comm, varlen, cu_seqlens_q, cu_seqlens_k, extra)
+    key = None
+    if comm is not None:
+        from . import _cache
+        check_comm(comm)
+        key = _cache.plan_key(q, k, v, scale=softmax_scale, causal=causal, window=window_size,
+                              strategy=strategy, layout=layout, mask=mask, varlen=varlen,
+                              cu_q=cu_seqlens_q, cu_k=cu_seqlens_k, extra=extra, S=S_global,
+                              pos=positions, docs=doc_offsets)
+        runner = _cache.lookup(comm, None if local_error is not None else key)
+        if runner is not None:
+            return runner
+    dims, sizes = check_operands(q, k, v, comm, varlen, cu_seqlens_q, cu_seqlens_k, extra,
+                                 local_error)
     if comm is None:
         m = build_mask(mask, causal, window_size, sizes[0])
         cu = (cu_seqlens_q, cu_seqlens_k) if varlen else (None, None)
         return LocalRunner(m, softmax_scale, deterministic, int(extra.get("num_threads", 0)),
                            extra.get("impl", "tiled"), *cu)
-    S_global = int(sum(sizes))
+    S_run = int(sum(sizes))
+    S_real = S_run if S_global is None else int(S_global)
     if varlen:
-        cu = [int(c) for c in cu_seqlens_q]
-        if cu[-1] != S_global:
+        cu = [int(c) for c in (cu_seqlens_q if doc_offsets is None else doc_offsets)]
+        if cu[-1] != S_run:
             raise ValueError(f"cu_seqlens_q[-1]={cu[-1]} must equal the global token count "
-                             f"{S_global} (sum of every rank's local tokens)")
+                             f"{S_run} (sum of every rank's local tokens)")
         m = _C.Mask(slices=document_slices(cu, causal, window_size))
     else:
-        m = build_mask(mask, causal, window_size, S_global)
-    return dist_runner(comm, dims, S_global, m, softmax_scale, strategy, layout, extra, varlen,
-                       dtype_name(q))
+        m = build_mask(mask, causal, window_size, S_real)
+    runner = dist_runner(comm, dims, S_real, m, softmax_scale, strategy, layout, extra, varlen,
+                         pad=S_global is not None, positions=positions, dtype=dtype_name(q))
+    _cache.store(comm, key, runner)
+    return runner
 
 
 def lse_shape(q, varlen):
