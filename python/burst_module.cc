@@ -225,9 +225,10 @@ void bind_local(py::module_& m) {
       .def("__repr__", [](const Mask& mask) { return "burst.Mask(" + mask.describe() + ")"; });
 
   m.def("retain_freed_memory", &retain_freed_memory,
-        "Process-wide: keep freed blocks up to 32 MiB in the heap (glibc mallopt) so per-call "
-        "buffers are not page-faulted afresh on every attention call (burst/attention.h). "
-        "Returns False when the C library is not glibc. Not collective.");
+        "Process-wide glibc heap policy (mallopt: blocks up to 32 MiB from the heap, freed memory "
+        "kept). Kept for compatibility: the distributed passes now reuse their buffers from a "
+        "pool by default (burst/attention.h). Returns False when the C library is not glibc. "
+        "Not collective.");
   m.def("release_kernel_workspace", &release_kernel_workspace,
         "Free the calling thread's kernel workspace (kept between calls for speed). Not collective.");
   m.def("mask_names", [] {

@@ -219,6 +219,49 @@ TEST(Strategies, NoOverlapBatchAndReferenceKernel) {
   run_case(c);
 }
 
+/// The ring executor keeps its message and partial buffers between passes (BufferPool). Reused
+/// memory must never leak into a result: passes on inputs A, B, A through one plan give, bit for
+/// bit, what a fresh plan (fresh buffers: the reference twin) gives on each input.
+TEST(Strategies, PooledBuffersAcrossPassesMatchAFreshPlan) {
+  const Communicator world = Communicator::world();
+  for (BackwardSide side : {BackwardSide::QuerySide, BackwardSide::KvSide}) {
+    DistConfig cfg;
+    cfg.strategy = StrategyKind::Burst;
+    cfg.backward_side = side;
+    cfg.num_threads = 1;
+    const Reference& a = reference(1, 4, 2, Family::Causal);
+    const Reference& b = reference(2, 4, 2, Family::Causal);   // other values (seed from B)
+    const ProblemShape shape{1, kS, 4, 2, kD};
+    auto run = [&](DistAttention& attn, const Reference& ref) {
+      const SequenceLayout& layout = attn.plan().layout();
+      const int rank = world.rank();
+      auto first = [&](const Tensor& t) {   // batch 0 of ref's tensors (B = 1 problem)
+        Tensor x = shard_of(layout, rank, t);
+        Tensor y({1, x.shape()[1], x.shape()[2], x.shape()[3]});
+        std::copy(x.vec().begin(), x.vec().begin() + static_cast<std::ptrdiff_t>(y.numel()), y.vec().begin());
+        return y;
+      };
+      Tensor q = first(ref.q), k = first(ref.k), v = first(ref.v), dout = first(ref.dout);
+      Tensor out(q.shape()), lse({1, 4, attn.local_length()}), dq(q.shape()), dk(k.shape()), dv(v.shape());
+      attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+      attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                    dv.view());
+      return std::vector<Tensor>{std::move(out), std::move(lse), std::move(dq), std::move(dk), std::move(dv)};
+    };
+    DistAttention reused(world, cfg, shape, Mask::causal_mask());
+    const auto a1 = run(reused, a);
+    const auto b1 = run(reused, b);
+    const auto a2 = run(reused, a);
+    DistAttention fresh_b(world, cfg, shape, Mask::causal_mask());
+    const auto b0 = run(fresh_b, b);
+    for (std::size_t i = 0; i < a1.size(); ++i) {
+      EXPECT_EQ(a1[i].vec(), a2[i].vec()) << "output " << i << " changed when the pool was reused";
+      EXPECT_EQ(b1[i].vec(), b0[i].vec()) << "output " << i << " differs from a fresh plan's";
+      EXPECT_NE(a1[i].vec(), b1[i].vec()) << "inputs A and B must differ for this test to bite";
+    }
+  }
+}
+
 TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
   // algorithm.md §4.2: (P−1)(2b + 2r) + P·b vs (2P−1)·2b; at P = 2 and D = 16 the ratio is
   // (4 + 2/16)/6 = 0.69 (→ 0.75 as P grows); checked on the counters of real passes.

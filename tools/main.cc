@@ -35,9 +35,6 @@ class MpiSession {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Per-call message and scratch buffers are reused from the heap instead of page-faulted
-  // afresh every call (burst/attention.h, docs/design.md § Memory reuse).
-  burst::retain_freed_memory();
   MpiSession mpi(argc, argv);
   CLI::App app{"burst: exact context-parallel attention over MPI (BurstAttention and peers)"};
   app.require_subcommand(1);

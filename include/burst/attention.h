@@ -114,15 +114,15 @@ void attention_delta(const TensorView& dout, const TensorView& out, const Tensor
 /// Not collective. Never throws.
 void release_kernel_workspace() noexcept;
 
-/// Process-wide allocator policy for long runs of attention calls: asks glibc malloc to serve
-/// blocks up to 32 MiB from the heap and to keep freed memory (M_MMAP_THRESHOLD = 32 MiB,
-/// M_TRIM_THRESHOLD = 1 GiB) instead of mapping and unmapping it per call. The distributed
-/// strategies allocate message and partial buffers per call; returned to the OS each time they
-/// page-fault afresh on the next call — on this VM that made the 2-rank ring backward 2.2–2.7×
-/// slower at S = 1–2 K (docs/design.md § Memory reuse). The `burst` executable calls this at
-/// start; a program embedding burst decides for its own process (equivalently, set
-/// MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ in the environment). Returns false when
-/// the C library is not glibc (nothing changed). Not collective. Never throws.
+/// Process-wide allocator policy (kept for compatibility; no longer needed): asks glibc malloc to
+/// serve blocks up to 32 MiB from the heap and to keep freed memory (M_MMAP_THRESHOLD = 32 MiB,
+/// M_TRIM_THRESHOLD = 1 GiB). The distributed passes used to allocate message and partial
+/// buffers per call, which this avoided re-page-faulting; they now keep them in a per-plan
+/// buffer pool (src/strategies/common.h), so every embedder gets that speed by default
+/// (docs/design.md § Memory reuse). The `burst` executable no longer calls it; it remains for
+/// programs that want the heap policy for their own allocations.
+/// Returns false when the C library is not glibc (nothing changed).
+/// Not collective. Never throws.
 bool retain_freed_memory() noexcept;
 
 /// Owning results, for callers that prefer return values.

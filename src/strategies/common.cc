@@ -1,6 +1,7 @@
 // Helpers shared by the strategy files (see common.h).
 #include "strategies/common.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "burst/error.h"
@@ -90,6 +91,44 @@ TensorView bshd_view_at(const float* data, std::int64_t elements, DType dtype, s
                         std::int64_t H, std::int64_t D) {
   const char* p = reinterpret_cast<const char*>(data) + elements * static_cast<std::int64_t>(dtype_size(dtype));
   return make_view(static_cast<const void*>(p), dtype, {B, S, H, D});
+}
+
+std::vector<float> BufferPool::get(std::int64_t floats) {
+  BURST_CHECK(floats >= 0, Internal, "buffer of ", floats, " floats");
+  out_ += floats;
+  peak_ = std::max(peak_, out_);
+  for (std::size_t i = free_.size(); i-- > 0;) {
+    if (static_cast<std::int64_t>(free_[i].size()) == floats) {
+      std::vector<float> v = std::move(free_[i]);
+      free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+      return v;
+    }
+  }
+  return std::vector<float>(static_cast<std::size_t>(floats));
+}
+
+std::vector<float> BufferPool::get_zeroed(std::int64_t floats) {
+  std::vector<float> v = get(floats);
+  std::fill(v.begin(), v.end(), 0.0f);
+  return v;
+}
+
+void BufferPool::put(std::vector<float> buffer) {
+  if (buffer.empty()) return;
+  out_ = std::max<std::int64_t>(0, out_ - static_cast<std::int64_t>(buffer.size()));
+  free_.push_back(std::move(buffer));
+  if (free_.size() > kMaxHeld) free_.erase(free_.begin());
+}
+
+void BufferPool::begin_pass(std::int64_t held_floats) {
+  out_ = held_floats;
+  peak_ = held_floats;
+}
+
+std::int64_t BufferPool::kept_bytes() const {
+  std::int64_t n = 0;
+  for (const auto& v : free_) n += static_cast<std::int64_t>(v.size());
+  return n * static_cast<std::int64_t>(sizeof(float));
 }
 
 AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,

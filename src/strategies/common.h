@@ -1,9 +1,11 @@
 // src/strategies/common.h — small helpers shared by the strategy files: packing BSHD / row
 // tensors into contiguous payloads (std::vector<float> words; 16-bit tensors travel as their
-// own bits, two per word) and back, views over payload memory, and the kernel
-// parameters every step uses (mask, scale, global positions, threads, progress hook).
+// own bits, two per word) and back, views over payload memory, the kernel parameters every
+// step uses (mask, scale, global positions, threads, progress hook), and the buffer pool that
+// keeps message and partial buffers alive across passes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -34,6 +36,34 @@ TensorView bshd_view_at(const float* data, std::int64_t elements, DType dtype, s
 void unpack_into(const float* src, const TensorView& view);
 /// Sets every element of `view` to `value`.
 void fill_view(const TensorView& view, float value);
+
+/// fp32 buffers recycled within a pass and kept across passes, so that a model calling attention
+/// every step does not page-fault fresh message / partial buffers on every call (the kernel's
+/// workspace does the same for tiles; docs/design.md § Memory reuse: without either, a third of a
+/// 2-rank backward at S = 2048 was page faults). Buffers are matched by exact size (a pass asks
+/// for the same few sizes every time); at most kMaxHeld free buffers are kept, the oldest dropped.
+/// Counts the bytes the current pass holds at once (its peak), as DistStats::peak_buffer_bytes
+/// reports. Not thread-safe: one pool per executor, used by one pass at a time.
+class BufferPool {
+ public:
+  static constexpr std::size_t kMaxHeld = 32;
+  /// A buffer of exactly `floats` values, contents unspecified (a fresh one is zeroed).
+  std::vector<float> get(std::int64_t floats);
+  /// As get, every value 0.
+  std::vector<float> get_zeroed(std::int64_t floats);
+  /// Hands a buffer back for reuse (any size; empty buffers are dropped).
+  void put(std::vector<float> buffer);
+  /// Starts a pass's accounting: `held_floats` already held (e.g. a payload packed before).
+  void begin_pass(std::int64_t held_floats = 0);
+  /// Largest number of bytes handed out and not yet returned at once since begin_pass.
+  std::int64_t peak_bytes() const { return peak_ * static_cast<std::int64_t>(sizeof(float)); }
+  /// Bytes of the free buffers kept for the next pass.
+  std::int64_t kept_bytes() const;
+
+ private:
+  std::vector<std::vector<float>> free_;   // oldest first
+  std::int64_t out_ = 0, peak_ = 0;        // floats handed out and not returned; their maximum
+};
 
 /// Kernel parameters of a step: queries at q_pos, keys at kv_pos (global, increasing).
 AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,

@@ -36,9 +36,13 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   const Dims d = dims_of(setup);
   const int g = setup.rank;
   const DType dt = k.dtype;   // K, V travel in their storage dtype (bf16/f16: half the bytes)
-  std::vector<float> own;
+  BufferPool& pool = exec.pool();
+  std::vector<float> own = pool.get(packed_pair_floats(d.b_kv, dt));
+  own.clear();   // capacity kept: packing below reuses the pooled memory
   append_packed_pair(k, v, own);
-  Tensor out_part({d.B, d.S, d.H, d.D}), lse_part({d.B, d.H, d.S});
+  std::vector<float> out_mem = pool.get(d.b_q), lse_mem = pool.get(d.r);
+  const TensorView out_part = bshd_view(out_mem.data(), d.B, d.S, d.H, d.D);
+  const TensorView lse_part = rows_view(lse_mem.data(), d.B, d.H, d.S);
   bool first = true;
   RingRunStats rs;
   exec.run(std::move(own), 0,
@@ -52,8 +56,8 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
                attention_forward(q, kj, vj, out, lse, p);
                first = false;
              } else {
-               attention_forward(q, kj, vj, out_part.view(), lse_part.view(), p);
-               merge_forward(out, lse, out_part.view(), lse_part.view());
+               attention_forward(q, kj, vj, out_part, lse_part, p);
+               merge_forward(out, lse, out_part, lse_part);
              }
            },
            rs);
@@ -61,6 +65,8 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
     fill_view(out, 0.0f);
     fill_view(lse, kNegInf);
   }
+  pool.put(std::move(out_mem));
+  pool.put(std::move(lse_mem));
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
   stats.peak_buffer_bytes = rs.buffer_bytes + 4 * (d.b_q + d.r);
@@ -73,20 +79,23 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
                    DistStats& stats) {
   const Dims d = dims_of(setup);
   const int g = setup.rank;
-  Tensor delta({d.B, d.H, d.S});
-  attention_delta(dout, out, delta.view());
+  BufferPool& pool = exec.pool();
+  std::vector<float> delta_mem = pool.get(d.r);
+  const TensorView delta = rows_view(delta_mem.data(), d.B, d.H, d.S);
+  attention_delta(dout, out, delta);
   RingRunStats rs;
   const DType dt = q.dtype;   // Q, dO, K, V travel in their storage dtype; delta, lse, partials fp32
   if (side == BackwardSide::QuerySide) {
     // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
-    std::vector<float> own;
-    append_packed_pair(q, dout, own);
     const std::int64_t qd = packed_pair_floats(d.b_q, dt);
-    own.insert(own.end(), delta.vec().begin(), delta.vec().end());
+    std::vector<float> own = pool.get(qd + 2 * d.r);
+    own.clear();   // capacity kept: packing below reuses the pooled memory
+    append_packed_pair(q, dout, own);
+    own.insert(own.end(), delta_mem.begin(), delta_mem.end());
     append_packed(lse, own);
     fill_view(dk, 0.0f);
     fill_view(dv, 0.0f);
-    const std::vector<float> dq_home = exec.run(
+    std::vector<float> dq_home = exec.run(
         std::move(own), d.b_q,
         [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
           if (pairs(setup, j, g) == 0) return;
@@ -101,13 +110,15 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
         },
         rs);
     unpack_into(dq_home.data(), dq);
+    pool.put(std::move(dq_home));
     stats.backward_side = "query";
   } else {
     // Read payload: K, V of the block's owner; write: that block's dK, dV partials.
-    std::vector<float> own;
+    std::vector<float> own = pool.get(packed_pair_floats(d.b_kv, dt));
+    own.clear();   // capacity kept: packing below reuses the pooled memory
     append_packed_pair(k, v, own);
     fill_view(dq, 0.0f);
-    const std::vector<float> dkv_home = exec.run(
+    std::vector<float> dkv_home = exec.run(
         std::move(own), 2 * d.b_kv,
         [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
           if (pairs(setup, g, j) == 0) return;
@@ -115,15 +126,17 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
           const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
           const AttentionParams p = step_params(setup, positions(setup, g).data(), positions(setup, j).data(),
                                                 &progress);
-          attention_backward_with_delta(dout, q, kj, vj, lse, delta.view(), dq,
+          attention_backward_with_delta(dout, q, kj, vj, lse, delta, dq,
                                         bshd_view(write, d.B, d.S, d.H_kv, d.D),
                                         bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), p, true);
         },
         rs);
     unpack_into(dkv_home.data(), dk);
     unpack_into(dkv_home.data() + d.b_kv, dv);
+    pool.put(std::move(dkv_home));
     stats.backward_side = "kv";
   }
+  pool.put(std::move(delta_mem));
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
   stats.peak_buffer_bytes = rs.buffer_bytes + 4 * d.r;

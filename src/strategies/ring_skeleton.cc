@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "burst/error.h"
+#include "strategies/common.h"
 
 namespace burst::strategies {
 
@@ -18,34 +19,6 @@ namespace {
 constexpr int kTagRead = 1, kTagChain = 2, kTagHome = 16;
 
 int mod(int a, int m) { return ((a % m) + m) % m; }
-
-/// Buffers of one size, recycled across steps; counts what it ever allocated.
-class BufferPool {
- public:
-  BufferPool(std::int64_t floats, std::int64_t& allocated) : floats_(floats), allocated_(allocated) {}
-  std::vector<float> get() {
-    if (!free_.empty()) {
-      std::vector<float> v = std::move(free_.back());
-      free_.pop_back();
-      return v;
-    }
-    allocated_ += floats_ * static_cast<std::int64_t>(sizeof(float));
-    return std::vector<float>(static_cast<std::size_t>(floats_));
-  }
-  std::vector<float> get_zeroed() {
-    std::vector<float> v = get();
-    std::fill(v.begin(), v.end(), 0.0f);
-    return v;
-  }
-  void put(std::vector<float> v) {
-    if (static_cast<std::int64_t>(v.size()) == floats_) free_.push_back(std::move(v));
-  }
-
- private:
-  std::int64_t floats_;
-  std::int64_t& allocated_;
-  std::vector<std::vector<float>> free_;
-};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -74,8 +47,8 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
   const int P = P_, n = n_, L = L_, g = rank_, a = g / L, b = g % L;
   const auto R = static_cast<std::int64_t>(own_read.size());
   const std::int64_t W = write_floats;
-  std::int64_t allocated = R * static_cast<std::int64_t>(sizeof(float));
-  BufferPool read_pool(R, allocated), write_pool(W, allocated);
+  BufferPool& pool = pool_;   // kept across runs: no fresh pages per pass
+  pool.begin_pass(R);
   const int right_intra = a * L + mod(b + 1, L), left_intra = a * L + mod(b - 1, L);
   const int right_inter = mod(a + 1, n) * L + b, left_inter = mod(a - 1, n) * L + b;
 
@@ -94,7 +67,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         const int src = mod(a + k, n) * L + mod(b - 1, L);
         if (src != g)
           home_index[static_cast<std::size_t>(k)] =
-              static_cast<int>(homes_in.add(home_.irecv(write_pool.get(), src, kTagHome + k)));
+              static_cast<int>(homes_in.add(home_.irecv(pool.get(W), src, kTagHome + k)));
       }
     }
     auto send_home = [&](int k, int part, std::vector<float> acc) {
@@ -112,31 +85,31 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       std::size_t i_recv = 0, i_send = 0, i_chain_in = 0, i_chain_out = 0;
       const float* view = cur.data();
       if (intra) {
-        i_recv = step_set.add(intra_.irecv(read_pool.get(), left_intra, kTagRead));
+        i_recv = step_set.add(intra_.irecv(pool.get(R), left_intra, kTagRead));
         i_send = step_set.add(intra_.isend(std::move(cur), right_intra, kTagRead));
         view = step_set[i_send].data();
       }
       if (inter) {
         inter_set.clear();
         if (intra) {
-          std::vector<float> copy = read_pool.get();
+          std::vector<float> copy = pool.get(R);
           std::memcpy(copy.data(), view, static_cast<std::size_t>(R) * sizeof(float));
           i_inter_send = inter_set.add(inter_.isend(std::move(copy), right_inter, kTagRead));
         } else {
           i_inter_send = inter_set.add(inter_.isend(std::move(cur), right_inter, kTagRead));
           view = inter_set[i_inter_send].data();
         }
-        i_inter_recv = inter_set.add(inter_.irecv(read_pool.get(), left_inter, kTagRead));
+        i_inter_recv = inter_set.add(inter_.irecv(pool.get(R), left_inter, kTagRead));
       }
       if (W > 0 && P > 1) {
         if (u >= 1) {
-          i_chain_in = step_set.add(chain_.irecv(write_pool.get(), left_intra, kTagChain));
+          i_chain_in = step_set.add(chain_.irecv(pool.get(W), left_intra, kTagChain));
           i_chain_out = step_set.add(chain_.isend(std::move(w_acc), right_intra, kTagChain));
         } else if (t > 0) {
           send_home(k - 1, partition(g, t - 1), std::move(w_acc));
         }
       }
-      std::vector<float> w_loc = W > 0 ? write_pool.get_zeroed() : std::vector<float>{};
+      std::vector<float> w_loc = W > 0 ? pool.get_zeroed(W) : std::vector<float>{};
       if (!overlap_) {
         stats.exposed_comm_seconds += step_set.wait_all();
         if (u == L - 1) stats.exposed_comm_seconds += inter_set.wait_all();
@@ -155,18 +128,18 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       if (last_of_round) inter_set.wait_all();
       stats.exposed_comm_seconds += seconds_since(t1);
       if (intra) {
-        read_pool.put(step_set.take(i_send));
+        pool.put(step_set.take(i_send));
         cur = step_set.take(i_recv);
       } else if (last_of_round) {
-        read_pool.put(inter_set.take(i_inter_send));
+        pool.put(inter_set.take(i_inter_send));
         cur = inter_set.take(i_inter_recv);
       }
       if (W > 0) {
         if (P > 1 && u >= 1) {
           std::vector<float> in = step_set.take(i_chain_in);
           add_into(w_loc, in);   // w_acc = chain partial + this step's contribution
-          write_pool.put(std::move(in));
-          write_pool.put(step_set.take(i_chain_out));
+          pool.put(std::move(in));
+          pool.put(step_set.take(i_chain_out));
         }
         w_acc = std::move(w_loc);
       }
@@ -184,10 +157,17 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         if (home_index[static_cast<std::size_t>(k)] >= 0)
           home_parts[static_cast<std::size_t>(k)] = homes_in.take(static_cast<std::size_t>(home_index[static_cast<std::size_t>(k)]));
       result = std::move(home_parts[0]);
-      for (int k = 1; k < n; ++k) add_into(result, home_parts[static_cast<std::size_t>(k)]);
+      for (int k = 1; k < n; ++k) {
+        add_into(result, home_parts[static_cast<std::size_t>(k)]);
+        pool.put(std::move(home_parts[static_cast<std::size_t>(k)]));
+      }
     }
     inter_set.wait_all();
-    stats.buffer_bytes = std::max(stats.buffer_bytes, allocated);
+    stats.buffer_bytes = std::max(stats.buffer_bytes, pool.peak_bytes());
+    // Every buffer goes back to the pool for the next run (sends are complete after the waits).
+    pool.put(std::move(cur));
+    for (RequestSet* set : {&home_out, &inter_set})
+      for (std::size_t i = 0; i < set->size(); ++i) pool.put(set->take(i));
     return result;
   } catch (const std::exception& e) {
     if (P == 1) throw;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "burst/comm.h"
+#include "strategies/common.h"
 
 namespace burst::strategies {
 
@@ -48,16 +49,22 @@ class RingExecutor {
   /// Partition held by `rank` at step t (algorithm.md §7; flat ring: (rank − t) mod P).
   int partition(int rank, int t) const;
   int ranks() const { return P_; }
+  /// The executor's buffer pool: message and partial buffers live here between runs, and the
+  /// passes take their packed payloads and partial outputs from it and give them back (a
+  /// model's repeated calls then reuse the same memory; common.h).
+  BufferPool& pool() const { return pool_; }
 
   /// Runs the P steps. own_read: this rank's read payload (read_floats values, every rank the
-  /// same size). write_floats: size of the write accumulator (0 → none). Returns the summed
-  /// write accumulator of this rank's own partition (empty when write_floats = 0).
+  /// same size; best taken from pool(), to which it returns). write_floats: size of the write
+  /// accumulator (0 → none). Returns the summed write accumulator of this rank's own partition
+  /// (empty when write_floats = 0), a pool buffer: hand it back with pool().put once read.
   /// Collective: every rank calls with equal sizes.
   std::vector<float> run(std::vector<float> own_read, std::int64_t write_floats, const StepFn& compute,
                          RingRunStats& stats) const;
 
  private:
   Communicator intra_, inter_, chain_, home_;
+  mutable BufferPool pool_;   // run() is logically const: the pool only caches memory
   int P_ = 1, n_ = 1, L_ = 1, rank_ = 0;
   bool overlap_ = true;
 };
