@@ -27,7 +27,8 @@ from ._C import release_kernel_workspace, retain_freed_memory
 __all__ = ["attn_func", "attn_varlen_func", "attn_qkvpacked_func", "attn_kvpacked_func",
            "attn_varlen_qkvpacked_func", "attn_varlen_kvpacked_func", "attn_backward",
            "attn_varlen_backward", "positions", "shard", "unshard", "padded_length",
-           "plan_cache_stats", "clear_plan_cache", "Mask", "benchmark_mask", "mask_names", "strategies", "layouts",
+           "plan_cache_stats", "clear_plan_cache", "Mask", "benchmark_mask", "mask_names",
+           "strategies", "layouts",
            "DistAttention", "ring_flash_attn_func", "zigzag_ring_flash_attn_func",
            "stripe_flash_attn_func", "retain_freed_memory", "release_kernel_workspace",
            "DistKVCache", "attn_with_kvcache"]

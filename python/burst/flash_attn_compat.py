@@ -13,7 +13,7 @@ numpy arrays or torch tensors; dropout_p, softcap and alibi_slopes raise NotImpl
 import sys
 
 from . import (attn_func, attn_kvpacked_func, attn_qkvpacked_func, attn_varlen_func,
-               attn_varlen_kvpacked_func, attn_varlen_qkvpacked_func)
+               attn_varlen_kvpacked_func, attn_varlen_qkvpacked_func, attn_with_kvcache)
 
 flash_attn_func = attn_func
 flash_attn_qkvpacked_func = attn_qkvpacked_func
@@ -21,10 +21,11 @@ flash_attn_kvpacked_func = attn_kvpacked_func
 flash_attn_varlen_func = attn_varlen_func
 flash_attn_varlen_qkvpacked_func = attn_varlen_qkvpacked_func
 flash_attn_varlen_kvpacked_func = attn_varlen_kvpacked_func
+flash_attn_with_kvcache = attn_with_kvcache
 
 __all__ = ["flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
            "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
-           "flash_attn_varlen_kvpacked_func"]
+           "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache"]
 
 flash_attn_interface = sys.modules[__name__]   # flash_attn.flash_attn_interface holds the same
 
