@@ -18,12 +18,15 @@ class DistAttention:
     q [B, S_local, H, D], k, v [B, S_local, H_kv, D] holding the tokens ``positions`` in order;
     mask on global positions (causal / window_size / mask= as in attn_func). dtype: the operands'
     dtype ("fp32", "bf16", "fp16" or a torch / numpy dtype; burst and ring move Q, K, V, dO in
-    it; out and gradients come back in it, lse float32). Raises ValueError /
+    it; out and gradients come back in it, lse float32). pad: S_global need not split as the layout needs; local tensors then
+    hold the padded layout's tokens (burst.shard(..., pad=True); padding is masked). Raises
+    ValueError /
     NotImplementedError on every rank for invalid or unsupported combinations.
     """
 
     def __init__(self, comm, B, S_global, H, H_kv, D, softmax_scale=None, causal=False,
                  window_size=(-1, -1), mask=None, strategy="burst", layout="zigzag", dtype="fp32",
+                 pad=False,
                  **extra):
         check_comm(comm)
         if comm is None:
@@ -35,7 +38,7 @@ class DistAttention:
         self.mask = build_mask(mask, causal, window_size, int(S_global))
         self.dtype = canonical_dtype(dtype)
         self._runner = dist_runner(comm, self.dims, int(S_global), self.mask, softmax_scale,
-                                   strategy, layout, dict(extra), dtype=self.dtype)
+                                   strategy, layout, dict(extra), dtype=self.dtype, pad=pad)
 
     @property
     def positions(self):

@@ -69,3 +69,12 @@ def test_padding_geometry():
         assert np.array_equal(got, np.arange(n))
     with pytest.raises(ValueError):
         burst.positions(S + 1, None, "zigzag", rank=0, world_size=2)   # not padded: refused
+
+
+def test_distattention_pad_matches_attn_func():
+    comm = MPI.COMM_WORLD
+    (q, k, v, _), _, _ = oracle(True)
+    local = [burst.shard(t, comm, "zigzag", pad=True) for t in (q, k, v)]
+    plan = burst.DistAttention(comm, B, S, H, H_KV, D, causal=True, pad=True)
+    assert np.array_equal(plan.positions, burst.positions(S, comm, "zigzag", pad=True))
+    assert torch.equal(plan(*local), burst.attn_func(*local, causal=True, comm=comm, S_global=S))
