@@ -18,16 +18,15 @@ class DistAttention:
     q [B, S_local, H, D], k, v [B, S_local, H_kv, D] holding the tokens ``positions`` in order;
     mask on global positions (causal / window_size / mask= as in attn_func). dtype: the operands'
     dtype ("fp32", "bf16", "fp16" or a torch / numpy dtype; burst and ring move Q, K, V, dO in
-    it; out and gradients come back in it, lse float32). pad: S_global need not split as the layout needs; local tensors then
-    hold the padded layout's tokens (burst.shard(..., pad=True); padding is masked). Raises
-    ValueError /
-    NotImplementedError on every rank for invalid or unsupported combinations.
+    it; out and gradients come back in it, lse float32). pad: S_global need not split as the
+    layout needs; local tensors then hold the padded layout's tokens (burst.shard(..., pad=True);
+    padding is masked). Raises ValueError / NotImplementedError on every rank for invalid or
+    unsupported combinations.
     """
 
     def __init__(self, comm, B, S_global, H, H_kv, D, softmax_scale=None, causal=False,
                  window_size=(-1, -1), mask=None, strategy="burst", layout="zigzag", dtype="fp32",
-                 pad=False,
-                 **extra):
+                 pad=False, **extra):
         check_comm(comm)
         if comm is None:
             raise ValueError("DistAttention needs an mpi4py communicator; use attn_func(comm=None) "
