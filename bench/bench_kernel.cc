@@ -18,8 +18,8 @@
 #include "burst/attention.h"
 #include "burst/error.h"
 #include "burst/mask.h"
+#include "burst/splitmix64.h"
 #include "burst/tensor.h"
-#include "kernels/microkernels.h"
 
 namespace burst::bench {
 namespace {
@@ -33,25 +33,18 @@ struct KernelBenchOptions {
 
 void fill(Tensor& t, std::uint64_t seed) {
   // SplitMix64 → uniform [−1, 1): deterministic inputs, no dependence on <random> versions.
-  std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (float& x : t.vec()) {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    x = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
-  }
+  SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
+  for (float& x : t.vec()) x = static_cast<float>(2 * rng.uniform() - 1);
 }
 
 // FMA rate of one core right now (GFLOP/s per CPU-second, median of 3 × ~5 ms): this machine is
 // shared, so each record carries the peak measured next to it and the kernel's fraction of it
 // (fraction_of_peak uses CPU time for both: gflops_cpu / (peak · threads)).
 double fma_peak_now(Isa isa) {
-  const kernels::Microkernels& mk = kernels::microkernels(isa);
   const std::int64_t iters = std::int64_t{1} << 20;
-  volatile float sink = 0;
-  const Timing t = time_runs([&] { sink = sink + mk.fma_probe(iters); }, TimingOptions{1, 3});
-  return static_cast<double>(iters) * 16 * 2 * mk.width / t.cpu_median / 1e9;
+  double flop = 0;
+  const Timing t = time_runs([&] { flop = run_fma_probe(isa, iters); }, TimingOptions{1, 3});
+  return flop / t.cpu_median / 1e9;
 }
 
 Isa parse_isa(const std::string& s) {

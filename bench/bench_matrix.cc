@@ -19,11 +19,12 @@
 #include <vector>
 
 #include "bench/cli_options.h"
+#include "bench/cluster_spec_io.h"
 #include "bench/harness.h"
 #include "burst/cost_model.h"
 #include "burst/error.h"
+#include "burst/splitmix64.h"
 #include "burst/strategy.h"
-#include "tools/cluster_spec_io.h"
 
 namespace burst::bench {
 namespace {
@@ -63,14 +64,8 @@ std::vector<LayoutKind> default_layouts(StrategyKind s) {
 }
 
 void fill(Tensor& t, std::uint64_t seed) {   // SplitMix64 → uniform [−1, 1), same on every rank
-  std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (float& x : t.vec()) {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    x = static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-52 - 1.0);
-  }
+  SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
+  for (float& x : t.vec()) x = static_cast<float>(2 * rng.uniform() - 1);
 }
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -103,7 +98,7 @@ class MatrixRunner {
   MatrixRunner(const MatrixOptions& o, const Communicator& comm)
       : o_(o), comm_(comm), P_(comm.size()), H_kv_(o.kv_heads > 0 ? o.kv_heads : o.heads) {
     if (!o.cluster.empty()) {
-      cluster_ = cli::load_cluster(o.cluster);
+      cluster_ = load_cluster(o.cluster);
       have_cluster_ = true;
     } else {   // memory estimates only: rates are placeholders
       cluster_.matmul_flops = cluster_.memory_bandwidth = cluster_.intra_bandwidth = 1;

@@ -1,7 +1,7 @@
 // bench/harness.h — the one benchmark harness: warm-up + timed repeats, median/min/max,
 // JSON-line output, and the FLOP formulas every benchmark states.
 //
-// Benchmarks are data (STYLE.md rule 15): each case prints ONE JSON object per line with its
+// Benchmarks are data (docs/style.md rule 15): each case prints ONE JSON object per line with its
 // full resolved configuration, the timing summary (seconds = median) and gflops from a stated
 // formula. Distributed benchmarks time on every rank, reduce the samples (max over ranks per
 // repeat) and then call summarize() — the harness itself never communicates.
@@ -69,7 +69,7 @@ void add_timing(nlohmann::json& record, const Timing& t, double flop);
 void print_json_line(const nlohmann::json& record);
 
 /// 1-minute load average from /proc/loadavg (−1 if unreadable): recorded with every result
-/// because this machine is shared and noisy (machine.md §1).
+/// because this machine is shared and noisy (docs/machine.md §1).
 double load_average_1m();
 
 // FLOP formulas (stated in every record as flop_formula).

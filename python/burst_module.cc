@@ -19,6 +19,7 @@
 #include "burst/attention.h"
 #include "burst/error.h"
 #include "burst/mask.h"
+#include "burst/version.h"
 #include "burst/tensor.h"
 #include "module_common.h"
 
@@ -288,6 +289,7 @@ void bind_local(py::module_& m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "burst C++ core (conversion and error translation only; use the `burst` package).";
+  m.attr("__version__") = BURST_VERSION_STRING;   // project(burst VERSION ...) in CMakeLists.txt
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package burst needs (idempotent: skips apt when all are present).
 # Used by the README commands and by .ci/run. Set BURST_SETUP_MINIMAL=1 to skip the
-# language-model and Python packages (libtorch alone is ~900 MB).
+# language-model and Python packages (libtorch alone is ~900 MB); CMake then builds the core
+# library, CLI and tests and switches the libtorch and pybind11 parts OFF (one line each).
+# python3-pip/-setuptools/-wheel/-venv: `pip install --no-build-isolation .` (README).
 # libopenblas0-openmp: Debian's libtorch calls whatever libblas.so.3 points to, and a fresh
 # machine has only the reference (netlib) BLAS, which took 43 % of the whole-KJV eval; the
 # OpenMP flavour registers itself as the libblas.so.3 alternative and obeys OMP_NUM_THREADS.
@@ -11,7 +13,8 @@ core=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin
       iproute2 nftables)   # iproute2, nftables: the emulated cluster (scripts/cluster.sh)
 extra=(libtorch-dev python3-torch libsentencepiece-dev sentencepiece bible-kjv bible-kjv-text
        pybind11-dev python3-pybind11 python3-numpy python3-mpi4py python3-pytest
-       python3-matplotlib python3-dev libopenblas0-openmp)
+       python3-matplotlib python3-dev libopenblas0-openmp
+       python3-pip python3-setuptools python3-wheel python3-venv)
 pkgs=("${core[@]}")
 if [[ "${BURST_SETUP_MINIMAL:-0}" != 1 ]]; then pkgs+=("${extra[@]}"); fi
 missing=()

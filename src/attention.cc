@@ -12,6 +12,7 @@
 #include "burst/error.h"
 #include "kernels/convert.h"
 #include "kernels/kernels.h"
+#include "kernels/microkernels.h"
 
 namespace burst {
 
@@ -32,6 +33,25 @@ Isa detect_isa() noexcept {
   if (avx2 && __builtin_cpu_supports("avx512f")) return Isa::Avx512;
   if (avx2) return Isa::Avx2;
   return Isa::Portable;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Avx512, Isa::Avx2, Isa::Portable})
+    if (static_cast<int>(isa) >= static_cast<int>(detect_isa())) out.push_back(isa);
+  return out;
+}
+
+double run_fma_probe(Isa isa, std::int64_t iters) {
+  const Isa best = detect_isa();
+  if (isa == Isa::Auto) isa = best;
+  BURST_CHECK(static_cast<int>(isa) >= static_cast<int>(best), Unsupported, "run_fma_probe: isa=",
+              to_string(isa), " requested but this CPU supports at most ", to_string(best));
+  BURST_CHECK(iters >= 0, InvalidArgument, "run_fma_probe: iters=", iters, " must be >= 0");
+  const kernels::Microkernels& mk = kernels::microkernels(isa);
+  volatile float sink = mk.fma_probe(iters);   // the checksum keeps the chains from being elided
+  (void)sink;
+  return static_cast<double>(iters) * 16 * 2 * mk.width;
 }
 
 namespace {

@@ -1,8 +1,9 @@
-// The only translation unit that includes <mpi.h> (STYLE.md layers): Communicator, Request
+// The only translation unit that includes <mpi.h> (docs/style.md layers): Communicator, Request
 // and RequestSet over MPI. Every MPI return code is checked and turned into
 // Error(Communication) naming the call.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -415,5 +416,22 @@ void Communicator::abort(const std::string& message) const {
 
 const CommCounters& Communicator::counters() const { return *impl_->counters; }
 void Communicator::reset_counters() const { *impl_->counters = CommCounters{}; }
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string out(text, static_cast<std::size_t>(std::max(len, 0)));
+  const std::size_t eol = out.find_first_of("\r\n");
+  if (eol != std::string::npos) out.resize(eol);
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\0')) out.pop_back();
+  return out;
+}
+
+std::string mpi_standard_version() {
+  int major = 0, minor = 0;
+  MPI_Get_version(&major, &minor);
+  return std::to_string(major) + "." + std::to_string(minor);
+}
 
 }  // namespace burst

@@ -412,7 +412,7 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
   return {};
 }
 
-/// Per-step payload bytes of the two backward directions (algorithm.md §4.1, §4.4).
+/// Per-step payload bytes of the two backward directions (docs/algorithm.md §4.1, §4.4).
 bool prefer_query_side(const Workload& w, BackwardSide side) {
   if (side == BackwardSide::QuerySide) return true;
   if (side == BackwardSide::KvSide) return false;

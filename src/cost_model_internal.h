@@ -44,7 +44,7 @@ struct Schedule {
 /// critical rank, balance = max/mean Σ_t c, bytes = max_i bytes + collective bytes, step summaries.
 PassEstimate simulate(const Schedule& schedule);
 
-/// Shapes shared by the builders (elements; see algorithm.md §1): b_q = B·H·s·D, b_kv =
+/// Shapes shared by the builders (elements; see docs/algorithm.md §1): b_q = B·H·s·D, b_kv =
 /// B·H_kv·s·D, r = B·H·s for s = S/P local tokens.
 struct Sizes {
   double b_q = 0, b_kv = 0, r = 0;

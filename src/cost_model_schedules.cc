@@ -1,7 +1,8 @@
 // Cost model: one schedule builder per strategy — which block each rank computes at each step,
 // which payload feeds the next step over which link, and the memory each rank holds.
-// Volumes: algorithm.md §4.1–4.2 (ring family), peers.md §3 (DistFlashAttn), §4b (all-gather),
-// §5 (Ulysses), §6a (USP), §7 (TP). Memory: algorithm.md §4.5. Formulas: docs/cost_model.md.
+// Volumes: docs/algorithm.md §4.1–4.2 (ring family); DistFlashAttn (arXiv 2310.03294), all-gather
+// (arXiv 2407.21783 §3.3), Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719), TP (arXiv 2205.05198)
+// as docs/strategies.md states them. Memory: docs/algorithm.md §4.5. Formulas: docs/cost_model.md.
 #include <algorithm>
 #include <cmath>
 
@@ -47,7 +48,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   const ClusterSpec& c = *ctx.cluster;
   const Workload& w = *ctx.workload;
   const Sizes z = sizes_for(w, H, H_kv, w.S_global / P);
-  // Per-hop payloads (algorithm.md §4.1): forward K, V; backward read (Q, dO, D, lse | K, V)
+  // Per-hop payloads (docs/algorithm.md §4.1): forward K, V; backward read (Q, dO, D, lse | K, V)
   // and write (dQ | dK, dV) rings, gradients in fp32.
   double read = 2 * z.b_kv * z.beta, write = 0;
   if (backward && query_side) {
@@ -59,7 +60,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   const int L = c.devices_per_node;
   const bool dbl = double_ring && rank_stride == 1 && c.nodes > 1 && L > 1 && P == c.devices();
   const int n = dbl ? c.nodes : 1;
-  auto part = [&](int i, int t) {   // partition held by rank i at step t (algorithm.md §7)
+  auto part = [&](int i, int t) {   // partition held by rank i at step t (docs/algorithm.md §7)
     if (!dbl) return wrap(i - t, P);
     const int a = i / L, b = i % L;
     return wrap(a - t / L, n) * L + wrap(b - t, L);
@@ -104,7 +105,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
       rs.end_feeds.push_back(f);
     }
   }
-  // Memory (algorithm.md §4.5): forward K,V double buffer + fp32 out accumulator + m, l.
+  // Memory (docs/algorithm.md §4.5): forward K,V double buffer + fp32 out accumulator + m, l.
   double mem = io_bytes(z, backward);
   if (!backward) {
     mem += 4 * z.b_kv * z.beta + z.b_q * kAcc + 2 * z.r * kAcc;
@@ -205,7 +206,7 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   const Sizes z = sizes_for(w, w.H, w.H_kv, w.S_global / P);
   const int half = P / 2;
   const int T = half + 1;
-  // peers.md §3: at step t worker r ≥ t computes (Q_r, KV_{r−t}); worker r < t with
+  // DistFlashAttn (arXiv 2310.03294): at step t worker r ≥ t computes (Q_r, KV_{r−t}); worker r < t with
   // t < P − ⌊P/2⌋ helps with (Q_{r+P−t}, KV_r) and returns the partial to the owner.
   auto helps = [&](int r, int t) { return r < t && t >= 1 && t < P - half; };
   const double kv_in = 2 * z.b_kv * z.beta;

@@ -1,4 +1,4 @@
-// The 14 mask types of the Long-Context Attention Benchmark (../shared/docs/peers.md §8) as
+// The 14 mask types of the Long-Context Attention Benchmark (LongCA-bench, arXiv 2510.17896) as
 // Mask slices. Definitions are stated beside make_benchmark_mask in burst/mask.h.
 #include <algorithm>
 #include <cmath>
@@ -6,6 +6,7 @@
 
 #include "burst/error.h"
 #include "burst/mask.h"
+#include "burst/splitmix64.h"
 
 namespace burst {
 namespace {
@@ -14,23 +15,6 @@ constexpr const char* kNames[kNumMaskTypes] = {
     "full", "causal", "causal_document", "full_document", "share_question", "causal_blockwise",
     "prefix_lm_document", "prefix_lm_causal", "qk_sparse", "hash_sparse", "sliding_window",
     "sliding_window_causal", "global_sliding_window", "block_causal_document"};
-
-// SplitMix64 (Steele, Lea, Flood 2014): a tiny seeded generator whose output is identical on
-// every platform (std distributions are not), so masks agree across ranks and machines.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-
- private:
-  std::uint64_t state_;
-};
 
 // Ragged document boundaries: n documents whose lengths are proportional to weights drawn
 // uniformly from [0.25, 1.75] (mean 1, so lengths scatter around S/n); cu[0] = 0, cu[n] = S.

@@ -1,7 +1,7 @@
 // Pure planning, part 2: the per-step plan of each strategy (what every rank computes on and
 // sends at every step), predicted bytes per rank per pass, buffer bounds, and the printable
 // table. The formulas here are the ones docs/strategies.md states and the tests hold the byte
-// counters to. Ring family schedule: algorithm.md §2, §3 and §7 (double ring).
+// counters to. Ring family schedule: docs/algorithm.md §2, §3 and §7 (double ring).
 #include <algorithm>
 #include <iomanip>
 #include <numeric>
@@ -31,7 +31,7 @@ int mod(int a, int m) { return ((a % m) + m) % m; }
 /// Bytes per element of what burst and ring circulate (Q, K, V, dO): the problem's storage dtype.
 std::int64_t element_bytes(const ProblemShape& s) { return static_cast<std::int64_t>(dtype_size(s.dtype)); }
 
-/// Partition held by rank g at step t (0-based) of the (double) ring: algorithm.md §7.
+/// Partition held by rank g at step t (0-based) of the (double) ring: docs/algorithm.md §7.
 int ring_partition(int g, int t, int n, int L) {
   const int a = g / L, b = g % L;
   return mod(a - t / L, n) * L + mod(b - t, L);

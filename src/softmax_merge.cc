@@ -1,5 +1,5 @@
 // Merge form B of normalised partials (out_j, lse_j), fp32 and fp64 twins.
-// The stable formula (algorithm.md §2): lse = max + log1p(exp(−|lse_a − lse_b|)),
+// The stable formula (docs/algorithm.md §2): lse = max + log1p(exp(−|lse_a − lse_b|)),
 // out = exp(lse_a − lse)·out_a + exp(lse_b − lse)·out_b; both exponents are ≤ 0.
 #include "burst/softmax_merge.h"
 

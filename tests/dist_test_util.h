@@ -37,7 +37,7 @@ inline Tensor rows_of(const SequenceLayout& layout, int rank, const Tensor& glob
   return local;
 }
 
-/// The mask families the distributed tests sweep (benchmark masks of peers.md §8).
+/// The mask families the distributed tests sweep (benchmark masks of LongCA-bench, arXiv 2510.17896).
 enum class Family { Full, Causal, SlidingWindow, SlidingWindowCausal, Document, PrefixLm, BlockSparse };
 
 /// The benchmark mask name of a family ("full", "sliding_window_causal", ...).

@@ -42,7 +42,7 @@ TEST(Microkernels, Exp2AccuracyAgainstDouble) {
       const double ref = std::exp2(static_cast<double>(x[i]));
       worst = std::max(worst, std::fabs(y[i] - ref) / ref);
     }
-    // Polynomial 1.6e-7 + fp32 rounding of the Horner steps: budget 3e-7 (machine.md §4 target).
+    // Polynomial 1.6e-7 + fp32 rounding of the Horner steps: budget 3e-7 (docs/machine.md §4 target).
     EXPECT_LT(worst, 3e-7) << to_string(isa);
     // Underflow and masked entries are exact zeros; odd n exercises the tail path.
     const float special[5] = {-INFINITY, -126.5f, -1000.0f, 0.0f, 1.0f};

@@ -200,7 +200,7 @@ TEST(CostSchedules, DoubleRingVisitsEveryPartitionAndFeedsMatch) {
       inter += f.inter_node ? 1 : 0;
     }
   }
-  EXPECT_EQ(inter, 4);   // (n−1) = 1 inter-node hop per rank, algorithm.md §7
+  EXPECT_EQ(inter, 4);   // (n−1) = 1 inter-node hop per rank, docs/algorithm.md §7
 }
 
 TEST(CostSchedules, AllGatherAndHeadParallel) {

@@ -154,7 +154,7 @@ TEST(LmModel, InitIsSeededAndConfigValidated) {
 // must give the same output and the same gradients as the plain forward: same operations in the
 // same order, so equal up to fp32 reassociation inside torch's matmuls (1e-6 relative; a wrong or
 // missing gradient term is O(1)). The layer mode must run the attention forward once per layer;
-// seq-wise recomputes only the first half of the sequence (BurstEngine, algorithm.md §9.1).
+// seq-wise recomputes only the first half of the sequence (BurstEngine, docs/algorithm.md §9.1).
 TEST(LmModel, ActivationCheckpointingGivesTheSameGradients) {
   burst::lm::ModelConfig cfg = tiny_config();
   const std::int64_t S = 40;

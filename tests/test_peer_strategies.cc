@@ -33,7 +33,7 @@ namespace {
 using strategies::HeadSplit;
 using strategies::UlyssesExchange;
 
-// Tiny shapes (STYLE.md: fast unit suite): S_global = 96 is divisible by 2P for P = 1..4
+// Tiny shapes (docs/style.md: fast unit suite): S_global = 96 is divisible by 2P for P = 1..4
 // (zigzag); D = 8; H = 4·P query heads so that H_kv = H/g divides P for g = 1, 2, 4.
 constexpr std::int64_t kS = 96, kD = 8;
 
@@ -146,8 +146,8 @@ TEST(HeadSplit, EveryQueryHeadFindsItsKvHeadLocally) {
 
 TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
   // Equal shards of c tokens, B = 2, D = 8. Closed forms (docs/strategies.md), ×4 bytes:
-  //  ulysses fwd (P−1)·B·c·[(H/P + 2·H_kv/P)·D + (H/P)·(D + 1)]  (peers.md §5: (2H + 2H_kv)·N·d/G + lse)
-  //  tp fwd (P−1)·B·c·[(H + 2·H_kv)·D + H·(D + 1)]               (peers.md §7: AG + RS, full width)
+  //  ulysses fwd (P−1)·B·c·[(H/P + 2·H_kv/P)·D + (H/P)·(D + 1)]  (Ulysses, arXiv 2309.14509: (2H + 2H_kv)·N·d/G + lse)
+  //  tp fwd (P−1)·B·c·[(H + 2·H_kv)·D + H·(D + 1)]               (Megatron SP, arXiv 2205.05198: AG + RS, full width)
   //  usp with u = P is ulysses; with u = 1 it is the KV ring, whose backward must equal the
   //  ring family's own formula ring_backward_bytes(KvSide) (plan.h, written independently).
   const std::int64_t B = 2, D = 8, c = 12;

@@ -1,7 +1,7 @@
 // Tests of burst/plan.h (serial, pure): every layout is a bijection with increasing positions
 // for every rank and P; zigzag / striped / contiguous match their definitions; the balanced
 // layout evens per-rank visible work; shard/unshard round-trip; ring plans visit every
-// partition once per rank and their byte totals equal the closed forms of algorithm.md §4.2;
+// partition once per rank and their byte totals equal the closed forms of docs/algorithm.md §4.2;
 // the Auto backward side follows the byte rule of §4.4.
 #include <gtest/gtest.h>
 
@@ -181,7 +181,7 @@ TEST(Plan, BytesEqualClosedForms) {
 }
 
 TEST(Plan, AutoSideFollowsTheByteRule) {
-  // MHA: query side cheaper ((3d + 2)/(4d) < 1); GQA g = 4: KV side (algorithm.md §4.4).
+  // MHA: query side cheaper ((3d + 2)/(4d) < 1); GQA g = 4: KV side (docs/algorithm.md §4.4).
   EXPECT_EQ(choose_backward_side({1, 64, 8, 8, 64}, 4), BackwardSide::QuerySide);
   EXPECT_EQ(choose_backward_side({1, 64, 8, 2, 64}, 4), BackwardSide::KvSide);
   const ProblemShape mha{1, 32768, 8, 8, 64};

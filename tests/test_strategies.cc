@@ -263,7 +263,7 @@ TEST(Strategies, PooledBuffersAcrossPassesMatchAFreshPlan) {
 }
 
 TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
-  // algorithm.md §4.2: (P−1)(2b + 2r) + P·b vs (2P−1)·2b; at P = 2 and D = 16 the ratio is
+  // docs/algorithm.md §4.2: (P−1)(2b + 2r) + P·b vs (2P−1)·2b; at P = 2 and D = 16 the ratio is
   // (4 + 2/16)/6 = 0.69 (→ 0.75 as P grows); checked on the counters of real passes.
   const Communicator world = Communicator::world();
   if (world.size() < 2) return;   // no communication at P = 1 (mpi_main counts a skip as a failure)

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "burst/attention.h"
+#include "burst/splitmix64.h"
 #include "burst/tensor.h"
 #include "kernels/kernels.h"
 
@@ -44,15 +45,8 @@ inline constexpr double kEps32 = 1.1920928955078125e-07;  // 2^-23
 
 /// Deterministic uniform floats in [lo, hi) from SplitMix64 (identical on every platform).
 inline void fill_uniform(float* data, std::int64_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    const double u = static_cast<double>(z >> 11) * 0x1.0p-53;
-    data[i] = static_cast<float>(lo + (hi - lo) * u);
-  }
+  burst::SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull);
+  for (std::int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(lo + (hi - lo) * rng.uniform());
 }
 
 /// Seeded random contiguous tensor (e.g. BSHD [B,S,H,D]) with entries uniform in [lo, hi).

@@ -27,7 +27,7 @@
 #include "burst/error.h"
 #include "burst/mask.h"
 #include "burst/plan.h"
-#include "cluster_spec_io.h"
+#include "bench/cluster_spec_io.h"
 #include "commands.h"
 
 namespace burst::cli {
@@ -233,7 +233,7 @@ void run_calibrate(const CalibrateOptions& o) {
   c.source = src.str();
   c.validate();
   if (comm.rank() == 0) {
-    const std::string text = cluster_to_json(c).dump(2);
+    const std::string text = bench::cluster_to_json(c).dump(2);
     std::cout << text << std::endl;
     if (!o.output.empty()) {
       std::ofstream f(o.output);

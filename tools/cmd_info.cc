@@ -1,20 +1,91 @@
+// `burst info` and `burst --version`: what this build is and what it runs on — version, git
+// describe, compiler, MPI library, the kernel ISA paths this CPU can run, OpenMP threads, and the
+// BLAS that libtorch calls when the language model is built in, and the data directory (one
+// JSON line).
+#include <dlfcn.h>
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <system_error>
 
+#include "bench/cluster_spec_io.h"
+#include "build_info.h"
 #include "burst/attention.h"
+#include "burst/comm.h"
+#include "burst/version.h"
 #include "commands.h"
 
 namespace burst::cli {
 
+namespace {
+
+std::string compiler() {
+#if defined(__clang__)
+  return std::string("Clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  return std::string("GCC ") + __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+
+// libtorch calls the Fortran BLAS symbol sgemm_ through libblas.so.3, a Debian alternative
+// (netlib reference BLAS, or OpenBLAS from libopenblas0-*): report the file that symbol
+// resolved to in this process and, for OpenBLAS, its build line and threading model.
+nlohmann::json blas_in_use() {
+#ifdef BURST_HAVE_LM
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info where{};
+  if (sgemm == nullptr || dladdr(sgemm, &where) == 0 || where.dli_fname == nullptr)
+    return {{"library", "not loaded (sgemm_ unresolved)"}};
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(where.dli_fname, ec);
+  nlohmann::json j = {{"library", ec ? std::string(where.dli_fname) : real.string()}};
+  using ConfigFn = const char* (*)();
+  using ParallelFn = int (*)();
+  if (auto* config = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+    j["name"] = "OpenBLAS";
+    j["config"] = config();
+    if (auto* parallel = reinterpret_cast<ParallelFn>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"))) {
+      const int p = parallel();
+      j["threading"] = p == 0 ? "sequential" : p == 1 ? "pthreads" : p == 2 ? "openmp" : "unknown";
+    }
+  } else {
+    j["name"] = real.string().find("/blas/") != std::string::npos ? "reference BLAS (netlib)" : "unknown";
+  }
+  return j;
+#else
+  return {{"library", "none (built without libtorch)"}};
+#endif
+}
+
+}  // namespace
+
+std::string version_line() {
+  return std::string("burst ") + BURST_VERSION_STRING + " (git " + build_git_describe() + ")";
+}
+
 void add_info_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "print this machine's ISA and thread facts as JSON");
+  auto* cmd = app.add_subcommand("info", "print this build's version, compiler, MPI, ISA paths and BLAS as JSON");
   cmd->callback([] {
     nlohmann::json j;
+    j["version"] = BURST_VERSION_STRING;
+    j["git_describe"] = build_git_describe();
+    j["build_type"] = build_type();
+    j["compiler"] = compiler();
+    j["mpi_library"] = mpi_library_version();
+    j["mpi_standard"] = mpi_standard_version();
     j["isa"] = to_string(detect_isa());
+    nlohmann::json paths = nlohmann::json::array();
+    for (Isa isa : supported_isas()) paths.push_back(to_string(isa));
+    j["isa_paths"] = paths;
     j["omp_max_threads"] = omp_get_max_threads();
+    j["blas"] = blas_in_use();
+    j["share_dir"] = bench::share_dir().string();
     std::cout << j.dump() << std::endl;
   });
 }

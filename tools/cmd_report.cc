@@ -1,5 +1,6 @@
 // `burst report` — turns matrix-benchmark JSON lines into PNG figures and a markdown table by
-// running scripts/report.py with Debian's /usr/bin/python3 (matplotlib, MPLBACKEND=Agg).
+// running report.py from the data directory (<share dir>/report.py, a copy of scripts/report.py)
+// with Debian's /usr/bin/python3 (matplotlib, MPLBACKEND=Agg).
 // Rank 0 only; other ranks return at once.
 #include <spawn.h>
 #include <sys/wait.h>
@@ -9,15 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/cluster_spec_io.h"
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "commands.h"
 
 extern char** environ;
-
-#ifndef BURST_SHARE_DIR
-#define BURST_SHARE_DIR "share"
-#endif
 
 namespace burst::cli {
 
@@ -27,7 +25,7 @@ struct ReportOptions {
   std::vector<std::string> inputs;
   std::string out = "report";
   std::string python = "/usr/bin/python3";
-  std::string script = std::string(BURST_SHARE_DIR) + "/../scripts/report.py";
+  std::string script = (bench::share_dir() / "report.py").string();
 };
 
 void run_report(const ReportOptions& o) {

@@ -8,7 +8,7 @@
 
 #include "burst/cost_model.h"
 #include "burst/error.h"
-#include "cluster_spec_io.h"
+#include "bench/cluster_spec_io.h"
 #include "commands.h"
 
 namespace burst::cli {
@@ -88,7 +88,7 @@ void print_table(const ClusterSpec& c, const Workload& w, const std::vector<Esti
 }
 
 void run_simulate(const SimulateOptions& o) {
-  ClusterSpec c = load_cluster(o.cluster);
+  ClusterSpec c = bench::load_cluster(o.cluster);
   if (o.nodes > 0) c.nodes = o.nodes;
   if (o.devices_per_node > 0) c.devices_per_node = o.devices_per_node;
   BURST_CHECK(o.seq > 0, InvalidArgument, "--seq must be > 0, got ", o.seq);
@@ -120,7 +120,7 @@ void run_simulate(const SimulateOptions& o) {
   std::unique_ptr<std::ofstream> file;
   if (!o.output.empty()) file = std::make_unique<std::ofstream>(o.output, std::ios::app);
   for (const Estimate& e : ranked) {
-    nlohmann::json j = estimate_to_json(e);
+    nlohmann::json j = bench::estimate_to_json(e);
     j["cluster"] = c.name;
     j["nodes"] = c.nodes;
     j["devices_per_node"] = c.devices_per_node;
@@ -141,7 +141,7 @@ void add_simulate_command(CLI::App& app) {
   auto opt = std::make_shared<SimulateOptions>();
   auto* cmd = app.add_subcommand("simulate",
                                  "predict every strategy's time, bytes and memory on a cluster (cost model)");
-  cmd->add_option("--cluster", opt->cluster, "preset name (share/clusters/*.json) or a spec file")
+  cmd->add_option("--cluster", opt->cluster, "preset name (<share dir>/clusters/*.json, `burst info`) or a spec file")
       ->capture_default_str();
   cmd->add_option("--nodes", opt->nodes, "override the number of nodes");
   cmd->add_option("--devices-per-node", opt->devices_per_node, "override devices per node");

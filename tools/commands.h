@@ -9,7 +9,7 @@ class App;
 
 namespace burst::cli {
 
-void add_info_command(CLI::App& app);         // cmd_info.cc: CPU/ISA/MPI facts
+void add_info_command(CLI::App& app);         // cmd_info.cc: version, compiler, MPI, ISA, BLAS
 void add_plan_command(CLI::App& app);         // cmd_plan.cc: the pure plan of a distributed attention
 void add_bench_command(CLI::App& app);        // cmd_bench.cc: bench kernel | bench dist
 void add_simulate_command(CLI::App& app);     // cmd_simulate.cc: cost model, ranked strategies

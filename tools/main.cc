@@ -1,7 +1,7 @@
 // The `burst` executable: the only reader of argv; owns MPI init, finalize and abort.
 // Every rank parses the same argv (no broadcast). Errors: rank-tagged message on stderr;
 // with more than one rank a failure after communication started aborts the job so no peer
-// hangs (STYLE.md rule 5); library calls validate collectively before the first message.
+// hangs (docs/style.md rule 5); library calls validate collectively before the first message.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "burst/attention.h"
+#include "build_info.h"
 #include "burst/error.h"
 #include "commands.h"
 
@@ -37,6 +38,7 @@ class MpiSession {
 int main(int argc, char** argv) {
   MpiSession mpi(argc, argv);
   CLI::App app{"burst: exact context-parallel attention over MPI (BurstAttention and peers)"};
+  app.set_version_flag("--version", burst::cli::version_line());
   app.require_subcommand(1);
   burst::cli::add_info_command(app);
   burst::cli::add_plan_command(app);

@@ -1,4 +1,4 @@
-// apps/lm/fused_head_loss.cc — chunked LM head + cross-entropy (algorithm.md §9.2).
+// apps/lm/fused_head_loss.cc — chunked LM head + cross-entropy (docs/algorithm.md §9.2).
 #include "fused_head_loss.h"
 
 #include "burst/error.h"

@@ -1,6 +1,6 @@
 // apps/lm/fused_head_loss.h — LM head + cross-entropy fused over sequence chunks.
 //
-// Owns: the BurstEngine "sequence-level fusion of LM head and loss" (algorithm.md §9.2): the
+// Owns: the BurstEngine "sequence-level fusion of LM head and loss" (docs/algorithm.md §9.2): the
 // local tokens are cut into chunks of `chunk` rows; each chunk's logits [chunk, V] are formed,
 // reduced to per-token losses and dropped, and the backward recomputes them to form
 // (softmax − onehot)·g, accumulating dW += gᵀ·x_c and dx_c = g·W. Peak logits memory is

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include "burst/error.h"
+#include "burst/splitmix64.h"
 
 namespace burst::lm {
 
@@ -35,12 +36,7 @@ std::int64_t peak_rss_bytes() {
   return static_cast<std::int64_t>(u.ru_maxrss) * 1024;
 }
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+std::uint64_t splitmix64(std::uint64_t x) { return SplitMix64(x).next(); }
 
 Window make_window(const Corpus& corpus, std::int64_t begin, std::int64_t S, std::int64_t S_padded) {
   BURST_CHECK(S > 0 && begin >= 0 && begin + S <= corpus.num_tokens() && S_padded >= S, InvalidArgument,

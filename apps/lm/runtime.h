@@ -55,7 +55,7 @@ void gather_window(const Corpus& corpus, const Window& w, const std::vector<std:
 
 /// Runs f(); if it throws once messages may be in flight, a multi-rank job is aborted with a
 /// rank-tagged message (peers may be blocked in a collective and would otherwise hang —
-/// STYLE.md rule 5). On one rank the exception propagates.
+/// docs/style.md rule 5). On one rank the exception propagates.
 template <typename F>
 auto abort_on_failure(const Communicator& comm, const char* what, F&& f) -> decltype(f()) {
   try {

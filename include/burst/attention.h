@@ -30,6 +30,15 @@ const char* to_string(KernelImpl impl) noexcept;
 const char* to_string(Isa isa) noexcept;
 /// Best ISA this CPU supports (cpuid at run time).
 Isa detect_isa() noexcept;
+/// Every Tiled-path ISA this CPU can run, best first; Portable is always there (cpuid at run time).
+std::vector<Isa> supported_isas();
+
+/// FMA peak probe for benchmarks on a shared machine: 16 independent FMA chains of the `isa`
+/// path's vector width (Auto → detect_isa()), `iters` steps. Returns the flop executed
+/// (iters · 16 · 2 · width); timing the call next to a kernel gives the FMA rate a core offers at
+/// that moment (docs/machine.md). Not collective.
+/// Throws: Error(Unsupported) for an ISA this CPU lacks; Error(InvalidArgument) for iters < 0.
+double run_fma_probe(Isa isa, std::int64_t iters);
 
 struct AttentionParams {
   /// τ in softmax(τ·QKᵀ); unset → 1/sqrt(D). Must be finite and > 0.

@@ -173,7 +173,7 @@ class Communicator {
   }
 
   /// Aborts every rank of the communicator after printing "[rank r/P] message" to stderr.
-  /// For failures after payload is in flight (STYLE.md rule 5). Does not return.
+  /// For failures after payload is in flight (docs/style.md rule 5). Does not return.
   [[noreturn]] void abort(const std::string& message) const;
 
   /// Counters shared by this communicator and its channel() dups.
@@ -187,5 +187,11 @@ class Communicator {
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+/// The MPI library burst runs on: the first line of MPI_Get_library_version (e.g. "Open MPI
+/// v4.1.4, ...") and the MPI standard version "major.minor". Callable before MPI_Init and after
+/// MPI_Finalize. Not collective.
+std::string mpi_library_version();
+std::string mpi_standard_version();
 
 }  // namespace burst

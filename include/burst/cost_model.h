@@ -167,7 +167,7 @@ struct Estimate {
 // ---- Formulas (exposed for the tests and docs; all pure) -------------------------------------
 
 /// Forward FLOPs of `pairs` visible (q, k) pairs: 4·D·H·B·pairs (two matmuls of 2 flop/MAC).
-/// Backward = 2.5× (five matmuls with the recompute of P). Source: peers.md §0, LongCA-bench.
+/// Backward = 2.5× (five matmuls with the recompute of P). Source: FlashAttention-2 (arXiv 2307.08691) FLOP counts, LongCA-bench (arXiv 2510.17896).
 double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_t D, bool backward);
 /// Llama's SwiGLU width for model width h: 8h/3 rounded up to a multiple of 256
 /// (h = 4096 → 11008). Source: Llama reference code, `multiple_of = 256`.

@@ -2,7 +2,7 @@
 //
 // Owns: the one mask representation every kernel and strategy uses — a union of range slices
 // (q_range × k_range, kind ∈ full / causal / inverse-causal / bi-causal, optional window band),
-// the MagiAttention / LongCA-bench "AttnSlice" IR (../shared/docs/peers.md §8, §12) — plus the
+// the MagiAttention / LongCA-bench "AttnSlice" IR (arXiv 2510.17896; MagiAttention, arXiv 2505.13211) — plus the
 // flash_attn shorthands `causal` and `window_size=(left, right)`, and builders for the 14 mask
 // types of the Long-Context Attention Benchmark.
 //
@@ -43,7 +43,7 @@ struct MaskSlice {
 /// Verdict of the tile classifier for a (q-tile, k-tile) pair.
 enum class TileClass : std::uint8_t { Empty, Full, Partial };
 
-/// The 14 mask types of the Long-Context Attention Benchmark (peers.md §8), in its order.
+/// The 14 mask types of the Long-Context Attention Benchmark (arXiv 2510.17896), in its order.
 enum class MaskType : std::uint8_t {
   Full, Causal, CausalDocument, FullDocument, ShareQuestion, CausalBlockwise, PrefixLmDocument,
   PrefixLmCausal, QkSparse, HashSparse, SlidingWindow, SlidingWindowCausal, GlobalSlidingWindow,

@@ -150,7 +150,7 @@ class Plan {
   const PassPlan& forward() const { return forward_; }
   const PassPlan& backward() const { return backward_; }
   /// Resolved backward side (never Auto): burst under Auto picks the cheaper circulation from
-  /// the byte formulas (algorithm.md §4.4); ring always KvSide.
+  /// the byte formulas (docs/algorithm.md §4.4); ring always KvSide.
   BackwardSide backward_side() const { return side_; }
   /// Visible pairs of queries of rank i against keys of rank j ([i][j]).
   const std::vector<std::vector<std::int64_t>>& block_pairs() const { return block_pairs_; }
@@ -172,7 +172,7 @@ class Plan {
 /// ranks, e = bytes per element of shape.dtype (4 f32, 2 bf16/f16), partials and rows fp32:
 /// query side (P−1)·(e·2·b_q + 4·2·r) + P·4·b_q, KV side (P−1)·e·2·b_kv + P·4·2·b_kv, where
 /// b_q = B·H·S_local·D, b_kv = B·H_kv·S_local·D, r = B·H·S_local (0 when P = 1). With e = 4
-/// these are 4·[(P−1)·(2·b_q + 2·r) + P·b_q] and 4·(2P−1)·2·b_kv. Source: algorithm.md §4.2.
+/// these are 4·[(P−1)·(2·b_q + 2·r) + P·b_q] and 4·(2P−1)·2·b_kv. Source: docs/algorithm.md §4.2.
 std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P);
 /// The Auto rule: QuerySide iff its bytes are ≤ the KV side's.
 BackwardSide choose_backward_side(const ProblemShape& shape, int P);

@@ -1,7 +1,7 @@
 // burst/softmax_merge.h — the online softmax and the (out, lse) merge: the only place this math lives.
 //
 // Owns: (1) the running-state step of the online softmax used inside a kernel across KV tiles
-// (merge form A, ../shared/docs/algorithm.md §2: running max m, running sum l, unnormalised
+// (merge form A, docs/algorithm.md §2: running max m, running sum l, unnormalised
 // accumulator), and (2) merge form B, combining normalised partial results (O_j, lse_j) from
 // different KV blocks — what every distributed strategy does across ring steps.
 // Invariants: all factors have exponent ≤ 0 (no overflow); −inf − (−inf) never happens; a row
@@ -40,7 +40,7 @@ inline float online_softmax_inv_sum(float l) { return l > 0.0f ? 1.0f / l : 0.0f
 ///   lse = max + log1p(exp(−|lse_a − lse_b|)),  O = w_a·O_a + w_b·O_b,
 ///   w_a = exp(lse_a − lse), w_b = exp(lse_b − lse).
 /// Both −inf → lse = −inf, w_a = 1, w_b = 0 (O_a, which must be 0, is kept).
-/// Source: algorithm.md §2 "Merge form B" (BurstAttention code path for FlashAttention-2).
+/// Source: docs/algorithm.md §2 "Merge form B" (BurstAttention code path for FlashAttention-2).
 struct MergeWeights { float lse, w_a, w_b; };
 inline MergeWeights merge_weights(float lse_a, float lse_b) {
   const float mx = lse_a > lse_b ? lse_a : lse_b;

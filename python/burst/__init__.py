@@ -22,7 +22,7 @@ from ._masks import Mask, benchmark_mask, mask_names
 from ._numpy import (backward_numpy, check_extra, check_unsupported, forward_numpy, make_runner)
 from ._plan import DistAttention
 from ._kvcache import DistKVCache, attn_with_kvcache
-from ._C import release_kernel_workspace, retain_freed_memory
+from ._C import __version__, release_kernel_workspace, retain_freed_memory
 
 __all__ = ["attn_func", "attn_varlen_func", "attn_qkvpacked_func", "attn_kvpacked_func",
            "attn_varlen_qkvpacked_func", "attn_varlen_kvpacked_func", "attn_backward",
@@ -32,7 +32,6 @@ __all__ = ["attn_func", "attn_varlen_func", "attn_qkvpacked_func", "attn_kvpacke
            "DistAttention", "ring_flash_attn_func", "zigzag_ring_flash_attn_func",
            "stripe_flash_attn_func", "retain_freed_memory", "release_kernel_workspace",
            "DistKVCache", "attn_with_kvcache"]
-__version__ = "0.1.0"
 
 layouts = ("contiguous", "zigzag", "striped", "balanced")
 

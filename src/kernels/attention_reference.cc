@@ -9,7 +9,7 @@
 // Forward, per row i of head h (KV head h / (H/H_kv)):
 //   s_j = τ·q_i·k_j for visible j;  m = max_j s_j;  l = Σ_j exp(s_j − m);
 //   out_i = Σ_j exp(s_j − m)·v_j / l;  lse_i = m + log l;  no visible j → out_i = 0, lse_i = −inf.
-// Backward (algorithm.md §3), with lse and delta = rowsum(dout∘out) given:
+// Backward (docs/algorithm.md §3), with lse and delta = rowsum(dout∘out) given:
 //   P_ij = exp(s_ij − lse_i);  dV_j += P_ij·dout_i;  dP_ij = dout_i·v_j;
 //   dS_ij = P_ij·(dP_ij − delta_i);  dQ_i += τ·dS_ij·k_j;  dK_j += τ·dS_ij·q_i.
 #include <cmath>

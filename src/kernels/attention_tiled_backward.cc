@@ -20,7 +20,7 @@
 // Memory: packed K, Kᵀ, V (≈ 1.5× the size of k and v); per thread the q-tile packs, the score tiles and the
 // dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials —
 // all in the calling thread's workspace (kernels/workspace.h), reused by the next call.
-// Source: FlashAttention-2 (Dao 2023) Alg. 2; algorithm.md §3, §5.
+// Source: FlashAttention-2 (Dao 2023) Alg. 2; docs/algorithm.md §3, §5.
 #include <omp.h>
 
 #include <algorithm>

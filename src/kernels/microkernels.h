@@ -58,7 +58,7 @@ struct Microkernels {
 
   /// Calibration for benchmarks on a shared machine: 16 independent FMA chains of `width` lanes,
   /// iters steps (= iters·16·2·width flop); returns a checksum so the work is not elided. Timing
-  /// it next to a kernel gives the FMA peak available at that moment (machine.md §2.1).
+  /// it next to a kernel gives the FMA peak available at that moment (docs/machine.md §2.1).
   float (*fma_probe)(std::int64_t iters) = nullptr;
 };
 
@@ -72,7 +72,7 @@ const Microkernels& microkernels_avx2();
 const Microkernels& microkernels_portable();
 
 /// Sets FTZ/DAZ in MXCSR for the current thread and restores the caller's value on destruction:
-/// denormal operands in the rescale FMAs trigger microcode assists (machine.md §4). Changes only
+/// denormal operands in the rescale FMAs trigger microcode assists (docs/machine.md §4). Changes only
 /// results below 1.2e-38 in magnitude. No-op off x86.
 class FlushDenormals {
  public:

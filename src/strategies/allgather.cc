@@ -1,4 +1,4 @@
-// Llama-3 all-gather context parallelism (arXiv 2407.21783 §3.3; peers.md §4b): all-gather K,V,
+// Llama-3 all-gather context parallelism (arXiv 2407.21783 §3.3; docs/strategies.md): all-gather K,V,
 // one local kernel call of the rank's queries against the whole sequence (one softmax per row,
 // no cross-step merge), and in the backward all-gather K,V again, compute dK,dV for the whole
 // gathered sequence and reduce-scatter them to their owners; dQ stays local.

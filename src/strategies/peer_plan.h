@@ -51,7 +51,7 @@ HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* 
 ///  bwd: Σ_{j≠me} 4·B·[S_local(me)·(heads·(2D + 2) + 2·kv_heads·D)  (Q, dO, lse, delta, K, V)
 ///                     + S_local(j)·(heads + 2·kv_heads)·D  (dQ, dK, dV)]
 /// With equal S_local = S_global/u and MHA this is ≈ (u−1)/u·S_local·4·H·D per direction pair —
-/// peers.md §5's (2H + 2H_kv)·N·d/G per pass. Pure.
+/// DeepSpeed-Ulysses' (arXiv 2309.14509) (2H + 2H_kv)·N·d/G per pass. Pure.
 std::int64_t ulysses_forward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
                                    std::int64_t B, std::int64_t D, int me);
 std::int64_t ulysses_backward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
@@ -82,14 +82,14 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
 ///       zero-padded to all heads, Σ_{i≠rank} B·S_i·H·(D + 1);
 ///  bwd: all-gather of Q, dO, K, V, lse, delta, (P−1)·B·S_rank·(2·H·D + 2·H_kv·D + 2·H), plus
 ///       reduce-scatter of dQ, dK, dV, Σ_{i≠rank} B·S_i·(H + 2·H_kv)·D.
-/// ×4 bytes. Pure. Source: peers.md §7 (AG + RS over the full width).
+/// ×4 bytes. Pure. Source: Megatron-LM sequence parallelism (arXiv 2205.05198; AG + RS over the full width).
 std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
 std::int64_t tp_backward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
 
 // ------------------------------------------------------------------ distflash
 
 // DistFlashAttn / LightSeq (arXiv 2310.03294, RulinShao/LightSeq `lightseq_async_attn.py`),
-// ../shared/docs/peers.md §3. Contiguous layout: rank r owns chunk r. A causal-like mask needs
+// docs/strategies.md § distflash. Contiguous layout: rank r owns chunk r. A causal-like mask needs
 // the blocks (q chunk i, kv chunk j) with j ≤ i; the distance i − j decides who computes it:
 //  - distance t ≤ L = ⌊P/2⌋: the query owner i computes it itself at step t, after receiving
 //    K_j, V_j from rank j (step 0 is the diagonal, no message);

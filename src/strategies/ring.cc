@@ -1,4 +1,4 @@
-// RingAttention (Liu et al., arXiv 2310.01889; peers.md §1): K,V ring forward with the online-
+// RingAttention (Liu et al., arXiv 2310.01889; docs/strategies.md): K,V ring forward with the online-
 // softmax merge; backward K,V ring with the dK,dV accumulators following one step behind on a
 // second ring; Q, dO, lse, dQ stay. Flat ring (the double ring is burst's). Striped Attention
 // and zigzag ring = this strategy on the striped / zigzag layout.

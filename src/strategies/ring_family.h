@@ -2,7 +2,7 @@
 //
 // ring_forward: K,V circulate (flat or double ring), each step's partial (O_j, lse_j) merged
 // into the output with merge form B (softmax_merge.h). ring_backward: either side —
-// QuerySide (BurstAttention, algorithm.md §3): Q, dO, delta, lse circulate, dQ partials follow
+// QuerySide (BurstAttention, docs/algorithm.md §3): Q, dO, delta, lse circulate, dQ partials follow
 // on the write chain, K, V, dK, dV stay; KvSide (RingAttention): K, V circulate, dK, dV partials
 // follow, Q, dO, lse, dQ stay. Blocks the plan marks empty (no visible pair) are skipped.
 // Dtypes: Q, K, V, dO circulate in their storage dtype (bf16/f16 as their 16-bit patterns, half

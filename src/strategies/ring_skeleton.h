@@ -1,7 +1,7 @@
 // src/strategies/ring_skeleton.h — the step skeleton shared by the ring family (burst, ring).
 //
 // RingExecutor circulates a read-only payload (K,V forward; Q,dO,delta,lse or K,V backward)
-// around a flat ring or the topology-aware double ring (algorithm.md §7), double-buffered:
+// around a flat ring or the topology-aware double ring (docs/algorithm.md §7), double-buffered:
 // step t posts the transfer of the payload for step t+1, computes on the current one while the
 // kernel's progress hook polls MPI_Testall, then waits and swaps. An optional write
 // accumulator (dQ for the query side, dK,dV for the KV side) follows its read block one step
@@ -9,10 +9,10 @@
 // with the next step's compute); at the end of each round the node's partial sum goes home to
 // the block's owner in one hop, and the owner sums its n node partials in round order
 // (deterministic). With one node this is exactly BurstAttention's dQ ring lagging one step plus
-// the final hop (algorithm.md §3); bytes: n·(L−1) chain hops + n home hops per rank (minus one
+// the final hop (docs/algorithm.md §3); bytes: n·(L−1) chain hops + n home hops per rank (minus one
 // when L = 1: round 0's block is the rank's own).
 // Channels: intra read, inter read, chain, home — four MPI_Comm_dups so rings never match each
-// other's messages (algorithm.md §6).
+// other's messages (docs/algorithm.md §6).
 // Failure policy: an exception inside a step with payload in flight aborts the communicator
 // with a rank-tagged message (no peer is left waiting).
 #pragma once
@@ -46,7 +46,7 @@ class RingExecutor {
   /// transfer before computing (the no-overlap ablation).
   RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap);
 
-  /// Partition held by `rank` at step t (algorithm.md §7; flat ring: (rank − t) mod P).
+  /// Partition held by `rank` at step t (docs/algorithm.md §7; flat ring: (rank − t) mod P).
   int partition(int rank, int t) const;
   int ranks() const { return P_; }
   /// The executor's buffer pool: message and partial buffers live here between runs, and the

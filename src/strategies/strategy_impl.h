@@ -12,8 +12,7 @@
 // they fill the DistStats fields they own (compute_seconds, exposed_comm_seconds,
 // visible_pairs, peak_buffer_bytes, backward_side); the façade sets seconds, bytes_sent and
 // messages_sent from the communicator counters.
-// A strategy not yet implemented keeps its stub in pending.cc (throws Error(Unsupported) from
-// validate_*); whoever implements it deletes that stub and adds its own file.
+// A new strategy adds its own file with one validate_* / make_* pair below.
 #pragma once
 
 #include <memory>
@@ -55,7 +54,7 @@ using ValidateFn = void (*)(const DistConfig&, const ProblemShape&, const Mask&,
 using MakeFn = std::unique_ptr<Strategy> (*)(const Setup&);
 
 // One pair per strategy (definitions: burst.cc, ring.cc, allgather.cc, ulysses.cc, usp.cc,
-// distflash.cc, tp.cc; stubs of the not-yet-implemented ones in pending.cc).
+// distflash.cc, tp.cc).
 void validate_burst(const DistConfig&, const ProblemShape&, const Mask&, int P);
 std::unique_ptr<Strategy> make_burst(const Setup&);
 void validate_ring(const DistConfig&, const ProblemShape&, const Mask&, int P);

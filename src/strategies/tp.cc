@@ -7,7 +7,7 @@
 // row-parallel output projection). Backward: all-gather [Q | dO | K | V | lse | delta],
 // local backward, reduce-scatter [dQ | dK | dV] (replicated KV heads are summed by it).
 // Bytes do not shrink with GQA on the query side and nothing overlaps: the point of the
-// baseline. docs/strategies.md §tp; ../shared/docs/peers.md §7.
+// baseline. docs/strategies.md §tp; Megatron-LM (arXiv 1909.08053, 2205.05198).
 #include <cstring>
 #include <numeric>
 

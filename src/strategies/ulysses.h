@@ -5,7 +5,7 @@
 // UlyssesExchange moves BSHD tensors between "my tokens, all heads" and "all tokens of the
 // group, my heads" with one all_to_all_v per direction (head ownership: HeadSplit in
 // peer_plan.h); GroupAttention is what runs between the two all-to-alls.
-// See docs/strategies.md §ulysses, §usp, §tp and ../shared/docs/peers.md §5–§7.
+// See docs/strategies.md §ulysses, §usp, §tp DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719), Megatron-LM (arXiv 2205.05198).
 #pragma once
 
 #include <chrono>
@@ -81,7 +81,7 @@ inline void fill_stats(DistStats& stats, const PassTimes& t, std::int64_t visibl
 
 /// Runs one pass of a strategy. Once payload may be in flight an exception on one rank would
 /// leave its peers waiting in a collective, so it aborts the communicator with a rank-tagged
-/// message instead (STYLE.md rule 5). Inputs were validated and agreed before, so this is for
+/// message instead (docs/style.md rule 5). Inputs were validated and agreed before, so this is for
 /// internal failures only (allocation, MPI errors).
 template <typename F>
 void run_pass(const Communicator& comm, const char* what, F&& pass) {

@@ -1,15 +1,22 @@
-// tools/cluster_spec_io.h — ClusterSpec <-> JSON, presets from share/clusters/, and the
-// JSON line of one cost-model Estimate. Shared by `burst simulate`, `burst calibrate` and the
-// matrix benchmark's predicted-vs-measured output.
+// bench/cluster_spec_io.h — ClusterSpec <-> JSON, presets from <share dir>/clusters/, and the
+// JSON line of one cost-model Estimate. Shared by the matrix benchmark's predicted-vs-measured
+// output and by `burst simulate` and `burst calibrate`.
 #pragma once
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "burst/cost_model.h"
 
-namespace burst::cli {
+namespace burst::bench {
+
+/// The data directory of the running executable, found relative to its own binary:
+/// <dir of the binary>/../share/burst. Installed: <prefix>/bin/burst -> <prefix>/share/burst;
+/// build tree: <build>/tools/burst -> <build>/share/burst (staged by tools/CMakeLists.txt).
+/// Holds clusters/*.json (presets) and report.py. Not collective; no I/O beyond readlink.
+std::filesystem::path share_dir();
 
 /// Reads a spec: every numeric field of ClusterSpec by its C++ name; "sources" (object of
 /// field → text) is folded into ClusterSpec::source. Missing fields keep their defaults.
@@ -26,4 +33,4 @@ std::vector<std::string> cluster_presets();
 /// One JSON line per estimate: strategy, layout, seconds, bytes_per_device, memory_bytes, ...
 nlohmann::json estimate_to_json(const Estimate& e);
 
-}  // namespace burst::cli
+}  // namespace burst::bench

@@ -1,16 +1,13 @@
-#include "cluster_spec_io.h"
+#include "bench/cluster_spec_io.h"
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "burst/error.h"
 
-#ifndef BURST_SHARE_DIR
-#define BURST_SHARE_DIR "share"
-#endif
-
-namespace burst::cli {
+namespace burst::bench {
 
 namespace {
 
@@ -24,9 +21,16 @@ void read_field(const nlohmann::json& j, const char* key, T& out) {
   }
 }
 
-std::filesystem::path clusters_dir() { return std::filesystem::path(BURST_SHARE_DIR) / "clusters"; }
+std::filesystem::path clusters_dir() { return share_dir() / "clusters"; }
 
 }  // namespace
+
+std::filesystem::path share_dir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::filesystem::path("share") / "burst";
+  return (exe.parent_path().parent_path() / "share" / "burst").lexically_normal();
+}
 
 ClusterSpec cluster_from_json(const nlohmann::json& j) {
   ClusterSpec c;
@@ -143,4 +147,4 @@ nlohmann::json estimate_to_json(const Estimate& e) {
   return j;
 }
 
-}  // namespace burst::cli
+}  // namespace burst::bench

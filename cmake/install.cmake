@@ -1,0 +1,28 @@
+# Install rules (BURST_INSTALL, ON at top level): `cmake --install <build> [--prefix P]` puts
+#   include/burst/*.h (+ the generated version.h), lib/libburst.a, lib/cmake/burst/ (package config,
+#   target burst::burst), and with BURST_BUILD_TOOLS bin/burst + share/burst/ (cluster presets,
+#   report.py; the CLI finds them relative to its own binary: <bin>/../share/burst).
+# The Python module is the separate component `python`, installed only when asked
+# (`cmake --install <build> --component python`, python/CMakeLists.txt).
+include(CMakePackageConfigHelpers)
+set(BURST_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/burst)
+
+install(TARGETS burst EXPORT burstTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/burst ${PROJECT_BINARY_DIR}/include/burst
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+install(EXPORT burstTargets NAMESPACE burst:: DESTINATION ${BURST_CMAKE_INSTALL_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/burstConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/burstConfig.cmake INSTALL_DESTINATION ${BURST_CMAKE_INSTALL_DIR})
+# 0.x: minor versions may break the API.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/burstConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/burstConfig.cmake ${PROJECT_BINARY_DIR}/burstConfigVersion.cmake
+        DESTINATION ${BURST_CMAKE_INSTALL_DIR})
+
+if(TARGET burst_cli)
+  install(TARGETS burst_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(FILES ${BURST_SHARE_FILES} DESTINATION ${CMAKE_INSTALL_DATADIR}/burst/clusters)
+  install(FILES ${PROJECT_SOURCE_DIR}/scripts/report.py DESTINATION ${CMAKE_INSTALL_DATADIR}/burst)
+endif()
