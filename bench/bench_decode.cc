@@ -13,6 +13,7 @@
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "burst/kv_cache.h"
+#include "burst/splitmix64.h"
 #include "kernels/microkernels.h"
 
 namespace burst::bench {
@@ -26,11 +27,8 @@ struct DecodeOptions {
 };
 
 void fill_random(std::vector<float>& x, std::uint64_t seed) {
-  std::uint64_t state = 0x9e3779b97f4a7c15ull * (seed + 1);
-  for (float& e : x) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    e = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-  }
+  SplitMix64 rng(0x9e3779b97f4a7c15ull * (seed + 1));
+  for (float& e : x) e = static_cast<float>(2 * rng.uniform() - 1);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {

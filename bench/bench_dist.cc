@@ -14,6 +14,7 @@
 #include "bench/harness.h"
 #include "burst/comm.h"
 #include "burst/error.h"
+#include "burst/splitmix64.h"
 #include "burst/strategy.h"
 
 namespace burst::bench {
@@ -81,12 +82,9 @@ void run_dist(const DistOptions& o) {
   const std::int64_t n = attn.local_length();
   Tensor q32({o.batch, n, o.heads, o.dim}), k32({o.batch, n, H_kv, o.dim}), v32({o.batch, n, H_kv, o.dim});
   Tensor dout32({o.batch, n, o.heads, o.dim}), lse({o.batch, o.heads, n});
-  std::uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(world.rank() + 1);
+  SplitMix64 rng(0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(world.rank() + 1));
   for (Tensor* t : {&q32, &k32, &v32, &dout32})
-    for (float& x : t->vec()) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      x = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-    }
+    for (float& x : t->vec()) x = static_cast<float>(2 * rng.uniform() - 1);
   // Inputs and results stored as --dtype (16-bit: rounded once); lse fp32.
   const std::vector<std::int64_t> q_shape = q32.shape(), kv_shape = k32.shape();
   const StoredTensor q(std::move(q32), shape.dtype), k(std::move(k32), shape.dtype), v(std::move(v32), shape.dtype);

@@ -1,6 +1,6 @@
 // DistKVCache: chunked per-rank K/V storage with replicated metadata, and distributed decode
 // (Infinite-LLM's DistAttention: local split-KV partials, one all-gather, the lse merge).
-// Validation order of every collective call (STYLE.md rule 5): local checks → agreed verdict;
+// Validation order of every collective call (docs/style.md rule 5): local checks → agreed verdict;
 // fingerprint of arguments + replicated state → agreed; then checks on replicated data only (the
 // same verdict on every rank without a message); only then is anything mutated or sent.
 #include "burst/kv_cache.h"

@@ -27,6 +27,7 @@
 #include "burst/error.h"
 #include "burst/mask.h"
 #include "burst/plan.h"
+#include "burst/splitmix64.h"
 #include "bench/cluster_spec_io.h"
 #include "commands.h"
 
@@ -42,13 +43,8 @@ struct CalibrateOptions {
 };
 
 void fill_uniform(std::vector<float>& x, std::uint64_t seed) {
-  std::uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;   // xorshift64*: seeded, portable
-  for (float& v : x) {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    v = static_cast<float>(static_cast<double>((s * 0x2545f4914f6cdd1dull) >> 11) * 0x1.0p-53 * 2 - 1);
-  }
+  SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 7);
+  for (float& v : x) v = static_cast<float>(2 * rng.uniform() - 1);
 }
 
 struct KernelPoint {
