@@ -1,5 +1,6 @@
 // The 14 mask types of the Long-Context Attention Benchmark (LongCA-bench, arXiv 2510.17896) as
-// Mask slices. Definitions are stated beside make_benchmark_mask in burst/mask.h.
+// Mask slices. Definitions are stated beside make_benchmark_mask in burst/mask.h; docs/api.md says
+// which of the benchmark's forms (generator ranges or FlexAttention kernels) each one follows.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -32,6 +33,32 @@ std::vector<std::int64_t> ragged_documents(std::int64_t S, std::int64_t n, Split
   return cu;
 }
 
+// Uniform integer in [lo, hi] (hi ≥ lo; modulo bias below 2^-40 for the spans used here).
+std::int64_t uniform_int(SplitMix64& rng, std::int64_t lo, std::int64_t hi) {
+  return lo + static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(hi - lo + 1));
+}
+
+// LongCA-bench's generate_seqlens: pick a bin by weight, a length uniform in it, cut to what
+// is left, at least 1; until S is filled.
+std::vector<std::int64_t> drawn_documents(std::int64_t S, const std::vector<LengthBin>& bins, SplitMix64& rng) {
+  double total = 0;
+  for (const LengthBin& b : bins) {
+    BURST_CHECK(b.lo >= 0 && b.lo <= b.hi && b.weight >= 0, InvalidArgument, "document length bin [", b.lo, ", ",
+                b.hi, "] weight ", b.weight, ": needs 0 <= lo <= hi and weight >= 0");
+    total += b.weight;
+  }
+  BURST_CHECK(total > 0, InvalidArgument, "document length bins need a positive total weight");
+  std::vector<std::int64_t> cu(1, 0);
+  while (cu.back() < S) {
+    double x = rng.uniform() * total;
+    std::size_t i = 0;
+    while (i + 1 < bins.size() && (bins[i].weight <= 0 || x >= bins[i].weight)) x -= bins[i++].weight;
+    const std::int64_t len = std::max<std::int64_t>(1, std::min(uniform_int(rng, bins[i].lo, bins[i].hi), S - cu.back()));
+    cu.push_back(cu.back() + len);
+  }
+  return cu;
+}
+
 MaskSlice square(std::int64_t b, std::int64_t e, SliceKind kind) { return {b, e, b, e, kind, -1, -1}; }
 
 // Causal block-sparse mask: q-block i sees its own block causally and the earlier k-blocks j < i
@@ -59,11 +86,43 @@ std::vector<MaskSlice> block_sparse(std::int64_t S, std::int64_t block, Keep kee
 
 }  // namespace
 
+const std::vector<LengthBin>& benchmark_short_length_bins() {
+  // LongCA-bench dist_attn/benchmark/utils.py, varlen_short_seqlen_distribution (×1024 tokens).
+  static const std::vector<LengthBin> bins = {
+      {0, 256, 0.0766},         {256, 512, 0.1651},       {512, 768, 0.1246},       {768, 1024, 0.0972},
+      {1024, 1536, 0.1324},     {1536, 2048, 0.0927},     {2048, 2560, 0.0720},     {2560, 3072, 0.0519},
+      {3072, 3584, 0.0379},     {3584, 4096, 0.0264},     {4096, 5120, 0.0380},     {5120, 6144, 0.0245},
+      {6144, 7168, 0.0145},     {7168, 8192, 0.0097},     {8192, 10240, 0.0122},    {10240, 15360, 0.0128},
+      {15360, 20480, 0.0051},   {20480, 65536, 0.0064}};
+  return bins;
+}
+
 std::vector<std::int64_t> benchmark_document_offsets(std::int64_t S, const BenchmarkMaskConfig& cfg) {
   BURST_CHECK(S >= 0 && cfg.num_documents >= 1, InvalidArgument, "document offsets need S_global >= 0 (",
               S, ") and num_documents >= 1 (", cfg.num_documents, ")");
   SplitMix64 rng(cfg.seed);
+  if (cfg.document_lengths == DocumentLengths::Drawn)
+    return drawn_documents(S, cfg.length_bins.empty() ? benchmark_short_length_bins() : cfg.length_bins, rng);
   return ragged_documents(S, cfg.num_documents, rng);
+}
+
+std::vector<std::int64_t> benchmark_block_document_offsets(std::int64_t S, const BenchmarkMaskConfig& cfg) {
+  BURST_CHECK(S >= 0 && cfg.block >= 1, InvalidArgument, "block document offsets need S_global >= 0 (", S,
+              ") and block >= 1 (", cfg.block, ")");
+  SplitMix64 rng(cfg.seed ^ 0xbb67ae8584caa73bull);
+  std::vector<std::int64_t> cu(1, 0);
+  while (cu.back() < S) cu.push_back(std::min(S, cu.back() + uniform_int(rng, 1, 8) * cfg.block));
+  return cu;
+}
+
+std::int64_t benchmark_prefix_length(std::int64_t S, const BenchmarkMaskConfig& cfg) {
+  BURST_CHECK(cfg.prefix_length >= 0, InvalidArgument, "prefix_length=", cfg.prefix_length, " must be >= 0");
+  if (cfg.prefix_length > 0 || S == 0) return cfg.prefix_length;
+  const auto cu = benchmark_document_offsets(S, cfg);
+  std::int64_t first = 0;   // the first non-empty document
+  for (std::size_t i = 0; i + 1 < cu.size() && first == 0; ++i) first = cu[i + 1] - cu[i];
+  SplitMix64 rng(cfg.seed ^ 0x3c6ef372fe94f82bull);
+  return uniform_int(rng, 1, first);
 }
 
 const char* to_string(MaskType type) noexcept {
@@ -101,12 +160,13 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
   // the sparse masks draw from a stream of their own.
   SplitMix64 rng(cfg.seed ^ (0x6a09e667f3bcc909ull * (static_cast<std::uint64_t>(type) + 1)));
   const std::int64_t window = cfg.window > 0 ? cfg.window : std::max<std::int64_t>(1, S / 8);
-  const std::int64_t globals = std::min(S, cfg.global_tokens > 0 ? cfg.global_tokens : std::max<std::int64_t>(1, S / 64));
+  const std::int64_t globals = std::min(S, cfg.global_tokens > 0 ? cfg.global_tokens : 2 * window);
   std::vector<std::int64_t> cu;
   if (type == MaskType::CausalDocument || type == MaskType::FullDocument ||
       type == MaskType::ShareQuestion || type == MaskType::CausalBlockwise ||
-      type == MaskType::PrefixLmDocument || type == MaskType::BlockCausalDocument)
+      type == MaskType::PrefixLmDocument)
     cu = benchmark_document_offsets(S, cfg);
+  if (type == MaskType::BlockCausalDocument) cu = benchmark_block_document_offsets(S, cfg);
 
   std::vector<MaskSlice> s;
   auto for_docs = [&](auto&& fn) {
@@ -147,13 +207,18 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
       });
       break;
     }
-    case MaskType::PrefixLmDocument:
+    case MaskType::PrefixLmDocument: {
+      // LongCA-bench's generator: one absolute prefix for every document; a document of at most
+      // p tokens is fully bidirectional. (Its FlexAttention kernel tests kv − start ≤ p, one
+      // key more: the generator's ranges are the definition followed here.)
+      const std::int64_t prefix = benchmark_prefix_length(S, cfg);
       for_docs([&](std::size_t, std::int64_t b, std::int64_t e) {
-        const std::int64_t p = b + std::llround(cfg.prefix_fraction * static_cast<double>(e - b));
-        if (p > b) s.push_back(square(b, p, SliceKind::Full));                 // bidirectional prefix
+        const std::int64_t p = std::min(e, b + prefix);
+        s.push_back(square(b, p, SliceKind::Full));                             // bidirectional prefix
         if (e > p) s.push_back({p, e, b, e, SliceKind::Causal, -1, -1});       // causal rest, sees prefix
       });
       break;
+    }
     case MaskType::PrefixLmCausal: {
       const std::int64_t p = std::llround(cfg.prefix_fraction * static_cast<double>(S));
       if (p > 0) s.push_back(square(0, p, SliceKind::Full));
@@ -189,8 +254,8 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
       if (S > 0) s.push_back({0, S, 0, S, SliceKind::Causal, window, -1});
       break;
     case MaskType::GlobalSlidingWindow:
-      // Longformer-style: the first `globals` tokens see and are seen by everything; the rest
-      // see a symmetric window.
+      // The benchmark kernel's form (globle_sliding_window_mask_func): the first `globals`
+      // (2·window) tokens see and are seen by everything; the rest see a symmetric window.
       if (S > 0) {
         s.push_back({0, globals, 0, S, SliceKind::Full, -1, -1});
         if (S > globals) s.push_back({globals, S, 0, globals, SliceKind::Full, -1, -1});
@@ -198,7 +263,7 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
       }
       break;
     case MaskType::BlockCausalDocument:
-      // Within a document, a token sees its own block and every earlier block of the document.
+      // Within a (block-aligned) document, a token sees its own block and every earlier one.
       for_docs([&](std::size_t, std::int64_t b, std::int64_t e) {
         for (std::int64_t qb = b; qb < e; qb += cfg.block) {
           const std::int64_t qe = std::min(e, qb + cfg.block);

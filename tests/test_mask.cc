@@ -26,7 +26,7 @@ std::int64_t doc_of(const std::vector<std::int64_t>& cu, std::int64_t x) {
 Pred brute_force(MaskType type, std::int64_t S, const BenchmarkMaskConfig& cfg) {
   const auto cu = benchmark_document_offsets(S, cfg);
   const std::int64_t w = cfg.window > 0 ? cfg.window : std::max<std::int64_t>(1, S / 8);
-  const std::int64_t g = cfg.global_tokens > 0 ? cfg.global_tokens : std::max<std::int64_t>(1, S / 64);
+  const std::int64_t g = cfg.global_tokens > 0 ? cfg.global_tokens : 2 * w;   // the benchmark kernel's 2w
   auto same = [cu](std::int64_t q, std::int64_t k) { return doc_of(cu, q) == doc_of(cu, k); };
   switch (type) {
     case MaskType::Full: return [](std::int64_t, std::int64_t) { return true; };
@@ -45,11 +45,10 @@ Pred brute_force(MaskType type, std::int64_t S, const BenchmarkMaskConfig& cfg) 
       return [same, last](std::int64_t q, std::int64_t k) { return k <= q && (q >= last || same(q, k)); };
     }
     case MaskType::PrefixLmDocument:
-      return [cu, f = cfg.prefix_fraction](std::int64_t q, std::int64_t k) {
+      return [cu, p = benchmark_prefix_length(S, cfg)](std::int64_t q, std::int64_t k) {
         const auto d = static_cast<std::size_t>(doc_of(cu, q));
         if (doc_of(cu, k) != static_cast<std::int64_t>(d)) return false;
-        const std::int64_t p = cu[d] + std::llround(f * static_cast<double>(cu[d + 1] - cu[d]));
-        return k < p || k <= q;
+        return k - cu[d] < p || k <= q;   // one absolute prefix p in every document
       };
     case MaskType::PrefixLmCausal:
       return [P = std::llround(cfg.prefix_fraction * static_cast<double>(S))](std::int64_t q, std::int64_t k) {
@@ -59,10 +58,9 @@ Pred brute_force(MaskType type, std::int64_t S, const BenchmarkMaskConfig& cfg) 
     case MaskType::SlidingWindowCausal: return [w](std::int64_t q, std::int64_t k) { return k <= q && q - k <= w; };
     case MaskType::GlobalSlidingWindow:
       return [w, g](std::int64_t q, std::int64_t k) { return q < g || k < g || std::abs(q - k) <= w; };
-    case MaskType::BlockCausalDocument:
-      return [cu, bs = cfg.block](std::int64_t q, std::int64_t k) {
-        const auto d = static_cast<std::size_t>(doc_of(cu, q));
-        return doc_of(cu, k) == static_cast<std::int64_t>(d) && (k - cu[d]) / bs <= (q - cu[d]) / bs;
+    case MaskType::BlockCausalDocument:   // the benchmark kernel: same document, k < end of q's block
+      return [cb = benchmark_block_document_offsets(S, cfg), bs = cfg.block](std::int64_t q, std::int64_t k) {
+        return doc_of(cb, q) == doc_of(cb, k) && k < (q / bs + 1) * bs;
       };
     case MaskType::QkSparse:
     case MaskType::HashSparse: return {};
@@ -115,6 +113,66 @@ TEST(MaskTypes, DocumentOffsetsAreRaggedAndCoverTheSequence) {
   EXPECT_NE(benchmark_document_offsets(1000, cfg), cu);
 }
 
+TEST(MaskTypes, DrawnDocumentLengthsFollowTheBenchmarkDistribution) {
+  // LongCA-bench's short-document table: 3.3 documents on average at S = 4096 (the same draw in
+  // Python over 2000 seeds gives 3.29).
+  BenchmarkMaskConfig cfg;
+  cfg.document_lengths = DocumentLengths::Drawn;
+  double documents = 0;
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    cfg.seed = seed;
+    const auto cu = benchmark_document_offsets(4096, cfg);
+    ASSERT_EQ(cu.front(), 0);
+    ASSERT_EQ(cu.back(), 4096);
+    for (std::size_t i = 0; i + 1 < cu.size(); ++i) ASSERT_GE(cu[i + 1] - cu[i], 1);
+    documents += static_cast<double>(cu.size() - 1);
+    EXPECT_EQ(benchmark_document_offsets(4096, cfg), cu);   // seeded
+  }
+  EXPECT_GT(documents / 200, 2.6);
+  EXPECT_LT(documents / 200, 4.0);
+  // A one-bin distribution: every length but the last exactly 100.
+  cfg.length_bins = {{100, 100, 1.0}};
+  const auto cu = benchmark_document_offsets(1050, cfg);
+  ASSERT_EQ(cu.size(), 12u);
+  EXPECT_EQ(cu[10], 1000);
+  cfg.length_bins = {{5, 3, 1.0}};
+  EXPECT_THROW(benchmark_document_offsets(10, cfg), Error);
+  cfg.length_bins = {{1, 3, 0.0}};
+  EXPECT_THROW(benchmark_document_offsets(10, cfg), Error);
+}
+
+TEST(MaskTypes, BlockDocumentsAreBlockAlignedAndSeveral) {
+  BenchmarkMaskConfig cfg;
+  cfg.block = 16;
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    cfg.seed = seed;
+    const auto cu = benchmark_block_document_offsets(64 * 16 + 5, cfg);
+    EXPECT_GE(cu.size(), 9u) << "64 blocks in documents of at most 8 blocks";
+    for (std::size_t i = 0; i + 1 < cu.size(); ++i) {
+      const std::int64_t len = cu[i + 1] - cu[i];
+      EXPECT_GE(len, 1);
+      EXPECT_LE(len, 8 * 16);
+      if (i + 2 < cu.size()) {
+        EXPECT_EQ(len % 16, 0);
+      }
+    }
+  }
+}
+
+TEST(MaskTypes, PrefixLmDocumentSharesOneAbsolutePrefix) {
+  BenchmarkMaskConfig cfg = small_config(3);
+  const std::int64_t S = 131;
+  const auto cu = benchmark_document_offsets(S, cfg);
+  const std::int64_t p = benchmark_prefix_length(S, cfg);
+  EXPECT_GE(p, 1);
+  EXPECT_LE(p, cu[1] - cu[0]);   // drawn in [1, |document 0|]
+  cfg.prefix_length = 1000;      // longer than every document: each one fully bidirectional
+  EXPECT_EQ(ResolvedMask(make_benchmark_mask(MaskType::PrefixLmDocument, S, cfg), S, S).visible_pairs(),
+            ResolvedMask(make_benchmark_mask(MaskType::FullDocument, S, cfg), S, S).visible_pairs());
+  cfg.prefix_length = -1;
+  EXPECT_THROW(make_benchmark_mask(MaskType::PrefixLmDocument, S, cfg), Error);
+}
+
 // Every deterministic type equals its brute-force definition, for several seeds and lengths
 // (including tiny ones where documents are empty).
 TEST(MaskTypes, MatchBruteForceDefinitions) {
@@ -139,6 +197,7 @@ TEST(MaskTypes, HandCheckedBitmaps) {
   cfg.window = 1;
   cfg.global_tokens = 1;
   cfg.prefix_fraction = 0.5;
+  cfg.prefix_length = 2;
   cfg.num_documents = 1;
   cfg.block = 2;
   auto bm = [&](MaskType t, std::int64_t S) { return bitmap(ResolvedMask(make_benchmark_mask(t, S, cfg), S, S)); };
@@ -147,7 +206,11 @@ TEST(MaskTypes, HandCheckedBitmaps) {
   EXPECT_EQ(bm(MaskType::SlidingWindowCausal, 4), "1...\n11..\n.11.\n..11\n");
   EXPECT_EQ(bm(MaskType::PrefixLmCausal, 4), "11..\n11..\n111.\n1111\n");
   EXPECT_EQ(bm(MaskType::GlobalSlidingWindow, 5), "11111\n111..\n1111.\n1.111\n1..11\n");
-  EXPECT_EQ(bm(MaskType::BlockCausalDocument, 5), "11...\n11...\n1111.\n1111.\n11111\n");
+  // Blocks of 2; seed 4 draws documents of 2 and 8 blocks (the second cut to the 2 left).
+  cfg.seed = 4;
+  ASSERT_EQ(benchmark_block_document_offsets(8, cfg), (std::vector<std::int64_t>{0, 4, 8}));
+  EXPECT_EQ(bm(MaskType::BlockCausalDocument, 8),
+            "11......\n11......\n1111....\n1111....\n....11..\n....11..\n....1111\n....1111\n");
   EXPECT_EQ(bm(MaskType::PrefixLmDocument, 4), "11..\n11..\n111.\n1111\n");  // one document
   // Block-sparse with one block per 2 tokens and density 1: every earlier block kept = causal.
   cfg.density = 1.0;

@@ -43,7 +43,7 @@ struct MaskSlice {
 /// Verdict of the tile classifier for a (q-tile, k-tile) pair.
 enum class TileClass : std::uint8_t { Empty, Full, Partial };
 
-/// The 14 mask types of the Long-Context Attention Benchmark (arXiv 2510.17896), in its order.
+/// The 14 mask types of the Long-Context Attention Benchmark (LongCA-bench, arXiv 2510.17896), in its order.
 enum class MaskType : std::uint8_t {
   Full, Causal, CausalDocument, FullDocument, ShareQuestion, CausalBlockwise, PrefixLmDocument,
   PrefixLmCausal, QkSparse, HashSparse, SlidingWindow, SlidingWindowCausal, GlobalSlidingWindow,
@@ -82,43 +82,83 @@ struct Mask {
   std::string describe() const;
 };
 
-/// Parameters of the benchmark masks; every field has a documented default so that
-/// make_benchmark_mask(type, S) alone is meaningful. Random parts are seeded (deterministic).
-struct BenchmarkMaskConfig {
-  std::uint64_t seed = 0;
-  std::int64_t num_documents = 8;       ///< document masks: lengths drawn around S/num_documents
-  std::int64_t window = 0;              ///< sliding windows: 0 → max(1, S/8)
-  std::int64_t global_tokens = 0;       ///< global_sliding_window: 0 → max(1, S/64)
-  std::int64_t block = 64;              ///< qk_sparse / hash_sparse / block_causal_document block size
-  double density = 0.25;                ///< qk_sparse: fraction of (q-block, k-block) pairs kept
-  double prefix_fraction = 0.25;        ///< prefix-LM masks: prefix share of each document
+/// One bin of a document-length distribution: lengths uniform in [lo, hi] (inclusive, tokens),
+/// the bin chosen with probability weight / Σ weights.
+struct LengthBin {
+  std::int64_t lo = 0, hi = 0;
+  double weight = 0;
 };
 
-/// Document boundaries of the benchmark's document masks: cfg.num_documents ragged segments of
-/// [0, S_global) as offsets (size num_documents + 1, cu[0] = 0, cu.back() = S_global,
-/// non-decreasing; lengths ∝ seeded weights uniform in [0.25, 1.75]). Depends on cfg.seed only,
-/// so every document type of one seed shares them (and varlen runs can reuse them as cu_seqlens).
-/// Throws: Error(InvalidArgument) for S_global < 0 or num_documents < 1.
+/// LongCA-bench's document-length distribution for sequences ≤ 64K tokens
+/// (`varlen_short_seqlen_distribution` in its dist_attn/benchmark/utils.py): 18 bins from
+/// [0, 256] to [20480, 65536] tokens, weighted by corpus frequency: 3.3 documents on average
+/// at S = 4096.
+const std::vector<LengthBin>& benchmark_short_length_bins();
+
+/// How the benchmark's document masks split the sequence into documents.
+enum class DocumentLengths : std::uint8_t {
+  FixedCount,   ///< num_documents ragged segments (lengths ∝ seeded weights uniform in [0.25, 1.75])
+  Drawn,        ///< lengths drawn from length_bins until S is filled (LongCA-bench's generate_seqlens)
+};
+
+/// Parameters of the benchmark masks; every field has a documented default so that
+/// make_benchmark_mask(type, S) alone is meaningful. Random parts are seeded (deterministic,
+/// identical on every platform: SplitMix64, not the benchmark's Python RNG — same distributions,
+/// other draws).
+struct BenchmarkMaskConfig {
+  std::uint64_t seed = 0;
+  DocumentLengths document_lengths = DocumentLengths::FixedCount;
+  std::int64_t num_documents = 8;       ///< FixedCount: lengths drawn around S/num_documents
+  std::vector<LengthBin> length_bins;   ///< Drawn: empty → benchmark_short_length_bins()
+  std::int64_t window = 0;              ///< sliding windows: 0 → max(1, S/8)
+  std::int64_t global_tokens = 0;       ///< global_sliding_window: 0 → 2·window (the benchmark kernel's)
+  std::int64_t block = 64;              ///< qk_sparse / hash_sparse / block_causal_document block size
+  double density = 0.25;                ///< qk_sparse: fraction of (q-block, k-block) pairs kept
+  double prefix_fraction = 0.25;        ///< prefix_lm_causal: prefix share of the sequence
+  std::int64_t prefix_length = 0;       ///< prefix_lm_document: one absolute prefix p for every
+                                        ///< document; 0 → seeded draw uniform in [1, |document 0|]
+};
+
+/// Document boundaries of the benchmark's document masks as offsets (cu[0] = 0, cu.back() =
+/// S_global, non-decreasing): FixedCount gives num_documents ragged segments (size
+/// num_documents + 1); Drawn draws lengths from the bins until the sequence is full (the last one
+/// cut to fit, every length ≥ 1). Depends on the seed and the length settings only, so every
+/// document type of one config shares them (and varlen runs can reuse them as cu_seqlens).
+/// Throws: Error(InvalidArgument) for S_global < 0, num_documents < 1, or bins with lo > hi,
+/// lo < 0, negative weights or no positive weight.
 std::vector<std::int64_t> benchmark_document_offsets(std::int64_t S_global, const BenchmarkMaskConfig& cfg = {});
+
+/// block_causal_document's documents, as LongCA-bench builds them: consecutive documents of a
+/// seeded number of whole `block`s uniform in [1, 8] (the last cut to the blocks left; a partial
+/// last block when block ∤ S_global). Offsets as benchmark_document_offsets. Throws as it.
+std::vector<std::int64_t> benchmark_block_document_offsets(std::int64_t S_global, const BenchmarkMaskConfig& cfg = {});
+
+/// prefix_lm_document's prefix length p: cfg.prefix_length if > 0, else a seeded draw uniform in
+/// [1, length of the first document] (LongCA-bench's draw; 0 when S_global = 0).
+std::int64_t benchmark_prefix_length(std::int64_t S_global, const BenchmarkMaskConfig& cfg = {});
 
 /// Builds one of the 14 benchmark masks over a sequence of S_global tokens (q and k share
 /// positions), as explicit slices over [0, S_global)². Documents are benchmark_document_offsets
-/// (seeded, ragged); empty documents are dropped.
+/// (seeded); empty documents are dropped. Source: LongCA-bench (NJUDeepEngine/LongCA-bench,
+/// dist_attn/benchmark/mask.py and the FlexAttention mask functions of attn/baselines/utils.py);
+/// docs/api.md lists where burst follows which of its forms.
 ///   full, causal — one slice;  causal_document / full_document — each document causal / full;
 ///   share_question — document 0 is the question (causal); every later document (an answer)
 ///     sees the whole question and itself causally;
 ///   causal_blockwise — each document causal; the last one also sees all earlier documents;
-///   prefix_lm_document — per document, the first round(prefix_fraction·len) tokens attend
-///     bidirectionally among themselves, the rest causally (seeing the prefix);
-///   prefix_lm_causal — the same over the whole sequence;
-///   qk_sparse — causal block-sparse: q-block i sees its own block causally and each earlier
-///     k-block with seeded probability `density`;  hash_sparse — each block gets a seeded bucket
-///     among round(1/density); a q-block sees its own block causally and earlier blocks of its
-///     bucket;
+///   prefix_lm_document — one absolute prefix p (benchmark_prefix_length) for every document: the
+///     document's first p keys are seen by all its queries, the rest causally; a document of at
+///     most p tokens is fully bidirectional;
+///   prefix_lm_causal — the first round(prefix_fraction·S) keys seen by everyone, the rest causal;
+///   qk_sparse — burst's own (the benchmark names it without a generator): causal block-sparse,
+///     q-block i sees its own block causally and each earlier k-block with seeded probability
+///     `density`;  hash_sparse — burst's own: each block gets a seeded bucket among
+///     round(1/density); a q-block sees its own block causally and earlier blocks of its bucket;
 ///   sliding_window — |q − k| ≤ window;  sliding_window_causal — 0 ≤ q − k ≤ window;
-///   global_sliding_window — sliding_window ∪ the first global_tokens rows and columns;
-///   block_causal_document — per document, a token sees its whole `block`-sized block and every
-///     earlier block of its document.
+///   global_sliding_window — the benchmark kernel's: |q − k| ≤ window, or q or k among the
+///     first global_tokens (default 2·window);
+///   block_causal_document — documents of whole blocks (benchmark_block_document_offsets); a
+///     token sees its document from the start to the end of its own `block`.
 /// Throws: Error(InvalidArgument) for S_global < 0 or nonsensical config values.
 Mask make_benchmark_mask(MaskType type, std::int64_t S_global, const BenchmarkMaskConfig& cfg = {});
 
