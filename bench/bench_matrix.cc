@@ -206,7 +206,10 @@ class MatrixRunner {
     };
     fwd();
     if (c.S <= o_.check_max_seq) j["max_error"] = check_error(c, mask, layout, gq, gk, gv, gdo, out, dq, dk, dv, bwd);
-    const Timing t = time_pass(c.backward ? std::function<void()>(bwd) : std::function<void()>(fwd));
+    // ulysses / usp: each backward consumes the context its forward saved (DeepSpeed's autograd
+    // context), so a timed backward follows an untimed forward, as in training.
+    const bool saves = cfg.strategy == StrategyKind::Ulysses || cfg.strategy == StrategyKind::Usp;
+    const Timing t = c.backward ? time_pass(bwd, saves ? std::function<void()>(fwd) : nullptr) : time_pass(fwd);
     const DistStats& st = da->last_stats();
     std::vector<float> compute(static_cast<std::size_t>(P_));
     const float mine = static_cast<float>(st.compute_seconds);
@@ -240,10 +243,16 @@ class MatrixRunner {
     return j;
   }
 
-  Timing time_pass(const std::function<void()>& fn) const {
-    for (int i = 0; i < o_.warmup; ++i) fn();
+  /// Median of o_.repeats timed calls of fn (max over ranks); `before`, when set, runs untimed
+  /// ahead of each call.
+  Timing time_pass(const std::function<void()>& fn, const std::function<void()>& before = nullptr) const {
+    for (int i = 0; i < o_.warmup; ++i) {
+      if (before) before();
+      fn();
+    }
     std::vector<double> samples;
     for (int i = 0; i < o_.repeats; ++i) {
+      if (before) before();
       comm_.barrier();
       const auto t0 = std::chrono::steady_clock::now();
       fn();

@@ -180,10 +180,9 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     s.collective_bytes = (P - 1) * (gather + scatter);
     staging = P * std::max(gather, scatter);
   } else {
-    // Ulysses (src/strategies/ulysses.cc): forward a2a(Q, K, V) then a2a(O, lse); backward
-    // a2a(Q, dO, K, V, lse, delta) then a2a(dQ, dK, dV) (fp32) — nothing kept in head layout.
-    const double first = backward ? (2 * ze.b_q + 2 * ze.b_kv) * z.beta + 2 * ze.r * kAcc
-                                  : (ze.b_q + 2 * ze.b_kv) * z.beta;
+    // Ulysses (src/strategies/ulysses.cc), DeepSpeed's exchanges: forward a2a(Q, K, V) then
+    // a2a(O, lse); backward from the saved head-sharded context a2a(dO) then a2a(dQ, dK, dV).
+    const double first = backward ? ze.b_q * z.beta : (ze.b_q + 2 * ze.b_kv) * z.beta;
     const double second = backward ? (ze.b_q + 2 * ze.b_kv) * kAcc : ze.b_q * z.beta + ze.r * kAcc;
     s.pre_seconds = all_to_all_seconds(c, P, group_per_node, first);
     s.post_seconds = all_to_all_seconds(c, P, group_per_node, second);
@@ -194,7 +193,8 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
   s.ranks[0].compute = {block_seconds(ctx, total_pairs, w.H / P, backward) +
                         (backward && total_pairs > 0 ? delta_seconds(ctx, z) : 0.0)};
   s.ranks[0].feed = {Feed{}};
-  // Head layout holds the same element counts as the sequence layout (S·H/P = s·H), twice.
+  // Head layout holds the same element counts as the sequence layout (S·H/P = s·H), twice
+  // (ulysses' backward: the saved context plus dO, dQ, dK, dV on the heads).
   s.memory_bytes = to_bytes(io_bytes(z, backward) + io_bytes(ze, backward) + staging);
   return s;
 }

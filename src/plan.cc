@@ -251,6 +251,7 @@ std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, cons
   mix(static_cast<std::int64_t>(cfg.backward_side));
   mix(cfg.overlap ? 1 : 0);
   mix(static_cast<std::int64_t>(cfg.kernel));
+  mix(cfg.saved_contexts);
   mix(cfg.softmax_scale.has_value() ? 1 : 0);
   if (cfg.softmax_scale) {
     std::uint32_t bits = 0;

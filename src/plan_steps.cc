@@ -9,7 +9,7 @@
 
 #include "burst/error.h"
 #include "burst/plan.h"
-#include "strategies/peer_plan.h"
+#include "plan_strategies.h"
 
 namespace burst {
 
@@ -221,8 +221,8 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       plan.forward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
       plan.backward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
       // ulysses, usp, distflash, tp: per-rank bytes, work and buffers from their own formulas
-      // (src/strategies/peer_plan.h); bytes cleared when the configuration is rejected.
-      strategies::fill_peer_passes(cfg, shape, plan.layout_, mask, plan.forward_, plan.backward_);
+      // (src/plan_strategies.h); bytes cleared when the configuration is rejected.
+      strategies::fill_strategy_passes(cfg, shape, plan.layout_, mask, plan.forward_, plan.backward_);
       break;
     }
   }

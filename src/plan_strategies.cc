@@ -1,6 +1,6 @@
-// Pure planning of the peer strategies (peer_plan.h): head split, DistFlashAttn schedule and
+// Pure planning of ulysses, usp, tp and distflash (plan_strategies.h): head split, DistFlashAttn schedule and
 // support check, and the per-rank byte formulas of ulysses, usp, tp and distflash.
-#include "strategies/peer_plan.h"
+#include "plan_strategies.h"
 
 #include <algorithm>
 #include <utility>
@@ -33,23 +33,25 @@ HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* 
 }
 
 std::int64_t ulysses_forward_bytes(const HeadSplit& s, const std::vector<std::int64_t>& S_local,
-                                   std::int64_t B, std::int64_t D, int me) {
+                                   std::int64_t B, std::int64_t D, int me, bool with_lse) {
   std::int64_t floats = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
     floats += B * S_local[static_cast<std::size_t>(me)] * (s.heads + 2 * s.kv_heads) * D;   // Q, K, V
-    floats += B * S_local[static_cast<std::size_t>(j)] * s.heads * (D + 1);                // out, lse
+    floats += B * S_local[static_cast<std::size_t>(j)] * s.heads * (D + (with_lse ? 1 : 0));  // out, lse
   }
   return 4 * floats;
 }
 
 std::int64_t ulysses_backward_bytes(const HeadSplit& s, const std::vector<std::int64_t>& S_local,
-                                   std::int64_t B, std::int64_t D, int me) {
+                                    std::int64_t B, std::int64_t D, int me, bool saved) {
   std::int64_t floats = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
-    floats += B * S_local[static_cast<std::size_t>(me)] * (s.heads * (2 * D + 2) + 2 * s.kv_heads * D);  // Q, dO, lse, delta, K, V
-    floats += B * S_local[static_cast<std::size_t>(j)] * (s.heads + 2 * s.kv_heads) * D;                 // dQ, dK, dV
+    const std::int64_t in = saved ? s.heads * D                                      // dO
+                                  : s.heads * (2 * D + 2) + 2 * s.kv_heads * D;      // Q, dO, lse, delta, K, V
+    floats += B * S_local[static_cast<std::size_t>(me)] * in;
+    floats += B * S_local[static_cast<std::size_t>(j)] * (s.heads + 2 * s.kv_heads) * D;   // dQ, dK, dV
   }
   return 4 * floats;
 }
@@ -226,9 +228,10 @@ std::vector<std::int64_t> lengths_of(const SequenceLayout& layout, int first, in
 }
 
 /// Floats a Ulysses exchange pass holds at once: the gathered head-parallel tensors for the
-/// whole pass plus the larger of its two all-to-alls (send + receive buffers).
+/// whole pass plus the larger of its two all-to-alls (send + receive buffers). The saved
+/// backward holds the context (Q, K, V, O, lse) and gathers only dO.
 std::int64_t ulysses_peak_floats(const HeadSplit& sp, const std::vector<std::int64_t>& len, std::int64_t B,
-                                 std::int64_t D, int me, bool backward) {
+                                 std::int64_t D, int me, bool backward, bool saved) {
   std::int64_t S = 0;
   for (std::int64_t l : len) S += l;
   const std::int64_t s = len[static_cast<std::size_t>(me)], u = sp.u, h = sp.heads, k = sp.kv_heads;
@@ -237,15 +240,20 @@ std::int64_t ulysses_peak_floats(const HeadSplit& sp, const std::vector<std::int
     const std::int64_t in = B * (s * u + S) * (h + 2 * k) * D, back = B * (S + s * u) * h * (D + 1);
     return gathered + std::max(in, back);
   }
+  const std::int64_t back = B * (S + s * u) * (h + 2 * k) * D;
+  if (saved) {
+    const std::int64_t gathered = B * S * (4 * h + 4 * k) * D + 2 * B * h * S;   // context, dO, dQ, dK, dV, delta
+    return gathered + std::max(B * (s * u + S) * h * D, back);
+  }
   const std::int64_t gathered = B * S * (3 * h + 4 * k) * D + 2 * B * h * S + B * h * u * s;   // + local delta
-  const std::int64_t in = B * (s * u + S) * (h * (2 * D + 2) + 2 * k * D), back = B * (S + s * u) * (h + 2 * k) * D;
+  const std::int64_t in = B * (s * u + S) * (h * (2 * D + 2) + 2 * k * D);
   return gathered + std::max(in, back);
 }
 
 }  // namespace
 
-PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask) {
-  PeerPlan out;
+StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask) {
+  StrategyPlan out;
   const int P = layout.P;
   const std::int64_t B = shape.B, D = shape.D;
   try {
@@ -253,15 +261,17 @@ PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const Seque
     switch (cfg.strategy) {
       case StrategyKind::Ulysses: {
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "ulysses");
+        const bool saved = cfg.saved_contexts > 0;
         out.forward_payload = "a2a Q,K,V seq->heads | a2a O,lse heads->seq";
-        out.backward_payload = "a2a Q,dO,K,V,lse,delta | a2a dQ,dK,dV";
+        out.backward_payload = saved ? "a2a dO (Q,K,V,O,lse kept) | a2a dQ,dK,dV" : "a2a Q,dO,K,V,lse,delta | a2a dQ,dK,dV";
         const auto len = lengths_of(layout, 0, P);
         for (int r = 0; r < P; ++r) {
           out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r));
-          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r));
+          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r, saved));
           out.visible_pairs.push_back(resolved.visible_pairs() / P);
-          out.forward_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, false));
-          out.backward_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, true));
+          out.forward_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, false, false));
+          out.backward_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, true, saved));
+          out.backward_stateless_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, true, false));
         }
         break;
       }
@@ -271,7 +281,9 @@ PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const Seque
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, u, "usp");
         const auto groups = usp_ring_groups(layout, u);
         out.forward_payload = "a2a(u=" + std::to_string(u) + ") Q,K,V | ring(r=" + std::to_string(P / u) + ") K,V | a2a O,lse";
-        out.backward_payload = "a2a Q,dO,K,V,lse,delta | ring K,V + dK,dV | a2a dQ,dK,dV";
+        const bool saved = cfg.saved_contexts > 0;
+        out.backward_payload = std::string(saved ? "a2a dO (Q,K,V,O,lse kept)" : "a2a Q,dO,K,V,lse,delta") +
+                               " | ring K,V + dK,dV | a2a dQ,dK,dV";
         std::vector<std::int64_t> all(static_cast<std::size_t>(shape.S_global));
         for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
         for (int r = 0; r < P; ++r) {
@@ -280,13 +292,14 @@ PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const Seque
           const std::int64_t S = static_cast<std::int64_t>(grp.size()), kvb = 2 * B * S * s.kv_heads * D;
           out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r % u) +
                                       ring_group_forward_bytes(groups, B, s.kv_heads, D, r / u));
-          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r % u) +
+          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r % u, saved) +
                                        ring_group_backward_bytes(groups, B, s.kv_heads, D, r / u));
           out.visible_pairs.push_back(resolved.visible_pairs(grp, all) / u);
           // Ring: the partial (out, lse) and three K,V buffers (own, in flight, in use); backward
           // three K,V and three dK,dV buffers.
-          out.forward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, false) + B * S * s.heads * (D + 1) + 3 * kvb));
-          out.backward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true) + 6 * kvb));
+          out.forward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, false, false) + B * S * s.heads * (D + 1) + 3 * kvb));
+          out.backward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true, saved) + 6 * kvb));
+          out.backward_stateless_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true, false) + 6 * kvb));
         }
         break;
       }
@@ -325,11 +338,12 @@ PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const Seque
               if (b.valid()) pairs += distflash_block_pairs(resolved, c, b.q, b.kv);
             }
           out.visible_pairs.push_back(pairs);
-          // Own payloads, the next step's inbox (two of them across a step boundary), one
-          // partial / gradient buffer and one step's outgoing result.
-          out.forward_peak.push_back(4 * (2 * f.kv + f.q + 2 * (2 * f.kv + f.q) + 2 * (f.q + f.row) + f.row));
+          // Own payloads, the next step's inbox (two of them across a step boundary), the
+          // returned partials / gradients of two steps (one travels during the next step's
+          // compute) and one step's outgoing result.
+          out.forward_peak.push_back(4 * (2 * f.kv + f.q + 2 * (2 * f.kv + f.q) + 3 * (f.q + f.row) + f.row));
           out.backward_peak.push_back(4 * (2 * f.kv + 2 * f.q + 2 * f.row + 2 * (2 * f.kv + 2 * f.q + 2 * f.row) +
-                                           2 * (2 * f.kv + f.q) + f.row));
+                                           3 * (2 * f.kv + f.q) + f.row));
         }
         break;
       }
@@ -341,9 +355,9 @@ PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const Seque
   return out;
 }
 
-void fill_peer_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
                       const Mask& mask, PassPlan& forward, PassPlan& backward) {
-  const PeerPlan peer = peer_plan(cfg, shape, layout, mask);
+  const StrategyPlan peer = strategy_plan(cfg, shape, layout, mask);
   if (peer.empty()) {
     forward.bytes_sent.clear();
     backward.bytes_sent.clear();

@@ -1,4 +1,5 @@
-// src/strategies/peer_plan.h — pure planning of the peer strategies (internal, no MPI).
+// src/plan_strategies.h — pure planning of ulysses, usp, tp and distflash (internal, no MPI; the
+// ring family's steps are in plan_steps.cc). Namespace burst::strategies: the strategy files use it.
 //
 // What the head-parallel strategies (ulysses, usp, tp) and DistFlashAttn decide before any
 // message moves: which heads each rank owns under GQA (HeadSplit), DistFlashAttn's
@@ -47,15 +48,20 @@ HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* 
 
 /// Bytes (fp32) member `me` of a Ulysses group of u = split.u members holding S_local[j]
 /// tokens each sends in one forward / backward pass:
-///  fwd: Σ_{j≠me} 4·B·[S_local(me)·(heads + 2·kv_heads)·D  (Q, K, V)  + S_local(j)·heads·(D + 1)  (O, lse)]
-///  bwd: Σ_{j≠me} 4·B·[S_local(me)·(heads·(2D + 2) + 2·kv_heads·D)  (Q, dO, lse, delta, K, V)
-///                     + S_local(j)·(heads + 2·kv_heads)·D  (dQ, dK, dV)]
-/// With equal S_local = S_global/u and MHA this is ≈ (u−1)/u·S_local·4·H·D per direction pair —
-/// DeepSpeed-Ulysses' (arXiv 2309.14509) (2H + 2H_kv)·N·d/G per pass. Pure.
+///  fwd: Σ_{j≠me} 4·B·[S_local(me)·(heads + 2·kv_heads)·D  (Q, K, V)  + S_local(j)·heads·D  (O)
+///                     + S_local(j)·heads  (lse, only when with_lse: the caller asked for it)]
+///  bwd, saved (the forward's head-sharded Q, K, V, O, lse kept as context — DeepSpeed's
+///       autograd context): Σ_{j≠me} 4·B·[S_local(me)·heads·D  (dO)  + S_local(j)·(heads + 2·kv_heads)·D
+///       (dQ, dK, dV)];
+///  bwd, stateless (no saved context of these inputs): Σ_{j≠me} 4·B·[S_local(me)·(heads·(2D + 2)
+///       + 2·kv_heads·D)  (Q, dO, lse, delta, K, V)  + S_local(j)·(heads + 2·kv_heads)·D  (dQ, dK, dV)].
+/// With equal shards and MHA the forward without lse and the saved backward both move
+/// 4·(u−1)/u·B·S_local·H·D floats per rank: DeepSpeed's 4 all-to-alls each way (arXiv
+/// 2309.14509 §3.1). Pure.
 std::int64_t ulysses_forward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
-                                   std::int64_t B, std::int64_t D, int me);
+                                   std::int64_t B, std::int64_t D, int me, bool with_lse = true);
 std::int64_t ulysses_backward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
-                                    std::int64_t B, std::int64_t D, int me);
+                                    std::int64_t B, std::int64_t D, int me, bool saved = true);
 
 // ------------------------------------------------------------------ usp
 
@@ -157,20 +163,23 @@ void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const
 ///    tp: visible pairs of the whole mask / P (every rank does all pairs for H/P heads); usp:
 ///    its group's queries against the whole sequence / u; distflash: the blocks it computes;
 ///  forward_peak / backward_peak: bytes of the working and communication buffers a pass holds
-///    at once (gathered head-parallel tensors, exchange or ring buffers, payload copies).
+///    at once (gathered head-parallel tensors, exchange or ring buffers, payload copies);
+///    ulysses and usp: backward_bytes / backward_peak of the saved-context backward when
+///    cfg.saved_contexts > 0 (else stateless), backward_stateless_peak that of the stateless one.
 /// All empty for other strategies and for configurations the strategy rejects (never throws),
 /// so Plan::make can always call it.
-struct PeerPlan {
+struct StrategyPlan {
   std::vector<std::int64_t> forward_bytes, backward_bytes, visible_pairs, forward_peak, backward_peak;
+  std::vector<std::int64_t> backward_stateless_peak;   ///< ulysses, usp only
   std::string forward_payload, backward_payload;   ///< what moves, for Plan::table()
   bool empty() const { return forward_bytes.empty(); }
 };
-PeerPlan peer_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask);
+StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask);
 
-/// Fills the totals of a one-step pass (Plan::make's collective_pass) from peer_plan: bytes,
+/// Fills the totals of a one-step pass (Plan::make's collective_pass) from strategy_plan: bytes,
 /// visible pairs and peak per rank, in the pass and in its single step. Leaves the passes alone
-/// (bytes_sent cleared) when peer_plan is empty.
-void fill_peer_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+/// (bytes_sent cleared) when strategy_plan is empty.
+void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
                       const Mask& mask, PassPlan& forward, PassPlan& backward);
 
 }  // namespace burst::strategies

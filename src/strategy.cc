@@ -4,9 +4,11 @@
 //   2. local validation (shape values, mask resolution, layout divisibility, the strategy's own
 //      validate_*) run on every rank, verdict agreed (Communicator::agree_on);
 //   3. node topology (burst double ring), the pure plan, then the strategy executor.
-// Each pass re-validates the local tensors the same way (their shapes may differ per rank).
+// Each pass re-validates the local tensors the same way (their shapes may differ per rank), then
+// runs the strategy under run_pass (abort-on-failure once payload may be in flight) and times it.
 #include <chrono>
 #include <cmath>
+#include <string>
 
 #include "burst/error.h"
 #include "burst/strategy.h"
@@ -44,6 +46,7 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
               "ProblemShape::dtype ", to_string(s.dtype), " is not computed; use f32, bf16 or f16");
   BURST_CHECK(s.D <= 256, Unsupported, "head dim D=", s.D, " exceeds the kernels' limit 256");
   BURST_CHECK(cfg.num_threads >= 0, InvalidArgument, "num_threads=", cfg.num_threads, " must be >= 0");
+  BURST_CHECK(cfg.saved_contexts >= 0, InvalidArgument, "saved_contexts=", cfg.saved_contexts, " must be >= 0");
   BURST_CHECK(cfg.ranks_per_node >= 0, InvalidArgument, "ranks_per_node=", cfg.ranks_per_node, " must be >= 0");
   if (cfg.softmax_scale)
     BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0, InvalidArgument, "softmax_scale=",
@@ -115,6 +118,10 @@ void finish(const TensorView& t, const Tensor& store) {
 // get fp32 stand-ins of 16-bit inputs, so their payloads stay fp32 (plan_steps.cc counts them so).
 bool moves_16bit(StrategyKind s) { return s == StrategyKind::Burst || s == StrategyKind::Ring; }
 
+/// ulysses and usp return lse only when asked (an empty lse ships nothing) and can run their
+/// backward without it from a saved context.
+bool lse_optional(StrategyKind s) { return s == StrategyKind::Ulysses || s == StrategyKind::Usp; }
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -175,20 +182,27 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
                             const TensorView& lse) {
   Impl& m = *impl_;
   const ProblemShape& s = m.shape;
+  const bool want_lse = lse.data != nullptr;
+  m.comm.agree(want_lse ? 1 : 0, "forward: whether lse is requested (empty on some ranks only)");
   m.comm.agree_on([&] {
     check_bshd(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_bshd(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
-    check_rows(lse, "lse", s.B, s.H, m.S_local);
+    if (want_lse) check_rows(lse, "lse", s.B, s.H, m.S_local);
   });
   m.comm.reset_counters();
   m.stats = DistStats{};
   const auto t0 = std::chrono::steady_clock::now();
+  Tensor scratch;   // the strategies that compute lse anyway get a buffer to write it to
+  if (!want_lse && !lse_optional(m.cfg.strategy)) scratch = Tensor({s.B, s.H, m.S_local});
+  const TensorView lse_out = scratch.numel() > 0 ? scratch.view() : lse;
   const bool keep = moves_16bit(m.cfg.strategy);
   Tensor q32, k32, v32, out32;
-  m.strategy->forward(keep ? q : as_f32(q, q32, true), keep ? k : as_f32(k, k32, true),
-                      keep ? v : as_f32(v, v32, true), as_f32(out, out32, false), lse, m.stats);
+  const TensorView qa = keep ? q : as_f32(q, q32, true), ka = keep ? k : as_f32(k, k32, true);
+  const TensorView va = keep ? v : as_f32(v, v32, true), oa = as_f32(out, out32, false);
+  strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " forward",
+                       [&] { m.strategy->forward(qa, ka, va, oa, lse_out, m.stats); });
   finish(out, out32);
   m.stats.seconds = seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
@@ -200,27 +214,39 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
                              const TensorView& dv) {
   Impl& m = *impl_;
   const ProblemShape& s = m.shape;
+  const bool has_lse = lse.data != nullptr;
+  m.comm.agree(has_lse ? 1 : 0, "backward: whether lse is passed (empty on some ranks only)");
   m.comm.agree_on([&] {
     check_bshd(dout, "dout", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_bshd(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_bshd(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
-    check_rows(lse, "lse", s.B, s.H, m.S_local);
+    if (has_lse) check_rows(lse, "lse", s.B, s.H, m.S_local);
     check_bshd(dq, "dq", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
     check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
   });
+  // dQ, dK, dV are accumulated in fp32 (partials on the write ring included) and rounded once at
+  // the end; strategies other than burst and ring see fp32 stand-ins of 16-bit inputs.
+  const bool keep = moves_16bit(m.cfg.strategy);
+  Tensor g32, q32, k32, v32, o32, dq32, dk32, dv32;
+  const TensorView ga = keep ? dout : as_f32(dout, g32, true), qa = keep ? q : as_f32(q, q32, true);
+  const TensorView ka = keep ? k : as_f32(k, k32, true), va = keep ? v : as_f32(v, v32, true);
+  const TensorView oa = keep ? out : as_f32(out, o32, true);
+  const TensorView dqa = as_f32(dq, dq32, false), dka = as_f32(dk, dk32, false), dva = as_f32(dv, dv32, false);
+  // Collective and agreed: every rank gets the same answer, so the same verdict.
+  if (!has_lse)
+    BURST_CHECK(m.strategy->backward_without_lse(qa, ka, va, oa), InvalidArgument, "backward: lse is empty, but ",
+                to_string(m.cfg.strategy), lse_optional(m.cfg.strategy)
+                    ? " holds no saved forward context of these q, k, v, out on every rank (saved_contexts="
+                    : " needs the forward's lse (saved_contexts=",
+                m.cfg.saved_contexts, "); pass the lse of the forward");
   m.comm.reset_counters();
   m.stats = DistStats{};
   const auto t0 = std::chrono::steady_clock::now();
-  // dQ, dK, dV are accumulated in fp32 (partials on the write ring included) and rounded once here.
-  const bool keep = moves_16bit(m.cfg.strategy);
-  Tensor g32, q32, k32, v32, o32, dq32, dk32, dv32;
-  m.strategy->backward(keep ? dout : as_f32(dout, g32, true), keep ? q : as_f32(q, q32, true),
-                       keep ? k : as_f32(k, k32, true), keep ? v : as_f32(v, v32, true),
-                       keep ? out : as_f32(out, o32, true), lse, as_f32(dq, dq32, false), as_f32(dk, dk32, false),
-                       as_f32(dv, dv32, false), m.stats);
+  strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " backward",
+                       [&] { m.strategy->backward(ga, qa, ka, va, oa, lse, dqa, dka, dva, m.stats); });
   finish(dq, dq32);
   finish(dk, dk32);
   finish(dv, dv32);

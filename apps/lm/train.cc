@@ -1,6 +1,7 @@
 // apps/lm/train.cc — `burst train`: seeded long-context training with resumable checkpoints.
 #include "train.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -143,7 +144,11 @@ std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Commun
   shape.H = model.heads;
   shape.H_kv = model.kv_heads;
   shape.D = model.head_dim;
-  return std::make_unique<DistEngine>(comm, run.dist, shape, mask);
+  // One engine serves every layer: ulysses / usp keep one saved forward context per layer, so
+  // each layer's backward moves only dO, dQ, dK, dV (DeepSpeed's 4 all-to-alls).
+  DistConfig cfg = run.dist;
+  cfg.saved_contexts = std::max(cfg.saved_contexts, model.layers);
+  return std::make_unique<DistEngine>(comm, cfg, shape, mask);
 }
 
 std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& comm) {

@@ -95,6 +95,10 @@ struct DistConfig {
   /// built from `layout`. burst, ring and allgather only (the other strategies derive their
   /// schedules from the layout kind); not combined with `pad`.
   std::vector<std::vector<std::int64_t>> positions;
+  /// ulysses, usp: forward passes whose head-sharded Q, K, V, O, lse are kept for their backward
+  /// (DeepSpeed's autograd context: the backward then moves only dO, dQ, dK, dV). One per layer
+  /// that shares this DistAttention; 0 = stateless backward (regathers Q, K, V, lse, delta).
+  int saved_contexts = 1;
 };
 
 struct ProblemShape {

@@ -57,11 +57,16 @@ class DistAttention {
   const std::vector<std::int64_t>& positions() const;
   std::int64_t local_length() const;
 
-  /// Forward. q [B,S_local,H,D], k, v [B,S_local,H_kv,D], out like q, lse [B,H,S_local].
+  /// Forward. q [B,S_local,H,D], k, v [B,S_local,H_kv,D], out like q, lse [B,H,S_local], or an
+  /// empty view (data == nullptr, on every rank) when the caller does not want lse: ulysses and
+  /// usp then do not ship it (DeepSpeed returns no lse). ulysses and usp keep the forward's
+  /// head-sharded tensors for its backward (DistConfig::saved_contexts).
   /// Collective. Throws as the constructor (shape checks are agreed over ranks first).
   void forward(const TensorView& q, const TensorView& k, const TensorView& v,
                const TensorView& out, const TensorView& lse);
-  /// Backward; dq like q, dk, dv like k (overwritten). Collective.
+  /// Backward; dq like q, dk, dv like k (overwritten). q, k, v, out, lse are the forward's.
+  /// ulysses and usp use a saved context when one matches q, k, v, out on every rank (then lse
+  /// may be empty); otherwise lse is required (Error(InvalidArgument) on every rank). Collective.
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k,
                 const TensorView& v, const TensorView& out, const TensorView& lse,
                 const TensorView& dq, const TensorView& dk, const TensorView& dv);

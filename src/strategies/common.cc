@@ -2,9 +2,11 @@
 #include "strategies/common.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "burst/error.h"
+#include "plan_strategies.h"
 
 namespace burst::strategies {
 
@@ -129,6 +131,31 @@ std::int64_t BufferPool::kept_bytes() const {
   std::int64_t n = 0;
   for (const auto& v : free_) n += static_cast<std::int64_t>(v.size());
   return n * static_cast<std::int64_t>(sizeof(float));
+std::uint64_t content_fingerprint(std::initializer_list<TensorView> views) {
+  constexpr std::uint64_t kPrime = 1099511628211ull;
+  std::array<std::uint64_t, 4> lane{14695981039346656037ull, 1, 2, 3};
+  for (const TensorView& v : views) {
+    BURST_CHECK(v.dtype == DType::F32, Internal, "content_fingerprint of ", v.describe(), ": fp32 only");
+    for (int i = 0; i < v.ndim; ++i) lane[0] = (lane[0] ^ static_cast<std::uint64_t>(v.shape[static_cast<std::size_t>(i)])) * kPrime;
+    for_each_run(v, [&](const float* p, std::int64_t n) {
+      std::int64_t i = 0;
+      for (; i + 4 <= n; i += 4) {
+        for (std::size_t l = 0; l < 4; ++l) {
+          std::uint32_t w = 0;
+          std::memcpy(&w, p + i + static_cast<std::int64_t>(l), sizeof w);
+          lane[l] = (lane[l] ^ w) * kPrime;
+        }
+      }
+      for (; i < n; ++i) {
+        std::uint32_t w = 0;
+        std::memcpy(&w, p + i, sizeof w);
+        lane[0] = (lane[0] ^ w) * kPrime;
+      }
+    });
+  }
+  std::uint64_t h = lane[0];
+  for (std::size_t l = 1; l < 4; ++l) h = (h ^ lane[l]) * kPrime;
+  return h;
 }
 
 AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
@@ -144,6 +171,16 @@ AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const
   p.impl = setup.cfg.kernel;
   if (progress != nullptr && setup.cfg.overlap) p.progress = *progress;
   return p;
+}
+
+PlannedStrategy::PlannedStrategy(const Setup& setup) : comm_(setup.comm) {
+  const StrategyPlan plan = strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask);
+  BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy), ": no strategy plan for a validated configuration");
+  const auto r = static_cast<std::size_t>(setup.rank);
+  pairs_ = plan.visible_pairs[r];
+  peak_fwd_ = plan.forward_peak[r];
+  peak_bwd_ = plan.backward_peak[r];
+  peak_bwd_stateless_ = plan.backward_stateless_peak.empty() ? peak_bwd_ : plan.backward_stateless_peak[r];
 }
 
 }  // namespace burst::strategies

@@ -1,13 +1,17 @@
 // src/strategies/common.h — small helpers shared by the strategy files: packing BSHD / row
 // tensors into contiguous payloads (std::vector<float> words; 16-bit tensors travel as their
-// own bits, two per word) and back, views over payload memory, the kernel parameters every
-// step uses (mask, scale, global positions, threads, progress hook), and the buffer pool that
-// keeps message and partial buffers alive across passes.
+// own bits, two per word) and back, views over payload memory, content fingerprints, the
+// kernel parameters every step uses (mask, scale, global positions, threads, progress hook),
+// the buffer pool that keeps message and partial buffers alive across passes, and the pass
+// shell (times, abort on failure) of the strategies.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "burst/attention.h"
@@ -64,9 +68,63 @@ class BufferPool {
   std::vector<std::vector<float>> free_;   // oldest first
   std::int64_t out_ = 0, peak_ = 0;        // floats handed out and not returned; their maximum
 };
+/// 64-bit fingerprint of the shapes and fp32 contents of `views` (any strides, up to 4 dims),
+/// FNV-1a over 32-bit words in four interleaved lanes. Not cryptographic: it tells whether a
+/// backward's inputs are the ones a forward saw (ulysses' saved contexts). Not collective.
+/// Cost: one read of every element (≈ 4 GB/s on one core).
+std::uint64_t content_fingerprint(std::initializer_list<TensorView> views);
 
 /// Kernel parameters of a step: queries at q_pos, keys at kv_pos (global, increasing).
 AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
                             const std::function<void()>* progress);
+
+/// Seconds a pass spent in kernels and blocked in communication (for DistStats).
+struct PassTimes {
+  double compute_seconds = 0, comm_seconds = 0;
+};
+
+/// Copies one pass's measurements into the DistStats fields a strategy owns.
+inline void fill_stats(DistStats& stats, const PassTimes& t, std::int64_t visible_pairs,
+                       std::int64_t peak_buffer_bytes) {
+  stats.compute_seconds = t.compute_seconds;
+  stats.exposed_comm_seconds = t.comm_seconds;
+  stats.visible_pairs = visible_pairs;
+  stats.peak_buffer_bytes = peak_buffer_bytes;
+}
+
+/// Adds the wall time of its scope to *sink (no-op for nullptr).
+class Stopwatch {
+ public:
+  explicit Stopwatch(double* sink) : sink_(sink), t0_(std::chrono::steady_clock::now()) {}
+  ~Stopwatch() {
+    if (sink_) *sink_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  Stopwatch(const Stopwatch&) = delete;
+  Stopwatch& operator=(const Stopwatch&) = delete;
+
+ private:
+  double* sink_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+/// The shell the peer strategies share: the numbers they report come from their pure plan
+/// (plan_strategies.h); a pass's times are measured here (the façade aborts on failure).
+class PlannedStrategy : public Strategy {
+ protected:
+  /// Not collective. Throws Error(Internal) if the configuration has no strategy plan (it passed
+  /// validation, so it must have one).
+  explicit PlannedStrategy(const Setup& setup);
+  /// Runs pass(PassTimes&) and fills the DistStats fields the strategy owns (peak: the plan's
+  /// bound on the pass's buffers, peak_fwd_, peak_bwd_ or peak_bwd_stateless_).
+  template <typename F>
+  void run(std::int64_t peak, DistStats& stats, F&& pass) const {
+    PassTimes t;
+    pass(t);
+    fill_stats(stats, t, pairs_, peak);
+  }
+
+  Communicator comm_;
+  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0, peak_bwd_stateless_ = 0;
+};
 
 }  // namespace burst::strategies

@@ -14,7 +14,6 @@
 #include "burst/error.h"
 #include "burst/softmax_merge.h"
 #include "strategies/common.h"
-#include "strategies/ulysses.h"
 
 namespace burst::strategies {
 
@@ -106,11 +105,28 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);   // step 1's transfer under the diagonal
     if (!overlap) times.comm_seconds += next.set.wait_all();
   }
-  const std::function<void()> poll = [&] { next.set.progress(); };
+  // The partial a helper returns at step t travels during step t + 1's compute and is merged
+  // after it (LightSeq overlaps the returned partials the same way); the last one at the end.
+  RequestSet pending;
+  int pending_index = -1;
+  const std::function<void()> poll = [&] {
+    next.set.progress();
+    pending.progress();
+  };
   const auto params = [&](const FlashBlock& blk) {
     AttentionParams p = block_params(base, d, P, blk);
     if (overlap) p.progress = poll;
     return p;
+  };
+  const auto merge_pending = [&] {
+    if (pending_index >= 0) {
+      times.comm_seconds += pending.wait_all();
+      std::vector<float> result = pending.take(static_cast<std::size_t>(pending_index));
+      Stopwatch w(&times.compute_seconds);
+      merge_forward(out, lse, bshd(result.data(), d, d.H), rows(result.data() + d.q(), d));
+    }
+    pending = RequestSet{};
+    pending_index = -1;
   };
   {
     Stopwatch w(&times.compute_seconds);
@@ -148,12 +164,12 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
                         bshd(part_out.data(), d, d.H), rows(part_lse.data(), d), params(lb));
       merge_forward(out, lse, bshd(part_out.data(), d, d.H), rows(part_lse.data(), d));
     }
-    if (result_index >= 0) {
-      times.comm_seconds += results.wait_all();
-      std::vector<float> result = results.take(static_cast<std::size_t>(result_index));
-      merge_forward(out, lse, bshd(result.data(), d, d.H), rows(result.data() + d.q(), d));
-    }
+    merge_pending();   // step t − 1's partial, which travelled during this step's compute
+    if (!overlap) times.comm_seconds += results.wait_all();
+    pending = std::move(results);
+    pending_index = result_index;
   }
+  merge_pending();
   times.comm_seconds += sends.wait_all();
 }
 
@@ -182,11 +198,32 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);   // step 1's transfer under the diagonal
     if (!overlap) times.comm_seconds += next.set.wait_all();
   }
-  const std::function<void()> poll = [&] { next.set.progress(); };
+  // Gradients returned at step t (dK, dV to the KV owner, dQ to the query owner) travel during
+  // step t + 1's compute and are added after it; the last ones at the end.
+  RequestSet pending;
+  int pending_dkv = -1, pending_dq = -1;
+  const std::function<void()> poll = [&] {
+    next.set.progress();
+    pending.progress();
+  };
   const auto params = [&](const FlashBlock& blk) {
     AttentionParams p = block_params(base, d, P, blk);
     if (overlap) p.progress = poll;
     return p;
+  };
+  const auto add_pending = [&] {
+    times.comm_seconds += pending.wait_all();
+    if (pending_dkv >= 0) {
+      std::vector<float> g = pending.take(static_cast<std::size_t>(pending_dkv));
+      add_bshd(dk, g.data());
+      add_bshd(dv, g.data() + d.kv());
+    }
+    if (pending_dq >= 0) {
+      std::vector<float> g = pending.take(static_cast<std::size_t>(pending_dq));
+      add_bshd(dq, g.data());
+    }
+    pending = RequestSet{};
+    pending_dkv = pending_dq = -1;
   };
   {
     Stopwatch w(&times.compute_seconds);
@@ -231,17 +268,13 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
                                     bshd(dkv.data() + d.kv(), d, d.H_kv), params(lb), true);
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
-    times.comm_seconds += grads.wait_all();
-    if (dkv_index >= 0) {
-      std::vector<float> g = grads.take(static_cast<std::size_t>(dkv_index));
-      add_bshd(dk, g.data());
-      add_bshd(dv, g.data() + d.kv());
-    }
-    if (dq_index >= 0) {
-      std::vector<float> g = grads.take(static_cast<std::size_t>(dq_index));
-      add_bshd(dq, g.data());
-    }
+    add_pending();   // step t − 1's gradients, which travelled during this step's compute
+    if (!overlap) times.comm_seconds += grads.wait_all();
+    pending = std::move(grads);
+    pending_dkv = dkv_index;
+    pending_dq = dq_index;
   }
+  add_pending();
   times.comm_seconds += sends.wait_all();
 }
 
@@ -249,23 +282,23 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
 
 namespace {
 
-class DistFlashStrategy final : public PeerStrategyBase {
+class DistFlashStrategy final : public PlannedStrategy {
  public:
   explicit DistFlashStrategy(const Setup& setup)
-      : PeerStrategyBase(setup),
+      : PlannedStrategy(setup),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         overlap_(setup.cfg.overlap),
         schedule_(make_distflash_schedule(*setup.resolved, setup.shape.S_global, setup.P)) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    run("distflash forward", false, stats,
+    run(peak_fwd_, stats,
         [&](PassTimes& t) { distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, overlap_, t); });
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
-    run("distflash backward", true, stats, [&](PassTimes& t) {
+    run(peak_bwd_, stats, [&](PassTimes& t) {
       distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, overlap_, t);
     });
   }

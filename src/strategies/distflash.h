@@ -1,7 +1,7 @@
 // src/strategies/distflash.h — DistFlashAttn's load-balanced causal schedule, executed (internal).
 //
 // Execution of DistFlashAttn's schedule (the schedule itself, its byte formulas and the
-// support check are pure: peer_plan.h). docs/strategies.md §distflash.
+// support check are pure: plan_strategies.h). docs/strategies.md §distflash.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 #include "burst/attention.h"
 #include "burst/comm.h"
-#include "strategies/peer_plan.h"
+#include "plan_strategies.h"
 
 namespace burst::strategies {
 

@@ -11,11 +11,14 @@
 // Executors receive local tensors whose shapes the façade has already checked and agreed on;
 // they fill the DistStats fields they own (compute_seconds, exposed_comm_seconds,
 // visible_pairs, peak_buffer_bytes, backward_side); the façade sets seconds, bytes_sent and
-// messages_sent from the communicator counters.
+// messages_sent from the communicator counters, and runs every pass under run_pass: an
+// exception once payload may be in flight aborts the communicator (no peer left waiting).
 // A new strategy adds its own file with one validate_* / make_* pair below.
 #pragma once
 
+#include <exception>
 #include <memory>
+#include <string>
 
 #include "burst/comm.h"
 #include "burst/mask.h"
@@ -43,12 +46,34 @@ class Strategy {
   /// Shapes as DistAttention::forward (already validated and agreed over ranks). Collective.
   virtual void forward(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const TensorView& lse, DistStats& stats) = 0;
-  /// Shapes as DistAttention::backward. Collective.
+  /// Collective, before a backward whose caller passed an empty lse: true when this backward
+  /// runs without lse on every rank (ulysses, usp: a saved context matches q, k, v, out on
+  /// every rank). Same value on every rank. Default: false (lse is required).
+  virtual bool backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
+                                    const TensorView& out) {
+    (void)q, (void)k, (void)v, (void)out;
+    return false;
+  }
+  /// Shapes as DistAttention::backward; lse empty only after backward_without_lse said true.
+  /// Collective.
   virtual void backward(const TensorView& dout, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse,
                         const TensorView& dq, const TensorView& dk, const TensorView& dv,
                         DistStats& stats) = 0;
 };
+
+/// Runs one pass of a strategy. Once payload may be in flight an exception on one rank would
+/// leave its peers waiting in a collective, so it aborts the communicator with a rank-tagged
+/// message instead (docs/style.md rule 5). Inputs were validated and agreed before, so this is for
+/// internal failures only (allocation, MPI errors).
+template <typename F>
+void run_pass(const Communicator& comm, const std::string& what, F&& pass) {
+  try {
+    pass();
+  } catch (const std::exception& e) {
+    comm.abort(what + ": " + e.what());
+  }
+}
 
 using ValidateFn = void (*)(const DistConfig&, const ProblemShape&, const Mask&, int P);
 using MakeFn = std::unique_ptr<Strategy> (*)(const Setup&);

@@ -109,10 +109,10 @@ void unpack_all(const float* src, const std::vector<TensorView>& views) {
   }
 }
 
-class TpStrategy final : public PeerStrategyBase {
+class TpStrategy final : public PlannedStrategy {
  public:
   explicit TpStrategy(const Setup& setup)
-      : PeerStrategyBase(setup),
+      : PlannedStrategy(setup),
         ex_(setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "tp")),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
@@ -124,12 +124,12 @@ class TpStrategy final : public PeerStrategyBase {
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    run_pass(comm_, "tp forward", [&] { forward_pass(q, k, v, out, lse, stats); });
+    forward_pass(q, k, v, out, lse, stats);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
-    run_pass(comm_, "tp backward", [&] { backward_pass(dout, q, k, v, out, lse, dq, dk, dv, stats); });
+    backward_pass(dout, q, k, v, out, lse, dq, dk, dv, stats);
   }
 
  private:

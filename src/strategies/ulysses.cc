@@ -199,9 +199,27 @@ AttentionParams gathered_params(const AttentionParams& base, const UlyssesExchan
 
 }  // namespace
 
+void ContextStore::save(std::uint64_t key, UlyssesContext ctx) {
+  if (slots_ <= 0) return;
+  erase(key);
+  if (static_cast<int>(entries_.size()) == slots_) entries_.pop_front();
+  entries_.emplace_back(key, std::move(ctx));
+}
+
+const UlyssesContext* ContextStore::find(std::uint64_t key) const {
+  for (const auto& e : entries_)
+    if (e.first == key) return &e.second;
+  return nullptr;
+}
+
+void ContextStore::erase(std::uint64_t key) {
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == key; }),
+                 entries_.end());
+}
+
 void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
                      const TensorView& q, const TensorView& k, const TensorView& v,
-                     const TensorView& out, const TensorView& lse, PassTimes* times) {
+                     const TensorView& out, const TensorView& lse, PassTimes* times, UlyssesContext* keep) {
   const HeadSplit& s = ex.split();
   const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length();
   Tensor qg({B, S, s.heads, D}), kg({B, S, s.kv_heads, D}), vg({B, S, s.kv_heads, D});
@@ -211,8 +229,36 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
     ex.seq_to_heads(group, {{q, qg.view(), false, false}, {k, kg.view(), true, false}, {v, vg.view(), true, false}});
   }
   attend.forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), times);
+  {
+    Stopwatch w(comm_sink(times));
+    if (lse.data != nullptr) {
+      ex.heads_to_seq(group, {{out, og.view(), false, false}, {lse, lg.view(), false, true}});
+    } else {
+      ex.heads_to_seq(group, {{out, og.view(), false, false}});
+    }
+  }
+  if (keep != nullptr) *keep = {std::move(qg), std::move(kg), std::move(vg), std::move(og), std::move(lg)};
+}
+
+void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
+                            const UlyssesContext& ctx, const TensorView& dout, const TensorView& dq,
+                            const TensorView& dk, const TensorView& dv, PassTimes* times) {
+  const HeadSplit& s = ex.split();
+  const std::int64_t B = dout.size(0), D = dout.size(3), S = ex.group_length();
+  Tensor dog({B, S, s.heads, D}), deltag({B, s.heads, S});
+  {
+    Stopwatch w(comm_sink(times));
+    ex.seq_to_heads(group, {{dout, dog.view(), false, false}});
+  }
+  {
+    Stopwatch w(compute_sink(times));
+    attention_delta(dog.view(), ctx.out.view(), deltag.view());
+  }
+  Tensor dqg({B, S, s.heads, D}), dkg({B, S, s.kv_heads, D}), dvg({B, S, s.kv_heads, D});
+  attend.backward(dog.view(), ctx.q.view(), ctx.k.view(), ctx.v.view(), ctx.lse.view(), deltag.view(), dqg.view(),
+                  dkg.view(), dvg.view(), times);
   Stopwatch w(comm_sink(times));
-  ex.heads_to_seq(group, {{out, og.view(), false, false}, {lse, lg.view(), false, true}});
+  ex.heads_to_seq(group, {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
 }
 
 void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
@@ -258,34 +304,65 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
 
 // ---------------------------------------------------------------- registration
 
-PeerStrategyBase::PeerStrategyBase(const Setup& setup) : comm_(setup.comm) {
-  const PeerPlan plan = peer_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask);
-  BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy), ": no peer plan for a validated configuration");
-  const auto r = static_cast<std::size_t>(setup.rank);
-  pairs_ = plan.visible_pairs[r];
-  peak_fwd_ = plan.forward_peak[r];
-  peak_bwd_ = plan.backward_peak[r];
+void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesExchange& ex,
+                                      const GroupAttention& attend, const TensorView& q, const TensorView& k,
+                                      const TensorView& v, const TensorView& out, const TensorView& lse,
+                                      DistStats& stats) {
+  UlyssesContext ctx;
+  const bool keep = store_.slots() > 0;
+  run(peak_fwd_, stats,
+      [&](PassTimes& t) { ulysses_forward(group, ex, attend, q, k, v, out, lse, &t, keep ? &ctx : nullptr); });
+  if (keep) store_.save(content_fingerprint({q, k, v, out}), std::move(ctx));
+}
+
+const UlyssesContext* HeadParallelStrategy::agreed_context(const TensorView& q, const TensorView& k,
+                                                           const TensorView& v, const TensorView& out,
+                                                           std::uint64_t& key) const {
+  key = store_.slots() > 0 ? content_fingerprint({q, k, v, out}) : 0;
+  const UlyssesContext* ctx = store_.slots() > 0 ? store_.find(key) : nullptr;
+  // Control data (not counted): every rank must take the same path, or the exchanges differ.
+  return comm_.all_reduce_min(std::int64_t{ctx != nullptr ? 1 : 0}) == 1 ? ctx : nullptr;
+}
+
+bool HeadParallelStrategy::backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
+                                                const TensorView& out) {
+  std::uint64_t key = 0;
+  return agreed_context(q, k, v, out, key) != nullptr;
+}
+
+void HeadParallelStrategy::backward_in(const Communicator& group, const UlyssesExchange& ex,
+                                       const GroupAttention& attend, const TensorView& dout, const TensorView& q,
+                                       const TensorView& k, const TensorView& v, const TensorView& out,
+                                       const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                                       const TensorView& dv, DistStats& stats) {
+  std::uint64_t key = 0;
+  const UlyssesContext* ctx = agreed_context(q, k, v, out, key);
+  if (ctx != nullptr) {
+    run(peak_bwd_, stats, [&](PassTimes& t) { ulysses_backward_saved(group, ex, attend, *ctx, dout, dq, dk, dv, &t); });
+  } else {
+    run(peak_bwd_stateless_, stats,
+        [&](PassTimes& t) { ulysses_backward(group, ex, attend, dout, q, k, v, out, lse, dq, dk, dv, &t); });
+  }
+  store_.erase(key);   // the matched context (or a stale one of these inputs) is used up
 }
 
 namespace {
 
-class UlyssesStrategy final : public PeerStrategyBase {
+class UlyssesStrategy final : public HeadParallelStrategy {
  public:
   explicit UlyssesStrategy(const Setup& setup)
-      : PeerStrategyBase(setup),
+      : HeadParallelStrategy(setup, "ulysses"),
         ex_(setup.plan->layout().positions, make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
         attend_(ex_, step_params(setup, nullptr, nullptr, nullptr), setup.shape.S_global) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    run("ulysses forward", false, stats,
-        [&](PassTimes& t) { ulysses_forward(comm_, ex_, attend_, q, k, v, out, lse, &t); });
+    forward_in(comm_, ex_, attend_, q, k, v, out, lse, stats);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
-    run("ulysses backward", true, stats,
-        [&](PassTimes& t) { ulysses_backward(comm_, ex_, attend_, dout, q, k, v, out, lse, dq, dk, dv, &t); });
+    backward_in(comm_, ex_, attend_, dout, q, k, v, out, lse, dq, dk, dv, stats);
   }
 
  private:

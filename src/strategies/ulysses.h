@@ -4,13 +4,12 @@
 // (Ulysses inside a ring, arXiv 2405.07719) and tp (Megatron-style heads, arXiv 2205.05198).
 // UlyssesExchange moves BSHD tensors between "my tokens, all heads" and "all tokens of the
 // group, my heads" with one all_to_all_v per direction (head ownership: HeadSplit in
-// peer_plan.h); GroupAttention is what runs between the two all-to-alls.
-// See docs/strategies.md §ulysses, §usp, §tp DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719), Megatron-LM (arXiv 2205.05198).
+// plan_strategies.h); GroupAttention is what runs between the two all-to-alls.
+// See docs/strategies.md §ulysses, §usp, §tp; DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719), Megatron-LM (arXiv 2205.05198).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <exception>
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,7 +18,8 @@
 #include "burst/comm.h"
 #include "burst/plan.h"
 #include "burst/tensor.h"
-#include "strategies/peer_plan.h"
+#include "strategies/common.h"
+#include "plan_strategies.h"
 #include "strategies/strategy_impl.h"
 
 namespace burst::strategies {
@@ -65,67 +65,6 @@ class UlyssesExchange {
   std::vector<std::vector<std::int64_t>> rows_;   ///< member i's tokens as rows of positions_
 };
 
-/// Seconds a pass spent in kernels and blocked in communication (for DistStats).
-struct PassTimes {
-  double compute_seconds = 0, comm_seconds = 0;
-};
-
-/// Copies one pass's measurements into the DistStats fields a strategy owns.
-inline void fill_stats(DistStats& stats, const PassTimes& t, std::int64_t visible_pairs,
-                       std::int64_t peak_buffer_bytes) {
-  stats.compute_seconds = t.compute_seconds;
-  stats.exposed_comm_seconds = t.comm_seconds;
-  stats.visible_pairs = visible_pairs;
-  stats.peak_buffer_bytes = peak_buffer_bytes;
-}
-
-/// Runs one pass of a strategy. Once payload may be in flight an exception on one rank would
-/// leave its peers waiting in a collective, so it aborts the communicator with a rank-tagged
-/// message instead (docs/style.md rule 5). Inputs were validated and agreed before, so this is for
-/// internal failures only (allocation, MPI errors).
-template <typename F>
-void run_pass(const Communicator& comm, const char* what, F&& pass) {
-  try {
-    pass();
-  } catch (const std::exception& e) {
-    comm.abort(std::string(what) + ": " + e.what());
-  }
-}
-
-/// Adds the wall time of its scope to *sink (no-op for nullptr).
-class Stopwatch {
- public:
-  explicit Stopwatch(double* sink) : sink_(sink), t0_(std::chrono::steady_clock::now()) {}
-  ~Stopwatch() {
-    if (sink_) *sink_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  }
-  Stopwatch(const Stopwatch&) = delete;
-  Stopwatch& operator=(const Stopwatch&) = delete;
-
- private:
-  double* sink_;
-  std::chrono::steady_clock::time_point t0_;
-};
-
-/// The shell the peer strategies share: the numbers they report come from their pure plan
-/// (peer_plan), and every pass runs under run_pass (abort, never a hang) with its times.
-class PeerStrategyBase : public Strategy {
- protected:
-  /// Not collective. Throws Error(Internal) if the configuration has no peer plan (it passed
-  /// validation, so it must have one).
-  explicit PeerStrategyBase(const Setup& setup);
-  /// Runs pass(PassTimes&) and fills the DistStats fields the strategy owns.
-  template <typename F>
-  void run(const char* what, bool backward, DistStats& stats, F&& pass) const {
-    PassTimes t;
-    run_pass(comm_, what, [&] { pass(t); });
-    fill_stats(stats, t, pairs_, backward ? peak_bwd_ : peak_fwd_);
-  }
-
-  Communicator comm_;
-  std::int64_t pairs_ = 0, peak_fwd_ = 0, peak_bwd_ = 0;
-};
-
 /// What runs on the gathered head-parallel tensors between the two all-to-alls: local attention
 /// over the group's sequence (ulysses) or a ring over the other groups (usp). Gathered shapes:
 /// q, out, dout, dq [B, S_group, heads, D]; k, v, dk, dv [B, S_group, kv_heads, D];
@@ -159,19 +98,83 @@ class LocalGroupAttention final : public GroupAttention {
   std::int64_t S_global_;
 };
 
+/// The head-sharded tensors of one forward pass, kept for its backward: DeepSpeed-Ulysses keeps
+/// them as the local attention's autograd context (arXiv 2309.14509 §3.1), so the backward moves
+/// only dO in and dQ, dK, dV out. Shapes as GroupAttention's gathered ones.
+struct UlyssesContext {
+  Tensor q, k, v, out, lse;
+};
+
+/// Up to `slots` saved contexts keyed by content_fingerprint of the forward's local q, k, v,
+/// out; saving past `slots` drops the oldest. Not collective; slots = 0 keeps nothing.
+class ContextStore {
+ public:
+  explicit ContextStore(int slots) : slots_(slots) {}
+  int slots() const { return slots_; }
+  /// Replaces a context with the same key.
+  void save(std::uint64_t key, UlyssesContext ctx);
+  /// The context saved under `key`, or nullptr.
+  const UlyssesContext* find(std::uint64_t key) const;
+  void erase(std::uint64_t key);
+
+ private:
+  int slots_;
+  std::deque<std::pair<std::uint64_t, UlyssesContext>> entries_;
+};
+
 /// Ulysses forward on one group: seq→heads all-to-all of Q, K, V, `attend` on the gathered
-/// heads, heads→seq of out and lse. q [B,S_local,H,D], k, v [B,S_local,H_kv,D], out like q,
-/// lse [B,H,S_local]. Collective over `group` (and whatever `attend` uses). Memory: the
-/// group's sequence for this member's heads, B·S_group·(3·heads + 2·kv_heads)·D + rows, plus
-/// one send and one receive buffer of the exchange.
+/// heads, heads→seq of out (and of lse unless lse is empty, data == nullptr). q [B,S_local,H,D],
+/// k, v [B,S_local,H_kv,D], out like q, lse [B,H,S_local] or empty. With `keep`, the gathered
+/// q, k, v, out, lse are moved into it. Collective over `group` (and whatever `attend` uses).
+/// Memory: the group's sequence for this member's heads, B·S_group·(2·heads + 2·kv_heads)·D +
+/// rows, plus one send and one receive buffer of the exchange.
 void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
                      const TensorView& q, const TensorView& k, const TensorView& v,
-                     const TensorView& out, const TensorView& lse, PassTimes* times);
-/// Ulysses backward: delta = rowsum(dO∘O) locally, seq→heads of Q, dO, K, V, lse, delta,
-/// `attend` backward, heads→seq of dQ, dK, dV (dK, dV summed over KV replicas). Collective.
+                     const TensorView& out, const TensorView& lse, PassTimes* times,
+                     UlyssesContext* keep = nullptr);
+/// Ulysses backward from a saved context (DeepSpeed's): seq→heads of dO, delta = rowsum(dO∘O)
+/// on the gathered heads, `attend` backward, heads→seq of dQ, dK, dV (dK, dV summed over KV
+/// replicas). Collective over `group`.
+void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
+                            const UlyssesContext& ctx, const TensorView& dout, const TensorView& dq,
+                            const TensorView& dk, const TensorView& dv, PassTimes* times);
+/// Stateless Ulysses backward (no saved context): delta = rowsum(dO∘O) locally, seq→heads of
+/// Q, dO, K, V, lse, delta, `attend` backward, heads→seq of dQ, dK, dV. Collective.
 void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
                       const TensorView& dout, const TensorView& q, const TensorView& k,
                       const TensorView& v, const TensorView& out, const TensorView& lse,
                       const TensorView& dq, const TensorView& dk, const TensorView& dv, PassTimes* times);
+
+/// The passes of a head-parallel strategy around one Ulysses group with saved contexts, shared
+/// by ulysses (attend: local attention) and usp (attend: the ring over the groups).
+/// The backward takes the saved path when every rank of the strategy's communicator holds a
+/// context for its (q, k, v, out) — agreed over the ranks (one control all-reduce) before any
+/// payload moves — and the stateless path otherwise (which needs lse; the façade asks
+/// backward_without_lse first when the caller passed none). Either path frees the context it
+/// matched.
+class HeadParallelStrategy : public PlannedStrategy {
+ public:
+  bool backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& out) override;
+
+ protected:
+  HeadParallelStrategy(const Setup& setup, const char* name)
+      : PlannedStrategy(setup), name_(name), store_(setup.cfg.saved_contexts) {}
+  void forward_in(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
+                  const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                  const TensorView& lse, DistStats& stats);
+  void backward_in(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
+                   const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                   const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                   const TensorView& dv, DistStats& stats);
+
+ private:
+  /// Collective: the context saved for (q, k, v, out) when every rank holds one, else nullptr.
+  const UlyssesContext* agreed_context(const TensorView& q, const TensorView& k, const TensorView& v,
+                                       const TensorView& out, std::uint64_t& key) const;
+
+  std::string name_;
+  ContextStore store_;
+};
 
 }  // namespace burst::strategies

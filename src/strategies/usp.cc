@@ -101,10 +101,10 @@ class RingGroupAttention final : public GroupAttention {
   AttentionParams base_;
 };
 
-class UspStrategy final : public PeerStrategyBase {
+class UspStrategy final : public HeadParallelStrategy {
  public:
   UspStrategy(const Setup& setup, int u)
-      : PeerStrategyBase(setup),
+      : HeadParallelStrategy(setup, "usp"),
         layout_(setup.plan->layout()),
         groups_(groups(layout_, u)),
         ulysses_(setup.comm.split_channel(setup.rank / u, setup.rank % u)),
@@ -115,13 +115,12 @@ class UspStrategy final : public PeerStrategyBase {
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    run("usp forward", false, stats, [&](PassTimes& t) { ulysses_forward(ulysses_, ex_, ring_, q, k, v, out, lse, &t); });
+    forward_in(ulysses_, ex_, ring_, q, k, v, out, lse, stats);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
-    run("usp backward", true, stats,
-        [&](PassTimes& t) { ulysses_backward(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, &t); });
+    backward_in(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, stats);
   }
 
  private:
