@@ -261,7 +261,9 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
     switch (cfg.strategy) {
       case StrategyKind::Ulysses: {
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "ulysses");
-        const bool saved = cfg.saved_contexts > 0;
+        // 16-bit inputs never match a saved context (the forward keeps fp32 copies; the rounded
+        // output fed back differs), so they take the stateless backward.
+        const bool saved = cfg.saved_contexts > 0 && shape.dtype == DType::F32;
         out.forward_payload = "a2a Q,K,V seq->heads | a2a O,lse heads->seq";
         out.backward_payload = saved ? "a2a dO (Q,K,V,O,lse kept) | a2a dQ,dK,dV" : "a2a Q,dO,K,V,lse,delta | a2a dQ,dK,dV";
         const auto len = lengths_of(layout, 0, P);
@@ -281,7 +283,9 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, u, "usp");
         const auto groups = usp_ring_groups(layout, u);
         out.forward_payload = "a2a(u=" + std::to_string(u) + ") Q,K,V | ring(r=" + std::to_string(P / u) + ") K,V | a2a O,lse";
-        const bool saved = cfg.saved_contexts > 0;
+        // 16-bit inputs never match a saved context (the forward keeps fp32 copies; the rounded
+        // output fed back differs), so they take the stateless backward.
+        const bool saved = cfg.saved_contexts > 0 && shape.dtype == DType::F32;
         out.backward_payload = std::string(saved ? "a2a dO (Q,K,V,O,lse kept)" : "a2a Q,dO,K,V,lse,delta") +
                                " | ring K,V + dK,dV | a2a dQ,dK,dV";
         std::vector<std::int64_t> all(static_cast<std::size_t>(shape.S_global));
