@@ -131,6 +131,8 @@ std::int64_t BufferPool::kept_bytes() const {
   std::int64_t n = 0;
   for (const auto& v : free_) n += static_cast<std::int64_t>(v.size());
   return n * static_cast<std::int64_t>(sizeof(float));
+}
+
 std::uint64_t content_fingerprint(std::initializer_list<TensorView> views) {
   constexpr std::uint64_t kPrime = 1099511628211ull;
   std::array<std::uint64_t, 4> lane{14695981039346656037ull, 1, 2, 3};
