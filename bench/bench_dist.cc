@@ -22,9 +22,9 @@ namespace {
 
 struct DistOptions {
   std::string strategy = "burst", layout = "zigzag", mask = "causal", pass = "both", backward_side = "auto";
-  std::string dtype = "fp32";
+  std::string dtype = "fp32", usp_ring = "ring";
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
-  int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0;
+  int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0, ulysses_degree = 0;
   bool no_overlap = false, no_double_ring = false;
 };
 
@@ -70,6 +70,8 @@ void run_dist(const DistOptions& o) {
   cfg.layout = layout_from_string(o.layout);
   cfg.num_threads = o.threads;
   cfg.ranks_per_node = o.ranks_per_node;
+  cfg.ulysses_degree = o.ulysses_degree;
+  cfg.usp_ring = usp_ring_from_string(o.usp_ring);
   cfg.overlap = !o.no_overlap;
   cfg.double_ring = !o.no_double_ring;
   cfg.backward_side = side_from(o.backward_side);
@@ -155,6 +157,10 @@ void run_dist(const DistOptions& o) {
                         {"H_kv", H_kv}, {"D", o.dim}, {"mask", o.mask}, {"overlap", !o.no_overlap},
                         {"visible_pairs", pairs}, {"dtype", to_string(shape.dtype)}, {"warmup", o.warmup},
                         {"load_1m", load_average_1m()}};
+    if (cfg.strategy == StrategyKind::Usp) {
+      j["ulysses_degree"] = o.ulysses_degree;
+      j["usp_ring"] = o.usp_ring;
+    }
     return j;
   };
   auto max_of = [](const std::vector<std::int64_t>& per_rank) {
@@ -216,6 +222,10 @@ void add_dist_bench(CLI::App& bench) {
       ->capture_default_str();
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")->capture_default_str();
+  cmd->add_option("--ulysses-degree", o->ulysses_degree, "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)")
+      ->capture_default_str();
+  cmd->add_option("--usp-ring", o->usp_ring, "usp: ring across the Ulysses groups, ring|burst (burst: BurstEngine's hybrid)")
+      ->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
   cmd->add_flag("--no-double-ring", o->no_double_ring, "flat ring even across nodes");

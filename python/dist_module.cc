@@ -92,12 +92,13 @@ void bind_dist(py::module_& m) {
                        const Mask& mask, std::optional<float> softmax_scale, const std::string& backward_side,
                        int ulysses_degree, int ranks_per_node, bool double_ring, bool overlap, int num_threads,
                        const std::string& impl, const std::string& dtype, bool pad,
-                       std::vector<std::vector<std::int64_t>> positions) {
+                       std::vector<std::vector<std::int64_t>> positions, const std::string& usp_ring) {
              DistConfig cfg;
              cfg.strategy = strategy_from_string(strategy);
              cfg.layout = layout_from_string(layout);
              cfg.backward_side = side_from_string(backward_side);
              cfg.ulysses_degree = ulysses_degree;
+             cfg.usp_ring = usp_ring_from_string(usp_ring);
              cfg.ranks_per_node = ranks_per_node;
              cfg.double_ring = double_ring;
              cfg.overlap = overlap;
@@ -117,7 +118,7 @@ void bind_dist(py::module_& m) {
            py::arg("backward_side") = "auto", py::arg("ulysses_degree") = 0, py::arg("ranks_per_node") = 0,
            py::arg("double_ring") = true, py::arg("overlap") = true, py::arg("num_threads") = 0,
            py::arg("impl") = "tiled", py::arg("dtype") = "fp32", py::arg("pad") = false,
-           py::arg("positions") = std::vector<std::vector<std::int64_t>>{})
+           py::arg("positions") = std::vector<std::vector<std::int64_t>>{}, py::arg("usp_ring") = "ring")
       .def_property_readonly("rank", [](const PyDist& d) { return d.comm.rank(); })
       .def_property_readonly("size", [](const PyDist& d) { return d.comm.size(); })
       .def_property_readonly("positions", [](const PyDist& d) { return to_array(d.dist.positions()); })

@@ -38,6 +38,14 @@ const char* to_string(StrategyKind s) noexcept {
   return "?";
 }
 
+const char* to_string(UspRing r) noexcept { return r == UspRing::Burst ? "burst" : "ring"; }
+
+UspRing usp_ring_from_string(const std::string& name) {
+  if (name == "ring") return UspRing::Ring;
+  if (name == "burst") return UspRing::Burst;
+  BURST_FAIL(InvalidArgument, "unknown usp ring '", name, "' (valid: ring, burst)");
+}
+
 std::vector<StrategyKind> all_strategies() {
   return {StrategyKind::Burst, StrategyKind::Ring, StrategyKind::AllGather, StrategyKind::Ulysses,
           StrategyKind::Usp, StrategyKind::DistFlash, StrategyKind::Tp};
@@ -248,6 +256,7 @@ std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, cons
   mix(cfg.ulysses_degree);
   mix(cfg.ranks_per_node);
   mix(cfg.double_ring ? 1 : 0);
+  mix(static_cast<std::int64_t>(cfg.usp_ring));
   mix(static_cast<std::int64_t>(cfg.backward_side));
   mix(cfg.overlap ? 1 : 0);
   mix(static_cast<std::int64_t>(cfg.kernel));

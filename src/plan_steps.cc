@@ -163,7 +163,7 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
   plan.layout_ = cfg.positions.empty() ? make_layout(cfg.layout, P, shape.S_global, mask)
                                        : make_explicit_layout(cfg.layout, P, shape.S_global, cfg.positions);
   plan.mask_text_ = mask.describe();
-  const bool double_ring = cfg.strategy == StrategyKind::Burst && cfg.double_ring;
+  const bool double_ring = strategies::uses_node_topology(cfg);
   plan.ranks_per_node_ = double_ring ? ranks_per_node : P;
   const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
   plan.block_pairs_.assign(static_cast<std::size_t>(P), std::vector<std::int64_t>(static_cast<std::size_t>(P)));
@@ -222,7 +222,8 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       plan.backward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
       // ulysses, usp, distflash, tp: per-rank bytes, work and buffers from their own formulas
       // (src/plan_strategies.h); bytes cleared when the configuration is rejected.
-      strategies::fill_strategy_passes(cfg, shape, plan.layout_, mask, plan.forward_, plan.backward_);
+      strategies::fill_strategy_passes(cfg, shape, plan.layout_, mask, plan.ranks_per_node_, plan.forward_,
+                                       plan.backward_);
       break;
     }
   }

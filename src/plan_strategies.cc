@@ -101,6 +101,29 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
   return 4 * floats;
 }
 
+bool uses_node_topology(const DistConfig& cfg) {
+  return cfg.double_ring && (cfg.strategy == StrategyKind::Burst ||
+                             (cfg.strategy == StrategyKind::Usp && cfg.usp_ring == UspRing::Burst));
+}
+
+RingTopology usp_ring_topology(int P, int u, int L, bool double_ring) {
+  const int r = P / u;
+  if (double_ring && L >= 1 && P % L == 0) {
+    if (L % u == 0) return {P / L, L / u};
+    if (u % L == 0) return {r, 1};
+  }
+  return {1, r};
+}
+
+std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, RingTopology topo,
+                                        std::int64_t B, std::int64_t heads, std::int64_t D) {
+  const std::int64_t r = static_cast<std::int64_t>(groups.size());
+  if (r == 1) return 0;
+  const std::int64_t S = static_cast<std::int64_t>(groups[0].size());
+  const std::int64_t w = topo.ranks_per_node == 1 ? r - 1 : r;
+  return 4 * ((r - 1) * B * S * heads * (2 * D + 2) + w * B * S * heads * D);
+}
+
 // ------------------------------------------------------------------ tp
 
 std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
@@ -252,9 +275,11 @@ std::int64_t ulysses_peak_floats(const HeadSplit& sp, const std::vector<std::int
 
 }  // namespace
 
-StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask) {
+StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask,
+                           int ranks_per_node) {
   StrategyPlan out;
   const int P = layout.P;
+  if (ranks_per_node <= 0) ranks_per_node = P;
   const std::int64_t B = shape.B, D = shape.D;
   try {
     const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
@@ -282,12 +307,17 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         if (u < 1 || P % u != 0) break;
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, u, "usp");
         const auto groups = usp_ring_groups(layout, u);
-        out.forward_payload = "a2a(u=" + std::to_string(u) + ") Q,K,V | ring(r=" + std::to_string(P / u) + ") K,V | a2a O,lse";
+        const bool burst = cfg.usp_ring == UspRing::Burst;
+        const RingTopology topo = usp_ring_topology(P, u, ranks_per_node, cfg.double_ring);
+        out.forward_payload = "a2a(u=" + std::to_string(u) + ") Q,K,V | " + (burst ? "burst " : "") + "ring(r=" +
+                              std::to_string(P / u) + (burst ? ", " + std::to_string(topo.nodes) + "x" +
+                                                                   std::to_string(topo.ranks_per_node) : "") +
+                              ") K,V | a2a O,lse";
         // 16-bit inputs never match a saved context (the forward keeps fp32 copies; the rounded
         // output fed back differs), so they take the stateless backward.
         const bool saved = cfg.saved_contexts > 0 && shape.dtype == DType::F32;
         out.backward_payload = std::string(saved ? "a2a dO (Q,K,V,O,lse kept)" : "a2a Q,dO,K,V,lse,delta") +
-                               " | ring K,V + dK,dV | a2a dQ,dK,dV";
+                               (burst ? " | ring Q,dO,delta,lse + dQ" : " | ring K,V + dK,dV") + " | a2a dQ,dK,dV";
         std::vector<std::int64_t> all(static_cast<std::size_t>(shape.S_global));
         for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
         for (int r = 0; r < P; ++r) {
@@ -297,13 +327,20 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
           out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r % u) +
                                       ring_group_forward_bytes(groups, B, s.kv_heads, D, r / u));
           out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r % u, saved) +
-                                       ring_group_backward_bytes(groups, B, s.kv_heads, D, r / u));
+                                       (burst ? burst_group_backward_bytes(groups, topo, B, s.heads, D)
+                                              : ring_group_backward_bytes(groups, B, s.kv_heads, D, r / u)));
           out.visible_pairs.push_back(resolved.visible_pairs(grp, all) / u);
           // Ring: the partial (out, lse) and three K,V buffers (own, in flight, in use); backward
-          // three K,V and three dK,dV buffers.
-          out.forward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, false, false) + B * S * s.heads * (D + 1) + 3 * kvb));
-          out.backward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true, saved) + 6 * kvb));
-          out.backward_stateless_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true, false) + 6 * kvb));
+          // three K,V and three dK,dV buffers. Burst-USP (ring_skeleton.h): two read buffers
+          // (four on a double ring: inter copy and receive) and 4 + nodes dQ buffers; its
+          // forward's K,V likewise.
+          const std::int64_t rd = topo.nodes > 1 ? 4 : 3;
+          const std::int64_t qb = B * S * s.heads * D, readb = B * S * s.heads * (2 * D + 2);
+          const std::int64_t ring_fwd = burst ? rd * kvb : 3 * kvb;
+          const std::int64_t ring_bwd = burst ? rd * readb + (4 + topo.nodes) * qb : 6 * kvb;
+          out.forward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, false, false) + B * S * s.heads * (D + 1) + ring_fwd));
+          out.backward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true, saved) + ring_bwd));
+          out.backward_stateless_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true, false) + ring_bwd));
         }
         break;
       }
@@ -360,8 +397,8 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
 }
 
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                      const Mask& mask, PassPlan& forward, PassPlan& backward) {
-  const StrategyPlan peer = strategy_plan(cfg, shape, layout, mask);
+                      const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward) {
+  const StrategyPlan peer = strategy_plan(cfg, shape, layout, mask, ranks_per_node);
   if (peer.empty()) {
     forward.bytes_sent.clear();
     backward.bytes_sent.clear();

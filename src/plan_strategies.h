@@ -71,6 +71,28 @@ int resolve_ulysses_degree(int requested, int P, std::int64_t H_kv);
 /// Sorted global positions of each of the P/u Ulysses groups (ranks [g·u, (g+1)·u)) — what
 /// ring member g holds after the all-to-all. Pure.
 std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& layout, int u);
+/// Whether cfg runs a topology-aware ring: burst, or usp with ring=burst (Burst-USP), when
+/// cfg.double_ring. The façade then discovers the node topology and Plan::make keeps
+/// ranks_per_node. Pure.
+bool uses_node_topology(const DistConfig& cfg);
+/// Nodes × members per node of Burst-USP's ring over the r = P/u Ulysses groups. Ring member i
+/// (ranks [i·u, (i+1)·u)) lies on node ⌊i·u/L⌋ (L = ranks per node): L % u == 0 gives L/u
+/// members on each of P/L nodes (BurstEngine: Ulysses inside a node, the double ring across
+/// nodes); u % L == 0 gives one member per node (r nodes × 1); otherwise a group straddles
+/// nodes and the ring is flat (1 × r), as it is without double_ring. Pure.
+struct RingTopology {
+  int nodes = 1, ranks_per_node = 1;
+};
+RingTopology usp_ring_topology(int P, int u, int L, bool double_ring);
+/// Bytes ring member i sends in Burst-USP's query-side backward over `groups` (equal sizes S_g,
+/// fp32, heads per rank) on a ring of `topo` (r = nodes·ranks_per_node members): Q, dO, delta,
+/// lse hop r − 1 times; the dQ partial follows on the write chain, w = r hops (chain inside a
+/// node, one home hop per round), w = r − 1 when ranks_per_node = 1 (round 0's block is the
+/// member's own): 4·[(r − 1)·B·S_g·heads·(2·D + 2) + w·B·S_g·heads·D], 0 when r = 1
+/// (docs/algorithm.md §3, §7 on the group's tensors). The forward is usp's K,V ring
+/// (ring_group_forward_bytes). Pure.
+std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, RingTopology topo,
+                                        std::int64_t B, std::int64_t heads, std::int64_t D);
 /// Bytes ring member i sends in usp's K,V ring over `groups` (fp32, kv_heads per rank):
 ///  fwd Σ_{s=0}^{r−2} 2·B·|group (i−s) mod r|·kv_heads·D · 4  (K, V forwarded r−1 times);
 ///  bwd the same K, V hops plus dK, dV of the held block at each of the r steps (the last hop
@@ -174,12 +196,14 @@ struct StrategyPlan {
   std::string forward_payload, backward_payload;   ///< what moves, for Plan::table()
   bool empty() const { return forward_bytes.empty(); }
 };
-StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask);
+/// `ranks_per_node`: the resolved L of usp ring=burst's double ring (0 → one node).
+StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask,
+                           int ranks_per_node = 0);
 
 /// Fills the totals of a one-step pass (Plan::make's collective_pass) from strategy_plan: bytes,
 /// visible pairs and peak per rank, in the pass and in its single step. Leaves the passes alone
 /// (bytes_sent cleared) when strategy_plan is empty.
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                      const Mask& mask, PassPlan& forward, PassPlan& backward);
+                      const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward);
 
 }  // namespace burst::strategies

@@ -3,7 +3,7 @@
 //   1. every rank's (cfg, shape, mask) fingerprint agreed (Communicator::agree);
 //   2. local validation (shape values, mask resolution, layout divisibility, the strategy's own
 //      validate_*) run on every rank, verdict agreed (Communicator::agree_on);
-//   3. node topology (burst double ring), the pure plan, then the strategy executor.
+//   3. node topology (burst / usp ring=burst double ring), the pure plan, then the strategy executor.
 // Each pass re-validates the local tensors the same way (their shapes may differ per rank), then
 // runs the strategy under run_pass (abort-on-failure once payload may be in flight) and times it.
 #include <chrono>
@@ -12,6 +12,7 @@
 
 #include "burst/error.h"
 #include "burst/strategy.h"
+#include "plan_strategies.h"
 #include "strategies/strategy_impl.h"
 
 namespace burst {
@@ -153,7 +154,7 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
     validate_run(cfg, run, run_mask, P);
   });
   NodeTopology topo{1, P, 0, c.rank()};
-  if (cfg.strategy == StrategyKind::Burst && cfg.double_ring) topo = c.node_topology(cfg.ranks_per_node);
+  if (strategies::uses_node_topology(cfg)) topo = c.node_topology(cfg.ranks_per_node);
   std::shared_ptr<const Plan> plan;
   c.agree_on([&] { plan = std::make_shared<const Plan>(Plan::make(cfg, run, run_mask, P, topo.ranks_per_node)); });
   strategies::Setup setup{c, cfg, run, run_mask, std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global),

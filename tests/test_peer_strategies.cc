@@ -283,6 +283,18 @@ std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, c
       const HeadSplit split = strategies::make_head_split(shape.H, shape.H_kv, u, "t");
       const auto len = lengths(layout, rank / u * u, u);
       const auto groups = strategies::usp_ring_groups(layout, u);
+      if (backward && cfg.usp_ring == UspRing::Burst) {
+        // Burst-USP: the query-side backward on the ring over the groups. Hand count: Q, dO,
+        // delta, lse hop r − 1 times; the dQ partial hops once per ring step, except at the
+        // step holding the member's own block when the ring has one member per node.
+        const int nodes = std::max(1, test::multinode_expected_nodes());   // discovered on the cluster
+        const int r = P / u, L = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : P / nodes;
+        const auto topo = strategies::usp_ring_topology(P, u, L, cfg.double_ring);
+        const std::int64_t S = static_cast<std::int64_t>(groups[0].size()), h = split.heads;
+        const std::int64_t dq_hops = r == 1 ? 0 : topo.ranks_per_node == 1 ? r - 1 : r;
+        return strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u) +
+               4 * ((r - 1) * shape.B * S * h * (2 * shape.D + 2) + dq_hops * shape.B * S * h * shape.D);
+      }
       return backward ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u) +
                             strategies::ring_group_backward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u)
                       : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank % u) +
@@ -461,6 +473,61 @@ TEST(PeerStrategies, UspEveryDegreeLayoutMaskAndGqaRatio) {
   }
 }
 
+TEST(PeerStrategies, BurstUspEveryDegreeLayoutMaskAndGqaRatio) {
+  // Burst-USP (usp ring=burst): Ulysses inside the group, burst's ring with the query-side
+  // backward across the groups; one node here (flat ring), the double ring below.
+  const int P = world_size();
+  for (int u = 1; u < P || u == 1; ++u) {
+    if (P % u != 0) continue;
+    for (LayoutKind layout : {LayoutKind::Zigzag, LayoutKind::Contiguous, LayoutKind::Striped})
+      for (Family f : kFamilies)
+        for (auto [H, H_kv] : head_configs(P)) {
+          DistConfig cfg;
+          cfg.strategy = StrategyKind::Usp;
+          cfg.usp_ring = UspRing::Burst;
+          cfg.layout = layout;
+          cfg.ulysses_degree = u;
+          run_case(cfg, 1, H, H_kv, f);
+        }
+  }
+}
+
+TEST(PeerStrategies, BurstUspDoubleRingOnTwoByTwoNodes) {
+  // P = 4 as 2 nodes × 2 ranks (ranks_per_node): u = 2 puts each Ulysses group inside a node
+  // and the ring across the nodes (BurstEngine's hybrid; ring 2 × 1); u = 1 is burst's double
+  // ring on the whole mesh (2 × 2); overlap off and flat ring as ablations.
+  const int P = world_size();
+  if (P != 4) GTEST_SKIP() << "2 x 2 nodes need 4 ranks";
+  for (int u : {2, 1})
+    for (bool overlap : {true, false})
+      for (bool dbl : {true, false}) {
+        DistConfig cfg;
+        cfg.strategy = StrategyKind::Usp;
+        cfg.usp_ring = UspRing::Burst;
+        cfg.layout = LayoutKind::Zigzag;
+        cfg.ulysses_degree = u;
+        cfg.ranks_per_node = 2;
+        cfg.overlap = overlap;
+        cfg.double_ring = dbl;
+        SCOPED_TRACE("u=" + std::to_string(u) + " overlap=" + std::to_string(overlap) + " double=" + std::to_string(dbl));
+        for (Family f : {Family::Causal, Family::Document, Family::SlidingWindowCausal}) run_case(cfg, 1, 8, 4, f);
+        const Plan plan = Plan::make(cfg, {1, kS, 8, 4, kD}, Mask::causal_mask(), P, 2);
+        EXPECT_EQ(plan.ranks_per_node(), dbl ? 2 : P);
+      }
+}
+
+TEST(UspRingTopology, GroupsInsideNodesRingAcrossThem) {
+  using strategies::usp_ring_topology;
+  const auto is = [](strategies::RingTopology t, int n, int L) { return t.nodes == n && t.ranks_per_node == L; };
+  EXPECT_TRUE(is(usp_ring_topology(4, 2, 2, true), 2, 1));    // u = L: one ring member per node
+  EXPECT_TRUE(is(usp_ring_topology(4, 1, 2, true), 2, 2));    // burst's double ring
+  EXPECT_TRUE(is(usp_ring_topology(8, 2, 4, true), 2, 2));    // two groups per node
+  EXPECT_TRUE(is(usp_ring_topology(8, 4, 2, true), 2, 1));    // a group spans two nodes
+  EXPECT_TRUE(is(usp_ring_topology(12, 2, 3, true), 1, 6));   // groups straddle nodes: flat
+  EXPECT_TRUE(is(usp_ring_topology(8, 2, 4, false), 1, 4));   // no double ring: flat
+  EXPECT_TRUE(is(usp_ring_topology(4, 2, 4, true), 1, 2));    // one node
+}
+
 /// True when no visible pair has its key in a later chunk than its query (brute force).
 bool causal_like(const Mask& mask, int P) {
   const ResolvedMask rm(mask, kS, kS);
@@ -543,6 +610,17 @@ TEST(Multinode, PeerStrategiesOverTcp) {
         cfg.ulysses_degree = s == StrategyKind::Usp ? P / nodes : 0;
         run_case(cfg, 1, 4 * P, 2 * P, f);
       }
+    }
+  // Burst-USP: Ulysses inside each host, burst's ring (query-side backward) across the hosts
+  // (u = L), and burst's double ring over the discovered topology (u = 1).
+  for (int u : {P / nodes, 1})
+    for (Family f : {Family::Causal, Family::Document}) {
+      DistConfig cfg;
+      cfg.strategy = StrategyKind::Usp;
+      cfg.usp_ring = UspRing::Burst;
+      cfg.layout = LayoutKind::Zigzag;
+      cfg.ulysses_degree = u;
+      run_case(cfg, 1, 4 * P, 2 * P, f);
     }
 }
 

@@ -17,7 +17,8 @@ namespace {
 
 struct PlanOptions {
   std::string strategy = "burst", layout = "zigzag", mask = "causal", backward_side = "auto", dtype = "fp32";
-  int ranks = 2, ranks_per_node = 0;
+  std::string usp_ring = "ring";
+  int ranks = 2, ranks_per_node = 0, ulysses_degree = 0;
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   bool json = false;
 };
@@ -35,6 +36,8 @@ void run_plan(const PlanOptions& o) {
   DistConfig cfg;
   cfg.strategy = strategy_from_string(o.strategy);
   cfg.layout = layout_from_string(o.layout);
+  cfg.ulysses_degree = o.ulysses_degree;
+  cfg.usp_ring = usp_ring_from_string(o.usp_ring);
   if (o.backward_side == "query") cfg.backward_side = BackwardSide::QuerySide;
   else if (o.backward_side == "kv") cfg.backward_side = BackwardSide::KvSide;
   else BURST_CHECK(o.backward_side == "auto", InvalidArgument, "--backward-side '", o.backward_side,
@@ -64,7 +67,9 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")->capture_default_str();
   cmd->add_option("--layout", o->layout, "contiguous|zigzag|striped|balanced")->capture_default_str();
   cmd->add_option("--ranks", o->ranks, "P")->capture_default_str();
-  cmd->add_option("--ranks-per-node", o->ranks_per_node, "L for the burst double ring (0: one node)");
+  cmd->add_option("--ranks-per-node", o->ranks_per_node, "L for the burst / usp ring=burst double ring (0: one node)");
+  cmd->add_option("--ulysses-degree", o->ulysses_degree, "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)");
+  cmd->add_option("--usp-ring", o->usp_ring, "usp: ring across the Ulysses groups, ring|burst")->capture_default_str();
   cmd->add_option("--seq", o->seq, "S_global")->capture_default_str();
   bench::add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();

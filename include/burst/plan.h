@@ -71,6 +71,15 @@ enum class StrategyKind : std::uint8_t { Burst, Ring, AllGather, Ulysses, Usp, D
 /// or KV side (K, V + dK, dV ring; RingAttention). Auto picks fewer bytes (docs/strategies.md).
 enum class BackwardSide : std::uint8_t { Auto, QuerySide, KvSide };
 
+/// usp's ring across the Ulysses groups: `Ring` — RingAttention's K,V ring with the dK,dV
+/// backward on a flat ring (yunchang's USP); `Burst` — BurstEngine's hybrid (arXiv 2509.19836):
+/// burst's ring, i.e. the query-side backward (Q, dO, delta, lse circulate with the dQ partial
+/// following) and the topology-aware double ring when the ring's members span several nodes
+/// (docs/strategies.md §usp).
+enum class UspRing : std::uint8_t { Ring, Burst };
+const char* to_string(UspRing r) noexcept;
+UspRing usp_ring_from_string(const std::string& name);   ///< "ring" | "burst"; throws Error(InvalidArgument)
+
 const char* to_string(StrategyKind s) noexcept;
 StrategyKind strategy_from_string(const std::string& name);   ///< Throws Error(InvalidArgument)
 std::vector<StrategyKind> all_strategies();
@@ -79,8 +88,9 @@ struct DistConfig {
   StrategyKind strategy = StrategyKind::Burst;
   LayoutKind layout = LayoutKind::Zigzag;
   int ulysses_degree = 0;          ///< usp: Ulysses degree u (P = u·r); 0 → largest divisor of P dividing H_kv
-  int ranks_per_node = 0;          ///< burst double ring: L; 0 → from MPI_Comm_split_type(SHARED)
-  bool double_ring = true;         ///< burst: topology-aware double ring when nodes > 1
+  UspRing usp_ring = UspRing::Ring;   ///< usp: the ring across the Ulysses groups (Burst-USP: Burst)
+  int ranks_per_node = 0;          ///< burst, usp ring=burst double ring: L; 0 → from MPI_Comm_split_type(SHARED)
+  bool double_ring = true;         ///< burst, usp ring=burst: topology-aware double ring when nodes > 1
   BackwardSide backward_side = BackwardSide::Auto;
   bool overlap = true;             ///< double buffering + progress polling between tiles
   int num_threads = 0;             ///< kernel threads per rank; 0 → OpenMP default

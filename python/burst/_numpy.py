@@ -12,7 +12,7 @@ import numpy as np
 from . import _C
 from ._masks import build_mask, document_slices
 
-_KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "ranks_per_node",
+_KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "usp_ring", "ranks_per_node",
              "double_ring", "overlap")
 
 
@@ -207,6 +207,7 @@ def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, ext
                             softmax_scale=softmax_scale,
                             backward_side=extra.get("backward_side", "auto"),
                             ulysses_degree=int(extra.get("ulysses_degree", 0)),
+                            usp_ring=str(extra.get("usp_ring", "ring")),
                             ranks_per_node=int(extra.get("ranks_per_node", 0)),
                             double_ring=bool(extra.get("double_ring", True)),
                             overlap=bool(extra.get("overlap", True)),

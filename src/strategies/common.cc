@@ -176,7 +176,8 @@ AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const
 }
 
 PlannedStrategy::PlannedStrategy(const Setup& setup) : comm_(setup.comm) {
-  const StrategyPlan plan = strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask);
+  const StrategyPlan plan = strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask,
+                                             setup.plan->ranks_per_node());
   BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy), ": no strategy plan for a validated configuration");
   const auto r = static_cast<std::size_t>(setup.rank);
   pairs_ = plan.visible_pairs[r];

@@ -4,9 +4,12 @@
 // seq→heads all-to-all gives every member the group's u·S_local tokens for H/u heads; the r
 // members holding the same heads (one per group) then run a K,V ring over their groups'
 // sequences (RingAttention forward; K,V + dK,dV ring backward); heads→seq returns the result.
-// u = P is Ulysses, u = 1 is the KV ring. docs/strategies.md §usp.
+// u = P is Ulysses, u = 1 is the KV ring. DistConfig::usp_ring = Burst is BurstEngine's hybrid
+// (arXiv 2509.19836): the same all-to-alls with burst's ring across the groups (query-side
+// backward; double ring when the ring spans nodes). docs/strategies.md §usp.
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <numeric>
 
 #include "burst/attention.h"
@@ -30,14 +33,32 @@ std::vector<std::int64_t> shape_of(const TensorView& t) {
   return std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim);
 }
 
-/// The K,V ring across the r groups on the gathered head-parallel tensors (contiguous), run by
-/// the ring family's RingExecutor (flat ring, double-buffered; backward with the dK,dV write
-/// accumulator following its block home). Ring member i holds group i's sequence.
-class RingGroupAttention final : public GroupAttention {
+void add_times(PassTimes* times, const RingRunStats& rs) {
+  if (!times) return;
+  times->compute_seconds += rs.compute_seconds;
+  times->comm_seconds += rs.exposed_comm_seconds;
+}
+
+/// The ring across the r groups on the gathered head-parallel tensors (contiguous), run by the
+/// ring family's RingExecutor (double-buffered; ring member i holds group i's sequence).
+/// Forward: the K,V ring with the online-softmax merge. Backward, `query_side` false (usp's
+/// RingAttention): K,V circulate with their dK,dV write accumulator following them home on a
+/// flat ring. `query_side` true (Burst-USP, BurstEngine arXiv 2509.19836; docs/strategies.md
+/// §usp): burst's query-side backward (docs/algorithm.md §3) — Q, dO, delta, lse of a group
+/// circulate while K, V, dK, dV stay, the group's dQ partial following — on the topology-aware
+/// double ring when the members span nodes (usp_ring_topology). Blocks with no visible pair are
+/// skipped (the payload still moves).
+class GroupRingAttention final : public GroupAttention {
  public:
-  RingGroupAttention(const Communicator& ring, bool overlap, std::vector<std::vector<std::int64_t>> groups,
-                     AttentionParams base)
-      : exec_(ring, 1, ring.size(), overlap), me_(ring.rank()), groups_(std::move(groups)), base_(std::move(base)) {}
+  GroupRingAttention(const Communicator& ring, RingTopology topo, bool overlap, bool query_side,
+                     std::vector<std::vector<std::int64_t>> groups, const ResolvedMask& mask, AttentionParams base)
+      : exec_(ring, topo.nodes, topo.ranks_per_node, overlap), me_(ring.rank()), query_side_(query_side),
+        groups_(std::move(groups)), base_(std::move(base)) {
+    const std::size_t r = groups_.size();
+    pairs_.assign(r, std::vector<std::int64_t>(r));
+    for (std::size_t i = 0; i < r; ++i)
+      for (std::size_t j = 0; j < r; ++j) pairs_[i][j] = mask.visible_pairs(groups_[i], groups_[j]);
+  }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, PassTimes* times) const override {
@@ -48,56 +69,81 @@ class RingGroupAttention final : public GroupAttention {
     Tensor part_out(shape_of(out)), part_lse(shape_of(lse));
     bool first = true;
     RingRunStats rs;
-    exec_.run(std::move(own), 0, [&](int, int partition, const float* read, float*, const std::function<void()>& progress) {
+    exec_.run(std::move(own), 0, [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
+      if (visible(me_, j) == 0) return;
       const TensorView kj = make_view(read, shape_of(k)), vj = make_view(read + kv_floats, shape_of(v));
       if (first) {
-        attention_forward(q, kj, vj, out, lse, params(partition, progress));
+        attention_forward(q, kj, vj, out, lse, params(me_, j, progress));
         first = false;
       } else {
-        attention_forward(q, kj, vj, part_out.view(), part_lse.view(), params(partition, progress));
+        attention_forward(q, kj, vj, part_out.view(), part_lse.view(), params(me_, j, progress));
         merge_forward(out, lse, part_out.view(), part_lse.view());
       }
     }, rs);
-    add(times, rs);
+    if (first) {   // every block empty: rows see no key (out = 0, lse = −inf)
+      fill_view(out, 0.0f);
+      fill_view(lse, kNegInf);
+    }
+    add_times(times, rs);
   }
 
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& lse, const TensorView& delta, const TensorView& dq,
                 const TensorView& dk, const TensorView& dv, PassTimes* times) const override {
-    const std::int64_t kv_floats = k.numel();
-    fill_view(dq, 0.0f);
     std::vector<float> own;
-    append_packed(k, own);
-    append_packed(v, own);
     RingRunStats rs;
-    const std::vector<float> dkv = exec_.run(std::move(own), 2 * kv_floats,
-        [&](int, int partition, const float* read, float* write, const std::function<void()>& progress) {
-          attention_backward_with_delta(dout, q, make_view(read, shape_of(k)), make_view(read + kv_floats, shape_of(v)),
-                                        lse, delta, dq, make_view(write, shape_of(dk)),
-                                        make_view(write + kv_floats, shape_of(dv)), params(partition, progress), true);
-        }, rs);
-    unpack_into(dkv.data(), dk);
-    unpack_into(dkv.data() + kv_floats, dv);
-    add(times, rs);
+    if (query_side_) {
+      const std::int64_t qf = q.numel(), rf = lse.numel();
+      fill_view(dk, 0.0f);
+      fill_view(dv, 0.0f);
+      append_packed(q, own);
+      append_packed(dout, own);
+      append_packed(delta, own);
+      append_packed(lse, own);
+      const std::vector<float> dq_home = exec_.run(std::move(own), qf,
+          [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
+            if (visible(j, me_) == 0) return;
+            attention_backward_with_delta(make_view(read + qf, shape_of(dout)), make_view(read, shape_of(q)), k, v,
+                                          make_view(read + 2 * qf + rf, shape_of(lse)),
+                                          make_view(read + 2 * qf, shape_of(delta)), make_view(write, shape_of(dq)),
+                                          dk, dv, params(j, me_, progress), true);
+          }, rs);
+      unpack_into(dq_home.data(), dq);
+    } else {
+      const std::int64_t kv_floats = k.numel();
+      fill_view(dq, 0.0f);
+      append_packed(k, own);
+      append_packed(v, own);
+      const std::vector<float> dkv = exec_.run(std::move(own), 2 * kv_floats,
+          [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
+            if (visible(me_, j) == 0) return;
+            attention_backward_with_delta(dout, q, make_view(read, shape_of(k)), make_view(read + kv_floats, shape_of(v)),
+                                          lse, delta, dq, make_view(write, shape_of(dk)),
+                                          make_view(write + kv_floats, shape_of(dv)), params(me_, j, progress), true);
+          }, rs);
+      unpack_into(dkv.data(), dk);
+      unpack_into(dkv.data() + kv_floats, dv);
+    }
+    add_times(times, rs);
   }
 
  private:
-  AttentionParams params(int partition, const std::function<void()>& progress) const {
+  std::int64_t visible(int q_group, int kv_group) const {
+    return pairs_[static_cast<std::size_t>(q_group)][static_cast<std::size_t>(kv_group)];
+  }
+  AttentionParams params(int q_group, int kv_group, const std::function<void()>& progress) const {
     AttentionParams p = base_;
-    p.q_positions = groups_[static_cast<std::size_t>(me_)].data();
-    p.kv_positions = groups_[static_cast<std::size_t>(partition)].data();
+    p.q_positions = groups_[static_cast<std::size_t>(q_group)].data();
+    p.kv_positions = groups_[static_cast<std::size_t>(kv_group)].data();
     if (base_.progress) p.progress = progress;   // base carries the hook only when overlap is on
     return p;
-  }
-  static void add(PassTimes* times, const RingRunStats& rs) {
-    if (!times) return;
-    times->compute_seconds += rs.compute_seconds;
-    times->comm_seconds += rs.exposed_comm_seconds;
   }
 
   RingExecutor exec_;
   int me_;
+  bool query_side_;
   std::vector<std::vector<std::int64_t>> groups_;
+  std::vector<std::vector<std::int64_t>> pairs_;   ///< visible pairs of group i's queries against group j's keys
   AttentionParams base_;
 };
 
@@ -110,17 +156,16 @@ class UspStrategy final : public HeadParallelStrategy {
         ulysses_(setup.comm.split_channel(setup.rank / u, setup.rank % u)),
         ex_(member_positions(layout_, u, setup.rank / u),
             make_head_split(setup.shape.H, setup.shape.H_kv, u, "usp")),
-        ring_(setup.comm.split_channel(setup.rank % u, setup.rank / u), setup.cfg.overlap, groups_,
-              ring_params(setup)) {}
+        ring_(make_ring(setup, u, groups_)) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    forward_in(ulysses_, ex_, ring_, q, k, v, out, lse, stats);
+    forward_in(ulysses_, ex_, *ring_, q, k, v, out, lse, stats);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
-    backward_in(ulysses_, ex_, ring_, dout, q, k, v, out, lse, dq, dk, dv, stats);
+    backward_in(ulysses_, ex_, *ring_, dout, q, k, v, out, lse, dq, dk, dv, stats);
   }
 
  private:
@@ -131,11 +176,21 @@ class UspStrategy final : public HeadParallelStrategy {
     const std::function<void()> marker = [] {};
     return step_params(setup, nullptr, nullptr, &marker);   // keeps a hook iff overlap is on
   }
+  /// The ring over the groups: members hold the same heads, ring rank = group index. Collective.
+  static std::unique_ptr<GroupRingAttention> make_ring(const Setup& setup, int u,
+                                                   const std::vector<std::vector<std::int64_t>>& groups) {
+    const Communicator ring = setup.comm.split_channel(setup.rank % u, setup.rank / u);
+    const bool burst = setup.cfg.usp_ring == UspRing::Burst;
+    const RingTopology topo = burst ? usp_ring_topology(setup.P, u, setup.plan->ranks_per_node(), setup.cfg.double_ring)
+                                    : RingTopology{1, setup.P / u};
+    return std::make_unique<GroupRingAttention>(ring, topo, setup.cfg.overlap, burst, groups, *setup.resolved,
+                                                ring_params(setup));
+  }
   SequenceLayout layout_;
   std::vector<std::vector<std::int64_t>> groups_;
   Communicator ulysses_;
   UlyssesExchange ex_;
-  RingGroupAttention ring_;
+  std::unique_ptr<GroupRingAttention> ring_;
 };
 
 }  // namespace

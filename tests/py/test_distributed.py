@@ -15,7 +15,7 @@ S_GLOBAL = 64  # divisible by 2P for P in 1, 2, 4 (zigzag) — small enough for 
 
 
 def run_distributed(comm, mask_kwargs, visible, *, strategy, layout, H=4, H_kv=2, D=8, B=2,
-                    seed=0):
+                    seed=0, **extra):
     """Runs forward + backward on this rank's shard; returns a list of (name, got, ref, err32)
     checks, or the library's message when it declares the combination unsupported (on every
     rank)."""
@@ -26,7 +26,7 @@ def run_distributed(comm, mask_kwargs, visible, *, strategy, layout, H=4, H_kv=2
     local = [burst.shard(t, comm, layout, mask=mask).requires_grad_() for t in (q, k, v)]
     try:
         out, lse = burst.attn_func(*local, comm=comm, strategy=strategy, layout=layout,
-                                   return_lse=True, **mask_kwargs)
+                                   return_lse=True, **mask_kwargs, **extra)
     except NotImplementedError as e:
         return str(e)
     out.backward(burst.shard(dout, comm, layout, mask=mask))
@@ -55,6 +55,16 @@ def test_every_strategy(comm, strategy, H_kv, causal):
     vis = visible_reference(S_GLOBAL, S_GLOBAL, causal=causal)
     verify(run_distributed(comm, {"causal": causal}, vis, strategy=strategy, layout=layout,
                            H_kv=H_kv))
+
+
+@pytest.mark.parametrize("usp_ring", ["ring", "burst"])
+def test_usp_ring(comm, usp_ring):
+    """usp with either ring across its Ulysses groups (burst: BurstEngine's hybrid, query-side
+    backward); u = 2 where the ranks allow a ring of P/2 groups."""
+    u = 2 if comm.Get_size() % 2 == 0 else 1
+    vis = visible_reference(S_GLOBAL, S_GLOBAL, causal=True)
+    verify(run_distributed(comm, {"causal": True}, vis, strategy="usp", layout="zigzag",
+                           ulysses_degree=u, usp_ring=usp_ring))
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "zigzag", "striped", "balanced"])
