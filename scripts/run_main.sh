@@ -101,10 +101,12 @@ if not (a["perplexity"] < a["unigram_perplexity"]):
     print("WARNING: perplexity after training is not below the unigram baseline", file=sys.stderr)
 PY
 
-# A short generation with the WHOLE KJV as context (issue 13): the Bible plus a prompt prefilled as
-# one causal sequence over the ranks, each layer's K/V left where the layout put it (a KV cache
-# sharded over the ranks), then token-by-token decode with one small all-gather per layer and
-# token; the first steps are recomputed on one rank (verified). BURST_LM_GENERATE=0 skips it.
+# A short generation with the WHOLE KJV as context (issue 13): the Bible plus a prompt prefilled in
+# one distributed forward per layer (document-causal, as trained; the eval path without the last
+# layer's attention), each layer's K/V left where the layout put it (a KV cache sharded over the
+# ranks), then token-by-token decode over the whole cache with one small all-gather per layer and
+# token; rank 0 recomputes prefill K/V of two documents and the first steps' logits alone
+# (verified). ~1 eval of time. BURST_LM_GENERATE=0 skips it.
 if [[ "${BURST_LM_GENERATE:-1}" == 1 ]]; then
   stamp "generate: whole KJV + prompt as context on $ranks ranks"
   "${mpirun[@]}" "$burst" generate --data "$data" --checkpoint "$out/checkpoint.bin" --context all \

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "burst/error.h"
 #include "burst/kv_cache.h"
@@ -31,7 +32,11 @@ class ForwardOnlyEngine : public AttentionEngine {
   }
 };
 
-// The prefill: the inner (distributed) engine's forward, then each layer's local K/V into its cache.
+// The prefill: each layer's local K/V into its cache, after the inner (distributed) engine's
+// forward — except in the last layer, whose attention output feeds only the prefill rows' own
+// hidden states, which nothing reads (decoding needs every layer's K/V, and those are computed
+// before attention): its forward is skipped on every rank and out is zeroed, saving 1/L of the
+// prefill's attention. The self-check recomputes K/V and logits without this shortcut.
 class PrefillEngine final : public ForwardOnlyEngine {
  public:
   PrefillEngine(AttentionEngine& inner, std::vector<DistKVCache>& caches, std::int64_t S)
@@ -39,15 +44,29 @@ class PrefillEngine final : public ForwardOnlyEngine {
   const std::vector<std::int64_t>& positions() const override { return inner_.positions(); }
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse) override {
-    inner_.forward(q, k, v, out, lse);
+    if (layer_ + 1 < caches_.size()) {
+      inner_.forward(q, k, v, out, lse);
+    } else {
+      zero_fill(out);
+      zero_fill(lse);
+    }
+    const Stopwatch sw;
     caches_.at(layer_++).prefill({0}, k, v, inner_.positions(), S_);
+    cache_seconds_ += sw.seconds();
   }
+  double attention_seconds() const { return inner_.totals().forward_seconds; }
+  double cache_seconds() const { return cache_seconds_; }
 
  private:
+  static void zero_fill(const TensorView& t) {
+    BURST_CHECK(t.is_contiguous() && t.dtype == DType::F32, Internal, "generate: prefill output not contiguous f32");
+    std::fill(t.f32(), t.f32() + t.numel(), 0.0f);
+  }
   AttentionEngine& inner_;
   std::vector<DistKVCache>& caches_;
   std::int64_t S_;
   std::size_t layer_ = 0;
+  double cache_seconds_ = 0;
 };
 
 // One decode step: each layer appends the new tokens' K/V and attends their queries over its cache.
@@ -72,7 +91,8 @@ class DecodeEngine final : public ForwardOnlyEngine {
 };
 
 // The oracle of the self-check, one process: each layer's whole K/V [L, H_kv, D] (gathered from
-// the ranks), extended by the new tokens, attended with the kernel API (causal, global positions).
+// the ranks), extended by the new tokens, attended with the kernel API's fp64 Reference (causal,
+// global positions).
 struct LayerKv { std::vector<float> k, v; };
 class GatheredEngine final : public ForwardOnlyEngine {
  public:
@@ -92,6 +112,7 @@ class GatheredEngine final : public ForwardOnlyEngine {
     p.q_positions = positions_.data();
     p.seq_q_global = p.seq_kv_global = L;
     p.num_threads = threads_;
+    p.impl = KernelImpl::Reference;   // the fp64 oracle (one materialised score row per query)
     attention_forward(q, make_view(l.k.data(), {1, L, H_kv_, D_}), make_view(l.v.data(), {1, L, H_kv_, D_}), out, lse,
                       p);
   }
@@ -104,27 +125,101 @@ class GatheredEngine final : public ForwardOnlyEngine {
   std::size_t layer_ = 0;
 };
 
-// Every rank's cached K/V of sequence 0, in global position order [L, H_kv, D]. Collective.
-LayerKv gather_cache(const Communicator& comm, const DistKVCache& cache, std::int64_t row) {
-  LayerKv local, all;
+// Rank 0: every rank's cached K/V of sequence 0 in global position order [L, H_kv, D], and (when
+// `owner` is given) the rank holding each position; other ranks get nothing. Collective
+// (point-to-point to rank 0: nothing is replicated).
+LayerKv gather_to_root(const Communicator& comm, const DistKVCache& cache, std::int64_t row,
+                       std::vector<int>* owner) {
+  constexpr int kTag = 7310;
+  LayerKv local;
   cache.local_kv(0, local.k, local.v);
   const auto pos = cache.local_positions(0);
-  std::vector<float> pos_f(pos.begin(), pos.end());   // exact: positions < 2^24
-  std::vector<std::int64_t> counts = cache.rank_lengths(0), rows(counts);
-  for (auto& c : rows) c *= row;
+  std::vector<float> pos_f(pos.begin(), pos.end());   // exact: positions < 2^24 (checked by the caller)
+  if (comm.rank() != 0) {
+    RequestSet rs;
+    rs.add(comm.isend(std::move(pos_f), 0, kTag));
+    rs.add(comm.isend(std::move(local.k), 0, kTag + 1));
+    rs.add(comm.isend(std::move(local.v), 0, kTag + 2));
+    rs.wait_all();
+    return {};
+  }
+  const std::vector<std::int64_t> counts = cache.rank_lengths(0);
   const std::int64_t L = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
-  std::vector<float> all_pos(static_cast<std::size_t>(L)), k(static_cast<std::size_t>(L * row)), v(k.size());
-  comm.all_gather_v(pos_f.data(), counts, all_pos.data());
-  comm.all_gather_v(local.k.data(), rows, k.data());
-  comm.all_gather_v(local.v.data(), rows, v.data());
-  all.k.resize(k.size());
-  all.v.resize(v.size());
-  for (std::int64_t i = 0; i < L; ++i) {
-    const auto t = static_cast<std::int64_t>(all_pos[static_cast<std::size_t>(i)]);
-    std::copy(k.begin() + i * row, k.begin() + (i + 1) * row, all.k.begin() + t * row);
-    std::copy(v.begin() + i * row, v.begin() + (i + 1) * row, all.v.begin() + t * row);
+  LayerKv all;
+  all.k.resize(static_cast<std::size_t>(L * row));
+  all.v.resize(all.k.size());
+  if (owner != nullptr) owner->assign(static_cast<std::size_t>(L), 0);
+  for (int r = 0; r < comm.size(); ++r) {
+    std::vector<float> p, k, v;
+    if (r == 0) {
+      p = std::move(pos_f);
+      k = std::move(local.k);
+      v = std::move(local.v);
+    } else {
+      const auto n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      p = comm.irecv(std::vector<float>(n), r, kTag).take();
+      k = comm.irecv(std::vector<float>(n * static_cast<std::size_t>(row)), r, kTag + 1).take();
+      v = comm.irecv(std::vector<float>(n * static_cast<std::size_t>(row)), r, kTag + 2).take();
+    }
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const auto t = static_cast<std::int64_t>(p[i]);
+      std::copy_n(k.begin() + static_cast<std::ptrdiff_t>(i) * row, row, all.k.begin() + t * row);
+      std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(i) * row, row, all.v.begin() + t * row);
+      if (owner != nullptr) (*owner)[static_cast<std::size_t>(t)] = r;
+    }
   }
   return all;
+}
+
+// One process: LocalEngine over `positions` with the prefill's mask, keeping every layer's K/V rows
+// (the single-rank recomputation of a self-contained range of the prefill).
+class CaptureEngine final : public ForwardOnlyEngine {
+ public:
+  CaptureEngine(std::vector<std::int64_t> positions, const Mask& mask, std::int64_t S_global, int threads)
+      : inner_(std::move(positions), mask, S_global, threads) {}
+  const std::vector<std::int64_t>& positions() const override { return inner_.positions(); }
+  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const TensorView& lse) override {
+    inner_.forward(q, k, v, out, lse);
+    BURST_CHECK(k.is_contiguous() && v.is_contiguous(), Internal, "generate: K/V not contiguous");
+    kv.push_back({std::vector<float>(k.f32(), k.f32() + k.numel()), std::vector<float>(v.f32(), v.f32() + v.numel())});
+  }
+  std::vector<LayerKv> kv;   ///< per layer, [n, H_kv, D]
+
+ private:
+  LocalEngine inner_;
+};
+
+// A range of prefill positions whose K/V depend on nothing outside it (a document's first tokens
+// under the document mask, a prefix under the causal one): recomputed on one rank by the self-check.
+struct KvRange {
+  std::int64_t begin = 0, end = 0;
+  std::string why;
+};
+
+// The self-check's ranges, at most `cap` tokens each: the start of the document the prompt continues
+// and (P > 1) the document that crosses a rank boundary soonest after its start (clipped so that the
+// crossing is inside). `docs`: the prefill mask's document offsets; `owner`: rank of each position.
+std::vector<KvRange> self_check_ranges(const std::vector<std::int32_t>& docs, const std::vector<int>& owner,
+                                       std::int64_t cap) {
+  std::vector<KvRange> out;
+  const std::size_t n = docs.size() - 1;
+  if (n == 0 || docs[n] == 0) return out;
+  out.push_back({docs[n - 1], std::min<std::int64_t>(docs[n], docs[n - 1] + cap), "the prompt's document"});
+  std::int64_t best = -1, best_cross = cap;
+  for (std::size_t d = 0; d < n; ++d)
+    for (std::int64_t t = docs[d] + 1; t < docs[d + 1] && t - docs[d] < best_cross; ++t)
+      if (owner[static_cast<std::size_t>(t)] != owner[static_cast<std::size_t>(docs[d])]) {
+        best = static_cast<std::int64_t>(d);
+        best_cross = t - docs[d];
+        break;
+      }
+  if (best >= 0 && best != static_cast<std::int64_t>(n - 1)) {
+    const auto b = docs[static_cast<std::size_t>(best)], e = docs[static_cast<std::size_t>(best) + 1];
+    out.push_back({b, std::min<std::int64_t>(e, b + std::max<std::int64_t>(cap, best_cross + 1)),
+                   "a document crossing ranks"});
+  }
+  return out;
 }
 
 // Logits [V] of the last row of the model's output on `tokens` through `engine`.
@@ -151,15 +246,15 @@ std::int64_t sample(const std::vector<float>& logits, double temperature, int to
   return ids[pick(rng)];
 }
 
-// The prefill's mask over [0, S_p): causal, or document-causal over the books of the context with
-// the prompt appended to the last book.
-Mask prefill_mask(const Corpus& corpus, std::int64_t n_ctx, std::int64_t S_p, bool causal) {
-  if (causal) return Mask::causal_mask();
+// The prefill's document offsets over [0, S_p): one document (causal), or the books of the context
+// with the prompt appended to the last book (document-causal).
+std::vector<std::int32_t> prefill_documents(const Corpus& corpus, std::int64_t n_ctx, std::int64_t S_p, bool causal) {
   std::vector<std::int32_t> cu{0};
-  for (const auto off : corpus.book_offsets)
-    if (off > 0 && off < std::min(n_ctx, S_p)) cu.push_back(static_cast<std::int32_t>(off));
+  if (!causal)
+    for (const auto off : corpus.book_offsets)
+      if (off > 0 && off < std::min(n_ctx, S_p)) cu.push_back(static_cast<std::int32_t>(off));
   cu.push_back(static_cast<std::int32_t>(S_p));
-  return Mask::document(cu, true);
+  return cu;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -193,6 +288,9 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     seq.assign(corpus.tokens.begin(), corpus.tokens.begin() + n_ctx);
     seq.insert(seq.end(), prompt_ids.begin(), prompt_ids.end());
     BURST_CHECK(!seq.empty(), InvalidArgument, "generate: empty context and prompt");
+    BURST_CHECK(size_of(seq) + o.max_new_tokens < (std::int64_t{1} << 24), InvalidArgument, "generate: ",
+                size_of(seq), " context + prompt tokens and ", o.max_new_tokens,
+                " new tokens exceed 2^24 positions (the self-check ships positions as fp32)");
   });
   torch::NoGradGuard no_grad;
   Model model = model_from_checkpoint(ckpt);
@@ -215,23 +313,36 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     std::vector<DistKVCache> caches;
     for (int l = 0; l < mc.layers; ++l) caches.emplace_back(comm, kc);
 
-    // Prefill.
+    // Prefill: one distributed forward over the whole sequence (the eval path); each layer's
+    // attention leaves its local K/V in that layer's cache.
     const Stopwatch prefill_sw;
+    const std::vector<std::int32_t> docs = prefill_documents(corpus, n_ctx, S_p, o.prefill_causal);
+    const Mask mask = o.prefill_causal ? Mask::causal_mask() : Mask::document(docs, true);
+    double attention_seconds = 0, cache_seconds = 0;
     if (S_p > 0) {
-      auto engine = make_engine(o.run, comm, mc, S_p, prefill_mask(corpus, n_ctx, S_p, o.prefill_causal));
+      auto engine = make_engine(o.run, comm, mc, S_p, mask);
       PrefillEngine pe(*engine, caches, S_p);
       std::vector<std::int64_t> local;
       for (const auto p : engine->positions()) local.push_back(seq[static_cast<std::size_t>(p)]);
       model.forward(torch::from_blob(local.data(), {size_of(local)}, torch::kInt64), pe);
+      attention_seconds = comm.all_reduce_max(pe.attention_seconds());
+      cache_seconds = comm.all_reduce_max(pe.cache_seconds());
     } else {
       for (auto& c : caches) c.append({0}, make_view(static_cast<float*>(nullptr), {1, 0, mc.kv_heads, mc.head_dim}),
                                       make_view(static_cast<float*>(nullptr), {1, 0, mc.kv_heads, mc.head_dim}));
     }
     const double prefill_seconds = comm.all_reduce_max(prefill_sw.seconds());
-    if (log) std::cerr << "generate: prefilled " << S_p << " tokens in " << prefill_seconds << " s\n";
+    if (log)
+      std::cerr << "generate: prefilled " << S_p << " tokens in " << prefill_seconds << " s (attention "
+                << attention_seconds << " s, cache fill " << cache_seconds << " s)\n";
+    // The self-check's oracle cache, on rank 0 only.
+    const Stopwatch gather_sw;
     std::vector<LayerKv> gathered;
+    std::vector<int> owner;
     if (o.verify_tokens > 0)
-      for (auto& c : caches) gathered.push_back(gather_cache(comm, c, mc.kv_heads * mc.head_dim));
+      for (auto& c : caches)
+        gathered.push_back(gather_to_root(comm, c, mc.kv_heads * mc.head_dim, gathered.empty() ? &owner : nullptr));
+    double verify_seconds = gather_sw.seconds();
 
     // Decode: first the prefill's tail (the rest of the prompt), then one sampled token per step.
     std::mt19937_64 rng(o.seed);
@@ -265,9 +376,41 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
       pending = {tok};
     }
 
-    // Self-check on rank 0: the same steps, one process, attention over the gathered cache.
-    double max_rel = 0;
+    // Self-check on rank 0, one process, no sharding, no merge: (1) the K/V of self-contained ranges
+    // of the prefill recomputed from the tokens (LocalEngine) against the distributed prefill's,
+    // then written over the gathered cache; (2) the first decode steps recomputed with attention
+    // over that whole cache (the kernel API) against the distributed decode's logits.
+    double max_rel = 0, kv_rel = 0;
+    json checked = json::array();
+    const Stopwatch verify_sw;
     if (rank == 0 && o.verify_tokens > 0) {
+      const std::int64_t row = mc.kv_heads * mc.head_dim;
+      for (const KvRange& r : self_check_ranges(docs, owner, o.verify_kv_tokens)) {
+        std::vector<std::int64_t> positions(static_cast<std::size_t>(r.end - r.begin));
+        std::iota(positions.begin(), positions.end(), r.begin);
+        std::vector<std::int64_t> tokens(seq.begin() + r.begin, seq.begin() + r.end);
+        CaptureEngine ce(positions, mask, S_p, std::max(1, o.run.dist.num_threads));
+        model.forward(torch::from_blob(tokens.data(), {size_of(tokens)}, torch::kInt64), ce);
+        double rel = 0;
+        for (std::size_t l = 0; l < ce.kv.size(); ++l)
+          for (int kv = 0; kv < 2; ++kv) {
+            const std::vector<float>& want = kv == 0 ? ce.kv[l].k : ce.kv[l].v;
+            std::vector<float>& have = kv == 0 ? gathered[l].k : gathered[l].v;
+            double diff = 0, scale = 0;
+            for (std::size_t j = 0; j < want.size(); ++j) {
+              const std::size_t at = static_cast<std::size_t>(r.begin * row) + j;
+              diff = std::max(diff, std::fabs(static_cast<double>(want[j]) - have[at]));
+              scale = std::max(scale, std::fabs(static_cast<double>(want[j])));
+              have[at] = want[j];
+            }
+            rel = std::max(rel, scale > 0 ? diff / scale : diff);
+          }
+        kv_rel = std::max(kv_rel, rel);
+        std::set<int> ranks_holding;
+        for (std::int64_t t = r.begin; t < r.end; ++t) ranks_holding.insert(owner[static_cast<std::size_t>(t)]);
+        checked.push_back({{"range", {r.begin, r.end}}, {"what", r.why}, {"ranks_holding", ranks_holding.size()},
+                           {"kv_rel_err", rel}});
+      }
       std::int64_t p = S_p;
       for (std::size_t i = 0; i < fed.size(); ++i) {
         std::vector<std::int64_t> positions(fed[i].size());
@@ -283,8 +426,10 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
         p += size_of(fed[i]);
       }
     }
+    verify_seconds = comm.all_reduce_max(verify_seconds + verify_sw.seconds());
+    kv_rel = comm.all_reduce_max(kv_rel);
     max_rel = comm.all_reduce_max(max_rel);
-    const bool verified = o.verify_tokens > 0 && max_rel <= o.verify_rtol;
+    const bool verified = o.verify_tokens > 0 && max_rel <= o.verify_rtol && kv_rel <= o.verify_rtol;
     const double median = percentile(step_seconds, 0.5), p99 = percentile(step_seconds, 0.99);
     const double mean = step_seconds.empty() ? 0 : std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) /
                                                        static_cast<double>(step_seconds.size());
@@ -296,8 +441,10 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 << S - S_p << " prompt tokens); per token median " << median * 1e3 << " ms, p99 " << p99 * 1e3
                 << " ms, " << (mean > 0 ? 1.0 / mean : 0.0) << " tokens/s, " << bytes_per_token
                 << " bytes/token sent per rank\n"
-                << "generate: self-check (" << fed.size() << " steps recomputed on one rank): max rel err "
-                << max_rel << (verified ? " PASSED" : " FAILED") << "\n";
+                << "generate: self-check on one rank (" << verify_seconds << " s): K/V of " << checked.size()
+                << " recomputed prefill ranges " << checked.dump() << " max rel err " << kv_rel << "; logits of "
+                << fed.size() << " decode steps over the whole cache max rel err " << max_rel
+                << (verified ? " PASSED" : " FAILED") << "\n";
     }
     std::int64_t kv_bytes = 0;
     for (const auto& c : caches) kv_bytes += c.local_tokens() * mc.kv_heads * mc.head_dim * 2 * 4;
@@ -309,6 +456,8 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 {"prefill_tokens", S_p},
                 {"prefill_mask", o.prefill_causal ? "causal" : "causal_document"},
                 {"prefill_seconds", prefill_seconds},
+                {"prefill_attention_seconds", attention_seconds},
+                {"prefill_cache_seconds", cache_seconds},
                 {"tail_seconds", tail_seconds},
                 {"new_tokens", generated.size()},
                 {"seconds_per_token_median", median},
@@ -323,7 +472,10 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 {"text", text},
                 {"verified", verified},
                 {"verify_steps", fed.size()},
-                {"verify_max_rel_err", max_rel}};
+                {"verify_max_rel_err", max_rel},
+                {"verify_kv_ranges", checked},
+                {"verify_kv_max_rel_err", kv_rel},
+                {"verify_seconds", verify_seconds}};
   });
 }
 
