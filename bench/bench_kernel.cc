@@ -47,12 +47,23 @@ double fma_peak_now(Isa isa) {
   return flop / t.cpu_median / 1e9;
 }
 
+// vdpbf16ps rate of one core right now (same timing as fma_peak_now): the ceiling of the bf16
+// arithmetic path; 0 on a CPU without AVX512_BF16.
+double bf16_dot_peak_now() {
+  if (detect_isa() != Isa::Avx512Bf16) return 0;
+  const std::int64_t iters = std::int64_t{1} << 19;
+  double flop = 0;
+  const Timing t = time_runs([&] { flop = run_bf16_dot_probe(iters); }, TimingOptions{1, 3});
+  return flop / t.cpu_median / 1e9;
+}
+
 Isa parse_isa(const std::string& s) {
   if (s == "auto") return Isa::Auto;
+  if (s == "avx512bf16") return Isa::Avx512Bf16;
   if (s == "avx512") return Isa::Avx512;
   if (s == "avx2") return Isa::Avx2;
   if (s == "portable") return Isa::Portable;
-  BURST_FAIL(InvalidArgument, "bench kernel: --isa=", s, " (expected auto, avx512, avx2 or portable)");
+  BURST_FAIL(InvalidArgument, "bench kernel: --isa=", s, " (expected auto, avx512bf16, avx512, avx2 or portable)");
 }
 
 void run_kernel_bench(const KernelBenchOptions& o) {
@@ -91,7 +102,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   Tensor lse({o.batch, o.heads, o.seq});
   const TimingOptions topt{o.warmup, o.repeats};
 
-  double peak_before = 0;
+  double peak_before = 0, bf16_peak_before = 0;
   auto record = [&](const char* pass, const Timing& t, double flop, const char* formula) {
     nlohmann::json j;
     j["bench"] = "kernel";
@@ -116,18 +127,29 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     const double peak = std::max(peak_before, fma_peak_now(isa));
     j["fma_peak_gflops_1core"] = peak;
     j["fraction_of_peak"] = j["gflops_cpu"].get<double>() / peak;
+    // bf16 arithmetic (vdpbf16ps GEMMs, P rounded to bf16) runs for bf16 inputs on Avx512Bf16;
+    // its ceiling is the bf16 dot-product probe, timed beside the pass like the FMA one.
+    const bool bf16_dot = dtype == DType::BF16 && isa == Isa::Avx512Bf16;
+    j["arithmetic"] = bf16_dot ? "bf16-dot" : "fp32";
+    if (bf16_dot) {
+      const double bpeak = std::max(bf16_peak_before, bf16_dot_peak_now());
+      j["bf16_dot_peak_gflops_1core"] = bpeak;
+      j["fraction_of_bf16_peak"] = j["gflops_cpu"].get<double>() / bpeak;
+    }
     j["loadavg_1m"] = load_average_1m();
     print_json_line(j);
   };
 
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
   peak_before = fma_peak_now(isa);
+  bf16_peak_before = bf16_dot_peak_now();
   const Timing tf = time_runs([&] { attention_forward(q.view, k.view, v.view, out.view, lse.view(), params); },
                               fwd ? topt : TimingOptions{0, 1});
   if (fwd)
     record("fwd", tf, attention_forward_flop(o.batch, o.heads, o.dim, pairs), kAttentionForwardFlopFormula);
   if (bwd) {
     peak_before = fma_peak_now(isa);
+    bf16_peak_before = bf16_dot_peak_now();
     const Timing tb = time_runs(
         [&] {
           attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view,
@@ -152,7 +174,7 @@ void add_kernel_bench(CLI::App& bench) {
   cmd->add_option("--impl", opt->impl, "tiled | reference")->capture_default_str();
   cmd->add_option("--dtype", opt->dtype, "fp32 | bf16 | fp16 storage of q, k, v, dout and results (lse fp32)")
       ->capture_default_str();
-  cmd->add_option("--isa", opt->isa, "auto | avx512 | avx2 | portable")->capture_default_str();
+  cmd->add_option("--isa", opt->isa, "auto | avx512bf16 | avx512 | avx2 | portable")->capture_default_str();
   cmd->add_option("--block-q", opt->block_q, "q tile rows (0 = kernel default)");
   cmd->add_option("--block-kv", opt->block_kv, "kv tile rows (0 = kernel default)");
   cmd->add_option("--seed", opt->seed, "input seed")->capture_default_str();

@@ -20,6 +20,7 @@ const char* to_string(KernelImpl impl) noexcept { return impl == KernelImpl::Til
 const char* to_string(Isa isa) noexcept {
   switch (isa) {
     case Isa::Auto: return "auto";
+    case Isa::Avx512Bf16: return "avx512bf16";
     case Isa::Avx512: return "avx512";
     case Isa::Avx2: return "avx2";
     case Isa::Portable: return "portable";
@@ -30,14 +31,20 @@ Isa detect_isa() noexcept {
   // F16C is required with either SIMD table: the bf16/fp16 converters of both are the AVX2+F16C
   // ones (kernels/convert.h). Every AVX2 CPU made so far has it; one without falls back to portable.
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  if (avx2 && __builtin_cpu_supports("avx512f")) return Isa::Avx512;
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+  // The bf16 table is compiled with -mavx512bw -mavx512vl -mavx512bf16 (masked 16-bit stores,
+  // vcvtneps2bf16, vdpbf16ps): all three must be reported.
+  if (avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bf16"))
+    return Isa::Avx512Bf16;
+  if (avx512) return Isa::Avx512;
   if (avx2) return Isa::Avx2;
   return Isa::Portable;
 }
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::Avx512, Isa::Avx2, Isa::Portable})
+  for (Isa isa : {Isa::Avx512Bf16, Isa::Avx512, Isa::Avx2, Isa::Portable})
     if (static_cast<int>(isa) >= static_cast<int>(detect_isa())) out.push_back(isa);
   return out;
 }
@@ -52,6 +59,16 @@ double run_fma_probe(Isa isa, std::int64_t iters) {
   volatile float sink = mk.fma_probe(iters);   // the checksum keeps the chains from being elided
   (void)sink;
   return static_cast<double>(iters) * 16 * 2 * mk.width;
+}
+
+double run_bf16_dot_probe(std::int64_t iters) {
+  BURST_CHECK(detect_isa() == Isa::Avx512Bf16, Unsupported, "run_bf16_dot_probe: this CPU has no AVX512_BF16 (best isa ",
+              to_string(detect_isa()), ")");
+  BURST_CHECK(iters >= 0, InvalidArgument, "run_bf16_dot_probe: iters=", iters, " must be >= 0");
+  const kernels::Microkernels& mk = kernels::microkernels(Isa::Avx512Bf16);
+  volatile float sink = mk.bf16_dot_probe(iters);
+  (void)sink;
+  return static_cast<double>(iters) * 16 * 4 * mk.width;
 }
 
 namespace {

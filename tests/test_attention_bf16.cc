@@ -15,11 +15,24 @@
 // tol32). lse stays fp32 and meets the fp32 rule unchanged. A wrong mask element or a missed
 // conversion gives errors of order |values| (≫ u·|ref|), so these bounds fail on real bugs.
 // Also: f32 outputs from 16-bit inputs are bitwise the fp32 kernel on the widened inputs.
+//
+// bf16 arithmetic (Isa::Avx512Bf16 with bf16 q, k, v, dout; vdpbf16ps). Q, K, V, dO are exact
+// in bf16 and their products exact in fp32, so S and dP keep the fp32 rule; what is new is that
+// P (forward, and the backward's dV operand) and dS (the dK, dQ operand) are rounded to bf16
+// before their GEMM: P̃ = P(1 + ε), |ε| ≤ u. To first order that adds to each result element
+//     out_id: u·Σ_j P_ij·|v_jd|        dv_jd: u·Σ_i P_ij·|dO_id|
+//     dk_jd: u·τ·Σ_i |dS_ij|·|q_id|   dq_id: u·τ·Σ_j |dS_ij|·|k_jd|
+// (P normalised by the final lse; sums over visible pairs and the query heads of a GQA group),
+// which the test computes in fp64 (p_rounding_bounds) and adds, times (1 + u) for the output's
+// own rounding, to the bound above. The fp32 rule's factor covers the fp32 P and dS the kernel
+// rounds (they differ from the exact ones by ~1e-7 relative). This bound is per element and
+// tight to a few: the planted-bug check below shows a one-element-wider sliding window fails it.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,11 +47,12 @@
 namespace burst {
 namespace {
 
-std::vector<Isa> isas_here() {
-  std::vector<Isa> out{Isa::Portable};
-  if (detect_isa() != Isa::Portable) out.push_back(detect_isa());
-  return out;
-}
+// Every Tiled ISA this CPU runs (forces each path; the bf16-arithmetic one only where
+// AVX512_BF16 is reported).
+std::vector<Isa> isas_here() { return supported_isas(); }
+
+// Whether (dt, isa) runs the GEMMs on bf16 operands (src/kernels/tiled_common.h).
+bool bf16_dot(DType dt, Isa isa) { return dt == DType::BF16 && isa == Isa::Avx512Bf16; }
 
 double unit_roundoff(DType dt) { return dt == DType::BF16 ? 0x1.0p-8 : 0x1.0p-11; }
 
@@ -107,14 +121,16 @@ using test::round_to;
 using test::Rounded;
 using test::widen_into;
 
+// extra (optional): the fp64 first-order size of the P / dS rounding of bf16 arithmetic.
 ::testing::AssertionResult within_lowp(const std::string& what, const Tensor& got, const Tensor& ref,
-                                       double naive_err, DType dt) {
+                                       double naive_err, DType dt, const Tensor* extra = nullptr) {
   const double u = unit_roundoff(dt);
   const double tol32 = test::tolerance(naive_err, test::max_abs(ref));
   for (std::int64_t i = 0; i < ref.numel(); ++i) {
     const double r = ref.data()[i], g = got.data()[i];
     if (r == g) continue;
-    const double bound = tol32 * (1 + u) + u * std::fabs(r);
+    const double p_term = extra != nullptr ? u * (1 + u) * extra->data()[i] : 0.0;
+    const double bound = tol32 * (1 + u) + u * std::fabs(r) + p_term;
     if (!(std::fabs(g - r) <= bound))
       return ::testing::AssertionFailure() << what << "[" << i << "]: got " << g << ", ref " << r << ", |diff| "
                                            << std::fabs(g - r) << " > " << bound << " (tol32 " << tol32 << ", u "
@@ -213,6 +229,79 @@ NaiveErrors naive_errors(const Case& c, const Tensor& q, const Tensor& k, const 
   return e;
 }
 
+struct RoundingBounds {
+  Tensor out, dq, dk, dv;
+};
+
+// The P / dS rounding terms of the header comment in fp64 on BSHD tensors: out and lse are the
+// kernel's (the twin's backward reads them too), delta = rowsum(dO ∘ out).
+RoundingBounds p_rounding_bounds_bshd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                      const Tensor& out, const Tensor& lse, const AttentionParams& params) {
+  const test::NaiveProblem n = test::naive_problem(q, k, v, params);
+  const kernels::Problem& p = n.p;
+  RoundingBounds r{Tensor(q.shape()), Tensor(q.shape()), Tensor(k.shape()), Tensor(k.shape())};
+  const std::int64_t G = p.H / p.H_kv, D = p.D;
+  const double tau = p.scale;
+  auto at = [D](const Tensor& t, std::int64_t b, std::int64_t s, std::int64_t h) {
+    return ((b * t.shape()[1] + s) * t.shape()[2] + h) * D;
+  };
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t h = 0; h < p.H; ++h)
+      for (std::int64_t i = 0; i < p.S_q; ++i) {
+        const double l = lse.data()[(b * p.H + h) * p.S_q + i];
+        if (std::isinf(l)) continue;  // fully masked row: P = 0
+        const float* qi = q.data() + at(q, b, i, h);
+        const float* gi = dout.data() + at(dout, b, i, h);
+        const float* oi = out.data() + at(out, b, i, h);
+        double delta = 0;
+        for (std::int64_t d = 0; d < D; ++d) delta += static_cast<double>(gi[d]) * oi[d];
+        for (std::int64_t j = 0; j < p.S_kv; ++j) {
+          if (!n.mask.visible(n.q_pos[static_cast<std::size_t>(i)], n.kv_pos[static_cast<std::size_t>(j)])) continue;
+          const float* kj = k.data() + at(k, b, j, h / G);
+          const float* vj = v.data() + at(v, b, j, h / G);
+          double s = 0, dp = 0;
+          for (std::int64_t d = 0; d < D; ++d) {
+            s += static_cast<double>(qi[d]) * kj[d];
+            dp += static_cast<double>(gi[d]) * vj[d];
+          }
+          const double P = std::exp(tau * s - l), dS = std::fabs(P * (dp - delta));
+          float* ob = r.out.data() + at(q, b, i, h);
+          float* qb = r.dq.data() + at(q, b, i, h);
+          float* kb = r.dk.data() + at(k, b, j, h / G);
+          float* vb = r.dv.data() + at(k, b, j, h / G);
+          for (std::int64_t d = 0; d < D; ++d) {
+            ob[d] += static_cast<float>(P * std::fabs(vj[d]));
+            vb[d] += static_cast<float>(P * std::fabs(gi[d]));
+            kb[d] += static_cast<float>(tau * dS * std::fabs(qi[d]));
+            qb[d] += static_cast<float>(tau * dS * std::fabs(kj[d]));
+          }
+        }
+      }
+  return r;
+}
+
+// p_rounding_bounds_bshd for a Case (varlen: per sequence, scattered back to THD rows).
+RoundingBounds p_rounding_bounds(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& dout, const Tensor& out, const Tensor& lse) {
+  AttentionParams p = params_of(c, KernelImpl::Reference);
+  if (!c.varlen()) return p_rounding_bounds_bshd(q, k, v, dout, out, lse, p);
+  p.cu_seqlens_q.clear();
+  p.cu_seqlens_kv.clear();
+  RoundingBounds r{Tensor(q.shape()), Tensor(q.shape()), Tensor(k.shape()), Tensor(k.shape())};
+  const std::int64_t wq = c.H * c.D, wk = c.H_kv * c.D;
+  for (std::size_t b = 0; b + 1 < c.cu_q.size(); ++b) {
+    const std::int64_t q0 = c.cu_q[b], q1 = c.cu_q[b + 1], k0 = c.cu_kv[b], k1 = c.cu_kv[b + 1];
+    if (q1 == q0 || k1 == k0) continue;
+    const RoundingBounds s = p_rounding_bounds_bshd(thd_rows(q, q0, q1), thd_rows(k, k0, k1), thd_rows(v, k0, k1),
+                                                    thd_rows(dout, q0, q1), thd_rows(out, q0, q1), lse_cols(lse, q0, q1), p);
+    std::copy(s.out.data(), s.out.data() + s.out.numel(), r.out.data() + q0 * wq);
+    std::copy(s.dq.data(), s.dq.data() + s.dq.numel(), r.dq.data() + q0 * wq);
+    std::copy(s.dk.data(), s.dk.data() + s.dk.numel(), r.dk.data() + k0 * wk);
+    std::copy(s.dv.data(), s.dv.data() + s.dv.numel(), r.dv.data() + k0 * wk);
+  }
+  return r;
+}
+
 Tensor lse_like(const Case& c) {
   return c.varlen() ? Tensor({c.H, c.S_q}) : Tensor({c.B, c.H, c.S_q});
 }
@@ -251,12 +340,14 @@ void check_lowp(const Case& c, DType dt) {
     const AttentionGrads gref = attention_backward(g.wide.view(), q.wide.view(), k.wide.view(), v.wide.view(),
                                                    out.wide.view(), lse.view(), pr);
     const NaiveErrors ne = naive_errors(c, q.wide, k.wide, v.wide, g.wide, out.wide, lse);
-    EXPECT_TRUE(within_lowp("out", out.wide, ref.out, ne.out, dt));
+    std::optional<RoundingBounds> pb;
+    if (bf16_dot(dt, isa)) pb = p_rounding_bounds(c, q.wide, k.wide, v.wide, g.wide, out.wide, lse);
+    EXPECT_TRUE(within_lowp("out", out.wide, ref.out, ne.out, dt, pb ? &pb->out : nullptr));
     const double lse_err = test::max_abs_diff(lse, ref.lse), lse_tol = test::tolerance(ne.lse, test::max_abs(ref.lse));
     EXPECT_LE(lse_err, lse_tol) << "lse (fp32 rule)";
-    EXPECT_TRUE(within_lowp("dq", dq.wide, gref.dq, ne.dq, dt));
-    EXPECT_TRUE(within_lowp("dk", dk.wide, gref.dk, ne.dk, dt));
-    EXPECT_TRUE(within_lowp("dv", dv.wide, gref.dv, ne.dv, dt));
+    EXPECT_TRUE(within_lowp("dq", dq.wide, gref.dq, ne.dq, dt, pb ? &pb->dq : nullptr));
+    EXPECT_TRUE(within_lowp("dk", dk.wide, gref.dk, ne.dk, dt, pb ? &pb->dk : nullptr));
+    EXPECT_TRUE(within_lowp("dv", dv.wide, gref.dv, ne.dv, dt, pb ? &pb->dv : nullptr));
   }
 }
 
@@ -294,6 +385,32 @@ TEST(LowPrecisionVsTwin, VarlenWithEmptySequences) {
   }
 }
 
+// The bf16-arithmetic bound can fail: the kernel run with a sliding window one key wider than
+// the twin's (one extra visible key per row) must be rejected, forward and backward.
+TEST(LowPrecisionVsTwin, Bf16ArithmeticBoundRejectsAOneKeyMaskError) {
+  if (detect_isa() != Isa::Avx512Bf16) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const DType dt = DType::BF16;
+  const Case c = make_case("window", 2, 1, 96, 96, Mask::sliding_window(24, 0)), wide = make_case("window+1", 2, 1, 96, 96, Mask::sliding_window(25, 0));
+  const Rounded q = round_to(test::random_tensor(c.q_shape(), 31), dt), k = round_to(test::random_tensor(c.kv_shape(), 32), dt),
+                v = round_to(test::random_tensor(c.kv_shape(), 33), dt), g = round_to(test::random_tensor(c.q_shape(), 34), dt);
+  const AttentionParams pr = params_of(c, KernelImpl::Reference);
+  const AttentionOutput ref = attention_forward(q.wide.view(), k.wide.view(), v.wide.view(), pr);
+  Rounded out = empty_rounded(c.q_shape(), dt), dq = empty_rounded(c.q_shape(), dt);
+  Rounded dk = empty_rounded(c.kv_shape(), dt), dv = empty_rounded(c.kv_shape(), dt);
+  Tensor lse = lse_like(c);
+  const AttentionParams pw = params_of(wide, KernelImpl::Tiled, Isa::Avx512Bf16);
+  attention_forward(q.view, k.view, v.view, out.view, lse.view(), pw);
+  attention_backward(g.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view, pw);
+  widen_into(out);
+  widen_into(dk);
+  const AttentionGrads gref = attention_backward(g.wide.view(), q.wide.view(), k.wide.view(), v.wide.view(),
+                                                 out.wide.view(), ref.lse.view(), pr);
+  const NaiveErrors ne = naive_errors(c, q.wide, k.wide, v.wide, g.wide, out.wide, ref.lse);
+  const RoundingBounds pb = p_rounding_bounds(c, q.wide, k.wide, v.wide, g.wide, out.wide, ref.lse);
+  EXPECT_FALSE(within_lowp("out", out.wide, ref.out, ne.out, dt, &pb.out));
+  EXPECT_FALSE(within_lowp("dk", dk.wide, gref.dk, ne.dk, dt, &pb.dk));
+}
+
 // f32 outputs from 16-bit inputs: the kernels widen exactly, so the result is bit for bit the
 // fp32 kernel on the widened inputs (forward, backward, and accumulate into f32 gradients).
 TEST(LowPrecisionOutputs, F32ResultsAreTheFp32KernelOnWidenedInputs) {
@@ -302,6 +419,7 @@ TEST(LowPrecisionOutputs, F32ResultsAreTheFp32KernelOnWidenedInputs) {
     const Rounded q = round_to(test::random_tensor(c.q_shape(), 1), dt), k = round_to(test::random_tensor(c.kv_shape(), 2), dt),
                   v = round_to(test::random_tensor(c.kv_shape(), 3), dt), g = round_to(test::random_tensor(c.q_shape(), 4), dt);
     for (Isa isa : isas_here()) {
+      if (bf16_dot(dt, isa)) continue;  // bf16 arithmetic rounds P: not the fp32 kernel (checked vs the twin)
       SCOPED_TRACE(std::string(to_string(dt)) + " " + to_string(isa));
       const AttentionParams p = params_of(c, KernelImpl::Tiled, isa);
       const AttentionOutput want = attention_forward(q.wide.view(), k.wide.view(), v.wide.view(), p);

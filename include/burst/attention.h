@@ -24,7 +24,10 @@ namespace burst {
 
 enum class KernelImpl : std::uint8_t { Tiled, Reference };
 /// Instruction set of the Tiled path. Auto picks the best the CPU supports at run time.
-enum class Isa : std::uint8_t { Auto, Avx512, Avx2, Portable };
+/// Avx512Bf16 is Avx512 plus vdpbf16ps (AVX512_BF16): bf16 q, k, v run their GEMMs on bf16
+/// operands with fp32 accumulation and the probabilities P rounded to bf16 (as FlashAttention
+/// does; docs/design.md § bf16 arithmetic); F32 and F16 inputs run exactly the Avx512 path.
+enum class Isa : std::uint8_t { Auto, Avx512Bf16, Avx512, Avx2, Portable };
 
 const char* to_string(KernelImpl impl) noexcept;
 const char* to_string(Isa isa) noexcept;
@@ -39,6 +42,14 @@ std::vector<Isa> supported_isas();
 /// that moment (docs/machine.md). Not collective.
 /// Throws: Error(Unsupported) for an ISA this CPU lacks; Error(InvalidArgument) for iters < 0.
 double run_fma_probe(Isa isa, std::int64_t iters);
+
+/// The bf16 twin of run_fma_probe: 16 independent vdpbf16ps chains of 16 fp32 lanes, `iters`
+/// steps; returns the flop executed (iters · 16 · 16 · 4: each lane does two multiply-adds per
+/// instruction). Timing it gives the bf16 dot-product ceiling of a core (docs/machine.md). Not
+/// collective.
+/// Throws: Error(Unsupported) on a CPU without AVX512_BF16 (detect_isa() != Avx512Bf16);
+///         Error(InvalidArgument) for iters < 0.
+double run_bf16_dot_probe(std::int64_t iters);
 
 struct AttentionParams {
   /// τ in softmax(τ·QKᵀ); unset → 1/sqrt(D). Must be finite and > 0.

@@ -7,6 +7,11 @@
 //            P = exp2(S − m·log₂e) and its sum (exp2_shift_sum); O ← α·O; l ← α·l + Σ P
 //   O += P·V                                                                   [gemm]
 // then out = O·(1/l), lse = m + log l (online_softmax_inv_sum / online_softmax_lse).
+// bf16 arithmetic (tiled::use_bf16_dot: Isa::Avx512Bf16 and bf16 q, k, v): the panels are also
+// pair-packed in bf16 (Kᵀ [D/2][bkv][2], V [bkv/2][Dp][2]), the Q tile is kept in bf16 unscaled
+// (c₂ is applied to S in fp32 by the GEMM's alpha, so Q is not rounded twice), S = Q·Kᵀ and
+// O += P·V run on vdpbf16ps with fp32 accumulators, and P is rounded to bf16 after exp2 — the
+// row sum l is taken from the fp32 P before that rounding, as FlashAttention-2 does.
 // K is packed transposed [D][bkv] and V padded [bkv][Dp] once per (b, kv-head, kv-tile) in a
 // first parallel loop and shared by the G = H/H_kv query heads of the group (never copied per
 // query head). Items are independent, so out/lse are bitwise identical for any thread count.
@@ -41,6 +46,10 @@ struct ForwardPacks {
   std::span<float> kt;  // [B][H_kv][n_kt][D][bkv]
   std::span<float> v;   // [B][H_kv][n_kt][bkv][Dp]
   std::int64_t kt_tile = 0, v_tile = 0;
+  // bf16 path only: pair-packed copies (bf16 elements per tile: D2·bkv and bkv·Dp).
+  std::uint16_t* kt16 = nullptr;
+  std::uint16_t* v16 = nullptr;
+  std::int64_t kt16_tile = 0, v16_tile = 0;
   const float* kt_panel(const Geometry& g, std::int64_t b, std::int64_t hk, std::int64_t H_kv,
                         std::int64_t t) const {
     return kt.data() + ((b * H_kv + hk) * g.n_kt + t) * kt_tile;
@@ -54,17 +63,20 @@ struct ForwardPacks {
 // Per-thread scratch: O(tile), slices of the calling thread's workspace.
 struct ForwardScratch {
   std::span<float> q, s, o, m, l;
+  std::span<float> q16, p16;  // bf16 path: Q tile [bq][D2] and P tile [bq][bkv] in bf16
   struct Slots {
-    WorkspaceSlot q, s, o, m, l;
+    WorkspaceSlot q, s, o, m, l, q16, p16;
   };
-  static Slots plan(WorkspacePlan& plan, const Geometry& g, int D) {
+  static Slots plan(WorkspacePlan& plan, const Geometry& g, int D, bool bf16) {
     const auto bq = static_cast<std::size_t>(g.bq);
+    const std::int64_t D2 = D + (D & 1);
     return {plan.add(bq * static_cast<std::size_t>(D)), plan.add(bq * static_cast<std::size_t>(g.bkv)),
-            plan.add(bq * static_cast<std::size_t>(g.Dp)), plan.add(bq), plan.add(bq)};
+            plan.add(bq * static_cast<std::size_t>(g.Dp)), plan.add(bq), plan.add(bq),
+            plan.add(bf16 ? tiled::bf16_floats(g.bq * D2) : 0), plan.add(bf16 ? tiled::bf16_floats(g.bq * g.bkv) : 0)};
   }
   ForwardScratch(float* base, const Slots& s_)
       : q(slice(base, s_.q)), s(slice(base, s_.s)), o(slice(base, s_.o)), m(slice(base, s_.m)),
-        l(slice(base, s_.l)) {}
+        l(slice(base, s_.l)), q16(slice(base, s_.q16)), p16(slice(base, s_.p16)) {}
 };
 
 void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx) {
@@ -77,7 +89,13 @@ void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs,
   float* kt = packs.kt.data() + idx * packs.kt_tile;
   const Converters& cv = converters(p.isa);
   tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, kt);
-  tiled::pack_rows(cv, p.v, b, hk, j0, nc, D, g.Dp, g.bkv, packs.v.data() + idx * packs.v_tile);
+  float* v = packs.v.data() + idx * packs.v_tile;
+  tiled::pack_rows(cv, p.v, b, hk, j0, nc, D, g.Dp, g.bkv, v);
+  if (packs.kt16 != nullptr) {  // exact: the fp32 values are widened bf16
+    const Microkernels& mk = microkernels(p.isa);
+    mk.pack_pairs_bf16(kt, g.bkv, packs.kt16 + idx * packs.kt16_tile, 2 * g.bkv, D, g.bkv);
+    mk.pack_pairs_bf16(v, g.Dp, packs.v16 + idx * packs.v16_tile, 2 * g.Dp, g.bkv, g.Dp);
+  }
 }
 
 void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk, const Geometry& g,
@@ -89,12 +107,17 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
   const int nr = static_cast<int>(std::min<std::int64_t>(g.bq, p.S_q - i0));
   const float c2 = p.scale * tiled::kLog2e;
   const Converters& cv = converters(p.isa);
+  const bool bf16 = packs.kt16 != nullptr;
+  const int D2 = D + (D & 1);
+  const std::int64_t pack_base = (b * p.H_kv + hk) * g.n_kt;
 
   for (int r = 0; r < nr; ++r) {
     float* dst = w.q.data() + static_cast<std::int64_t>(r) * D;
     load_row(cv, p.q, b, i0 + r, h, D, dst);
-    for (int d = 0; d < D; ++d) dst[d] *= c2;
+    if (!bf16)
+      for (int d = 0; d < D; ++d) dst[d] *= c2;
   }
+  if (bf16) mk.narrow_rows_bf16(w.q.data(), D, tiled::as_bf16(w.q16), D2, nr, D);  // exact
   std::fill(w.o.begin(), w.o.end(), 0.0f);
   std::fill(w.m.begin(), w.m.end(), kNegInf);
   std::fill(w.l.begin(), w.l.end(), 0.0f);
@@ -106,7 +129,11 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
     if (cls == TileClass::Empty) continue;
 
     float* S = w.s.data();
-    mk.gemm(w.q.data(), D, packs.kt_panel(g, b, hk, p.H_kv, t), bkv, S, bkv, nr, bkv, D, false);
+    if (bf16)
+      mk.gemm_bf16(tiled::as_bf16(w.q16), D2, packs.kt16 + (pack_base + t) * packs.kt16_tile, 2 * bkv, S, bkv, nr,
+                   bkv, D2, false, c2);
+    else
+      mk.gemm(w.q.data(), D, packs.kt_panel(g, b, hk, p.H_kv, t), bkv, S, bkv, nr, bkv, D, false);
     if (cls == TileClass::Partial) {
       for (int r = 0; r < nr; ++r)
         tiled::mask_line(*p.mask, p.q_pos[i0 + r], p.kv_pos + j0, nc, bkv,
@@ -130,7 +157,14 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
       w.l[r] = w.l[r] * alpha + sum;
       if (alpha != 1.0f) mk.scale(w.o.data() + static_cast<std::int64_t>(r) * Dp, Dp, alpha);
     }
-    mk.gemm(S, bkv, packs.v_panel(g, b, hk, p.H_kv, t), Dp, w.o.data(), Dp, nr, Dp, nc, true);
+    if (bf16) {  // P rounded to bf16 (l already holds the fp32 sum); V rows ≥ nc are zero pairs
+      std::uint16_t* P16 = tiled::as_bf16(w.p16);
+      mk.narrow_rows_bf16(S, bkv, P16, bkv, nr, bkv);
+      mk.gemm_bf16(P16, bkv, packs.v16 + (pack_base + t) * packs.v16_tile, 2 * Dp, w.o.data(), Dp, nr, Dp,
+                   nc + (nc & 1), true, 1.0f);
+    } else {
+      mk.gemm(S, bkv, packs.v_panel(g, b, hk, p.H_kv, t), Dp, w.o.data(), Dp, nr, Dp, nc, true);
+    }
     if (call_progress) (*p.progress)();
   }
 
@@ -166,14 +200,23 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   const std::int64_t n_items = p.B * p.H * g.n_qt;
   // One workspace block of the calling thread, reused across calls (kernels/workspace.h), taken
   // before the parallel region so an allocation failure throws in the caller's thread.
+  const bool bf16 = tiled::use_bf16_dot(mk, p.q.dtype);
+  packs.kt16_tile = bf16 ? (p.D + (p.D & 1)) * g.bkv : 0;
+  packs.v16_tile = bf16 ? static_cast<std::int64_t>(g.bkv) * g.Dp : 0;
   WorkspacePlan plan;
   const WorkspaceSlot kt_slot = plan.add(static_cast<std::size_t>(n_pack * packs.kt_tile));
   const WorkspaceSlot v_slot = plan.add(static_cast<std::size_t>(n_pack * packs.v_tile));
+  const WorkspaceSlot kt16_slot = plan.add(tiled::bf16_floats(n_pack * packs.kt16_tile));
+  const WorkspaceSlot v16_slot = plan.add(tiled::bf16_floats(n_pack * packs.v16_tile));
   std::vector<ForwardScratch::Slots> slots;
-  for (int t = 0; t < p.num_threads; ++t) slots.push_back(ForwardScratch::plan(plan, g, static_cast<int>(p.D)));
+  for (int t = 0; t < p.num_threads; ++t) slots.push_back(ForwardScratch::plan(plan, g, static_cast<int>(p.D), bf16));
   float* base = thread_workspace(plan.floats());
   packs.kt = slice(base, kt_slot);
   packs.v = slice(base, v_slot);
+  if (bf16) {
+    packs.kt16 = tiled::as_bf16(slice(base, kt16_slot));
+    packs.v16 = tiled::as_bf16(slice(base, v16_slot));
+  }
   std::vector<ForwardScratch> scratch;
   scratch.reserve(static_cast<std::size_t>(p.num_threads));
   for (const ForwardScratch::Slots& s : slots) scratch.emplace_back(base, s);

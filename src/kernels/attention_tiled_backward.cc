@@ -9,6 +9,11 @@
 //   dQᵀ_tile += Kᵀ·dSᵀ  (Kᵀ panels packed like the forward's, so dSᵀ is never transposed;
 //   the dQᵀ tile is transposed once per q tile when written)
 // (5 GEMMs per tile pair, P recomputed from the FINAL lse, so rows with lse = −inf give P = 0).
+// bf16 arithmetic (tiled::use_bf16_dot with q, k, v and dout all bf16): the five GEMMs run on
+// vdpbf16ps with fp32 accumulators. K, V rows and Kᵀ are kept in bf16, the q-side operands
+// pair-packed (Qᵀ, dOᵀ over D; Q, dO over q rows). Pᵀ and dSᵀ are computed in fp32 (dSᵀ from the
+// fp32 Pᵀ) and rounded to bf16 only as GEMM operands, as FlashAttention-2 does; dK, dV and dQᵀ
+// accumulate in fp32 and are rounded once when written.
 // dQ: with NC = 1 chunk an item owns the dq rows of its heads and writes them directly. With
 // NC > 1 each chunk writes its partial dQ to its own slot and a second pass sums the slots in
 // chunk order. NC depends only on the shape (B·H_kv, n_kt, a memory cap), never on the thread
@@ -71,21 +76,28 @@ Chunking choose_chunks(const Problem& p, const Geometry& g) {
 // Per-thread scratch: slices of the calling thread's workspace (kernels/workspace.h).
 struct BackwardScratch {
   std::span<float> qt, qp, dot, dop, shift, delta, dqt, dq, st, dpt, dk, dv;
+  // bf16 path (bf16 elements): Qᵀ, dOᵀ pair-packed over D [D2/2][bq][2]; Q, dO pair-packed over
+  // q rows [bq/2][Dp][2]; Pᵀ then dSᵀ rows [bkv][bq]; dSᵀ pair-packed over kv rows [bkv/2][bq][2].
+  std::span<float> qt2, dot2, qp2, dop2, p16, ds2;
   std::vector<std::pair<std::int64_t, TileClass>> live;
-  static constexpr std::size_t kArrays = 12;
+  static constexpr std::size_t kArrays = 18;
   using Slots = std::array<WorkspaceSlot, kArrays>;
-  static Slots plan(WorkspacePlan& plan, const Geometry& g, int D, std::int64_t chunk_rows) {
+  static Slots plan(WorkspacePlan& plan, const Geometry& g, int D, std::int64_t chunk_rows, bool bf16) {
     const auto bq = static_cast<std::size_t>(g.bq), bkv = static_cast<std::size_t>(g.bkv);
     const auto Dp = static_cast<std::size_t>(g.Dp), Dn = static_cast<std::size_t>(D);
     const auto rows = static_cast<std::size_t>(chunk_rows);
+    const std::size_t h = bf16 ? 1 : 0, D2 = Dn + (Dn & 1);  // bf16 arrays: n/2 floats
     //                   qt       qp       dot      dop      shift delta dqt      dq       st         dpt        dk         dv
-    const std::size_t n[kArrays] = {Dn * bq, bq * Dp, Dn * bq, bq * Dp, bq, bq, Dn * bq, bq * Dp, bkv * bq, bkv * bq, rows * Dp, rows * Dp};
+    const std::size_t n[kArrays] = {Dn * bq, bq * Dp, Dn * bq, bq * Dp, bq, bq, Dn * bq, bq * Dp, bkv * bq, bkv * bq, rows * Dp, rows * Dp,
+    //                   qt2          dot2         qp2          dop2         p16           ds2
+                                    h * D2 * bq / 2, h * D2 * bq / 2, h * bq * Dp / 2, h * bq * Dp / 2, h * bkv * bq / 2, h * bkv * bq / 2};
     Slots slots;
     for (std::size_t i = 0; i < kArrays; ++i) slots[i] = plan.add(n[i]);
     return slots;
   }
   BackwardScratch(float* base, const Slots& slots) {
-    std::span<float>* arrays[kArrays] = {&qt, &qp, &dot, &dop, &shift, &delta, &dqt, &dq, &st, &dpt, &dk, &dv};
+    std::span<float>* arrays[kArrays] = {&qt, &qp, &dot, &dop, &shift, &delta, &dqt, &dq, &st, &dpt, &dk, &dv,
+                                         &qt2, &dot2, &qp2, &dop2, &p16, &ds2};
     for (std::size_t i = 0; i < kArrays; ++i) *arrays[i] = slice(base, slots[i]);
   }
 };
@@ -102,6 +114,11 @@ struct Context {
   const float* ktpack;  // [B][H_kv][n_kt][D][bkv]
   float* partial;      // [n_chunks][B][H][S_q][Dp] when n_chunks > 1
   std::int64_t tile_elems;
+  // bf16 path only (else null): K, V rows [bkv][D2] and Kᵀ rows [D][bkv] per tile, in bf16.
+  const std::uint16_t* k16 = nullptr;
+  const std::uint16_t* v16 = nullptr;
+  const std::uint16_t* kt16 = nullptr;
+  std::int64_t kv16_tile = 0, kt16_tile = 0;
 };
 
 // Final fp32 rows → dst (rounded once to dst's dtype). src rows are scratch afterwards.
@@ -122,6 +139,12 @@ void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int
   tiled::pack_transposed(cx.cv, cx.io.dout, b, h, i0, nr, D, bq, w.dot.data());
   tiled::pack_rows(cx.cv, p.q, b, h, i0, nr, D, Dp, bq, w.qp.data());
   tiled::pack_rows(cx.cv, cx.io.dout, b, h, i0, nr, D, Dp, bq, w.dop.data());
+  if (cx.k16 != nullptr) {  // exact: the fp32 values are widened bf16
+    cx.mk.pack_pairs_bf16(w.qt.data(), bq, tiled::as_bf16(w.qt2), 2 * bq, D, bq);
+    cx.mk.pack_pairs_bf16(w.dot.data(), bq, tiled::as_bf16(w.dot2), 2 * bq, D, bq);
+    cx.mk.pack_pairs_bf16(w.qp.data(), Dp, tiled::as_bf16(w.qp2), 2 * Dp, bq, Dp);
+    cx.mk.pack_pairs_bf16(w.dop.data(), Dp, tiled::as_bf16(w.dop2), 2 * Dp, bq, Dp);
+  }
   for (int c = 0; c < bq; ++c) {
     float shift = std::numeric_limits<float>::infinity(), delta = 0.0f;
     if (c < nr) {
@@ -133,6 +156,35 @@ void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int
     w.shift[c] = shift;
     w.delta[c] = delta;
   }
+}
+
+// tile_pair on vdpbf16ps (header comment): the same five products, bf16 operands, fp32 results.
+void tile_pair_bf16(const Context& cx, BackwardScratch& w, std::int64_t panel, TileClass cls, std::int64_t j0,
+                    int nc, std::int64_t i0, int nr, float* dk, float* dv) {
+  const Problem& p = cx.p;
+  const Microkernels& mk = cx.mk;
+  const int D = static_cast<int>(p.D), D2 = D + (D & 1), bq = cx.g.bq, bkv = cx.g.bkv, Dp = cx.g.Dp;
+  const int nr2 = nr + (nr & 1), nc2 = nc + (nc & 1);  // pair counts: the partner row/column is zero
+  const std::uint16_t* K = cx.k16 + panel * cx.kv16_tile;
+  const std::uint16_t* V = cx.v16 + panel * cx.kv16_tile;
+  const std::uint16_t* KT = cx.kt16 + panel * cx.kt16_tile;
+  std::uint16_t* P16 = tiled::as_bf16(w.p16);
+  std::uint16_t* dS2 = tiled::as_bf16(w.ds2);
+  float* st = w.st.data();
+
+  mk.gemm_bf16(K, D2, tiled::as_bf16(w.qt2), 2 * bq, st, bq, nc, bq, D2, false, 1.0f);  // Sᵀ [nc × bq]
+  if (cls == TileClass::Partial) {
+    for (int c = 0; c < nr; ++c) tiled::mask_line(*p.mask, p.q_pos[i0 + c], p.kv_pos + j0, nc, nc, st + c, bq);
+  }
+  mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, w.shift.data());                         // Pᵀ (fp32)
+  mk.gemm_bf16(V, D2, tiled::as_bf16(w.dot2), 2 * bq, w.dpt.data(), bq, nc, bq, D2, false, 1.0f);  // dPᵀ
+  mk.narrow_rows_bf16(st, bq, P16, bq, nc, bq);
+  mk.gemm_bf16(P16, bq, tiled::as_bf16(w.dop2), 2 * Dp, dv, Dp, nc, Dp, nr2, true, 1.0f);       // dV += Pᵀ·dO
+  mk.dscores_t(st, w.dpt.data(), bq, nc, bq, w.delta.data());                                  // dSᵀ (fp32)
+  mk.narrow_rows_bf16(st, bq, P16, bq, nc, bq);
+  mk.gemm_bf16(P16, bq, tiled::as_bf16(w.qp2), 2 * Dp, dk, Dp, nc, Dp, nr2, true, 1.0f);        // dK += dSᵀ·Q
+  mk.pack_pairs_bf16(st, bq, dS2, 2 * bq, nc, bq);
+  mk.gemm_bf16(KT, bkv, dS2, 2 * bq, w.dqt.data(), bq, D, bq, nc2, true, 1.0f);                 // dQᵀ += Kᵀ·dSᵀ
 }
 
 // All five products of one (kv tile t, q tile) pair; accumulates into w.dk/w.dv rows of tile t
@@ -151,6 +203,10 @@ void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64
   float* dk = w.dk.data() + (t - kt0) * bkv * Dp;
   float* dv = w.dv.data() + (t - kt0) * bkv * Dp;
   float* st = w.st.data();
+  if (cx.k16 != nullptr) {
+    tile_pair_bf16(cx, w, (b * p.H_kv + hk) * cx.g.n_kt + t, cls, j0, nc, i0, nr, dk, dv);
+    return;
+  }
 
   mk.gemm(K, Dp, w.qt.data(), bq, st, bq, nc, bq, D, false);  // Sᵀ [nc × bq]
   if (cls == TileClass::Partial) {
@@ -252,17 +308,31 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
       ch.n_chunks > 1 ? static_cast<std::size_t>(ch.n_chunks * p.B * p.H * p.S_q * g.Dp) : std::size_t{0};
   const std::int64_t chunk_rows = ch.tiles_per_chunk * g.bkv;
   const int D = static_cast<int>(p.D);
+  const bool bf16 = tiled::use_bf16_dot(mk, p.q.dtype) && io.dout.dtype == DType::BF16;
+  const std::int64_t D2 = p.D + (p.D & 1);
+  const std::int64_t kv16_tile = bf16 ? g.bkv * D2 : 0, kt16_tile = bf16 ? p.D * g.bkv : 0;
   // One workspace block of the calling thread, reused across calls (kernels/workspace.h), taken
   // before the parallel region so an allocation failure throws in the caller's thread.
   WorkspacePlan plan;
   const WorkspaceSlot k_slot = plan.add(pack_floats), v_slot = plan.add(pack_floats);
   const WorkspaceSlot kt_slot = plan.add(kt_floats), partial_slot = plan.add(partial_floats);
+  const WorkspaceSlot k16_slot = plan.add(tiled::bf16_floats(n_pack * kv16_tile));
+  const WorkspaceSlot v16_slot = plan.add(tiled::bf16_floats(n_pack * kv16_tile));
+  const WorkspaceSlot kt16_slot = plan.add(tiled::bf16_floats(n_pack * kt16_tile));
   std::vector<BackwardScratch::Slots> slots;
-  for (int t = 0; t < p.num_threads; ++t) slots.push_back(BackwardScratch::plan(plan, g, D, chunk_rows));
+  for (int t = 0; t < p.num_threads; ++t) slots.push_back(BackwardScratch::plan(plan, g, D, chunk_rows, bf16));
   float* base = thread_workspace(plan.floats());
   const std::span<float> kpack = slice(base, k_slot), vpack = slice(base, v_slot), ktpack = slice(base, kt_slot);
-  const Context cx{p, io, mk, converters(p.isa), g, ch, kpack.data(), vpack.data(), ktpack.data(), slice(base, partial_slot).data(),
-                   tile_elems};
+  Context cx{p, io, mk, converters(p.isa), g, ch, kpack.data(), vpack.data(), ktpack.data(), slice(base, partial_slot).data(),
+             tile_elems};
+  std::uint16_t* k16 = bf16 ? tiled::as_bf16(slice(base, k16_slot)) : nullptr;
+  std::uint16_t* v16 = bf16 ? tiled::as_bf16(slice(base, v16_slot)) : nullptr;
+  std::uint16_t* kt16 = bf16 ? tiled::as_bf16(slice(base, kt16_slot)) : nullptr;
+  cx.k16 = k16;
+  cx.v16 = v16;
+  cx.kt16 = kt16;
+  cx.kv16_tile = kv16_tile;
+  cx.kt16_tile = kt16_tile;
   const std::int64_t n_items = p.B * p.H_kv * ch.n_chunks;
   const std::int64_t n_rows = p.B * p.H * p.S_q;
   std::vector<BackwardScratch> scratch;
@@ -280,6 +350,11 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
       tiled::pack_rows(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, kpack.data() + idx * tile_elems);
       tiled::pack_rows(cx.cv, p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, vpack.data() + idx * tile_elems);
       tiled::pack_transposed(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.bkv, ktpack.data() + idx * p.D * g.bkv);
+      if (bf16) {  // exact: the fp32 packs hold widened bf16
+        mk.narrow_rows_bf16(kpack.data() + idx * tile_elems, g.Dp, k16 + idx * kv16_tile, D2, g.bkv, D);
+        mk.narrow_rows_bf16(vpack.data() + idx * tile_elems, g.Dp, v16 + idx * kv16_tile, D2, g.bkv, D);
+        mk.narrow_rows_bf16(ktpack.data() + idx * p.D * g.bkv, g.bkv, kt16 + idx * kt16_tile, g.bkv, D, g.bkv);
+      }
     }
     BackwardScratch& w = scratch[static_cast<std::size_t>(omp_get_thread_num())];
     const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;

@@ -26,9 +26,9 @@ const Converters& converters_portable() {
 }
 
 const Converters& converters(Isa isa) {
-  // detect_isa reports Avx2 / Avx512 only on CPUs with F16C (attention.cc), and a requested ISA
+  // detect_isa reports Avx2 / Avx512 / Avx512Bf16 only on CPUs with F16C (attention.cc), and a requested ISA
   // is never above the detected one, so the AVX2+F16C table is safe for both.
-  return isa == Isa::Avx2 || isa == Isa::Avx512 ? converters_avx2() : converters_portable();
+  return isa == Isa::Portable ? converters_portable() : converters_avx2();
 }
 
 }  // namespace burst::kernels

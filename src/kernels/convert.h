@@ -6,10 +6,10 @@
 // arithmetic and accumulators stay fp32, and a result is rounded to the output dtype once, when
 // its final fp32 value is written (round to nearest even, burst/tensor.h).
 // Dispatch: the converters follow Problem::isa — Portable uses the scalar rules of
-// burst/tensor.h (the slow twin), Avx2 and Avx512 use the AVX2+F16C table (detect_isa only
-// reports them on CPUs with F16C), so a bf16/fp16 call never executes an instruction the CPU
-// lacks. Native bf16 arithmetic (AVX512-BF16 vdpbf16ps, AMX tdpbf16ps) would replace the
-// widen-then-fp32-GEMM step inside the microkernels; docs/design.md § bf16 says where.
+// burst/tensor.h (the slow twin), every SIMD ISA uses the AVX2+F16C table (detect_isa only
+// reports one on CPUs with F16C), so a bf16/fp16 call never executes an instruction the CPU
+// lacks. Native bf16 arithmetic (Isa::Avx512Bf16) narrows the widened packs again into bf16
+// GEMM operands inside the tiled kernels; docs/design.md § bf16 arithmetic.
 // Does not: allocate, throw, or accumulate anything in a 16-bit type.
 #pragma once
 
@@ -32,7 +32,7 @@ struct Converters {
   void (*narrow_f16)(const float* src, std::uint16_t* dst, std::int64_t n) = nullptr;
 };
 
-/// The table for a resolved ISA (Avx512 shares the AVX2+F16C table). Immutable.
+/// The table for a resolved ISA (every SIMD ISA shares the AVX2+F16C table). Immutable.
 const Converters& converters(Isa isa);
 const Converters& converters_portable();
 const Converters& converters_avx2();   ///< precondition: the CPU has AVX2 and F16C

@@ -1,7 +1,8 @@
 // src/kernels/microkernels.h — the only SIMD code of burst: tile GEMMs, the vectorised exp2 and
 // the element-wise softmax steps of the tiled kernel, one table per instruction set.
 //
-// Owns: a table of function pointers per ISA (AVX-512, AVX2+FMA, portable C++). Each table is
+// Owns: a table of function pointers per ISA (AVX-512, AVX2+FMA, portable C++; AVX512-BF16 =
+// the AVX-512 table plus the bf16 dot-product entries, microkernels_avx512bf16.cc). Each table is
 // compiled in its own translation unit with its own flags (src/CMakeLists.txt), all from one
 // template body (microkernels_impl.h), and picked at run time from Problem::isa — so one binary
 // runs on any x86-64 and the library itself is built without -march=native.
@@ -60,14 +61,42 @@ struct Microkernels {
   /// iters steps (= iters·16·2·width flop); returns a checksum so the work is not elided. Timing
   /// it next to a kernel gives the FMA peak available at that moment (docs/machine.md §2.1).
   float (*fma_probe)(std::int64_t iters) = nullptr;
+
+  // ---- bf16 dot products (AVX512-BF16 table only; null elsewhere). Operands are bf16 bit
+  // patterns (uint16_t). "Pair-packed" B: the reduction index k is split in pairs, pair row kk
+  // holds, for each column n, the two values (B[2kk][n], B[2kk+1][n]) side by side at
+  // Bp[kk·ldb + 2n + {0,1}] (ldb in bf16 elements, ≥ 2N) — the operand layout of vdpbf16ps.
+
+  /// C[M×N] = alpha·A·B (accumulate=false) or C += alpha·A·B. A bf16 row-major [M][K] (row r at
+  /// A + r·lda, lda even, K even: callers zero-pad an odd K), B pair-packed [K/2][N][2]. N a
+  /// multiple of `width`. Products of bf16 are exact in fp32; sums are fp32 (vdpbf16ps adds the
+  /// two products of a pair to the fp32 accumulator, flushing denormals).
+  void (*gemm_bf16)(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb,
+                    float* C, std::int64_t ldc, int M, int N, int K, bool accumulate, float alpha) = nullptr;
+
+  /// dst[r][c] = bf16(src[r][c]) (round to nearest even) for rows × cols, and dst[r][cols] = 0
+  /// when cols is odd (so the row is whole pairs). Row strides lds (floats), ldd (bf16 elements).
+  void (*narrow_rows_bf16)(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd,
+                           int rows, int cols) = nullptr;
+
+  /// Pair-packs fp32 rows src[k][n] (K rows, N a multiple of `width`, stride lds) as bf16:
+  /// dst[kk·ldd + 2n + e] = bf16(src[2kk+e][n]), with row K taken as zeros when K is odd.
+  void (*pack_pairs_bf16)(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd, int K,
+                          int N) = nullptr;
+
+  /// The bf16 twin of fma_probe: 16 independent vdpbf16ps chains, iters steps (= iters·16·4·width
+  /// flop: each lane does two multiply-adds per step). Gives the bf16 dot-product ceiling.
+  float (*bf16_dot_probe)(std::int64_t iters) = nullptr;
 };
 
 /// The table for `isa` (Auto is not allowed: the boundary resolves it). Tables are immutable.
-/// Precondition: the CPU supports `isa` (AVX-512F for Avx512, AVX2+FMA for Avx2).
+/// Precondition: the CPU supports `isa` (AVX-512F+BW+BF16 for Avx512Bf16, AVX-512F for Avx512,
+/// AVX2+FMA for Avx2).
 const Microkernels& microkernels(Isa isa);
 
 // One per translation unit (microkernels_<isa>.cc).
 const Microkernels& microkernels_avx512();
+const Microkernels& microkernels_avx512bf16();  ///< the AVX-512 table + the bf16 entries
 const Microkernels& microkernels_avx2();
 const Microkernels& microkernels_portable();
 

@@ -55,6 +55,7 @@ const Microkernels& microkernels_portable() {
 
 const Microkernels& microkernels(Isa isa) {
   switch (isa) {
+    case Isa::Avx512Bf16: return microkernels_avx512bf16();
     case Isa::Avx512: return microkernels_avx512();
     case Isa::Avx2: return microkernels_avx2();
     case Isa::Portable: return microkernels_portable();

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "burst/softmax_merge.h"
@@ -42,6 +44,19 @@ inline Geometry make_geometry(const Problem& p, const Microkernels& mk, int defa
   g.G = static_cast<int>(p.H / p.H_kv);
   return g;
 }
+
+/// True when the GEMMs of a call run on bf16 operands (vdpbf16ps, docs/design.md § bf16
+/// arithmetic): the table has the bf16 entries and the operands are stored in bf16 (F16 and F32
+/// inputs keep fp32 arithmetic: rounding them to bf16 would lose precision they carry).
+inline bool use_bf16_dot(const Microkernels& mk, DType dtype) {
+  return mk.gemm_bf16 != nullptr && dtype == DType::BF16;
+}
+
+/// bf16 elements (as uint16_t) viewed in a float workspace slice (64-byte aligned). Only
+/// intrinsics and memcpy touch them (kernels/microkernels_avx512bf16.cc).
+inline std::uint16_t* as_bf16(std::span<float> s) { return reinterpret_cast<std::uint16_t*>(s.data()); }
+/// Floats that hold n bf16 elements.
+inline std::size_t bf16_floats(std::int64_t n) { return static_cast<std::size_t>((n + 1) / 2); }
 
 /// Packs one kv tile of (b, kv-head hk) as fp32 rows [bkv][Dp], zero padded (V for O += P·V; K
 /// and V for the backward products), widening 16-bit storage. dst holds bkv·Dp floats.

@@ -1,0 +1,162 @@
+// AVX512-BF16 microkernels: the AVX-512 fp32 table plus the bf16 dot-product entries
+// (microkernels.h), compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16 only (what
+// detect_isa() checks before reporting Isa::Avx512Bf16; src/CMakeLists.txt).
+// GEMM: 6 rows × 4 zmm block = 24 fp32 accumulators + 4 pair-packed B vectors + 1 broadcast
+// pair of A, as the fp32 block; one vdpbf16ps does 16 lanes × 2 multiply-adds, twice the work of
+// one fp32 FMA (the ceiling bf16_dot_probe measures).
+// Conversions use vcvtneps2bf16: round to nearest even, denormal inputs and outputs flushed to
+// zero (the kernels run under FlushDenormals, so fp32 denormals are already zero).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/microkernels.h"
+
+namespace burst::kernels {
+namespace {
+
+constexpr int kW = 16;  // fp32 lanes per zmm = bf16 pairs per zmm
+constexpr int kMaxR = 6, kMaxNV = 4;
+
+inline int imin(int a, int b) { return a < b ? a : b; }
+
+inline __m512bh pair_broadcast(const std::uint16_t* p) {
+  std::int32_t pair = 0;
+  std::memcpy(&pair, p, sizeof pair);
+  return reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+}
+
+// One register block: C[R × NV·16] (+)= alpha · A[R × K] · B[K × NV·16], K even.
+template <int R, int NV>
+void gemm_block(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb, float* C,
+                std::int64_t ldc, int K, bool accumulate, float alpha) {
+  __m512 c[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int n = 0; n < NV; ++n) c[r][n] = _mm512_setzero_ps();
+  }
+  for (int kk = 0; kk < K / 2; ++kk) {
+    __m512bh b[NV];
+    const std::uint16_t* brow = Bp + kk * ldb;
+#pragma GCC unroll 8
+    for (int n = 0; n < NV; ++n) b[n] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(brow + n * 2 * kW));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = pair_broadcast(A + r * lda + 2 * kk);
+#pragma GCC unroll 8
+      for (int n = 0; n < NV; ++n) c[r][n] = _mm512_dpbf16_ps(c[r][n], a, b[n]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int n = 0; n < NV; ++n) {
+      float* p = C + r * ldc + n * kW;
+      const __m512 v = _mm512_mul_ps(c[r][n], al);
+      _mm512_storeu_ps(p, accumulate ? _mm512_add_ps(_mm512_loadu_ps(p), v) : v);
+    }
+  }
+}
+
+template <int R>
+void gemm_rows(int nv, const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb, float* C,
+               std::int64_t ldc, int K, bool accumulate, float alpha) {
+  switch (nv) {
+    case 1: gemm_block<R, 1>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
+    case 2: gemm_block<R, 2>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
+    case 3: gemm_block<R, 3>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
+    default: gemm_block<R, 4>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
+  }
+}
+
+void gemm_bf16(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb, float* C,
+               std::int64_t ldc, int M, int N, int K, bool accumulate, float alpha) {
+  const int nv_total = N / kW;
+  for (int v0 = 0; v0 < nv_total; v0 += kMaxNV) {
+    const int nv = imin(kMaxNV, nv_total - v0);
+    const std::uint16_t* Bv = Bp + 2 * v0 * kW;
+    float* Cv = C + v0 * kW;
+    for (int m0 = 0; m0 < M; m0 += kMaxR) {
+      const std::uint16_t* Am = A + m0 * lda;
+      float* Cm = Cv + m0 * ldc;
+      switch (imin(kMaxR, M - m0)) {
+        case 1: gemm_rows<1>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 2: gemm_rows<2>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 3: gemm_rows<3>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 4: gemm_rows<4>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 5: gemm_rows<5>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        default: gemm_rows<6>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+      }
+    }
+  }
+}
+
+inline __mmask16 first_lanes(int n) { return n >= kW ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+
+void narrow_rows_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd, int rows, int cols) {
+  const int even = cols + (cols & 1);
+  for (int r = 0; r < rows; ++r) {
+    const float* s = src + r * lds;
+    std::uint16_t* d = dst + r * ldd;
+    for (int c = 0; c < even; c += kW) {
+      const __m512 x = _mm512_maskz_loadu_ps(first_lanes(cols - c), s + c);  // lane `cols` (odd pad) = 0
+      const __m256i h = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x));
+      _mm256_mask_storeu_epi16(d + c, first_lanes(even - c), h);
+    }
+  }
+}
+
+void pack_pairs_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd, int K, int N) {
+  for (int kk = 0; 2 * kk < K; ++kk) {
+    const float* r0 = src + 2 * kk * lds;
+    const float* r1 = 2 * kk + 1 < K ? r0 + lds : nullptr;
+    std::uint16_t* d = dst + kk * ldd;
+    for (int n = 0; n < N; n += kW) {
+      const __m512i lo = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(r0 + n))));
+      __m512i pair = lo;
+      if (r1 != nullptr) {
+        const __m512i hi = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(r1 + n))));
+        pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+      }
+      _mm512_storeu_si512(d + 2 * n, pair);
+    }
+  }
+}
+
+float bf16_dot_probe(std::int64_t iters) {
+  __m512 acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_set1_ps(1e-3f * static_cast<float>(j));
+  // Both operands 2^-10 (exact in bf16): each step adds 2·2^-20 per lane, far from overflow.
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3a80)), b = a;
+  for (std::int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  }
+  __m512 s = _mm512_setzero_ps();
+  for (int j = 0; j < 16; ++j) s = _mm512_add_ps(s, acc[j]);
+  return _mm512_reduce_add_ps(s);
+}
+
+Microkernels make_table() {
+  Microkernels t = microkernels_avx512();  // the fp32 entries are the AVX-512 ones
+  t.isa = Isa::Avx512Bf16;
+  t.gemm_bf16 = &gemm_bf16;
+  t.narrow_rows_bf16 = &narrow_rows_bf16;
+  t.pack_pairs_bf16 = &pack_pairs_bf16;
+  t.bf16_dot_probe = &bf16_dot_probe;
+  return t;
+}
+
+}  // namespace
+
+const Microkernels& microkernels_avx512bf16() {
+  static const Microkernels table = make_table();
+  return table;
+}
+
+}  // namespace burst::kernels
