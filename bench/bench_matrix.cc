@@ -2,7 +2,9 @@
 // MPI_COMM_WORLD, one JSON line per case (bench/harness.h conventions). See bench_matrix.h.
 // FLOPs: forward 4·B·H·D·visible_pairs over the whole mask area, backward 2.5× (LongCA-bench);
 // gflops_per_rank = flop / seconds / P. Time: per repeat the max over ranks of the pass's wall
-// time, then the median of the repeats after `warmup` untimed passes.
+// time, then the median of the repeats after `warmup` untimed passes. --dtype bf16|fp16 stores
+// q, k, v, dout and the results in 16 bits (inputs rounded once, also for the error check's
+// single-process reference); bf16 on an AVX512_BF16 CPU computes on bf16 operands.
 #include "bench/bench_matrix.h"
 
 #include <unistd.h>
@@ -31,7 +33,7 @@ namespace {
 
 struct MatrixOptions {
   std::string strategies = "all", layouts = "default", masks = "all", seqs = "1024,2048",
-              passes = "fwd,bwd", cluster, output;
+              passes = "fwd,bwd", cluster, output, dtype = "fp32";
   std::int64_t batch = 1, heads = 8, kv_heads = 0, dim = 64, check_max_seq = 1024;
   int threads = 1, repeats = 3, warmup = 1;
   double memory_limit = 0;
@@ -75,12 +77,27 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-std::string case_key(const Case& c, const MatrixOptions& o, int P, std::int64_t H_kv) {
+std::string case_key(const Case& c, const MatrixOptions& o, int P, std::int64_t H_kv, DType dtype) {
   std::ostringstream k;
   k << to_string(c.strategy) << "|" << to_string(c.layout) << "|" << to_string(c.mask) << "|" << c.S
     << "|P" << P << "|" << (c.backward ? "bwd" : "fwd") << "|B" << o.batch << "|H" << o.heads << "|Hkv"
     << H_kv << "|D" << o.dim << "|T" << o.threads;
+  if (dtype != DType::F32) k << "|" << to_string(dtype);   // fp32 keys unchanged (resumable outputs)
   return k.str();
+}
+
+// t's values rounded to dtype and widened back (exact): the inputs every run and reference sees.
+void round_in_place(Tensor& t, DType dtype) {
+  if (dtype == DType::F32) return;
+  Tensor copy = t;
+  const StoredTensor s(std::move(copy), dtype);
+  convert(s.view, t.view());
+}
+
+Tensor widened(const StoredTensor& s) {
+  Tensor t(std::vector<std::int64_t>(s.view.shape.begin(), s.view.shape.begin() + s.view.ndim));
+  convert(s.view, t.view());
+  return t;
 }
 
 std::set<std::string> completed_cases(const std::string& path) {
@@ -96,7 +113,8 @@ std::set<std::string> completed_cases(const std::string& path) {
 class MatrixRunner {
  public:
   MatrixRunner(const MatrixOptions& o, const Communicator& comm)
-      : o_(o), comm_(comm), P_(comm.size()), H_kv_(o.kv_heads > 0 ? o.kv_heads : o.heads) {
+      : o_(o), comm_(comm), P_(comm.size()), H_kv_(o.kv_heads > 0 ? o.kv_heads : o.heads), dtype_(parse_dtype(o.dtype)) {
+    BURST_CHECK(dtype_ != DType::F64, InvalidArgument, "bench matrix: --dtype must be fp32, bf16 or fp16");
     if (!o.cluster.empty()) {
       cluster_ = load_cluster(o.cluster);
       have_cluster_ = true;
@@ -117,7 +135,7 @@ class MatrixRunner {
     std::size_t index = 0;
     for (const Case& c : cases) {
       ++index;
-      const std::string key = case_key(c, o_, P_, H_kv_);
+      const std::string key = case_key(c, o_, P_, H_kv_, dtype_);
       if (done_.count(key)) continue;
       nlohmann::json j = run_case(c, key);
       if (comm_.rank() == 0) {
@@ -140,8 +158,19 @@ class MatrixRunner {
     return {{"bench", "matrix"}, {"case", key}, {"strategy", to_string(c.strategy)},
             {"layout", to_string(c.layout)}, {"mask", to_string(c.mask)}, {"S_global", c.S},
             {"P", P_}, {"pass", c.backward ? "bwd" : "fwd"}, {"B", o_.batch}, {"H", o_.heads},
-            {"H_kv", H_kv_}, {"D", o_.dim}, {"dtype", "f32"},   // the matrix runs fp32 (bench dist --dtype for 16 bits)
+            {"H_kv", H_kv_}, {"D", o_.dim}, {"dtype", to_string(dtype_)},
+            {"arithmetic", bf16_arithmetic(c.strategy) ? "bf16-dot" : "fp32"},
             {"threads", o_.threads}, {"repeats", o_.repeats}, {"warmup", o_.warmup}, {"load_1m", load_average_1m()}};
+  }
+
+  // burst and ring move and compute on the 16-bit tensors; the other strategies get fp32
+  // stand-ins from the façade (docs/strategies.md § Bytes per dtype).
+  bool keeps_16bit(StrategyKind s) const {
+    return dtype_ != DType::F32 && (s == StrategyKind::Burst || s == StrategyKind::Ring);
+  }
+  // bf16 tensors reaching the kernels on a CPU with AVX512_BF16: bf16 operands (docs/design.md).
+  bool bf16_arithmetic(StrategyKind s) const {
+    return keeps_16bit(s) && dtype_ == DType::BF16 && detect_isa() == Isa::Avx512Bf16;
   }
 
   Estimate model(const Case& c, const Mask& mask) const {
@@ -153,7 +182,8 @@ class MatrixRunner {
     w.D = o_.dim;
     w.mask = mask;
     w.pass = c.backward ? PassKind::Backward : PassKind::Forward;
-    w.bytes_per_element = 4;
+    w.bytes_per_element = keeps_16bit(c.strategy) ? 2 : 4;
+    w.bf16_arithmetic = bf16_arithmetic(c.strategy);
     return estimate(cluster_, w, Candidate{c.strategy, c.layout, 0, BackwardSide::Auto, true});
   }
 
@@ -173,7 +203,8 @@ class MatrixRunner {
     cfg.strategy = c.strategy;
     cfg.layout = c.layout;
     cfg.num_threads = o_.threads;
-    const ProblemShape shape{o_.batch, c.S, o_.heads, H_kv_, o_.dim};
+    ProblemShape shape{o_.batch, c.S, o_.heads, H_kv_, o_.dim};
+    shape.dtype = dtype_;
     std::unique_ptr<DistAttention> da;
     try {
       da = std::make_unique<DistAttention>(comm_, cfg, shape, mask);
@@ -192,18 +223,18 @@ class MatrixRunner {
     fill(gk, 12);
     fill(gv, 13);
     fill(gdo, 14);
-    Tensor q({o_.batch, S_local, o_.heads, o_.dim}), k({o_.batch, S_local, H_kv_, o_.dim}), v(k.shape()),
-        dout(q.shape()), out(q.shape()), lse({o_.batch, o_.heads, S_local}), dq(q.shape()), dk(k.shape()),
-        dv(k.shape());
-    shard(layout, r, gq.view(), q.view());
-    shard(layout, r, gk.view(), k.view());
-    shard(layout, r, gv.view(), v.view());
-    shard(layout, r, gdo.view(), dout.view());
-    auto fwd = [&] { da->forward(q.view(), k.view(), v.view(), out.view(), lse.view()); };
-    auto bwd = [&] {
-      da->backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
-                   dv.view());
+    for (Tensor* t : {&gq, &gk, &gv, &gdo}) round_in_place(*t, dtype_);
+    auto local = [&](const Tensor& global, std::int64_t heads) {
+      Tensor t({o_.batch, S_local, heads, o_.dim});
+      if (global.numel() > 0) shard(layout, r, global.view(), t.view());
+      return StoredTensor(std::move(t), dtype_);
     };
+    const StoredTensor q = local(gq, o_.heads), k = local(gk, H_kv_), v = local(gv, H_kv_), dout = local(gdo, o_.heads);
+    const StoredTensor out = local(Tensor(), o_.heads), dq = local(Tensor(), o_.heads), dk = local(Tensor(), H_kv_),
+                       dv = local(Tensor(), H_kv_);
+    Tensor lse({o_.batch, o_.heads, S_local});
+    auto fwd = [&] { da->forward(q.view, k.view, v.view, out.view, lse.view()); };
+    auto bwd = [&] { da->backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view); };
     fwd();
     if (c.S <= o_.check_max_seq) j["max_error"] = check_error(c, mask, layout, gq, gk, gv, gdo, out, dq, dk, dv, bwd);
     // ulysses / usp: each backward consumes the context its forward saved (DeepSpeed's autograd
@@ -219,8 +250,9 @@ class MatrixRunner {
       cmax = std::max(cmax, static_cast<double>(x));
       csum += x;
     }
-    const double local_bytes =
-        4.0 * static_cast<double>(q.numel() * (c.backward ? 4 : 2) + k.numel() * (c.backward ? 4 : 2) + lse.numel());
+    const double e = dtype_ == DType::F32 ? 4.0 : 2.0;
+    const double local_bytes = e * static_cast<double>(q.view.numel() * (c.backward ? 4 : 2) + k.view.numel() * (c.backward ? 4 : 2)) +
+                               4.0 * static_cast<double>(lse.numel());
     const double pairs = static_cast<double>(ResolvedMask(mask, c.S, c.S).visible_pairs());
     const double flop = c.backward ? attention_backward_flop(o_.batch, o_.heads, o_.dim, static_cast<std::int64_t>(pairs))
                                    : attention_forward_flop(o_.batch, o_.heads, o_.dim, static_cast<std::int64_t>(pairs));
@@ -264,8 +296,9 @@ class MatrixRunner {
 
   /// Max |distributed − single-process| over out (forward) or dq, dk, dv (backward), all ranks.
   double check_error(const Case& c, const Mask& mask, const SequenceLayout& layout, const Tensor& gq,
-                     const Tensor& gk, const Tensor& gv, const Tensor& gdo, const Tensor& out, Tensor& dq,
-                     Tensor& dk, Tensor& dv, const std::function<void()>& bwd) const {
+                     const Tensor& gk, const Tensor& gv, const Tensor& gdo, const StoredTensor& out,
+                     const StoredTensor& dq, const StoredTensor& dk, const StoredTensor& dv,
+                     const std::function<void()>& bwd) const {
     AttentionParams p;
     p.mask = mask;
     p.num_threads = o_.threads;
@@ -276,13 +309,15 @@ class MatrixRunner {
       shard(layout, r, global.view(), t.view());
       return t;
     };
-    double err = max_abs_diff(local_of(ref.out, out), out);
+    const Tensor out32 = widened(out);
+    double err = max_abs_diff(local_of(ref.out, out32), out32);
     if (c.backward) {
       bwd();
       const AttentionGrads g = attention_backward(gdo.view(), gq.view(), gk.view(), gv.view(), ref.out.view(),
                                                   ref.lse.view(), p);
-      err = std::max({err, max_abs_diff(local_of(g.dq, dq), dq), max_abs_diff(local_of(g.dk, dk), dk),
-                      max_abs_diff(local_of(g.dv, dv), dv)});
+      const Tensor dq32 = widened(dq), dk32 = widened(dk), dv32 = widened(dv);
+      err = std::max({err, max_abs_diff(local_of(g.dq, dq32), dq32), max_abs_diff(local_of(g.dk, dk32), dk32),
+                      max_abs_diff(local_of(g.dv, dv32), dv32)});
     }
     return comm_.all_reduce_max(err);
   }
@@ -291,6 +326,7 @@ class MatrixRunner {
   const Communicator& comm_;
   int P_;
   std::int64_t H_kv_;
+  DType dtype_;
   ClusterSpec cluster_;
   bool have_cluster_ = false;
   double memory_limit_ = 0;
@@ -337,6 +373,8 @@ void add_matrix_bench(CLI::App& bench) {
   cmd->add_option("--passes", o->passes, "fwd,bwd")->capture_default_str();
   add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
+  cmd->add_option("--dtype", o->dtype, "fp32 | bf16 | fp16 storage of q, k, v, dout and results (lse fp32)")
+      ->capture_default_str();
   cmd->add_option("--check-max-seq", o->check_max_seq, "check errors for S <= this")->capture_default_str();
   cmd->add_option("--cluster", o->cluster, "cluster spec for predicted_seconds (e.g. a calibrated one)");
   cmd->add_option("--memory-limit", o->memory_limit, "bytes per rank (0: 70% of RAM / P)");

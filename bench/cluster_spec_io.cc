@@ -40,6 +40,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "matmul_flops", c.matmul_flops);
   read_field(j, "attention_efficiency_forward", c.attention_efficiency_forward);
   read_field(j, "attention_efficiency_backward", c.attention_efficiency_backward);
+  read_field(j, "bf16_speedup_forward", c.bf16_speedup_forward);
+  read_field(j, "bf16_speedup_backward", c.bf16_speedup_backward);
   read_field(j, "kernel_call_seconds", c.kernel_call_seconds);
   read_field(j, "kernel_call_seconds_backward", c.kernel_call_seconds_backward);
   read_field(j, "partial_row_seconds", c.partial_row_seconds);
@@ -69,6 +71,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"matmul_flops", c.matmul_flops},
           {"attention_efficiency_forward", c.attention_efficiency_forward},
           {"attention_efficiency_backward", c.attention_efficiency_backward},
+          {"bf16_speedup_forward", c.bf16_speedup_forward},
+          {"bf16_speedup_backward", c.bf16_speedup_backward},
           {"kernel_call_seconds", c.kernel_call_seconds},
           {"kernel_call_seconds_backward", c.kernel_call_seconds_backward},
           {"partial_row_seconds", c.partial_row_seconds},

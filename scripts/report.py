@@ -45,7 +45,8 @@ def load(paths):
 
 
 def method(r):
-    return f"{r.get('strategy', '?')}/{r.get('layout', '?')}"
+    dtype = r.get("dtype", "f32")
+    return f"{r.get('strategy', '?')}/{r.get('layout', '?')}" + ("" if dtype == "f32" else f"/{dtype}")
 
 
 def grid(n):
@@ -153,9 +154,9 @@ def markdown(records, figures):
     lines = ["# burst benchmark report", ""]
     for f in figures:
         lines.append(f"![{f}]({f})")
-    lines += ["", "| strategy | layout | mask | P | S_global | pass | status | ms | GFLOP/s/rank | "
+    lines += ["", "| strategy | layout | dtype | mask | P | S_global | pass | status | ms | GFLOP/s/rank | "
               "MiB sent/rank | exposed % | balance | peak MiB | max err | predicted ms |",
-              "|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "|---|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     key = lambda r: (r.get("mask", ""), r.get("P", 0), r.get("pass", ""), r.get("S_global", 0), method(r))
     for r in sorted(records, key=key):
         ok = r.get("status") == "ok"
@@ -163,7 +164,7 @@ def markdown(records, figures):
         exposed = (100.0 * r["exposed_comm_seconds"] / sec) if ok and sec and r.get("exposed_comm_seconds") is not None else None
         status = "ok" if ok else f"skipped: {r.get('reason', '')}"
         lines.append("| " + " | ".join([
-            str(r.get("strategy", "")), str(r.get("layout", "")), str(r.get("mask", "")),
+            str(r.get("strategy", "")), str(r.get("layout", "")), str(r.get("dtype", "f32")), str(r.get("mask", "")),
             str(r.get("P", "")), str(r.get("S_global", "")), str(r.get("pass", "")), status,
             fmt(sec * 1e3 if ok and sec else None, ".3f"), fmt(r.get("gflops_per_rank") if ok else None, ".1f"),
             fmt(r["bytes_sent_per_rank"] / 2**20 if ok and r.get("bytes_sent_per_rank") is not None else None, ".2f"),

@@ -38,6 +38,8 @@ void ClusterSpec::validate() const {
   check_positive(matmul_flops, "matmul_flops");
   check_positive(attention_efficiency_forward, "attention_efficiency_forward");
   check_positive(attention_efficiency_backward, "attention_efficiency_backward");
+  check_positive(bf16_speedup_forward, "bf16_speedup_forward");
+  check_positive(bf16_speedup_backward, "bf16_speedup_backward");
   check_non_negative(kernel_call_seconds, "kernel_call_seconds");
   check_positive(linear_efficiency, "linear_efficiency");
   check_non_negative(partial_row_seconds, "partial_row_seconds");
@@ -96,10 +98,15 @@ double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_
   return backward ? 2.5 * forward : forward;
 }
 
-double kernel_seconds(const ClusterSpec& c, double flops, bool backward) {
-  if (flops <= 0) return 0;
+double kernel_rate(const ClusterSpec& c, bool backward, bool bf16) {
   const double eff = backward ? c.attention_efficiency_backward : c.attention_efficiency_forward;
-  return c.call_overhead(backward) + flops / (c.matmul_flops * eff);
+  const double speedup = !bf16 ? 1.0 : backward ? c.bf16_speedup_backward : c.bf16_speedup_forward;
+  return c.matmul_flops * eff * speedup;
+}
+
+double kernel_seconds(const ClusterSpec& c, double flops, bool backward, bool bf16) {
+  if (flops <= 0) return 0;
+  return c.call_overhead(backward) + flops / kernel_rate(c, backward, bf16);
 }
 
 KernelFit fit_kernel_time(const std::vector<std::pair<double, double>>& flops_seconds) {
@@ -315,8 +322,10 @@ std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutK
                                                   tile(c.kernel_tile_kv), &rows);
   const double t_row = c.partial_row_cost(backward);
   if (t_row > 0) {
-    const double eff = backward ? c.attention_efficiency_backward : c.attention_efficiency_forward;
-    const double per_row = t_row * c.matmul_flops * eff / (4.0 * static_cast<double>(w.D) * (backward ? 2.5 : 1.0));
+    // Seconds → equivalent pairs at the rate this call's pairs are charged at (masking itself is
+    // fp32 work, so with bf16 arithmetic one row is worth more pairs).
+    const double per_row =
+        t_row * kernel_rate(c, backward, w.bf16_arithmetic) / (4.0 * static_cast<double>(w.D) * (backward ? 2.5 : 1.0));
     for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] += rows[i] * ratio * per_row;
   }
   return pairs;

@@ -23,7 +23,7 @@ int wrap(int x, int m) { return ((x % m) + m) % m; }
 /// Kernel seconds of one block of `pairs` visible pairs with H heads.
 double block_seconds(const Context& ctx, double pairs, std::int64_t H, bool backward) {
   const Workload& w = *ctx.workload;
-  return kernel_seconds(*ctx.cluster, attention_flops(pairs, w.B, H, w.D, backward), backward);
+  return kernel_seconds(*ctx.cluster, attention_flops(pairs, w.B, H, w.D, backward), backward, w.bf16_arithmetic);
 }
 
 /// The backward's delta pass, memory-bound: rowsum(dO ∘ O) reads 2·b_q·β, writes r fp32.

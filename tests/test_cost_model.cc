@@ -39,6 +39,33 @@ TEST(CostFormulas, KernelSeconds) {
   EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, false), 0.002001);
 }
 
+TEST(CostFormulas, KernelSecondsWithBf16Operands) {
+  ClusterSpec c = toy_cluster(1, 1);
+  c.matmul_flops = 1e12;
+  c.attention_efficiency_backward = 0.5;
+  c.bf16_speedup_forward = 1.6;
+  c.bf16_speedup_backward = 2.0;
+  // forward 1e9 / 1e12 = 1e-3 in fp32, / 1.6e12 = 6.25e-4 with bf16 operands; backward 1e9 /
+  // 5e11 = 2e-3, / 1e12 = 1e-3.
+  EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, false, false), 1e-3);
+  EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, false, true), 6.25e-4);
+  EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, true, true), 1e-3);
+  EXPECT_DOUBLE_EQ(kernel_rate(c, true, false), 5e11);
+  // The schedule charges the Workload's arithmetic: one rank, 4 pairs of D = 1 = 16 flop at
+  // 4 flop/s = 4 s in fp32, 2.5 s at 1.6×; bytes depend only on bytes_per_element.
+  ClusterSpec toy = toy_cluster(1, 1);
+  toy.bf16_speedup_forward = 1.6;
+  Workload w = toy_workload(2, 1, 1, 1);
+  const Estimate e32 = estimate(toy, w, Candidate{StrategyKind::Ring, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  w.bf16_arithmetic = true;
+  const Estimate e16 = estimate(toy, w, Candidate{StrategyKind::Ring, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  EXPECT_DOUBLE_EQ(e32.forward.compute_seconds, 4.0);
+  EXPECT_DOUBLE_EQ(e16.forward.compute_seconds, 2.5);
+  EXPECT_EQ(e16.bytes_per_device, e32.bytes_per_device);
+  toy.bf16_speedup_backward = 0;
+  EXPECT_THROW(toy.validate(), Error);
+}
+
 TEST(CostFormulas, KernelTimeFit) {
   // Exact data t = 1e-4 + f / 1e11 at four sizes: the fit recovers both numbers.
   std::vector<std::pair<double, double>> pts;

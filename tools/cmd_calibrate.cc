@@ -1,6 +1,7 @@
 // `burst calibrate` — measures this machine as the cost model sees it and writes a cluster spec:
 // attention-kernel rates and per-call overhead (the Tiled kernel, timed on every rank at once so
-// the ranks contend as they do in `burst bench`), STREAM-style copy bandwidth, and MPI
+// the ranks contend as they do in `burst bench`) — in fp32 and, where every rank's CPU has
+// AVX512_BF16, with bf16 operands (ClusterSpec::bf16_speedup_*) — STREAM-style copy bandwidth, and MPI
 // point-to-point latency and bandwidth between ranks 0 and 1 (comm layer, ping-pong).
 // Run under mpirun with the rank count and threads per rank the benchmarks will use, e.g.
 //   mpirun -n 2 --bind-to core burst calibrate --threads 1 -o calibrated.json
@@ -64,16 +65,21 @@ struct Interleaved {
 };
 
 /// Median seconds of the forward or backward kernel at length S, max over ranks: full mask, or
-/// (probe != nullptr) the causal masking probe on its interleaved positions.
+/// (probe != nullptr) the causal masking probe on its interleaved positions; operands and results
+/// stored as `dtype` (BF16 on an AVX512_BF16 CPU: the bf16-arithmetic path).
 KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std::int64_t S, bool backward,
-                        const Interleaved* probe = nullptr) {
+                        const Interleaved* probe = nullptr, DType dtype = DType::F32) {
   const std::int64_t H = o.heads, D = o.head_dim;
-  Tensor q({1, S, H, D}), k({1, S, H, D}), v({1, S, H, D}), out({1, S, H, D}), lse({1, H, S});
-  Tensor dout({1, S, H, D}), dq(q.shape()), dk(q.shape()), dv(q.shape());
-  fill_uniform(q.vec(), 1);
-  fill_uniform(k.vec(), 2);
-  fill_uniform(v.vec(), 3);
-  fill_uniform(dout.vec(), 4);
+  const std::vector<std::int64_t> shape{1, S, H, D};
+  auto seeded = [&shape](std::uint64_t seed) {
+    Tensor t(shape);
+    fill_uniform(t.vec(), seed);
+    return t;
+  };
+  const bench::StoredTensor q(seeded(1), dtype), k(seeded(2), dtype), v(seeded(3), dtype), dout(seeded(4), dtype);
+  const bench::StoredTensor out(Tensor(shape), dtype), dq(Tensor(shape), dtype), dk(Tensor(shape), dtype),
+      dv(Tensor(shape), dtype);
+  Tensor lse({1, H, S});
   AttentionParams p;
   p.num_threads = o.threads;
   if (probe != nullptr) {
@@ -82,15 +88,14 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
     p.kv_positions = probe->k.data();
     p.seq_q_global = p.seq_kv_global = 2 * S;
   }
-  attention_forward(q.view(), k.view(), v.view(), out.view(), lse.view(), p);
+  attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
   comm.barrier();
   const bench::Timing t = bench::time_runs(
       [&] {
         if (backward)
-          attention_backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(),
-                             dq.view(), dk.view(), dv.view(), p);
+          attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view, p);
         else
-          attention_forward(q.view(), k.view(), v.view(), out.view(), lse.view(), p);
+          attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
       },
       {1, o.repeats});
   const double pairs = static_cast<double>(S) * static_cast<double>(S);
@@ -139,6 +144,19 @@ KernelFit fit_lengths(const Communicator& comm, const CalibrateOptions& o, bool 
     points.emplace_back(k.flops, k.seconds);
   }
   return fit_kernel_time(points);
+}
+
+/// bf16-operand kernel rate ÷ fp32 rate (ClusterSpec::bf16_speedup_*): the two timed one right
+/// after the other at every calibration length, so that the machine's speed drifting between
+/// runs does not enter the ratio, and the median of the per-length ratios kept.
+double bf16_speedup(const Communicator& comm, const CalibrateOptions& o, bool backward) {
+  std::vector<double> ratios;
+  for (std::int64_t S : o.seqs) {
+    const double t32 = time_kernel(comm, o, S, backward).seconds;
+    const double t16 = time_kernel(comm, o, S, backward, nullptr, DType::BF16).seconds;
+    ratios.push_back(t32 / t16);
+  }
+  return bench::summarize(ratios).median;
 }
 
 /// STREAM-style copy bandwidth (bytes read + written per second), best of 3, min over ranks.
@@ -192,6 +210,13 @@ void run_calibrate(const CalibrateOptions& o) {
   c.attention_efficiency_backward = bwd.rate / fwd.rate;
   c.kernel_call_seconds = fwd.overhead;
   c.kernel_call_seconds_backward = bwd.overhead;
+  // bf16 arithmetic: only where every rank's CPU runs vdpbf16ps (one verdict for all ranks, so
+  // the collective timings below stay matched); elsewhere bf16 computes at the fp32 rate.
+  const bool bf16 = comm.all_reduce_max(detect_isa() == Isa::Avx512Bf16 ? 0.0 : 1.0) == 0.0;
+  if (bf16) {
+    c.bf16_speedup_forward = bf16_speedup(comm, o, false);
+    c.bf16_speedup_backward = bf16_speedup(comm, o, true);
+  }
   // The Tiled forward's default tile (kForwardBq × kForwardBkv, src/kernels/attention_tiled.cc):
   // partial tiles are computed whole, so the model counts work per tile.
   c.kernel_tile_q = 96;
@@ -222,7 +247,11 @@ void run_calibrate(const CalibrateOptions& o) {
       << " at S=" << seqs_text(o.seqs) << " (median of " << o.repeats
       << ", max over ranks, least squares on relative error): forward " << fwd.rate / 1e9 << " GFLOP/s + "
       << fwd.overhead * 1e6 << " us/call, backward " << bwd.rate / 1e9 << " GFLOP/s + " << bwd.overhead * 1e6
-      << " us/call; per-element masking " << c.partial_row_seconds * 1e9 << " / "
+      << " us/call; bf16 operands: "
+      << (bf16 ? "x" + std::to_string(c.bf16_speedup_forward) + " forward, x" + std::to_string(c.bf16_speedup_backward) +
+                     " backward (vdpbf16ps; median over the lengths of fp32/bf16 times taken back to back)"
+               : std::string("no AVX512_BF16 on every rank, fp32 rate"))
+      << "; per-element masking " << c.partial_row_seconds * 1e9 << " / "
       << c.partial_row_seconds_backward * 1e9 << " ns per Partial-tile row (fwd / bwd, causal probe on "
       << "interleaved positions at S=" << probe_S << "); copy bandwidth 2x64 MiB best of 3; MPI ping-pong "
       << "ranks 0-1, 8 B and 4 MiB";

@@ -46,12 +46,14 @@ std::string human_bytes(double b) {
 void print_table(const ClusterSpec& c, const Workload& w, const std::vector<Estimate>& ranked,
                  std::int64_t mask_length) {
   std::printf("cluster %s: %d node(s) x %d device(s); workload B=%lld S=%lld H=%lld H_kv=%lld D=%lld "
-              "mask=%s pass=%s dtype=%s layers=%d (mask counted at %lld tokens)\n",
+              "mask=%s pass=%s dtype=%s layers=%d (mask counted at %lld tokens); kernel rate x%.2f fwd, "
+              "x%.2f bwd for the dtype\n",
               c.name.c_str(), c.nodes, c.devices_per_node, static_cast<long long>(w.B),
               static_cast<long long>(w.S_global), static_cast<long long>(w.H),
               static_cast<long long>(w.H_kv), static_cast<long long>(w.D), w.mask.describe().c_str(),
               to_string(w.pass), w.bytes_per_element == 2 ? "bf16" : "fp32", w.layers,
-              static_cast<long long>(mask_length));
+              static_cast<long long>(mask_length), w.bf16_arithmetic ? c.bf16_speedup_forward : 1.0,
+              w.bf16_arithmetic ? c.bf16_speedup_backward : 1.0);
   const bool layer = w.whole_layer;
   if (layer)
     std::printf("whole layer: model width h=%lld, SwiGLU width f=%lld; ms/layer = attention + linear + "
@@ -106,6 +108,7 @@ void run_simulate(const SimulateOptions& o) {
   w.ffn_width = o.ffn_width;
   w.pass = pass_from_string(o.pass);
   w.bytes_per_element = o.dtype == "bf16" ? 2 : 4;
+  w.bf16_arithmetic = o.dtype == "bf16";   // kernel rates × the spec's bf16_speedup_* (1 for GPU presets)
   w.mask_length = pick_mask_length(o.seq, o.mask_resolution, c.devices());
   w.mask = make_benchmark_mask(mask_type_from_string(o.mask), w.mask_length);
   std::vector<Estimate> ranked;
@@ -126,7 +129,7 @@ void run_simulate(const SimulateOptions& o) {
     j["devices_per_node"] = c.devices_per_node;
     j["config"] = {{"layers", w.layers}, {"B", w.B}, {"S_global", w.S_global}, {"H", w.H},
                    {"H_kv", w.H_kv}, {"D", w.D}, {"mask", o.mask}, {"pass", to_string(w.pass)},
-                   {"dtype", o.dtype}, {"mask_length", w.mask_length}, {"model_width", w.model_width},
+                   {"dtype", o.dtype}, {"bf16_arithmetic", w.bf16_arithmetic}, {"mask_length", w.mask_length}, {"model_width", w.model_width},
                    {"whole_layer", w.whole_layer}, {"ffn_width", w.whole_layer ? w.resolved_ffn_width() : 0}};
     if (o.format == "jsonl") std::cout << j.dump() << "\n";
     if (file) *file << j.dump() << "\n";

@@ -35,6 +35,11 @@ struct ClusterSpec {
   double matmul_flops = 0;                ///< dense matmul FLOP/s per device, compute dtype
   double attention_efficiency_forward = 1;   ///< attention-kernel FLOP/s ÷ matmul_flops, forward
   double attention_efficiency_backward = 1;  ///< same, backward (FLOPs counted as 2.5× forward)
+  /// Attention-kernel FLOP/s with bf16 operands (Workload::bf16_arithmetic) ÷ the fp32 rate
+  /// above, forward and backward. 1: bf16 runs at the same rate (a CPU without AVX512_BF16, or a
+  /// GPU spec whose matmul_flops is already its bf16 rate). `burst calibrate` measures them on a
+  /// CPU with AVX512_BF16 (docs/cost_model.md).
+  double bf16_speedup_forward = 1, bf16_speedup_backward = 1;
   double kernel_call_seconds = 0;         ///< fixed overhead per attention-kernel call (forward)
   /// Same for a backward call (delta, packing and accumulation are per-call costs too);
   /// < 0 → kernel_call_seconds.
@@ -98,6 +103,10 @@ struct Workload {
   std::int64_t mask_length = 0;
   PassKind pass = PassKind::Forward;
   int bytes_per_element = 4;              ///< 4 fp32 (this library), 2 bf16 (GPU practice)
+  /// The kernels compute on bf16 operands (bf16 inputs on a CPU with AVX512_BF16): kernel rates
+  /// × ClusterSpec::bf16_speedup_*. Separate from bytes_per_element: fp16 moves 2 bytes per value
+  /// but computes in fp32.
+  bool bf16_arithmetic = false;
 
   /// Throws Error(InvalidArgument) for non-positive sizes, H % H_kv ≠ 0, a mask_length
   /// that does not divide into S_global, or whole_layer without model_width > 0.
@@ -184,9 +193,12 @@ double layer_weight_count(std::int64_t h, std::int64_t H, std::int64_t H_kv, std
 /// Ring all-reduce of `bytes` over P ranks: 2·(P−1)·(α + bytes/P/β) (reduce-scatter then
 /// all-gather, NCCL's ring); each rank sends 2·(P−1)/P·bytes.
 double all_reduce_seconds(const ClusterSpec& c, int P, double bytes, bool inter_node);
-/// Kernel seconds of one call: overhead + flops / (matmul_flops · efficiency), the overhead
-/// kernel_call_seconds (forward) or kernel_call_seconds_backward when ≥ 0 (backward).
-double kernel_seconds(const ClusterSpec& c, double flops, bool backward);
+/// Kernel seconds of one call: overhead + flops / (matmul_flops · efficiency [· bf16_speedup when
+/// bf16]), the overhead kernel_call_seconds (forward) or kernel_call_seconds_backward when ≥ 0
+/// (backward).
+double kernel_seconds(const ClusterSpec& c, double flops, bool backward, bool bf16 = false);
+/// The kernel rate of a call in FLOP/s: matmul_flops · efficiency, × bf16_speedup when bf16.
+double kernel_rate(const ClusterSpec& c, bool backward, bool bf16);
 /// Rate and per-call overhead of a kernel, fitted from timings (`burst calibrate`).
 struct KernelFit {
   double rate = 0;       ///< FLOP/s
