@@ -163,10 +163,11 @@ class MatrixRunner {
             {"threads", o_.threads}, {"repeats", o_.repeats}, {"warmup", o_.warmup}, {"load_1m", load_average_1m()}};
   }
 
-  // burst and ring move and compute on the 16-bit tensors; the other strategies get fp32
-  // stand-ins from the façade (docs/strategies.md § Bytes per dtype).
+  // burst, ring and allgather move and compute on the 16-bit tensors; the other strategies get
+  // fp32 stand-ins from the façade (docs/strategies.md § Bytes per dtype).
   bool keeps_16bit(StrategyKind s) const {
-    return dtype_ != DType::F32 && (s == StrategyKind::Burst || s == StrategyKind::Ring);
+    return dtype_ != DType::F32 &&
+           (s == StrategyKind::Burst || s == StrategyKind::Ring || s == StrategyKind::AllGather);
   }
   // bf16 tensors reaching the kernels on a CPU with AVX512_BF16: bf16 operands (docs/design.md).
   bool bf16_arithmetic(StrategyKind s) const {

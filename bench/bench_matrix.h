@@ -20,7 +20,7 @@ namespace burst::bench {
 /// and the cost model's prediction when --cluster is given. Cases a strategy cannot express,
 /// or that would not fit --memory-limit, are printed as status "skipped" with the reason.
 /// --dtype stores q, k, v, dout and results in that dtype (records carry `dtype` and
-/// `arithmetic`: bf16-dot where bf16 runs on vdpbf16ps — burst and ring, which keep 16-bit
+/// `arithmetic`: bf16-dot where bf16 runs on vdpbf16ps — burst, ring, allgather, which keep 16-bit
 /// tensors; the other strategies get fp32 stand-ins — and the prediction uses the same bytes and
 /// rates).
 /// With --output, completed cases already in the file are skipped (restartable sweeps).

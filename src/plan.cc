@@ -203,8 +203,9 @@ namespace {
 void check_shard_views(const SequenceLayout& layout, int rank, const TensorView& global,
                        const TensorView& local) {
   BURST_CHECK(rank >= 0 && rank < layout.P, InvalidArgument, "rank ", rank, " outside [0, ", layout.P, ")");
-  BURST_CHECK(global.dtype == DType::F32 && local.dtype == DType::F32, Unsupported,
-              "shard/unshard support f32 only");
+  BURST_CHECK(global.dtype == local.dtype && global.dtype != DType::F64, Unsupported,
+              "shard/unshard copy f32, bf16 or f16 between views of one dtype, got ", global.describe(), " and ",
+              local.describe());
   BURST_CHECK(global.ndim == 4 && local.ndim == 4, InvalidArgument, "shard/unshard need BSHD views, got ",
               global.describe(), " and ", local.describe());
   const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
@@ -220,13 +221,14 @@ void copy_rows(const SequenceLayout& layout, int rank, const TensorView& global,
   check_shard_views(layout, rank, global, local);
   const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
   const std::int64_t B = global.size(0), H = global.size(2), D = global.size(3);
-  const auto bytes = static_cast<std::size_t>(D) * sizeof(float);
+  const auto e = static_cast<std::int64_t>(dtype_size(global.dtype));   // strides are in elements
+  const auto bytes = static_cast<std::size_t>(D * e);
   for (std::int64_t b = 0; b < B; ++b)
     for (std::size_t i = 0; i < pos.size(); ++i)
       for (std::int64_t h = 0; h < H; ++h) {
-        float* g = global.f32() + b * global.stride[0] + pos[i] * global.stride[1] + h * global.stride[2];
-        float* l = local.f32() + b * local.stride[0] + static_cast<std::int64_t>(i) * local.stride[1] +
-                   h * local.stride[2];
+        char* g = static_cast<char*>(global.data) + (b * global.stride[0] + pos[i] * global.stride[1] + h * global.stride[2]) * e;
+        char* l = static_cast<char*>(local.data) +
+                  (b * local.stride[0] + static_cast<std::int64_t>(i) * local.stride[1] + h * local.stride[2]) * e;
         if (to_local) std::memcpy(l, g, bytes);
         else std::memcpy(g, l, bytes);
       }

@@ -206,12 +206,13 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       // Forward: all-gather K,V (rank order) then reorder into position order: 2 global K,V
       // copies + the packed local K,V. Backward adds global dK,dV (the rank-order buffer is
       // reused as the reduce-scatter send buffer), the received dK,dV and delta.
-      const std::int64_t fwd_bytes = kF32 * (P - 1) * 2 * z.b_kv;
-      plan.forward_ = collective_pass(P, "all-gather K,V", fwd_bytes,
-                                      kF32 * (2 * 2 * kv_global + 2 * z.b_kv), own_pairs);
+      // K, V gathered in the storage dtype (e bytes); dK, dV reduce-scattered in fp32.
+      const std::int64_t e = element_bytes(shape);
+      const std::int64_t fwd_bytes = e * (P - 1) * 2 * z.b_kv;
+      plan.forward_ = collective_pass(P, "all-gather K,V", fwd_bytes, e * (2 * 2 * kv_global + 2 * z.b_kv), own_pairs);
       plan.forward_.side = "kv";
-      plan.backward_ = collective_pass(P, "all-gather K,V; reduce-scatter dK,dV", 2 * fwd_bytes,
-                                       kF32 * (3 * 2 * kv_global + 4 * z.b_kv + z.r), own_pairs);
+      plan.backward_ = collective_pass(P, "all-gather K,V; reduce-scatter dK,dV", fwd_bytes + kF32 * (P - 1) * 2 * z.b_kv,
+                                       e * 2 * kv_global + kF32 * (2 * 2 * kv_global + 4 * z.b_kv + z.r), own_pairs);
       plan.backward_.side = "kv";
       break;
     }

@@ -115,9 +115,12 @@ void finish(const TensorView& t, const Tensor& store) {
   if (t.dtype != DType::F32) convert(store.view(), t);
 }
 
-// burst and ring move Q, K, V, dO in their storage dtype (ring_family.cc); the other strategies
-// get fp32 stand-ins of 16-bit inputs, so their payloads stay fp32 (plan_steps.cc counts them so).
-bool moves_16bit(StrategyKind s) { return s == StrategyKind::Burst || s == StrategyKind::Ring; }
+// burst, ring (ring_family.cc) and allgather move Q, K, V, dO in their storage dtype; the other
+// strategies get fp32 stand-ins of 16-bit inputs, so their payloads stay fp32 (plan_steps.cc
+// counts them so).
+bool moves_16bit(StrategyKind s) {
+  return s == StrategyKind::Burst || s == StrategyKind::Ring || s == StrategyKind::AllGather;
+}
 
 /// ulysses and usp return lse only when asked (an empty lse ships nothing) and can run their
 /// backward without it from a saved context.
