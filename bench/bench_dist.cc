@@ -25,7 +25,7 @@ struct DistOptions {
   std::string dtype = "fp32", usp_ring = "ring";
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0, ulysses_degree = 0;
-  bool no_overlap = false, no_double_ring = false;
+  bool no_overlap = false, no_double_ring = false, no_mask_aware = false;
 };
 
 struct Sample {
@@ -74,6 +74,7 @@ void run_dist(const DistOptions& o) {
   cfg.usp_ring = usp_ring_from_string(o.usp_ring);
   cfg.overlap = !o.no_overlap;
   cfg.double_ring = !o.no_double_ring;
+  cfg.mask_aware = !o.no_mask_aware;
   cfg.backward_side = side_from(o.backward_side);
   const std::int64_t H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
   ProblemShape shape{o.batch, o.seq, o.heads, H_kv, o.dim};
@@ -154,7 +155,7 @@ void run_dist(const DistOptions& o) {
     nlohmann::json j = {{"bench", "dist"}, {"strategy", o.strategy}, {"layout", o.layout}, {"pass", pass},
                         {"ranks", world.size()}, {"nodes", plan.nodes()}, {"ranks_per_node", plan.ranks_per_node()},
                         {"threads", o.threads}, {"B", o.batch}, {"S_global", o.seq}, {"H", o.heads},
-                        {"H_kv", H_kv}, {"D", o.dim}, {"mask", o.mask}, {"overlap", !o.no_overlap},
+                        {"H_kv", H_kv}, {"D", o.dim}, {"mask", o.mask}, {"overlap", !o.no_overlap}, {"mask_aware", plan.forward().mask_aware},
                         {"visible_pairs", pairs}, {"dtype", to_string(shape.dtype)}, {"warmup", o.warmup},
                         {"load_1m", load_average_1m()}};
     if (cfg.strategy == StrategyKind::Usp) {
@@ -229,6 +230,7 @@ void add_dist_bench(CLI::App& bench) {
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
   cmd->add_flag("--no-double-ring", o->no_double_ring, "flat ring even across nodes");
+  cmd->add_flag("--no-mask-aware", o->no_mask_aware, "burst, ring: every block circulates the whole ring (no mask-aware schedule)");
   cmd->callback([o] { run_dist(*o); });
 }
 

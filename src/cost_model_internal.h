@@ -66,6 +66,14 @@ struct Context {
 Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
                        bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
                        int rank_stride);
+/// The mask-aware schedule of burst and ring (docs/strategies.md § Mask-aware rings), used by
+/// ring_schedule when some off-diagonal block of `pairs` is empty (and rank_stride = 1, as the
+/// library does for burst and ring with DistConfig::mask_aware): rank i's step t + 1 waits for
+/// block part(i, t + 1)'s read payload only when it computes on it, sent by the owner when that
+/// starts its step t; every computed partial goes home after its step (end feeds); bytes
+/// out(i)·read + in(i)·write.
+Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
+                              bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv);
 Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward);
 /// ctx.P is the head-parallel group size; S_local the tokens each member holds.
 Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool backward, bool tp,

@@ -5,6 +5,7 @@
 // as docs/strategies.md states them. Memory: docs/algorithm.md §4.5. Formulas: docs/cost_model.md.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "cost_model_internal.h"
 
@@ -40,23 +41,28 @@ double io_bytes(const Sizes& z, bool backward) {
 
 std::int64_t to_bytes(double b) { return static_cast<std::int64_t>(std::llround(b)); }
 
+/// Per-hop payloads of the ring family (docs/algorithm.md §4.1): forward K, V; backward read
+/// (Q, dO, D, lse | K, V) and write (dQ | dK, dV), gradients in fp32. {read, write} bytes.
+std::pair<double, double> ring_payloads(const Sizes& z, bool backward, bool query_side) {
+  if (backward && query_side) return {2 * z.b_q * z.beta + 2 * z.r * kAcc, z.b_q * kAcc};
+  return {2 * z.b_kv * z.beta, backward ? 2 * z.b_kv * kAcc : 0.0};
+}
+
 }  // namespace
 
 Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
                        bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
                        int rank_stride) {
+  if (rank_stride == 1 && P > 1) {
+    bool empty = false;
+    for (int i = 0; i < P; ++i)
+      for (int j = 0; j < P; ++j) empty |= i != j && pair_at(pairs, P, i, j) == 0;
+    if (empty) return direct_ring_schedule(ctx, pairs, P, backward, query_side, double_ring, H, H_kv);
+  }
   const ClusterSpec& c = *ctx.cluster;
   const Workload& w = *ctx.workload;
   const Sizes z = sizes_for(w, H, H_kv, w.S_global / P);
-  // Per-hop payloads (docs/algorithm.md §4.1): forward K, V; backward read (Q, dO, D, lse | K, V)
-  // and write (dQ | dK, dV) rings, gradients in fp32.
-  double read = 2 * z.b_kv * z.beta, write = 0;
-  if (backward && query_side) {
-    read = 2 * z.b_q * z.beta + 2 * z.r * kAcc;
-    write = z.b_q * kAcc;
-  } else if (backward) {
-    write = 2 * z.b_kv * kAcc;
-  }
+  const auto [read, write] = ring_payloads(z, backward, query_side);
   const int L = c.devices_per_node;
   const bool dbl = double_ring && rank_stride == 1 && c.nodes > 1 && L > 1 && P == c.devices();
   const int n = dbl ? c.nodes : 1;
@@ -114,6 +120,68 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   } else {
     mem += 2 * read + 2 * write + z.b_q * kAcc + z.r * kAcc;
   }
+  s.memory_bytes = to_bytes(mem);
+  return s;
+}
+
+Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
+                              bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv) {
+  const ClusterSpec& c = *ctx.cluster;
+  const Workload& w = *ctx.workload;
+  const Sizes z = sizes_for(w, H, H_kv, w.S_global / P);
+  const auto [read, write] = ring_payloads(z, backward, query_side);
+  const int L = c.devices_per_node;
+  const bool dbl = double_ring && c.nodes > 1 && L > 1 && P == c.devices();
+  const int n = dbl ? c.nodes : 1, Ls = dbl ? L : P;
+  auto part = [&](int i, int t) {
+    const int a = i / Ls, b = i % Ls;
+    return wrap(a - t / Ls, n) * Ls + wrap(b - t, Ls);
+  };
+  // need(i, j): rank i computes on block j (query side: j's queries see i's keys).
+  auto need = [&](int i, int j) {
+    return (backward && query_side ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j)) > 0;
+  };
+  Schedule s;
+  s.ranks.resize(P);
+  std::vector<double> held(static_cast<std::size_t>(P), 0);   // write partials sent or received
+  for (int i = 0; i < P; ++i) {
+    RankSchedule& rs = s.ranks[i];
+    rs.compute.resize(P);
+    rs.feed.resize(P);
+    for (int t = 0; t < P; ++t) {
+      const int j = part(i, t);
+      const bool computes = t == 0 || need(i, j);
+      const double p = (backward && query_side) ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j);
+      rs.compute[t] = computes ? block_seconds(ctx, p, H, backward) : 0;
+      if (t >= 1 && need(i, j)) {
+        Feed f;   // the owner posts my copy when it starts step t − 1
+        f.src = j;
+        f.step = t - 1;
+        f.inter_node = crosses_nodes(c, j, i);
+        f.seconds = link_seconds(c, read, f.inter_node);
+        rs.feed[t] = f;
+        rs.bytes_sent += write;   // my partial of block j goes home
+        held[static_cast<std::size_t>(i)] += 1;
+        held[static_cast<std::size_t>(j)] += 1;
+        s.ranks[j].bytes_sent += read;
+        if (write > 0) {
+          Feed home;   // block j's owner waits for the partial after my step t
+          home.src = i;
+          home.step = t;
+          home.inter_node = f.inter_node;
+          home.seconds = link_seconds(c, write, f.inter_node);
+          s.ranks[j].end_feeds.push_back(home);
+        }
+      }
+    }
+    if (backward) rs.compute[0] += delta_seconds(ctx, z);
+  }
+  // Memory: as the ring plus a second read buffer and the send copy; every write partial held.
+  double mem = io_bytes(z, backward) + 4 * read;
+  double most = 0;
+  for (double h : held) most = std::max(most, h);
+  if (!backward) mem += z.b_q * kAcc + 2 * z.r * kAcc;
+  else mem += (2 + most) * write + z.b_q * kAcc + z.r * kAcc;
   s.memory_bytes = to_bytes(mem);
   return s;
 }

@@ -261,6 +261,7 @@ std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, cons
   mix(static_cast<std::int64_t>(cfg.usp_ring));
   mix(static_cast<std::int64_t>(cfg.backward_side));
   mix(cfg.overlap ? 1 : 0);
+  mix(cfg.mask_aware ? 1 : 0);
   mix(static_cast<std::int64_t>(cfg.kernel));
   mix(cfg.saved_contexts);
   mix(cfg.softmax_scale.has_value() ? 1 : 0);

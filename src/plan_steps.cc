@@ -101,6 +101,64 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
   return pass;
 }
 
+/// Mask-aware ring-family pass (strategies/ring_direct.cc): the steps of ring_pass, but rank g
+/// receives block j's read payload only when it computes on it (need(g, j): a visible pair),
+/// straight from the owner, and sends its step contribution straight home. Per rank: read bytes
+/// for every other rank that needs its block, write bytes for every other block it computes on.
+PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write, const std::string& payload,
+                     bool query_rows, const std::vector<std::vector<std::int64_t>>& pairs, std::int64_t work_bytes) {
+  const auto need = [&](int reader, int owner) {
+    const auto r = static_cast<std::size_t>(reader), o = static_cast<std::size_t>(owner);
+    return (query_rows ? pairs[o][r] : pairs[r][o]) > 0;
+  };
+  PassPlan pass;
+  pass.mask_aware = true;
+  pass.bytes_sent.assign(static_cast<std::size_t>(P), 0);
+  pass.visible_pairs.assign(static_cast<std::size_t>(P), 0);
+  std::vector<std::int64_t> partials(static_cast<std::size_t>(P), 0);   // write buffers held per rank
+  for (int t = 0; t < P; ++t) {
+    PlanStep step;
+    step.payload = payload;
+    for (int g = 0; g < P; ++g) {
+      const int j = ring_partition(g, t, n, L);
+      int x = g;   // the rank holding my block at step t
+      for (int y = 0; y < P; ++y)
+        if (ring_partition(y, t, n, L) == g) x = y;
+      std::int64_t bytes = 0;
+      if (t > 0 && need(x, g)) bytes += read;
+      if (t > 0 && write > 0 && need(g, j)) {
+        bytes += write;
+        ++partials[static_cast<std::size_t>(g)];   // sent home, held until the pass ends
+      }
+      if (t > 0 && write > 0 && need(x, g)) ++partials[static_cast<std::size_t>(g)];   // received
+      step.partition.push_back(j);
+      step.send_to.push_back(t > 0 && need(x, g) ? x : -1);
+      step.bytes_sent.push_back(bytes);
+      const std::int64_t vp = query_rows ? pairs[static_cast<std::size_t>(j)][static_cast<std::size_t>(g)]
+                                         : pairs[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)];
+      step.visible_pairs.push_back(vp);
+      pass.bytes_sent[static_cast<std::size_t>(g)] += bytes;
+      pass.visible_pairs[static_cast<std::size_t>(g)] += vp;
+    }
+    const bool moves = std::any_of(step.bytes_sent.begin(), step.bytes_sent.end(), [](std::int64_t b) { return b > 0; });
+    step.link = moves ? "direct" : "-";
+    pass.steps.push_back(std::move(step));
+  }
+  // Buffers: own + current + next read payload + one send copy; write: result, step partial and
+  // every partial sent or received (held until the pass ends); plus the working buffers.
+  for (int g = 0; g < P; ++g)
+    pass.peak_buffer_bytes.push_back(4 * read + (2 + partials[static_cast<std::size_t>(g)]) * write + work_bytes);
+  return pass;
+}
+
+/// True when some off-diagonal block has no visible pair (the mask-aware schedule then moves less).
+bool has_empty_block(const std::vector<std::vector<std::int64_t>>& pairs) {
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    for (std::size_t j = 0; j < pairs.size(); ++j)
+      if (i != j && pairs[i][j] == 0) return true;
+  return false;
+}
+
 /// Collective pass with totals only (one logical step).
 PassPlan collective_pass(int P, const std::string& payload, std::int64_t bytes_per_rank, std::int64_t peak,
                          const std::vector<std::int64_t>& pairs_per_rank) {
@@ -183,8 +241,10 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
     case StrategyKind::Burst:
     case StrategyKind::Ring: {
       // Forward: K,V circulate in the storage dtype; working buffers: one fp32 partial out + lse.
+      // Mask-aware (DistConfig::mask_aware): only needed blocks move, owner to reader.
       const std::int64_t e = element_bytes(shape);
-      plan.forward_ = ring_pass(P, n, L, e * 2 * z.b_kv, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
+      const auto make_pass = cfg.mask_aware && P > 1 && has_empty_block(plan.block_pairs_) ? direct_pass : ring_pass;
+      plan.forward_ = make_pass(P, n, L, e * 2 * z.b_kv, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
       plan.forward_.side = "kv";
       BackwardSide side = BackwardSide::KvSide;
       if (cfg.strategy == StrategyKind::Burst)
@@ -192,11 +252,11 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       plan.side_ = side;
       if (side == BackwardSide::QuerySide) {
         // Read: Q, dO, delta, lse; write: dQ. Working: own delta (r) + packed own payload.
-        plan.backward_ = ring_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, kF32 * z.b_q, "Q,dO,delta,lse | dQ",
+        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, kF32 * z.b_q, "Q,dO,delta,lse | dQ",
                                    true, plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "query";
       } else {
-        plan.backward_ = ring_pass(P, n, L, e * 2 * z.b_kv, kF32 * 2 * z.b_kv, "K,V | dK,dV", false,
+        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_kv, kF32 * 2 * z.b_kv, "K,V | dK,dV", false,
                                    plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "kv";
       }

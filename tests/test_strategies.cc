@@ -285,6 +285,108 @@ TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
   EXPECT_LE(static_cast<double>(bytes[0]), 0.76 * static_cast<double>(bytes[1]));
 }
 
+/// Visible pairs of rank i's queries against rank j's keys, pair by pair (brute force).
+std::vector<std::vector<std::int64_t>> brute_block_pairs(const SequenceLayout& layout, const Mask& mask) {
+  const ResolvedMask rm(mask, kS, kS);
+  const auto P = static_cast<std::size_t>(layout.P);
+  std::vector<std::vector<std::int64_t>> out(P, std::vector<std::int64_t>(P, 0));
+  for (std::size_t i = 0; i < P; ++i)
+    for (std::size_t j = 0; j < P; ++j)
+      for (std::int64_t a : layout.positions[i])
+        for (std::int64_t b : layout.positions[j]) out[i][j] += rm.visible(a, b) ? 1 : 0;
+  return out;
+}
+
+/// Mask-aware rings (docs/strategies.md § Mask-aware rings): a rank receives only the blocks its
+/// mask needs, straight from their owners. Checked on real passes: (1) the counters equal the
+/// hand formula — forward e·2·b_kv per other rank whose queries see this rank's keys; backward
+/// KV side that plus 4·2·b_kv per other block this rank computes on; query side (e·2·b_q +
+/// 4·2·r) per other rank whose keys this rank's queries see plus 4·b_q per other block it
+/// computes on — and are ≤ the full ring's; (2) the results are exact against fp64 and, on a
+/// flat ring, bit for bit those of the full ring (mask_aware = false: the slow twin — same
+/// blocks, same merge and summation order).
+TEST(Strategies, MaskAwareRingsMoveOnlyTheNeededBlocks) {
+  const Communicator world = Communicator::world();
+  const int P = world.size(), rank = world.rank();
+  struct Variant {
+    StrategyKind s;
+    BackwardSide side;
+  };
+  for (Variant var : {Variant{StrategyKind::Burst, BackwardSide::QuerySide}, Variant{StrategyKind::Burst, BackwardSide::KvSide},
+                      Variant{StrategyKind::Ring, BackwardSide::Auto}})
+    for (LayoutKind layout : {LayoutKind::Contiguous, LayoutKind::Zigzag})
+      for (Family f : {Family::SlidingWindowCausal, Family::Document, Family::BlockSparse, Family::Causal}) {
+        const Reference& ref = reference(1, 4, 2, f);
+        SCOPED_TRACE(std::string(to_string(var.s)) + " layout=" + to_string(layout) + " mask=" + name_of(f));
+        std::vector<Tensor> res[2];
+        std::int64_t bytes[2][2] = {};
+        for (int aware = 0; aware < 2; ++aware) {
+          DistConfig cfg;
+          cfg.strategy = var.s;
+          cfg.backward_side = var.side;
+          cfg.layout = layout;
+          cfg.num_threads = 1;
+          cfg.mask_aware = aware == 1;
+          DistAttention attn(world, cfg, ref.shape, ref.mask);
+          const SequenceLayout& lay = attn.plan().layout();
+          Tensor q = shard_of(lay, rank, ref.q), k = shard_of(lay, rank, ref.k), v = shard_of(lay, rank, ref.v);
+          Tensor dout = shard_of(lay, rank, ref.dout);
+          Tensor out(q.shape()), lse({1, 4, attn.local_length()}), dq(q.shape()), dk(k.shape()), dv(v.shape());
+          attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+          bytes[aware][0] = attn.last_stats().bytes_sent;
+          attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                        dv.view());
+          bytes[aware][1] = attn.last_stats().bytes_sent;
+          EXPECT_TRUE(dist_close("out", out, shard_of(lay, rank, ref.out), ref.tol[0], ref.local_err[0]));
+          EXPECT_TRUE(dist_close("dq", dq, shard_of(lay, rank, ref.dq), ref.tol[2], ref.local_err[2]));
+          EXPECT_TRUE(dist_close("dk", dk, shard_of(lay, rank, ref.dk), ref.tol[3], ref.local_err[3]));
+          EXPECT_TRUE(dist_close("dv", dv, shard_of(lay, rank, ref.dv), ref.tol[4], ref.local_err[4]));
+          res[aware] = {std::move(out), std::move(lse), std::move(dq), std::move(dk), std::move(dv)};
+          if (!aware) continue;
+          // The hand formula from brute-force block pairs.
+          const auto pairs = brute_block_pairs(lay, ref.mask);
+          const std::int64_t S = kS / P, b_q = S * 4 * kD, b_kv = S * 2 * kD, r = 4 * S;
+          std::int64_t readers_of_mine = 0, mine_read = 0;   // other ranks needing my K,V; blocks my queries see
+          for (int x = 0; x < P; ++x) {
+            if (x == rank) continue;
+            readers_of_mine += pairs[static_cast<std::size_t>(x)][static_cast<std::size_t>(rank)] > 0;
+            mine_read += pairs[static_cast<std::size_t>(rank)][static_cast<std::size_t>(x)] > 0;
+          }
+          bool sparse = false;
+          for (int i = 0; i < P; ++i)
+            for (int j = 0; j < P; ++j) sparse |= i != j && pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] == 0;
+          EXPECT_EQ(attn.plan().forward().mask_aware, sparse);
+          if (!sparse) continue;   // the full ring runs: its own formulas (BytesEqualClosedForms)
+          EXPECT_EQ(bytes[1][0], 4 * 2 * b_kv * readers_of_mine) << "forward bytes";
+          const bool query = attn.plan().backward_side() == BackwardSide::QuerySide;
+          const std::int64_t want_bwd = query ? 4 * (2 * b_q + 2 * r) * mine_read + 4 * b_q * readers_of_mine
+                                              : 4 * 2 * b_kv * readers_of_mine + 4 * 2 * b_kv * mine_read;
+          EXPECT_EQ(bytes[1][1], want_bwd) << "backward bytes";
+        }
+        EXPECT_LE(bytes[1][0], bytes[0][0]);
+        EXPECT_LE(bytes[1][1], bytes[0][1]);
+        for (std::size_t i = 0; i < res[0].size(); ++i)
+          EXPECT_EQ(res[1][i].vec(), res[0][i].vec()) << "mask-aware result " << i << " differs from the full ring's";
+      }
+}
+
+TEST(Strategies, MaskAwareSlidingWindowOnContiguousRanksTalksToOneNeighbour) {
+  // Window 11 < S/P (contiguous chunks of ≥ 24 tokens): rank g's queries see only ranks g and
+  // g − 1, so each rank sends its K,V once (the last rank never) instead of P − 1 times.
+  const int P = Communicator::world().size();
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Ring;
+  cfg.layout = LayoutKind::Contiguous;
+  const Plan plan = Plan::make(cfg, {1, kS, 4, 4, kD}, mask_of(Family::SlidingWindowCausal), P, P);
+  const std::int64_t kv = 4 * 2 * (kS / P) * 4 * kD;
+  for (int g = 0; g < P; ++g) {
+    EXPECT_EQ(plan.forward().bytes_sent[static_cast<std::size_t>(g)], g + 1 < P ? kv : 0) << "rank " << g;
+    // KV side: K,V to the next rank, dK,dV (fp32) of the previous rank's block home.
+    EXPECT_EQ(plan.backward().bytes_sent[static_cast<std::size_t>(g)], (g + 1 < P ? kv : 0) + (g > 0 ? kv : 0))
+        << "rank " << g;
+  }
+}
+
 // ctest label multinode: 2 emulated hosts × 2 ranks over TCP (scripts/cluster.sh). The ring
 // family on every layout, causal and a sparse (document) mask, forward and backward against
 // fp64; burst's double ring from the discovered topology (no ranks_per_node), both sides.

@@ -20,7 +20,7 @@ struct PlanOptions {
   std::string usp_ring = "ring";
   int ranks = 2, ranks_per_node = 0, ulysses_degree = 0;
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
-  bool json = false;
+  bool json = false, no_mask_aware = false;
 };
 
 nlohmann::json pass_json(const PassPlan& p) {
@@ -28,7 +28,7 @@ nlohmann::json pass_json(const PassPlan& p) {
   for (const PlanStep& s : p.steps)
     steps.push_back({{"payload", s.payload}, {"link", s.link}, {"partition", s.partition}, {"send_to", s.send_to},
                      {"bytes_sent", s.bytes_sent}, {"visible_pairs", s.visible_pairs}});
-  return {{"side", p.side}, {"bytes_sent", p.bytes_sent}, {"visible_pairs", p.visible_pairs},
+  return {{"side", p.side}, {"mask_aware", p.mask_aware}, {"bytes_sent", p.bytes_sent}, {"visible_pairs", p.visible_pairs},
           {"peak_buffer_bytes", p.peak_buffer_bytes}, {"balance", p.balance()}, {"steps", steps}};
 }
 
@@ -37,6 +37,7 @@ void run_plan(const PlanOptions& o) {
   cfg.strategy = strategy_from_string(o.strategy);
   cfg.layout = layout_from_string(o.layout);
   cfg.ulysses_degree = o.ulysses_degree;
+  cfg.mask_aware = !o.no_mask_aware;
   cfg.usp_ring = usp_ring_from_string(o.usp_ring);
   if (o.backward_side == "query") cfg.backward_side = BackwardSide::QuerySide;
   else if (o.backward_side == "kv") cfg.backward_side = BackwardSide::KvSide;
@@ -76,6 +77,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "fp32|bf16|fp16 storage of q, k, v, dout (bytes per dtype)")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
+  cmd->add_flag("--no-mask-aware", o->no_mask_aware, "burst, ring: plan the full ring even for sparse masks");
   cmd->callback([o] { run_plan(*o); });
 }
 

@@ -93,6 +93,11 @@ struct DistConfig {
   bool double_ring = true;         ///< burst, usp ring=burst: topology-aware double ring when nodes > 1
   BackwardSide backward_side = BackwardSide::Auto;
   bool overlap = true;             ///< double buffering + progress polling between tiles
+  /// burst, ring: mask-aware communication (MagiAttention's zero-redundant communication): when
+  /// the mask leaves some (q rank, kv rank) block with no visible pair, a rank receives only the
+  /// blocks its mask needs, straight from their owners, and steps nobody needs move nothing
+  /// (docs/strategies.md § Mask-aware rings). false: every block circulates the whole ring.
+  bool mask_aware = true;
   int num_threads = 0;             ///< kernel threads per rank; 0 → OpenMP default
   std::optional<float> softmax_scale;
   KernelImpl kernel = KernelImpl::Tiled;   ///< local kernel (Reference: the fp64 oracle, tests)
@@ -139,6 +144,9 @@ struct PassPlan {
   std::vector<std::int64_t> bytes_sent;    ///< per rank, whole pass — the counters must equal it
   std::vector<std::int64_t> visible_pairs; ///< per rank, whole pass
   std::vector<std::int64_t> peak_buffer_bytes;   ///< per rank bound on comm + working buffers
+  /// burst, ring: the mask-aware schedule runs (DistConfig::mask_aware and some block empty):
+  /// payloads go from owner to reader only where needed; link "direct".
+  bool mask_aware = false;
   /// max/mean of visible_pairs over ranks (1 = perfectly balanced; 1 when no work).
   double balance() const;
 };

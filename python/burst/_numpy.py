@@ -13,7 +13,7 @@ from . import _C
 from ._masks import build_mask, document_slices
 
 _KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "usp_ring", "ranks_per_node",
-             "double_ring", "overlap")
+             "double_ring", "overlap", "mask_aware")
 
 
 def check_unsupported(dropout_p, softcap, alibi_slopes):
@@ -211,6 +211,7 @@ def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, ext
                             ranks_per_node=int(extra.get("ranks_per_node", 0)),
                             double_ring=bool(extra.get("double_ring", True)),
                             overlap=bool(extra.get("overlap", True)),
+                            mask_aware=bool(extra.get("mask_aware", True)),
                             num_threads=int(extra.get("num_threads", 0)),
                             impl=extra.get("impl", "tiled"))
     return DistRunner(dist, varlen)

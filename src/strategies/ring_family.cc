@@ -29,6 +29,21 @@ std::int64_t pairs(const Setup& setup, int q_rank, int kv_rank) {
   return setup.plan->block_pairs()[static_cast<std::size_t>(q_rank)][static_cast<std::size_t>(kv_rank)];
 }
 
+/// Runs one pass on the plan's schedule: the mask-aware one (only needed blocks, owner to reader;
+/// ring_direct.cc) when the plan chose it, else the full ring. query_rows: the circulating block
+/// holds queries (backward query side), so rank g needs block j when j's queries see g's keys.
+std::vector<float> run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass, bool query_rows,
+                                std::vector<float> own, std::int64_t write_floats, const RingExecutor::StepFn& fn,
+                                RingRunStats& rs) {
+  if (!pass.mask_aware) return exec.run(std::move(own), write_floats, fn, rs);
+  const int P = setup.P;
+  std::vector<std::vector<char>> need(static_cast<std::size_t>(P), std::vector<char>(static_cast<std::size_t>(P)));
+  for (int g = 0; g < P; ++g)
+    for (int j = 0; j < P; ++j)
+      need[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)] = (query_rows ? pairs(setup, j, g) : pairs(setup, g, j)) > 0;
+  return exec.run_direct(std::move(own), write_floats, need, fn, rs);
+}
+
 }  // namespace
 
 void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView& q, const TensorView& k,
@@ -45,7 +60,7 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   const TensorView lse_part = rows_view(lse_mem.data(), d.B, d.H, d.S);
   bool first = true;
   RingRunStats rs;
-  exec.run(std::move(own), 0,
+  run_schedule(setup, exec, setup.plan->forward(), false, std::move(own), 0,
            [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
              if (pairs(setup, g, j) == 0) return;   // no visible pair: skip the block
              const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
@@ -95,8 +110,8 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
     append_packed(lse, own);
     fill_view(dk, 0.0f);
     fill_view(dv, 0.0f);
-    std::vector<float> dq_home = exec.run(
-        std::move(own), d.b_q,
+    std::vector<float> dq_home = run_schedule(
+        setup, exec, setup.plan->backward(), true, std::move(own), d.b_q,
         [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
           if (pairs(setup, j, g) == 0) return;
           const TensorView qj = bshd_view_at(read, 0, dt, d.B, d.S, d.H, d.D);
@@ -118,8 +133,8 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
     own.clear();   // capacity kept: packing below reuses the pooled memory
     append_packed_pair(k, v, own);
     fill_view(dq, 0.0f);
-    std::vector<float> dkv_home = exec.run(
-        std::move(own), 2 * d.b_kv,
+    std::vector<float> dkv_home = run_schedule(
+        setup, exec, setup.plan->backward(), false, std::move(own), 2 * d.b_kv,
         [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
           if (pairs(setup, g, j) == 0) return;
           const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);

@@ -62,6 +62,18 @@ class RingExecutor {
   std::vector<float> run(std::vector<float> own_read, std::int64_t write_floats, const StepFn& compute,
                          RingRunStats& stats) const;
 
+  /// The mask-aware schedule (MagiAttention's zero-redundant communication, docs/strategies.md
+  /// § Mask-aware rings): the same steps and compute order as run(), but a rank receives a
+  /// block's read payload only when it computes on it — need[g][j] != 0: rank g reads owner j's
+  /// payload — and straight from the owner (who sends one copy to each rank that needs it), and
+  /// each step's write contribution goes straight home to the block's owner, which sums them in
+  /// step order (the order of run()'s chain on a flat ring). compute is called at step 0 and at
+  /// the steps whose block is needed. Steps needed by no rank move nothing. Collective; need
+  /// (P × P) identical on every rank.
+  std::vector<float> run_direct(std::vector<float> own_read, std::int64_t write_floats,
+                                const std::vector<std::vector<char>>& need, const StepFn& compute,
+                                RingRunStats& stats) const;
+
  private:
   Communicator intra_, inter_, chain_, home_;
   mutable BufferPool pool_;   // run() is logically const: the pool only caches memory
