@@ -52,7 +52,7 @@ model=(--d-model 64 --heads 2 --kv-heads 1 --head-dim 16 --ffn 172 --lr 1e-2 --w
 # training window.
 if [[ "${BURST_LM_EVAL_BEFORE:-1}" == 1 ]]; then
   stamp "4/5 eval before training: the whole KJV as one sequence on $ranks ranks"
-  "${mpirun[@]}" "$burst" eval --data "$data" --checkpoint "$out/checkpoint_step0.bin" \
+  "${mpirun[@]}" "$burst" eval --data "$data" --checkpoint "$out/checkpoint_step0.safetensors" \
     --per-book-json "$out/eval_before_books.json" | tee "$out/eval_before.log"
   tail -n1 "$out/eval_before.log" > "$out/eval_before.json"
 else
@@ -61,7 +61,7 @@ else
 fi
 
 stamp "5/5 eval after training"
-"${mpirun[@]}" "$burst" eval --data "$data" --checkpoint "$out/checkpoint.bin" \
+"${mpirun[@]}" "$burst" eval --data "$data" --checkpoint "$out/checkpoint.safetensors" \
   --per-book-json "$out/eval_after_books.json" | tee "$out/eval_after.log"
 tail -n1 "$out/eval_after.log" > "$out/eval_after.json"
 
@@ -96,7 +96,7 @@ print("\n" + "=" * (w + 40))
 for k, v in rows:
     print(f"{k:<{w}}  {v}")
 print("=" * (w + 40))
-print(f"artifacts: {out}/checkpoint.bin, train_log.jsonl, loss.png, eval_*_books.json")
+print(f"artifacts: {out}/checkpoint.safetensors (scripts/read_checkpoint.py loads it into torch), train_log.jsonl, loss.png, eval_*_books.json")
 if not (a["perplexity"] < a["unigram_perplexity"]):
     print("WARNING: perplexity after training is not below the unigram baseline", file=sys.stderr)
 PY
@@ -109,7 +109,7 @@ PY
 # (verified). ~1 eval of time. BURST_LM_GENERATE=0 skips it.
 if [[ "${BURST_LM_GENERATE:-1}" == 1 ]]; then
   stamp "generate: whole KJV + prompt as context on $ranks ranks"
-  "${mpirun[@]}" "$burst" generate --data "$data" --checkpoint "$out/checkpoint.bin" --context all \
+  "${mpirun[@]}" "$burst" generate --data "$data" --checkpoint "$out/checkpoint.safetensors" --context all \
     --prompt "${BURST_LM_PROMPT:-And God said}" --max-new-tokens "${BURST_LM_NEW_TOKENS:-24}" \
     --temperature 0.8 --top-k 40 --seed 1 | tee "$out/generate.log"
   tail -n1 "$out/generate.log" > "$out/generate.json"

@@ -154,7 +154,7 @@ TEST(LmExactness, EvalMatchesSingleProcessAndVerifiesItself) {
   burst::lm::EvalOptions e;
   e.run = o.run;
   e.run.dist.layout = burst::LayoutKind::Balanced;
-  e.checkpoint = o.out_dir / "checkpoint.bin";
+  e.checkpoint = o.out_dir / "checkpoint.safetensors";
   e.verify_books = 3;
   const auto dist = burst::lm::run_eval(e, f.comm);
   e.run.engine = burst::lm::EngineKind::Local;

@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "lm/attention_fn.h"
 #include "burst/error.h"
@@ -92,6 +96,46 @@ TEST(LmModel, AttentionFunctionMatchesFp64Reference) {
   EXPECT_THROW(burst::lm::LocalEngine({3, 2}, mask, S_global, 1), burst::Error);
 }
 
+// The evaluation forward (c10::InferenceMode, buffers reused across layers, row chunks) computes
+// what the training forward (autograd) computes: same per-token losses for MHA and GQA, chunk
+// sizes 1, a non-divisor, exactly S and more than S; no autograd state on its output.
+TEST(LmModel, InferenceForwardMatchesAutogradForward) {
+  const std::int64_t S = 53;
+  const burst::Mask mask = burst::Mask::document({0, 17, 40, 53}, /*causal=*/true);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
+  for (std::int64_t i = 0; i < S; ++i) pos[static_cast<std::size_t>(i)] = i;
+  torch::manual_seed(11);
+  const auto tokens = torch::randint(0, 64, {S}, torch::kInt64), target = torch::randint(0, 64, {S}, torch::kInt64);
+  for (const int kv_heads : {4, 2}) {
+    auto cfg = tiny_config();
+    cfg.kv_heads = kv_heads;
+    burst::lm::Model model(cfg);
+    burst::lm::LocalEngine train_engine(pos, mask, S, 1);
+    const auto hidden_ref = model.forward(tokens, train_engine);   // grad mode on: the autograd path
+    ASSERT_TRUE(hidden_ref.requires_grad());
+    const auto loss_ref = burst::lm::head_token_losses(hidden_ref.detach(), model.head().detach(), target, 7);
+    for (const std::int64_t rows : {1, 7, 53, 64}) {
+      model.set_inference_rows(rows);
+      const c10::InferenceMode inference;
+      burst::lm::LocalEngine engine(pos, mask, S, 1);
+      std::vector<std::pair<int, burst::lm::Model::Stage>> stages;
+      const auto hidden = model.forward(tokens, engine, [&](int l, burst::lm::Model::Stage st) { stages.emplace_back(l, st); });
+      EXPECT_TRUE(hidden.is_inference());
+      EXPECT_FALSE(hidden.requires_grad());
+      const auto loss = burst::lm::head_token_losses(hidden, model.head(), target, 7);
+      // Same fp32 operations; only addmm's fused accumulation and chunked GEMMs may round
+      // differently: ~1e-7 relative per op, 1e-5 over two layers and the head.
+      EXPECT_LT(max_rel(hidden, hidden_ref.detach()), 1e-5) << "H_kv " << kv_heads << " rows " << rows;
+      EXPECT_LT(max_rel(loss, loss_ref), 1e-5) << "H_kv " << kv_heads << " rows " << rows;
+      EXPECT_EQ(stages.size(), 3u * static_cast<unsigned>(cfg.layers) + 1u);
+    }
+  }
+  burst::lm::Model model(tiny_config());
+  burst::lm::LocalEngine engine(pos, mask, S, 1);
+  EXPECT_THROW(model.forward_inference(tokens, engine), burst::Error);   // grad mode on: refused
+  EXPECT_THROW(model.set_inference_rows(0), burst::Error);
+}
+
 TEST(LmModel, RopeDependsOnlyOnRelativePosition) {
   torch::manual_seed(7);
   const int D = 32;
@@ -108,8 +152,53 @@ TEST(LmModel, RopeDependsOnlyOnRelativePosition) {
   EXPECT_GT(std::abs(score(17, 6) - near), 1e-6);   // and it does depend on the distance
 }
 
+// The checkpoint is a safetensors file: the Python reader (scripts/read_checkpoint.py, torch
+// only) loads what the C++ side wrote, with the same shapes, values and metadata, and verifies the
+// checksum. Skipped (not passed) without /usr/bin/python3 + torch.
+TEST(LmModel, CheckpointIsReadByThePythonSafetensorsReader) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 with torch not available";
+  const fs::path path = fs::temp_directory_path() / ("burst_test_lm_st_" + std::to_string(::getpid()) + ".safetensors");
+  torch::manual_seed(2);
+  burst::lm::Checkpoint c;
+  c.header = {{"kind", "burst-lm"}, {"step", 3}, {"model", {{"d_model", 5}}}};
+  c.tensors.emplace_back("w", torch::randn({3, 5}));
+  c.tensors.emplace_back("b", torch::randn({7}));
+  c.tensors.emplace_back("empty", torch::empty({0, 4}));
+  burst::lm::save_checkpoint(path, c);
+  std::string out;
+  {
+    const std::string cmd = std::string("/usr/bin/python3 ") + BURST_SOURCE_DIR + "/scripts/read_checkpoint.py " +
+                            path.string() + " --json";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    ASSERT_EQ(::pclose(p), 0) << out;
+  }
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j.at("metadata").at("burst").at("step"), 3);
+  EXPECT_EQ(j.at("metadata").at("burst").at("model").at("d_model"), 5);
+  ASSERT_EQ(j.at("tensors").size(), 3u);
+  for (const auto& [name, t] : c.tensors) {
+    EXPECT_EQ(j.at("tensors").at(name).at("shape").get<std::vector<std::int64_t>>(), t.sizes().vec()) << name;
+    // The same fp32 values summed in fp64 on both sides (different order): equal to ~1e-15.
+    EXPECT_NEAR(j.at("tensors").at(name).at("sum").get<double>(), t.to(torch::kFloat64).sum().item<double>(), 1e-12)
+        << name;
+  }
+  {   // a flipped data byte fails the Python reader's checksum too
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x55');
+  }
+  const std::string cmd = std::string("/usr/bin/python3 ") + BURST_SOURCE_DIR + "/scripts/read_checkpoint.py " +
+                          path.string() + " --json >/dev/null 2>&1";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  fs::remove(path);
+}
+
 TEST(LmModel, CheckpointRoundTripAndCorruptionIsRefused) {
-  const fs::path path = fs::temp_directory_path() / ("burst_test_lm_ckpt_" + std::to_string(::getpid()) + ".bin");
+  const fs::path path = fs::temp_directory_path() / ("burst_test_lm_ckpt_" + std::to_string(::getpid()) + ".safetensors");
   burst::lm::Checkpoint c;
   c.header = {{"kind", "burst-lm"}, {"step", 7}};
   c.tensors.emplace_back("a", torch::arange(6, torch::kFloat32).view({2, 3}));
@@ -131,6 +220,13 @@ TEST(LmModel, CheckpointRoundTripAndCorruptionIsRefused) {
   } catch (const burst::Error& e) {
     EXPECT_NE(std::string(e.what()).find("corrupt checkpoint"), std::string::npos) << e.what();
   }
+  burst::lm::save_checkpoint(path, c);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(12);   // inside the JSON header
+    f.put('\x01');
+  }
+  EXPECT_THROW(burst::lm::load_checkpoint(path), burst::Error);
   fs::resize_file(path, 10);
   EXPECT_THROW(burst::lm::load_checkpoint(path), burst::Error);
   fs::remove(path);

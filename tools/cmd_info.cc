@@ -33,9 +33,8 @@ std::string compiler() {
 #endif
 }
 
-// libtorch calls the Fortran BLAS symbol sgemm_ through libblas.so.3, a Debian alternative
-// (netlib reference BLAS, or OpenBLAS from libopenblas0-*): report the file that symbol
-// resolved to in this process and, for OpenBLAS, its build line and threading model.
+}  // namespace
+
 nlohmann::json blas_in_use() {
 #ifdef BURST_HAVE_LM
   void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
@@ -62,8 +61,6 @@ nlohmann::json blas_in_use() {
   return {{"library", "none (built without libtorch)"}};
 #endif
 }
-
-}  // namespace
 
 std::string version_line() {
   return std::string("burst ") + BURST_VERSION_STRING + " (git " + build_git_describe() + ")";

@@ -53,6 +53,7 @@ lm::RunOptions resolve(const RunArgs& a, const Communicator& comm) {
   torch::set_num_threads(threads);
   r.head_chunk = a.head_chunk;
   r.verbose = !a.quiet;
+  r.blas = blas_in_use();
   return r;
 }
 
@@ -66,7 +67,7 @@ void add_lm_commands(CLI::App& app) {
   auto no_plot = std::make_shared<bool>(false);
   CLI::App* t = app.add_subcommand("train", "train the KJV language model with one long context per step (mpirun)");
   add_run_options(*t, *targs, "zigzag");
-  t->add_option("--out", *tout, "run directory: checkpoint.bin, train_log.jsonl, loss.png")->capture_default_str();
+  t->add_option("--out", *tout, "run directory: checkpoint.safetensors, train_log.jsonl, loss.png")->capture_default_str();
   t->add_option("--steps", topt->steps, "total optimizer steps (a resumed run continues to this)")->capture_default_str();
   t->add_option("--seq-len", topt->seq_len, "tokens per step (the whole context, split over ranks)")->capture_default_str();
   t->add_option("--lr", topt->lr, "peak AdamW learning rate")->capture_default_str();
@@ -81,8 +82,12 @@ void add_lm_commands(CLI::App& app) {
   t->add_option("--head-dim", topt->model.head_dim, "D")->capture_default_str();
   t->add_option("--ffn", topt->model.ffn_hidden, "SwiGLU hidden width")->capture_default_str();
   t->add_option("--checkpoint-every", topt->checkpoint_every)->capture_default_str();
+  t->add_option("--time-budget", topt->time_budget_seconds,
+                "seconds for the training loop: after 2 steps the step count (at most --steps) and the "
+                "cosine schedule are set to what fits at the longest step (0: no budget)")
+      ->capture_default_str();
   t->add_option("--stop-after", topt->stop_after, "return after this many steps (checkpointed; rerun to resume)");
-  t->add_flag("--no-resume", *no_resume, "start fresh even if <out>/checkpoint.bin exists");
+  t->add_flag("--no-resume", *no_resume, "start fresh even if <out>/checkpoint.safetensors exists");
   const std::map<std::string, lm::Model::Recompute> recompute{
       {"none", lm::Model::Recompute::None}, {"mlp", lm::Model::Recompute::Mlp}, {"layer", lm::Model::Recompute::Layer},
       {"seq", lm::Model::Recompute::SeqWise}};
@@ -103,7 +108,10 @@ void add_lm_commands(CLI::App& app) {
     if (comm.rank() == 0 && !history.empty())
       std::printf("%s\n", nlohmann::json{{"steps", history.back().step}, {"loss", history.back().loss},
                                          {"ranks", comm.size()}, {"seq_len", topt->seq_len},
-                                         {"checkpoint", (topt->out_dir / "checkpoint.bin").string()}}
+                                         {"heads", topt->model.heads}, {"kv_heads", topt->model.kv_heads},
+                                         {"backward_side", history.back().backward_side},
+                                         {"blas", topt->run.blas},
+                                         {"checkpoint", (topt->out_dir / "checkpoint.safetensors").string()}}
                               .dump()
                               .c_str());
   });

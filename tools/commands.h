@@ -3,6 +3,8 @@
 // burst::Error on failure; main.cc owns MPI init/finalize/abort and error reporting.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 namespace CLI {
 class App;
 }
@@ -16,5 +18,11 @@ void add_simulate_command(CLI::App& app);     // cmd_simulate.cc: cost model, ra
 void add_calibrate_command(CLI::App& app);    // cmd_calibrate.cc: measure this machine -> cluster spec
 void add_report_command(CLI::App& app);       // cmd_report.cc: JSON lines -> PNG figures + markdown
 void add_lm_commands(CLI::App& app);          // cmd_lm.cc: train | eval (BURST_HAVE_LM)
+
+/// The BLAS libtorch calls through libblas.so.3 (a Debian alternative: netlib reference BLAS, or
+/// OpenBLAS from libopenblas0-*): the file the Fortran symbol sgemm_ resolved to in this process
+/// and, for OpenBLAS, its build line and threading model (cmd_info.cc; `burst info`, and the
+/// train/eval logs).
+nlohmann::json blas_in_use();
 
 }  // namespace burst::cli

@@ -118,6 +118,7 @@ void LocalEngine::backward(const TensorView& dout, const TensorView& q, const Te
   attention_backward(dout, q, k, v, out, lse, dq, dk, dv, params_);
   totals_.backward_seconds += since(t0);
   totals_.backward_pairs += pairs_;
+  totals_.backward_side = "local";
 }
 
 Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "burst/attention.h"
@@ -28,6 +29,10 @@ struct EngineTotals {
   std::int64_t bytes_sent = 0;
   std::int64_t forward_pairs = 0;    ///< visible (q, k) pairs in forward passes (FLOP = 4·D·H·pairs)
   std::int64_t backward_pairs = 0;   ///< same for backward passes (FLOP = 10·D·H·pairs)
+  /// Side that circulated in the last backward: "query" (BurstAttention's Q, dO, delta, lse + dQ
+  /// ring), "kv" (RingAttention's K, V + dK, dV ring), as DistStats names it; "local" for
+  /// LocalEngine; empty before any backward.
+  std::string backward_side;
 };
 
 class AttentionEngine {
@@ -43,6 +48,9 @@ class AttentionEngine {
                         const TensorView& v, const TensorView& out, const TensorView& lse,
                         const TensorView& dq, const TensorView& dk, const TensorView& dv) = 0;
   const EngineTotals& totals() const { return totals_; }
+  /// Visible (q, k) pairs per head of one forward pass on the busiest rank (progress estimates);
+  /// 0 when the engine does not know.
+  virtual std::int64_t planned_forward_pairs() const { return 0; }
 
   /// Seq-wise checkpointing (docs/algorithm.md §9.1): an engine over the first half of this
   /// sequence — global positions [0, S/2), whose tokens are the first half of this rank's
@@ -64,6 +72,9 @@ class DistEngine final : public AttentionEngine {
  public:
   DistEngine(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape, const Mask& mask);
   const std::vector<std::int64_t>& positions() const override { return attn_.positions(); }
+  std::int64_t planned_forward_pairs() const override;
+  /// The backward side the plan resolved ("query" or "kv"; Plan::backward_side).
+  std::string planned_backward_side() const;
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse) override;
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -83,6 +94,7 @@ class LocalEngine final : public AttentionEngine {
   LocalEngine(std::vector<std::int64_t> positions, const Mask& mask, std::int64_t S_global,
               int num_threads, KernelImpl impl = KernelImpl::Tiled);
   const std::vector<std::int64_t>& positions() const override { return positions_; }
+  std::int64_t planned_forward_pairs() const override { return pairs_; }
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse) override;
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,

@@ -1,8 +1,10 @@
-// apps/lm/checkpoint.cc — save / verify / load.
+// apps/lm/checkpoint.cc — save / verify / load (safetensors layout).
 #include "checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "burst/error.h"
@@ -12,47 +14,102 @@ namespace burst::lm {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMagic[8] = {'B', 'U', 'R', 'S', 'T', 'L', 'M', '\0'};
-constexpr std::uint32_t kVersion = 1;
+constexpr const char* kFormat = "burst-lm/safetensors-1";
 
-template <typename T>
-void put(std::string& buf, const T& v) {
-  buf.append(reinterpret_cast<const char*>(&v), sizeof v);
+// The checksum of the "burst" metadata text followed by the data section.
+std::uint64_t checksum(const std::string& meta, const char* data, std::size_t bytes) {
+  return fnv1a64(data, bytes, fnv1a64(meta.data(), meta.size()));
 }
 
 }  // namespace
 
 void save_checkpoint(const fs::path& path, const Checkpoint& ckpt) {
-  nlohmann::json header = ckpt.header;
-  header["tensors"] = nlohmann::json::array();
+  const std::string meta = ckpt.header.dump();
+  nlohmann::ordered_json header;
+  std::set<std::string> names;
   std::size_t data_bytes = 0;
   for (const auto& [name, t] : ckpt.tensors) {
     BURST_CHECK(t.scalar_type() == torch::kFloat32, InvalidArgument, "checkpoint tensor ", name, " is not fp32");
-    header["tensors"].push_back({{"name", name}, {"shape", t.sizes().vec()}});
-    data_bytes += static_cast<std::size_t>(t.numel()) * sizeof(float);
+    BURST_CHECK(name != "__metadata__" && names.insert(name).second, InvalidArgument, "checkpoint tensor name '",
+                name, "' is reserved or repeated");
+    const std::size_t bytes = static_cast<std::size_t>(t.numel()) * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", t.sizes().vec()}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
+    data_bytes += bytes;
   }
-  const std::string text = header.dump();
-  std::string buf;
-  buf.reserve(32 + text.size() + data_bytes);
-  buf.append(kMagic, sizeof kMagic);
-  put(buf, kVersion);
-  put(buf, static_cast<std::uint64_t>(text.size()));
-  buf += text;
+  std::string data;
+  data.reserve(data_bytes);
   for (const auto& [name, t] : ckpt.tensors) {
     const auto c = t.detach().contiguous();
-    buf.append(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::size_t>(c.numel()) * sizeof(float));
+    data.append(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::size_t>(c.numel()) * sizeof(float));
   }
-  put(buf, fnv1a64(buf.data(), buf.size()));
+  header["__metadata__"] = {{"format", kFormat}, {"burst", meta},
+                            {"checksum", hex64(checksum(meta, data.data(), data.size()))}};
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');   // the data section starts 8-byte aligned
+  const auto n = static_cast<std::uint64_t>(text.size());
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
   const fs::path tmp = path.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     BURST_CHECK(out, InvalidArgument, "cannot write checkpoint ", tmp.string());
-    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);   // little-endian
+    out.write(len, sizeof len);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
     BURST_CHECK(out.good(), InvalidArgument, "short write of checkpoint ", tmp.string());
   }
   fs::rename(tmp, path);
 }
+
+namespace {
+
+// The header and tensors of a file whose header length n is in range (load_checkpoint).
+Checkpoint parse_checkpoint(const std::string& buf, std::uint64_t n, const std::string& bad) {
+  const nlohmann::json header = nlohmann::json::parse(buf.substr(8, n));
+  BURST_CHECK(header.is_object() && header.contains("__metadata__") &&
+                  header["__metadata__"].value("format", "") == kFormat,
+              InvalidArgument, bad, "not a burst LM checkpoint (no __metadata__.format = ", kFormat, ")");
+  const nlohmann::json& meta = header.at("__metadata__");
+  const char* data = buf.data() + 8 + n;
+  const std::size_t data_bytes = buf.size() - 8 - n;
+  // Tensors in data order; their byte ranges must tile the data section exactly.
+  std::vector<std::pair<std::size_t, std::string>> order;
+  for (auto it = header.begin(); it != header.end(); ++it)
+    if (it.key() != "__metadata__") order.emplace_back(it.value().at("data_offsets").at(0).get<std::size_t>(), it.key());
+  std::sort(order.begin(), order.end());
+  Checkpoint ckpt;
+  std::size_t off = 0;
+  for (const auto& [begin, name] : order) {
+    const auto& t = header.at(name);
+    BURST_CHECK(t.value("dtype", "") == "F32", InvalidArgument, bad, "tensor ", name, " has dtype ",
+                t.value("dtype", "?"), ", this build reads F32");
+    const auto shape = t.at("shape").get<std::vector<std::int64_t>>();
+    const auto end = t.at("data_offsets").at(1).get<std::size_t>();
+    std::size_t numel = 1;
+    for (const auto dim : shape) {
+      BURST_CHECK(dim >= 0 && (dim == 0 || numel <= data_bytes / static_cast<std::size_t>(dim)), InvalidArgument,
+                  bad, "tensor ", name, " has a bad shape");
+      numel *= static_cast<std::size_t>(dim);
+    }
+    const std::size_t bytes = numel * sizeof(float);
+    BURST_CHECK(begin == off && end == begin + bytes && end <= data_bytes, InvalidArgument, bad, "tensor ", name,
+                " spans bytes [", begin, ", ", end, ") of ", data_bytes, ", expected [", off, ", ", off + bytes, ")");
+    torch::Tensor x = torch::empty(shape);
+    std::memcpy(x.data_ptr<float>(), data + begin, bytes);
+    off = end;
+    ckpt.tensors.emplace_back(name, x);
+  }
+  BURST_CHECK(off == data_bytes, InvalidArgument, bad, data_bytes - off, " trailing bytes");
+  const std::string text = meta.at("burst").get<std::string>();
+  const std::string want = meta.value("checksum", ""), have = hex64(checksum(text, data, data_bytes));
+  BURST_CHECK(want == have, InvalidArgument, bad, "checksum mismatch (stored ", want, ", computed ", have,
+              ") — the file is damaged");
+  ckpt.header = nlohmann::json::parse(text);
+  return ckpt;
+}
+
+}  // namespace
 
 Checkpoint load_checkpoint(const fs::path& path) {
   BURST_CHECK(fs::exists(path), InvalidArgument, "checkpoint ", path.string(),
@@ -65,36 +122,16 @@ Checkpoint load_checkpoint(const fs::path& path) {
     buf = os.str();
   }
   const std::string bad = "corrupt checkpoint " + path.string() + ": ";
-  constexpr std::size_t kFixed = sizeof kMagic + sizeof(std::uint32_t) + sizeof(std::uint64_t);
-  BURST_CHECK(buf.size() >= kFixed + sizeof(std::uint64_t), InvalidArgument, bad, "only ", buf.size(), " bytes");
-  BURST_CHECK(std::memcmp(buf.data(), kMagic, sizeof kMagic) == 0, InvalidArgument, bad,
-              "wrong magic (not a burst LM checkpoint)");
-  std::uint32_t version = 0;
-  std::uint64_t header_len = 0, stored = 0;
-  std::memcpy(&version, buf.data() + sizeof kMagic, sizeof version);
-  std::memcpy(&header_len, buf.data() + sizeof kMagic + sizeof version, sizeof header_len);
-  BURST_CHECK(version == kVersion, InvalidArgument, bad, "format version ", version, ", this build reads ", kVersion);
-  const std::size_t body = buf.size() - sizeof(std::uint64_t);
-  std::memcpy(&stored, buf.data() + body, sizeof stored);
-  const std::uint64_t actual = fnv1a64(buf.data(), body);
-  BURST_CHECK(stored == actual, InvalidArgument, bad, "checksum mismatch (stored ", stored, ", computed ",
-              actual, ") — the file is truncated or damaged");
-  BURST_CHECK(kFixed + header_len <= body, InvalidArgument, bad, "header length ", header_len, " past the end");
-  Checkpoint ckpt;
-  ckpt.header = nlohmann::json::parse(buf.substr(kFixed, header_len));
-  std::size_t off = kFixed + header_len;
-  for (const auto& t : ckpt.header.at("tensors")) {
-    const auto shape = t.at("shape").get<std::vector<std::int64_t>>();
-    torch::Tensor x = torch::empty(shape);
-    const std::size_t bytes = static_cast<std::size_t>(x.numel()) * sizeof(float);
-    BURST_CHECK(off + bytes <= body, InvalidArgument, bad, "tensor ", t.at("name").get<std::string>(), " past the end");
-    std::memcpy(x.data_ptr<float>(), buf.data() + off, bytes);
-    off += bytes;
-    ckpt.tensors.emplace_back(t.at("name").get<std::string>(), x);
+  BURST_CHECK(buf.size() >= 8, InvalidArgument, bad, "only ", buf.size(), " bytes");
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(buf[static_cast<std::size_t>(i)])) << (8 * i);
+  BURST_CHECK(n <= buf.size() - 8, InvalidArgument, bad, "header length ", n, " past the end of ", buf.size(),
+              " bytes (not a safetensors file, or truncated)");
+  try {
+    return parse_checkpoint(buf, n, bad);
+  } catch (const nlohmann::json::exception& e) {   // malformed header: a field missing or mistyped
+    BURST_FAIL(InvalidArgument, bad, "bad header (", e.what(), ")");
   }
-  BURST_CHECK(off == body, InvalidArgument, bad, body - off, " trailing bytes");
-  ckpt.header.erase("tensors");
-  return ckpt;
 }
 
 torch::Tensor checkpoint_tensor(const Checkpoint& ckpt, const std::string& name,

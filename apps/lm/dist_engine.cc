@@ -1,4 +1,5 @@
 // apps/lm/dist_engine.cc — DistEngine: burst's DistAttention behind the engine interface.
+#include <algorithm>
 #include <chrono>
 
 #include "attention_fn.h"
@@ -32,6 +33,16 @@ void DistEngine::backward(const TensorView& dout, const TensorView& q, const Ten
   totals_.backward_seconds += since(t0);
   totals_.bytes_sent += attn_.last_stats().bytes_sent;
   totals_.backward_pairs += attn_.last_stats().visible_pairs;
+  totals_.backward_side = attn_.last_stats().backward_side;
+}
+
+std::int64_t DistEngine::planned_forward_pairs() const {
+  const auto& pairs = attn_.plan().forward().visible_pairs;
+  return pairs.empty() ? 0 : *std::max_element(pairs.begin(), pairs.end());
+}
+
+std::string DistEngine::planned_backward_side() const {
+  return attn_.plan().backward_side() == BackwardSide::QuerySide ? "query" : "kv";
 }
 
 }  // namespace burst::lm

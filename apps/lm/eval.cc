@@ -10,6 +10,7 @@
 #include "data.h"
 #include "engine_factory.h"
 #include "fused_head_loss.h"
+#include "progress.h"
 #include "runtime.h"
 #include "train.h"
 
@@ -53,6 +54,39 @@ double single_rank_book_loss_sum(Model& model, const Corpus& corpus, const Windo
   return (losses.to(torch::kFloat64) * torch::from_blob(wt.data(), {n}).to(torch::kFloat64)).sum().item<double>();
 }
 
+/// The phases of one evaluation forward on S_local tokens, in Model::Stage order (3 per layer),
+/// then the LM head; work in flop: projections 2·S·d·(H·D + 2·H_kv·D), attention 4·D·H·pairs,
+/// output projection + SwiGLU 2·S·(H·D·d + 3·d·F), head 2·S·V·d.
+std::vector<Progress::Phase> eval_phases(const ModelConfig& m, std::int64_t S_local, std::int64_t pairs) {
+  const double S = static_cast<double>(S_local), d = m.d_model, H = m.heads, D = m.head_dim;
+  std::vector<Progress::Phase> out;
+  for (int l = 0; l < m.layers; ++l) {
+    const std::string layer = "layer " + std::to_string(l + 1) + "/" + std::to_string(m.layers) + " ";
+    out.push_back({layer + "projections", "dense", 2 * S * d * (H * D + 2.0 * m.kv_heads * D)});
+    out.push_back({layer + "attention", "attention", 4 * D * H * static_cast<double>(pairs)});
+    out.push_back({layer + "MLP", "dense", 2 * S * (H * D * d + 3 * d * m.ffn_hidden)});
+  }
+  out.push_back({"LM head", "dense", 2 * S * m.vocab_size * d});
+  return out;
+}
+
+/// Forward attention flop/s of this rank's kernel on a short causal sequence (4096 tokens, the
+/// model's H, H_kv, D; ~0.1 s): the progress ETA's rate for attention until a layer's attention
+/// has finished. Not collective.
+double attention_rate(const ModelConfig& m, int threads) {
+  const std::int64_t S = 4096;
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
+  for (std::int64_t i = 0; i < S; ++i) pos[static_cast<std::size_t>(i)] = i;
+  LocalEngine engine(pos, Mask::causal_mask(), S, threads);
+  const auto q = torch::randn({1, S, m.heads, m.head_dim}), k = torch::randn({1, S, m.kv_heads, m.head_dim}),
+             v = torch::randn({1, S, m.kv_heads, m.head_dim}), out = torch::empty_like(q),
+             lse = torch::empty({1, m.heads, S});
+  const auto view = [](const torch::Tensor& t) { return make_view(t.data_ptr<float>(), t.sizes().vec()); };
+  const Stopwatch sw;
+  engine.forward(view(q), view(k), view(v), view(out), view(lse));
+  return 4.0 * m.head_dim * m.heads * static_cast<double>(engine.totals().forward_pairs) / std::max(sw.seconds(), 1e-9);
+}
+
 /// One value per rank, gathered on every rank (fp64-exact for integers below 2⁴⁸). Collective.
 std::vector<std::int64_t> per_rank(const Communicator& comm, double value) {
   std::vector<double> v(static_cast<std::size_t>(comm.size()), 0.0);
@@ -74,9 +108,11 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
     BURST_CHECK(o.max_tokens >= 0 && o.verify_books >= 0, InvalidArgument, "max_tokens=", o.max_tokens,
                 " and verify_books=", o.verify_books, " must be >= 0");
   });
-  torch::NoGradGuard no_grad;
   Model model = model_from_checkpoint(ckpt);
   const ModelConfig& mcfg = model.config();
+  // No autograd state from here on: no graph, no version counters, no saved tensors
+  // (c10::InferenceMode; the model's parameters were made before it, as normal tensors).
+  const c10::InferenceMode inference;
 
   const std::int64_t N = o.max_tokens > 0 ? std::min(o.max_tokens, corpus.num_tokens()) : corpus.num_tokens();
   const std::int64_t S_padded = padded_length(N, P);
@@ -87,7 +123,8 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
     std::cerr << "eval: " << N << " tokens as one sequence ("
               << w.cu_seqlens.size() - 1 - (S_padded > N ? 1 : 0) << " books, document-causal, "
               << S_padded - N << " padding tokens), " << P << " ranks, " << to_string(o.run.dist.strategy) << " / "
-              << to_string(o.run.dist.layout) << ", model step " << ckpt.header.at("step") << "\n";
+              << to_string(o.run.dist.layout) << ", model step " << ckpt.header.at("step") << ", BLAS "
+              << blas_summary(o.run.blas) << "\n";
 
   return abort_on_failure(comm, "burst eval", [&]() -> json {
   const Stopwatch sw;
@@ -96,9 +133,17 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
   std::vector<float> wt;
   gather_window(corpus, w, engine->positions(), in, tg, wt);
   const auto n_local = static_cast<std::int64_t>(in.size());
-  const auto hidden = model.forward(torch::from_blob(in.data(), {n_local}, torch::kInt64), *engine);
+  Progress progress("eval: ", eval_phases(mcfg, n_local, engine->planned_forward_pairs()), log);
+  if (log) progress.set_prior_rate("attention", attention_rate(mcfg, o.run.dist.num_threads));
+  const auto hidden = model.forward(torch::from_blob(in.data(), {n_local}, torch::kInt64), *engine,
+                                    [&](int layer, Model::Stage st) {
+                                      // phase 3·layer + stage; Done (layer = L) is the LM head, 3·L
+                                      progress.begin(static_cast<std::size_t>(
+                                          st == Model::Stage::Done ? 3 * layer : 3 * layer + static_cast<int>(st)));
+                                    });
   const auto losses = head_token_losses(hidden, model.head(), torch::from_blob(tg.data(), {n_local}, torch::kInt64),
                                         o.run.head_chunk);
+  progress.end();
   const auto nb = static_cast<std::size_t>(corpus.num_books());
   std::vector<double> sums(nb, 0.0), counts(nb, 0.0);
   // Positions past N are padding (weight 0); clamp for book_of.
@@ -152,9 +197,24 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
   }
   std::vector<double> ref(sample.size(), 0.0);
   const Stopwatch verify_sw;
-  for (std::size_t j = 0; j < sample.size(); ++j)
-    if (static_cast<int>(j % static_cast<std::size_t>(P)) == rank)
+  {
+    // Rank 0's share of the self-check: one phase per book it recomputes.
+    std::vector<Progress::Phase> phases;
+    for (std::size_t j = 0; j < sample.size(); j += static_cast<std::size_t>(P)) {
+      const auto n = ranges[sample[j]].end - ranges[sample[j]].begin;
+      double work = 0;
+      for (const auto& ph : eval_phases(mcfg, n, n * (n + 1) / 2)) work += ph.work;
+      phases.push_back({"self-check on book " + corpus.book_names[sample[j]], "self-check", work});
+    }
+    std::size_t next = 3 * static_cast<std::size_t>(mcfg.layers) + 1;
+    progress.add(phases);
+    for (std::size_t j = 0; j < sample.size(); ++j) {
+      if (static_cast<int>(j % static_cast<std::size_t>(P)) != rank) continue;
+      if (rank == 0) progress.begin(next++);
       ref[j] = single_rank_book_loss_sum(model, corpus, w, ranges[sample[j]], o.run);
+    }
+    progress.end();
+  }
   all_reduce_sum_f64(comm, ref);
   double max_rel = 0;
   json verify_rows = json::array();
@@ -216,7 +276,9 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
           {"peak_rss_bytes_per_rank", rss_all},
           {"verified", verified},
           {"verify_max_rel_err", max_rel},
-          {"verify_books", verify_rows.size()}};
+          {"verify_books", verify_rows.size()},
+          {"blas", o.run.blas},
+          {"inference_mode", true}};
   });
 }
 

@@ -72,11 +72,18 @@ torch::Tensor head_token_losses(const torch::Tensor& x, const torch::Tensor& W, 
   torch::NoGradGuard no_grad;
   const auto S = x.size(0);
   torch::Tensor out = torch::empty({S}, x.options());
+  // One logits buffer and one picked-logit buffer for every chunk: a fresh [chunk, V] tensor per
+  // chunk would be a fresh mapping (page faults on every page) each time.
+  const auto rows = std::min(chunk, std::max<std::int64_t>(S, 1));
+  torch::Tensor logits_buf = torch::empty({rows, W.size(0)}, x.options()), picked_buf = torch::empty({rows, 1}, x.options());
   for (std::int64_t s0 = 0; s0 < S; s0 += chunk) {
     const auto n = std::min(chunk, S - s0);
-    const auto logits = torch::matmul(x.narrow(0, s0, n), W.t());
-    const auto picked = logits.gather(1, target.narrow(0, s0, n).unsqueeze(1)).squeeze(1);
-    out.narrow(0, s0, n).copy_(torch::logsumexp(logits, 1) - picked);
+    auto logits = logits_buf.narrow(0, 0, n), picked = picked_buf.narrow(0, 0, n);
+    at::mm_out(logits, x.narrow(0, s0, n), W.t());
+    at::gather_out(picked, logits, 1, target.narrow(0, s0, n).unsqueeze(1));
+    auto o = out.narrow(0, s0, n);
+    at::logsumexp_out(o, logits, {1});
+    o.sub_(picked.squeeze(1));
   }
   return out;
 }

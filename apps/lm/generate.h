@@ -40,7 +40,7 @@ namespace burst::lm {
 
 struct GenerateOptions {
   RunOptions run;
-  std::filesystem::path checkpoint = "runs/kjv/checkpoint.bin";
+  std::filesystem::path checkpoint = "runs/kjv/checkpoint.safetensors";
   std::int64_t context_tokens = -1;   ///< −1: the whole KJV ("all"); else its first n tokens
   std::string prompt;
   int max_new_tokens = 32;

@@ -219,7 +219,111 @@ torch::Tensor& Model::p(const std::string& name) {
   BURST_FAIL(Internal, "no parameter named ", name);
 }
 
-torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engine) {
+namespace {
+
+/// out = RMSNorm(x)·w row-wise, written into `out` [n, d] with `row` [n, 1] as scratch; the same
+/// operations in the same order as rms_norm.
+void rms_norm_into(torch::Tensor& out, torch::Tensor& row, const torch::Tensor& x, const torch::Tensor& w,
+                   double eps) {
+  at::mul_out(out, x, x);
+  at::mean_out(row, out, {-1}, true);
+  row.add_(eps).rsqrt_();
+  at::mul_out(out, x, row);
+  out.mul_(w);
+}
+
+/// out = RoPE(x) (apply_rope's arithmetic) for x, out [n, H, D], cos, sin [n, 1, D/2].
+void rope_into(torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const auto half = x.size(2) / 2;
+  const auto x1 = x.narrow(2, 0, half), x2 = x.narrow(2, half, half);
+  auto o1 = out.narrow(2, 0, half), o2 = out.narrow(2, half, half);
+  at::mul_out(o1, x1, cos);
+  o1.addcmul_(x2, sin, -1);
+  at::mul_out(o2, x1, sin);
+  o2.addcmul_(x2, cos);
+}
+
+}  // namespace
+
+void Model::set_inference_rows(std::int64_t rows) {
+  BURST_CHECK(rows >= 1, InvalidArgument, "inference rows ", rows, " must be >= 1");
+  inference_rows_ = rows;
+}
+
+torch::Tensor Model::forward_inference(const torch::Tensor& tokens, AttentionEngine& engine,
+                                       const StageHook& on_stage) {
+  BURST_CHECK(!torch::GradMode::is_enabled(), InvalidArgument,
+              "Model::forward_inference needs grad mode off (c10::InferenceMode or torch::NoGradGuard)");
+  const auto S = tokens.size(0);
+  const std::int64_t d = cfg_.d_model, H = cfg_.heads, H_kv = cfg_.kv_heads, D = cfg_.head_dim,
+                     F = cfg_.ffn_hidden, rows = std::min<std::int64_t>(inference_rows_, std::max<std::int64_t>(S, 1));
+  const auto [cos2, sin2] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
+  const auto cos = cos2.unsqueeze(1), sin = sin2.unsqueeze(1);   // [S, 1, D/2]
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  // Whole-sequence buffers: the residual stream and the attention inputs/outputs.
+  torch::Tensor x = p("embed").index_select(0, tokens);   // [S, d], updated in place
+  torch::Tensor q = torch::empty({1, S, H, D}, f32), k = torch::empty({1, S, H_kv, D}, f32),
+                v = torch::empty({1, S, H_kv, D}, f32), o = torch::empty({1, S, H, D}, f32),
+                lse = torch::empty({1, H, S}, f32);
+  // Per-chunk scratch, reused by every chunk of every layer.
+  torch::Tensor h = torch::empty({rows, d}, f32), row = torch::empty({rows, 1}, f32),
+                lin = torch::empty({rows, H * D}, f32), g = torch::empty({rows, F}, f32),
+                u = torch::empty({rows, F}, f32);
+  const auto q2 = q.view({S, H * D}), k2 = k.view({S, H_kv * D}), v2 = v.view({S, H_kv * D}),
+             o2 = o.view({S, H * D});
+  auto stage = [&](int l, Stage st) {
+    if (on_stage) on_stage(l, st);
+  };
+  for (int l = 0; l < cfg_.layers; ++l) {
+    const std::string pre = "layer" + std::to_string(l) + ".";
+    const torch::Tensor &wq = p(pre + "wq"), &wk = p(pre + "wk"), &wv = p(pre + "wv"), &wo = p(pre + "wo"),
+                        &w1 = p(pre + "w1"), &w3 = p(pre + "w3"), &w2 = p(pre + "w2");
+    stage(l, Stage::Projections);
+    for (std::int64_t r0 = 0; r0 < S; r0 += rows) {
+      const auto n = std::min(rows, S - r0);
+      auto hc = h.narrow(0, 0, n), rc = row.narrow(0, 0, n);
+      rms_norm_into(hc, rc, x.narrow(0, r0, n), p(pre + "attn_norm"), cfg_.norm_eps);
+      const auto c = cos.narrow(0, r0, n), s = sin.narrow(0, r0, n);
+      auto lq = lin.narrow(0, 0, n), lk = lin.narrow(0, 0, n).narrow(1, 0, H_kv * D);
+      at::mm_out(lq, hc, wq.t());
+      auto qc = q2.narrow(0, r0, n).view({n, H, D});
+      rope_into(qc, lq.view({n, H, D}), c, s);
+      at::mm_out(lk, hc, wk.t());
+      auto kc = k2.narrow(0, r0, n).view({n, H_kv, D});
+      rope_into(kc, lk.view({n, H_kv, D}), c, s);
+      auto vc = v2.narrow(0, r0, n);
+      at::mm_out(vc, hc, wv.t());
+    }
+    stage(l, Stage::Attention);
+    engine.forward(make_view(q.data_ptr<float>(), {1, S, H, D}), make_view(k.data_ptr<float>(), {1, S, H_kv, D}),
+                   make_view(v.data_ptr<float>(), {1, S, H_kv, D}), make_view(o.data_ptr<float>(), {1, S, H, D}),
+                   make_view(lse.data_ptr<float>(), {1, H, S}));
+    stage(l, Stage::Mlp);
+    for (std::int64_t r0 = 0; r0 < S; r0 += rows) {
+      const auto n = std::min(rows, S - r0);
+      auto xc = x.narrow(0, r0, n), hc = h.narrow(0, 0, n), rc = row.narrow(0, 0, n), gc = g.narrow(0, 0, n),
+           uc = u.narrow(0, 0, n);
+      xc.addmm_(o2.narrow(0, r0, n), wo.t());
+      rms_norm_into(hc, rc, xc, p(pre + "mlp_norm"), cfg_.norm_eps);
+      at::mm_out(gc, hc, w1.t());
+      torch::silu_(gc);
+      at::mm_out(uc, hc, w3.t());
+      gc.mul_(uc);
+      xc.addmm_(gc, w2.t());
+    }
+  }
+  stage(cfg_.layers, Stage::Done);
+  for (std::int64_t r0 = 0; r0 < S; r0 += rows) {   // the final norm, in place row chunk by chunk
+    const auto n = std::min(rows, S - r0);
+    auto hc = h.narrow(0, 0, n), rc = row.narrow(0, 0, n);
+    rms_norm_into(hc, rc, x.narrow(0, r0, n), p("final_norm"), cfg_.norm_eps);
+    x.narrow(0, r0, n).copy_(hc);
+  }
+  return x;
+}
+
+torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engine, const StageHook& on_stage) {
+  if (!torch::GradMode::is_enabled()) return forward_inference(tokens, engine, on_stage);
   const auto [cos, sin] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
   torch::Tensor x = p("embed").index_select(0, tokens);   // [S, d]
   const LayerShape sh{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.norm_eps};

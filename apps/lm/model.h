@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,9 +58,28 @@ class Model {
   torch::Tensor& head() { return params_.back(); }
 
   /// Hidden states [S_local, d] for `tokens` [S_local] int64 at engine.positions().
-  /// Collective when the engine is (one attention pass per layer). Under torch::NoGradGuard
-  /// nothing is saved for backward (evaluation).
-  torch::Tensor forward(const torch::Tensor& tokens, AttentionEngine& engine);
+  /// Collective when the engine is (one attention pass per layer). With grad mode off
+  /// (torch::NoGradGuard or c10::InferenceMode) it runs forward_inference instead: the same
+  /// arithmetic, nothing saved for backward.
+  /// `on_stage(layer, stage)` (optional) is called as each stage of each layer begins
+  /// (evaluation progress; forward_inference only).
+  enum class Stage { Projections, Attention, Mlp, Done };
+  using StageHook = std::function<void(int layer, Stage stage)>;
+  torch::Tensor forward(const torch::Tensor& tokens, AttentionEngine& engine, const StageHook& on_stage = {});
+
+  /// The evaluation forward, without autograd (callers hold c10::InferenceMode or
+  /// torch::NoGradGuard): every intermediate is written into buffers allocated once per call and
+  /// reused by every layer, and row-wise work (norms, projections, RoPE, MLP) runs in chunks of
+  /// inference_rows() rows, so no layer allocates fresh [S_local, ·] tensors. Fresh large tensors
+  /// cost a page fault per 4 KiB page each time (the kernel clears every page): on the whole-KJV
+  /// eval they were about a third of its time. Reference twin: forward with grad mode on
+  /// (test_lm_model compares them). Collective as forward.
+  torch::Tensor forward_inference(const torch::Tensor& tokens, AttentionEngine& engine,
+                                  const StageHook& on_stage = {});
+  /// Rows per chunk of forward_inference's row-wise work (default 8192: [8192, d] scratch stays
+  /// in L2 for small d). Throws Error(InvalidArgument) unless rows >= 1.
+  void set_inference_rows(std::int64_t rows);
+  std::int64_t inference_rows() const { return inference_rows_; }
 
   /// Activation checkpointing on the rank's slice of the sequence (training only; no effect
   /// under NoGradGuard). Gradients are identical to Recompute::None (same operations, same order).
@@ -84,6 +104,7 @@ class Model {
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
   Recompute recompute_ = Recompute::None;
+  std::int64_t inference_rows_ = 8192;
 };
 
 }  // namespace burst::lm

@@ -111,7 +111,14 @@ void plot(const fs::path& out_dir, double unigram_loss, bool verbose) {
 json StepRecord::to_json() const {
   return {{"step", step}, {"loss", loss}, {"seconds", seconds}, {"tokens_per_second", tokens_per_second},
           {"attention_share", attention_share}, {"lr", lr}, {"window_begin", window_begin},
-          {"bytes_sent", bytes_sent}};
+          {"bytes_sent", bytes_sent}, {"backward_side", backward_side}};
+}
+
+std::string blas_summary(const json& blas) {
+  std::string s = blas.value("name", std::string("unknown BLAS"));
+  if (blas.contains("threading")) s += " (" + blas.at("threading").get<std::string>() + ")";
+  if (blas.contains("library")) s += " at " + blas.at("library").get<std::string>();
+  return s;
 }
 
 std::int64_t padded_length(std::int64_t S, int P) {
@@ -167,7 +174,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
   const json fingerprint = run_fingerprint(opts, corpus);
   std::vector<StepRecord> history;
   int start = 0;
-  const fs::path ckpt_path = opts.out_dir / "checkpoint.bin";
+  const fs::path ckpt_path = opts.out_dir / "checkpoint.safetensors";
   if (opts.resume && fs::exists(ckpt_path)) {
     comm.agree_on([&] {
       const Checkpoint c = load_checkpoint(ckpt_path);
@@ -201,13 +208,14 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
         s.lr = r.at("lr");
         s.window_begin = r.at("window_begin");
         s.bytes_sent = r.at("bytes_sent");
+        s.backward_side = r.value("backward_side", "");
         history.push_back(s);
       }
     });
     if (log) std::cerr << "train: resuming " << ckpt_path.string() << " after step " << start << "\n";
   } else if (comm.rank() == 0) {
     fs::create_directories(opts.out_dir);
-    save_checkpoint(opts.out_dir / "checkpoint_step0.bin", make_checkpoint(model, opt, 0, fingerprint, history));
+    save_checkpoint(opts.out_dir / "checkpoint_step0.safetensors", make_checkpoint(model, opt, 0, fingerprint, history));
   }
   const double unigram_loss = std::log(unigram_perplexity(corpus));
   if (log) {
@@ -216,7 +224,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
               << ", H " << mcfg.heads << ", H_kv " << mcfg.kv_heads << ", D " << mcfg.head_dim << "), "
               << opts.seq_len << " tokens per step on " << comm.size() << " ranks ("
               << to_string(opts.run.dist.strategy) << ", " << to_string(opts.run.dist.layout)
-              << "); unigram loss " << unigram_loss << "\n";
+              << "); unigram loss " << unigram_loss << "; BLAS " << blas_summary(opts.run.blas) << "\n";
   }
   if (comm.rank() == 0) {   // the log mirrors the checkpoint's history, then grows
     fs::create_directories(opts.out_dir);
@@ -228,7 +236,13 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
   const std::int64_t S_padded = padded_length(opts.seq_len, comm.size());
   std::vector<std::int64_t> in, tg;
   std::vector<float> wt;
-  const int last = opts.stop_after > 0 ? std::min(opts.steps, start + opts.stop_after) : opts.steps;
+  int last = opts.stop_after > 0 ? std::min(opts.steps, start + opts.stop_after) : opts.steps;
+  // The time budget: after the second step of this invocation, the step count becomes what the
+  // budget left fits at the longest step since the first (the first pays one-time costs); the
+  // cosine schedule then decays over that count. A later step that would overrun ends the run.
+  TrainOptions sched = opts;   // lr_at's view of the total step count
+  const Stopwatch budget_clock;
+  double longest = 0;
   for (int step = start + 1; step <= last; ++step) {
     const Stopwatch sw;
     const auto span = static_cast<std::uint64_t>(corpus.num_tokens() - opts.seq_len);
@@ -256,7 +270,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       p.mutable_grad().copy_(flat.narrow(0, off, p.numel()).view_as(p) * scale);
       off += p.numel();
     }
-    const double lr = lr_at(opts, step);
+    const double lr = lr_at(sched, step);
     opt.step(params, lr, opts);
     for (auto& p : params) p.mutable_grad().zero_();
 
@@ -278,20 +292,44 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     r.bytes_sent = comm.all_reduce_max(at.bytes_sent + grad_bytes);
     const double attn = at.forward_seconds + at.backward_seconds;
     r.seconds = comm.all_reduce_max(sw.seconds());
+    if (opts.time_budget_seconds > 0) {
+      if (step > start + 1 || last == start + 1) longest = std::max(longest, r.seconds);
+      const double elapsed = comm.all_reduce_max(budget_clock.seconds());   // one verdict on every rank
+      if (step == start + 2) {
+        const int fit = static_cast<int>((opts.time_budget_seconds - elapsed) / longest);
+        last = std::max(step, std::min(last, step + fit));
+        sched.steps = std::min(sched.steps, last);
+        if (log)
+          std::cerr << "train: time budget " << opts.time_budget_seconds << " s: " << elapsed
+                    << " s used, longest step " << longest << " s -> " << last << " steps (at most "
+                    << opts.steps << ")\n";
+      } else if (step > start + 2 && step < last && elapsed + longest > opts.time_budget_seconds) {
+        last = step;
+        if (log) std::cerr << "train: time budget " << opts.time_budget_seconds << " s reached after step " << step << "\n";
+      }
+    }
     r.attention_share = comm.all_reduce_max(attn) / r.seconds;
     r.tokens_per_second = static_cast<double>(opts.seq_len) / r.seconds;
+    r.backward_side = at.backward_side;
+    if (log && step == start + 1)
+      std::cerr << "train: attention backward runs the " << r.backward_side << " side"
+                << (r.backward_side == "query" ? " (BurstAttention's Q, dO, delta, lse + dQ ring)"
+                    : r.backward_side == "kv"  ? " (RingAttention's K, V + dK, dV ring)"
+                                               : "")
+                << " for H " << mcfg.heads << ", H_kv " << mcfg.kv_heads << "\n";
     history.push_back(r);
     if (comm.rank() == 0) {
       std::ofstream(opts.out_dir / "train_log.jsonl", std::ios::app) << r.to_json().dump() << "\n";
       if (log) {
         char line[256];
         std::snprintf(line, sizeof line,
-                      "step %4d/%d  loss %.4f  ppl %8.2f  %7.0f tok/s  attention %4.1f%%  sent %.2f MB/rank  lr %.2e\n",
+                      "step %4d/%d  loss %.4f  ppl %8.2f  %7.0f tok/s  attention %4.1f%%  sent %.2f MB/rank  lr %.2e  bwd %s\n",
                       step, opts.steps, r.loss, std::exp(r.loss), r.tokens_per_second,
-                      100 * r.attention_share, static_cast<double>(r.bytes_sent) / 1e6, lr);
+                      100 * r.attention_share, static_cast<double>(r.bytes_sent) / 1e6, lr,
+                      r.backward_side.c_str());
         std::cerr << line << std::flush;
       }
-      if (step % opts.checkpoint_every == 0 || step == opts.steps || step - start == opts.stop_after)
+      if (step % opts.checkpoint_every == 0 || step == last)
         save_checkpoint(ckpt_path, make_checkpoint(model, opt, step, fingerprint, history));
     }
   }

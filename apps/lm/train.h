@@ -4,7 +4,7 @@
 // ranks by burst's layout, document-causal mask over the books inside the window; AdamW with
 // warm-up + cosine decay and global-norm clipping; weight gradients all-reduced (sum) over the
 // ranks, so every rank holds identical weights. Rank 0 writes the checkpoint, a JSON-lines log
-// and a loss-curve PNG. A run resumes from <out>/checkpoint.bin without losing steps: window
+// and a loss-curve PNG. A run resumes from <out>/checkpoint.safetensors without losing steps: window
 // choice depends only on (seed, step).
 // Evaluation: the whole KJV as ONE sequence (document-causal over its 66 books), balanced
 // layout; perplexity overall and per book, with a single-rank self-check on sampled books.
@@ -35,7 +35,12 @@ struct RunOptions {
   EngineKind engine = EngineKind::Dist;
   std::int64_t head_chunk = 2048;       ///< rows per chunk of the fused LM head + loss
   bool verbose = true;                  ///< progress on rank 0's stderr
+  /// The BLAS libtorch calls (`burst info`'s "blas" object), named in the logs and summaries.
+  nlohmann::json blas = nlohmann::json::object();
 };
+
+/// One line naming the BLAS in `blas` ("OpenBLAS 0.3.21 ... (openmp) at /usr/lib/..."), for logs.
+std::string blas_summary(const nlohmann::json& blas);
 
 struct TrainOptions {
   RunOptions run;
@@ -47,9 +52,11 @@ struct TrainOptions {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1, grad_clip = 1.0;
   std::uint64_t seed = 1234;            ///< window choice (the model has its own seed)
   int checkpoint_every = 10;
-  bool resume = true;                   ///< continue from <out_dir>/checkpoint.bin if present
+  bool resume = true;                   ///< continue from <out_dir>/checkpoint.safetensors if present
   int stop_after = 0;                   ///< > 0: return after this many steps of this invocation
                                         ///< (checkpointed; a later run resumes), e.g. time slices
+  double time_budget_seconds = 0;       ///< > 0: fit the step count (and the cosine schedule) to
+                                        ///< this wall time of the training loop (run_train)
   bool plot = true;
   Model::Recompute recompute = Model::Recompute::None;   ///< activation checkpointing (Model::set_recompute)
 };
@@ -58,6 +65,7 @@ struct StepRecord {
   int step = 0;
   double loss = 0, seconds = 0, tokens_per_second = 0, attention_share = 0, lr = 0;
   std::int64_t window_begin = 0, bytes_sent = 0;
+  std::string backward_side;            ///< EngineTotals::backward_side of the step
   nlohmann::json to_json() const;
 };
 
@@ -68,7 +76,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
 
 struct EvalOptions {
   RunOptions run;
-  std::filesystem::path checkpoint = "runs/kjv/checkpoint.bin";
+  std::filesystem::path checkpoint = "runs/kjv/checkpoint.safetensors";
   std::int64_t max_tokens = 0;          ///< 0: the whole KJV; else its first max_tokens tokens
   int verify_books = 4;                 ///< books recomputed on a single rank for the self-check
   double verify_rtol = 1e-5;
