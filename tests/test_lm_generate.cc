@@ -79,7 +79,7 @@ TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
 
   burst::lm::GenerateOptions g;
   g.run = t.run;
-  g.checkpoint = t.out_dir / "checkpoint.bin";
+  g.checkpoint = t.out_dir / "checkpoint.safetensors";
   g.prompt = "abc";
   g.max_new_tokens = 5;
   g.temperature = 0;   // greedy: the continuation is a function of the logits alone
