@@ -7,13 +7,20 @@
 #   4. evaluates the untrained model (step-0 checkpoint) on the WHOLE KJV as one sequence;
 #   5. evaluates the trained model the same way and prints a summary table;
 #   then generates a short continuation with the whole KJV as context (burst generate).
-# Knobs (environment): BURST_LM_STEPS, BURST_LM_SEQ_LEN, BURST_LM_VOCAB, BURST_LM_RANKS,
-# BURST_LM_OUT (run directory), BURST_BUILD_DIR, BURST_LM_EVAL_BEFORE (0 skips step 4). Re-running reuses the data cache and resumes
-# training from the checkpoint.
+# Knobs (environment): BURST_LM_STEPS (a fixed step count; unset: as many as the time budget
+# fits, at most 400), BURST_LM_BUDGET (seconds for the whole run, default 900: the fresh-machine
+# budget), BURST_LM_SEQ_LEN, BURST_LM_VOCAB, BURST_LM_RANKS, BURST_LM_OUT (run directory),
+# BURST_BUILD_DIR, BURST_LM_EVAL_BEFORE (1 adds step 4, one more whole-KJV eval). Re-running
+# reuses the data cache and resumes training from the checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-steps=${BURST_LM_STEPS:-40}
+steps=${BURST_LM_STEPS:-400}
+budget=${BURST_LM_BUDGET:-900}
+# Seconds kept back from training for what follows it (README "Time budget"): the whole-KJV
+# eval of this model and the generation step, measured on 2 idle cores, plus startup slack.
+reserve_eval=${BURST_LM_RESERVE_EVAL:-90}
+reserve_generate=${BURST_LM_RESERVE_GENERATE:-120}
 seq_len=${BURST_LM_SEQ_LEN:-16384}
 vocab=${BURST_LM_VOCAB:-2048}
 ranks=${BURST_LM_RANKS:-2}
@@ -40,17 +47,25 @@ mkdir -p "$out"
 "$build/apps/kjv_prepare" --data "$data" --vocab "$vocab" | tee "$out/prepare.json"
 
 stamp "3/5 train: $steps steps x $seq_len tokens on $ranks ranks -> $out"
-# A deliberately tiny model (d 64, H 2, H_kv 1, D 16, ~0.3 M parameters) so that two passes over
-# the whole 1.1 M-token KJV fit the time budget on 2 cores; its high learning rate gets it below
-# the unigram baseline within ~20 steps.
-model=(--d-model 64 --heads 2 --kv-heads 1 --head-dim 16 --ffn 172 --lr 1e-2 --warmup 2)
+# A small multi-head model (d 128, H = H_kv = 4, D 16, SwiGLU 256, 2 layers, ~0.8 M parameters):
+# with H_kv = H the GQA rule picks the query side, so every step runs BurstAttention's own
+# backward (Q, dO, delta, lse circulate; dQ follows) — the log and train_summary.json name it.
+model=(--layers 2 --d-model 128 --heads 4 --kv-heads 4 --head-dim 16 --ffn 256 --lr 6e-3 --warmup 3)
+# The training loop gets what the budget leaves after setup, build, data, the eval(s) and the
+# generation: after two steps, train fits the step count (and its cosine schedule) to it at the
+# longest step. BURST_LM_STEPS set: exactly that many steps, no budget.
+eval_runs=$((1 + ${BURST_LM_EVAL_BEFORE:-0}))
+train_budget=$((budget - ($(date +%s) - start) - eval_runs * reserve_eval - reserve_generate))
+if [[ -n "${BURST_LM_STEPS:-}" ]]; then train_budget=0; elif ((train_budget < 60)); then train_budget=60; fi
+stamp "   time budget: $budget s in all, $train_budget s for training (0: fixed steps)"
 "${mpirun[@]}" "$burst" train --data "$data" --out "$out" --steps "$steps" --seq-len "$seq_len" "${model[@]}" \
-  | tee "$out/train_summary.json"
+  --time-budget "$train_budget" | tee "$out/train_summary.json"
+steps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$out/train_summary.json")
 
 # The untrained model (the step-0 checkpoint train wrote) on the whole KJV: one more full
-# evaluation, ~110 s here. BURST_LM_EVAL_BEFORE=0 skips it; "before" is then the loss of the first
-# training window.
-if [[ "${BURST_LM_EVAL_BEFORE:-1}" == 1 ]]; then
+# evaluation, as long as step 5. Off by default (it does not fit the 15-minute budget beside a
+# model that learns); "before" is then the loss of the first training window.
+if [[ "${BURST_LM_EVAL_BEFORE:-0}" == 1 ]]; then
   stamp "4/5 eval before training: the whole KJV as one sequence on $ranks ranks"
   "${mpirun[@]}" "$burst" eval --data "$data" --checkpoint "$out/checkpoint_step0.safetensors" \
     --per-book-json "$out/eval_before_books.json" | tee "$out/eval_before.log"
@@ -82,6 +97,7 @@ rows = [
     ("unigram perplexity (baseline)", f'{a["unigram_perplexity"]:.1f}'),
     ("perplexity before training", f'{b["perplexity"]:.1f} (whole KJV)' if b else
                                    f'{math.exp(log[0]["loss"]):.1f} (first 16K training window)'),
+    ("attention backward side", f'{log[-1].get("backward_side", "?")} (H = H_kv: the GQA rule picks the query side)'),
     ("perplexity after training", f'{a["perplexity"]:.1f}'),
     ("eval wall time", f'{a["seconds"]:.1f} s'),
     ("eval attention GFLOP/s (all ranks)", f'{a["attention_gflops"]:.1f} ({a["attention_gflop"]:.0f} GFLOP)'),

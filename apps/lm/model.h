@@ -26,9 +26,11 @@ struct ModelConfig {
   int d_model = 128;
   int layers = 2;
   int heads = 4;          ///< H
-  int kv_heads = 2;       ///< H_kv (GQA: H % H_kv == 0)
-  int head_dim = 32;      ///< D
-  int ffn_hidden = 320;   ///< SwiGLU width
+  /// H_kv (GQA: H % H_kv == 0). Multi-head by default: with H_kv = H the GQA rule
+  /// (choose_backward_side) picks BurstAttention's query-side backward (docs/strategies.md).
+  int kv_heads = 4;
+  int head_dim = 16;      ///< D
+  int ffn_hidden = 256;   ///< SwiGLU width
   double rope_base = 10000.0;
   double norm_eps = 1e-5;
   std::uint64_t seed = 1234;

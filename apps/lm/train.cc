@@ -324,7 +324,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
         char line[256];
         std::snprintf(line, sizeof line,
                       "step %4d/%d  loss %.4f  ppl %8.2f  %7.0f tok/s  attention %4.1f%%  sent %.2f MB/rank  lr %.2e  bwd %s\n",
-                      step, opts.steps, r.loss, std::exp(r.loss), r.tokens_per_second,
+                      step, last, r.loss, std::exp(r.loss), r.tokens_per_second,
                       100 * r.attention_share, static_cast<double>(r.bytes_sent) / 1e6, lr,
                       r.backward_side.c_str());
         std::cerr << line << std::flush;
