@@ -25,6 +25,7 @@ struct DistOptions {
   std::string dtype = "fp32", usp_ring = "ring";
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0, ulysses_degree = 0;
+  double comm_timeout = 300;
   bool no_overlap = false, no_double_ring = false, no_mask_aware = false;
 };
 
@@ -65,6 +66,8 @@ void run_dist(const DistOptions& o) {
               "' (valid: fwd, bwd, both)");
   BURST_CHECK(o.repeats >= 1 && o.warmup >= 0, InvalidArgument, "--repeats ", o.repeats, " --warmup ", o.warmup);
   const Communicator world = Communicator::world();
+  world.set_timeout(o.comm_timeout);   // the harness's own reductions are watched too
+  world.set_activity("bench dist (between passes)");
   DistConfig cfg;
   cfg.strategy = strategy_from_string(o.strategy);
   cfg.layout = layout_from_string(o.layout);
@@ -75,6 +78,7 @@ void run_dist(const DistOptions& o) {
   cfg.overlap = !o.no_overlap;
   cfg.double_ring = !o.no_double_ring;
   cfg.mask_aware = !o.no_mask_aware;
+  cfg.comm_timeout_seconds = o.comm_timeout;
   cfg.backward_side = side_from(o.backward_side);
   const std::int64_t H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
   ProblemShape shape{o.batch, o.seq, o.heads, H_kv, o.dim};
@@ -231,6 +235,10 @@ void add_dist_bench(CLI::App& bench) {
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
   cmd->add_flag("--no-double-ring", o->no_double_ring, "flat ring even across nodes");
   cmd->add_flag("--no-mask-aware", o->no_mask_aware, "burst, ring: every block circulates the whole ring (no mask-aware schedule)");
+  cmd->add_option("--comm-timeout", o->comm_timeout,
+                  "seconds without communication progress before the job aborts (0: never)")
+      ->envname("BURST_COMM_TIMEOUT")
+      ->capture_default_str();
   cmd->callback([o] { run_dist(*o); });
 }
 

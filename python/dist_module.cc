@@ -92,7 +92,8 @@ void bind_dist(py::module_& m) {
                        const Mask& mask, std::optional<float> softmax_scale, const std::string& backward_side,
                        int ulysses_degree, int ranks_per_node, bool double_ring, bool overlap, int num_threads,
                        const std::string& impl, const std::string& dtype, bool pad,
-                       std::vector<std::vector<std::int64_t>> positions, const std::string& usp_ring, bool mask_aware) {
+                       std::vector<std::vector<std::int64_t>> positions, const std::string& usp_ring, bool mask_aware,
+                       double comm_timeout) {
              DistConfig cfg;
              cfg.strategy = strategy_from_string(strategy);
              cfg.layout = layout_from_string(layout);
@@ -110,6 +111,7 @@ void bind_dist(py::module_& m) {
              cfg.kernel = impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
              cfg.pad = pad;
              cfg.positions = std::move(positions);
+             cfg.comm_timeout_seconds = comm_timeout;
              ProblemShape shape{B, S_global, H, H_kv, D};
              shape.dtype = parse_dtype(dtype);
              return std::make_unique<PyDist>(fortran_handle, cfg, shape, mask);
@@ -119,7 +121,8 @@ void bind_dist(py::module_& m) {
            py::arg("backward_side") = "auto", py::arg("ulysses_degree") = 0, py::arg("ranks_per_node") = 0,
            py::arg("double_ring") = true, py::arg("overlap") = true, py::arg("num_threads") = 0,
            py::arg("impl") = "tiled", py::arg("dtype") = "fp32", py::arg("pad") = false,
-           py::arg("positions") = std::vector<std::vector<std::int64_t>>{}, py::arg("usp_ring") = "ring", py::arg("mask_aware") = true)
+           py::arg("positions") = std::vector<std::vector<std::int64_t>>{}, py::arg("usp_ring") = "ring", py::arg("mask_aware") = true,
+           py::arg("comm_timeout") = 300.0)
       .def_property_readonly("rank", [](const PyDist& d) { return d.comm.rank(); })
       .def_property_readonly("size", [](const PyDist& d) { return d.comm.size(); })
       .def_property_readonly("positions", [](const PyDist& d) { return to_array(d.dist.positions()); })

@@ -80,7 +80,6 @@ check_support() {
 # CONFIG_NET_SCH_NETEM unset, as on some development hosts — still get rate and loss).
 shape_dev() {
   local ns=$1 dev=$2
-  printf '%s\n%s\n%s\n' "$rate" "$delay" "$loss" > "$state/link.$ns"
   tc -n "$ns" qdisc del dev "$dev" root 2>/dev/null || true
   ip netns exec "$ns" nft delete table inet burst_link 2>/dev/null || true
   if [[ -n $loss && $loss != 0 && $loss != 0% ]]; then
@@ -89,7 +88,7 @@ shape_dev() {
     permille=$(awk -v x="${loss%\%}" 'BEGIN { printf "%d", x * 10 + 0.5 }')
     local match="numgen random mod 1000 < $permille"
     ((permille >= 1000)) && match=""
-    printf 'table inet burst_link {\n chain out {\n  type filter hook output priority 0;\n  oifname "%s" %s drop\n }\n}\n' \
+    printf 'table inet burst_link {\n chain out {\n  type filter hook output priority 0;\n  oifname "%s" %s counter drop\n }\n}\n' \
       "$dev" "$match" | ip netns exec "$ns" nft -f - || skip "nftables rejected the loss rule"
   fi
   local parent=root
@@ -105,6 +104,8 @@ shape_dev() {
     burst=$(( bps / 500 > 262144 ? bps / 500 : 262144 ))
     tc -n "$ns" qdisc add dev "$dev" $parent handle 10: tbf rate "$rate" burst "$burst" latency 200ms
   fi
+  # Recorded once applied: a refused setting (no netem) leaves the link's record as it was.
+  printf '%s\n%s\n%s\n' "$rate" "$delay" "$loss" > "$state/link.$ns"
   return 0
 }
 

@@ -1,14 +1,17 @@
 // The only translation unit that includes <mpi.h> (docs/style.md layers): Communicator, Request
 // and RequestSet over MPI. Every MPI return code is checked and turned into
-// Error(Communication) naming the call.
+// Error(Communication) naming the call. Every wait is the watchdog's (wait_watched below).
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
+#include <thread>
 #include <utility>
 
 #include "burst/comm.h"
@@ -16,10 +19,18 @@
 
 namespace burst {
 
+/// The watchdog's setting and the label of what the ranks are doing (comm.h set_timeout).
+struct Watch {
+  double timeout_seconds = 300;
+  std::string activity;
+  int step = -1, steps = 0;
+};
+
 struct Communicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
   std::shared_ptr<CommCounters> counters = std::make_shared<CommCounters>();
+  std::shared_ptr<Watch> watch = std::make_shared<Watch>();
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -34,6 +45,9 @@ struct Communicator::Impl {
 struct Request::State {
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<float> buffer;
+  std::shared_ptr<const Communicator::Impl> owner;   // for the watchdog's message and abort
+  int peer = -1, tag = 0;
+  bool send = false;
 };
 
 namespace {
@@ -101,6 +115,99 @@ std::vector<int> int_counts(const std::vector<std::int64_t>& counts, int P, cons
 
 constexpr std::int64_t kF32 = 4;
 
+int world_rank_of(const Communicator::Impl& c, int rank) {
+  MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  int out = MPI_UNDEFINED;
+  MPI_Comm_group(c.comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_translate_ranks(group, 1, &rank, world, &out);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return out;
+}
+
+std::string describe(const Request::State& r) {
+  const Communicator::Impl& c = *r.owner;
+  return std::string(r.send ? "send to" : "recv from") + " rank " + std::to_string(r.peer) + " (world " +
+         std::to_string(world_rank_of(c, r.peer)) + "), tag " + std::to_string(r.tag) + ", " +
+         std::to_string(kF32 * static_cast<std::int64_t>(r.buffer.size())) + " B";
+}
+
+// The watchdog fired: say who waits on whom during what, then end the job (docs/multinode.md
+// § No hang). MPI_Abort reaches the other ranks through mpirun; ranks it cannot reach (a cut
+// link) fire their own watchdog.
+[[noreturn]] void watchdog_abort(const Communicator::Impl& c, const char* call, double seconds,
+                                 const std::string& waiting_on) {
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int len = 0;
+  MPI_Get_processor_name(host, &len);
+  std::string during = c.watch->activity.empty() ? std::string("(no activity set)") : c.watch->activity;
+  const Watch& w = *c.watch;
+  if (w.step >= 0 && w.step < w.steps)
+    during += ", ring step " + std::to_string(w.step) + " of 0.." + std::to_string(w.steps - 1);
+  else if (w.step >= 0)
+    during += ", after the last ring step (partial sums going home to their owners)";
+  std::fprintf(stderr,
+               "[rank %d/%d (world %d) on host %s] burst comm watchdog: no progress for %.0f s in %s, "
+               "waiting on %s; during %s. Aborting the job (timeout: DistConfig::comm_timeout_seconds, "
+               "BURST_COMM_TIMEOUT).\n",
+               c.rank, c.size, world_rank_of(c, c.rank), host, seconds, call, waiting_on.c_str(), during.c_str());
+  std::fflush(stderr);
+  MPI_Abort(c.comm, 5);
+  std::abort();
+}
+
+// Completes every request of handles[0, n) (MPI_REQUEST_NULL entries count as done) by polling
+// MPI_Testsome; when none completes for the watchdog's timeout, aborts the job naming
+// describe(i) of each pending one. Timeout 0: MPI_Waitall. Returns the MPI return code.
+int wait_watched(const Communicator::Impl& c, MPI_Request* handles, int n, const char* call,
+                 const std::function<std::string(int)>& describe_pending) {
+  const double limit = c.watch->timeout_seconds;
+  if (limit <= 0) return MPI_Waitall(n, handles, MPI_STATUSES_IGNORE);
+  std::vector<int> completed(static_cast<std::size_t>(std::max(n, 1)));
+  auto last = std::chrono::steady_clock::now();
+  for (;;) {
+    int count = 0;
+    const int rc = MPI_Testsome(n, handles, &count, completed.data(), MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
+    if (count == MPI_UNDEFINED) return MPI_SUCCESS;   // no active request left
+    const auto now = std::chrono::steady_clock::now();
+    if (count > 0) {
+      last = now;
+      continue;
+    }
+    const double idle = std::chrono::duration<double>(now - last).count();
+    if (idle > limit) {
+      std::string pending;
+      for (int i = 0; i < n; ++i)
+        if (handles[i] != MPI_REQUEST_NULL) pending += (pending.empty() ? "" : "; ") + describe_pending(i);
+      watchdog_abort(c, call, idle, pending);
+    }
+    std::this_thread::yield();
+  }
+}
+
+// Waits for one request state under its owner's watchdog (never throws: destructors use it).
+int wait_state(Request::State& r, const char* call) {
+  if (r.request == MPI_REQUEST_NULL) return MPI_SUCCESS;
+  if (!r.owner) return MPI_Wait(&r.request, MPI_STATUS_IGNORE);
+  return wait_watched(*r.owner, &r.request, 1, call, [&](int) { return describe(r); });
+}
+
+// A non-blocking collective started by `start` (its MPI return code), completed under the
+// watchdog: every rank of the communicator must join it.
+template <typename Start>
+void collective(const Communicator::Impl& c, const char* call, Start&& start) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(start(&request), call);
+  check_mpi(wait_watched(c, &request, 1, call,
+                         [&](int) {
+                           return "the other " + std::to_string(c.size - 1) +
+                                  " ranks of the communicator (a collective completes when all have joined)";
+                         }),
+            call);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- Request / RequestSet
@@ -110,13 +217,13 @@ Request::~Request() {
   if (state_ && state_->request != MPI_REQUEST_NULL) {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+    if (!finalized) wait_state(*state_, "MPI_Wait (request destructor)");
   }
 }
 Request::Request(Request&&) noexcept = default;
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
-    if (state_ && state_->request != MPI_REQUEST_NULL) MPI_Wait(&state_->request, MPI_STATUS_IGNORE);
+    if (state_ && state_->request != MPI_REQUEST_NULL) wait_state(*state_, "MPI_Wait (request assignment)");
     state_ = std::move(other.state_);
   }
   return *this;
@@ -133,7 +240,7 @@ bool Request::test() {
 
 void Request::wait() {
   if (done()) return;
-  check_mpi(MPI_Wait(&state_->request, MPI_STATUS_IGNORE), "MPI_Wait");
+  check_mpi(wait_state(*state_, "MPI_Wait"), "MPI_Wait");
 }
 
 std::vector<float> Request::take() {
@@ -178,7 +285,12 @@ double RequestSet::wait_all() {
     }
   }
   if (!handles.empty()) {
-    const int rc = MPI_Waitall(static_cast<int>(handles.size()), handles.data(), MPI_STATUSES_IGNORE);
+    // Every request of a set comes from one logical communicator (its channels share the watch).
+    const Request::State& first = *requests_[index[0]].state_;
+    const int rc = first.owner
+        ? wait_watched(*first.owner, handles.data(), static_cast<int>(handles.size()), "MPI_Waitall",
+                       [&](int j) { return describe(*requests_[index[static_cast<std::size_t>(j)]].state_); })
+        : MPI_Waitall(static_cast<int>(handles.size()), handles.data(), MPI_STATUSES_IGNORE);
     for (std::size_t j = 0; j < index.size(); ++j) requests_[index[j]].state_->request = handles[j];
     check_mpi(rc, "MPI_Waitall");
   }
@@ -217,13 +329,16 @@ int Communicator::size() const { return impl_->size; }
 Communicator Communicator::channel() const {
   auto impl = dup_of(impl_->comm);
   impl->counters = impl_->counters;
+  impl->watch = impl_->watch;
   return Communicator(std::move(impl));
 }
 
 Communicator Communicator::split(int color, int key) const {
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
-  return Communicator(adopt(out));
+  auto impl = adopt(out);
+  impl->watch = std::make_shared<Watch>(*impl_->watch);
+  return Communicator(std::move(impl));
 }
 
 Communicator Communicator::split_channel(int color, int key) const {
@@ -231,6 +346,7 @@ Communicator Communicator::split_channel(int color, int key) const {
   check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
   auto impl = adopt(out);
   impl->counters = impl_->counters;
+  impl->watch = impl_->watch;
   return Communicator(std::move(impl));
 }
 
@@ -238,7 +354,9 @@ Communicator Communicator::split_shared() const {
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, impl_->rank, MPI_INFO_NULL, &out),
             "MPI_Comm_split_type(SHARED)");
-  return Communicator(adopt(out));
+  auto impl = adopt(out);
+  impl->watch = std::make_shared<Watch>(*impl_->watch);
+  return Communicator(std::move(impl));
 }
 
 NodeTopology Communicator::node_topology(int ranks_per_node) const {
@@ -277,6 +395,10 @@ Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const 
   const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "isend");
   Request r;
   r.state_->buffer = std::move(buffer);
+  r.state_->owner = impl_;
+  r.state_->peer = dest;
+  r.state_->tag = tag;
+  r.state_->send = true;
   check_mpi(MPI_Isend(r.state_->buffer.data(), count, MPI_FLOAT, dest, tag, impl_->comm,
                       &r.state_->request), "MPI_Isend");
   impl_->counters->bytes_sent += kF32 * count;
@@ -290,6 +412,9 @@ Request Communicator::irecv(std::vector<float> buffer, int source, int tag) cons
   const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "irecv");
   Request r;
   r.state_->buffer = std::move(buffer);
+  r.state_->owner = impl_;
+  r.state_->peer = source;
+  r.state_->tag = tag;
   check_mpi(MPI_Irecv(r.state_->buffer.data(), count, MPI_FLOAT, source, tag, impl_->comm,
                       &r.state_->request), "MPI_Irecv");
   impl_->counters->bytes_received += kF32 * count;
@@ -298,7 +423,9 @@ Request Communicator::irecv(std::vector<float> buffer, int source, int tag) cons
 
 void Communicator::all_gather(const float* send, std::int64_t count, float* recv) const {
   const int n = to_int_count(count, "all_gather");
-  check_mpi(MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm), "MPI_Allgather");
+  collective(*impl_, "MPI_Allgather", [&](MPI_Request* rq) {
+    return MPI_Iallgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm, rq);
+  });
   impl_->counters->bytes_sent += kF32 * count * (size() - 1);
   impl_->counters->messages_sent += size() - 1;
 }
@@ -307,15 +434,19 @@ void Communicator::all_gather_v(const float* send, const std::vector<std::int64_
                                 float* recv) const {
   const auto n = int_counts(counts, size(), "all_gather_v");
   const auto displ = displacements(n);
-  check_mpi(MPI_Allgatherv(send, n[static_cast<std::size_t>(rank())], MPI_FLOAT, recv, n.data(),
-                           displ.data(), MPI_FLOAT, impl_->comm), "MPI_Allgatherv");
+  collective(*impl_, "MPI_Allgatherv", [&](MPI_Request* rq) {
+    return MPI_Iallgatherv(send, n[static_cast<std::size_t>(rank())], MPI_FLOAT, recv, n.data(), displ.data(),
+                           MPI_FLOAT, impl_->comm, rq);
+  });
   impl_->counters->bytes_sent += kF32 * counts[static_cast<std::size_t>(rank())] * (size() - 1);
   impl_->counters->messages_sent += size() - 1;
 }
 
 void Communicator::all_to_all(const float* send, std::int64_t count, float* recv) const {
   const int n = to_int_count(count, "all_to_all");
-  check_mpi(MPI_Alltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm), "MPI_Alltoall");
+  collective(*impl_, "MPI_Alltoall", [&](MPI_Request* rq) {
+    return MPI_Ialltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm, rq);
+  });
   impl_->counters->bytes_sent += kF32 * count * (size() - 1);
   impl_->counters->messages_sent += size() - 1;
 }
@@ -325,8 +456,10 @@ void Communicator::all_to_all_v(const float* send, const std::vector<std::int64_
   const auto sn = int_counts(send_counts, size(), "all_to_all_v send");
   const auto rn = int_counts(recv_counts, size(), "all_to_all_v recv");
   const auto sd = displacements(sn), rd = displacements(rn);
-  check_mpi(MPI_Alltoallv(send, sn.data(), sd.data(), MPI_FLOAT, recv, rn.data(), rd.data(),
-                          MPI_FLOAT, impl_->comm), "MPI_Alltoallv");
+  collective(*impl_, "MPI_Alltoallv", [&](MPI_Request* rq) {
+    return MPI_Ialltoallv(send, sn.data(), sd.data(), MPI_FLOAT, recv, rn.data(), rd.data(), MPI_FLOAT,
+                          impl_->comm, rq);
+  });
   for (int r = 0; r < size(); ++r) {
     if (r == rank() || send_counts[static_cast<std::size_t>(r)] == 0) continue;
     impl_->counters->bytes_sent += kF32 * send_counts[static_cast<std::size_t>(r)];
@@ -337,8 +470,8 @@ void Communicator::all_to_all_v(const float* send, const std::vector<std::int64_
 void Communicator::reduce_scatter(const float* send, const std::vector<std::int64_t>& counts,
                                   float* recv) const {
   const auto n = int_counts(counts, size(), "reduce_scatter");
-  check_mpi(MPI_Reduce_scatter(send, recv, n.data(), MPI_FLOAT, MPI_SUM, impl_->comm),
-            "MPI_Reduce_scatter");
+  collective(*impl_, "MPI_Reduce_scatter", [&](MPI_Request* rq) {
+    return MPI_Ireduce_scatter(send, recv, n.data(), MPI_FLOAT, MPI_SUM, impl_->comm, rq); });
   const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
   impl_->counters->bytes_sent += kF32 * (total - counts[static_cast<std::size_t>(rank())]);
   impl_->counters->messages_sent += size() - 1;
@@ -346,36 +479,48 @@ void Communicator::reduce_scatter(const float* send, const std::vector<std::int6
 
 void Communicator::all_reduce_sum(float* data, std::int64_t count) const {
   const int n = to_int_count(count, "all_reduce_sum");
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, impl_->comm), "MPI_Allreduce");
+  collective(*impl_, "MPI_Allreduce", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, impl_->comm, rq);
+  });
   impl_->counters->bytes_sent += kF32 * 2 * count * (size() - 1) / size();
   impl_->counters->messages_sent += 2 * (size() - 1);
 }
 
 double Communicator::all_reduce_max(double value) const {
   double out = 0;
-  check_mpi(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->comm), "MPI_Allreduce(max)");
+  collective(*impl_, "MPI_Allreduce(max)", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->comm, rq);
+  });
   return out;
 }
 
 std::int64_t Communicator::all_reduce_max(std::int64_t value) const {
   std::int64_t out = 0;
-  check_mpi(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_MAX, impl_->comm), "MPI_Allreduce(max)");
+  collective(*impl_, "MPI_Allreduce(max)", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(&value, &out, 1, MPI_INT64_T, MPI_MAX, impl_->comm, rq);
+  });
   return out;
 }
 
 std::int64_t Communicator::all_reduce_min(std::int64_t value) const {
   std::int64_t out = 0;
-  check_mpi(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_MIN, impl_->comm), "MPI_Allreduce(min)");
+  collective(*impl_, "MPI_Allreduce(min)", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(&value, &out, 1, MPI_INT64_T, MPI_MIN, impl_->comm, rq);
+  });
   return out;
 }
 
 std::int64_t Communicator::all_reduce_sum(std::int64_t value) const {
   std::int64_t out = 0;
-  check_mpi(MPI_Allreduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, impl_->comm), "MPI_Allreduce(sum)");
+  collective(*impl_, "MPI_Allreduce(sum)", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, impl_->comm, rq);
+  });
   return out;
 }
 
-void Communicator::barrier() const { check_mpi(MPI_Barrier(impl_->comm), "MPI_Barrier"); }
+void Communicator::barrier() const {
+  collective(*impl_, "MPI_Barrier", [&](MPI_Request* rq) { return MPI_Ibarrier(impl_->comm, rq); });
+}
 
 void Communicator::agree(std::uint64_t fingerprint, const std::string& what) const {
   // min and max of the fingerprint in one reduction: max(x) and max(−x) = −min(x), done on the
@@ -383,27 +528,39 @@ void Communicator::agree(std::uint64_t fingerprint, const std::string& what) con
   const std::int64_t hi = static_cast<std::int64_t>(fingerprint >> 32);
   const std::int64_t lo = static_cast<std::int64_t>(fingerprint & 0xffffffffu);
   std::int64_t in[4] = {hi, lo, -hi, -lo}, out[4] = {};
-  check_mpi(MPI_Allreduce(in, out, 4, MPI_INT64_T, MPI_MAX, impl_->comm), "MPI_Allreduce(agree)");
+  collective(*impl_, "MPI_Allreduce(agree)", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(in, out, 4, MPI_INT64_T, MPI_MAX, impl_->comm, rq);
+  });
   if (out[0] == -out[2] && out[1] == -out[3]) return;
   // Failure path only: name the lowest rank whose value differs from rank 0's, identically on
   // every rank (the message must not depend on the local value).
   std::uint64_t fp0 = fingerprint;
-  check_mpi(MPI_Bcast(&fp0, 1, MPI_UINT64_T, 0, impl_->comm), "MPI_Bcast(agree)");
+  collective(*impl_, "MPI_Bcast(agree)", [&](MPI_Request* rq) {
+    return MPI_Ibcast(&fp0, 1, MPI_UINT64_T, 0, impl_->comm, rq);
+  });
   int mine = fingerprint != fp0 ? rank() : size(), first = 0;
-  check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm), "MPI_Allreduce(agree)");
+  collective(*impl_, "MPI_Allreduce(agree)", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm, rq);
+  });
   BURST_FAIL(InvalidArgument, what, " differs between ranks (rank ", first, " disagrees with rank 0); every "
              "rank must pass identical values");
 }
 
 void Communicator::agree_verdict(bool ok, const std::string& message, ErrorKind kind) const {
   int mine = ok ? size() : rank(), first = 0;
-  check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm), "MPI_Allreduce(verdict)");
+  collective(*impl_, "MPI_Allreduce(verdict)", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm, rq);
+  });
   if (first == size()) return;
   // Ship the lowest failing rank's kind and message so every rank throws the same Error.
   int header[2] = {static_cast<int>(kind), static_cast<int>(message.size())};
-  check_mpi(MPI_Bcast(header, 2, MPI_INT, first, impl_->comm), "MPI_Bcast(verdict)");
+  collective(*impl_, "MPI_Bcast(verdict)", [&](MPI_Request* rq) {
+    return MPI_Ibcast(header, 2, MPI_INT, first, impl_->comm, rq);
+  });
   std::string text = (rank() == first) ? message : std::string(static_cast<std::size_t>(header[1]), ' ');
-  check_mpi(MPI_Bcast(text.data(), header[1], MPI_CHAR, first, impl_->comm), "MPI_Bcast(verdict)");
+  collective(*impl_, "MPI_Bcast(verdict)", [&](MPI_Request* rq) {
+    return MPI_Ibcast(text.data(), header[1], MPI_CHAR, first, impl_->comm, rq);
+  });
   throw Error(static_cast<ErrorKind>(header[0]), "rank " + std::to_string(first) + ": " + text);
 }
 
@@ -412,6 +569,21 @@ void Communicator::abort(const std::string& message) const {
   std::fflush(stderr);
   MPI_Abort(impl_->comm, 4);
   std::abort();  // MPI_Abort does not return; keeps [[noreturn]] honest
+}
+
+void Communicator::set_timeout(double seconds) const {
+  BURST_CHECK(std::isfinite(seconds) && seconds >= 0, InvalidArgument, "communication timeout ", seconds,
+              " s must be finite and >= 0 (0: wait forever)");
+  impl_->watch->timeout_seconds = seconds;
+}
+double Communicator::timeout() const { return impl_->watch->timeout_seconds; }
+void Communicator::set_activity(const std::string& activity) const {
+  impl_->watch->activity = activity;
+  impl_->watch->step = -1;
+}
+void Communicator::set_step(int step, int steps) const {
+  impl_->watch->step = step;
+  impl_->watch->steps = steps;
 }
 
 const CommCounters& Communicator::counters() const { return *impl_->counters; }

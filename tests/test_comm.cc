@@ -3,7 +3,10 @@
 // convention, agreement helpers (every rank throws the same Error, never a hang).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "burst/comm.h"
@@ -217,6 +220,57 @@ TEST(Comm, FromMpiAndFortranHandleDupTheCallersCommunicator) {
   }
   MPI_Comm_free(&half);
   EXPECT_THROW(Communicator::from_fortran(static_cast<std::int64_t>(MPI_Comm_c2f(MPI_COMM_NULL))), Error);
+}
+
+// The communication watchdog's setting (what it does when it fires — abort the job — is tested
+// on the emulated cluster: tests/multinode_faults.sh).
+TEST(Comm, WatchdogTimeoutIsSharedByChannelsAndCopiedBySplits) {
+  const Communicator c = Communicator::world();
+  EXPECT_EQ(c.timeout(), 300.0);   // the documented default
+  const Communicator ch = c.channel();
+  const Communicator sub = c.split_channel(0, c.rank());
+  const Communicator own = c.split(0, c.rank());
+  c.set_timeout(7.5);
+  EXPECT_EQ(ch.timeout(), 7.5);    // one setting per logical communicator
+  EXPECT_EQ(sub.timeout(), 7.5);
+  EXPECT_EQ(own.timeout(), 300.0); // split: a copy taken at the split
+  EXPECT_EQ(c.split(0, c.rank()).timeout(), 7.5);
+  EXPECT_EQ(c.split_shared().timeout(), 7.5);
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    try {
+      c.set_timeout(bad);
+      ADD_FAILURE() << "timeout " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    }
+  }
+  EXPECT_EQ(c.timeout(), 7.5);
+}
+
+// A peer that is late (but within the timeout) is waited for, by the watched poll and by the
+// unwatched MPI_Waitall (timeout 0), for point-to-point and for collectives.
+TEST(Comm, WatchedWaitsCompleteWhenAPeerIsLate) {
+  const Communicator c = Communicator::world();
+  const int P = c.size(), r = c.rank();
+  for (double timeout : {30.0, 0.0}) {
+    c.set_timeout(timeout);
+    c.set_activity("test late peer");
+    c.set_step(1, 2);
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    RequestSet set;
+    const std::size_t in = set.add(c.irecv(std::vector<float>(5), (r + P - 1) % P, 3));
+    set.add(c.isend(std::vector<float>(5, static_cast<float>(r)), (r + 1) % P, 3));
+    set.wait_all();
+    EXPECT_EQ(set.take(in), std::vector<float>(5, static_cast<float>((r + P - 1) % P)));
+    if (r == P - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(c.all_reduce_sum(std::int64_t{r}), std::int64_t{P} * (P - 1) / 2);
+    Request single = c.irecv(std::vector<float>(1), (r + P - 1) % P, 4);
+    Request out = c.isend(std::vector<float>(1, 2.0f), (r + 1) % P, 4);
+    EXPECT_EQ(single.take(), std::vector<float>(1, 2.0f));
+    out.wait();
+    c.barrier();
+  }
+  c.set_timeout(300);
 }
 
 TEST(Comm, SplitGroups) {

@@ -110,6 +110,17 @@ TEST(DistErrors, ParamsDifferBetweenRanks) {
   expect_healthy();
 }
 
+// An invalid watchdog timeout on one rank only: every rank throws the same error (the timeout
+// is not in the agreed fingerprint, ranks may pass different valid values).
+TEST(DistErrors, InvalidCommTimeoutOnOneRank) {
+  const Communicator world = Communicator::world();
+  const int P = world.size();
+  DistConfig c = config(StrategyKind::Burst);
+  c.comm_timeout_seconds = world.rank() == P - 1 ? -1.0 : 5.0 + world.rank();
+  expect_same_error([&] { DistAttention(world, c, shape_for(P), Mask::causal_mask()); },
+                    ErrorKind::InvalidArgument, "comm_timeout_seconds=-1");
+  expect_healthy();
+}
 TEST(DistErrors, UnsupportedStrategyParameterPairs) {
   const Communicator world = Communicator::world();
   const int P = world.size();

@@ -13,6 +13,10 @@
 // all-reduce = 2·(P−1)/P·count (ring); barrier / agreement traffic is not counted.
 // Failure policy: agreement helpers let every rank reach the same verdict before any payload
 // moves; once payload is in flight a failure should call abort() (rank-tagged, no hang).
+// Watchdog: every wait (Request, RequestSet, each collective) polls its requests; when none
+// completes for timeout() seconds (a dead peer, a cut link) the rank prints what it waits on
+// and aborts the job (docs/multinode.md § No hang). The collectives therefore run as MPI-3
+// non-blocking collectives (MPI_Iallreduce, ...) completed by that watched wait.
 // Does not: know about attention, masks or layouts.
 #pragma once
 
@@ -171,6 +175,23 @@ class Communicator {
     }
     agree_verdict(ok, msg, kind);
   }
+
+  /// Communication watchdog. A wait on this communicator (a Request's, a RequestSet's, any
+  /// collective's) during which no request completes for `seconds` prints "[rank r/P (world w)
+  /// on host H] burst comm watchdog: ..." naming the call, the peers it waits on (rank, tag,
+  /// bytes), the activity and step set below, then aborts the job (MPI_Abort, error code 5).
+  /// seconds = 0 waits forever; default 300 (tools read BURST_COMM_TIMEOUT, DistAttention takes
+  /// DistConfig::comm_timeout_seconds). Shared with channel() / split_channel() dups (one
+  /// setting per logical communicator); split() and split_shared() copy it. Not collective;
+  /// ranks may differ. Throws Error(InvalidArgument) for a negative or non-finite value.
+  void set_timeout(double seconds) const;
+  double timeout() const;
+  /// What the ranks of this communicator are doing, for the watchdog's message: `activity`
+  /// (e.g. "burst forward"; resets the step) and the ring step in [0, steps) (steps: the end
+  /// of the ring, e.g. the write accumulators' home hops; −1: none). Shared like set_timeout.
+  /// Not collective.
+  void set_activity(const std::string& activity) const;
+  void set_step(int step, int steps) const;
 
   /// Aborts every rank of the communicator after printing "[rank r/P] message" to stderr.
   /// For failures after payload is in flight (docs/style.md rule 5). Does not return.

@@ -114,6 +114,12 @@ struct DistConfig {
   /// (DeepSpeed's autograd context: the backward then moves only dO, dQ, dK, dV). One per layer
   /// that shares this DistAttention; 0 = stateless backward (regathers Q, K, V, lse, delta).
   int saved_contexts = 1;
+  /// Communication watchdog (Communicator::set_timeout): a wait in which no transfer or
+  /// collective of this DistAttention completes for this many seconds aborts the job with a
+  /// message naming the rank, its host, the peers it waits on, the strategy, pass and ring step.
+  /// 0 = wait forever. Not part of the agreed fingerprint (ranks may differ). Tools and the
+  /// Python module take the default from BURST_COMM_TIMEOUT.
+  double comm_timeout_seconds = 300;
 };
 
 struct ProblemShape {

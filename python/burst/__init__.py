@@ -73,7 +73,9 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     follow it (burst.shard). Extras: num_threads, impl ("tiled" / "reference": the kernel),
     backward_side ("auto" / "query" / "kv"), ulysses_degree, usp_ring ("ring" / "burst": usp's ring
     across the Ulysses groups; "burst" is BurstEngine's hybrid), ranks_per_node, double_ring, overlap, mask_aware (burst, ring: only the blocks the mask
-    needs move; False: the full ring).
+    needs move; False: the full ring), comm_timeout (seconds without communication progress before
+    the job is aborted with a message naming the rank, host, peer, strategy and ring step; default
+    $BURST_COMM_TIMEOUT or 300).
     S_global: with comm, the real sequence length when the shards carry padding (burst.shard(x,
     comm, layout, pad=True) pads to burst.padded_length): padding tokens are masked (out = 0,
     lse = -inf, zero gradients); None = the shards hold exactly the sequence.

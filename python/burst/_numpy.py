@@ -7,13 +7,21 @@ kernel parameters or a distributed plan) and exposes ``forward(q, k, v, out, lse
 ``backward(dout, q, k, v, out, lse, dq, dk, dv)`` writing into preallocated arrays, so the torch
 autograd Function reuses the same plan for its backward.
 """
+import os
+
 import numpy as np
 
 from . import _C
 from ._masks import build_mask, document_slices
 
 _KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "usp_ring", "ranks_per_node",
-             "double_ring", "overlap", "mask_aware")
+             "double_ring", "overlap", "mask_aware", "comm_timeout")
+
+
+def comm_timeout(extra):
+    """The communication watchdog's seconds (DistConfig::comm_timeout_seconds): the
+    comm_timeout keyword, else $BURST_COMM_TIMEOUT, else 300; 0 waits forever."""
+    return float(extra.get("comm_timeout", os.environ.get("BURST_COMM_TIMEOUT", 300)))
 
 
 def check_unsupported(dropout_p, softcap, alibi_slopes):
@@ -213,7 +221,8 @@ def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, ext
                             overlap=bool(extra.get("overlap", True)),
                             mask_aware=bool(extra.get("mask_aware", True)),
                             num_threads=int(extra.get("num_threads", 0)),
-                            impl=extra.get("impl", "tiled"))
+                            impl=extra.get("impl", "tiled"),
+                            comm_timeout=comm_timeout(extra))
     return DistRunner(dist, varlen)
 
 

@@ -79,6 +79,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
     };
     for (int t = 0; t < P; ++t) {
       step = t;
+      intra_.set_step(t, P);   // named by the communication watchdog (shared by the channels)
       const int u = t % L, k = t / L;
       const bool intra = P > 1 && u < L - 1, inter = P > 1 && u == 0 && k < n - 1;
       RequestSet step_set;
@@ -147,6 +148,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
     std::vector<float> result;
     if (W > 0) {
       step = P;
+      intra_.set_step(P, P);
       if (P > 1) send_home(n - 1, partition(g, P - 1), std::move(w_acc));
       else home_parts[0] = std::move(w_acc);
       const auto t1 = std::chrono::steady_clock::now();

@@ -66,8 +66,10 @@ class Strategy {
 /// leave its peers waiting in a collective, so it aborts the communicator with a rank-tagged
 /// message instead (docs/style.md rule 5). Inputs were validated and agreed before, so this is for
 /// internal failures only (allocation, MPI errors).
+/// `what` ("burst forward") is also the activity the communication watchdog names.
 template <typename F>
 void run_pass(const Communicator& comm, const std::string& what, F&& pass) {
+  comm.set_activity("strategy " + what);
   try {
     pass();
   } catch (const std::exception& e) {

@@ -88,3 +88,22 @@ def test_errors_agree_across_ranks(comm):
     # Still in step: a good call after all those errors works on every rank.
     out = burst.attn_func(q, k, v, comm=comm, layout="contiguous", causal=True)
     assert out.shape == q.shape and np.isfinite(out).all()
+
+
+def test_comm_timeout_from_python_and_environment(comm, monkeypatch):
+    """The watchdog's timeout reaches DistConfig::comm_timeout_seconds from the comm_timeout
+    keyword and from $BURST_COMM_TIMEOUT: an invalid value is refused by the C++ validation on
+    every rank; valid ones (also different per rank: not agreed) build a working plan."""
+    q, k, v = np_inputs(S=16)
+    B, S, H, D = q.shape
+    S_global = S * comm.Get_size()
+    with pytest.raises(ValueError, match="comm_timeout_seconds=-2"):
+        burst.DistAttention(comm, B, S_global, H, H, D, causal=True, comm_timeout=-2)
+    monkeypatch.setenv("BURST_COMM_TIMEOUT", "-3")
+    with pytest.raises(ValueError, match="comm_timeout_seconds=-3"):
+        burst.DistAttention(comm, B, S_global, H, H, D, causal=True)
+    monkeypatch.setenv("BURST_COMM_TIMEOUT", str(10 + comm.Get_rank()))
+    attn = burst.DistAttention(comm, B, S_global, H, H, D, causal=True)
+    assert np.isfinite(attn(q, k, v)).all()
+    attn = burst.DistAttention(comm, B, S_global, H, H, D, causal=True, comm_timeout=0)   # no watchdog
+    assert np.isfinite(attn(q, k, v)).all()
