@@ -33,12 +33,13 @@ struct Sample {
   double seconds = 0, exposed = 0, compute = 0, cpu = 0;
   std::int64_t bytes = 0, peak = 0;
   std::string side;
+  std::int64_t inter = 0;  // bytes to ranks on other nodes
 };
 
 /// Max over ranks of one pass's measurements; balance from per-rank compute seconds.
 struct Reduced {
   double seconds = 0, exposed = 0, compute_max = 0, compute_mean = 0, cpu = 0;
-  std::int64_t bytes = 0, peak = 0;
+  std::int64_t bytes = 0, peak = 0, inter = 0;
 };
 
 Reduced reduce(const Communicator& c, const Sample& s) {
@@ -51,6 +52,7 @@ Reduced reduce(const Communicator& c, const Sample& s) {
   r.compute_mean = static_cast<double>(c.all_reduce_sum(static_cast<std::int64_t>(s.compute * 1e9))) / 1e9 / c.size();
   r.bytes = c.all_reduce_max(s.bytes);
   r.peak = c.all_reduce_max(s.peak);
+  r.inter = c.all_reduce_max(s.inter);
   return r;
 }
 
@@ -66,7 +68,7 @@ void run_dist(const DistOptions& o) {
               "' (valid: fwd, bwd, both)");
   BURST_CHECK(o.repeats >= 1 && o.warmup >= 0, InvalidArgument, "--repeats ", o.repeats, " --warmup ", o.warmup);
   const Communicator world = Communicator::world();
-  world.set_timeout(o.comm_timeout);   // the harness's own reductions are watched too
+  world.set_timeout(o.comm_timeout);  // the harness's own reductions are watched too
   world.set_activity("bench dist (between passes)");
   DistConfig cfg;
   cfg.strategy = strategy_from_string(o.strategy);
@@ -116,8 +118,10 @@ void run_dist(const DistOptions& o) {
     else
       attn.forward(q.view, k.view, v.view, out.view, lse.view());
     const DistStats& s = attn.last_stats();
-    return Sample{s.seconds, s.exposed_comm_seconds, s.compute_seconds, cpu_now() - cpu0, s.bytes_sent,
-                  s.peak_buffer_bytes, s.backward_side};
+    Sample sample{s.seconds,    s.exposed_comm_seconds, s.compute_seconds, cpu_now() - cpu0,
+                  s.bytes_sent, s.peak_buffer_bytes,    s.backward_side};
+    sample.inter = s.bytes_sent_inter_node;
+    return sample;
   };
   attn.forward(q.view, k.view, v.view, out.view, lse.view());   // out, lse for the backward
   for (int i = 0; i < o.warmup; ++i) {
@@ -179,6 +183,7 @@ void run_dist(const DistOptions& o) {
     j["flop_formula"] = kAttentionForwardFlopFormula;
     j["rank_cpu_seconds"] = summarize(c_f).median;
     j["bytes_sent"] = last_f.bytes;
+    j["bytes_sent_inter_node"] = last_f.inter;
     j["bytes_predicted"] = max_of(plan.forward().bytes_sent);
     j["exposed_comm_seconds"] = summarize(e_f).median;
     j["balance"] = summarize(bal_f).median;
@@ -192,6 +197,7 @@ void run_dist(const DistOptions& o) {
     j["flop_formula"] = kAttentionBackwardFlopFormula;
     j["rank_cpu_seconds"] = summarize(c_b).median;
     j["bytes_sent"] = last_b.bytes;
+    j["bytes_sent_inter_node"] = last_b.inter;
     j["bytes_predicted"] = max_of(plan.backward().bytes_sent);
     j["backward_side"] = side;
     j["exposed_comm_seconds"] = summarize(e_b).median;
@@ -206,6 +212,7 @@ void run_dist(const DistOptions& o) {
     j["flop_formula"] = "3.5*4*B*H*D*visible_pairs";
     j["rank_cpu_seconds"] = summarize(c_fb).median;
     j["bytes_sent"] = last_f.bytes + last_b.bytes;
+    j["bytes_sent_inter_node"] = last_f.inter + last_b.inter;  // max over ranks per pass, summed
     j["backward_side"] = side;
     j["exposed_comm_seconds"] = summarize(e_f).median + summarize(e_b).median;
     print_json_line(j);

@@ -145,12 +145,13 @@ void bind_dist(py::module_& m) {
             py::gil_scoped_release release;
             d.dist.backward(t.dout, t.q, t.k, t.v, t.out, t.lse, t.dq, t.dk, t.dv);
           },
-          py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("dq"),
-          py::arg("dk"), py::arg("dv"))
+          py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
+          py::arg("dq"), py::arg("dk"), py::arg("dv"))
       .def("last_stats", [](const PyDist& d) {
         const DistStats& s = d.dist.last_stats();
         py::dict out;
         out["bytes_sent"] = s.bytes_sent;
+        out["bytes_sent_inter_node"] = s.bytes_sent_inter_node;
         out["messages_sent"] = s.messages_sent;
         out["seconds"] = s.seconds;
         out["compute_seconds"] = s.compute_seconds;

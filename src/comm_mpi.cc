@@ -31,6 +31,7 @@ struct Communicator::Impl {
   int rank = 0, size = 1;
   std::shared_ptr<CommCounters> counters = std::make_shared<CommCounters>();
   std::shared_ptr<Watch> watch = std::make_shared<Watch>();
+  std::shared_ptr<const std::vector<int>> node_of;  // node id per rank; null until learn_nodes()
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -45,7 +46,7 @@ struct Communicator::Impl {
 struct Request::State {
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<float> buffer;
-  std::shared_ptr<const Communicator::Impl> owner;   // for the watchdog's message and abort
+  std::shared_ptr<const Communicator::Impl> owner;  // for the watchdog's message and abort
   int peer = -1, tag = 0;
   bool send = false;
 };
@@ -126,6 +127,37 @@ int world_rank_of(const Communicator::Impl& c, int rank) {
   return out;
 }
 
+// Node ids of a sub-communicator's ranks from its parent's map (MPI_Group_translate_ranks; local).
+std::shared_ptr<const std::vector<int>> translate_nodes(const Communicator::Impl& parent, MPI_Comm child) {
+  if (!parent.node_of) return nullptr;
+  MPI_Group pg = MPI_GROUP_NULL, cg = MPI_GROUP_NULL;
+  MPI_Comm_group(parent.comm, &pg);
+  MPI_Comm_group(child, &cg);
+  int n = 0;
+  MPI_Group_size(cg, &n);
+  std::vector<int> mine(static_cast<std::size_t>(n)), theirs(static_cast<std::size_t>(n));
+  std::iota(mine.begin(), mine.end(), 0);
+  MPI_Group_translate_ranks(cg, n, mine.data(), pg, theirs.data());
+  MPI_Group_free(&pg);
+  MPI_Group_free(&cg);
+  auto out = std::make_shared<std::vector<int>>(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    (*out)[static_cast<std::size_t>(i)] =
+        (*parent.node_of)[static_cast<std::size_t>(theirs[static_cast<std::size_t>(i)])];
+  return out;
+}
+
+bool off_node(const Communicator::Impl& c, int peer) {
+  return c.node_of &&
+         (*c.node_of)[static_cast<std::size_t>(peer)] != (*c.node_of)[static_cast<std::size_t>(c.rank)];
+}
+
+int off_node_peers(const Communicator::Impl& c) {
+  int n = 0;
+  for (int r = 0; r < c.size; ++r) n += off_node(c, r) ? 1 : 0;
+  return n;
+}
+
 std::string describe(const Request::State& r) {
   const Communicator::Impl& c = *r.owner;
   return std::string(r.send ? "send to" : "recv from") + " rank " + std::to_string(r.peer) + " (world " +
@@ -151,7 +183,8 @@ std::string describe(const Request::State& r) {
                "[rank %d/%d (world %d) on host %s] burst comm watchdog: no progress for %.0f s in %s, "
                "waiting on %s; during %s. Aborting the job (timeout: DistConfig::comm_timeout_seconds, "
                "BURST_COMM_TIMEOUT).\n",
-               c.rank, c.size, world_rank_of(c, c.rank), host, seconds, call, waiting_on.c_str(), during.c_str());
+               c.rank, c.size, world_rank_of(c, c.rank), host, seconds, call, waiting_on.c_str(),
+               during.c_str());
   std::fflush(stderr);
   MPI_Abort(c.comm, 5);
   std::abort();
@@ -170,7 +203,7 @@ int wait_watched(const Communicator::Impl& c, MPI_Request* handles, int n, const
     int count = 0;
     const int rc = MPI_Testsome(n, handles, &count, completed.data(), MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) return rc;
-    if (count == MPI_UNDEFINED) return MPI_SUCCESS;   // no active request left
+    if (count == MPI_UNDEFINED) return MPI_SUCCESS;  // no active request left
     const auto now = std::chrono::steady_clock::now();
     if (count > 0) {
       last = now;
@@ -287,10 +320,12 @@ double RequestSet::wait_all() {
   if (!handles.empty()) {
     // Every request of a set comes from one logical communicator (its channels share the watch).
     const Request::State& first = *requests_[index[0]].state_;
-    const int rc = first.owner
-        ? wait_watched(*first.owner, handles.data(), static_cast<int>(handles.size()), "MPI_Waitall",
-                       [&](int j) { return describe(*requests_[index[static_cast<std::size_t>(j)]].state_); })
-        : MPI_Waitall(static_cast<int>(handles.size()), handles.data(), MPI_STATUSES_IGNORE);
+    const int rc =
+        first.owner
+            ? wait_watched(
+                  *first.owner, handles.data(), static_cast<int>(handles.size()), "MPI_Waitall",
+                  [&](int j) { return describe(*requests_[index[static_cast<std::size_t>(j)]].state_); })
+            : MPI_Waitall(static_cast<int>(handles.size()), handles.data(), MPI_STATUSES_IGNORE);
     for (std::size_t j = 0; j < index.size(); ++j) requests_[index[j]].state_->request = handles[j];
     check_mpi(rc, "MPI_Waitall");
   }
@@ -330,6 +365,7 @@ Communicator Communicator::channel() const {
   auto impl = dup_of(impl_->comm);
   impl->counters = impl_->counters;
   impl->watch = impl_->watch;
+  impl->node_of = impl_->node_of;
   return Communicator(std::move(impl));
 }
 
@@ -338,6 +374,7 @@ Communicator Communicator::split(int color, int key) const {
   check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
   auto impl = adopt(out);
   impl->watch = std::make_shared<Watch>(*impl_->watch);
+  impl->node_of = translate_nodes(*impl_, out);
   return Communicator(std::move(impl));
 }
 
@@ -347,7 +384,20 @@ Communicator Communicator::split_channel(int color, int key) const {
   auto impl = adopt(out);
   impl->counters = impl_->counters;
   impl->watch = impl_->watch;
+  impl->node_of = translate_nodes(*impl_, out);
   return Communicator(std::move(impl));
+}
+
+void Communicator::learn_nodes() const {
+  const Communicator shared = split_shared();
+  // A node's id: the lowest rank of this communicator on it (rank order is the caller's).
+  const std::int64_t lowest = shared.all_reduce_min(std::int64_t{rank()});
+  std::vector<int> ids(static_cast<std::size_t>(size()));
+  int mine = static_cast<int>(lowest);
+  collective(*impl_, "MPI_Allgather(node ids)", [&](MPI_Request* rq) {
+    return MPI_Iallgather(&mine, 1, MPI_INT, ids.data(), 1, MPI_INT, impl_->comm, rq);
+  });
+  impl_->node_of = std::make_shared<const std::vector<int>>(std::move(ids));
 }
 
 Communicator Communicator::split_shared() const {
@@ -402,6 +452,7 @@ Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const 
   check_mpi(MPI_Isend(r.state_->buffer.data(), count, MPI_FLOAT, dest, tag, impl_->comm,
                       &r.state_->request), "MPI_Isend");
   impl_->counters->bytes_sent += kF32 * count;
+  if (off_node(*impl_, dest)) impl_->counters->bytes_sent_inter_node += kF32 * count;
   impl_->counters->messages_sent += 1;
   return r;
 }
@@ -427,6 +478,7 @@ void Communicator::all_gather(const float* send, std::int64_t count, float* recv
     return MPI_Iallgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm, rq);
   });
   impl_->counters->bytes_sent += kF32 * count * (size() - 1);
+  impl_->counters->bytes_sent_inter_node += kF32 * count * off_node_peers(*impl_);
   impl_->counters->messages_sent += size() - 1;
 }
 
@@ -439,6 +491,8 @@ void Communicator::all_gather_v(const float* send, const std::vector<std::int64_
                            MPI_FLOAT, impl_->comm, rq);
   });
   impl_->counters->bytes_sent += kF32 * counts[static_cast<std::size_t>(rank())] * (size() - 1);
+  impl_->counters->bytes_sent_inter_node +=
+      kF32 * counts[static_cast<std::size_t>(rank())] * off_node_peers(*impl_);
   impl_->counters->messages_sent += size() - 1;
 }
 
@@ -448,6 +502,7 @@ void Communicator::all_to_all(const float* send, std::int64_t count, float* recv
     return MPI_Ialltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm, rq);
   });
   impl_->counters->bytes_sent += kF32 * count * (size() - 1);
+  impl_->counters->bytes_sent_inter_node += kF32 * count * off_node_peers(*impl_);
   impl_->counters->messages_sent += size() - 1;
 }
 
@@ -463,6 +518,8 @@ void Communicator::all_to_all_v(const float* send, const std::vector<std::int64_
   for (int r = 0; r < size(); ++r) {
     if (r == rank() || send_counts[static_cast<std::size_t>(r)] == 0) continue;
     impl_->counters->bytes_sent += kF32 * send_counts[static_cast<std::size_t>(r)];
+    if (off_node(*impl_, r))
+      impl_->counters->bytes_sent_inter_node += kF32 * send_counts[static_cast<std::size_t>(r)];
     impl_->counters->messages_sent += 1;
   }
 }
@@ -471,9 +528,13 @@ void Communicator::reduce_scatter(const float* send, const std::vector<std::int6
                                   float* recv) const {
   const auto n = int_counts(counts, size(), "reduce_scatter");
   collective(*impl_, "MPI_Reduce_scatter", [&](MPI_Request* rq) {
-    return MPI_Ireduce_scatter(send, recv, n.data(), MPI_FLOAT, MPI_SUM, impl_->comm, rq); });
+    return MPI_Ireduce_scatter(send, recv, n.data(), MPI_FLOAT, MPI_SUM, impl_->comm, rq);
+  });
   const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
   impl_->counters->bytes_sent += kF32 * (total - counts[static_cast<std::size_t>(rank())]);
+  for (int r = 0; r < size(); ++r)
+    if (off_node(*impl_, r))
+      impl_->counters->bytes_sent_inter_node += kF32 * counts[static_cast<std::size_t>(r)];
   impl_->counters->messages_sent += size() - 1;
 }
 
@@ -483,6 +544,7 @@ void Communicator::all_reduce_sum(float* data, std::int64_t count) const {
     return MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, impl_->comm, rq);
   });
   impl_->counters->bytes_sent += kF32 * 2 * count * (size() - 1) / size();
+  impl_->counters->bytes_sent_inter_node += kF32 * 2 * count * off_node_peers(*impl_) / size();
   impl_->counters->messages_sent += 2 * (size() - 1);
 }
 
@@ -535,9 +597,8 @@ void Communicator::agree(std::uint64_t fingerprint, const std::string& what) con
   // Failure path only: name the lowest rank whose value differs from rank 0's, identically on
   // every rank (the message must not depend on the local value).
   std::uint64_t fp0 = fingerprint;
-  collective(*impl_, "MPI_Bcast(agree)", [&](MPI_Request* rq) {
-    return MPI_Ibcast(&fp0, 1, MPI_UINT64_T, 0, impl_->comm, rq);
-  });
+  collective(*impl_, "MPI_Bcast(agree)",
+             [&](MPI_Request* rq) { return MPI_Ibcast(&fp0, 1, MPI_UINT64_T, 0, impl_->comm, rq); });
   int mine = fingerprint != fp0 ? rank() : size(), first = 0;
   collective(*impl_, "MPI_Allreduce(agree)", [&](MPI_Request* rq) {
     return MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm, rq);
@@ -554,9 +615,8 @@ void Communicator::agree_verdict(bool ok, const std::string& message, ErrorKind 
   if (first == size()) return;
   // Ship the lowest failing rank's kind and message so every rank throws the same Error.
   int header[2] = {static_cast<int>(kind), static_cast<int>(message.size())};
-  collective(*impl_, "MPI_Bcast(verdict)", [&](MPI_Request* rq) {
-    return MPI_Ibcast(header, 2, MPI_INT, first, impl_->comm, rq);
-  });
+  collective(*impl_, "MPI_Bcast(verdict)",
+             [&](MPI_Request* rq) { return MPI_Ibcast(header, 2, MPI_INT, first, impl_->comm, rq); });
   std::string text = (rank() == first) ? message : std::string(static_cast<std::size_t>(header[1]), ' ');
   collective(*impl_, "MPI_Bcast(verdict)", [&](MPI_Request* rq) {
     return MPI_Ibcast(text.data(), header[1], MPI_CHAR, first, impl_->comm, rq);

@@ -102,7 +102,7 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
 }
 
 bool uses_node_topology(const DistConfig& cfg) {
-  return cfg.double_ring && (cfg.strategy == StrategyKind::Burst ||
+  return cfg.double_ring && (cfg.strategy == StrategyKind::Burst || cfg.strategy == StrategyKind::Ring ||
                              (cfg.strategy == StrategyKind::Usp && cfg.usp_ring == UspRing::Burst));
 }
 

@@ -50,7 +50,8 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
   BURST_CHECK(cfg.saved_contexts >= 0, InvalidArgument, "saved_contexts=", cfg.saved_contexts, " must be >= 0");
   BURST_CHECK(cfg.ranks_per_node >= 0, InvalidArgument, "ranks_per_node=", cfg.ranks_per_node, " must be >= 0");
   BURST_CHECK(std::isfinite(cfg.comm_timeout_seconds) && cfg.comm_timeout_seconds >= 0, InvalidArgument,
-              "comm_timeout_seconds=", cfg.comm_timeout_seconds, " must be finite and >= 0 (0: wait forever)");
+              "comm_timeout_seconds=", cfg.comm_timeout_seconds,
+              " must be finite and >= 0 (0: wait forever)");
   if (cfg.softmax_scale)
     BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0, InvalidArgument, "softmax_scale=",
                 *cfg.softmax_scale, " must be finite and > 0");
@@ -159,7 +160,8 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
     validate_common(cfg, shape, mask, P);
     validate_run(cfg, run, run_mask, P);
   });
-  c.set_timeout(cfg.comm_timeout_seconds);   // validated above, verdict agreed
+  c.set_timeout(cfg.comm_timeout_seconds);  // validated above, verdict agreed
+  c.learn_nodes();  // DistStats split bytes into intra- and inter-node (channels share the map)
   NodeTopology topo{1, P, 0, c.rank()};
   if (strategies::uses_node_topology(cfg)) topo = c.node_topology(cfg.ranks_per_node);
   std::shared_ptr<const Plan> plan;
@@ -191,7 +193,8 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
   Impl& m = *impl_;
   const ProblemShape& s = m.shape;
   const bool want_lse = lse.data != nullptr;
-  m.comm.set_activity(std::string("strategy ") + to_string(m.cfg.strategy) + " forward, checks before the pass");
+  m.comm.set_activity(std::string("strategy ") + to_string(m.cfg.strategy) +
+                      " forward, checks before the pass");
   m.comm.agree(want_lse ? 1 : 0, "forward: whether lse is requested (empty on some ranks only)");
   m.comm.agree_on([&] {
     check_bshd(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
@@ -215,6 +218,7 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
   finish(out, out32);
   m.stats.seconds = seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
+  m.stats.bytes_sent_inter_node = m.comm.counters().bytes_sent_inter_node;
   m.stats.messages_sent = m.comm.counters().messages_sent;
 }
 
@@ -224,7 +228,8 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
   Impl& m = *impl_;
   const ProblemShape& s = m.shape;
   const bool has_lse = lse.data != nullptr;
-  m.comm.set_activity(std::string("strategy ") + to_string(m.cfg.strategy) + " backward, checks before the pass");
+  m.comm.set_activity(std::string("strategy ") + to_string(m.cfg.strategy) +
+                      " backward, checks before the pass");
   m.comm.agree(has_lse ? 1 : 0, "backward: whether lse is passed (empty on some ranks only)");
   m.comm.agree_on([&] {
     check_bshd(dout, "dout", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
@@ -262,6 +267,7 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
   finish(dv, dv32);
   m.stats.seconds = seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
+  m.stats.bytes_sent_inter_node = m.comm.counters().bytes_sent_inter_node;
   m.stats.messages_sent = m.comm.counters().messages_sent;
 }
 

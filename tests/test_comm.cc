@@ -226,23 +226,21 @@ TEST(Comm, FromMpiAndFortranHandleDupTheCallersCommunicator) {
 // on the emulated cluster: tests/multinode_faults.sh).
 TEST(Comm, WatchdogTimeoutIsSharedByChannelsAndCopiedBySplits) {
   const Communicator c = Communicator::world();
-  EXPECT_EQ(c.timeout(), 300.0);   // the documented default
+  EXPECT_EQ(c.timeout(), 300.0);  // the documented default
   const Communicator ch = c.channel();
   const Communicator sub = c.split_channel(0, c.rank());
   const Communicator own = c.split(0, c.rank());
   c.set_timeout(7.5);
-  EXPECT_EQ(ch.timeout(), 7.5);    // one setting per logical communicator
+  EXPECT_EQ(ch.timeout(), 7.5);  // one setting per logical communicator
   EXPECT_EQ(sub.timeout(), 7.5);
-  EXPECT_EQ(own.timeout(), 300.0); // split: a copy taken at the split
+  EXPECT_EQ(own.timeout(), 300.0);  // split: a copy taken at the split
   EXPECT_EQ(c.split(0, c.rank()).timeout(), 7.5);
   EXPECT_EQ(c.split_shared().timeout(), 7.5);
   for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
     try {
       c.set_timeout(bad);
       ADD_FAILURE() << "timeout " << bad << " accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
-    }
+    } catch (const Error& e) { EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument); }
   }
   EXPECT_EQ(c.timeout(), 7.5);
 }

@@ -114,6 +114,9 @@ void run_case(const Case& c) {
   EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol[1], ref.local_err[1]));
   const DistStats fs = attn.last_stats();
   EXPECT_EQ(fs.bytes_sent, attn.plan().forward().bytes_sent[r]) << "forward bytes";
+  if (test::multinode_expected_nodes() == 0) {
+    EXPECT_EQ(fs.bytes_sent_inter_node, 0) << "one host";
+  }
   EXPECT_LE(fs.peak_buffer_bytes, attn.plan().forward().peak_buffer_bytes[r]) << "forward buffers";
   EXPECT_EQ(fs.visible_pairs, attn.plan().forward().visible_pairs[r]);
 
@@ -200,6 +203,28 @@ TEST(Strategies, BurstDoubleRingTopologies) {
         c.cfg.num_threads = 1;
         c.family = f;
         run_case(c);
+      }
+  }
+}
+
+// ring's double ring (LoongTrain's double-ring attention): K,V side on the topology-aware
+// executor; L = P is one node (the flat ring), double_ring = false the flat ring on any L.
+TEST(Strategies, RingDoubleRingTopologies) {
+  const int P = Communicator::world().size();
+  for (int L : {1, 2, P}) {
+    if (P % L != 0) continue;
+    for (bool dbl : {true, false})
+      for (Family f : {Family::Causal, Family::Document}) {
+        Case c;
+        c.cfg.strategy = StrategyKind::Ring;
+        c.cfg.ranks_per_node = L;
+        c.cfg.double_ring = dbl;
+        c.cfg.num_threads = 1;
+        c.H_kv = 2;
+        c.family = f;
+        run_case(c);
+        const DistAttention attn(Communicator::world(), c.cfg, reference(1, 4, 2, f).shape, mask_of(f));
+        EXPECT_EQ(attn.plan().ranks_per_node(), dbl ? L : P);
       }
   }
 }
@@ -389,7 +414,8 @@ TEST(Strategies, MaskAwareSlidingWindowOnContiguousRanksTalksToOneNeighbour) {
 
 // ctest label multinode: 2 emulated hosts × 2 ranks over TCP (scripts/cluster.sh). The ring
 // family on every layout, causal and a sparse (document) mask, forward and backward against
-// fp64; burst's double ring from the discovered topology (no ranks_per_node), both sides.
+// fp64; burst's and ring's double ring from the discovered topology (no ranks_per_node), burst
+// on both sides, ring also flat.
 TEST(Multinode, RingFamilyEveryLayoutOverTcp) {
   const int nodes = test::multinode_expected_nodes();
   if (nodes == 0) GTEST_SKIP() << "runs on the emulated cluster only (ctest -L multinode)";
@@ -412,7 +438,44 @@ TEST(Multinode, RingFamilyEveryLayoutOverTcp) {
           EXPECT_EQ(attn.plan().nodes(), nodes);
           EXPECT_EQ(attn.plan().ranks_per_node(), Communicator::world().size() / nodes);
         }
+        if (s == StrategyKind::Ring) {  // ran on the double ring above; now the flat ring
+          const DistAttention attn(Communicator::world(), c.cfg, reference(1, 4, 2, f).shape, mask_of(f));
+          EXPECT_EQ(attn.plan().nodes(), nodes);
+          c.cfg.double_ring = false;
+          run_case(c);
+        }
       }
+}
+
+// The counters split bytes by the peer's node: on 2 hosts × L ranks, burst's and ring's double
+// ring send n − 1 of the P − 1 forward K,V blocks across nodes on every rank; the flat ring sends
+// all of them across from the last rank of a node and none from the others.
+TEST(Multinode, InterNodeBytesFollowTheRing) {
+  const int nodes = test::multinode_expected_nodes();
+  if (nodes == 0) GTEST_SKIP() << "runs on the emulated cluster only (ctest -L multinode)";
+  const Communicator world = Communicator::world();
+  const int P = world.size(), L = P / nodes, rank = world.rank();
+  const Reference& ref = reference(1, 4, 2, Family::Causal);
+  for (StrategyKind s : {StrategyKind::Burst, StrategyKind::Ring})
+    for (bool dbl : {true, false}) {
+      DistConfig cfg;
+      cfg.strategy = s;
+      cfg.double_ring = dbl;
+      cfg.num_threads = 1;
+      DistAttention attn(world, cfg, ref.shape, ref.mask);
+      const SequenceLayout& layout = attn.plan().layout();
+      Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k),
+             v = shard_of(layout, rank, ref.v);
+      Tensor out(q.shape()), lse({1, 4, attn.local_length()});
+      attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+      const DistStats st = attn.last_stats();
+      SCOPED_TRACE(std::string(to_string(s)) + (dbl ? " double" : " flat"));
+      ASSERT_GT(st.bytes_sent, 0);
+      if (dbl)
+        EXPECT_EQ(st.bytes_sent_inter_node * (P - 1), st.bytes_sent * (nodes - 1));
+      else
+        EXPECT_EQ(st.bytes_sent_inter_node, rank % L == L - 1 ? st.bytes_sent : 0);
+    }
 }
 
 }  // namespace

@@ -32,6 +32,10 @@ namespace burst {
 /// Payload counters of one logical channel group (a Communicator and its channel() dups).
 struct CommCounters {
   std::int64_t bytes_sent = 0;
+  /// The part of bytes_sent addressed to ranks on other nodes (known after
+  /// Communicator::learn_nodes(); 0 before). Collectives by the same convention, counting the
+  /// blocks destined to other nodes (all-reduce: its bytes × the share of peers off-node).
+  std::int64_t bytes_sent_inter_node = 0;
   std::int64_t messages_sent = 0;
   std::int64_t bytes_received = 0;
 };
@@ -118,6 +122,10 @@ class Communicator {
   Communicator split_channel(int color, int key) const;
   /// Ranks sharing this rank's node (MPI_Comm_split_type SHARED). Collective.
   Communicator split_shared() const;
+  /// Learns which ranks share a node (MPI_Comm_split_type SHARED, then an all-gather of node
+  /// ids), so that the counters split bytes_sent into intra- and inter-node. Channels made
+  /// afterwards share the map; split_channel() / split() translate it. Collective.
+  void learn_nodes() const;
   /// Node topology. ranks_per_node > 0 overrides discovery (emulated nodes: rank r is on node
   /// r / L); 0 discovers it with split_shared(). Collective; every rank passes the same value.
   /// Throws Error(InvalidArgument) (all ranks) if P % L ≠ 0, nodes have unequal rank counts,

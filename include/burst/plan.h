@@ -89,8 +89,8 @@ struct DistConfig {
   LayoutKind layout = LayoutKind::Zigzag;
   int ulysses_degree = 0;          ///< usp: Ulysses degree u (P = u·r); 0 → largest divisor of P dividing H_kv
   UspRing usp_ring = UspRing::Ring;   ///< usp: the ring across the Ulysses groups (Burst-USP: Burst)
-  int ranks_per_node = 0;          ///< burst, usp ring=burst double ring: L; 0 → from MPI_Comm_split_type(SHARED)
-  bool double_ring = true;         ///< burst, usp ring=burst: topology-aware double ring when nodes > 1
+  int ranks_per_node = 0;          ///< double ring's L (burst, ring, usp ring=burst); 0 → discovered
+  bool double_ring = true;         ///< burst, ring, usp ring=burst: topology-aware double ring when nodes > 1
   BackwardSide backward_side = BackwardSide::Auto;
   bool overlap = true;             ///< double buffering + progress polling between tiles
   /// burst, ring: mask-aware communication (MagiAttention's zero-redundant communication): when

@@ -30,6 +30,7 @@ namespace burst {
 /// Per-pass counters of this rank (reset at the start of each pass).
 struct DistStats {
   std::int64_t bytes_sent = 0;          ///< payload bytes this rank sent
+  std::int64_t bytes_sent_inter_node = 0;  ///< the part of bytes_sent sent to ranks on other nodes
   std::int64_t messages_sent = 0;
   double seconds = 0;                   ///< wall time of the pass on this rank
   double compute_seconds = 0;           ///< time inside attention kernels

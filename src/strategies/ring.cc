@@ -1,7 +1,11 @@
 // RingAttention (Liu et al., arXiv 2310.01889; docs/strategies.md): K,V ring forward with the online-
 // softmax merge; backward K,V ring with the dK,dV accumulators following one step behind on a
-// second ring; Q, dO, lse, dQ stay. Flat ring (the double ring is burst's). Striped Attention
-// and zigzag ring = this strategy on the striped / zigzag layout.
+// second ring; Q, dO, lse, dQ stay. Striped Attention and zigzag ring = this strategy on the
+// striped / zigzag layout. With more than one node and DistConfig::double_ring (the default),
+// K,V and the dK,dV partials run on the topology-aware double ring of burst's executor (an
+// intra-node ring inside inter-node rounds): LoongTrain's double-ring attention (Gu et al.,
+// arXiv 2406.18485 §4), the baseline BurstEngine compares against; double_ring = false keeps
+// the flat ring.
 #include "burst/error.h"
 #include "strategies/ring_family.h"
 #include "strategies/strategy_impl.h"
@@ -12,7 +16,9 @@ namespace {
 
 class RingStrategy final : public Strategy {
  public:
-  explicit RingStrategy(const Setup& setup) : setup_(setup), exec_(setup.comm, 1, setup.P, setup.cfg.overlap) {}
+  explicit RingStrategy(const Setup& setup)
+      : setup_(setup),
+        exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {

@@ -79,7 +79,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
     };
     for (int t = 0; t < P; ++t) {
       step = t;
-      intra_.set_step(t, P);   // named by the communication watchdog (shared by the channels)
+      intra_.set_step(t, P);  // named by the communication watchdog (shared by the channels)
       const int u = t % L, k = t / L;
       const bool intra = P > 1 && u < L - 1, inter = P > 1 && u == 0 && k < n - 1;
       RequestSet step_set;
