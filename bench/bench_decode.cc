@@ -14,7 +14,7 @@
 #include "burst/error.h"
 #include "burst/kv_cache.h"
 #include "burst/splitmix64.h"
-#include "kernels/microkernels.h"
+#include "burst/tensor.h"
 
 namespace burst::bench {
 namespace {
@@ -24,6 +24,7 @@ struct DecodeOptions {
   std::int64_t batch = 1, heads = 8, kv_heads = 2, dim = 64, new_tokens = 1, chunk = 1024;
   int threads = 1, repeats = 21, warmup = 3;
   bool no_dram_probe = false;
+  std::string dtype = "fp32";
 };
 
 void fill_random(std::vector<float>& x, std::uint64_t seed) {
@@ -35,20 +36,18 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Read bandwidth of this rank while every rank reads at once: a vectorised max over a buffer far
-// larger than the last-level cache (the same streaming pattern as the decode kernels' loads).
+// Read bandwidth of this rank while every rank reads at once: run_memory_read_probe over a buffer
+// far larger than the last-level cache (the same streaming pattern as the decode kernels' loads).
 double dram_read_gbs(const Communicator& world, const std::vector<float>& buf) {
-  const auto& mk = kernels::microkernels(detect_isa());
   std::vector<double> t;
-  float sink = 0;
+  double bytes = 0;
   for (int i = 0; i < 5; ++i) {
     world.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    sink += mk.row_max(buf.data(), static_cast<int>(buf.size()));
+    bytes = run_memory_read_probe(Isa::Auto, buf.data(), static_cast<std::int64_t>(buf.size()));
     t.push_back(world.all_reduce_max(seconds_since(t0)));
   }
-  BURST_CHECK(sink == sink, Internal, "bench decode: DRAM probe produced NaN");   // keeps the reads
-  return static_cast<double>(buf.size()) * 4.0 / summarize(t).median / 1e9;
+  return bytes / summarize(t).median / 1e9;
 }
 
 void run_decode(const DecodeOptions& o) {
@@ -58,6 +57,9 @@ void run_decode(const DecodeOptions& o) {
   const Communicator world = Communicator::world();
   const int P = world.size(), rank = world.rank();
   const std::int64_t H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads, S_q = o.new_tokens, B = o.batch;
+  const DType dtype = parse_dtype(o.dtype);
+  BURST_CHECK(dtype == DType::F32 || dtype == DType::BF16, InvalidArgument, "bench decode: --dtype ", o.dtype,
+              " must be fp32 or bf16");
   std::vector<float> probe;
   if (!o.no_dram_probe) probe.assign(std::size_t{128} << 20, 1.0f);   // 512 MiB
   std::vector<std::int64_t> ids;
@@ -70,6 +72,7 @@ void run_decode(const DecodeOptions& o) {
     cfg.D = o.dim;
     cfg.chunk_tokens = o.chunk;
     cfg.num_threads = o.threads;
+    cfg.dtype = dtype;
     cfg.capacity_per_rank = B * (context / P + 1 + S_q * (o.warmup + o.repeats + 1));
     DistKVCache cache(world, cfg);
     {   // prefill: the contiguous layout, rank r holds [r·S/P, (r+1)·S/P)
@@ -96,8 +99,7 @@ void run_decode(const DecodeOptions& o) {
     for (int i = 0; i < o.warmup + o.repeats; ++i) {
       world.barrier();
       const auto t0 = std::chrono::steady_clock::now();
-      cache.append(ids, knv, vnv);
-      cache.decode(ids, qv, ov, lv);
+      cache.decode(ids, knv, vnv, qv, ov, lv);   // append + decode under one agreement
       const double s = seconds_since(t0);
       const DecodeStats& st = cache.last_stats();
       const double s_max = world.all_reduce_max(s), local_max = world.all_reduce_max(st.local_seconds);
@@ -109,7 +111,8 @@ void run_decode(const DecodeOptions& o) {
       local.push_back(local_max);
       merge.push_back(merge_max);
     }
-    const std::int64_t kv_bytes = world.all_reduce_max(cache.local_tokens() * H_kv * o.dim * 2 * 4);
+    const std::int64_t kv_bytes = world.all_reduce_max(cache.local_tokens() * H_kv * o.dim * 2 *
+                                                       static_cast<std::int64_t>(dtype_size(dtype)));
     const std::int64_t allocated = world.all_reduce_max(cache.local_bytes());
     const double dram = o.no_dram_probe ? 0.0 : dram_read_gbs(world, probe);
     if (rank != 0) continue;
@@ -118,7 +121,7 @@ void run_decode(const DecodeOptions& o) {
     const double stream = static_cast<double>(read) / tl.median / 1e9;
     nlohmann::json j = {{"bench", "decode"}, {"context", context}, {"ranks", P}, {"threads", o.threads},
                         {"B", B}, {"H", o.heads}, {"H_kv", H_kv}, {"D", o.dim}, {"new_tokens", S_q},
-                        {"chunk_tokens", o.chunk}, {"dtype", "f32"}, {"warmup", o.warmup}, {"repeats", o.repeats},
+                        {"chunk_tokens", o.chunk}, {"dtype", to_string(dtype)}, {"warmup", o.warmup}, {"repeats", o.repeats},
                         {"seconds_per_token", per_token}, {"seconds_per_token_min", t.min / static_cast<double>(S_q)},
                         {"seconds_per_token_max", t.max / static_cast<double>(S_q)},
                         {"local_seconds", tl.median}, {"merge_seconds", tm.median},
@@ -150,6 +153,7 @@ void add_decode_bench(CLI::App& bench) {
   cmd->add_option("--chunk", o->chunk, "KV-cache chunk (split) tokens, a multiple of 64")->capture_default_str();
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_flag("--no-dram-probe", o->no_dram_probe, "skip the 512 MiB read-bandwidth probe");
+  cmd->add_option("--dtype", o->dtype, "K/V cache storage: fp32 or bf16")->capture_default_str();
   cmd->callback([o] { run_decode(*o); });
 }
 

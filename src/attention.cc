@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "burst/error.h"
@@ -69,6 +70,25 @@ double run_bf16_dot_probe(std::int64_t iters) {
   volatile float sink = mk.bf16_dot_probe(iters);
   (void)sink;
   return static_cast<double>(iters) * 16 * 4 * mk.width;
+}
+
+double run_memory_read_probe(Isa isa, const float* data, std::int64_t n) {
+  const Isa best = detect_isa();
+  if (isa == Isa::Auto) isa = best;
+  BURST_CHECK(static_cast<int>(isa) >= static_cast<int>(best), Unsupported, "run_memory_read_probe: isa=",
+              to_string(isa), " requested but this CPU supports at most ", to_string(best));
+  BURST_CHECK(n >= 0 && (data != nullptr || n == 0), InvalidArgument, "run_memory_read_probe: n=", n,
+              " must be >= 0 with data");
+  const kernels::Microkernels& mk = kernels::microkernels(isa);
+  const std::int64_t step = std::int64_t{1} << 28;   // row_max takes an int count (a multiple of width)
+  const std::int64_t vec_end = n / mk.width * mk.width;
+  float mx = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < vec_end; i += step)
+    mx = std::max(mx, mk.row_max(data + i, static_cast<int>(std::min(step, vec_end - i))));
+  for (std::int64_t i = vec_end; i < n; ++i) mx = std::max(mx, data[i]);
+  volatile float sink = mx;   // keeps the loads from being elided
+  (void)sink;
+  return 4.0 * static_cast<double>(n);
 }
 
 namespace {

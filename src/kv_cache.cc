@@ -46,8 +46,12 @@ std::uint64_t scale_bits(float x) {
 }
 
 struct Chunk {
-  std::vector<float> data;          // H_kv blocks: Kᵀ panels, then V rows (kernels/decode.h)
-  std::vector<std::int64_t> pos;    // global positions of the tokens in use
+  std::vector<float> f32;             // H_kv blocks: Kᵀ panels, then V rows (kernels/decode.h) ...
+  std::vector<std::uint16_t> bf16;    // ... in the cache's dtype (the other vector stays empty)
+  std::vector<std::int64_t> pos;      // global positions of the tokens in use
+  const void* data() const { return f32.empty() ? static_cast<const void*>(bf16.data()) : f32.data(); }
+  void* data() { return f32.empty() ? static_cast<void*>(bf16.data()) : f32.data(); }
+  std::int64_t bytes() const { return static_cast<std::int64_t>(f32.size() * 4 + bf16.size() * 2); }
 };
 
 struct Sequence {
@@ -65,6 +69,12 @@ void check_bshd(const char* api, const char* name, const TensorView& t, std::int
   BURST_CHECK(t.shape[1] >= 0 && (t.stride[3] == 1 || D == 1), InvalidArgument, api, ": ", name, " ", t.describe(),
               " must have D contiguous");
   BURST_CHECK(t.data != nullptr || t.numel() == 0, InvalidArgument, api, ": ", name, " has no data");
+}
+
+Fnv ids_fingerprint(const std::vector<std::int64_t>& ids) {
+  Fnv f;
+  for (auto id : ids) f.add(static_cast<std::uint64_t>(id));
+  return f;
 }
 
 void check_ids(const char* api, const std::vector<std::int64_t>& ids) {
@@ -98,10 +108,37 @@ struct DistKVCache::Impl {
     return f.h;
   }
 
-  // Arguments and replicated state must match on every rank (one agreement).
-  void agree_state(const char* api, Fnv args) const {
-    comm.agree(state_fingerprint(args), std::string(api) + ": the arguments or the cache state (sequence ids, "
-                                        "lengths, per-rank counts)");
+  // The one agreement of a collective call: the verdict of this rank's local checks (run here,
+  // a burst::Error caught) and the fingerprint of the arguments + replicated state, in ONE
+  // all-gather of 5 small integers (as fp32, exact). Every rank throws the same Error if any rank's
+  // checks failed (that rank's message, via agree_verdict) or if the fingerprints differ.
+  template <typename F>
+  void agree_call(const char* api, F&& local_checks, const Fnv& args) const {
+    bool ok = true;
+    std::string msg;
+    ErrorKind kind = ErrorKind::InvalidArgument;
+    try {
+      local_checks();
+    } catch (const Error& e) {
+      ok = false;
+      msg = e.message();
+      kind = e.kind();
+    }
+    const std::uint64_t fp = state_fingerprint(args);
+    float mine[5] = {ok ? 1.0f : 0.0f};
+    for (int i = 0; i < 4; ++i) mine[i + 1] = static_cast<float>((fp >> (16 * i)) & 0xffffu);
+    std::vector<float> all(static_cast<std::size_t>(5 * P));
+    comm.all_gather(mine, 5, all.data());
+    bool all_ok = true;
+    int differs = -1;
+    for (int r = 0; r < P; ++r) {
+      all_ok = all_ok && all[static_cast<std::size_t>(5 * r)] == 1.0f;
+      if (differs < 0 && !std::equal(all.begin() + 5 * r + 1, all.begin() + 5 * r + 5, all.begin() + 1)) differs = r;
+    }
+    if (!all_ok) comm.agree_verdict(ok, msg, kind);   // every rank enters: the same Error everywhere
+    BURST_CHECK(differs < 0, InvalidArgument, api, ": the call differs between ranks in its arguments or the "
+                "cache state (sequence ids, lengths, per-rank counts): rank ", differs, " disagrees with rank 0; "
+                "every rank must pass identical values");
   }
 
   // Tokens rank r holds over all sequences (from replicated metadata: identical everywhere).
@@ -125,12 +162,16 @@ struct DistKVCache::Impl {
     const std::int64_t C = cfg.chunk_tokens;
     if (s.chunks.empty() || static_cast<std::int64_t>(s.chunks.back().pos.size()) == C) {
       s.chunks.emplace_back();
-      s.chunks.back().data.assign(static_cast<std::size_t>(cfg.H_kv * head_floats()), 0.0f);
+      const auto n = static_cast<std::size_t>(cfg.H_kv * head_floats());
+      if (cfg.dtype == DType::BF16)
+        s.chunks.back().bf16.assign(n, 0);
+      else
+        s.chunks.back().f32.assign(n, 0.0f);
       s.chunks.back().pos.reserve(static_cast<std::size_t>(C));
     }
     Chunk& c = s.chunks.back();
-    kernels::decode_chunk_store(c.data.data(), C, cfg.H_kv, cfg.D, Dp, static_cast<std::int64_t>(c.pos.size()), k, v,
-                                k_hs, v_hs);
+    kernels::decode_chunk_store(c.data(), cfg.dtype, C, cfg.H_kv, cfg.D, Dp, static_cast<std::int64_t>(c.pos.size()),
+                                k, v, k_hs, v_hs);
     c.pos.push_back(position);
   }
 
@@ -159,6 +200,18 @@ struct DistKVCache::Impl {
 
   void decode_local(const std::vector<std::int64_t>& ids, const std::vector<float>& q, std::int64_t S_q, bool causal,
                     float* part);
+
+  void check_append(const char* api, const std::vector<std::int64_t>& ids, const TensorView& k_new,
+                    const TensorView& v_new) const;
+  void check_decode(const char* api, const std::vector<std::int64_t>& ids, const TensorView& q,
+                    const TensorView& out, const TensorView& lse, bool ids_must_exist) const;
+  // Placement of the appended tokens (replicated decision) after the capacity check.
+  std::vector<std::vector<int>> plan_append(const char* api, const std::vector<std::int64_t>& ids,
+                                            std::int64_t n) const;
+  void commit_append(const std::vector<std::int64_t>& ids, const TensorView& k_new, const TensorView& v_new,
+                     const std::vector<std::vector<int>>& dst);
+  void run_decode(const std::vector<std::int64_t>& ids, const TensorView& q, const TensorView& out,
+                  const TensorView& lse, bool causal);
 };
 
 DistKVCache::DistKVCache(const Communicator& comm, const KVCacheConfig& cfg) {
@@ -175,6 +228,8 @@ DistKVCache::DistKVCache(const Communicator& comm, const KVCacheConfig& cfg) {
     BURST_CHECK(cfg.chunk_tokens > 0 && cfg.chunk_tokens % kernels::kDecodePanel == 0, InvalidArgument, api,
                 ": chunk_tokens=", cfg.chunk_tokens, " must be a positive multiple of ", kernels::kDecodePanel);
     BURST_CHECK(cfg.num_threads >= 0, InvalidArgument, api, ": num_threads=", cfg.num_threads, " must be >= 0");
+    BURST_CHECK(cfg.dtype == DType::F32 || cfg.dtype == DType::BF16, Unsupported, api, ": dtype=",
+                to_string(cfg.dtype), "; the cache stores f32 or bf16");
     if (cfg.softmax_scale)
       BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0.0f, InvalidArgument, api,
                   ": softmax_scale=", *cfg.softmax_scale, " must be finite and > 0");
@@ -187,6 +242,7 @@ DistKVCache::DistKVCache(const Communicator& comm, const KVCacheConfig& cfg) {
   f.add(static_cast<std::uint64_t>(cfg.policy));
   f.add(cfg.softmax_scale ? scale_bits(*cfg.softmax_scale) : 1ull << 40);
   f.add(static_cast<std::uint64_t>(cfg.kernel));
+  f.add(static_cast<std::uint64_t>(cfg.dtype));
   impl->comm.agree(f.h, "DistKVCache: the configuration");
   impl->cfg = cfg;
   impl->Dp = (cfg.D + kernels::kDecodeMaxWidth - 1) / kernels::kDecodeMaxWidth * kernels::kDecodeMaxWidth;
@@ -213,7 +269,9 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
   const char* api = "DistKVCache::prefill";
   const auto B = static_cast<std::int64_t>(seq_ids.size());
   const auto S_local = static_cast<std::int64_t>(positions.size());
-  m.comm.agree_on([&] {
+  Fnv args = ids_fingerprint(seq_ids);
+  args.add(static_cast<std::uint64_t>(S_global));
+  m.agree_call(api, [&] {
     check_ids(api, seq_ids);
     for (auto id : seq_ids) BURST_CHECK(!m.seqs.count(id), InvalidArgument, api, ": sequence id ", id, " already exists");
     check_bshd(api, "k_local", k_local, B, m.cfg.H_kv, m.cfg.D);
@@ -228,11 +286,7 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
                   api, ": positions must be strictly increasing in [0, S_global=", S_global, "); position[", i,
                   "]=", t);
     }
-  });
-  Fnv args;
-  for (auto id : seq_ids) args.add(static_cast<std::uint64_t>(id));
-  args.add(static_cast<std::uint64_t>(S_global));
-  m.agree_state(api, args);
+  }, args);
   // Per-rank counts (exact as two fp32 halves < 2^24) and position checksums mod a prime.
   const float mine[2] = {static_cast<float>(S_local >> 24), static_cast<float>(S_local & 0xffffff)};
   std::vector<float> all(static_cast<std::size_t>(2 * m.P));
@@ -273,45 +327,57 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
   }
 }
 
-void DistKVCache::append(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new,
-                         const TensorView& v_new) {
-  Impl& m = *impl_;
-  const char* api = "DistKVCache::append";
-  const auto B = static_cast<std::int64_t>(seq_ids.size());
-  m.comm.agree_on([&] {
-    check_ids(api, seq_ids);
-    check_bshd(api, "k_new", k_new, B, m.cfg.H_kv, m.cfg.D);
-    check_bshd(api, "v_new", v_new, B, m.cfg.H_kv, m.cfg.D);
-    BURST_CHECK(k_new.shape[1] == v_new.shape[1], InvalidArgument, api, ": k_new ", k_new.describe(),
-                " and v_new ", v_new.describe(), " differ in S_new");
-  });
-  const std::int64_t n = k_new.shape[1];
-  Fnv args;
-  for (auto id : seq_ids) args.add(static_cast<std::uint64_t>(id));
-  args.add(static_cast<std::uint64_t>(n));
-  m.agree_state(api, args);
+void DistKVCache::Impl::check_append(const char* api, const std::vector<std::int64_t>& ids,
+                                     const TensorView& k_new, const TensorView& v_new) const {
+  const auto B = static_cast<std::int64_t>(ids.size());
+  check_ids(api, ids);
+  check_bshd(api, "k_new", k_new, B, cfg.H_kv, cfg.D);
+  check_bshd(api, "v_new", v_new, B, cfg.H_kv, cfg.D);
+  BURST_CHECK(k_new.shape[1] == v_new.shape[1], InvalidArgument, api, ": k_new ", k_new.describe(), " and v_new ",
+              v_new.describe(), " differ in S_new");
+}
+
+std::vector<std::vector<int>> DistKVCache::Impl::plan_append(const char* api, const std::vector<std::int64_t>& ids,
+                                                             std::int64_t n) const {
   std::vector<std::vector<int>> dst;
-  std::vector<std::int64_t> extra(static_cast<std::size_t>(m.P), 0);
-  const Sequence empty{0, std::vector<std::int64_t>(static_cast<std::size_t>(m.P), 0), {}};
-  for (auto id : seq_ids) {
-    auto it = m.seqs.find(id);
-    dst.push_back(m.placement(it == m.seqs.end() ? empty : it->second, n));
+  std::vector<std::int64_t> extra(static_cast<std::size_t>(P), 0);
+  const Sequence empty{0, std::vector<std::int64_t>(static_cast<std::size_t>(P), 0), {}};
+  for (auto id : ids) {
+    auto it = seqs.find(id);
+    dst.push_back(placement(it == seqs.end() ? empty : it->second, n));
     for (int r : dst.back()) ++extra[static_cast<std::size_t>(r)];
   }
-  m.check_capacity(api, extra);
-  for (std::int64_t b = 0; b < B; ++b) {
-    auto [it, added] = m.seqs.try_emplace(seq_ids[static_cast<std::size_t>(b)]);
+  check_capacity(api, extra);
+  return dst;
+}
+
+void DistKVCache::Impl::commit_append(const std::vector<std::int64_t>& ids, const TensorView& k_new,
+                                      const TensorView& v_new, const std::vector<std::vector<int>>& dst) {
+  const std::int64_t n = k_new.shape[1];
+  for (std::size_t b = 0; b < ids.size(); ++b) {
+    auto [it, added] = seqs.try_emplace(ids[b]);
     Sequence& s = it->second;
-    if (added) s.counts.assign(static_cast<std::size_t>(m.P), 0);
+    if (added) s.counts.assign(static_cast<std::size_t>(P), 0);
+    const auto bi = static_cast<std::int64_t>(b);
     for (std::int64_t i = 0; i < n; ++i) {
-      const int r = dst[static_cast<std::size_t>(b)][static_cast<std::size_t>(i)];
-      if (r == m.rank)
-        m.store(s, s.length + i, k_new.f32() + b * k_new.stride[0] + i * k_new.stride[1], k_new.stride[2],
-                v_new.f32() + b * v_new.stride[0] + i * v_new.stride[1], v_new.stride[2]);
+      const int r = dst[b][static_cast<std::size_t>(i)];
+      if (r == rank)
+        store(s, s.length + i, k_new.f32() + bi * k_new.stride[0] + i * k_new.stride[1], k_new.stride[2],
+              v_new.f32() + bi * v_new.stride[0] + i * v_new.stride[1], v_new.stride[2]);
       ++s.counts[static_cast<std::size_t>(r)];
     }
     s.length += n;
   }
+}
+
+void DistKVCache::append(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new,
+                         const TensorView& v_new) {
+  Impl& m = *impl_;
+  const char* api = "DistKVCache::append";
+  Fnv args = ids_fingerprint(seq_ids);
+  args.add(static_cast<std::uint64_t>(k_new.ndim == 4 ? k_new.shape[1] : -1));
+  m.agree_call(api, [&] { m.check_append(api, seq_ids, k_new, v_new); }, args);
+  m.commit_append(seq_ids, k_new, v_new, m.plan_append(api, seq_ids, k_new.shape[1]));
 }
 
 // Partial (out [B,S_q,H,D], lse [B,H,S_q]) of this rank's shard into part (out block then lse
@@ -334,7 +400,7 @@ void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const
   std::vector<float> partials(items.size() * static_cast<std::size_t>(out_n + lse_n));
   std::int64_t bytes = 0;
   for (const Item& it : items)
-    bytes += cfg.H_kv * 4 *
+    bytes += cfg.H_kv * static_cast<std::int64_t>(dtype_size(cfg.dtype)) *
              ((static_cast<std::int64_t>(it.chunk->pos.size()) + kernels::kDecodePanel - 1) / kernels::kDecodePanel *
                   kernels::kDecodePanel * D + static_cast<std::int64_t>(it.chunk->pos.size()) * Dp);
   const auto n_items = static_cast<std::int64_t>(items.size());
@@ -343,7 +409,7 @@ void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const
     const Item& it = items[static_cast<std::size_t>(j)];
     kernels::DecodeQuery dq{S_q, H, cfg.H_kv, D, Dp, q.data() + it.b * out_n,
                             causal ? q_pos[static_cast<std::size_t>(it.b)].data() : nullptr, scale, isa};
-    const DecodeChunk chunk{it.chunk->data.data(), it.chunk->pos.data(), cfg.chunk_tokens,
+    const DecodeChunk chunk{it.chunk->data(), cfg.dtype, it.chunk->pos.data(), cfg.chunk_tokens,
                             static_cast<std::int64_t>(it.chunk->pos.size())};
     float* o = partials.data() + j * (out_n + lse_n);
     if (cfg.kernel == KernelImpl::Reference)
@@ -367,64 +433,92 @@ void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const
   stats.chunks = n_items;
 }
 
-void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorView& q, const TensorView& out,
-                         const TensorView& lse, bool causal) {
-  Impl& m = *impl_;
-  const char* api = "DistKVCache::decode";
-  const auto t0 = Clock::now();
-  const auto B = static_cast<std::int64_t>(seq_ids.size());
-  const std::int64_t H = m.cfg.H, D = m.cfg.D;
-  m.comm.agree_on([&] {
-    check_ids(api, seq_ids);
-    for (auto id : seq_ids) m.find(api, id);
-    check_bshd(api, "q", q, B, H, D);
-    check_bshd(api, "out", out, B, H, D);
-    BURST_CHECK(out.shape[1] == q.shape[1], InvalidArgument, api, ": out ", out.describe(), " must match q ",
-                q.describe());
-    BURST_CHECK(lse.dtype == DType::F32 && lse.ndim == 3 && lse.shape[0] == B && lse.shape[1] == H &&
-                    lse.shape[2] == q.shape[1] && lse.is_contiguous(),
-                InvalidArgument, api, ": lse ", lse.describe(), " must be contiguous [B=", B, ", H=", H,
-                ", S_q=", q.shape[1], "]");
-    const auto* ob = static_cast<const char*>(out.data);
-    const auto* qb = static_cast<const char*>(q.data);
-    const auto span = [](const TensorView& t) {
-      std::int64_t e = 1;
-      for (int i = 0; i < t.ndim; ++i) e += (t.shape[static_cast<std::size_t>(i)] - 1) * t.stride[static_cast<std::size_t>(i)];
-      return 4 * e;
-    };
-    BURST_CHECK(q.numel() == 0 || ob + span(out) <= qb || qb + span(q) <= ob, InvalidArgument, api,
-                ": out overlaps q");
-  });
-  const std::int64_t S_q = q.shape[1];
-  Fnv args;
-  for (auto id : seq_ids) args.add(static_cast<std::uint64_t>(id));
-  args.add(static_cast<std::uint64_t>(S_q));
-  args.add(causal ? 1u : 0u);
-  m.agree_state(api, args);
-  const auto before = m.comm.counters().bytes_sent;
+void DistKVCache::Impl::check_decode(const char* api, const std::vector<std::int64_t>& ids, const TensorView& q,
+                                     const TensorView& out, const TensorView& lse, bool ids_must_exist) const {
+  const auto B = static_cast<std::int64_t>(ids.size());
+  const std::int64_t H = cfg.H, D = cfg.D;
+  check_ids(api, ids);
+  if (ids_must_exist)
+    for (auto id : ids) find(api, id);
+  check_bshd(api, "q", q, B, H, D);
+  check_bshd(api, "out", out, B, H, D);
+  BURST_CHECK(out.shape[1] == q.shape[1], InvalidArgument, api, ": out ", out.describe(), " must match q ",
+              q.describe());
+  BURST_CHECK(lse.dtype == DType::F32 && lse.ndim == 3 && lse.shape[0] == B && lse.shape[1] == H &&
+                  lse.shape[2] == q.shape[1] && lse.is_contiguous(),
+              InvalidArgument, api, ": lse ", lse.describe(), " must be contiguous [B=", B, ", H=", H, ", S_q=",
+              q.shape[1], "]");
+  const auto* ob = static_cast<const char*>(out.data);
+  const auto* qb = static_cast<const char*>(q.data);
+  const auto span = [](const TensorView& t) {
+    std::int64_t e = 1;
+    for (int i = 0; i < t.ndim; ++i) e += (t.shape[static_cast<std::size_t>(i)] - 1) * t.stride[static_cast<std::size_t>(i)];
+    return 4 * e;
+  };
+  BURST_CHECK(q.numel() == 0 || ob + span(out) <= qb || qb + span(q) <= ob, InvalidArgument, api, ": out overlaps q");
+}
 
+// The decode after the agreement: local split-KV partials, one all-gather, the rank merge.
+void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const TensorView& q, const TensorView& out,
+                                   const TensorView& lse, bool causal) {
+  const auto B = static_cast<std::int64_t>(ids.size());
+  const std::int64_t H = cfg.H, D = cfg.D, S_q = q.shape[1];
+  const auto before = comm.counters().bytes_sent;
+  const auto t0 = Clock::now();
   std::vector<float> qc;
   strategies::append_packed(q, qc);
   const std::int64_t count = B * S_q * H * (D + 1);
   std::vector<float> part(static_cast<std::size_t>(count));
-  m.decode_local(seq_ids, qc, S_q, causal, part.data());
-  m.stats.local_seconds = since(t0);
+  decode_local(ids, qc, S_q, causal, part.data());
+  stats.local_seconds = since(t0);
   const auto t1 = Clock::now();
-  std::vector<float> all(static_cast<std::size_t>(count * m.P));
-  if (m.P > 1)
-    m.comm.all_gather(part.data(), count, all.data());
+  std::vector<float> all(static_cast<std::size_t>(count * P));
+  if (P > 1)
+    comm.all_gather(part.data(), count, all.data());
   else
     all = std::move(part);
   // Rank merge in rank order (identical on every rank): out starts at (0, −inf).
   strategies::fill_view(out, 0.0f);
   std::fill(lse.f32(), lse.f32() + lse.numel(), kNegInf);
   const std::int64_t out_n = B * S_q * H * D;
-  for (int r = 0; r < m.P; ++r) {
+  for (int r = 0; r < P; ++r) {
     const float* pr = all.data() + r * count;
     merge_forward(out, lse, strategies::bshd_view(pr, B, S_q, H, D), strategies::rows_view(pr + out_n, B, H, S_q));
   }
-  m.stats.merge_seconds = since(t1);
-  m.stats.bytes_sent = m.comm.counters().bytes_sent - before;
+  stats.merge_seconds = since(t1);
+  stats.bytes_sent = comm.counters().bytes_sent - before;
+}
+
+void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorView& q, const TensorView& out,
+                         const TensorView& lse, bool causal) {
+  Impl& m = *impl_;
+  const char* api = "DistKVCache::decode";
+  const auto t0 = Clock::now();
+  Fnv args = ids_fingerprint(seq_ids);
+  args.add(static_cast<std::uint64_t>(q.ndim == 4 ? q.shape[1] : -1));
+  args.add(causal ? 1u : 0u);
+  m.agree_call(api, [&] { m.check_decode(api, seq_ids, q, out, lse, true); }, args);
+  m.stats.check_seconds = since(t0);
+  m.run_decode(seq_ids, q, out, lse, causal);
+  m.stats.seconds = since(t0);
+}
+
+void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new, const TensorView& v_new,
+                         const TensorView& q, const TensorView& out, const TensorView& lse, bool causal) {
+  Impl& m = *impl_;
+  const char* api = "DistKVCache::decode(k_new, v_new)";
+  const auto t0 = Clock::now();
+  Fnv args = ids_fingerprint(seq_ids);
+  args.add(static_cast<std::uint64_t>(k_new.ndim == 4 ? k_new.shape[1] : -1));
+  args.add(static_cast<std::uint64_t>(q.ndim == 4 ? q.shape[1] : -1));
+  args.add(causal ? 3u : 2u);
+  m.agree_call(api, [&] {
+    m.check_append(api, seq_ids, k_new, v_new);
+    m.check_decode(api, seq_ids, q, out, lse, false);
+  }, args);
+  m.commit_append(seq_ids, k_new, v_new, m.plan_append(api, seq_ids, k_new.shape[1]));
+  m.stats.check_seconds = since(t0);
+  m.run_decode(seq_ids, q, out, lse, causal);
   m.stats.seconds = since(t0);
 }
 
@@ -464,7 +558,7 @@ void DistKVCache::local_kv(std::int64_t seq_id, std::vector<float>& k, std::vect
     for (std::size_t t = 0; t < c.pos.size(); ++t) {
       k.resize(k.size() + static_cast<std::size_t>(row));
       v.resize(v.size() + static_cast<std::size_t>(row));
-      kernels::decode_chunk_load(c.data.data(), m.cfg.chunk_tokens, m.cfg.H_kv, m.cfg.D, m.Dp,
+      kernels::decode_chunk_load(c.data(), m.cfg.dtype, m.cfg.chunk_tokens, m.cfg.H_kv, m.cfg.D, m.Dp,
                                  static_cast<std::int64_t>(t), k.data() + k.size() - row, v.data() + v.size() - row);
     }
 }
@@ -474,7 +568,7 @@ std::int64_t DistKVCache::local_tokens() const { return impl_->rank_tokens(impl_
 std::int64_t DistKVCache::local_bytes() const {
   std::int64_t n = 0;
   for (const auto& kv : impl_->seqs)
-    for (const Chunk& c : kv.second.chunks) n += static_cast<std::int64_t>(c.data.size()) * 4;
+    for (const Chunk& c : kv.second.chunks) n += c.bytes();
   return n;
 }
 

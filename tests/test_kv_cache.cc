@@ -40,12 +40,18 @@ struct Seq {
   std::vector<float> k, v;
 };
 
-// Appends `n` random tokens to every sequence (the same values on every rank).
+// The values a cache of `dtype` holds for fp32 input x (bf16: rounded to nearest even).
+float stored(DType dtype, float x) { return dtype == DType::BF16 ? bf16_to_float(bf16_from_float(x)) : x; }
+
+// Appends `n` random tokens to every sequence (the same values on every rank); seqs records what
+// the cache holds (rounded for a bf16 cache: the oracle sees the rounded inputs).
 void append_random(DistKVCache& cache, const std::vector<std::int64_t>& ids, std::vector<Seq>& seqs, std::int64_t n,
                    std::uint64_t seed) {
   const std::int64_t B = static_cast<std::int64_t>(ids.size()), H_kv = cache.config().H_kv;
   Tensor k = test::random_tensor({B, n, H_kv, kD}, seed), v = test::random_tensor({B, n, H_kv, kD}, seed + 1);
   cache.append(ids, k.view(), v.view());
+  for (float& x : k.vec()) x = stored(cache.config().dtype, x);
+  for (float& x : v.vec()) x = stored(cache.config().dtype, x);
   const std::int64_t row = n * H_kv * kD;
   for (std::int64_t b = 0; b < B; ++b) {
     auto& s = seqs[static_cast<std::size_t>(b)];
@@ -92,15 +98,20 @@ void check_decode(DistKVCache& cache, const std::vector<std::int64_t>& ids, cons
   }
 }
 
-struct Case { std::int64_t H, H_kv; KernelImpl impl; AppendPolicy policy; };
+struct Case { std::int64_t H, H_kv; KernelImpl impl; AppendPolicy policy; DType dtype = DType::F32; };
 
+// bf16 cases: the cache rounds K/V once when storing; decode is exact attention over the rounded
+// K/V, so the oracle runs on the rounded values with the fp32 tolerance rule.
 TEST(KVCache, DecodeMatchesFp64OverUnequalLengthsAndCrossRankAppends) {
   const Communicator comm = Communicator::world();
   for (const Case c : {Case{4, 2, KernelImpl::Tiled, AppendPolicy::LeastLoaded},
                        Case{2, 2, KernelImpl::Tiled, AppendPolicy::RoundRobin},
-                       Case{6, 1, KernelImpl::Reference, AppendPolicy::LeastLoaded}}) {
+                       Case{6, 1, KernelImpl::Reference, AppendPolicy::LeastLoaded},
+                       Case{4, 2, KernelImpl::Tiled, AppendPolicy::LeastLoaded, DType::BF16},
+                       Case{6, 1, KernelImpl::Reference, AppendPolicy::RoundRobin, DType::BF16}}) {
     KVCacheConfig cfg = config(c.H, c.H_kv, c.impl);
     cfg.policy = c.policy;
+    cfg.dtype = c.dtype;
     DistKVCache cache(comm, cfg);
     std::vector<std::int64_t> ids{7, 3, 11};
     std::vector<Seq> seqs(3);
@@ -196,6 +207,52 @@ TEST(KVCache, PrefillThroughStrategiesThenDecodeEqualsFullForward) {
   }
 }
 
+// decode(ids, k_new, v_new, q, ...) — one agreement — equals append then decode bit for bit, and
+// a bf16 cache keeps exactly half the bytes of an f32 one and holds the rounded rows.
+TEST(KVCache, FusedAppendDecodeEqualsAppendThenDecodeAndBf16HalvesTheBytes) {
+  const Communicator comm = Communicator::world();
+  constexpr std::int64_t H = 4, H_kv = 2, B = 2;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    KVCacheConfig cfg = config(H, H_kv);
+    cfg.dtype = dtype;
+    DistKVCache split(comm, cfg), fused(comm, cfg);
+    std::vector<Seq> seqs(B), unused(B);
+    append_random(split, {0, 1}, seqs, 150, 71);
+    append_random(fused, {0, 1}, unused, 150, 71);
+    for (std::int64_t step = 0; step < 3; ++step) {
+      const Tensor k = test::random_tensor({B, 2, H_kv, kD}, 80 + 3 * static_cast<std::uint64_t>(step)),
+                   v = test::random_tensor({B, 2, H_kv, kD}, 81 + 3 * static_cast<std::uint64_t>(step)),
+                   q = test::random_tensor({B, 2, H, kD}, 82 + 3 * static_cast<std::uint64_t>(step));
+      Tensor o1({B, 2, H, kD}), l1({B, H, 2}), o2({B, 2, H, kD}), l2({B, H, 2});
+      split.append({0, 1}, k.view(), v.view());
+      split.decode({0, 1}, q.view(), o1.view(), l1.view());
+      fused.decode({0, 1}, k.view(), v.view(), q.view(), o2.view(), l2.view());
+      EXPECT_EQ(test::max_abs_diff(o1, o2), 0.0) << to_string(dtype) << " step " << step;
+      EXPECT_EQ(test::max_abs_diff(l1, l2), 0.0) << to_string(dtype) << " step " << step;
+      EXPECT_EQ(split.rank_lengths(1), fused.rank_lengths(1));
+    }
+    std::vector<float> k, v;
+    fused.local_kv(0, k, v);
+    const auto pos = fused.local_positions(0);
+    for (std::size_t i = 0; i < pos.size() && pos[i] < 150; ++i)
+      for (std::int64_t e = 0; e < H_kv * kD; ++e)
+        ASSERT_EQ(k[i * H_kv * kD + static_cast<std::size_t>(e)], seqs[0].k[static_cast<std::size_t>(pos[i] * H_kv * kD + e)]);
+  }
+  KVCacheConfig c32 = config(H, H_kv), c16 = config(H, H_kv);
+  c16.dtype = DType::BF16;
+  DistKVCache a(comm, c32), b(comm, c16);
+  std::vector<Seq> sa(1), sb(1);
+  append_random(a, {0}, sa, 300, 90);
+  append_random(b, {0}, sb, 300, 90);
+  EXPECT_EQ(2 * b.local_bytes(), a.local_bytes());
+  const Tensor q = test::random_tensor({1, 1, H, kD}, 91);
+  Tensor oa({1, 1, H, kD}), la({1, H, 1}), ob({1, 1, H, kD}), lb({1, H, 1});
+  a.decode({0}, q.view(), oa.view(), la.view());
+  b.decode({0}, q.view(), ob.view(), lb.view());
+  EXPECT_EQ(2 * b.last_stats().kv_bytes_read, a.last_stats().kv_bytes_read);
+  EXPECT_GT(test::max_abs_diff(oa, ob), 0.0);   // the bf16 cache really holds rounded rows
+}
+
 TEST(KVCache, ThreadCountInvariantAndBytesIndependentOfContext) {
   const Communicator comm = Communicator::world();
   constexpr std::int64_t H = 4, H_kv = 2, B = 2, S_q = 2;
@@ -278,6 +335,14 @@ TEST(KVCache, BadInputThrowsOnEveryRankAndLeavesTheCacheUnchanged) {
   Tensor q5({1, 1, 5, kD}), o5({1, 1, 5, kD}), l5({1, 5, 1});
   expect_error_everywhere(comm, cache, "mismatched query heads",
                           [&] { cache.decode({0}, q5.view(), o5.view(), l5.view()); }, "q ");
+  expect_error_everywhere(comm, cache, "fused call with mismatched query heads: nothing appended",
+                          [&] { cache.decode({0}, k1.view(), k1.view(), q5.view(), o5.view(), l5.view()); }, "q ");
+  expect_error_everywhere(comm, cache, "fused call overflowing: nothing appended",
+                          [&] {
+                            Tensor qb({1, 40 * P, 4, kD}), ob({1, 40 * P, 4, kD}), lb({1, 4, 40 * P});
+                            cache.decode({0}, big.view(), big.view(), qb.view(), ob.view(), lb.view());
+                          },
+                          "overflow");
   Tensor q({1, 1, 4, kD}), o({1, 1, 4, kD}), l({1, 4, 1});
   expect_error_everywhere(comm, cache, "unknown id", [&] { cache.decode({9}, q.view(), o.view(), l.view()); },
                           "unknown sequence id 9");

@@ -69,7 +69,8 @@ class PrefillEngine final : public ForwardOnlyEngine {
   double cache_seconds_ = 0;
 };
 
-// One decode step: each layer appends the new tokens' K/V and attends their queries over its cache.
+// One decode step: each layer appends the new tokens' K/V and attends their queries over its cache
+// (two collectives per layer: the agreement and the all-gather of partials).
 class DecodeEngine final : public ForwardOnlyEngine {
  public:
   DecodeEngine(std::vector<DistKVCache>& caches, std::vector<std::int64_t> positions)
@@ -78,8 +79,7 @@ class DecodeEngine final : public ForwardOnlyEngine {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse) override {
     DistKVCache& c = caches_.at(layer_++);
-    c.append({0}, k, v);
-    c.decode({0}, q, out, lse, true);
+    c.decode({0}, k, v, q, out, lse, true);   // append + decode under one agreement
     totals_.bytes_sent += c.last_stats().bytes_sent;
     totals_.forward_seconds += c.last_stats().seconds;
   }
@@ -360,12 +360,12 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
       const auto logits = last_logits(model, pending, de);
       const std::int64_t mine = rank == 0 ? sample(logits, o.temperature, o.top_k, rng) : -1;
       const std::int64_t tok = comm.all_reduce_max(mine);   // rank 0's choice on every rank
-      const double s = comm.all_reduce_max(sw.seconds());
+      const double s = sw.seconds();   // this rank's; the max over ranks is taken after the loop
       if (i == 0) {
         tail_seconds = s;
       } else {
         step_seconds.push_back(s);
-        bytes_per_token = comm.all_reduce_max(de.totals().bytes_sent);
+        bytes_per_token = std::max(bytes_per_token, de.totals().bytes_sent);
       }
       if (i < o.verify_tokens) {
         fed.push_back(pending);
@@ -375,6 +375,10 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
       generated.push_back(tok);
       pending = {tok};
     }
+
+    tail_seconds = comm.all_reduce_max(tail_seconds);
+    for (double& t : step_seconds) t = comm.all_reduce_max(t);
+    bytes_per_token = comm.all_reduce_max(bytes_per_token);
 
     // Self-check on rank 0, one process, no sharding, no merge: (1) the K/V of self-contained ranges
     // of the prefill recomputed from the tokens (LocalEngine) against the distributed prefill's,

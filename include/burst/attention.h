@@ -51,6 +51,15 @@ double run_fma_probe(Isa isa, std::int64_t iters);
 ///         Error(InvalidArgument) for iters < 0.
 double run_bf16_dot_probe(std::int64_t iters);
 
+/// Memory-read probe for benchmarks of memory-bound kernels (decode) on a shared machine: a
+/// vectorised max over n fp32 values at `data` with the `isa` path's loads (Auto → detect_isa()),
+/// the streaming pattern of the decode kernels. Returns the bytes read (4·n); timing the call on a
+/// buffer far larger than the last-level cache, next to the kernel, gives the DRAM read bandwidth
+/// a core offers at that moment. Not collective.
+/// Throws: Error(Unsupported) for an ISA this CPU lacks; Error(InvalidArgument) for n < 0 or a
+/// null `data` with n > 0.
+double run_memory_read_probe(Isa isa, const float* data, std::int64_t n);
+
 struct AttentionParams {
   /// τ in softmax(τ·QKᵀ); unset → 1/sqrt(D). Must be finite and > 0.
   std::optional<float> softmax_scale;

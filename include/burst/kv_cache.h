@@ -48,15 +48,21 @@ struct KVCacheConfig {
   int num_threads = 0;                  ///< split-KV threads per rank; 0 → OpenMP default
   KernelImpl kernel = KernelImpl::Tiled;   ///< Reference: the fp64 per-chunk oracle (tests)
   Isa isa = Isa::Auto;
+  /// Storage of cached K/V: F32, or BF16 (half the bytes kept and streamed per token; K/V are
+  /// rounded to nearest even when stored, decode widens them exactly and computes in fp32, so it
+  /// is exact attention over the rounded K/V — the fp64 Reference sees the same rounded values).
+  /// Inputs and outputs of every call stay fp32.
+  DType dtype = DType::F32;
 };
 
 /// Counters of the last decode() on this rank.
 struct DecodeStats {
   double seconds = 0;              ///< wall time of the call
+  double check_seconds = 0;        ///< the call's agreement (+ append, for decode(k_new, v_new))
   double local_seconds = 0;        ///< partial attention over the local shard (incl. chunk merge)
   double merge_seconds = 0;        ///< all-gather + rank merge
   std::int64_t bytes_sent = 0;     ///< payload bytes this rank sent (comm.h convention)
-  std::int64_t kv_bytes_read = 0;  ///< K/V bytes the local kernels streamed (incl. row padding)
+  std::int64_t kv_bytes_read = 0;  ///< K/V bytes the local kernels streamed (incl. row padding; dtype size)
   std::int64_t chunks = 0;         ///< flash-decoding splits computed on this rank
 };
 
@@ -84,7 +90,7 @@ class DistKVCache {
   /// Throws (every rank, cache unchanged): Error(InvalidArgument) for shape / head mismatch, an id
   /// already present or repeated, bad positions, positions not partitioning [0, S_global),
   /// capacity overflow on any rank, arguments or cache state differing between ranks.
-  /// Cost: copies the local rows once; 4 small collectives.
+  /// Cost: copies the local rows once; 3 small collectives.
   void prefill(const std::vector<std::int64_t>& seq_ids, const TensorView& k_local,
                const TensorView& v_local, const std::vector<std::int64_t>& positions,
                std::int64_t S_global);
@@ -95,7 +101,7 @@ class DistKVCache {
   /// only on the rank the policy picks. Collective: identical seq_ids and shapes everywhere.
   /// Throws (every rank, cache unchanged): Error(InvalidArgument) for a shape / head mismatch, a
   /// repeated id, capacity overflow on any rank, arguments or state differing between ranks.
-  /// Cost: copies this rank's share of the new rows; 2 small collectives, no payload.
+  /// Cost: copies this rank's share of the new rows; 1 small collective (the agreement), no payload.
   void append(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new,
               const TensorView& v_new);
 
@@ -108,11 +114,19 @@ class DistKVCache {
   /// Not causal: every row sees the whole sequence. Collective: identical arguments.
   /// Throws (every rank, cache unchanged): Error(InvalidArgument) for an unknown or repeated id,
   /// a shape / head mismatch, output overlapping q, arguments or state differing between ranks.
-  /// Cost: reads this rank's K/V of the B sequences once (memory-bound: 4·2·H_kv·D bytes per
-  /// token), 4·D·H flop per (row, key); sends B·S_q·H·(D+1)·4·(P−1) bytes (one all-gather).
+  /// Cost: reads this rank's K/V of the B sequences once (memory-bound: 2·H_kv·(D + D_pad)·
+  /// sizeof(dtype) bytes per token), 4·D·H flop per (row, key); two collectives: the agreement
+  /// (5 values per rank) and the all-gather of B·S_q·H·(D+1)·4·(P−1) bytes.
   /// Source: Infinite-LLM §4 (DistAttention), flash-decoding; merge: softmax_merge.h form B.
   void decode(const std::vector<std::int64_t>& seq_ids, const TensorView& q, const TensorView& out,
               const TensorView& lse, bool causal = true);
+
+  /// append(seq_ids, k_new, v_new) then decode(seq_ids, q, out, lse, causal) under ONE agreement
+  /// (two collectives in all instead of three): one model layer's decode step, as
+  /// flash_attn_with_kvcache(q, k_cache, v_cache, k, v) does. Sequence ids need not exist yet.
+  /// Throws (every rank, cache unchanged): as append and decode together.
+  void decode(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new, const TensorView& v_new,
+              const TensorView& q, const TensorView& out, const TensorView& lse, bool causal = true);
 
   /// Drops a sequence on THIS rank only (no messages): every rank must call it alike, or the
   /// next collective call throws on every rank (state fingerprints differ). Throws
@@ -128,7 +142,7 @@ class DistKVCache {
   std::vector<std::int64_t> local_positions(std::int64_t seq_id) const;
   void local_kv(std::int64_t seq_id, std::vector<float>& k, std::vector<float>& v) const;
   std::int64_t local_tokens() const;      ///< this rank's tokens over all sequences
-  std::int64_t local_bytes() const;       ///< K/V storage allocated on this rank (bytes)
+  std::int64_t local_bytes() const;       ///< K/V storage allocated on this rank (bytes, in dtype)
   const DecodeStats& last_stats() const;
 
   struct Impl;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "burst/softmax_merge.h"
+#include "kernels/convert.h"
 #include "kernels/microkernels.h"
 #include "kernels/tiled_common.h"
 
@@ -23,25 +24,41 @@ std::int64_t visible_count(const DecodeChunk& c, const std::int64_t* q_pos, std:
   return std::upper_bound(c.pos, c.pos + c.count, q_pos[i]) - c.pos;
 }
 
+// Element i of a chunk, widened to fp32 (exact).
+float element(const void* data, DType dtype, std::int64_t i) {
+  return dtype == DType::BF16 ? bf16_to_float(static_cast<const std::uint16_t*>(data)[i])
+                              : static_cast<const float*>(data)[i];
+}
+
 }  // namespace
 
-void decode_chunk_store(float* chunk_data, std::int64_t C, std::int64_t H_kv, std::int64_t D,
+void decode_chunk_store(void* chunk_data, DType dtype, std::int64_t C, std::int64_t H_kv, std::int64_t D,
                         std::int64_t Dp, std::int64_t t, const float* k, const float* v,
                         std::int64_t k_hs, std::int64_t v_hs) {
   for (std::int64_t g = 0; g < H_kv; ++g) {
-    float* head = chunk_data + g * decode_chunk_head_floats(C, D, Dp);
+    const std::int64_t head = g * decode_chunk_head_floats(C, D, Dp);
     const float* kr = k + g * k_hs;
-    for (std::int64_t d = 0; d < D; ++d) head[kt_index(t, d, D)] = kr[d];
-    std::copy(v + g * v_hs, v + g * v_hs + D, head + C * D + t * Dp);
+    const float* vr = v + g * v_hs;
+    if (dtype == DType::BF16) {
+      auto* h = static_cast<std::uint16_t*>(chunk_data) + head;
+      for (std::int64_t d = 0; d < D; ++d) h[kt_index(t, d, D)] = bf16_from_float(kr[d]);
+      for (std::int64_t d = 0; d < D; ++d) h[C * D + t * Dp + d] = bf16_from_float(vr[d]);
+    } else {
+      float* h = static_cast<float*>(chunk_data) + head;
+      for (std::int64_t d = 0; d < D; ++d) h[kt_index(t, d, D)] = kr[d];
+      std::copy(vr, vr + D, h + C * D + t * Dp);
+    }
   }
 }
 
-void decode_chunk_load(const float* chunk_data, std::int64_t C, std::int64_t H_kv, std::int64_t D,
+void decode_chunk_load(const void* chunk_data, DType dtype, std::int64_t C, std::int64_t H_kv, std::int64_t D,
                        std::int64_t Dp, std::int64_t t, float* k, float* v) {
   for (std::int64_t g = 0; g < H_kv; ++g) {
-    const float* head = chunk_data + g * decode_chunk_head_floats(C, D, Dp);
-    for (std::int64_t d = 0; d < D; ++d) k[g * D + d] = head[kt_index(t, d, D)];
-    std::copy(head + C * D + t * Dp, head + C * D + t * Dp + D, v + g * D);
+    const std::int64_t head = g * decode_chunk_head_floats(C, D, Dp);
+    for (std::int64_t d = 0; d < D; ++d) {
+      k[g * D + d] = element(chunk_data, dtype, head + kt_index(t, d, D));
+      v[g * D + d] = element(chunk_data, dtype, head + C * D + t * Dp + d);
+    }
   }
 }
 
@@ -58,17 +75,25 @@ void decode_chunk_tiled(const DecodeQuery& dq, const DecodeChunk& chunk, float* 
   w.inv.resize(static_cast<std::size_t>(m));
   std::vector<float>& inv = w.inv;
   const float c2 = dq.scale * tiled::kLog2e;   // scores in base 2: exp2 is the only transcendental
+  const bool bf16 = chunk.dtype == DType::BF16;
+  const Converters& cv = converters(dq.isa);
+  if (bf16) w.wide.resize(static_cast<std::size_t>(kDecodePanel * std::max(D, Dp)));
   for (std::int64_t g = 0; g < dq.H_kv; ++g) {
-    const float* head = chunk.data + g * decode_chunk_head_floats(C, D, Dp);
+    const std::int64_t head_off = g * decode_chunk_head_floats(C, D, Dp);
+    const float* head = bf16 ? nullptr : static_cast<const float*>(chunk.data) + head_off;
+    const std::uint16_t* head16 = bf16 ? static_cast<const std::uint16_t*>(chunk.data) + head_off : nullptr;
     for (std::int64_t i = 0; i < dq.S_q; ++i)
       for (std::int64_t j = 0; j < G; ++j) {
         const float* src = dq.q + (i * dq.H + g * G + j) * D;
         float* dst = w.q.data() + (i * G + j) * D;
         for (std::int64_t d = 0; d < D; ++d) dst[d] = src[d] * c2;
       }
-    for (std::int64_t p = 0; p < panels; ++p)
-      mk.gemm(w.q.data(), D, head + p * D * kDecodePanel, kDecodePanel, w.s.data() + p * kDecodePanel, Cp, m,
-              kDecodePanel, static_cast<int>(D), false);
+    for (std::int64_t p = 0; p < panels; ++p) {
+      const float* panel = bf16 ? w.wide.data() : head + p * D * kDecodePanel;
+      if (bf16) cv.widen_bf16(head16 + p * D * kDecodePanel, w.wide.data(), D * kDecodePanel);   // into L1
+      mk.gemm(w.q.data(), D, panel, kDecodePanel, w.s.data() + p * kDecodePanel, Cp, m, kDecodePanel,
+              static_cast<int>(D), false);
+    }
     for (int r = 0; r < m; ++r) {
       const std::int64_t i = r / G, h = g * G + r % G;
       float* srow = w.s.data() + r * Cp;
@@ -85,8 +110,17 @@ void decode_chunk_tiled(const DecodeQuery& dq, const DecodeChunk& chunk, float* 
       row_lse = online_softmax_lse(mx * tiled::kLn2, sum);
       inv[static_cast<std::size_t>(r)] = online_softmax_inv_sum(sum);
     }
-    mk.gemm(w.s.data(), Cp, head + C * D, Dp, w.o.data(), Dp, m, static_cast<int>(Dp),
-            static_cast<int>(chunk.count), false);
+    if (!bf16) {
+      mk.gemm(w.s.data(), Cp, head + C * D, Dp, w.o.data(), Dp, m, static_cast<int>(Dp),
+              static_cast<int>(chunk.count), false);
+    } else {   // V in blocks of 64 rows [64][Dp], widened into L1, accumulated
+      for (std::int64_t t0 = 0; t0 < chunk.count; t0 += kDecodePanel) {
+        const std::int64_t n = std::min<std::int64_t>(kDecodePanel, chunk.count - t0);
+        cv.widen_bf16(head16 + C * D + t0 * Dp, w.wide.data(), n * Dp);
+        mk.gemm(w.s.data() + t0, Cp, w.wide.data(), Dp, w.o.data(), Dp, m, static_cast<int>(Dp), static_cast<int>(n),
+                t0 > 0);
+      }
+    }
     for (int r = 0; r < m; ++r) {
       const std::int64_t i = r / G, h = g * G + r % G;
       const float* o = w.o.data() + r * Dp;
@@ -102,12 +136,13 @@ void decode_chunk_reference(const DecodeQuery& dq, const DecodeChunk& chunk, flo
   for (std::int64_t i = 0; i < dq.S_q; ++i) {
     const std::int64_t n = visible_count(chunk, dq.q_pos, i);
     for (std::int64_t h = 0; h < dq.H; ++h) {
-      const float* head = chunk.data + (h / G) * decode_chunk_head_floats(C, D, Dp);
+      const std::int64_t head = (h / G) * decode_chunk_head_floats(C, D, Dp);
+      const auto at = [&](std::int64_t e) { return double{element(chunk.data, chunk.dtype, head + e)}; };
       const float* qr = dq.q + (i * dq.H + h) * D;
       double mx = -std::numeric_limits<double>::infinity();
       for (std::int64_t t = 0; t < n; ++t) {
         double acc = 0;
-        for (std::int64_t d = 0; d < D; ++d) acc += double{qr[d]} * double{head[kt_index(t, d, D)]};
+        for (std::int64_t d = 0; d < D; ++d) acc += double{qr[d]} * at(kt_index(t, d, D));
         s[static_cast<std::size_t>(t)] = double{dq.scale} * acc;
         mx = std::max(mx, s[static_cast<std::size_t>(t)]);
       }
@@ -116,8 +151,7 @@ void decode_chunk_reference(const DecodeQuery& dq, const DecodeChunk& chunk, flo
       for (std::int64_t t = 0; t < n; ++t) {
         const double p = std::exp(s[static_cast<std::size_t>(t)] - mx);
         sum += p;
-        const float* vr = head + C * D + t * Dp;
-        for (std::int64_t d = 0; d < D; ++d) o[static_cast<std::size_t>(d)] += p * vr[d];
+        for (std::int64_t d = 0; d < D; ++d) o[static_cast<std::size_t>(d)] += p * at(C * D + t * Dp + d);
       }
       float* dst = out + (i * dq.H + h) * D;
       for (std::int64_t d = 0; d < D; ++d) dst[d] = n > 0 ? static_cast<float>(o[static_cast<std::size_t>(d)] / sum) : 0.0f;
