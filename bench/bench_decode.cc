@@ -61,7 +61,7 @@ void run_decode(const DecodeOptions& o) {
   BURST_CHECK(dtype == DType::F32 || dtype == DType::BF16, InvalidArgument, "bench decode: --dtype ", o.dtype,
               " must be fp32 or bf16");
   std::vector<float> probe;
-  if (!o.no_dram_probe) probe.assign(std::size_t{128} << 20, 1.0f);   // 512 MiB
+  if (!o.no_dram_probe) probe.assign(std::size_t{128} << 20, 1.0f);  // 512 MiB
   std::vector<std::int64_t> ids;
   for (std::int64_t b = 0; b < B; ++b) ids.push_back(b);
   for (const std::int64_t context : o.contexts) {
@@ -75,7 +75,7 @@ void run_decode(const DecodeOptions& o) {
     cfg.dtype = dtype;
     cfg.capacity_per_rank = B * (context / P + 1 + S_q * (o.warmup + o.repeats + 1));
     DistKVCache cache(world, cfg);
-    {   // prefill: the contiguous layout, rank r holds [r·S/P, (r+1)·S/P)
+    {  // prefill: the contiguous layout, rank r holds [r·S/P, (r+1)·S/P)
       const std::int64_t lo = context * rank / P, hi = context * (rank + 1) / P;
       std::vector<std::int64_t> pos;
       for (std::int64_t t = lo; t < hi; ++t) pos.push_back(t);
@@ -86,20 +86,23 @@ void run_decode(const DecodeOptions& o) {
       const TensorView vv = make_view(v.data(), {B, hi - lo, H_kv, o.dim});
       cache.prefill(ids, kv, vv, pos, context);
     }
-    std::vector<float> q(static_cast<std::size_t>(B * S_q * o.heads * o.dim)), kn(static_cast<std::size_t>(B * S_q * H_kv * o.dim)),
-        vn(kn.size()), out(q.size()), lse(static_cast<std::size_t>(B * o.heads * S_q));
+    std::vector<float> q(static_cast<std::size_t>(B * S_q * o.heads * o.dim)),
+        kn(static_cast<std::size_t>(B * S_q * H_kv * o.dim)), vn(kn.size()), out(q.size()),
+        lse(static_cast<std::size_t>(B * o.heads * S_q));
     fill_random(q, 100);
     fill_random(kn, 101);
     fill_random(vn, 102);
-    const TensorView qv = make_view(q.data(), {B, S_q, o.heads, o.dim}), ov = make_view(out.data(), {B, S_q, o.heads, o.dim});
-    const TensorView knv = make_view(kn.data(), {B, S_q, H_kv, o.dim}), vnv = make_view(vn.data(), {B, S_q, H_kv, o.dim});
+    const TensorView qv = make_view(q.data(), {B, S_q, o.heads, o.dim}),
+                     ov = make_view(out.data(), {B, S_q, o.heads, o.dim});
+    const TensorView knv = make_view(kn.data(), {B, S_q, H_kv, o.dim}),
+                     vnv = make_view(vn.data(), {B, S_q, H_kv, o.dim});
     const TensorView lv = make_view(lse.data(), {B, o.heads, S_q});
     std::vector<double> step, local, merge;
     std::int64_t bytes = 0, read = 0;
     for (int i = 0; i < o.warmup + o.repeats; ++i) {
       world.barrier();
       const auto t0 = std::chrono::steady_clock::now();
-      cache.decode(ids, knv, vnv, qv, ov, lv);   // append + decode under one agreement
+      cache.decode(ids, knv, vnv, qv, ov, lv);  // append + decode under one agreement
       const double s = seconds_since(t0);
       const DecodeStats& st = cache.last_stats();
       const double s_max = world.all_reduce_max(s), local_max = world.all_reduce_max(st.local_seconds);
@@ -119,22 +122,36 @@ void run_decode(const DecodeOptions& o) {
     const Timing t = summarize(step), tl = summarize(local), tm = summarize(merge);
     const double per_token = t.median / static_cast<double>(S_q);
     const double stream = static_cast<double>(read) / tl.median / 1e9;
-    nlohmann::json j = {{"bench", "decode"}, {"context", context}, {"ranks", P}, {"threads", o.threads},
-                        {"B", B}, {"H", o.heads}, {"H_kv", H_kv}, {"D", o.dim}, {"new_tokens", S_q},
-                        {"chunk_tokens", o.chunk}, {"dtype", to_string(dtype)}, {"warmup", o.warmup}, {"repeats", o.repeats},
-                        {"seconds_per_token", per_token}, {"seconds_per_token_min", t.min / static_cast<double>(S_q)},
+    nlohmann::json j = {{"bench", "decode"},
+                        {"context", context},
+                        {"ranks", P},
+                        {"threads", o.threads},
+                        {"B", B},
+                        {"H", o.heads},
+                        {"H_kv", H_kv},
+                        {"D", o.dim},
+                        {"new_tokens", S_q},
+                        {"chunk_tokens", o.chunk},
+                        {"dtype", to_string(dtype)},
+                        {"warmup", o.warmup},
+                        {"repeats", o.repeats},
+                        {"seconds_per_token", per_token},
+                        {"seconds_per_token_min", t.min / static_cast<double>(S_q)},
                         {"seconds_per_token_max", t.max / static_cast<double>(S_q)},
-                        {"local_seconds", tl.median}, {"merge_seconds", tm.median},
+                        {"local_seconds", tl.median},
+                        {"merge_seconds", tm.median},
                         {"tokens_per_second", 1.0 / per_token},
                         {"bytes_per_token", static_cast<double>(bytes) / static_cast<double>(S_q)},
                         {"bytes_formula", "B*S_q*H*(D+1)*4*(P-1) per step"},
-                        {"kv_bytes_per_rank", kv_bytes}, {"kv_allocated_bytes_per_rank", allocated},
+                        {"kv_bytes_per_rank", kv_bytes},
+                        {"kv_allocated_bytes_per_rank", allocated},
                         {"kv_bytes_read_per_token", static_cast<double>(read) / static_cast<double>(S_q)},
-                        {"kv_stream_gbs", stream}, {"dram_read_gbs", dram},
+                        {"kv_stream_gbs", stream},
+                        {"dram_read_gbs", dram},
                         {"stream_fraction", dram > 0 ? stream / dram : 0.0},
                         {"flop_formula", "4*B*S_q*H*D*context"},
-                        {"gflops", 4.0 * static_cast<double>(B * S_q * o.heads * o.dim) * static_cast<double>(context) /
-                                       t.median / 1e9},
+                        {"gflops", 4.0 * static_cast<double>(B * S_q * o.heads * o.dim) *
+                                       static_cast<double>(context) / t.median / 1e9},
                         {"load_1m", load_average_1m()}};
     print_json_line(j);
   }
@@ -150,7 +167,8 @@ void add_decode_bench(CLI::App& bench) {
       ->capture_default_str();
   add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--new-tokens", o->new_tokens, "query rows per step (S_q)")->capture_default_str();
-  cmd->add_option("--chunk", o->chunk, "KV-cache chunk (split) tokens, a multiple of 64")->capture_default_str();
+  cmd->add_option("--chunk", o->chunk, "KV-cache chunk (split) tokens, a multiple of 64")
+      ->capture_default_str();
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_flag("--no-dram-probe", o->no_dram_probe, "skip the 512 MiB read-bandwidth probe");
   cmd->add_option("--dtype", o->dtype, "K/V cache storage: fp32 or bf16")->capture_default_str();

@@ -49,7 +49,8 @@ Reduced reduce(const Communicator& c, const Sample& s) {
   r.cpu = c.all_reduce_max(s.cpu);
   r.compute_max = c.all_reduce_max(s.compute);
   // mean via a sum of microseconds in int64 (control data; exact enough for a ratio)
-  r.compute_mean = static_cast<double>(c.all_reduce_sum(static_cast<std::int64_t>(s.compute * 1e9))) / 1e9 / c.size();
+  r.compute_mean =
+      static_cast<double>(c.all_reduce_sum(static_cast<std::int64_t>(s.compute * 1e9))) / 1e9 / c.size();
   r.bytes = c.all_reduce_max(s.bytes);
   r.peak = c.all_reduce_max(s.peak);
   r.inter = c.all_reduce_max(s.inter);
@@ -66,7 +67,8 @@ BackwardSide side_from(const std::string& s) {
 void run_dist(const DistOptions& o) {
   BURST_CHECK(o.pass == "fwd" || o.pass == "bwd" || o.pass == "both", InvalidArgument, "--pass '", o.pass,
               "' (valid: fwd, bwd, both)");
-  BURST_CHECK(o.repeats >= 1 && o.warmup >= 0, InvalidArgument, "--repeats ", o.repeats, " --warmup ", o.warmup);
+  BURST_CHECK(o.repeats >= 1 && o.warmup >= 0, InvalidArgument, "--repeats ", o.repeats, " --warmup ",
+              o.warmup);
   const Communicator world = Communicator::world();
   world.set_timeout(o.comm_timeout);  // the harness's own reductions are watched too
   world.set_activity("bench dist (between passes)");
@@ -96,9 +98,11 @@ void run_dist(const DistOptions& o) {
     for (float& x : t->vec()) x = static_cast<float>(2 * rng.uniform() - 1);
   // Inputs and results stored as --dtype (16-bit: rounded once); lse fp32.
   const std::vector<std::int64_t> q_shape = q32.shape(), kv_shape = k32.shape();
-  const StoredTensor q(std::move(q32), shape.dtype), k(std::move(k32), shape.dtype), v(std::move(v32), shape.dtype);
+  const StoredTensor q(std::move(q32), shape.dtype), k(std::move(k32), shape.dtype),
+      v(std::move(v32), shape.dtype);
   const StoredTensor dout(std::move(dout32), shape.dtype), out(Tensor(q_shape), shape.dtype);
-  const StoredTensor dq(Tensor(q_shape), shape.dtype), dk(Tensor(kv_shape), shape.dtype), dv(Tensor(kv_shape), shape.dtype);
+  const StoredTensor dq(Tensor(q_shape), shape.dtype), dk(Tensor(kv_shape), shape.dtype),
+      dv(Tensor(kv_shape), shape.dtype);
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
   // Process CPU seconds of a pass (all threads of this rank): on the shared machine, wall time
   // includes time lost to other jobs; the max over ranks of CPU time shows the algorithm's cost.
@@ -123,7 +127,7 @@ void run_dist(const DistOptions& o) {
     sample.inter = s.bytes_sent_inter_node;
     return sample;
   };
-  attn.forward(q.view, k.view, v.view, out.view, lse.view());   // out, lse for the backward
+  attn.forward(q.view, k.view, v.view, out.view, lse.view());  // out, lse for the backward
   for (int i = 0; i < o.warmup; ++i) {
     if (fwd) run_pass(false);
     if (bwd) run_pass(true);
@@ -160,11 +164,25 @@ void run_dist(const DistOptions& o) {
   const double flop_b = attention_backward_flop(o.batch, o.heads, o.dim, pairs);
   const Plan& plan = attn.plan();
   auto base = [&](const char* pass) {
-    nlohmann::json j = {{"bench", "dist"}, {"strategy", o.strategy}, {"layout", o.layout}, {"pass", pass},
-                        {"ranks", world.size()}, {"nodes", plan.nodes()}, {"ranks_per_node", plan.ranks_per_node()},
-                        {"threads", o.threads}, {"B", o.batch}, {"S_global", o.seq}, {"H", o.heads},
-                        {"H_kv", H_kv}, {"D", o.dim}, {"mask", o.mask}, {"overlap", !o.no_overlap}, {"mask_aware", plan.forward().mask_aware},
-                        {"visible_pairs", pairs}, {"dtype", to_string(shape.dtype)}, {"warmup", o.warmup},
+    nlohmann::json j = {{"bench", "dist"},
+                        {"strategy", o.strategy},
+                        {"layout", o.layout},
+                        {"pass", pass},
+                        {"ranks", world.size()},
+                        {"nodes", plan.nodes()},
+                        {"ranks_per_node", plan.ranks_per_node()},
+                        {"threads", o.threads},
+                        {"B", o.batch},
+                        {"S_global", o.seq},
+                        {"H", o.heads},
+                        {"H_kv", H_kv},
+                        {"D", o.dim},
+                        {"mask", o.mask},
+                        {"overlap", !o.no_overlap},
+                        {"mask_aware", plan.forward().mask_aware},
+                        {"visible_pairs", pairs},
+                        {"dtype", to_string(shape.dtype)},
+                        {"warmup", o.warmup},
                         {"load_1m", load_average_1m()}};
     if (cfg.strategy == StrategyKind::Usp) {
       j["ulysses_degree"] = o.ulysses_degree;
@@ -224,24 +242,30 @@ void run_dist(const DistOptions& o) {
 void add_dist_bench(CLI::App& bench) {
   auto o = std::make_shared<DistOptions>();
   auto* cmd = bench.add_subcommand("dist", "one distributed attention case (under mpirun)");
-  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")->capture_default_str();
+  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")
+      ->capture_default_str();
   cmd->add_option("--layout", o->layout, "contiguous|zigzag|striped|balanced")->capture_default_str();
   cmd->add_option("--seq", o->seq, "S_global")->capture_default_str();
   add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
   cmd->add_option("--pass", o->pass, "fwd|bwd|both")->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "fp32|bf16|fp16 storage of q, k, v, dout and results (burst, ring: on the wire)")
+  cmd->add_option("--dtype", o->dtype,
+                  "fp32|bf16|fp16 storage of q, k, v, dout and results (burst, ring: on the wire)")
       ->capture_default_str();
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
-  cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")->capture_default_str();
-  cmd->add_option("--ulysses-degree", o->ulysses_degree, "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)")
+  cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")
       ->capture_default_str();
-  cmd->add_option("--usp-ring", o->usp_ring, "usp: ring across the Ulysses groups, ring|burst (burst: BurstEngine's hybrid)")
+  cmd->add_option("--ulysses-degree", o->ulysses_degree,
+                  "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)")
+      ->capture_default_str();
+  cmd->add_option("--usp-ring", o->usp_ring,
+                  "usp: ring across the Ulysses groups, ring|burst (burst: BurstEngine's hybrid)")
       ->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
   cmd->add_flag("--no-double-ring", o->no_double_ring, "flat ring even across nodes");
-  cmd->add_flag("--no-mask-aware", o->no_mask_aware, "burst, ring: every block circulates the whole ring (no mask-aware schedule)");
+  cmd->add_flag("--no-mask-aware", o->no_mask_aware,
+                "burst, ring: every block circulates the whole ring (no mask-aware schedule)");
   cmd->add_option("--comm-timeout", o->comm_timeout,
                   "seconds without communication progress before the job aborts (0: never)")
       ->envname("BURST_COMM_TIMEOUT")

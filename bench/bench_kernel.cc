@@ -63,7 +63,8 @@ Isa parse_isa(const std::string& s) {
   if (s == "avx512") return Isa::Avx512;
   if (s == "avx2") return Isa::Avx2;
   if (s == "portable") return Isa::Portable;
-  BURST_FAIL(InvalidArgument, "bench kernel: --isa=", s, " (expected auto, avx512bf16, avx512, avx2 or portable)");
+  BURST_FAIL(InvalidArgument, "bench kernel: --isa=", s,
+             " (expected auto, avx512bf16, avx512, avx2 or portable)");
 }
 
 void run_kernel_bench(const KernelBenchOptions& o) {
@@ -89,7 +90,8 @@ void run_kernel_bench(const KernelBenchOptions& o) {
 
   const DType dtype = parse_dtype(o.dtype);
   BURST_CHECK(dtype != DType::F64, InvalidArgument, "bench kernel: --dtype must be fp32, bf16 or fp16");
-  const std::vector<std::int64_t> q_shape{o.batch, o.seq, o.heads, o.dim}, kv_shape{o.batch, S_kv, H_kv, o.dim};
+  const std::vector<std::int64_t> q_shape{o.batch, o.seq, o.heads, o.dim},
+      kv_shape{o.batch, S_kv, H_kv, o.dim};
   auto seeded = [](const std::vector<std::int64_t>& shape, std::uint64_t seed) {
     Tensor t(shape);
     fill(t, seed);
@@ -143,8 +145,9 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
   peak_before = fma_peak_now(isa);
   bf16_peak_before = bf16_dot_peak_now();
-  const Timing tf = time_runs([&] { attention_forward(q.view, k.view, v.view, out.view, lse.view(), params); },
-                              fwd ? topt : TimingOptions{0, 1});
+  const Timing tf =
+      time_runs([&] { attention_forward(q.view, k.view, v.view, out.view, lse.view(), params); },
+                fwd ? topt : TimingOptions{0, 1});
   if (fwd)
     record("fwd", tf, attention_forward_flop(o.batch, o.heads, o.dim, pairs), kAttentionForwardFlopFormula);
   if (bwd) {
@@ -168,7 +171,8 @@ void add_kernel_bench(CLI::App& bench) {
   cmd->add_option("--seq", opt->seq, "S (queries and keys)")->capture_default_str();
   cmd->add_option("--seq-kv", opt->seq_kv, "S_kv (must equal S for benchmark masks; 0 = S)");
   add_shape_options(cmd, opt->batch, opt->heads, opt->kv_heads, opt->dim);
-  cmd->add_option("--mask", opt->mask, "one of the 14 benchmark masks, e.g. full, causal")->capture_default_str();
+  cmd->add_option("--mask", opt->mask, "one of the 14 benchmark masks, e.g. full, causal")
+      ->capture_default_str();
   cmd->add_option("--pass", opt->pass, "fwd | bwd | both")->capture_default_str();
   add_timing_options(cmd, opt->threads, opt->repeats, opt->warmup);
   cmd->add_option("--impl", opt->impl, "tiled | reference")->capture_default_str();

@@ -32,8 +32,8 @@ namespace burst::bench {
 namespace {
 
 struct MatrixOptions {
-  std::string strategies = "all", layouts = "default", masks = "all", seqs = "1024,2048",
-              passes = "fwd,bwd", cluster, output, dtype = "fp32";
+  std::string strategies = "all", layouts = "default", masks = "all", seqs = "1024,2048", passes = "fwd,bwd",
+              cluster, output, dtype = "fp32";
   std::int64_t batch = 1, heads = 8, kv_heads = 0, dim = 64, check_max_seq = 1024;
   int threads = 1, repeats = 3, warmup = 1;
   double memory_limit = 0;
@@ -65,7 +65,7 @@ std::vector<LayoutKind> default_layouts(StrategyKind s) {
   }
 }
 
-void fill(Tensor& t, std::uint64_t seed) {   // SplitMix64 → uniform [−1, 1), same on every rank
+void fill(Tensor& t, std::uint64_t seed) {  // SplitMix64 → uniform [−1, 1), same on every rank
   SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
   for (float& x : t.vec()) x = static_cast<float>(2 * rng.uniform() - 1);
 }
@@ -79,10 +79,10 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 std::string case_key(const Case& c, const MatrixOptions& o, int P, std::int64_t H_kv, DType dtype) {
   std::ostringstream k;
-  k << to_string(c.strategy) << "|" << to_string(c.layout) << "|" << to_string(c.mask) << "|" << c.S
-    << "|P" << P << "|" << (c.backward ? "bwd" : "fwd") << "|B" << o.batch << "|H" << o.heads << "|Hkv"
-    << H_kv << "|D" << o.dim << "|T" << o.threads;
-  if (dtype != DType::F32) k << "|" << to_string(dtype);   // fp32 keys unchanged (resumable outputs)
+  k << to_string(c.strategy) << "|" << to_string(c.layout) << "|" << to_string(c.mask) << "|" << c.S << "|P"
+    << P << "|" << (c.backward ? "bwd" : "fwd") << "|B" << o.batch << "|H" << o.heads << "|Hkv" << H_kv
+    << "|D" << o.dim << "|T" << o.threads;
+  if (dtype != DType::F32) k << "|" << to_string(dtype);  // fp32 keys unchanged (resumable outputs)
   return k.str();
 }
 
@@ -113,20 +113,23 @@ std::set<std::string> completed_cases(const std::string& path) {
 class MatrixRunner {
  public:
   MatrixRunner(const MatrixOptions& o, const Communicator& comm)
-      : o_(o), comm_(comm), P_(comm.size()), H_kv_(o.kv_heads > 0 ? o.kv_heads : o.heads), dtype_(parse_dtype(o.dtype)) {
+      : o_(o),
+        comm_(comm),
+        P_(comm.size()),
+        H_kv_(o.kv_heads > 0 ? o.kv_heads : o.heads),
+        dtype_(parse_dtype(o.dtype)) {
     BURST_CHECK(dtype_ != DType::F64, InvalidArgument, "bench matrix: --dtype must be fp32, bf16 or fp16");
     if (!o.cluster.empty()) {
       cluster_ = load_cluster(o.cluster);
       have_cluster_ = true;
-    } else {   // memory estimates only: rates are placeholders
+    } else {  // memory estimates only: rates are placeholders
       cluster_.matmul_flops = cluster_.memory_bandwidth = cluster_.intra_bandwidth = 1;
     }
     cluster_.nodes = 1;
     cluster_.devices_per_node = P_;
-    memory_limit_ = o.memory_limit > 0
-                        ? o.memory_limit
-                        : 0.7 * static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                              static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P_;
+    memory_limit_ = o.memory_limit > 0 ? o.memory_limit
+                                       : 0.7 * static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                                             static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P_;
     if (!o.output.empty()) done_ = completed_cases(o.output);
   }
 
@@ -155,12 +158,24 @@ class MatrixRunner {
 
  private:
   nlohmann::json base_record(const Case& c, const std::string& key) const {
-    return {{"bench", "matrix"}, {"case", key}, {"strategy", to_string(c.strategy)},
-            {"layout", to_string(c.layout)}, {"mask", to_string(c.mask)}, {"S_global", c.S},
-            {"P", P_}, {"pass", c.backward ? "bwd" : "fwd"}, {"B", o_.batch}, {"H", o_.heads},
-            {"H_kv", H_kv_}, {"D", o_.dim}, {"dtype", to_string(dtype_)},
+    return {{"bench", "matrix"},
+            {"case", key},
+            {"strategy", to_string(c.strategy)},
+            {"layout", to_string(c.layout)},
+            {"mask", to_string(c.mask)},
+            {"S_global", c.S},
+            {"P", P_},
+            {"pass", c.backward ? "bwd" : "fwd"},
+            {"B", o_.batch},
+            {"H", o_.heads},
+            {"H_kv", H_kv_},
+            {"D", o_.dim},
+            {"dtype", to_string(dtype_)},
             {"arithmetic", bf16_arithmetic(c.strategy) ? "bf16-dot" : "fp32"},
-            {"threads", o_.threads}, {"repeats", o_.repeats}, {"warmup", o_.warmup}, {"load_1m", load_average_1m()}};
+            {"threads", o_.threads},
+            {"repeats", o_.repeats},
+            {"warmup", o_.warmup},
+            {"load_1m", load_average_1m()}};
   }
 
   // burst, ring and allgather move and compute on the 16-bit tensors; the other strategies get
@@ -196,7 +211,8 @@ class MatrixRunner {
     const double global_bytes = 8.0 * static_cast<double>(o_.batch * c.S * o_.heads * o_.dim) * 4;
     if (predicted.feasible && static_cast<double>(predicted.memory_bytes) + global_bytes > memory_limit_) {
       j["status"] = "skipped";
-      j["reason"] = "needs ~" + std::to_string((static_cast<double>(predicted.memory_bytes) + global_bytes) / 1e9) +
+      j["reason"] = "needs ~" +
+                    std::to_string((static_cast<double>(predicted.memory_bytes) + global_bytes) / 1e9) +
                     " GB per rank > limit " + std::to_string(memory_limit_ / 1e9) + " GB";
       return j;
     }
@@ -209,7 +225,7 @@ class MatrixRunner {
     std::unique_ptr<DistAttention> da;
     try {
       da = std::make_unique<DistAttention>(comm_, cfg, shape, mask);
-    } catch (const Error& e) {   // same verdict on every rank (strategy.h)
+    } catch (const Error& e) {  // same verdict on every rank (strategy.h)
       if (e.kind() != ErrorKind::InvalidArgument && e.kind() != ErrorKind::Unsupported) throw;
       j["status"] = "skipped";
       j["reason"] = e.message();
@@ -230,18 +246,23 @@ class MatrixRunner {
       if (global.numel() > 0) shard(layout, r, global.view(), t.view());
       return StoredTensor(std::move(t), dtype_);
     };
-    const StoredTensor q = local(gq, o_.heads), k = local(gk, H_kv_), v = local(gv, H_kv_), dout = local(gdo, o_.heads);
-    const StoredTensor out = local(Tensor(), o_.heads), dq = local(Tensor(), o_.heads), dk = local(Tensor(), H_kv_),
-                       dv = local(Tensor(), H_kv_);
+    const StoredTensor q = local(gq, o_.heads), k = local(gk, H_kv_), v = local(gv, H_kv_),
+                       dout = local(gdo, o_.heads);
+    const StoredTensor out = local(Tensor(), o_.heads), dq = local(Tensor(), o_.heads),
+                       dk = local(Tensor(), H_kv_), dv = local(Tensor(), H_kv_);
     Tensor lse({o_.batch, o_.heads, S_local});
     auto fwd = [&] { da->forward(q.view, k.view, v.view, out.view, lse.view()); };
-    auto bwd = [&] { da->backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view); };
+    auto bwd = [&] {
+      da->backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view);
+    };
     fwd();
-    if (c.S <= o_.check_max_seq) j["max_error"] = check_error(c, mask, layout, gq, gk, gv, gdo, out, dq, dk, dv, bwd);
+    if (c.S <= o_.check_max_seq)
+      j["max_error"] = check_error(c, mask, layout, gq, gk, gv, gdo, out, dq, dk, dv, bwd);
     // ulysses / usp: each backward consumes the context its forward saved (DeepSpeed's autograd
     // context), so a timed backward follows an untimed forward, as in training.
     const bool saves = cfg.strategy == StrategyKind::Ulysses || cfg.strategy == StrategyKind::Usp;
-    const Timing t = c.backward ? time_pass(bwd, saves ? std::function<void()>(fwd) : nullptr) : time_pass(fwd);
+    const Timing t =
+        c.backward ? time_pass(bwd, saves ? std::function<void()>(fwd) : nullptr) : time_pass(fwd);
     const DistStats& st = da->last_stats();
     std::vector<float> compute(static_cast<std::size_t>(P_));
     const float mine = static_cast<float>(st.compute_seconds);
@@ -252,11 +273,13 @@ class MatrixRunner {
       csum += x;
     }
     const double e = dtype_ == DType::F32 ? 4.0 : 2.0;
-    const double local_bytes = e * static_cast<double>(q.view.numel() * (c.backward ? 4 : 2) + k.view.numel() * (c.backward ? 4 : 2)) +
+    const double local_bytes = e * static_cast<double>(q.view.numel() * (c.backward ? 4 : 2) +
+                                                       k.view.numel() * (c.backward ? 4 : 2)) +
                                4.0 * static_cast<double>(lse.numel());
     const double pairs = static_cast<double>(ResolvedMask(mask, c.S, c.S).visible_pairs());
-    const double flop = c.backward ? attention_backward_flop(o_.batch, o_.heads, o_.dim, static_cast<std::int64_t>(pairs))
-                                   : attention_forward_flop(o_.batch, o_.heads, o_.dim, static_cast<std::int64_t>(pairs));
+    const double flop =
+        c.backward ? attention_backward_flop(o_.batch, o_.heads, o_.dim, static_cast<std::int64_t>(pairs))
+                   : attention_forward_flop(o_.batch, o_.heads, o_.dim, static_cast<std::int64_t>(pairs));
     j["status"] = "ok";
     add_timing(j, t, flop);
     j["flop_formula"] = c.backward ? kAttentionBackwardFlopFormula : kAttentionForwardFlopFormula;
@@ -266,7 +289,8 @@ class MatrixRunner {
     j["exposed_comm_seconds"] = comm_.all_reduce_max(st.exposed_comm_seconds);
     j["compute_seconds_max"] = cmax;
     j["balance"] = csum > 0 ? cmax / (csum / P_) : 1.0;
-    j["peak_memory_bytes"] = static_cast<std::int64_t>(local_bytes) + comm_.all_reduce_max(st.peak_buffer_bytes);
+    j["peak_memory_bytes"] =
+        static_cast<std::int64_t>(local_bytes) + comm_.all_reduce_max(st.peak_buffer_bytes);
     if (!st.backward_side.empty()) j["backward_side"] = st.backward_side;
     if (have_cluster_ && predicted.feasible) {
       j["predicted_seconds"] = predicted.seconds;
@@ -314,8 +338,8 @@ class MatrixRunner {
     double err = max_abs_diff(local_of(ref.out, out32), out32);
     if (c.backward) {
       bwd();
-      const AttentionGrads g = attention_backward(gdo.view(), gq.view(), gk.view(), gv.view(), ref.out.view(),
-                                                  ref.lse.view(), p);
+      const AttentionGrads g =
+          attention_backward(gdo.view(), gq.view(), gk.view(), gv.view(), ref.out.view(), ref.lse.view(), p);
       const Tensor dq32 = widened(dq), dk32 = widened(dk), dv32 = widened(dv);
       err = std::max({err, max_abs_diff(local_of(g.dq, dq32), dq32), max_abs_diff(local_of(g.dk, dk32), dk32),
                       max_abs_diff(local_of(g.dv, dv32), dv32)});
@@ -337,23 +361,30 @@ class MatrixRunner {
 void run_matrix(const MatrixOptions& o) {
   const Communicator comm = Communicator::world();
   std::vector<StrategyKind> strategies;
-  if (o.strategies == "all") strategies = all_strategies();
-  else for (const auto& s : split_csv(o.strategies)) strategies.push_back(strategy_from_string(s));
+  if (o.strategies == "all")
+    strategies = all_strategies();
+  else
+    for (const auto& s : split_csv(o.strategies)) strategies.push_back(strategy_from_string(s));
   std::vector<MaskType> masks;
-  if (o.masks == "all") masks = all_mask_types();
-  else for (const auto& m : split_csv(o.masks)) masks.push_back(mask_type_from_string(m));
+  if (o.masks == "all")
+    masks = all_mask_types();
+  else
+    for (const auto& m : split_csv(o.masks)) masks.push_back(mask_type_from_string(m));
   std::vector<std::int64_t> seqs;
   for (const auto& s : split_csv(o.seqs)) seqs.push_back(std::stoll(s));
   std::vector<bool> passes;
   for (const auto& p : split_csv(o.passes)) {
-    BURST_CHECK(p == "fwd" || p == "bwd", InvalidArgument, "bench matrix: --passes item '", p, "' (fwd or bwd)");
+    BURST_CHECK(p == "fwd" || p == "bwd", InvalidArgument, "bench matrix: --passes item '", p,
+                "' (fwd or bwd)");
     passes.push_back(p == "bwd");
   }
   std::vector<Case> cases;
   for (StrategyKind s : strategies) {
     std::vector<LayoutKind> layouts;
-    if (o.layouts == "default") layouts = default_layouts(s);
-    else for (const auto& l : split_csv(o.layouts)) layouts.push_back(layout_from_string(l));
+    if (o.layouts == "default")
+      layouts = default_layouts(s);
+    else
+      for (const auto& l : split_csv(o.layouts)) layouts.push_back(layout_from_string(l));
     for (LayoutKind l : layouts)
       for (MaskType m : masks)
         for (std::int64_t S : seqs)
@@ -366,7 +397,8 @@ void run_matrix(const MatrixOptions& o) {
 
 void add_matrix_bench(CLI::App& bench) {
   auto o = std::make_shared<MatrixOptions>();
-  auto* cmd = bench.add_subcommand("matrix", "strategies x layouts x masks x lengths x passes (under mpirun)");
+  auto* cmd =
+      bench.add_subcommand("matrix", "strategies x layouts x masks x lengths x passes (under mpirun)");
   cmd->add_option("--strategies", o->strategies, "comma list or 'all'")->capture_default_str();
   cmd->add_option("--layouts", o->layouts, "comma list or 'default' (per strategy)")->capture_default_str();
   cmd->add_option("--masks", o->masks, "comma list of benchmark masks or 'all'")->capture_default_str();

@@ -9,8 +9,8 @@
 namespace burst::bench {
 
 /// --batch B, --heads H, --kv-heads H_kv (0 → H), --dim D.
-inline void add_shape_options(CLI::App* cmd, std::int64_t& batch, std::int64_t& heads,
-                              std::int64_t& kv_heads, std::int64_t& dim) {
+inline void add_shape_options(CLI::App* cmd, std::int64_t& batch, std::int64_t& heads, std::int64_t& kv_heads,
+                              std::int64_t& dim) {
   cmd->add_option("--batch", batch, "B")->capture_default_str();
   cmd->add_option("--heads", heads, "H")->capture_default_str();
   cmd->add_option("--kv-heads", kv_heads, "H_kv (0: = H)");

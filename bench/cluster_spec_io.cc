@@ -134,17 +134,25 @@ nlohmann::json estimate_to_json(const Estimate& e) {
   auto pass = [](const PassEstimate& p) {
     nlohmann::json steps = nlohmann::json::array();
     for (const StepEstimate& s : p.steps)
-      steps.push_back({{"compute_max", s.compute_max}, {"compute_mean", s.compute_mean},
-                       {"transfer", s.transfer}, {"inter_node", s.inter_node}});
-    return nlohmann::json{{"seconds", p.seconds}, {"compute_seconds", p.compute_seconds},
-                          {"exposed_comm_seconds", p.exposed_comm_seconds}, {"balance", p.balance},
-                          {"bytes_per_device", p.bytes_per_device}, {"memory_bytes", p.memory_bytes},
+      steps.push_back({{"compute_max", s.compute_max},
+                       {"compute_mean", s.compute_mean},
+                       {"transfer", s.transfer},
+                       {"inter_node", s.inter_node}});
+    return nlohmann::json{{"seconds", p.seconds},
+                          {"compute_seconds", p.compute_seconds},
+                          {"exposed_comm_seconds", p.exposed_comm_seconds},
+                          {"balance", p.balance},
+                          {"bytes_per_device", p.bytes_per_device},
+                          {"memory_bytes", p.memory_bytes},
                           {"steps", steps}};
   };
   if (e.feasible && e.layer.seconds > 0)
-    j["layer"] = {{"seconds", e.layer.seconds}, {"linear_flops", e.layer.linear_flops},
-                  {"linear_seconds", e.layer.linear_seconds}, {"comm_seconds", e.layer.comm_seconds},
-                  {"comm_bytes", e.layer.comm_bytes}, {"weight_bytes", e.layer.weight_bytes},
+    j["layer"] = {{"seconds", e.layer.seconds},
+                  {"linear_flops", e.layer.linear_flops},
+                  {"linear_seconds", e.layer.linear_seconds},
+                  {"comm_seconds", e.layer.comm_seconds},
+                  {"comm_bytes", e.layer.comm_bytes},
+                  {"weight_bytes", e.layer.weight_bytes},
                   {"bytes_per_device", e.layer.bytes_per_device}};
   if (e.feasible && e.forward.seconds > 0) j["forward"] = pass(e.forward);
   if (e.feasible && e.backward.seconds > 0) j["backward"] = pass(e.backward);

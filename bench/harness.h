@@ -77,12 +77,14 @@ inline constexpr const char* kAttentionForwardFlopFormula = "4*B*H*D*visible_pai
 inline constexpr const char* kAttentionBackwardFlopFormula = "2.5*4*B*H*D*visible_pairs";
 /// Forward attention: two GEMM-like products (QKᵀ and PV), 2 flop per multiply-add, over the
 /// visible (q, k) pairs of the mask: 4·B·H·D·pairs (FlashAttention's convention).
-inline double attention_forward_flop(std::int64_t B, std::int64_t H, std::int64_t D, std::int64_t visible_pairs) {
+inline double attention_forward_flop(std::int64_t B, std::int64_t H, std::int64_t D,
+                                     std::int64_t visible_pairs) {
   return 4.0 * static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(D) *
          static_cast<double>(visible_pairs);
 }
 /// Backward: five products (S recompute, dP, dV, dK, dQ) = 2.5× the forward.
-inline double attention_backward_flop(std::int64_t B, std::int64_t H, std::int64_t D, std::int64_t visible_pairs) {
+inline double attention_backward_flop(std::int64_t B, std::int64_t H, std::int64_t D,
+                                      std::int64_t visible_pairs) {
   return 2.5 * attention_forward_flop(B, H, D, visible_pairs);
 }
 

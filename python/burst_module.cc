@@ -19,8 +19,8 @@
 #include "burst/attention.h"
 #include "burst/error.h"
 #include "burst/mask.h"
-#include "burst/version.h"
 #include "burst/tensor.h"
+#include "burst/version.h"
 #include "module_common.h"
 
 namespace py = pybind11;
@@ -39,10 +39,11 @@ TensorView view_of(const py::buffer& buffer, const char* name, bool writable) {
   } else if (info.format == "e") {
     view.dtype = DType::F16;
   } else if (info.format == py::format_descriptor<std::uint16_t>::format()) {
-    view.dtype = DType::BF16;   // numpy has no bfloat16: its bit patterns arrive as uint16
+    view.dtype = DType::BF16;  // numpy has no bfloat16: its bit patterns arrive as uint16
   } else {
-    BURST_FAIL(InvalidArgument, name, ": expected a float32, float16 or (bfloat16 bits as) uint16 array, got buffer",
-               " format '", info.format, "' (itemsize ", info.itemsize, ")");
+    BURST_FAIL(InvalidArgument, name,
+               ": expected a float32, float16 or (bfloat16 bits as) uint16 array, got buffer", " format '",
+               info.format, "' (itemsize ", info.itemsize, ")");
   }
   view.data = info.ptr;
   view.ndim = static_cast<int>(info.ndim);
@@ -55,16 +56,16 @@ TensorView view_of(const py::buffer& buffer, const char* name, bool writable) {
   return view;
 }
 
-ForwardViews forward_views(const py::buffer& q, const py::buffer& k, const py::buffer& v, const py::buffer& out,
-                           const py::buffer& lse) {
+ForwardViews forward_views(const py::buffer& q, const py::buffer& k, const py::buffer& v,
+                           const py::buffer& out, const py::buffer& lse) {
   return {view_of(q, "q", false), view_of(k, "k", false), view_of(v, "v", false), view_of(out, "out", true),
           view_of(lse, "lse", true)};
 }
 
-BackwardViews backward_views(const py::buffer& dout, const py::buffer& q, const py::buffer& k, const py::buffer& v,
-                             const py::buffer& out, const py::buffer& lse, const py::buffer& dq,
-                             const py::buffer& dk, const py::buffer& dv) {
-  return {view_of(dout, "dout", false), view_of(q, "q", false),   view_of(k, "k", false),
+BackwardViews backward_views(const py::buffer& dout, const py::buffer& q, const py::buffer& k,
+                             const py::buffer& v, const py::buffer& out, const py::buffer& lse,
+                             const py::buffer& dq, const py::buffer& dk, const py::buffer& dv) {
+  return {view_of(dout, "dout", false), view_of(q, "q", false),     view_of(k, "k", false),
           view_of(v, "v", false),       view_of(out, "out", false), view_of(lse, "lse", false),
           view_of(dq, "dq", true),      view_of(dk, "dk", true),    view_of(dv, "dv", true)};
 }
@@ -107,7 +108,8 @@ Mask mask_from_python(bool causal, std::int64_t window_left, std::int64_t window
 std::vector<SliceTuple> slices_to_python(const Mask& mask) {
   std::vector<SliceTuple> out;
   for (const auto& s : mask.slices) {
-    out.emplace_back(s.q_begin, s.q_end, s.k_begin, s.k_end, kind_name(s.kind), s.window_left, s.window_right);
+    out.emplace_back(s.q_begin, s.q_end, s.k_begin, s.k_end, kind_name(s.kind), s.window_left,
+                     s.window_right);
   }
   return out;
 }
@@ -182,13 +184,13 @@ void backward(const py::buffer& dout, const py::buffer& q, const py::buffer& k, 
 }
 
 // pybind11 keyword list shared by forward and backward, after the tensors.
-#define BURST_PARAM_KWARGS                                                                          \
-  py::arg("mask"), py::arg("softmax_scale") = py::none(), py::arg("q_offset") = 0,                  \
-      py::arg("kv_offset") = 0, py::arg("q_positions") = py::none(),                                \
-      py::arg("kv_positions") = py::none(), py::arg("seq_q_global") = -1,                          \
-      py::arg("seq_kv_global") = -1, py::arg("cu_seqlens_q") = std::vector<std::int32_t>{},       \
-      py::arg("cu_seqlens_kv") = std::vector<std::int32_t>{}, py::arg("deterministic") = true,      \
-      py::arg("num_threads") = 0, py::arg("impl") = "tiled"
+#define BURST_PARAM_KWARGS                                                                                   \
+  py::arg("mask"), py::arg("softmax_scale") = py::none(), py::arg("q_offset") = 0, py::arg("kv_offset") = 0, \
+                   py::arg("q_positions") = py::none(), py::arg("kv_positions") = py::none(),                \
+                   py::arg("seq_q_global") = -1, py::arg("seq_kv_global") = -1,                              \
+                   py::arg("cu_seqlens_q") = std::vector<std::int32_t>{},                                    \
+                   py::arg("cu_seqlens_kv") = std::vector<std::int32_t>{}, py::arg("deterministic") = true,  \
+                   py::arg("num_threads") = 0, py::arg("impl") = "tiled"
 
 }  // namespace
 
@@ -279,8 +281,8 @@ void bind_local(py::module_& m) {
                            std::move(kv_positions), seq_q_global, seq_kv_global, std::move(cu_q),
                            std::move(cu_kv), deterministic, num_threads, impl});
       },
-      py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"), py::arg("dq"),
-      py::arg("dk"), py::arg("dv"), BURST_PARAM_KWARGS,
+      py::arg("dout"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("lse"),
+      py::arg("dq"), py::arg("dk"), py::arg("dv"), BURST_PARAM_KWARGS,
       "burst::attention_backward into preallocated dq, dk, dv (overwritten). Not collective. "
       "Releases the GIL.");
 }
@@ -289,7 +291,7 @@ void bind_local(py::module_& m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "burst C++ core (conversion and error translation only; use the `burst` package).";
-  m.attr("__version__") = BURST_VERSION_STRING;   // project(burst VERSION ...) in CMakeLists.txt
+  m.attr("__version__") = BURST_VERSION_STRING;  // project(burst VERSION ...) in CMakeLists.txt
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -88,12 +88,12 @@ void bind_dist(py::module_& m) {
                      "burst::DistAttention bound to an MPI communicator given by its Fortran handle. "
                      "Construction and passes are collective over that communicator.")
       .def(py::init([](std::int64_t fortran_handle, const std::string& strategy, const std::string& layout,
-                       std::int64_t B, std::int64_t S_global, std::int64_t H, std::int64_t H_kv, std::int64_t D,
-                       const Mask& mask, std::optional<float> softmax_scale, const std::string& backward_side,
-                       int ulysses_degree, int ranks_per_node, bool double_ring, bool overlap, int num_threads,
-                       const std::string& impl, const std::string& dtype, bool pad,
-                       std::vector<std::vector<std::int64_t>> positions, const std::string& usp_ring, bool mask_aware,
-                       double comm_timeout) {
+                       std::int64_t B, std::int64_t S_global, std::int64_t H, std::int64_t H_kv,
+                       std::int64_t D, const Mask& mask, std::optional<float> softmax_scale,
+                       const std::string& backward_side, int ulysses_degree, int ranks_per_node,
+                       bool double_ring, bool overlap, int num_threads, const std::string& impl,
+                       const std::string& dtype, bool pad, std::vector<std::vector<std::int64_t>> positions,
+                       const std::string& usp_ring, bool mask_aware, double comm_timeout) {
              DistConfig cfg;
              cfg.strategy = strategy_from_string(strategy);
              cfg.layout = layout_from_string(layout);
@@ -116,13 +116,14 @@ void bind_dist(py::module_& m) {
              shape.dtype = parse_dtype(dtype);
              return std::make_unique<PyDist>(fortran_handle, cfg, shape, mask);
            }),
-           py::arg("fortran_handle"), py::arg("strategy"), py::arg("layout"), py::arg("B"), py::arg("S_global"),
-           py::arg("H"), py::arg("H_kv"), py::arg("D"), py::arg("mask"), py::arg("softmax_scale") = py::none(),
-           py::arg("backward_side") = "auto", py::arg("ulysses_degree") = 0, py::arg("ranks_per_node") = 0,
-           py::arg("double_ring") = true, py::arg("overlap") = true, py::arg("num_threads") = 0,
-           py::arg("impl") = "tiled", py::arg("dtype") = "fp32", py::arg("pad") = false,
-           py::arg("positions") = std::vector<std::vector<std::int64_t>>{}, py::arg("usp_ring") = "ring", py::arg("mask_aware") = true,
-           py::arg("comm_timeout") = 300.0)
+           py::arg("fortran_handle"), py::arg("strategy"), py::arg("layout"), py::arg("B"),
+           py::arg("S_global"), py::arg("H"), py::arg("H_kv"), py::arg("D"), py::arg("mask"),
+           py::arg("softmax_scale") = py::none(), py::arg("backward_side") = "auto",
+           py::arg("ulysses_degree") = 0, py::arg("ranks_per_node") = 0, py::arg("double_ring") = true,
+           py::arg("overlap") = true, py::arg("num_threads") = 0, py::arg("impl") = "tiled",
+           py::arg("dtype") = "fp32", py::arg("pad") = false,
+           py::arg("positions") = std::vector<std::vector<std::int64_t>>{}, py::arg("usp_ring") = "ring",
+           py::arg("mask_aware") = true, py::arg("comm_timeout") = 300.0)
       .def_property_readonly("rank", [](const PyDist& d) { return d.comm.rank(); })
       .def_property_readonly("size", [](const PyDist& d) { return d.comm.size(); })
       .def_property_readonly("positions", [](const PyDist& d) { return to_array(d.dist.positions()); })

@@ -25,7 +25,8 @@ struct PyCache {
   Communicator comm;
   DistKVCache cache;
 
-  PyCache(std::int64_t fortran_handle, const KVCacheConfig& cfg) : comm(make_comm(fortran_handle)), cache(make(comm, cfg)) {}
+  PyCache(std::int64_t fortran_handle, const KVCacheConfig& cfg)
+      : comm(make_comm(fortran_handle)), cache(make(comm, cfg)) {}
   static Communicator make_comm(std::int64_t handle) {
     py::gil_scoped_release release;
     return Communicator::from_fortran(handle);
@@ -57,8 +58,8 @@ void bind_kvcache(py::module_& m) {
              cfg.D = D;
              cfg.capacity_per_rank = capacity_per_rank;
              cfg.chunk_tokens = chunk_tokens;
-             BURST_CHECK(policy == "least_loaded" || policy == "round_robin", InvalidArgument, "policy '", policy,
-                         "' is not one of least_loaded, round_robin");
+             BURST_CHECK(policy == "least_loaded" || policy == "round_robin", InvalidArgument, "policy '",
+                         policy, "' is not one of least_loaded, round_robin");
              cfg.policy = policy == "least_loaded" ? AppendPolicy::LeastLoaded : AppendPolicy::RoundRobin;
              cfg.softmax_scale = softmax_scale;
              cfg.num_threads = num_threads;
@@ -67,8 +68,8 @@ void bind_kvcache(py::module_& m) {
              cfg.kernel = impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
              return std::make_unique<PyCache>(handle, cfg);
            }),
-           py::arg("fortran_handle"), py::arg("H"), py::arg("H_kv"), py::arg("D"), py::arg("capacity_per_rank"),
-           py::arg("chunk_tokens") = 1024, py::arg("policy") = "least_loaded",
+           py::arg("fortran_handle"), py::arg("H"), py::arg("H_kv"), py::arg("D"),
+           py::arg("capacity_per_rank"), py::arg("chunk_tokens") = 1024, py::arg("policy") = "least_loaded",
            py::arg("softmax_scale") = py::none(), py::arg("num_threads") = 0, py::arg("impl") = "tiled")
       .def_property_readonly("rank", [](const PyCache& c) { return c.comm.rank(); })
       .def_property_readonly("size", [](const PyCache& c) { return c.comm.size(); })
@@ -80,7 +81,8 @@ void bind_kvcache(py::module_& m) {
             py::gil_scoped_release release;
             c.cache.prefill(ids, kv, vv, positions, S_global);
           },
-          py::arg("seq_ids"), py::arg("k_local"), py::arg("v_local"), py::arg("positions"), py::arg("S_global"))
+          py::arg("seq_ids"), py::arg("k_local"), py::arg("v_local"), py::arg("positions"),
+          py::arg("S_global"))
       .def(
           "append",
           [](PyCache& c, const std::vector<std::int64_t>& ids, const py::buffer& k, const py::buffer& v) {
@@ -103,7 +105,8 @@ void bind_kvcache(py::module_& m) {
       .def("sequences", [](const PyCache& c) { return c.cache.sequences(); })
       .def("length", [](const PyCache& c, std::int64_t id) { return c.cache.length(id); })
       .def("rank_lengths", [](const PyCache& c, std::int64_t id) { return c.cache.rank_lengths(id); })
-      .def("local_positions", [](const PyCache& c, std::int64_t id) { return to_array(c.cache.local_positions(id)); })
+      .def("local_positions",
+           [](const PyCache& c, std::int64_t id) { return to_array(c.cache.local_positions(id)); })
       .def("local_tokens", [](const PyCache& c) { return c.cache.local_tokens(); })
       .def("local_bytes", [](const PyCache& c) { return c.cache.local_bytes(); })
       .def("last_stats", [](const PyCache& c) {

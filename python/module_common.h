@@ -25,9 +25,11 @@ ForwardViews forward_views(const pybind11::buffer& q, const pybind11::buffer& k,
 struct BackwardViews {
   TensorView dout, q, k, v, out, lse, dq, dk, dv;
 };
-BackwardViews backward_views(const pybind11::buffer& dout, const pybind11::buffer& q, const pybind11::buffer& k,
-                             const pybind11::buffer& v, const pybind11::buffer& out, const pybind11::buffer& lse,
-                             const pybind11::buffer& dq, const pybind11::buffer& dk, const pybind11::buffer& dv);
+BackwardViews backward_views(const pybind11::buffer& dout, const pybind11::buffer& q,
+                             const pybind11::buffer& k, const pybind11::buffer& v,
+                             const pybind11::buffer& out, const pybind11::buffer& lse,
+                             const pybind11::buffer& dq, const pybind11::buffer& dk,
+                             const pybind11::buffer& dv);
 
 /// Single-process bindings (burst_module.cc), distributed ones (dist_module.cc), the KV cache
 /// (kvcache_module.cc).

@@ -31,7 +31,8 @@ const char* to_string(Isa isa) noexcept {
 Isa detect_isa() noexcept {
   // F16C is required with either SIMD table: the bf16/fp16 converters of both are the AVX2+F16C
   // ones (kernels/convert.h). Every AVX2 CPU made so far has it; one without falls back to portable.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
   // The bf16 table is compiled with -mavx512bw -mavx512vl -mavx512bf16 (masked 16-bit stores,
   // vcvtneps2bf16, vdpbf16ps): all three must be reported.
@@ -53,18 +54,19 @@ std::vector<Isa> supported_isas() {
 double run_fma_probe(Isa isa, std::int64_t iters) {
   const Isa best = detect_isa();
   if (isa == Isa::Auto) isa = best;
-  BURST_CHECK(static_cast<int>(isa) >= static_cast<int>(best), Unsupported, "run_fma_probe: isa=",
-              to_string(isa), " requested but this CPU supports at most ", to_string(best));
+  BURST_CHECK(static_cast<int>(isa) >= static_cast<int>(best), Unsupported,
+              "run_fma_probe: isa=", to_string(isa), " requested but this CPU supports at most ",
+              to_string(best));
   BURST_CHECK(iters >= 0, InvalidArgument, "run_fma_probe: iters=", iters, " must be >= 0");
   const kernels::Microkernels& mk = kernels::microkernels(isa);
-  volatile float sink = mk.fma_probe(iters);   // the checksum keeps the chains from being elided
+  volatile float sink = mk.fma_probe(iters);  // the checksum keeps the chains from being elided
   (void)sink;
   return static_cast<double>(iters) * 16 * 2 * mk.width;
 }
 
 double run_bf16_dot_probe(std::int64_t iters) {
-  BURST_CHECK(detect_isa() == Isa::Avx512Bf16, Unsupported, "run_bf16_dot_probe: this CPU has no AVX512_BF16 (best isa ",
-              to_string(detect_isa()), ")");
+  BURST_CHECK(detect_isa() == Isa::Avx512Bf16, Unsupported,
+              "run_bf16_dot_probe: this CPU has no AVX512_BF16 (best isa ", to_string(detect_isa()), ")");
   BURST_CHECK(iters >= 0, InvalidArgument, "run_bf16_dot_probe: iters=", iters, " must be >= 0");
   const kernels::Microkernels& mk = kernels::microkernels(Isa::Avx512Bf16);
   volatile float sink = mk.bf16_dot_probe(iters);
@@ -75,18 +77,19 @@ double run_bf16_dot_probe(std::int64_t iters) {
 double run_memory_read_probe(Isa isa, const float* data, std::int64_t n) {
   const Isa best = detect_isa();
   if (isa == Isa::Auto) isa = best;
-  BURST_CHECK(static_cast<int>(isa) >= static_cast<int>(best), Unsupported, "run_memory_read_probe: isa=",
-              to_string(isa), " requested but this CPU supports at most ", to_string(best));
+  BURST_CHECK(static_cast<int>(isa) >= static_cast<int>(best), Unsupported,
+              "run_memory_read_probe: isa=", to_string(isa), " requested but this CPU supports at most ",
+              to_string(best));
   BURST_CHECK(n >= 0 && (data != nullptr || n == 0), InvalidArgument, "run_memory_read_probe: n=", n,
               " must be >= 0 with data");
   const kernels::Microkernels& mk = kernels::microkernels(isa);
-  const std::int64_t step = std::int64_t{1} << 28;   // row_max takes an int count (a multiple of width)
+  const std::int64_t step = std::int64_t{1} << 28;  // row_max takes an int count (a multiple of width)
   const std::int64_t vec_end = n / mk.width * mk.width;
   float mx = -std::numeric_limits<float>::infinity();
   for (std::int64_t i = 0; i < vec_end; i += step)
     mx = std::max(mx, mk.row_max(data + i, static_cast<int>(std::min(step, vec_end - i))));
   for (std::int64_t i = vec_end; i < n; ++i) mx = std::max(mx, data[i]);
-  volatile float sink = mx;   // keeps the loads from being elided
+  volatile float sink = mx;  // keeps the loads from being elided
   (void)sink;
   return 4.0 * static_cast<double>(n);
 }
@@ -103,25 +106,28 @@ void check_tensor(const char* api, const char* name, const TensorView& t, int nd
   for (int i = 0; i < ndim; ++i)
     BURST_CHECK(t.shape[static_cast<std::size_t>(i)] >= 0, InvalidArgument, api, ": ", name,
                 " has a negative size: ", t.describe());
-  BURST_CHECK(t.stride[static_cast<std::size_t>(ndim - 1)] == 1 || t.shape[static_cast<std::size_t>(ndim - 1)] <= 1,
-              InvalidArgument, api, ": ", name, " must have D contiguous (last stride 1), got ", t.describe());
-  BURST_CHECK(t.data != nullptr || t.numel() == 0, InvalidArgument, api, ": ", name,
-              " has null data but ", t.numel(), " elements");
+  BURST_CHECK(
+      t.stride[static_cast<std::size_t>(ndim - 1)] == 1 || t.shape[static_cast<std::size_t>(ndim - 1)] <= 1,
+      InvalidArgument, api, ": ", name, " must have D contiguous (last stride 1), got ", t.describe());
+  BURST_CHECK(t.data != nullptr || t.numel() == 0, InvalidArgument, api, ": ", name, " has null data but ",
+              t.numel(), " elements");
 }
 
 void check_same_shape(const char* api, const char* name, const TensorView& t, const char* ref_name,
                       const TensorView& ref) {
   check_tensor(api, name, t, ref.ndim);
   for (int i = 0; i < ref.ndim; ++i)
-    BURST_CHECK(t.shape[static_cast<std::size_t>(i)] == ref.shape[static_cast<std::size_t>(i)], InvalidArgument,
-                api, ": ", name, " ", t.describe(), " must have the shape of ", ref_name, " ", ref.describe());
+    BURST_CHECK(t.shape[static_cast<std::size_t>(i)] == ref.shape[static_cast<std::size_t>(i)],
+                InvalidArgument, api, ": ", name, " ", t.describe(), " must have the shape of ", ref_name,
+                " ", ref.describe());
 }
 
 // q, k, v share one storage dtype: F32, BF16 or F16 (computed in fp32 either way).
 DType check_input_dtypes(const char* api, const TensorView& q, const TensorView& k, const TensorView& v) {
   for (const auto& [name, t] : {std::pair{"q", q}, {"k", k}, {"v", v}})
-    BURST_CHECK(t.dtype != DType::F64, Unsupported, api, ": ", name, " is f64, which burst does not compute; ",
-                "convert q, k and v to f32 (burst::convert; exact for values representable in f32) or bf16/f16");
+    BURST_CHECK(
+        t.dtype != DType::F64, Unsupported, api, ": ", name, " is f64, which burst does not compute; ",
+        "convert q, k and v to f32 (burst::convert; exact for values representable in f32) or bf16/f16");
   BURST_CHECK(q.dtype == k.dtype && q.dtype == v.dtype, InvalidArgument, api, ": mixed dtypes q ",
               to_string(q.dtype), ", k ", to_string(k.dtype), ", v ", to_string(v.dtype),
               "; q, k and v must share one dtype (f32, bf16 or f16)");
@@ -131,12 +137,13 @@ DType check_input_dtypes(const char* api, const TensorView& q, const TensorView&
 // out, dout, dq, dk, dv: the input dtype or f32 (f32 keeps a result unrounded, e.g. a partial
 // that a strategy merges later). accumulate adds in fp32 and needs an f32 destination: adding
 // into bf16 would round every partial sum.
-void check_output_dtype(const char* api, const char* name, const TensorView& t, DType input, bool accumulate) {
+void check_output_dtype(const char* api, const char* name, const TensorView& t, DType input,
+                        bool accumulate) {
   BURST_CHECK(t.dtype == input || t.dtype == DType::F32, InvalidArgument, api, ": ", name, " has dtype ",
               to_string(t.dtype), " but q, k, v are ", to_string(input), "; it must be ", to_string(input),
               " or f32");
-  BURST_CHECK(!accumulate || t.dtype == DType::F32, InvalidArgument, api, ": accumulate=true adds into ", name,
-              " in fp32 and needs an f32 ", name, ", got ", to_string(t.dtype),
+  BURST_CHECK(!accumulate || t.dtype == DType::F32, InvalidArgument, api, ": accumulate=true adds into ",
+              name, " in fp32 and needs an f32 ", name, ", got ", to_string(t.dtype),
               " (accumulating partial sums in 16 bits would round each one)");
 }
 
@@ -148,9 +155,8 @@ void check_rows(const char* api, const char* name, const TensorView& t, bool var
               "; only f32 is supported");
   const bool ok = t.ndim == ndim && (varlen ? (t.shape[0] == H && t.shape[1] == S)
                                             : (t.shape[0] == B && t.shape[1] == H && t.shape[2] == S));
-  BURST_CHECK(ok, InvalidArgument, api, ": ", name, " must be ",
-              varlen ? "[H, T_q] = [" : "[B, H, S_q] = [", varlen ? "" : std::to_string(B) + ", ", H,
-              ", ", S, "], got ", t.describe());
+  BURST_CHECK(ok, InvalidArgument, api, ": ", name, " must be ", varlen ? "[H, T_q] = [" : "[B, H, S_q] = [",
+              varlen ? "" : std::to_string(B) + ", ", H, ", ", S, "], got ", t.describe());
   BURST_CHECK(t.data != nullptr || t.numel() == 0, InvalidArgument, api, ": ", name, " has null data");
 }
 
@@ -161,7 +167,10 @@ std::pair<std::uintptr_t, std::uintptr_t> span(const TensorView& t) {
   for (int i = 0; i < t.ndim; ++i) {
     const auto u = static_cast<std::size_t>(i);
     const std::int64_t ext = (t.shape[u] - 1) * t.stride[u] * static_cast<std::int64_t>(dtype_size(t.dtype));
-    if (ext < 0) lo -= static_cast<std::uintptr_t>(-ext); else hi += static_cast<std::uintptr_t>(ext);
+    if (ext < 0)
+      lo -= static_cast<std::uintptr_t>(-ext);
+    else
+      hi += static_cast<std::uintptr_t>(ext);
   }
   return {lo, hi + dtype_size(t.dtype)};
 }
@@ -170,8 +179,8 @@ void check_no_alias(const char* api, const char* out_name, const TensorView& out
                     const TensorView& in) {
   const auto a = span(out), b = span(in);
   const bool overlap = a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
-  BURST_CHECK(!overlap, InvalidArgument, api, ": output ", out_name, " overlaps ", in_name,
-              " in memory (", out.describe(), " vs ", in.describe(), ")");
+  BURST_CHECK(!overlap, InvalidArgument, api, ": output ", out_name, " overlaps ", in_name, " in memory (",
+              out.describe(), " vs ", in.describe(), ")");
 }
 
 // ---------------------------------------------------------------- the validated call -------
@@ -192,11 +201,11 @@ std::vector<std::int64_t> positions(const char* api, const char* name, const std
   std::vector<std::int64_t> pos(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
     pos[static_cast<std::size_t>(i)] = explicit_pos ? explicit_pos[i] : offset + i;
-    BURST_CHECK(pos[static_cast<std::size_t>(i)] >= 0, InvalidArgument, api, ": ", name, "[", i, "]=",
-                pos[static_cast<std::size_t>(i)], " is negative");
+    BURST_CHECK(pos[static_cast<std::size_t>(i)] >= 0, InvalidArgument, api, ": ", name, "[", i,
+                "]=", pos[static_cast<std::size_t>(i)], " is negative");
     BURST_CHECK(i == 0 || pos[static_cast<std::size_t>(i)] > pos[static_cast<std::size_t>(i - 1)],
-                InvalidArgument, api, ": ", name, " must be strictly increasing, got [", i - 1, "]=",
-                pos[static_cast<std::size_t>(i - 1)], ", [", i, "]=", pos[static_cast<std::size_t>(i)]);
+                InvalidArgument, api, ": ", name, " must be strictly increasing, got [", i - 1,
+                "]=", pos[static_cast<std::size_t>(i - 1)], ", [", i, "]=", pos[static_cast<std::size_t>(i)]);
   }
   return pos;
 }
@@ -214,7 +223,7 @@ std::int64_t global_length(const char* api, const char* name, std::int64_t given
 // S_q / S_kv are the token totals; masks[b] belongs to sequence b (or masks[0] to all).
 struct Call {
   bool varlen = false;
-  DType dtype = DType::F32;   ///< storage dtype of q, k, v
+  DType dtype = DType::F32;  ///< storage dtype of q, k, v
   std::int64_t B = 0, S_q = 0, S_kv = 0, H = 0, H_kv = 0, D = 0;
   float scale = 1.0f;
   Isa isa = Isa::Portable;
@@ -241,8 +250,9 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
   c.S_kv = k.shape[static_cast<std::size_t>(hd - 1)];
   BURST_CHECK(c.varlen || q.shape[0] == k.shape[0], InvalidArgument, api, ": batch of q (", q.shape[0],
               ") differs from batch of k (", k.shape[0], "): q ", q.describe(), ", k ", k.describe());
-  BURST_CHECK(k.shape[static_cast<std::size_t>(hd + 1)] == c.D, InvalidArgument, api, ": head dim of q (D=",
-              c.D, ") differs from k (D=", k.shape[static_cast<std::size_t>(hd + 1)], ")");
+  BURST_CHECK(k.shape[static_cast<std::size_t>(hd + 1)] == c.D, InvalidArgument, api,
+              ": head dim of q (D=", c.D, ") differs from k (D=", k.shape[static_cast<std::size_t>(hd + 1)],
+              ")");
   BURST_CHECK(c.D >= 1 && c.D <= kMaxHeadDim, InvalidArgument, api, ": head dim D=", c.D, " must be in [1, ",
               kMaxHeadDim, "]");
   BURST_CHECK(c.H >= 1 && c.H_kv >= 1 && c.H % c.H_kv == 0, InvalidArgument, api, ": H=", c.H,
@@ -267,7 +277,8 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
   if (!c.varlen) {
     c.B = q.shape[0];
     BURST_CHECK(p.q_positions || p.q_offset >= 0, InvalidArgument, api, ": q_offset=", p.q_offset, " < 0");
-    BURST_CHECK(p.kv_positions || p.kv_offset >= 0, InvalidArgument, api, ": kv_offset=", p.kv_offset, " < 0");
+    BURST_CHECK(p.kv_positions || p.kv_offset >= 0, InvalidArgument, api, ": kv_offset=", p.kv_offset,
+                " < 0");
     c.q_pos = positions(api, "q_positions", p.q_positions, p.q_offset, c.S_q);
     c.kv_pos = positions(api, "kv_positions", p.kv_positions, p.kv_offset, c.S_kv);
     c.masks.emplace_back(p.mask, global_length(api, "seq_q_global", p.seq_q_global, c.q_pos),
@@ -275,14 +286,13 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
     return c;
   }
   // Varlen (flash_attn_varlen semantics): sequences attend independently, positions restart at 0.
-  BURST_CHECK(p.q_offset == 0 && p.kv_offset == 0 && !p.q_positions && !p.kv_positions, InvalidArgument,
-              api, ": varlen (cu_seqlens) calls take positions from cu_seqlens; q_offset=", p.q_offset,
+  BURST_CHECK(p.q_offset == 0 && p.kv_offset == 0 && !p.q_positions && !p.kv_positions, InvalidArgument, api,
+              ": varlen (cu_seqlens) calls take positions from cu_seqlens; q_offset=", p.q_offset,
               ", kv_offset=", p.kv_offset, " and explicit positions must be unset");
   check_cu(api, "cu_seqlens_q", p.cu_seqlens_q, c.S_q);
   check_cu(api, "cu_seqlens_kv", p.cu_seqlens_kv, c.S_kv);
-  BURST_CHECK(p.cu_seqlens_q.size() == p.cu_seqlens_kv.size(), InvalidArgument, api,
-              ": cu_seqlens_q has ", p.cu_seqlens_q.size(), " entries but cu_seqlens_kv has ",
-              p.cu_seqlens_kv.size());
+  BURST_CHECK(p.cu_seqlens_q.size() == p.cu_seqlens_kv.size(), InvalidArgument, api, ": cu_seqlens_q has ",
+              p.cu_seqlens_q.size(), " entries but cu_seqlens_kv has ", p.cu_seqlens_kv.size());
   c.cu_q = p.cu_seqlens_q;
   c.cu_kv = p.cu_seqlens_kv;
   c.B = static_cast<std::int64_t>(c.cu_q.size()) - 1;
@@ -308,9 +318,10 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
   if (shared)
     for (std::int64_t b = 0; b < c.B; ++b) {
       const auto u = static_cast<std::size_t>(b);
-      BURST_CHECK(c.cu_q[u + 1] - c.cu_q[u] <= p.seq_q_global && c.cu_kv[u + 1] - c.cu_kv[u] <= p.seq_kv_global,
-                  InvalidArgument, api, ": varlen sequence ", b, " is longer than seq_q_global=",
-                  p.seq_q_global, " / seq_kv_global=", p.seq_kv_global);
+      BURST_CHECK(
+          c.cu_q[u + 1] - c.cu_q[u] <= p.seq_q_global && c.cu_kv[u + 1] - c.cu_kv[u] <= p.seq_kv_global,
+          InvalidArgument, api, ": varlen sequence ", b, " is longer than seq_q_global=", p.seq_q_global,
+          " / seq_kv_global=", p.seq_kv_global);
     }
   return c;
 }
@@ -409,8 +420,10 @@ void backward_core(const char* api, const Call& c, const TensorView& dout, const
     io.dk = operand<kernels::MutOperand>(dk, c.varlen, kv0);
     io.dv = operand<kernels::MutOperand>(dv, c.varlen, kv0);
     io.accumulate = accumulate;
-    if (params.impl == KernelImpl::Reference) kernels::backward_reference(pb, io);
-    else kernels::backward_tiled(pb, io);
+    if (params.impl == KernelImpl::Reference)
+      kernels::backward_reference(pb, io);
+    else
+      kernels::backward_tiled(pb, io);
   });
 }
 
@@ -435,15 +448,17 @@ void attention_forward(const TensorView& q, const TensorView& k, const TensorVie
     kernels::ForwardIO io;
     io.out = operand<kernels::MutOperand>(out, c.varlen, q0);
     io.lse = rows<kernels::MutRowOperand>(lse, c.varlen, q0);
-    if (params.impl == KernelImpl::Reference) kernels::forward_reference(pb, io);
-    else kernels::forward_tiled(pb, io);
+    if (params.impl == KernelImpl::Reference)
+      kernels::forward_reference(pb, io);
+    else
+      kernels::forward_tiled(pb, io);
   });
 }
 
 void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta) {
   constexpr const char* api = "attention_delta";
-  BURST_CHECK(out.ndim == 3 || out.ndim == 4, InvalidArgument, api, ": out must be [B,S,H,D] or [T,H,D], got ",
-              out.describe());
+  BURST_CHECK(out.ndim == 3 || out.ndim == 4, InvalidArgument, api,
+              ": out must be [B,S,H,D] or [T,H,D], got ", out.describe());
   const bool varlen = out.ndim == 3;
   check_tensor(api, "out", out, out.ndim);
   check_same_shape(api, "dout", dout, "out", out);
@@ -481,8 +496,8 @@ void attention_backward_with_delta(const TensorView& dout, const TensorView& q, 
 }
 
 void attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                        const TensorView& dv, const AttentionParams& params) {
+                        const TensorView& out, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, const AttentionParams& params) {
   constexpr const char* api = "attention_backward";
   const Call c = validate(api, q, k, v, params);
   check_same_shape(api, "dout", dout, "q", q);

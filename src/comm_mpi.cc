@@ -300,8 +300,8 @@ bool RequestSet::progress() {
   }
   if (handles.empty()) return true;
   int flag = 0;
-  check_mpi(MPI_Testall(static_cast<int>(handles.size()), handles.data(), &flag,
-                        MPI_STATUSES_IGNORE), "MPI_Testall");
+  check_mpi(MPI_Testall(static_cast<int>(handles.size()), handles.data(), &flag, MPI_STATUSES_IGNORE),
+            "MPI_Testall");
   // MPI_Testall sets completed handles to MPI_REQUEST_NULL only when all complete; copy back.
   for (std::size_t j = 0; j < index.size(); ++j) requests_[index[j]].state_->request = handles[j];
   return flag != 0;
@@ -430,8 +430,9 @@ NodeTopology Communicator::node_topology(int ranks_per_node) const {
   // Node-contiguous: rank = node·L + local, i.e. the shared communicator's lowest world rank is
   // rank − local_rank on every rank.
   const std::int64_t contiguous = (rank() % L == shared.rank()) ? 1 : 0;
-  BURST_CHECK(all_reduce_min(contiguous) == 1, InvalidArgument,
-              "ranks are not node-contiguous (rank = node*", L, " + local_rank); reorder the "
+  BURST_CHECK(all_reduce_min(contiguous) == 1, InvalidArgument, "ranks are not node-contiguous (rank = node*",
+              L,
+              " + local_rank); reorder the "
               "launch (e.g. mpirun --map-by node:PE=...) or pass ranks_per_node");
   t.ranks_per_node = static_cast<int>(L);
   t.nodes = P / static_cast<int>(L);
@@ -449,8 +450,8 @@ Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const 
   r.state_->peer = dest;
   r.state_->tag = tag;
   r.state_->send = true;
-  check_mpi(MPI_Isend(r.state_->buffer.data(), count, MPI_FLOAT, dest, tag, impl_->comm,
-                      &r.state_->request), "MPI_Isend");
+  check_mpi(MPI_Isend(r.state_->buffer.data(), count, MPI_FLOAT, dest, tag, impl_->comm, &r.state_->request),
+            "MPI_Isend");
   impl_->counters->bytes_sent += kF32 * count;
   if (off_node(*impl_, dest)) impl_->counters->bytes_sent_inter_node += kF32 * count;
   impl_->counters->messages_sent += 1;
@@ -458,16 +459,16 @@ Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const 
 }
 
 Request Communicator::irecv(std::vector<float> buffer, int source, int tag) const {
-  BURST_CHECK(source >= 0 && source < size(), InvalidArgument, "irecv from rank ", source, " of ",
-              size());
+  BURST_CHECK(source >= 0 && source < size(), InvalidArgument, "irecv from rank ", source, " of ", size());
   const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "irecv");
   Request r;
   r.state_->buffer = std::move(buffer);
   r.state_->owner = impl_;
   r.state_->peer = source;
   r.state_->tag = tag;
-  check_mpi(MPI_Irecv(r.state_->buffer.data(), count, MPI_FLOAT, source, tag, impl_->comm,
-                      &r.state_->request), "MPI_Irecv");
+  check_mpi(
+      MPI_Irecv(r.state_->buffer.data(), count, MPI_FLOAT, source, tag, impl_->comm, &r.state_->request),
+      "MPI_Irecv");
   impl_->counters->bytes_received += kF32 * count;
   return r;
 }
@@ -506,8 +507,8 @@ void Communicator::all_to_all(const float* send, std::int64_t count, float* recv
   impl_->counters->messages_sent += size() - 1;
 }
 
-void Communicator::all_to_all_v(const float* send, const std::vector<std::int64_t>& send_counts,
-                                float* recv, const std::vector<std::int64_t>& recv_counts) const {
+void Communicator::all_to_all_v(const float* send, const std::vector<std::int64_t>& send_counts, float* recv,
+                                const std::vector<std::int64_t>& recv_counts) const {
   const auto sn = int_counts(send_counts, size(), "all_to_all_v send");
   const auto rn = int_counts(recv_counts, size(), "all_to_all_v recv");
   const auto sd = displacements(sn), rd = displacements(rn);
@@ -603,7 +604,8 @@ void Communicator::agree(std::uint64_t fingerprint, const std::string& what) con
   collective(*impl_, "MPI_Allreduce(agree)", [&](MPI_Request* rq) {
     return MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm, rq);
   });
-  BURST_FAIL(InvalidArgument, what, " differs between ranks (rank ", first, " disagrees with rank 0); every "
+  BURST_FAIL(InvalidArgument, what, " differs between ranks (rank ", first,
+             " disagrees with rank 0); every "
              "rank must pass identical values");
 }
 

@@ -33,8 +33,8 @@ std::string gib(double bytes) {
 }  // namespace
 
 void ClusterSpec::validate() const {
-  BURST_CHECK(nodes >= 1 && devices_per_node >= 1, InvalidArgument, "cluster '", name,
-              "': nodes=", nodes, " and devices_per_node=", devices_per_node, " must be >= 1");
+  BURST_CHECK(nodes >= 1 && devices_per_node >= 1, InvalidArgument, "cluster '", name, "': nodes=", nodes,
+              " and devices_per_node=", devices_per_node, " must be >= 1");
   check_positive(matmul_flops, "matmul_flops");
   check_positive(attention_efficiency_forward, "attention_efficiency_forward");
   check_positive(attention_efficiency_backward, "attention_efficiency_backward");
@@ -44,9 +44,11 @@ void ClusterSpec::validate() const {
   check_positive(linear_efficiency, "linear_efficiency");
   check_non_negative(partial_row_seconds, "partial_row_seconds");
   BURST_CHECK(std::isfinite(partial_row_seconds_backward), InvalidArgument,
-              "cluster field partial_row_seconds_backward must be finite, got ", partial_row_seconds_backward);
+              "cluster field partial_row_seconds_backward must be finite, got ",
+              partial_row_seconds_backward);
   BURST_CHECK(std::isfinite(kernel_call_seconds_backward), InvalidArgument,
-              "cluster field kernel_call_seconds_backward must be finite, got ", kernel_call_seconds_backward);
+              "cluster field kernel_call_seconds_backward must be finite, got ",
+              kernel_call_seconds_backward);
   check_positive(memory_bandwidth, "memory_bandwidth");
   check_non_negative(memory_capacity, "memory_capacity");
   if (devices_per_node > 1) check_positive(intra_bandwidth, "intra_bandwidth");
@@ -72,19 +74,19 @@ PassKind pass_from_string(const std::string& name) {
 }
 
 void Workload::validate() const {
-  BURST_CHECK(layers >= 1 && B >= 1 && S_global >= 1 && H >= 1 && H_kv >= 1 && D >= 1,
-              InvalidArgument, "workload sizes must be >= 1: layers=", layers, " B=", B,
-              " S_global=", S_global, " H=", H, " H_kv=", H_kv, " D=", D);
+  BURST_CHECK(layers >= 1 && B >= 1 && S_global >= 1 && H >= 1 && H_kv >= 1 && D >= 1, InvalidArgument,
+              "workload sizes must be >= 1: layers=", layers, " B=", B, " S_global=", S_global, " H=", H,
+              " H_kv=", H_kv, " D=", D);
   BURST_CHECK(H % H_kv == 0, InvalidArgument, "H=", H, " not divisible by H_kv=", H_kv);
   BURST_CHECK(model_width >= 0, InvalidArgument, "model_width=", model_width, " must be >= 0");
   BURST_CHECK(bytes_per_element == 2 || bytes_per_element == 4, InvalidArgument,
               "bytes_per_element=", bytes_per_element, " must be 2 or 4");
-  BURST_CHECK(mask_length >= 0 && mask_length <= S_global, InvalidArgument, "mask_length=",
-              mask_length, " must be in [0, S_global=", S_global, "]");
-  BURST_CHECK(mask_length == 0 || S_global % mask_length == 0, InvalidArgument, "S_global=",
-              S_global, " must be a multiple of mask_length=", mask_length);
-  BURST_CHECK(!whole_layer || model_width > 0, InvalidArgument,
-              "whole_layer needs model_width > 0, got ", model_width);
+  BURST_CHECK(mask_length >= 0 && mask_length <= S_global, InvalidArgument, "mask_length=", mask_length,
+              " must be in [0, S_global=", S_global, "]");
+  BURST_CHECK(mask_length == 0 || S_global % mask_length == 0, InvalidArgument, "S_global=", S_global,
+              " must be a multiple of mask_length=", mask_length);
+  BURST_CHECK(!whole_layer || model_width > 0, InvalidArgument, "whole_layer needs model_width > 0, got ",
+              model_width);
   BURST_CHECK(ffn_width >= 0, InvalidArgument, "ffn_width=", ffn_width, " must be >= 0");
 }
 
@@ -93,8 +95,8 @@ std::int64_t Workload::resolved_ffn_width() const {
 }
 
 double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_t D, bool backward) {
-  const double forward = 4.0 * static_cast<double>(D) * static_cast<double>(H) *
-                         static_cast<double>(B) * pairs;
+  const double forward =
+      4.0 * static_cast<double>(D) * static_cast<double>(H) * static_cast<double>(B) * pairs;
   return backward ? 2.5 * forward : forward;
 }
 
@@ -117,17 +119,23 @@ KernelFit fit_kernel_time(const std::vector<std::pair<double, double>>& flops_se
     BURST_CHECK(f > 0 && t > 0 && std::isfinite(f) && std::isfinite(t), InvalidArgument,
                 "fit_kernel_time: point (", f, " flop, ", t, " s) must be positive and finite");
     const double w = 1.0 / (t * t);
-    s0 += w; s1 += w * f; s2 += w * f * f; t0 += w * t; t1 += w * f * t;
+    s0 += w;
+    s1 += w * f;
+    s2 += w * f * f;
+    t0 += w * t;
+    t1 += w * f * t;
   }
   const double det = s0 * s2 - s1 * s1;
-  double a = det > 0 ? (t0 * s2 - s1 * t1) / det : 0.0;   // intercept: seconds per call
-  double b = det > 0 ? (s0 * t1 - s1 * t0) / det : t1 / s2;   // slope: seconds per flop
+  double a = det > 0 ? (t0 * s2 - s1 * t1) / det : 0.0;      // intercept: seconds per call
+  double b = det > 0 ? (s0 * t1 - s1 * t0) / det : t1 / s2;  // slope: seconds per flop
   if (a < 0) {
     a = 0;
     b = t1 / s2;
   }
-  BURST_CHECK(b > 0, InvalidArgument, "fit_kernel_time: kernel time does not grow with the FLOPs "
-              "(slope ", b, " s/flop); machine too noisy, rerun");
+  BURST_CHECK(b > 0, InvalidArgument,
+              "fit_kernel_time: kernel time does not grow with the FLOPs "
+              "(slope ",
+              b, " s/flop); machine too noisy, rerun");
   return {1.0 / b, a};
 }
 
@@ -176,8 +184,8 @@ double tiled_pairs(const ResolvedMask& mask, const std::vector<std::int64_t>& q,
 
 }  // namespace
 
-std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout,
-                                        double scale, std::int64_t tile_q, std::int64_t tile_kv,
+std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout, double scale,
+                                        std::int64_t tile_q, std::int64_t tile_kv,
                                         std::vector<double>* partial_rows) {
   const int P = layout.P;
   std::vector<double> pairs(static_cast<std::size_t>(P) * P, 0.0);
@@ -187,9 +195,8 @@ std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const Sequence
       const auto& q = layout.positions[static_cast<std::size_t>(i)];
       const auto& k = layout.positions[static_cast<std::size_t>(j)];
       double rows = 0;
-      const double n = (tile_q > 0 && tile_kv > 0)
-                           ? tiled_pairs(mask, q, k, tile_q, tile_kv, &rows)
-                           : static_cast<double>(mask.visible_pairs(q, k));
+      const double n = (tile_q > 0 && tile_kv > 0) ? tiled_pairs(mask, q, k, tile_q, tile_kv, &rows)
+                                                   : static_cast<double>(mask.visible_pairs(q, k));
       if (partial_rows != nullptr) (*partial_rows)[static_cast<std::size_t>(i) * P + j] = rows;
       pairs[static_cast<std::size_t>(i) * P + j] = scale * n;
     }
@@ -236,7 +243,10 @@ PassEstimate simulate(const Schedule& sch) {
     for (const cost::Feed& f : sch.ranks[i].end_feeds)
       if (f.src >= 0) end[i] = std::max(end[i], finish(f.src, f.step) + f.seconds);
     busy[i] = std::accumulate(sch.ranks[i].compute.begin(), sch.ranks[i].compute.end(), 0.0);
-    if (end[i] > worst_end) { worst_end = end[i]; critical = i; }
+    if (end[i] > worst_end) {
+      worst_end = end[i];
+      critical = i;
+    }
     max_busy = std::max(max_busy, busy[i]);
     sum_busy += busy[i];
   }
@@ -256,7 +266,10 @@ PassEstimate simulate(const Schedule& sch) {
       sum += sch.ranks[i].compute[t];
       if (t + 1 < T) {
         const cost::Feed& f = sch.ranks[i].feed[t + 1];
-        if (f.seconds > st.transfer) { st.transfer = f.seconds; st.inter_node = f.inter_node; }
+        if (f.seconds > st.transfer) {
+          st.transfer = f.seconds;
+          st.inter_node = f.inter_node;
+        }
       }
     }
     st.compute_mean = sum / static_cast<double>(P);
@@ -280,13 +293,11 @@ int default_ulysses_degree(int P, std::int64_t H_kv) {
 std::int64_t kv_heads_for_split(std::int64_t H, std::int64_t H_kv, int g) {
   if (H % g != 0) return 0;
   if (H_kv % g == 0) return H_kv;
-  if (g % H_kv == 0) return g;   // replicate each KV head g/H_kv times
+  if (g % H_kv == 0) return g;  // replicate each KV head g/H_kv times
   return 0;
 }
 
-std::int64_t layout_divisor(LayoutKind kind, int P) {
-  return kind == LayoutKind::Zigzag ? 2LL * P : P;
-}
+std::int64_t layout_divisor(LayoutKind kind, int P) { return kind == LayoutKind::Zigzag ? 2LL * P : P; }
 
 /// Visible-pair matrix of `kind` over P ranks at the workload's mask resolution. With
 /// group > 1 (USP) the members are groups of `group` consecutive ranks of the P-rank layout,
@@ -324,8 +335,8 @@ std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutK
   if (t_row > 0) {
     // Seconds → equivalent pairs at the rate this call's pairs are charged at (masking itself is
     // fp32 work, so with bf16 arithmetic one row is worth more pairs).
-    const double per_row =
-        t_row * kernel_rate(c, backward, w.bf16_arithmetic) / (4.0 * static_cast<double>(w.D) * (backward ? 2.5 : 1.0));
+    const double per_row = t_row * kernel_rate(c, backward, w.bf16_arithmetic) /
+                           (4.0 * static_cast<double>(w.D) * (backward ? 2.5 : 1.0));
     for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] += rows[i] * ratio * per_row;
   }
   return pairs;
@@ -338,8 +349,8 @@ std::string infeasibility(const ClusterSpec& c, const Workload& w, const Candida
   std::ostringstream why;
   auto divisible = [&](std::int64_t div) {
     if (w.S_global % div != 0 || len % div != 0)
-      why << "S_global=" << w.S_global << " (mask resolution " << len << ") not divisible by "
-          << div << " as layout " << to_string(cand.layout) << " needs";
+      why << "S_global=" << w.S_global << " (mask resolution " << len << ") not divisible by " << div
+          << " as layout " << to_string(cand.layout) << " needs";
   };
   switch (cand.strategy) {
     case StrategyKind::Burst:
@@ -367,50 +378,52 @@ std::string infeasibility(const ClusterSpec& c, const Workload& w, const Candida
     case StrategyKind::Tp:
       if (kv_heads_for_split(w.H, w.H_kv, P) == 0)
         why << "H=" << w.H << ", H_kv=" << w.H_kv << " cannot be split over P=" << P << " ranks";
-      else divisible(P);
+      else
+        divisible(P);
       break;
     case StrategyKind::Usp:
       if (P % u != 0 || kv_heads_for_split(w.H, w.H_kv, u) == 0)
         why << "ulysses_degree=" << u << " must divide P=" << P << " and the heads H=" << w.H
             << ", H_kv=" << w.H_kv;
-      else divisible(layout_divisor(cand.layout, P));
+      else
+        divisible(layout_divisor(cand.layout, P));
       break;
   }
   return why.str();
 }
 
-PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate& cand, int u,
-                        bool backward, bool query_side) {
+PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate& cand, int u, bool backward,
+                        bool query_side) {
   const int P = c.devices();
   cost::Context ctx{&c, &w, P};
   const bool use_double = cand.double_ring && c.nodes > 1 && c.devices_per_node > 1;
   switch (cand.strategy) {
     case StrategyKind::Burst:
     case StrategyKind::Ring:
-      return cost::simulate(cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), P, backward,
-                                                query_side, use_double, w.H, w.H_kv, 1));
+      return cost::simulate(cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), P,
+                                                backward, query_side, use_double, w.H, w.H_kv, 1));
     case StrategyKind::AllGather:
-      return cost::simulate(cost::allgather_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), backward));
+      return cost::simulate(
+          cost::allgather_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), backward));
     case StrategyKind::DistFlash:
-      return cost::simulate(cost::distflash_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), backward));
+      return cost::simulate(
+          cost::distflash_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), backward));
     case StrategyKind::Ulysses:
     case StrategyKind::Tp: {
       const std::vector<double> one = pair_matrix(c, w, LayoutKind::Contiguous, 1, 1, backward);
       return cost::simulate(cost::head_parallel_schedule(ctx, one[0], backward,
                                                          cand.strategy == StrategyKind::Tp,
-                                                         kv_heads_for_split(w.H, w.H_kv, P),
-                                                         w.S_global / P));
+                                                         kv_heads_for_split(w.H, w.H_kv, P), w.S_global / P));
     }
     case StrategyKind::Usp: {
       // Ring of R = P/u members (strided by u) over H/u heads; Ulysses a2a inside groups of u.
       const int R = P / u;
       const std::int64_t kv_u = kv_heads_for_split(w.H, w.H_kv, u);
-      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, u, backward), R, backward,
-                                                query_side, false, w.H / u, kv_u / u, u);
+      cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, u, backward), R,
+                                                backward, query_side, false, w.H / u, kv_u / u, u);
       // The u-way all-to-all of a Ulysses group (consecutive ranks), no attention compute.
       const cost::Context uctx{&c, &w, u};
-      const cost::Schedule ua =
-          cost::head_parallel_schedule(uctx, 0, backward, false, kv_u, w.S_global / P);
+      const cost::Schedule ua = cost::head_parallel_schedule(uctx, 0, backward, false, kv_u, w.S_global / P);
       ring.pre_seconds += ua.pre_seconds;
       ring.post_seconds += ua.post_seconds;
       ring.collective_bytes += ua.collective_bytes;
@@ -428,8 +441,8 @@ bool prefer_query_side(const Workload& w, BackwardSide side) {
   const double beta = w.bytes_per_element;
   const double hq = static_cast<double>(w.H), hkv = static_cast<double>(w.H_kv);
   const double d = static_cast<double>(w.D);
-  const double query = hq * (3 * d * beta + 2 * cost::Sizes::kRowBytes);   // Q, dO, dQ + D, lse
-  const double kv = hkv * 4 * d * beta;                                      // K, V, dK, dV
+  const double query = hq * (3 * d * beta + 2 * cost::Sizes::kRowBytes);  // Q, dO, dQ + D, lse
+  const double kv = hkv * 4 * d * beta;                                   // K, V, dK, dV
   return query < kv;
 }
 
@@ -454,10 +467,10 @@ Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Ca
   const bool ring_family = candidate.strategy == StrategyKind::Burst ||
                            candidate.strategy == StrategyKind::Ring ||
                            candidate.strategy == StrategyKind::Usp;
-  const bool query_side = (candidate.strategy == StrategyKind::Ring ||
-                           candidate.strategy == StrategyKind::Usp)
-                              ? false
-                              : prefer_query_side(workload, candidate.backward_side);
+  const bool query_side =
+      (candidate.strategy == StrategyKind::Ring || candidate.strategy == StrategyKind::Usp)
+          ? false
+          : prefer_query_side(workload, candidate.backward_side);
   const bool want_fwd = workload.pass != PassKind::Backward;
   const bool want_bwd = workload.pass != PassKind::Forward;
   if (want_fwd) e.forward = score_pass(cluster, workload, candidate, u, false, query_side);
@@ -480,8 +493,8 @@ Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Ca
   e.balance = busy_mean_sum > 0 ? busy_sum / busy_mean_sum : 1.0;
   const std::int64_t len = workload.mask_length > 0 ? workload.mask_length : workload.S_global;
   const double ratio = static_cast<double>(workload.S_global) / static_cast<double>(len);
-  const double area = static_cast<double>(ResolvedMask(workload.mask, len, len).visible_pairs()) *
-                      ratio * ratio;
+  const double area =
+      static_cast<double>(ResolvedMask(workload.mask, len, len).visible_pairs()) * ratio * ratio;
   if (want_fwd) e.flops += attention_flops(area, workload.B, workload.H, workload.D, false);
   if (want_bwd) e.flops += attention_flops(area, workload.B, workload.H, workload.D, true);
   if (workload.whole_layer) cost::add_layer_terms(cluster, workload, e);

@@ -22,18 +22,18 @@ struct Feed {
 /// One rank's part of a pass: per step kernel seconds, the feed each step t ≥ 1 waits for,
 /// feeds needed before the pass ends (posted when the sender FINISHED step `step`), and bytes.
 struct RankSchedule {
-  std::vector<double> compute;       ///< [T] kernel seconds
-  std::vector<Feed> feed;            ///< [T] feed[t] gates the start of step t (feed[0] unused)
-  std::vector<Feed> end_feeds;       ///< e.g. the final dQ / dKV hop, DistFlash partial returns
+  std::vector<double> compute;  ///< [T] kernel seconds
+  std::vector<Feed> feed;       ///< [T] feed[t] gates the start of step t (feed[0] unused)
+  std::vector<Feed> end_feeds;  ///< e.g. the final dQ / dKV hop, DistFlash partial returns
   double bytes_sent = 0;
 };
 
 /// A pass: blocking collectives before and after a dependency-driven step phase.
 struct Schedule {
-  double pre_seconds = 0;            ///< blocking collective before the first step (all ranks)
-  double post_seconds = 0;           ///< blocking collective after the last step
-  double collective_bytes = 0;       ///< bytes each rank sends in those collectives
-  std::vector<RankSchedule> ranks;   ///< [P'] (P' may be a representative subgroup, e.g. USP ring)
+  double pre_seconds = 0;           ///< blocking collective before the first step (all ranks)
+  double post_seconds = 0;          ///< blocking collective after the last step
+  double collective_bytes = 0;      ///< bytes each rank sends in those collectives
+  std::vector<RankSchedule> ranks;  ///< [P'] (P' may be a representative subgroup, e.g. USP ring)
   std::int64_t memory_bytes = 0;
 };
 
@@ -48,8 +48,8 @@ PassEstimate simulate(const Schedule& schedule);
 /// B·H_kv·s·D, r = B·H·s for s = S/P local tokens.
 struct Sizes {
   double b_q = 0, b_kv = 0, r = 0;
-  double beta = 4;        ///< bytes per tensor element
-  static constexpr double kRowBytes = 4;   ///< lse / delta / fp32 accumulators
+  double beta = 4;                        ///< bytes per tensor element
+  static constexpr double kRowBytes = 4;  ///< lse / delta / fp32 accumulators
 };
 Sizes sizes_for(const Workload& w, std::int64_t H, std::int64_t H_kv, std::int64_t s);
 
@@ -64,8 +64,7 @@ struct Context {
 /// (USP: R×R of its ring layout). `backward` selects the pass. Each throws nothing; the caller
 /// has already checked feasibility.
 Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
-                       bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
-                       int rank_stride);
+                       bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv, int rank_stride);
 /// The mask-aware schedule of burst and ring (docs/strategies.md § Mask-aware rings), used by
 /// ring_schedule when some off-diagonal block of `pairs` is empty (and rank_stride = 1, as the
 /// library does for burst and ring with DistConfig::mask_aware): rank i's step t + 1 waits for

@@ -9,7 +9,7 @@
 namespace burst {
 
 std::int64_t default_ffn_width(std::int64_t h) {
-  const std::int64_t raw = (8 * h + 2) / 3;   // ⌈8h/3⌉
+  const std::int64_t raw = (8 * h + 2) / 3;  // ⌈8h/3⌉
   return (raw + 255) / 256 * 256;
 }
 
@@ -19,8 +19,7 @@ double linear_flops(double tokens, std::int64_t h, std::int64_t H, std::int64_t 
   return backward ? 2.0 * forward : forward;
 }
 
-double layer_weight_count(std::int64_t h, std::int64_t H, std::int64_t H_kv, std::int64_t D,
-                          std::int64_t f) {
+double layer_weight_count(std::int64_t h, std::int64_t H, std::int64_t H_kv, std::int64_t D, std::int64_t f) {
   const double hd = static_cast<double>(h);
   return hd * static_cast<double>((H + 2 * H_kv) * D) + static_cast<double>(H * D) * hd +
          3.0 * hd * static_cast<double>(f);
@@ -48,7 +47,8 @@ void add_layer_terms(const ClusterSpec& c, const Workload& w, Estimate& e) {
   // weights, tp on all S tokens with 1/P of every weight matrix.
   const double rate = c.matmul_flops * c.linear_efficiency;
   const double bwd_flops = want_bwd ? linear_flops(tokens, w.model_width, w.H, w.H_kv, w.D, f, true) : 0.0;
-  l.linear_flops = bwd_flops + (want_fwd ? linear_flops(tokens, w.model_width, w.H, w.H_kv, w.D, f, false) : 0.0);
+  l.linear_flops =
+      bwd_flops + (want_fwd ? linear_flops(tokens, w.model_width, w.H, w.H_kv, w.D, f, false) : 0.0);
   l.linear_seconds = l.linear_flops / rate;
   double comm_bytes = 0;
   if (tp) {

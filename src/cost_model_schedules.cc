@@ -13,7 +13,7 @@ namespace burst::cost {
 
 namespace {
 
-constexpr double kAcc = Sizes::kRowBytes;   // fp32 accumulators / gradient payloads
+constexpr double kAcc = Sizes::kRowBytes;  // fp32 accumulators / gradient payloads
 
 double pair_at(const std::vector<double>& pairs, int P, int i, int j) {
   return pairs[static_cast<std::size_t>(i) * P + j];
@@ -24,7 +24,8 @@ int wrap(int x, int m) { return ((x % m) + m) % m; }
 /// Kernel seconds of one block of `pairs` visible pairs with H heads.
 double block_seconds(const Context& ctx, double pairs, std::int64_t H, bool backward) {
   const Workload& w = *ctx.workload;
-  return kernel_seconds(*ctx.cluster, attention_flops(pairs, w.B, H, w.D, backward), backward, w.bf16_arithmetic);
+  return kernel_seconds(*ctx.cluster, attention_flops(pairs, w.B, H, w.D, backward), backward,
+                        w.bf16_arithmetic);
 }
 
 /// The backward's delta pass, memory-bound: rowsum(dO ∘ O) reads 2·b_q·β, writes r fp32.
@@ -66,7 +67,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   const int L = c.devices_per_node;
   const bool dbl = double_ring && rank_stride == 1 && c.nodes > 1 && L > 1 && P == c.devices();
   const int n = dbl ? c.nodes : 1;
-  auto part = [&](int i, int t) {   // partition held by rank i at step t (docs/algorithm.md §7)
+  auto part = [&](int i, int t) {  // partition held by rank i at step t (docs/algorithm.md §7)
     if (!dbl) return wrap(i - t, P);
     const int a = i / L, b = i % L;
     return wrap(a - t / L, n) * L + wrap(b - t, L);
@@ -85,7 +86,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
       if (t + 1 < P) {
         Feed f;
         const double bytes = read + (t >= 1 ? write : 0);
-        if (dbl && t % L == L - 1) {   // round boundary: the inter-node payload posted L steps ago
+        if (dbl && t % L == L - 1) {  // round boundary: the inter-node payload posted L steps ago
           f.src = wrap(i / L - 1, n) * L + i % L;
           f.step = t + 1 - L;
         } else if (dbl) {
@@ -102,7 +103,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
     }
     if (backward) rs.compute[0] += delta_seconds(ctx, z);
     rs.bytes_sent = (P - 1) * read + (backward && P > 1 ? P * write : 0);
-    if (backward && P > 1) {   // final hop: the accumulated dQ (dK, dV) goes home
+    if (backward && P > 1) {  // final hop: the accumulated dQ (dK, dV) goes home
       Feed f;
       f.src = dbl ? (i / L) * L + wrap(i % L - 1, L) : wrap(i - 1, P);
       f.step = P - 1;
@@ -115,7 +116,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   double mem = io_bytes(z, backward);
   if (!backward) {
     mem += 4 * z.b_kv * z.beta + z.b_q * kAcc + 2 * z.r * kAcc;
-  } else if (query_side) {   // read/write double buffers, step scratch, accumulators, D
+  } else if (query_side) {  // read/write double buffers, step scratch, accumulators, D
     mem += 2 * read + 2 * write + (z.b_q + 2 * z.b_kv) * kAcc + (z.b_q + 2 * z.b_kv) * kAcc;
   } else {
     mem += 2 * read + 2 * write + z.b_q * kAcc + z.r * kAcc;
@@ -143,7 +144,7 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
   };
   Schedule s;
   s.ranks.resize(P);
-  std::vector<double> held(static_cast<std::size_t>(P), 0);   // write partials sent or received
+  std::vector<double> held(static_cast<std::size_t>(P), 0);  // write partials sent or received
   for (int i = 0; i < P; ++i) {
     RankSchedule& rs = s.ranks[i];
     rs.compute.resize(P);
@@ -154,18 +155,18 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
       const double p = (backward && query_side) ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j);
       rs.compute[t] = computes ? block_seconds(ctx, p, H, backward) : 0;
       if (t >= 1 && need(i, j)) {
-        Feed f;   // the owner posts my copy when it starts step t − 1
+        Feed f;  // the owner posts my copy when it starts step t − 1
         f.src = j;
         f.step = t - 1;
         f.inter_node = crosses_nodes(c, j, i);
         f.seconds = link_seconds(c, read, f.inter_node);
         rs.feed[t] = f;
-        rs.bytes_sent += write;   // my partial of block j goes home
+        rs.bytes_sent += write;  // my partial of block j goes home
         held[static_cast<std::size_t>(i)] += 1;
         held[static_cast<std::size_t>(j)] += 1;
         s.ranks[j].bytes_sent += read;
         if (write > 0) {
-          Feed home;   // block j's owner waits for the partial after my step t
+          Feed home;  // block j's owner waits for the partial after my step t
           home.src = i;
           home.step = t;
           home.inter_node = f.inter_node;
@@ -180,8 +181,10 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
   double mem = io_bytes(z, backward) + 4 * read;
   double most = 0;
   for (double h : held) most = std::max(most, h);
-  if (!backward) mem += z.b_q * kAcc + 2 * z.r * kAcc;
-  else mem += (2 + most) * write + z.b_q * kAcc + z.r * kAcc;
+  if (!backward)
+    mem += z.b_q * kAcc + 2 * z.r * kAcc;
+  else
+    mem += (2 + most) * write + z.b_q * kAcc + z.r * kAcc;
   s.memory_bytes = to_bytes(mem);
   return s;
 }
@@ -196,7 +199,7 @@ Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs
   Schedule s;
   s.pre_seconds = all_gather_seconds(c, P, kv_block, inter);
   s.collective_bytes = (P - 1) * kv_block;
-  if (backward) {   // K, V gathered again; dK, dV (fp32) reduce-scattered to their owners
+  if (backward) {  // K, V gathered again; dK, dV (fp32) reduce-scattered to their owners
     const double dkv_block = 2 * z.b_kv * kAcc;
     s.post_seconds = all_gather_seconds(c, P, dkv_block, inter);
     s.collective_bytes += (P - 1) * dkv_block;
@@ -205,12 +208,11 @@ Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs
   for (int i = 0; i < P; ++i) {
     double row = 0;
     for (int j = 0; j < P; ++j) row += pair_at(pairs, P, i, j);
-    s.ranks[i].compute = {block_seconds(ctx, row, w.H, backward) +
-                          (backward ? delta_seconds(ctx, z) : 0.0)};
+    s.ranks[i].compute = {block_seconds(ctx, row, w.H, backward) + (backward ? delta_seconds(ctx, z) : 0.0)};
     s.ranks[i].feed = {Feed{}};
   }
-  double mem = io_bytes(z, backward) + P * kv_block;   // the gathered K, V
-  if (backward) mem += P * 2 * z.b_kv * kAcc;           // dK, dV for the whole sequence
+  double mem = io_bytes(z, backward) + P * kv_block;  // the gathered K, V
+  if (backward) mem += P * 2 * z.b_kv * kAcc;         // dK, dV for the whole sequence
   s.memory_bytes = to_bytes(mem);
   return s;
 }
@@ -219,7 +221,7 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
                                 std::int64_t H_kv_eff, std::int64_t S_local) {
   const ClusterSpec& c = *ctx.cluster;
   const Workload& w = *ctx.workload;
-  const int P = ctx.P;   // the head-parallel group (USP: u)
+  const int P = ctx.P;                                    // the head-parallel group (USP: u)
   const Sizes z = sizes_for(w, w.H, w.H_kv, S_local);     // sequence-sharded tensors
   const Sizes ze = sizes_for(w, w.H, H_kv_eff, S_local);  // with replicated KV heads
   const int group_per_node = std::min(P, c.devices_per_node);
@@ -234,14 +236,14 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     s.pre_seconds = all_gather_seconds(c, P, block, inter);
     s.post_seconds = all_gather_seconds(c, P, block, inter);
     s.collective_bytes = 2.0 * (P - 1) * block;
-    staging = P * block;   // the gathered [S, h] input
+    staging = P * block;  // the gathered [S, h] input
   } else if (tp) {
     // Attention-only head parallelism on sequence-sharded inputs (src/strategies/tp.cc):
     // forward all-gathers Q, K, V and reduce-scatters (O, lse); backward all-gathers
     // Q, dO, K, V, lse, delta and reduce-scatters dQ, dK, dV (fp32).
     // Every rank gathers the compact K, V (H_kv heads) and picks its heads locally.
-    const double gather = backward ? (2 * z.b_q + 2 * z.b_kv) * z.beta + 2 * z.r * kAcc
-                                   : (z.b_q + 2 * z.b_kv) * z.beta;
+    const double gather =
+        backward ? (2 * z.b_q + 2 * z.b_kv) * z.beta + 2 * z.r * kAcc : (z.b_q + 2 * z.b_kv) * z.beta;
     const double scatter = backward ? (z.b_q + 2 * z.b_kv) * kAcc : z.b_q * z.beta + z.r * kAcc;
     s.pre_seconds = all_gather_seconds(c, P, gather, inter);
     s.post_seconds = all_gather_seconds(c, P, scatter, inter);
@@ -257,7 +259,7 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     s.collective_bytes = static_cast<double>(P - 1) / P * (first + second);
     staging = std::max(first, second);
   }
-  s.ranks.resize(1);   // every rank does the same: all S tokens for H/P heads
+  s.ranks.resize(1);  // every rank does the same: all S tokens for H/P heads
   s.ranks[0].compute = {block_seconds(ctx, total_pairs, w.H / P, backward) +
                         (backward && total_pairs > 0 ? delta_seconds(ctx, z) : 0.0)};
   s.ranks[0].feed = {Feed{}};
@@ -279,8 +281,8 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   auto helps = [&](int r, int t) { return r < t && t >= 1 && t < P - half; };
   const double kv_in = 2 * z.b_kv * z.beta;
   const double q_in = backward ? 2 * z.b_q * z.beta + 2 * z.r * kAcc : z.b_q * z.beta;
-  const double q_ret = backward ? z.b_q * kAcc : z.b_q * kAcc + z.r * kAcc;   // dQ | (O, lse)
-  const double kv_ret = 2 * z.b_kv * kAcc;                                       // dK, dV partial
+  const double q_ret = backward ? z.b_q * kAcc : z.b_q * kAcc + z.r * kAcc;  // dQ | (O, lse)
+  const double kv_ret = 2 * z.b_kv * kAcc;                                   // dK, dV partial
   Schedule s;
   s.ranks.resize(P);
   for (auto& rs : s.ranks) {
@@ -300,8 +302,8 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
       // Off-diagonal blocks without a visible pair are neither computed nor shipped.
       if (r >= t && (t == 0 || pair_at(pairs, P, r, r - t) > 0)) {
         rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, r, r - t), w.H, backward);
-        if (t >= 1) send(r - t, r, kv_in, rs.feed[t], t - 1);   // prefetched one step ahead
-        if (t >= 1 && backward) {                                // dK, dV partial back to r − t
+        if (t >= 1) send(r - t, r, kv_in, rs.feed[t], t - 1);  // prefetched one step ahead
+        if (t >= 1 && backward) {                              // dK, dV partial back to r − t
           Feed f;
           send(r, r - t, kv_ret, f, t);
           s.ranks[r - t].end_feeds.push_back(f);
@@ -320,7 +322,7 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
     for (auto& rs : s.ranks) rs.compute[0] += delta_seconds(ctx, z);
   // Local Q, K, V, O plus two peer buffers each for Q, K, V, O and the row statistics.
   double mem = io_bytes(z, backward) + 2 * (2 * z.b_q + 2 * z.b_kv) * z.beta + 4 * z.r * kAcc;
-  if (backward) mem += 2 * (z.b_q + 2 * z.b_kv) * kAcc;   // partial dQ / dK, dV buffers
+  if (backward) mem += 2 * (z.b_q + 2 * z.b_kv) * kAcc;  // partial dQ / dK, dV buffers
   s.memory_bytes = to_bytes(mem);
   return s;
 }

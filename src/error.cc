@@ -13,8 +13,6 @@ const char* to_string(ErrorKind kind) noexcept {
 }
 
 Error::Error(ErrorKind kind, const std::string& message)
-    : std::runtime_error(std::string(to_string(kind)) + ": " + message),
-      kind_(kind),
-      message_(message) {}
+    : std::runtime_error(std::string(to_string(kind)) + ": " + message), kind_(kind), message_(message) {}
 
 }  // namespace burst

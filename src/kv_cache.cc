@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -46,28 +46,29 @@ std::uint64_t scale_bits(float x) {
 }
 
 struct Chunk {
-  std::vector<float> f32;             // H_kv blocks: Kᵀ panels, then V rows (kernels/decode.h) ...
-  std::vector<std::uint16_t> bf16;    // ... in the cache's dtype (the other vector stays empty)
-  std::vector<std::int64_t> pos;      // global positions of the tokens in use
+  std::vector<float> f32;           // H_kv blocks: Kᵀ panels, then V rows (kernels/decode.h) ...
+  std::vector<std::uint16_t> bf16;  // ... in the cache's dtype (the other vector stays empty)
+  std::vector<std::int64_t> pos;    // global positions of the tokens in use
   const void* data() const { return f32.empty() ? static_cast<const void*>(bf16.data()) : f32.data(); }
   void* data() { return f32.empty() ? static_cast<void*>(bf16.data()) : f32.data(); }
   std::int64_t bytes() const { return static_cast<std::int64_t>(f32.size() * 4 + bf16.size() * 2); }
 };
 
 struct Sequence {
-  std::int64_t length = 0;              // global tokens (replicated)
-  std::vector<std::int64_t> counts;     // tokens per rank (replicated)
-  std::vector<Chunk> chunks;            // this rank's tokens, in increasing position
+  std::int64_t length = 0;           // global tokens (replicated)
+  std::vector<std::int64_t> counts;  // tokens per rank (replicated)
+  std::vector<Chunk> chunks;         // this rank's tokens, in increasing position
 };
 
 // fp32 view of one operand of the public API, checked: [B, S, heads, D], D contiguous.
 void check_bshd(const char* api, const char* name, const TensorView& t, std::int64_t B, std::int64_t heads,
                 std::int64_t D) {
-  BURST_CHECK(t.dtype == DType::F32, Unsupported, api, ": ", name, " is ", to_string(t.dtype), "; only f32 is supported");
-  BURST_CHECK(t.ndim == 4 && t.shape[0] == B && t.shape[2] == heads && t.shape[3] == D, InvalidArgument, api, ": ",
-              name, " ", t.describe(), " must be [B=", B, ", S, ", heads, ", D=", D, "]");
-  BURST_CHECK(t.shape[1] >= 0 && (t.stride[3] == 1 || D == 1), InvalidArgument, api, ": ", name, " ", t.describe(),
-              " must have D contiguous");
+  BURST_CHECK(t.dtype == DType::F32, Unsupported, api, ": ", name, " is ", to_string(t.dtype),
+              "; only f32 is supported");
+  BURST_CHECK(t.ndim == 4 && t.shape[0] == B && t.shape[2] == heads && t.shape[3] == D, InvalidArgument, api,
+              ": ", name, " ", t.describe(), " must be [B=", B, ", S, ", heads, ", D=", D, "]");
+  BURST_CHECK(t.shape[1] >= 0 && (t.stride[3] == 1 || D == 1), InvalidArgument, api, ": ", name, " ",
+              t.describe(), " must have D contiguous");
   BURST_CHECK(t.data != nullptr || t.numel() == 0, InvalidArgument, api, ": ", name, " has no data");
 }
 
@@ -133,11 +134,15 @@ struct DistKVCache::Impl {
     int differs = -1;
     for (int r = 0; r < P; ++r) {
       all_ok = all_ok && all[static_cast<std::size_t>(5 * r)] == 1.0f;
-      if (differs < 0 && !std::equal(all.begin() + 5 * r + 1, all.begin() + 5 * r + 5, all.begin() + 1)) differs = r;
+      if (differs < 0 && !std::equal(all.begin() + 5 * r + 1, all.begin() + 5 * r + 5, all.begin() + 1))
+        differs = r;
     }
-    if (!all_ok) comm.agree_verdict(ok, msg, kind);   // every rank enters: the same Error everywhere
-    BURST_CHECK(differs < 0, InvalidArgument, api, ": the call differs between ranks in its arguments or the "
-                "cache state (sequence ids, lengths, per-rank counts): rank ", differs, " disagrees with rank 0; "
+    if (!all_ok) comm.agree_verdict(ok, msg, kind);  // every rank enters: the same Error everywhere
+    BURST_CHECK(differs < 0, InvalidArgument, api,
+                ": the call differs between ranks in its arguments or the "
+                "cache state (sequence ids, lengths, per-rank counts): rank ",
+                differs,
+                " disagrees with rank 0; "
                 "every rank must pass identical values");
   }
 
@@ -151,8 +156,8 @@ struct DistKVCache::Impl {
   void check_capacity(const char* api, const std::vector<std::int64_t>& extra) const {
     for (int r = 0; r < P; ++r) {
       const std::int64_t need = rank_tokens(r) + extra[static_cast<std::size_t>(r)];
-      BURST_CHECK(need <= cfg.capacity_per_rank, InvalidArgument, api, ": cache overflow on rank ", r, ": ", need,
-                  " tokens needed, capacity_per_rank=", cfg.capacity_per_rank);
+      BURST_CHECK(need <= cfg.capacity_per_rank, InvalidArgument, api, ": cache overflow on rank ", r, ": ",
+                  need, " tokens needed, capacity_per_rank=", cfg.capacity_per_rank);
     }
   }
 
@@ -170,8 +175,8 @@ struct DistKVCache::Impl {
       s.chunks.back().pos.reserve(static_cast<std::size_t>(C));
     }
     Chunk& c = s.chunks.back();
-    kernels::decode_chunk_store(c.data(), cfg.dtype, C, cfg.H_kv, cfg.D, Dp, static_cast<std::int64_t>(c.pos.size()),
-                                k, v, k_hs, v_hs);
+    kernels::decode_chunk_store(c.data(), cfg.dtype, C, cfg.H_kv, cfg.D, Dp,
+                                static_cast<std::int64_t>(c.pos.size()), k, v, k_hs, v_hs);
     c.pos.push_back(position);
   }
 
@@ -198,8 +203,8 @@ struct DistKVCache::Impl {
     return it->second;
   }
 
-  void decode_local(const std::vector<std::int64_t>& ids, const std::vector<float>& q, std::int64_t S_q, bool causal,
-                    float* part);
+  void decode_local(const std::vector<std::int64_t>& ids, const std::vector<float>& q, std::int64_t S_q,
+                    bool causal, float* part);
 
   void check_append(const char* api, const std::vector<std::int64_t>& ids, const TensorView& k_new,
                     const TensorView& v_new) const;
@@ -223,13 +228,15 @@ DistKVCache::DistKVCache(const Communicator& comm, const KVCacheConfig& cfg) {
     BURST_CHECK(cfg.D >= 1 && cfg.D <= 256, InvalidArgument, api, ": D=", cfg.D, " must be in [1, 256]");
     BURST_CHECK(cfg.H >= 1 && cfg.H_kv >= 1 && cfg.H % cfg.H_kv == 0, InvalidArgument, api, ": H=", cfg.H,
                 " must be a positive multiple of H_kv=", cfg.H_kv);
-    BURST_CHECK(cfg.capacity_per_rank > 0, InvalidArgument, api, ": capacity_per_rank=", cfg.capacity_per_rank,
-                " must be > 0");
+    BURST_CHECK(cfg.capacity_per_rank > 0, InvalidArgument, api,
+                ": capacity_per_rank=", cfg.capacity_per_rank, " must be > 0");
     BURST_CHECK(cfg.chunk_tokens > 0 && cfg.chunk_tokens % kernels::kDecodePanel == 0, InvalidArgument, api,
-                ": chunk_tokens=", cfg.chunk_tokens, " must be a positive multiple of ", kernels::kDecodePanel);
-    BURST_CHECK(cfg.num_threads >= 0, InvalidArgument, api, ": num_threads=", cfg.num_threads, " must be >= 0");
-    BURST_CHECK(cfg.dtype == DType::F32 || cfg.dtype == DType::BF16, Unsupported, api, ": dtype=",
-                to_string(cfg.dtype), "; the cache stores f32 or bf16");
+                ": chunk_tokens=", cfg.chunk_tokens, " must be a positive multiple of ",
+                kernels::kDecodePanel);
+    BURST_CHECK(cfg.num_threads >= 0, InvalidArgument, api, ": num_threads=", cfg.num_threads,
+                " must be >= 0");
+    BURST_CHECK(cfg.dtype == DType::F32 || cfg.dtype == DType::BF16, Unsupported, api,
+                ": dtype=", to_string(cfg.dtype), "; the cache stores f32 or bf16");
     if (cfg.softmax_scale)
       BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0.0f, InvalidArgument, api,
                   ": softmax_scale=", *cfg.softmax_scale, " must be finite and > 0");
@@ -238,7 +245,8 @@ DistKVCache::DistKVCache(const Communicator& comm, const KVCacheConfig& cfg) {
                 ": isa=", to_string(cfg.isa), " requested but this CPU supports at most ", to_string(best));
   });
   Fnv f;
-  for (auto x : {cfg.H, cfg.H_kv, cfg.D, cfg.capacity_per_rank, cfg.chunk_tokens}) f.add(static_cast<std::uint64_t>(x));
+  for (auto x : {cfg.H, cfg.H_kv, cfg.D, cfg.capacity_per_rank, cfg.chunk_tokens})
+    f.add(static_cast<std::uint64_t>(x));
   f.add(static_cast<std::uint64_t>(cfg.policy));
   f.add(cfg.softmax_scale ? scale_bits(*cfg.softmax_scale) : 1ull << 40);
   f.add(static_cast<std::uint64_t>(cfg.kernel));
@@ -271,22 +279,27 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
   const auto S_local = static_cast<std::int64_t>(positions.size());
   Fnv args = ids_fingerprint(seq_ids);
   args.add(static_cast<std::uint64_t>(S_global));
-  m.agree_call(api, [&] {
-    check_ids(api, seq_ids);
-    for (auto id : seq_ids) BURST_CHECK(!m.seqs.count(id), InvalidArgument, api, ": sequence id ", id, " already exists");
-    check_bshd(api, "k_local", k_local, B, m.cfg.H_kv, m.cfg.D);
-    check_bshd(api, "v_local", v_local, B, m.cfg.H_kv, m.cfg.D);
-    BURST_CHECK(k_local.shape[1] == S_local && v_local.shape[1] == S_local, InvalidArgument, api, ": k_local ",
-                k_local.describe(), " and v_local ", v_local.describe(), " must have S_local = positions.size() = ",
-                S_local, " rows");
-    BURST_CHECK(S_global >= 0, InvalidArgument, api, ": S_global=", S_global, " < 0");
-    for (std::int64_t i = 0; i < S_local; ++i) {
-      const auto t = positions[static_cast<std::size_t>(i)];
-      BURST_CHECK(t >= 0 && t < S_global && (i == 0 || t > positions[static_cast<std::size_t>(i - 1)]), InvalidArgument,
-                  api, ": positions must be strictly increasing in [0, S_global=", S_global, "); position[", i,
-                  "]=", t);
-    }
-  }, args);
+  m.agree_call(
+      api,
+      [&] {
+        check_ids(api, seq_ids);
+        for (auto id : seq_ids)
+          BURST_CHECK(!m.seqs.count(id), InvalidArgument, api, ": sequence id ", id, " already exists");
+        check_bshd(api, "k_local", k_local, B, m.cfg.H_kv, m.cfg.D);
+        check_bshd(api, "v_local", v_local, B, m.cfg.H_kv, m.cfg.D);
+        BURST_CHECK(k_local.shape[1] == S_local && v_local.shape[1] == S_local, InvalidArgument, api,
+                    ": k_local ", k_local.describe(), " and v_local ", v_local.describe(),
+                    " must have S_local = positions.size() = ", S_local, " rows");
+        BURST_CHECK(S_global >= 0, InvalidArgument, api, ": S_global=", S_global, " < 0");
+        for (std::int64_t i = 0; i < S_local; ++i) {
+          const auto t = positions[static_cast<std::size_t>(i)];
+          BURST_CHECK(t >= 0 && t < S_global && (i == 0 || t > positions[static_cast<std::size_t>(i - 1)]),
+                      InvalidArgument, api,
+                      ": positions must be strictly increasing in [0, S_global=", S_global, "); position[", i,
+                      "]=", t);
+        }
+      },
+      args);
   // Per-rank counts (exact as two fp32 halves < 2^24) and position checksums mod a prime.
   const float mine[2] = {static_cast<float>(S_local >> 24), static_cast<float>(S_local & 0xffffff)};
   std::vector<float> all(static_cast<std::size_t>(2 * m.P));
@@ -302,8 +315,9 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
   std::vector<std::int64_t> counts(static_cast<std::size_t>(m.P));
   std::int64_t total = 0, e1 = 0, e2 = 0;
   for (int r = 0; r < m.P; ++r) {
-    counts[static_cast<std::size_t>(r)] = (static_cast<std::int64_t>(all[static_cast<std::size_t>(2 * r)]) << 24) +
-                                          static_cast<std::int64_t>(all[static_cast<std::size_t>(2 * r + 1)]);
+    counts[static_cast<std::size_t>(r)] =
+        (static_cast<std::int64_t>(all[static_cast<std::size_t>(2 * r)]) << 24) +
+        static_cast<std::int64_t>(all[static_cast<std::size_t>(2 * r + 1)]);
     total += counts[static_cast<std::size_t>(r)];
   }
   for (std::int64_t t = 0; t < S_global; ++t) {
@@ -311,8 +325,8 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
     e2 = (e2 + (t % kPrime) * (t % kPrime) % kPrime) % kPrime;
   }
   BURST_CHECK(total == S_global && s1 == e1 && s2 == e2, InvalidArgument, api,
-              ": the ranks' positions do not partition [0, S_global=", S_global, ") (", total, " tokens over ", m.P,
-              " ranks)");
+              ": the ranks' positions do not partition [0, S_global=", S_global, ") (", total,
+              " tokens over ", m.P, " ranks)");
   std::vector<std::int64_t> extra(counts);
   for (auto& e : extra) e *= B;
   m.check_capacity(api, extra);
@@ -333,11 +347,12 @@ void DistKVCache::Impl::check_append(const char* api, const std::vector<std::int
   check_ids(api, ids);
   check_bshd(api, "k_new", k_new, B, cfg.H_kv, cfg.D);
   check_bshd(api, "v_new", v_new, B, cfg.H_kv, cfg.D);
-  BURST_CHECK(k_new.shape[1] == v_new.shape[1], InvalidArgument, api, ": k_new ", k_new.describe(), " and v_new ",
-              v_new.describe(), " differ in S_new");
+  BURST_CHECK(k_new.shape[1] == v_new.shape[1], InvalidArgument, api, ": k_new ", k_new.describe(),
+              " and v_new ", v_new.describe(), " differ in S_new");
 }
 
-std::vector<std::vector<int>> DistKVCache::Impl::plan_append(const char* api, const std::vector<std::int64_t>& ids,
+std::vector<std::vector<int>> DistKVCache::Impl::plan_append(const char* api,
+                                                             const std::vector<std::int64_t>& ids,
                                                              std::int64_t n) const {
   std::vector<std::vector<int>> dst;
   std::vector<std::int64_t> extra(static_cast<std::size_t>(P), 0);
@@ -376,7 +391,8 @@ void DistKVCache::append(const std::vector<std::int64_t>& seq_ids, const TensorV
   const char* api = "DistKVCache::append";
   Fnv args = ids_fingerprint(seq_ids);
   args.add(static_cast<std::uint64_t>(k_new.ndim == 4 ? k_new.shape[1] : -1));
-  m.agree_call(api, [&] { m.check_append(api, seq_ids, k_new, v_new); }, args);
+  m.agree_call(
+      api, [&] { m.check_append(api, seq_ids, k_new, v_new); }, args);
   m.commit_append(seq_ids, k_new, v_new, m.plan_append(api, seq_ids, k_new.shape[1]));
 }
 
@@ -387,7 +403,10 @@ void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const
                                      std::int64_t S_q, bool causal, float* part) {
   const std::int64_t B = static_cast<std::int64_t>(ids.size()), H = cfg.H, D = cfg.D;
   const std::int64_t out_n = S_q * H * D, lse_n = H * S_q;
-  struct Item { std::int64_t b; const Chunk* chunk; };
+  struct Item {
+    std::int64_t b;
+    const Chunk* chunk;
+  };
   std::vector<Item> items;
   std::vector<std::vector<std::int64_t>> q_pos(static_cast<std::size_t>(B));
   std::vector<std::size_t> first(static_cast<std::size_t>(B + 1), 0);
@@ -401,21 +420,30 @@ void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const
   std::int64_t bytes = 0;
   for (const Item& it : items)
     bytes += cfg.H_kv * static_cast<std::int64_t>(dtype_size(cfg.dtype)) *
-             ((static_cast<std::int64_t>(it.chunk->pos.size()) + kernels::kDecodePanel - 1) / kernels::kDecodePanel *
-                  kernels::kDecodePanel * D + static_cast<std::int64_t>(it.chunk->pos.size()) * Dp);
+             ((static_cast<std::int64_t>(it.chunk->pos.size()) + kernels::kDecodePanel - 1) /
+                  kernels::kDecodePanel * kernels::kDecodePanel * D +
+              static_cast<std::int64_t>(it.chunk->pos.size()) * Dp);
   const auto n_items = static_cast<std::int64_t>(items.size());
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t j = 0; j < n_items; ++j) {
     const Item& it = items[static_cast<std::size_t>(j)];
-    kernels::DecodeQuery dq{S_q, H, cfg.H_kv, D, Dp, q.data() + it.b * out_n,
-                            causal ? q_pos[static_cast<std::size_t>(it.b)].data() : nullptr, scale, isa};
+    kernels::DecodeQuery dq{S_q,
+                            H,
+                            cfg.H_kv,
+                            D,
+                            Dp,
+                            q.data() + it.b * out_n,
+                            causal ? q_pos[static_cast<std::size_t>(it.b)].data() : nullptr,
+                            scale,
+                            isa};
     const DecodeChunk chunk{it.chunk->data(), cfg.dtype, it.chunk->pos.data(), cfg.chunk_tokens,
                             static_cast<std::int64_t>(it.chunk->pos.size())};
     float* o = partials.data() + j * (out_n + lse_n);
     if (cfg.kernel == KernelImpl::Reference)
       kernels::decode_chunk_reference(dq, chunk, o, o + out_n);
     else
-      kernels::decode_chunk_tiled(dq, chunk, o, o + out_n, scratch[static_cast<std::size_t>(omp_get_thread_num())]);
+      kernels::decode_chunk_tiled(dq, chunk, o, o + out_n,
+                                  scratch[static_cast<std::size_t>(omp_get_thread_num())]);
   }
   float* out = part;
   float* lse = part + B * out_n;
@@ -423,7 +451,8 @@ void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const
   std::fill(lse, lse + B * lse_n, kNegInf);
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t b = 0; b < B; ++b)
-    for (std::size_t j = first[static_cast<std::size_t>(b)]; j < first[static_cast<std::size_t>(b + 1)]; ++j) {
+    for (std::size_t j = first[static_cast<std::size_t>(b)]; j < first[static_cast<std::size_t>(b + 1)];
+         ++j) {
       const float* o = partials.data() + j * static_cast<std::size_t>(out_n + lse_n);
       merge_forward(strategies::bshd_view(out + b * out_n, 1, S_q, H, D),
                     strategies::rows_view(lse + b * lse_n, 1, H, S_q), strategies::bshd_view(o, 1, S_q, H, D),
@@ -433,8 +462,9 @@ void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const
   stats.chunks = n_items;
 }
 
-void DistKVCache::Impl::check_decode(const char* api, const std::vector<std::int64_t>& ids, const TensorView& q,
-                                     const TensorView& out, const TensorView& lse, bool ids_must_exist) const {
+void DistKVCache::Impl::check_decode(const char* api, const std::vector<std::int64_t>& ids,
+                                     const TensorView& q, const TensorView& out, const TensorView& lse,
+                                     bool ids_must_exist) const {
   const auto B = static_cast<std::int64_t>(ids.size());
   const std::int64_t H = cfg.H, D = cfg.D;
   check_ids(api, ids);
@@ -446,21 +476,23 @@ void DistKVCache::Impl::check_decode(const char* api, const std::vector<std::int
               q.describe());
   BURST_CHECK(lse.dtype == DType::F32 && lse.ndim == 3 && lse.shape[0] == B && lse.shape[1] == H &&
                   lse.shape[2] == q.shape[1] && lse.is_contiguous(),
-              InvalidArgument, api, ": lse ", lse.describe(), " must be contiguous [B=", B, ", H=", H, ", S_q=",
-              q.shape[1], "]");
+              InvalidArgument, api, ": lse ", lse.describe(), " must be contiguous [B=", B, ", H=", H,
+              ", S_q=", q.shape[1], "]");
   const auto* ob = static_cast<const char*>(out.data);
   const auto* qb = static_cast<const char*>(q.data);
   const auto span = [](const TensorView& t) {
     std::int64_t e = 1;
-    for (int i = 0; i < t.ndim; ++i) e += (t.shape[static_cast<std::size_t>(i)] - 1) * t.stride[static_cast<std::size_t>(i)];
+    for (int i = 0; i < t.ndim; ++i)
+      e += (t.shape[static_cast<std::size_t>(i)] - 1) * t.stride[static_cast<std::size_t>(i)];
     return 4 * e;
   };
-  BURST_CHECK(q.numel() == 0 || ob + span(out) <= qb || qb + span(q) <= ob, InvalidArgument, api, ": out overlaps q");
+  BURST_CHECK(q.numel() == 0 || ob + span(out) <= qb || qb + span(q) <= ob, InvalidArgument, api,
+              ": out overlaps q");
 }
 
 // The decode after the agreement: local split-KV partials, one all-gather, the rank merge.
-void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const TensorView& q, const TensorView& out,
-                                   const TensorView& lse, bool causal) {
+void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const TensorView& q,
+                                   const TensorView& out, const TensorView& lse, bool causal) {
   const auto B = static_cast<std::int64_t>(ids.size());
   const std::int64_t H = cfg.H, D = cfg.D, S_q = q.shape[1];
   const auto before = comm.counters().bytes_sent;
@@ -483,7 +515,8 @@ void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const T
   const std::int64_t out_n = B * S_q * H * D;
   for (int r = 0; r < P; ++r) {
     const float* pr = all.data() + r * count;
-    merge_forward(out, lse, strategies::bshd_view(pr, B, S_q, H, D), strategies::rows_view(pr + out_n, B, H, S_q));
+    merge_forward(out, lse, strategies::bshd_view(pr, B, S_q, H, D),
+                  strategies::rows_view(pr + out_n, B, H, S_q));
   }
   stats.merge_seconds = since(t1);
   stats.bytes_sent = comm.counters().bytes_sent - before;
@@ -497,14 +530,16 @@ void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorV
   Fnv args = ids_fingerprint(seq_ids);
   args.add(static_cast<std::uint64_t>(q.ndim == 4 ? q.shape[1] : -1));
   args.add(causal ? 1u : 0u);
-  m.agree_call(api, [&] { m.check_decode(api, seq_ids, q, out, lse, true); }, args);
+  m.agree_call(
+      api, [&] { m.check_decode(api, seq_ids, q, out, lse, true); }, args);
   m.stats.check_seconds = since(t0);
   m.run_decode(seq_ids, q, out, lse, causal);
   m.stats.seconds = since(t0);
 }
 
-void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new, const TensorView& v_new,
-                         const TensorView& q, const TensorView& out, const TensorView& lse, bool causal) {
+void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new,
+                         const TensorView& v_new, const TensorView& q, const TensorView& out,
+                         const TensorView& lse, bool causal) {
   Impl& m = *impl_;
   const char* api = "DistKVCache::decode(k_new, v_new)";
   const auto t0 = Clock::now();
@@ -512,10 +547,13 @@ void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorV
   args.add(static_cast<std::uint64_t>(k_new.ndim == 4 ? k_new.shape[1] : -1));
   args.add(static_cast<std::uint64_t>(q.ndim == 4 ? q.shape[1] : -1));
   args.add(causal ? 3u : 2u);
-  m.agree_call(api, [&] {
-    m.check_append(api, seq_ids, k_new, v_new);
-    m.check_decode(api, seq_ids, q, out, lse, false);
-  }, args);
+  m.agree_call(
+      api,
+      [&] {
+        m.check_append(api, seq_ids, k_new, v_new);
+        m.check_decode(api, seq_ids, q, out, lse, false);
+      },
+      args);
   m.commit_append(seq_ids, k_new, v_new, m.plan_append(api, seq_ids, k_new.shape[1]));
   m.stats.check_seconds = since(t0);
   m.run_decode(seq_ids, q, out, lse, causal);
@@ -535,7 +573,9 @@ std::vector<std::int64_t> DistKVCache::sequences() const {
   return ids;
 }
 
-std::int64_t DistKVCache::length(std::int64_t seq_id) const { return impl_->find("DistKVCache::length", seq_id).length; }
+std::int64_t DistKVCache::length(std::int64_t seq_id) const {
+  return impl_->find("DistKVCache::length", seq_id).length;
+}
 
 std::vector<std::int64_t> DistKVCache::rank_lengths(std::int64_t seq_id) const {
   return impl_->find("DistKVCache::rank_lengths", seq_id).counts;
@@ -559,7 +599,8 @@ void DistKVCache::local_kv(std::int64_t seq_id, std::vector<float>& k, std::vect
       k.resize(k.size() + static_cast<std::size_t>(row));
       v.resize(v.size() + static_cast<std::size_t>(row));
       kernels::decode_chunk_load(c.data(), m.cfg.dtype, m.cfg.chunk_tokens, m.cfg.H_kv, m.cfg.D, m.Dp,
-                                 static_cast<std::int64_t>(t), k.data() + k.size() - row, v.data() + v.size() - row);
+                                 static_cast<std::int64_t>(t), k.data() + k.size() - row,
+                                 v.data() + v.size() - row);
     }
 }
 

@@ -57,7 +57,9 @@ class RowIntervals {
   std::int64_t hi(std::size_t i) const { return data()[i].hi; }
 
  private:
-  struct Interval { std::int64_t lo, hi; };
+  struct Interval {
+    std::int64_t lo, hi;
+  };
   static constexpr std::size_t kInline = 16;
   const Interval* data() const { return spilled_ ? spill_.data() : inline_.data(); }
   std::array<Interval, kInline> inline_{};
@@ -109,8 +111,8 @@ Mask Mask::document(const std::vector<std::int32_t>& cu_seqlens, bool causal) {
   Mask m;
   for (std::size_t i = 0; i + 1 < cu_seqlens.size(); ++i) {
     const std::int64_t b = cu_seqlens[i], e = cu_seqlens[i + 1];
-    BURST_CHECK(e >= b, InvalidArgument, "document cu_seqlens must be non-decreasing: cu[", i,
-                "]=", b, " > cu[", i + 1, "]=", e);
+    BURST_CHECK(e >= b, InvalidArgument, "document cu_seqlens must be non-decreasing: cu[", i, "]=", b,
+                " > cu[", i + 1, "]=", e);
     if (e > b) m.slices.push_back({b, e, b, e, causal ? SliceKind::Causal : SliceKind::Full, -1, -1});
   }
   return m;
@@ -131,8 +133,13 @@ std::uint64_t Mask::fingerprint() const {
   mix(window_right);
   mix(static_cast<std::int64_t>(slices.size()));
   for (const MaskSlice& s : slices) {
-    mix(s.q_begin); mix(s.q_end); mix(s.k_begin); mix(s.k_end);
-    mix(static_cast<std::int64_t>(s.kind)); mix(s.window_left); mix(s.window_right);
+    mix(s.q_begin);
+    mix(s.q_end);
+    mix(s.k_begin);
+    mix(s.k_end);
+    mix(static_cast<std::int64_t>(s.kind));
+    mix(s.window_left);
+    mix(s.window_right);
   }
   return h;
 }
@@ -148,7 +155,8 @@ std::string Mask::describe() const {
   }
   os << slices.size() << " slice" << (slices.size() == 1 ? "" : "s") << ": ";
   constexpr std::size_t kShown = 3;
-  for (std::size_t i = 0; i < slices.size() && i < kShown; ++i) os << (i ? ", " : "") << slice_text(slices[i]);
+  for (std::size_t i = 0; i < slices.size() && i < kShown; ++i)
+    os << (i ? ", " : "") << slice_text(slices[i]);
   if (slices.size() > kShown) os << ", ...";
   return os.str();
 }
@@ -158,10 +166,9 @@ std::string Mask::describe() const {
 ResolvedMask::ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64_t S_kv_global)
     : S_q_(S_q_global), S_kv_(S_kv_global) {
   BURST_CHECK(S_q_global >= 0 && S_kv_global >= 0, InvalidArgument,
-              "mask global lengths must be >= 0, got S_q_global=", S_q_global,
-              " S_kv_global=", S_kv_global);
-  BURST_CHECK(mask.window_left >= -1 && mask.window_right >= -1, InvalidArgument,
-              "window_size=(", mask.window_left, ", ", mask.window_right, ") must have entries >= -1");
+              "mask global lengths must be >= 0, got S_q_global=", S_q_global, " S_kv_global=", S_kv_global);
+  BURST_CHECK(mask.window_left >= -1 && mask.window_right >= -1, InvalidArgument, "window_size=(",
+              mask.window_left, ", ", mask.window_right, ") must have entries >= -1");
   if (mask.is_shorthand()) {
     // flash_attn semantics: one slice over the whole square, diagonal aligned bottom-right, so
     // with S_q != S_kv causal means k <= q + S_kv - S_q.
@@ -179,15 +186,15 @@ ResolvedMask::ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64
                   InvalidArgument, "mask slice ", i, " ", slice_text(s),
                   " must satisfy 0 <= begin <= end <= global length (S_q_global=", S_q_,
                   ", S_kv_global=", S_kv_, ")");
-      BURST_CHECK(s.window_left >= -1 && s.window_right >= -1, InvalidArgument, "mask slice ", i,
-                  " ", slice_text(s), " has a window entry < -1");
+      BURST_CHECK(s.window_left >= -1 && s.window_right >= -1, InvalidArgument, "mask slice ", i, " ",
+                  slice_text(s), " has a window entry < -1");
       if (s.q_begin < s.q_end && s.k_begin < s.k_end) slices_.push_back(s);
     }
   }
 
   bounds_.reserve(slices_.size());
   for (const MaskSlice& s : slices_) {
-    const std::int64_t diag = s.k_end - s.q_end;        // diag(q) = q + diag
+    const std::int64_t diag = s.k_end - s.q_end;          // diag(q) = q + diag
     const std::int64_t inv_diag = s.k_begin - s.q_begin;  // top-left diagonal of InvCausal
     std::int64_t lo = -kUnbounded, hi = kUnbounded;
     if (s.kind == SliceKind::Causal || s.kind == SliceKind::BiCausal) hi = diag;
@@ -231,12 +238,14 @@ ResolvedMask::ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64
   item_k_begin_.resize(bucket_items_.size());
   item_k_end_max_.resize(bucket_items_.size());
   for (std::size_t j = 0; j + 1 < bucket_start_.size(); ++j) {
-    const auto first = bucket_items_.begin() + bucket_start_[j], last = bucket_items_.begin() + bucket_start_[j + 1];
+    const auto first = bucket_items_.begin() + bucket_start_[j],
+               last = bucket_items_.begin() + bucket_start_[j + 1];
     std::sort(first, last, [&](std::int32_t x, std::int32_t y) {
       return bounds_[static_cast<std::size_t>(x)].k_begin < bounds_[static_cast<std::size_t>(y)].k_begin;
     });
     std::int64_t k_end_max = 0;
-    for (auto t = static_cast<std::size_t>(bucket_start_[j]); t < static_cast<std::size_t>(bucket_start_[j + 1]); ++t) {
+    for (auto t = static_cast<std::size_t>(bucket_start_[j]);
+         t < static_cast<std::size_t>(bucket_start_[j + 1]); ++t) {
       const Bounds& b = bounds_[static_cast<std::size_t>(bucket_items_[t])];
       item_k_begin_[t] = b.k_begin;
       item_k_end_max_[t] = k_end_max = std::max(k_end_max, b.k_end);
@@ -257,7 +266,8 @@ void ResolvedMask::for_each_candidate(std::int64_t q_lo, std::int64_t q_hi, std:
     const auto ju = static_cast<std::size_t>(j);
     const auto first = item_k_begin_.begin() + bucket_start_[ju];
     const auto end = std::upper_bound(first, item_k_begin_.begin() + bucket_start_[ju + 1], k_hi);
-    for (auto t = static_cast<std::size_t>(end - item_k_begin_.begin()); t-- > static_cast<std::size_t>(bucket_start_[ju]);) {
+    for (auto t = static_cast<std::size_t>(end - item_k_begin_.begin());
+         t-- > static_cast<std::size_t>(bucket_start_[ju]);) {
       if (item_k_end_max_[t] <= k_lo) break;  // no item at or before t reaches k_lo
       const Bounds& b = bounds_[static_cast<std::size_t>(bucket_items_[t])];
       if (b.q_end <= q_lo || b.q_begin > q_hi || b.k_end <= k_lo) continue;
@@ -314,7 +324,8 @@ std::int64_t ResolvedMask::visible_pairs(const std::vector<std::int64_t>& q_pos,
   std::int64_t total = 0;
   for (std::int64_t q : q_pos) {
     visible_ranges(q, k_pos.front(), k_pos.back(), [&](std::int64_t lo, std::int64_t hi) {
-      total += std::upper_bound(k_pos.begin(), k_pos.end(), hi) - std::lower_bound(k_pos.begin(), k_pos.end(), lo);
+      total +=
+          std::upper_bound(k_pos.begin(), k_pos.end(), hi) - std::lower_bound(k_pos.begin(), k_pos.end(), lo);
     });
   }
   return total;

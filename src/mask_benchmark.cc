@@ -12,10 +12,20 @@
 namespace burst {
 namespace {
 
-constexpr const char* kNames[kNumMaskTypes] = {
-    "full", "causal", "causal_document", "full_document", "share_question", "causal_blockwise",
-    "prefix_lm_document", "prefix_lm_causal", "qk_sparse", "hash_sparse", "sliding_window",
-    "sliding_window_causal", "global_sliding_window", "block_causal_document"};
+constexpr const char* kNames[kNumMaskTypes] = {"full",
+                                               "causal",
+                                               "causal_document",
+                                               "full_document",
+                                               "share_question",
+                                               "causal_blockwise",
+                                               "prefix_lm_document",
+                                               "prefix_lm_causal",
+                                               "qk_sparse",
+                                               "hash_sparse",
+                                               "sliding_window",
+                                               "sliding_window_causal",
+                                               "global_sliding_window",
+                                               "block_causal_document"};
 
 // Ragged document boundaries: n documents whose lengths are proportional to weights drawn
 // uniformly from [0.25, 1.75] (mean 1, so lengths scatter around S/n); cu[0] = 0, cu[n] = S.
@@ -40,11 +50,12 @@ std::int64_t uniform_int(SplitMix64& rng, std::int64_t lo, std::int64_t hi) {
 
 // LongCA-bench's generate_seqlens: pick a bin by weight, a length uniform in it, cut to what
 // is left, at least 1; until S is filled.
-std::vector<std::int64_t> drawn_documents(std::int64_t S, const std::vector<LengthBin>& bins, SplitMix64& rng) {
+std::vector<std::int64_t> drawn_documents(std::int64_t S, const std::vector<LengthBin>& bins,
+                                          SplitMix64& rng) {
   double total = 0;
   for (const LengthBin& b : bins) {
-    BURST_CHECK(b.lo >= 0 && b.lo <= b.hi && b.weight >= 0, InvalidArgument, "document length bin [", b.lo, ", ",
-                b.hi, "] weight ", b.weight, ": needs 0 <= lo <= hi and weight >= 0");
+    BURST_CHECK(b.lo >= 0 && b.lo <= b.hi && b.weight >= 0, InvalidArgument, "document length bin [", b.lo,
+                ", ", b.hi, "] weight ", b.weight, ": needs 0 <= lo <= hi and weight >= 0");
     total += b.weight;
   }
   BURST_CHECK(total > 0, InvalidArgument, "document length bins need a positive total weight");
@@ -53,7 +64,8 @@ std::vector<std::int64_t> drawn_documents(std::int64_t S, const std::vector<Leng
     double x = rng.uniform() * total;
     std::size_t i = 0;
     while (i + 1 < bins.size() && (bins[i].weight <= 0 || x >= bins[i].weight)) x -= bins[i++].weight;
-    const std::int64_t len = std::max<std::int64_t>(1, std::min(uniform_int(rng, bins[i].lo, bins[i].hi), S - cu.back()));
+    const std::int64_t len =
+        std::max<std::int64_t>(1, std::min(uniform_int(rng, bins[i].lo, bins[i].hi), S - cu.back()));
     cu.push_back(cu.back() + len);
   }
   return cu;
@@ -89,17 +101,17 @@ std::vector<MaskSlice> block_sparse(std::int64_t S, std::int64_t block, Keep kee
 const std::vector<LengthBin>& benchmark_short_length_bins() {
   // LongCA-bench dist_attn/benchmark/utils.py, varlen_short_seqlen_distribution (×1024 tokens).
   static const std::vector<LengthBin> bins = {
-      {0, 256, 0.0766},         {256, 512, 0.1651},       {512, 768, 0.1246},       {768, 1024, 0.0972},
-      {1024, 1536, 0.1324},     {1536, 2048, 0.0927},     {2048, 2560, 0.0720},     {2560, 3072, 0.0519},
-      {3072, 3584, 0.0379},     {3584, 4096, 0.0264},     {4096, 5120, 0.0380},     {5120, 6144, 0.0245},
-      {6144, 7168, 0.0145},     {7168, 8192, 0.0097},     {8192, 10240, 0.0122},    {10240, 15360, 0.0128},
-      {15360, 20480, 0.0051},   {20480, 65536, 0.0064}};
+      {0, 256, 0.0766},       {256, 512, 0.1651},    {512, 768, 0.1246},    {768, 1024, 0.0972},
+      {1024, 1536, 0.1324},   {1536, 2048, 0.0927},  {2048, 2560, 0.0720},  {2560, 3072, 0.0519},
+      {3072, 3584, 0.0379},   {3584, 4096, 0.0264},  {4096, 5120, 0.0380},  {5120, 6144, 0.0245},
+      {6144, 7168, 0.0145},   {7168, 8192, 0.0097},  {8192, 10240, 0.0122}, {10240, 15360, 0.0128},
+      {15360, 20480, 0.0051}, {20480, 65536, 0.0064}};
   return bins;
 }
 
 std::vector<std::int64_t> benchmark_document_offsets(std::int64_t S, const BenchmarkMaskConfig& cfg) {
-  BURST_CHECK(S >= 0 && cfg.num_documents >= 1, InvalidArgument, "document offsets need S_global >= 0 (",
-              S, ") and num_documents >= 1 (", cfg.num_documents, ")");
+  BURST_CHECK(S >= 0 && cfg.num_documents >= 1, InvalidArgument, "document offsets need S_global >= 0 (", S,
+              ") and num_documents >= 1 (", cfg.num_documents, ")");
   SplitMix64 rng(cfg.seed);
   if (cfg.document_lengths == DocumentLengths::Drawn)
     return drawn_documents(S, cfg.length_bins.empty() ? benchmark_short_length_bins() : cfg.length_bins, rng);
@@ -119,7 +131,7 @@ std::int64_t benchmark_prefix_length(std::int64_t S, const BenchmarkMaskConfig& 
   BURST_CHECK(cfg.prefix_length >= 0, InvalidArgument, "prefix_length=", cfg.prefix_length, " must be >= 0");
   if (cfg.prefix_length > 0 || S == 0) return cfg.prefix_length;
   const auto cu = benchmark_document_offsets(S, cfg);
-  std::int64_t first = 0;   // the first non-empty document
+  std::int64_t first = 0;  // the first non-empty document
   for (std::size_t i = 0; i + 1 < cu.size() && first == 0; ++i) first = cu[i + 1] - cu[i];
   SplitMix64 rng(cfg.seed ^ 0x3c6ef372fe94f82bull);
   return uniform_int(rng, 1, first);
@@ -148,8 +160,8 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
   BURST_CHECK(S >= 0, InvalidArgument, "benchmark mask length S_global=", S, " must be >= 0");
   BURST_CHECK(cfg.num_documents >= 1 && cfg.window >= 0 && cfg.global_tokens >= 0 && cfg.block >= 1,
               InvalidArgument, "benchmark mask config needs num_documents >= 1 (", cfg.num_documents,
-              "), window >= 0 (", cfg.window, "), global_tokens >= 0 (", cfg.global_tokens,
-              "), block >= 1 (", cfg.block, ")");
+              "), window >= 0 (", cfg.window, "), global_tokens >= 0 (", cfg.global_tokens, "), block >= 1 (",
+              cfg.block, ")");
   BURST_CHECK(cfg.density > 0 && cfg.density <= 1 && cfg.prefix_fraction >= 0 && cfg.prefix_fraction <= 1,
               InvalidArgument, "benchmark mask config needs density in (0, 1] (", cfg.density,
               ") and prefix_fraction in [0, 1] (", cfg.prefix_fraction, ")");
@@ -162,9 +174,8 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
   const std::int64_t window = cfg.window > 0 ? cfg.window : std::max<std::int64_t>(1, S / 8);
   const std::int64_t globals = std::min(S, cfg.global_tokens > 0 ? cfg.global_tokens : 2 * window);
   std::vector<std::int64_t> cu;
-  if (type == MaskType::CausalDocument || type == MaskType::FullDocument ||
-      type == MaskType::ShareQuestion || type == MaskType::CausalBlockwise ||
-      type == MaskType::PrefixLmDocument)
+  if (type == MaskType::CausalDocument || type == MaskType::FullDocument || type == MaskType::ShareQuestion ||
+      type == MaskType::CausalBlockwise || type == MaskType::PrefixLmDocument)
     cu = benchmark_document_offsets(S, cfg);
   if (type == MaskType::BlockCausalDocument) cu = benchmark_block_document_offsets(S, cfg);
 
@@ -214,8 +225,8 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
       const std::int64_t prefix = benchmark_prefix_length(S, cfg);
       for_docs([&](std::size_t, std::int64_t b, std::int64_t e) {
         const std::int64_t p = std::min(e, b + prefix);
-        s.push_back(square(b, p, SliceKind::Full));                             // bidirectional prefix
-        if (e > p) s.push_back({p, e, b, e, SliceKind::Causal, -1, -1});       // causal rest, sees prefix
+        s.push_back(square(b, p, SliceKind::Full));                       // bidirectional prefix
+        if (e > p) s.push_back({p, e, b, e, SliceKind::Causal, -1, -1});  // causal rest, sees prefix
       });
       break;
     }
@@ -239,7 +250,8 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S, const BenchmarkMaskConfi
       // Reformer-style buckets: every block gets a seeded bucket among round(1/density); a q-block
       // sees the earlier k-blocks of its own bucket.
       const std::int64_t nb = (S + cfg.block - 1) / cfg.block;
-      const auto buckets = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(1.0 / cfg.density)));
+      const auto buckets =
+          std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(1.0 / cfg.density)));
       std::vector<std::uint64_t> bucket(static_cast<std::size_t>(nb));
       for (auto& x : bucket) x = rng.next() % buckets;
       s = block_sparse(S, cfg.block, [&](std::int64_t i, std::int64_t j) {

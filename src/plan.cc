@@ -47,8 +47,8 @@ UspRing usp_ring_from_string(const std::string& name) {
 }
 
 std::vector<StrategyKind> all_strategies() {
-  return {StrategyKind::Burst, StrategyKind::Ring, StrategyKind::AllGather, StrategyKind::Ulysses,
-          StrategyKind::Usp, StrategyKind::DistFlash, StrategyKind::Tp};
+  return {StrategyKind::Burst, StrategyKind::Ring,      StrategyKind::AllGather, StrategyKind::Ulysses,
+          StrategyKind::Usp,   StrategyKind::DistFlash, StrategyKind::Tp};
 }
 
 StrategyKind strategy_from_string(const std::string& name) {
@@ -115,8 +115,8 @@ SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const 
   layout.S_global = S_global;
   layout.positions.assign(static_cast<std::size_t>(P), {});
   const std::int64_t divisor = (kind == LayoutKind::Zigzag) ? 2LL * P : P;
-  BURST_CHECK(S_global % divisor == 0, InvalidArgument, "layout ", to_string(kind), " needs S_global=",
-              S_global, " divisible by ", divisor, " (P=", P, ")");
+  BURST_CHECK(S_global % divisor == 0, InvalidArgument, "layout ", to_string(kind),
+              " needs S_global=", S_global, " divisible by ", divisor, " (P=", P, ")");
   const std::int64_t s = S_global / P;
   for (int r = 0; r < P; ++r) {
     auto& pos = layout.positions[static_cast<std::size_t>(r)];
@@ -141,8 +141,8 @@ SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const 
 
 SequenceLayout make_explicit_layout(LayoutKind kind, int P, std::int64_t S_global,
                                     std::vector<std::vector<std::int64_t>> positions) {
-  BURST_CHECK(P >= 1 && S_global >= 1, InvalidArgument, "explicit layout needs P >= 1 and S_global >= 1, got P=",
-              P, " S_global=", S_global);
+  BURST_CHECK(P >= 1 && S_global >= 1, InvalidArgument,
+              "explicit layout needs P >= 1 and S_global >= 1, got P=", P, " S_global=", S_global);
   BURST_CHECK(static_cast<int>(positions.size()) == P, InvalidArgument, "explicit layout has ",
               positions.size(), " position lists for P=", P, " ranks");
   for (int r = 1; r < P; ++r)
@@ -159,8 +159,8 @@ SequenceLayout make_explicit_layout(LayoutKind kind, int P, std::int64_t S_globa
 }
 
 std::int64_t padded_length(LayoutKind kind, int P, std::int64_t S_global) {
-  BURST_CHECK(P >= 1 && S_global >= 1, InvalidArgument, "padded_length needs P >= 1 and S_global >= 1, got P=", P,
-              " S_global=", S_global);
+  BURST_CHECK(P >= 1 && S_global >= 1, InvalidArgument,
+              "padded_length needs P >= 1 and S_global >= 1, got P=", P, " S_global=", S_global);
   const std::int64_t multiple = (kind == LayoutKind::Zigzag) ? 2LL * P : P;
   return (S_global + multiple - 1) / multiple * multiple;
 }
@@ -168,8 +168,9 @@ std::int64_t padded_length(LayoutKind kind, int P, std::int64_t S_global) {
 Mask mask_without_padding(const Mask& mask, std::int64_t S_global) {
   if (!mask.is_shorthand()) return mask;
   // The slice ResolvedMask would expand the shorthand into at (S_global, S_global).
-  return Mask::from_slices({MaskSlice{0, S_global, 0, S_global, mask.causal ? SliceKind::Causal : SliceKind::Full,
-                                      mask.window_left, mask.causal ? -1 : mask.window_right}});
+  return Mask::from_slices(
+      {MaskSlice{0, S_global, 0, S_global, mask.causal ? SliceKind::Causal : SliceKind::Full,
+                 mask.window_left, mask.causal ? -1 : mask.window_right}});
 }
 
 void check_layout(const SequenceLayout& layout) {
@@ -179,8 +180,8 @@ void check_layout(const SequenceLayout& layout) {
   for (int r = 0; r < layout.P; ++r) {
     const auto& pos = layout.positions[static_cast<std::size_t>(r)];
     for (std::size_t i = 0; i < pos.size(); ++i) {
-      BURST_CHECK(pos[i] >= 0 && pos[i] < layout.S_global, Internal, "rank ", r, " owns position ",
-                  pos[i], " outside [0, ", layout.S_global, ")");
+      BURST_CHECK(pos[i] >= 0 && pos[i] < layout.S_global, Internal, "rank ", r, " owns position ", pos[i],
+                  " outside [0, ", layout.S_global, ")");
       BURST_CHECK(i == 0 || pos[i] > pos[i - 1], Internal, "rank ", r, " positions not increasing at ", i);
       int& o = owner[static_cast<std::size_t>(pos[i])];
       BURST_CHECK(o < 0, Internal, "position ", pos[i], " owned by ranks ", o, " and ", r);
@@ -204,16 +205,16 @@ void check_shard_views(const SequenceLayout& layout, int rank, const TensorView&
                        const TensorView& local) {
   BURST_CHECK(rank >= 0 && rank < layout.P, InvalidArgument, "rank ", rank, " outside [0, ", layout.P, ")");
   BURST_CHECK(global.dtype == local.dtype && global.dtype != DType::F64, Unsupported,
-              "shard/unshard copy f32, bf16 or f16 between views of one dtype, got ", global.describe(), " and ",
-              local.describe());
+              "shard/unshard copy f32, bf16 or f16 between views of one dtype, got ", global.describe(),
+              " and ", local.describe());
   BURST_CHECK(global.ndim == 4 && local.ndim == 4, InvalidArgument, "shard/unshard need BSHD views, got ",
               global.describe(), " and ", local.describe());
   const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
   BURST_CHECK(global.size(1) == layout.S_global && local.size(1) == static_cast<std::int64_t>(pos.size()) &&
                   global.size(0) == local.size(0) && global.size(2) == local.size(2) &&
                   global.size(3) == local.size(3) && global.stride[3] == 1 && local.stride[3] == 1,
-              InvalidArgument, "shard/unshard shape mismatch: global ", global.describe(), " (S_global=",
-              layout.S_global, "), local ", local.describe(), " (S_local=", pos.size(), ")");
+              InvalidArgument, "shard/unshard shape mismatch: global ", global.describe(),
+              " (S_global=", layout.S_global, "), local ", local.describe(), " (S_local=", pos.size(), ")");
 }
 
 void copy_rows(const SequenceLayout& layout, int rank, const TensorView& global, const TensorView& local,
@@ -221,16 +222,20 @@ void copy_rows(const SequenceLayout& layout, int rank, const TensorView& global,
   check_shard_views(layout, rank, global, local);
   const auto& pos = layout.positions[static_cast<std::size_t>(rank)];
   const std::int64_t B = global.size(0), H = global.size(2), D = global.size(3);
-  const auto e = static_cast<std::int64_t>(dtype_size(global.dtype));   // strides are in elements
+  const auto e = static_cast<std::int64_t>(dtype_size(global.dtype));  // strides are in elements
   const auto bytes = static_cast<std::size_t>(D * e);
   for (std::int64_t b = 0; b < B; ++b)
     for (std::size_t i = 0; i < pos.size(); ++i)
       for (std::int64_t h = 0; h < H; ++h) {
-        char* g = static_cast<char*>(global.data) + (b * global.stride[0] + pos[i] * global.stride[1] + h * global.stride[2]) * e;
-        char* l = static_cast<char*>(local.data) +
-                  (b * local.stride[0] + static_cast<std::int64_t>(i) * local.stride[1] + h * local.stride[2]) * e;
-        if (to_local) std::memcpy(l, g, bytes);
-        else std::memcpy(g, l, bytes);
+        char* g = static_cast<char*>(global.data) +
+                  (b * global.stride[0] + pos[i] * global.stride[1] + h * global.stride[2]) * e;
+        char* l =
+            static_cast<char*>(local.data) +
+            (b * local.stride[0] + static_cast<std::int64_t>(i) * local.stride[1] + h * local.stride[2]) * e;
+        if (to_local)
+          std::memcpy(l, g, bytes);
+        else
+          std::memcpy(g, l, bytes);
       }
 }
 

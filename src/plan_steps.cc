@@ -18,7 +18,7 @@ namespace {
 constexpr std::int64_t kF32 = 4;
 
 struct Sizes {
-  std::int64_t b_q = 0, b_kv = 0, r = 0;   // floats of one local Q, K, and one row vector
+  std::int64_t b_q = 0, b_kv = 0, r = 0;  // floats of one local Q, K, and one row vector
 };
 
 Sizes sizes_of(const ProblemShape& s, int P) {
@@ -51,15 +51,15 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
     PlanStep step;
     step.payload = payload;
     const int u = t % L, k = t / L;
-    const bool intra = P > 1 && u < L - 1, inter = P > 1 && u == 0 && k < n - 1;
+    const bool intra = P > 1 && u<L - 1, inter = P> 1 && u == 0 && k < n - 1;
     step.link = intra && inter ? "intra+inter" : intra ? "intra" : inter ? "inter" : "-";
     for (int g = 0; g < P; ++g) {
       const int j = ring_partition(g, t, n, L);
       const int a = g / L, b = g % L;
       std::int64_t bytes = (intra ? read : 0) + (inter ? read : 0);
       if (write > 0 && P > 1) {
-        if (u >= 1) bytes += write;                                   // chain hop
-        if (u == 0 && t > 0) {                                        // home hop of round k−1
+        if (u >= 1) bytes += write;  // chain hop
+        if (u == 0 && t > 0) {       // home hop of round k−1
           const int prev = ring_partition(g, t - 1, n, L);
           if (prev != g) bytes += write;
         }
@@ -75,7 +75,7 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
     }
     pass.steps.push_back(std::move(step));
   }
-  if (write > 0 && P > 1) {   // final home hop of the last round
+  if (write > 0 && P > 1) {  // final home hop of the last round
     PlanStep fin;
     fin.payload = "final hop";
     fin.link = n > 1 ? "inter" : "intra";
@@ -106,7 +106,8 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
 /// straight from the owner, and sends its step contribution straight home. Per rank: read bytes
 /// for every other rank that needs its block, write bytes for every other block it computes on.
 PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write, const std::string& payload,
-                     bool query_rows, const std::vector<std::vector<std::int64_t>>& pairs, std::int64_t work_bytes) {
+                     bool query_rows, const std::vector<std::vector<std::int64_t>>& pairs,
+                     std::int64_t work_bytes) {
   const auto need = [&](int reader, int owner) {
     const auto r = static_cast<std::size_t>(reader), o = static_cast<std::size_t>(owner);
     return (query_rows ? pairs[o][r] : pairs[r][o]) > 0;
@@ -115,22 +116,22 @@ PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write,
   pass.mask_aware = true;
   pass.bytes_sent.assign(static_cast<std::size_t>(P), 0);
   pass.visible_pairs.assign(static_cast<std::size_t>(P), 0);
-  std::vector<std::int64_t> partials(static_cast<std::size_t>(P), 0);   // write buffers held per rank
+  std::vector<std::int64_t> partials(static_cast<std::size_t>(P), 0);  // write buffers held per rank
   for (int t = 0; t < P; ++t) {
     PlanStep step;
     step.payload = payload;
     for (int g = 0; g < P; ++g) {
       const int j = ring_partition(g, t, n, L);
-      int x = g;   // the rank holding my block at step t
+      int x = g;  // the rank holding my block at step t
       for (int y = 0; y < P; ++y)
         if (ring_partition(y, t, n, L) == g) x = y;
       std::int64_t bytes = 0;
       if (t > 0 && need(x, g)) bytes += read;
       if (t > 0 && write > 0 && need(g, j)) {
         bytes += write;
-        ++partials[static_cast<std::size_t>(g)];   // sent home, held until the pass ends
+        ++partials[static_cast<std::size_t>(g)];  // sent home, held until the pass ends
       }
-      if (t > 0 && write > 0 && need(x, g)) ++partials[static_cast<std::size_t>(g)];   // received
+      if (t > 0 && write > 0 && need(x, g)) ++partials[static_cast<std::size_t>(g)];  // received
       step.partition.push_back(j);
       step.send_to.push_back(t > 0 && need(x, g) ? x : -1);
       step.bytes_sent.push_back(bytes);
@@ -140,14 +141,16 @@ PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write,
       pass.bytes_sent[static_cast<std::size_t>(g)] += bytes;
       pass.visible_pairs[static_cast<std::size_t>(g)] += vp;
     }
-    const bool moves = std::any_of(step.bytes_sent.begin(), step.bytes_sent.end(), [](std::int64_t b) { return b > 0; });
+    const bool moves =
+        std::any_of(step.bytes_sent.begin(), step.bytes_sent.end(), [](std::int64_t b) { return b > 0; });
     step.link = moves ? "direct" : "-";
     pass.steps.push_back(std::move(step));
   }
   // Buffers: own + current + next read payload + one send copy; write: result, step partial and
   // every partial sent or received (held until the pass ends); plus the working buffers.
   for (int g = 0; g < P; ++g)
-    pass.peak_buffer_bytes.push_back(4 * read + (2 + partials[static_cast<std::size_t>(g)]) * write + work_bytes);
+    pass.peak_buffer_bytes.push_back(4 * read + (2 + partials[static_cast<std::size_t>(g)]) * write +
+                                     work_bytes);
   return pass;
 }
 
@@ -184,15 +187,15 @@ PassPlan collective_pass(int P, const std::string& payload, std::int64_t bytes_p
 double PassPlan::balance() const {
   if (visible_pairs.empty()) return 1.0;
   const double mx = static_cast<double>(*std::max_element(visible_pairs.begin(), visible_pairs.end()));
-  const double mean = static_cast<double>(std::accumulate(visible_pairs.begin(), visible_pairs.end(),
-                                                          std::int64_t{0})) /
-                      static_cast<double>(visible_pairs.size());
+  const double mean =
+      static_cast<double>(std::accumulate(visible_pairs.begin(), visible_pairs.end(), std::int64_t{0})) /
+      static_cast<double>(visible_pairs.size());
   return mean > 0 ? mx / mean : 1.0;
 }
 
 std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P) {
-  BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument, "ring_backward_bytes: S_global=",
-              shape.S_global, " not divisible by P=", P);
+  BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument,
+              "ring_backward_bytes: S_global=", shape.S_global, " not divisible by P=", P);
   if (P == 1) return 0;
   const Sizes z = sizes_of(shape, P);
   const std::int64_t e = element_bytes(shape);
@@ -203,18 +206,21 @@ std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, i
 }
 
 BackwardSide choose_backward_side(const ProblemShape& shape, int P) {
-  return ring_backward_bytes(BackwardSide::QuerySide, shape, P) <= ring_backward_bytes(BackwardSide::KvSide, shape, P)
+  return ring_backward_bytes(BackwardSide::QuerySide, shape, P) <=
+                 ring_backward_bytes(BackwardSide::KvSide, shape, P)
              ? BackwardSide::QuerySide
              : BackwardSide::KvSide;
 }
 
-Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P, int ranks_per_node) {
+Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P,
+                int ranks_per_node) {
   BURST_CHECK(shape.B >= 1 && shape.S_global >= 1 && shape.H >= 1 && shape.H_kv >= 1 && shape.D >= 1,
               InvalidArgument, "problem shape B=", shape.B, " S_global=", shape.S_global, " H=", shape.H,
               " H_kv=", shape.H_kv, " D=", shape.D, " must be positive");
-  BURST_CHECK(shape.H % shape.H_kv == 0, InvalidArgument, "H=", shape.H, " not divisible by H_kv=", shape.H_kv);
-  BURST_CHECK(ranks_per_node >= 1 && P % ranks_per_node == 0, InvalidArgument, "ranks_per_node=",
-              ranks_per_node, " does not divide P=", P);
+  BURST_CHECK(shape.H % shape.H_kv == 0, InvalidArgument, "H=", shape.H,
+              " not divisible by H_kv=", shape.H_kv);
+  BURST_CHECK(ranks_per_node >= 1 && P % ranks_per_node == 0, InvalidArgument,
+              "ranks_per_node=", ranks_per_node, " does not divide P=", P);
   Plan plan;
   plan.cfg_ = cfg;
   plan.shape_ = shape;
@@ -224,11 +230,13 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
   const bool double_ring = strategies::uses_node_topology(cfg);
   plan.ranks_per_node_ = double_ring ? ranks_per_node : P;
   const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
-  plan.block_pairs_.assign(static_cast<std::size_t>(P), std::vector<std::int64_t>(static_cast<std::size_t>(P)));
+  plan.block_pairs_.assign(static_cast<std::size_t>(P),
+                           std::vector<std::int64_t>(static_cast<std::size_t>(P)));
   for (int i = 0; i < P; ++i)
     for (int j = 0; j < P; ++j)
-      plan.block_pairs_[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = resolved.visible_pairs(
-          plan.layout_.positions[static_cast<std::size_t>(i)], plan.layout_.positions[static_cast<std::size_t>(j)]);
+      plan.block_pairs_[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] =
+          resolved.visible_pairs(plan.layout_.positions[static_cast<std::size_t>(i)],
+                                 plan.layout_.positions[static_cast<std::size_t>(j)]);
   std::vector<std::int64_t> own_pairs;
   for (int i = 0; i < P; ++i) {
     const auto& row = plan.block_pairs_[static_cast<std::size_t>(i)];
@@ -243,8 +251,10 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       // Forward: K,V circulate in the storage dtype; working buffers: one fp32 partial out + lse.
       // Mask-aware (DistConfig::mask_aware): only needed blocks move, owner to reader.
       const std::int64_t e = element_bytes(shape);
-      const auto make_pass = cfg.mask_aware && P > 1 && has_empty_block(plan.block_pairs_) ? direct_pass : ring_pass;
-      plan.forward_ = make_pass(P, n, L, e * 2 * z.b_kv, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
+      const auto make_pass =
+          cfg.mask_aware && P > 1 && has_empty_block(plan.block_pairs_) ? direct_pass : ring_pass;
+      plan.forward_ =
+          make_pass(P, n, L, e * 2 * z.b_kv, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
       plan.forward_.side = "kv";
       BackwardSide side = BackwardSide::KvSide;
       if (cfg.strategy == StrategyKind::Burst)
@@ -252,8 +262,8 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       plan.side_ = side;
       if (side == BackwardSide::QuerySide) {
         // Read: Q, dO, delta, lse; write: dQ. Working: own delta (r) + packed own payload.
-        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, kF32 * z.b_q, "Q,dO,delta,lse | dQ",
-                                   true, plan.block_pairs_, kF32 * z.r);
+        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, kF32 * z.b_q,
+                                   "Q,dO,delta,lse | dQ", true, plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "query";
       } else {
         plan.backward_ = make_pass(P, n, L, e * 2 * z.b_kv, kF32 * 2 * z.b_kv, "K,V | dK,dV", false,
@@ -269,10 +279,12 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       // K, V gathered in the storage dtype (e bytes); dK, dV reduce-scattered in fp32.
       const std::int64_t e = element_bytes(shape);
       const std::int64_t fwd_bytes = e * (P - 1) * 2 * z.b_kv;
-      plan.forward_ = collective_pass(P, "all-gather K,V", fwd_bytes, e * (2 * 2 * kv_global + 2 * z.b_kv), own_pairs);
+      plan.forward_ =
+          collective_pass(P, "all-gather K,V", fwd_bytes, e * (2 * 2 * kv_global + 2 * z.b_kv), own_pairs);
       plan.forward_.side = "kv";
-      plan.backward_ = collective_pass(P, "all-gather K,V; reduce-scatter dK,dV", fwd_bytes + kF32 * (P - 1) * 2 * z.b_kv,
-                                       e * 2 * kv_global + kF32 * (2 * 2 * kv_global + 4 * z.b_kv + z.r), own_pairs);
+      plan.backward_ =
+          collective_pass(P, "all-gather K,V; reduce-scatter dK,dV", fwd_bytes + kF32 * (P - 1) * 2 * z.b_kv,
+                          e * 2 * kv_global + kF32 * (2 * 2 * kv_global + 4 * z.b_kv + z.r), own_pairs);
       plan.backward_.side = "kv";
       break;
     }
@@ -295,9 +307,9 @@ std::string Plan::table() const {
   std::ostringstream os;
   const int P = ranks();
   os << "strategy " << to_string(cfg_.strategy) << ", layout " << to_string(layout_.kind) << ", P=" << P
-     << " (nodes " << nodes() << " x " << ranks_per_node_ << "), B=" << shape_.B << " S_global=" << shape_.S_global
-     << " H=" << shape_.H << " H_kv=" << shape_.H_kv << " D=" << shape_.D << " dtype=" << to_string(shape_.dtype)
-     << ", mask " << mask_text_ << "\n";
+     << " (nodes " << nodes() << " x " << ranks_per_node_ << "), B=" << shape_.B
+     << " S_global=" << shape_.S_global << " H=" << shape_.H << " H_kv=" << shape_.H_kv << " D=" << shape_.D
+     << " dtype=" << to_string(shape_.dtype) << ", mask " << mask_text_ << "\n";
   os << "tokens per rank:";
   for (int r = 0; r < P; ++r) {
     const auto& pos = layout_.positions[static_cast<std::size_t>(r)];
@@ -306,8 +318,8 @@ std::string Plan::table() const {
   }
   os << "\n";
   auto pass_table = [&](const char* name, const PassPlan& pass) {
-    os << name << " (side " << pass.side << ", balance " << std::fixed << std::setprecision(3) << pass.balance()
-       << ")\n";
+    os << name << " (side " << pass.side << ", balance " << std::fixed << std::setprecision(3)
+       << pass.balance() << ")\n";
     os << "  step  link         payload                     per rank: partition/bytes/pairs\n";
     for (std::size_t t = 0; t < pass.steps.size(); ++t) {
       const PlanStep& s = pass.steps[t];

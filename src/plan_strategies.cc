@@ -24,8 +24,8 @@ HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* 
   if (H_kv % u == 0) {
     s.kv_heads = H_kv / u;
   } else {
-    BURST_CHECK(u % H_kv == 0, Unsupported, strategy, ": H_kv=", H_kv, " KV heads cannot be split ",
-                "over ", u, " ranks (needs H_kv % P == 0, or P % H_kv == 0 to replicate KV heads)");
+    BURST_CHECK(u % H_kv == 0, Unsupported, strategy, ": H_kv=", H_kv, " KV heads cannot be split ", "over ",
+                u, " ranks (needs H_kv % P == 0, or P % H_kv == 0 to replicate KV heads)");
     s.kv_heads = 1;
     s.kv_replicated = true;
   }
@@ -37,7 +37,7 @@ std::int64_t ulysses_forward_bytes(const HeadSplit& s, const std::vector<std::in
   std::int64_t floats = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
-    floats += B * S_local[static_cast<std::size_t>(me)] * (s.heads + 2 * s.kv_heads) * D;   // Q, K, V
+    floats += B * S_local[static_cast<std::size_t>(me)] * (s.heads + 2 * s.kv_heads) * D;     // Q, K, V
     floats += B * S_local[static_cast<std::size_t>(j)] * s.heads * (D + (with_lse ? 1 : 0));  // out, lse
   }
   return 4 * floats;
@@ -48,10 +48,10 @@ std::int64_t ulysses_backward_bytes(const HeadSplit& s, const std::vector<std::i
   std::int64_t floats = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
-    const std::int64_t in = saved ? s.heads * D                                      // dO
-                                  : s.heads * (2 * D + 2) + 2 * s.kv_heads * D;      // Q, dO, lse, delta, K, V
+    const std::int64_t in = saved ? s.heads * D                                  // dO
+                                  : s.heads * (2 * D + 2) + 2 * s.kv_heads * D;  // Q, dO, lse, delta, K, V
     floats += B * S_local[static_cast<std::size_t>(me)] * in;
-    floats += B * S_local[static_cast<std::size_t>(j)] * (s.heads + 2 * s.kv_heads) * D;   // dQ, dK, dV
+    floats += B * S_local[static_cast<std::size_t>(j)] * (s.heads + 2 * s.kv_heads) * D;  // dQ, dK, dV
   }
   return 4 * floats;
 }
@@ -84,7 +84,8 @@ std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t
   const int r = static_cast<int>(groups.size());
   std::int64_t floats = 0;
   for (int s = 0; s + 1 < r; ++s)
-    floats += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads * D;
+    floats += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
+              kv_heads * D;
   return 4 * floats;
 }
 
@@ -94,9 +95,11 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
   if (r == 1) return 0;
   std::int64_t floats = 0;
   for (int s = 0; s < r; ++s) {
-    const std::int64_t blk = 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads * D;
-    floats += blk;                  // dK, dV of the held block, every step (the last one brings it home)
-    if (s + 1 < r) floats += blk;   // K, V
+    const std::int64_t blk =
+        2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
+        kv_heads * D;
+    floats += blk;                 // dK, dV of the held block, every step (the last one brings it home)
+    if (s + 1 < r) floats += blk;  // K, V
   }
   return 4 * floats;
 }
@@ -115,8 +118,9 @@ RingTopology usp_ring_topology(int P, int u, int L, bool double_ring) {
   return {1, r};
 }
 
-std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, RingTopology topo,
-                                        std::int64_t B, std::int64_t heads, std::int64_t D) {
+std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
+                                        RingTopology topo, std::int64_t B, std::int64_t heads,
+                                        std::int64_t D) {
   const std::int64_t r = static_cast<std::int64_t>(groups.size());
   if (r == 1) return 0;
   const std::int64_t S = static_cast<std::int64_t>(groups[0].size());
@@ -128,22 +132,27 @@ std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64
 
 std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
   std::int64_t floats = 0;
-  const std::int64_t mine = static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
-  floats += (layout.P - 1) * s.B * mine * (s.H + 2 * s.H_kv) * s.D;   // all-gather Q, K, V
-  for (int i = 0; i < layout.P; ++i) {                                   // reduce-scatter O, lse
+  const std::int64_t mine =
+      static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
+  floats += (layout.P - 1) * s.B * mine * (s.H + 2 * s.H_kv) * s.D;  // all-gather Q, K, V
+  for (int i = 0; i < layout.P; ++i) {                               // reduce-scatter O, lse
     if (i == rank) continue;
-    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * s.H * (s.D + 1);
+    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * s.H *
+              (s.D + 1);
   }
   return 4 * floats;
 }
 
 std::int64_t tp_backward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
   std::int64_t floats = 0;
-  const std::int64_t mine = static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
-  floats += (layout.P - 1) * s.B * mine * (2 * s.H * s.D + 2 * s.H_kv * s.D + 2 * s.H);   // Q, dO, K, V, lse, delta
-  for (int i = 0; i < layout.P; ++i) {                                                    // dQ, dK, dV
+  const std::int64_t mine =
+      static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
+  floats +=
+      (layout.P - 1) * s.B * mine * (2 * s.H * s.D + 2 * s.H_kv * s.D + 2 * s.H);  // Q, dO, K, V, lse, delta
+  for (int i = 0; i < layout.P; ++i) {                                             // dQ, dK, dV
     if (i == rank) continue;
-    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * (s.H + 2 * s.H_kv) * s.D;
+    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) *
+              (s.H + 2 * s.H_kv) * s.D;
   }
   return 4 * floats;
 }
@@ -186,10 +195,10 @@ std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloa
   for (int t = 1; t < s.steps; ++t) {
     for (int r = 0; r < s.P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
-      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;            // K, V to the query owner
+      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;  // K, V to the query owner
       const FlashBlock& hb = at(s.help, t, r);
-      if (hb.valid() && hb.q == rank) floats += c.q;                  // Q to the helper
-      if (hb.valid() && hb.kv == rank) floats += c.q + c.row;         // partial O, lse back
+      if (hb.valid() && hb.q == rank) floats += c.q;           // Q to the helper
+      if (hb.valid() && hb.kv == rank) floats += c.q + c.row;  // partial O, lse back
     }
   }
   return 4 * floats;
@@ -200,8 +209,8 @@ std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFlo
   for (int t = 1; t < s.steps; ++t) {
     for (int r = 0; r < s.P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
-      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;            // K, V to the query owner
-      if (lb.valid() && lb.q == rank) floats += 2 * c.kv;             // dK, dV back
+      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;  // K, V to the query owner
+      if (lb.valid() && lb.q == rank) floats += 2 * c.kv;   // dK, dV back
       const FlashBlock& hb = at(s.help, t, r);
       if (hb.valid() && hb.q == rank) floats += 2 * c.q + 2 * c.row;  // Q, dO, lse, delta
       if (hb.valid() && hb.kv == rank) floats += c.q;                 // dQ back
@@ -234,9 +243,10 @@ void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const
   const std::int64_t c = shape.S_global / P;
   for (int i = 0; i < P; ++i)
     for (int j = i + 1; j < P; ++j)
-      BURST_CHECK(distflash_block_pairs(resolved, c, i, j) == 0, Unsupported, "distflash computes only blocks at ",
-                  "or below the diagonal (causal-like masks), but mask ", mask.describe(), " has visible ",
-                  "pairs in block (q chunk ", i, ", kv chunk ", j, ") at P=", P, "; use ring, burst or allgather");
+      BURST_CHECK(
+          distflash_block_pairs(resolved, c, i, j) == 0, Unsupported, "distflash computes only blocks at ",
+          "or below the diagonal (causal-like masks), but mask ", mask.describe(), " has visible ",
+          "pairs in block (q chunk ", i, ", kv chunk ", j, ") at P=", P, "; use ring, burst or allgather");
 }
 
 // ------------------------------------------------------------------ plan entries
@@ -265,18 +275,19 @@ std::int64_t ulysses_peak_floats(const HeadSplit& sp, const std::vector<std::int
   }
   const std::int64_t back = B * (S + s * u) * (h + 2 * k) * D;
   if (saved) {
-    const std::int64_t gathered = B * S * (4 * h + 4 * k) * D + 2 * B * h * S;   // context, dO, dQ, dK, dV, delta
+    const std::int64_t gathered =
+        B * S * (4 * h + 4 * k) * D + 2 * B * h * S;  // context, dO, dQ, dK, dV, delta
     return gathered + std::max(B * (s * u + S) * h * D, back);
   }
-  const std::int64_t gathered = B * S * (3 * h + 4 * k) * D + 2 * B * h * S + B * h * u * s;   // + local delta
+  const std::int64_t gathered = B * S * (3 * h + 4 * k) * D + 2 * B * h * S + B * h * u * s;  // + local delta
   const std::int64_t in = B * (s * u + S) * (h * (2 * D + 2) + 2 * k * D);
   return gathered + std::max(in, back);
 }
 
 }  // namespace
 
-StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask,
-                           int ranks_per_node) {
+StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+                           const Mask& mask, int ranks_per_node) {
   StrategyPlan out;
   const int P = layout.P;
   if (ranks_per_node <= 0) ranks_per_node = P;
@@ -290,7 +301,8 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         // output fed back differs), so they take the stateless backward.
         const bool saved = cfg.saved_contexts > 0 && shape.dtype == DType::F32;
         out.forward_payload = "a2a Q,K,V seq->heads | a2a O,lse heads->seq";
-        out.backward_payload = saved ? "a2a dO (Q,K,V,O,lse kept) | a2a dQ,dK,dV" : "a2a Q,dO,K,V,lse,delta | a2a dQ,dK,dV";
+        out.backward_payload =
+            saved ? "a2a dO (Q,K,V,O,lse kept) | a2a dQ,dK,dV" : "a2a Q,dO,K,V,lse,delta | a2a dQ,dK,dV";
         const auto len = lengths_of(layout, 0, P);
         for (int r = 0; r < P; ++r) {
           out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r));
@@ -309,15 +321,17 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         const auto groups = usp_ring_groups(layout, u);
         const bool burst = cfg.usp_ring == UspRing::Burst;
         const RingTopology topo = usp_ring_topology(P, u, ranks_per_node, cfg.double_ring);
-        out.forward_payload = "a2a(u=" + std::to_string(u) + ") Q,K,V | " + (burst ? "burst " : "") + "ring(r=" +
-                              std::to_string(P / u) + (burst ? ", " + std::to_string(topo.nodes) + "x" +
-                                                                   std::to_string(topo.ranks_per_node) : "") +
-                              ") K,V | a2a O,lse";
+        out.forward_payload =
+            "a2a(u=" + std::to_string(u) + ") Q,K,V | " + (burst ? "burst " : "") +
+            "ring(r=" + std::to_string(P / u) +
+            (burst ? ", " + std::to_string(topo.nodes) + "x" + std::to_string(topo.ranks_per_node) : "") +
+            ") K,V | a2a O,lse";
         // 16-bit inputs never match a saved context (the forward keeps fp32 copies; the rounded
         // output fed back differs), so they take the stateless backward.
         const bool saved = cfg.saved_contexts > 0 && shape.dtype == DType::F32;
         out.backward_payload = std::string(saved ? "a2a dO (Q,K,V,O,lse kept)" : "a2a Q,dO,K,V,lse,delta") +
-                               (burst ? " | ring Q,dO,delta,lse + dQ" : " | ring K,V + dK,dV") + " | a2a dQ,dK,dV";
+                               (burst ? " | ring Q,dO,delta,lse + dQ" : " | ring K,V + dK,dV") +
+                               " | a2a dQ,dK,dV";
         std::vector<std::int64_t> all(static_cast<std::size_t>(shape.S_global));
         for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int64_t>(i);
         for (int r = 0; r < P; ++r) {
@@ -338,9 +352,11 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
           const std::int64_t qb = B * S * s.heads * D, readb = B * S * s.heads * (2 * D + 2);
           const std::int64_t ring_fwd = burst ? rd * kvb : 3 * kvb;
           const std::int64_t ring_bwd = burst ? rd * readb + (4 + topo.nodes) * qb : 6 * kvb;
-          out.forward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, false, false) + B * S * s.heads * (D + 1) + ring_fwd));
+          out.forward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, false, false) +
+                                          B * S * s.heads * (D + 1) + ring_fwd));
           out.backward_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true, saved) + ring_bwd));
-          out.backward_stateless_peak.push_back(4 * (ulysses_peak_floats(s, len, B, D, r % u, true, false) + ring_bwd));
+          out.backward_stateless_peak.push_back(
+              4 * (ulysses_peak_floats(s, len, B, D, r % u, true, false) + ring_bwd));
         }
         break;
       }
@@ -350,23 +366,27 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         out.backward_payload = "all-gather Q,dO,K,V,lse,delta | reduce-scatter dQ,dK,dV";
         const std::int64_t S = shape.S_global, H = shape.H, Hk = shape.H_kv, h = s.heads, k = s.kv_heads;
         for (int r = 0; r < P; ++r) {
-          const std::int64_t n = static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(r)].size());
+          const std::int64_t n =
+              static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(r)].size());
           out.forward_bytes.push_back(tp_forward_bytes(layout, shape, r));
           out.backward_bytes.push_back(tp_backward_bytes(layout, shape, r));
           out.visible_pairs.push_back(resolved.visible_pairs() / P);
           // Gathered heads + all-gather send/receive + reduce-scatter send/receive (full width).
-          out.forward_peak.push_back(4 * (B * S * (2 * h + 2 * k) * D + B * h * S + B * (n + S) * (H + 2 * Hk) * D +
-                                          B * (S + n) * H * (D + 1)));
+          out.forward_peak.push_back(4 * (B * S * (2 * h + 2 * k) * D + B * h * S +
+                                          B * (n + S) * (H + 2 * Hk) * D + B * (S + n) * H * (D + 1)));
           out.backward_peak.push_back(4 * (B * S * (3 * h + 4 * k) * D + 2 * B * h * S + B * H * n +
-                                           B * (n + S) * (2 * H * D + 2 * Hk * D + 2 * H) + B * (S + n) * (H + 2 * Hk) * D));
+                                           B * (n + S) * (2 * H * D + 2 * Hk * D + 2 * H) +
+                                           B * (S + n) * (H + 2 * Hk) * D));
         }
         break;
       }
       case StrategyKind::DistFlash: {
         check_distflash_support(layout.kind, shape, mask, P);
         const DistFlashSchedule sched = make_distflash_schedule(resolved, shape.S_global, P);
-        out.forward_payload = std::to_string(sched.steps) + " steps: K,V to late ranks; Q to helpers, (O,lse) back";
-        out.backward_payload = std::to_string(sched.steps) + " steps: K,V + dK,dV back; Q,dO,lse,delta to helpers, dQ back";
+        out.forward_payload =
+            std::to_string(sched.steps) + " steps: K,V to late ranks; Q to helpers, (O,lse) back";
+        out.backward_payload =
+            std::to_string(sched.steps) + " steps: K,V + dK,dV back; Q,dO,lse,delta to helpers, dQ back";
         const std::int64_t c = shape.S_global / P;
         const ChunkFloats f{B * c * shape.H * D, B * c * shape.H_kv * D, B * shape.H * c};
         for (int r = 0; r < P; ++r) {
@@ -383,29 +403,30 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
           // returned partials / gradients of two steps (one travels during the next step's
           // compute) and one step's outgoing result.
           out.forward_peak.push_back(4 * (2 * f.kv + f.q + 2 * (2 * f.kv + f.q) + 3 * (f.q + f.row) + f.row));
-          out.backward_peak.push_back(4 * (2 * f.kv + 2 * f.q + 2 * f.row + 2 * (2 * f.kv + 2 * f.q + 2 * f.row) +
-                                           3 * (2 * f.kv + f.q) + f.row));
+          out.backward_peak.push_back(4 *
+                                      (2 * f.kv + 2 * f.q + 2 * f.row + 2 * (2 * f.kv + 2 * f.q + 2 * f.row) +
+                                       3 * (2 * f.kv + f.q) + f.row));
         }
         break;
       }
       default: break;
     }
   } catch (const Error&) {
-    return {};   // unsupported configuration: the strategy's validation reports it
+    return {};  // unsupported configuration: the strategy's validation reports it
   }
   return out;
 }
 
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                      const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward) {
+                          const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward) {
   const StrategyPlan peer = strategy_plan(cfg, shape, layout, mask, ranks_per_node);
   if (peer.empty()) {
     forward.bytes_sent.clear();
     backward.bytes_sent.clear();
     return;
   }
-  const auto fill = [&](PassPlan& pass, const std::vector<std::int64_t>& bytes, const std::vector<std::int64_t>& peak,
-                        const std::string& payload) {
+  const auto fill = [&](PassPlan& pass, const std::vector<std::int64_t>& bytes,
+                        const std::vector<std::int64_t>& peak, const std::string& payload) {
     pass.bytes_sent = bytes;
     pass.visible_pairs = peer.visible_pairs;
     pass.peak_buffer_bytes = peak;

@@ -31,14 +31,12 @@ namespace burst::strategies {
 struct HeadSplit {
   std::int64_t H = 0, H_kv = 0;
   int u = 1;
-  std::int64_t heads = 0;      ///< query heads per rank, H / u
-  std::int64_t kv_heads = 0;   ///< KV heads per rank: H_kv / u, or 1 when replicated
+  std::int64_t heads = 0;     ///< query heads per rank, H / u
+  std::int64_t kv_heads = 0;  ///< KV heads per rank: H_kv / u, or 1 when replicated
   bool kv_replicated = false;
 
   std::int64_t q_lo(int p) const { return p * heads; }
-  std::int64_t kv_lo(int p) const {
-    return kv_replicated ? p / (u / static_cast<int>(H_kv)) : p * kv_heads;
-  }
+  std::int64_t kv_lo(int p) const { return kv_replicated ? p / (u / static_cast<int>(H_kv)) : p * kv_heads; }
 };
 
 /// Builds the split. Throws Error(Unsupported) naming `strategy`, H, H_kv and u when H % u ≠ 0
@@ -65,7 +63,6 @@ std::int64_t ulysses_backward_bytes(const HeadSplit& split, const std::vector<st
 
 // ------------------------------------------------------------------ usp
 
-
 /// usp's Ulysses degree u: `requested` when > 0, else the largest divisor of P dividing H_kv.
 int resolve_ulysses_degree(int requested, int P, std::int64_t H_kv);
 /// Sorted global positions of each of the P/u Ulysses groups (ranks [g·u, (g+1)·u)) — what
@@ -91,8 +88,9 @@ RingTopology usp_ring_topology(int P, int u, int L, bool double_ring);
 /// member's own): 4·[(r − 1)·B·S_g·heads·(2·D + 2) + w·B·S_g·heads·D], 0 when r = 1
 /// (docs/algorithm.md §3, §7 on the group's tensors). The forward is usp's K,V ring
 /// (ring_group_forward_bytes). Pure.
-std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, RingTopology topo,
-                                        std::int64_t B, std::int64_t heads, std::int64_t D);
+std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
+                                        RingTopology topo, std::int64_t B, std::int64_t heads,
+                                        std::int64_t D);
 /// Bytes ring member i sends in usp's K,V ring over `groups` (fp32, kv_heads per rank):
 ///  fwd Σ_{s=0}^{r−2} 2·B·|group (i−s) mod r|·kv_heads·D · 4  (K, V forwarded r−1 times);
 ///  bwd the same K, V hops plus dK, dV of the held block at each of the r steps (the last hop
@@ -103,7 +101,6 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
                                        std::int64_t kv_heads, std::int64_t D, int i);
 
 // ------------------------------------------------------------------ tp
-
 
 /// Bytes rank `rank` sends in tp's forward / backward (fp32; S_i = tokens of rank i):
 ///  fwd: all-gather of Q, K, V, (P−1)·B·S_rank·(H + 2·H_kv)·D, plus reduce-scatter of O, lse
@@ -141,7 +138,7 @@ struct FlashBlock {
 /// (kv == r, q ≠ r).
 struct DistFlashSchedule {
   int P = 1;
-  int steps = 1;   ///< ⌊P/2⌋ + 1
+  int steps = 1;  ///< ⌊P/2⌋ + 1
   std::vector<std::vector<FlashBlock>> local, help;
 };
 
@@ -192,18 +189,18 @@ void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const
 /// so Plan::make can always call it.
 struct StrategyPlan {
   std::vector<std::int64_t> forward_bytes, backward_bytes, visible_pairs, forward_peak, backward_peak;
-  std::vector<std::int64_t> backward_stateless_peak;   ///< ulysses, usp only
-  std::string forward_payload, backward_payload;   ///< what moves, for Plan::table()
+  std::vector<std::int64_t> backward_stateless_peak;  ///< ulysses, usp only
+  std::string forward_payload, backward_payload;      ///< what moves, for Plan::table()
   bool empty() const { return forward_bytes.empty(); }
 };
 /// `ranks_per_node`: the resolved L of usp ring=burst's double ring (0 → one node).
-StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout, const Mask& mask,
-                           int ranks_per_node = 0);
+StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
+                           const Mask& mask, int ranks_per_node = 0);
 
 /// Fills the totals of a one-step pass (Plan::make's collective_pass) from strategy_plan: bytes,
 /// visible pairs and peak per rank, in the pass and in its single step. Leaves the passes alone
 /// (bytes_sent cleared) when strategy_plan is empty.
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                      const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward);
+                          const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward);
 
 }  // namespace burst::strategies

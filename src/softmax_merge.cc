@@ -13,12 +13,11 @@ namespace {
 
 void check_operands(const TensorView& out, const TensorView& lse, const char* out_name,
                     const char* lse_name) {
-  BURST_CHECK(out.dtype == DType::F32 && lse.dtype == DType::F32, Unsupported, "merge_forward: ",
-              out_name, " is ", to_string(out.dtype), " and ", lse_name, " is ", to_string(lse.dtype),
+  BURST_CHECK(out.dtype == DType::F32 && lse.dtype == DType::F32, Unsupported, "merge_forward: ", out_name,
+              " is ", to_string(out.dtype), " and ", lse_name, " is ", to_string(lse.dtype),
               "; only f32 is supported");
   BURST_CHECK(out.ndim == 4 && lse.ndim == 3, InvalidArgument, "merge_forward: ", out_name,
-              " must be [B,S,H,D] and ", lse_name, " [B,H,S], got ", out.describe(), " and ",
-              lse.describe());
+              " must be [B,S,H,D] and ", lse_name, " [B,H,S], got ", out.describe(), " and ", lse.describe());
   BURST_CHECK(out.stride[3] == 1 || out.shape[3] <= 1, InvalidArgument, "merge_forward: ", out_name,
               " must have D contiguous (stride 1), got ", out.describe());
   BURST_CHECK(lse.shape[0] == out.shape[0] && lse.shape[1] == out.shape[2] && lse.shape[2] == out.shape[1],
@@ -29,7 +28,9 @@ void check_operands(const TensorView& out, const TensorView& lse, const char* ou
 // Weights of form B: the fp32 path uses the header's merge_weights (the one the kernels use);
 // this is its fp64 twin for the reference.
 MergeWeights weights(float lse_a, float lse_b) { return merge_weights(lse_a, lse_b); }
-struct MergeWeights64 { double lse, w_a, w_b; };
+struct MergeWeights64 {
+  double lse, w_a, w_b;
+};
 MergeWeights64 weights(double lse_a, double lse_b) {
   const double mx = lse_a > lse_b ? lse_a : lse_b;
   if (mx == -std::numeric_limits<double>::infinity()) return {mx, 1.0, 0.0};
@@ -61,8 +62,8 @@ void merge_forward(const TensorView& out, const TensorView& lse, const TensorVie
   check_operands(out_part, lse_part, "out_part", "lse_part");
   for (int i = 0; i < 4; ++i)
     BURST_CHECK(out.shape[static_cast<std::size_t>(i)] == out_part.shape[static_cast<std::size_t>(i)],
-                InvalidArgument, "merge_forward: out ", out.describe(), " and out_part ",
-                out_part.describe(), " differ in shape");
+                InvalidArgument, "merge_forward: out ", out.describe(), " and out_part ", out_part.describe(),
+                " differ in shape");
   const std::int64_t B = out.shape[0], S = out.shape[1], H = out.shape[2], D = out.shape[3];
   float* o = out.f32();
   float* l = lse.f32();
@@ -78,8 +79,8 @@ void merge_forward(const TensorView& out, const TensorView& lse, const TensorVie
       }
 }
 
-void merge_rows_reference(double* out, double* lse, const double* out_part, const double* lse_part,
-                          long rows, long D) {
+void merge_rows_reference(double* out, double* lse, const double* out_part, const double* lse_part, long rows,
+                          long D) {
   for (long r = 0; r < rows; ++r) merge_row(out + r * D, lse[r], out_part + r * D, lse_part[r], D);
 }
 

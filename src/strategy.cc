@@ -47,15 +47,17 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
               "ProblemShape::dtype ", to_string(s.dtype), " is not computed; use f32, bf16 or f16");
   BURST_CHECK(s.D <= 256, Unsupported, "head dim D=", s.D, " exceeds the kernels' limit 256");
   BURST_CHECK(cfg.num_threads >= 0, InvalidArgument, "num_threads=", cfg.num_threads, " must be >= 0");
-  BURST_CHECK(cfg.saved_contexts >= 0, InvalidArgument, "saved_contexts=", cfg.saved_contexts, " must be >= 0");
-  BURST_CHECK(cfg.ranks_per_node >= 0, InvalidArgument, "ranks_per_node=", cfg.ranks_per_node, " must be >= 0");
+  BURST_CHECK(cfg.saved_contexts >= 0, InvalidArgument, "saved_contexts=", cfg.saved_contexts,
+              " must be >= 0");
+  BURST_CHECK(cfg.ranks_per_node >= 0, InvalidArgument, "ranks_per_node=", cfg.ranks_per_node,
+              " must be >= 0");
   BURST_CHECK(std::isfinite(cfg.comm_timeout_seconds) && cfg.comm_timeout_seconds >= 0, InvalidArgument,
               "comm_timeout_seconds=", cfg.comm_timeout_seconds,
               " must be finite and >= 0 (0: wait forever)");
   if (cfg.softmax_scale)
-    BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0, InvalidArgument, "softmax_scale=",
-                *cfg.softmax_scale, " must be finite and > 0");
-  const ResolvedMask resolved(mask, s.S_global, s.S_global);   // throws on invalid slices
+    BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0, InvalidArgument,
+                "softmax_scale=", *cfg.softmax_scale, " must be finite and > 0");
+  const ResolvedMask resolved(mask, s.S_global, s.S_global);  // throws on invalid slices
   (void)resolved;
   if (!cfg.positions.empty()) {
     BURST_CHECK(cfg.strategy == StrategyKind::Burst || cfg.strategy == StrategyKind::Ring ||
@@ -89,19 +91,21 @@ void check_bshd(const TensorView& t, const char* name, std::int64_t B, std::int6
                 std::int64_t D, DType dtype, Role role) {
   BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
   BURST_CHECK(t.dtype == dtype || (role == Role::Result && t.dtype == DType::F32), InvalidArgument, name,
-              " has dtype ", to_string(t.dtype), " but the problem's dtype (ProblemShape::dtype) is ", to_string(dtype),
+              " has dtype ", to_string(t.dtype), " but the problem's dtype (ProblemShape::dtype) is ",
+              to_string(dtype),
               role == Role::Result ? " (results may also be f32)" : "; q, k, v and dout must all have it");
-  BURST_CHECK(t.ndim == 4 && t.size(0) == B && t.size(1) == S && t.size(2) == H && t.size(3) == D &&
-                  t.stride[3] == 1,
-              InvalidArgument, name, " is ", t.describe(), ", expected [", B, ",", S, ",", H, ",", D,
-              "] with D contiguous");
+  BURST_CHECK(
+      t.ndim == 4 && t.size(0) == B && t.size(1) == S && t.size(2) == H && t.size(3) == D && t.stride[3] == 1,
+      InvalidArgument, name, " is ", t.describe(), ", expected [", B, ",", S, ",", H, ",", D,
+      "] with D contiguous");
 }
 
 void check_rows(const TensorView& t, const char* name, std::int64_t B, std::int64_t H, std::int64_t S) {
   BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
   BURST_CHECK(t.dtype == DType::F32 && t.ndim == 3 && t.size(0) == B && t.size(1) == H && t.size(2) == S &&
                   t.is_contiguous(),
-              InvalidArgument, name, " is ", t.describe(), ", expected contiguous f32 [", B, ",", H, ",", S, "]");
+              InvalidArgument, name, " is ", t.describe(), ", expected contiguous f32 [", B, ",", H, ",", S,
+              "]");
 }
 
 // The fp32 stand-in of a 16-bit tensor for one pass: strategies compute and merge in fp32.
@@ -165,14 +169,23 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
   NodeTopology topo{1, P, 0, c.rank()};
   if (strategies::uses_node_topology(cfg)) topo = c.node_topology(cfg.ranks_per_node);
   std::shared_ptr<const Plan> plan;
-  c.agree_on([&] { plan = std::make_shared<const Plan>(Plan::make(cfg, run, run_mask, P, topo.ranks_per_node)); });
-  strategies::Setup setup{c, cfg, run, run_mask, std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global),
-                          plan, c.rank(), P, topo,
+  c.agree_on(
+      [&] { plan = std::make_shared<const Plan>(Plan::make(cfg, run, run_mask, P, topo.ranks_per_node)); });
+  strategies::Setup setup{c,
+                          cfg,
+                          run,
+                          run_mask,
+                          std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global),
+                          plan,
+                          c.rank(),
+                          P,
+                          topo,
                           cfg.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(shape.D)))};
   impl_->cfg = cfg;
   impl_->shape = run;
   impl_->plan = plan;
-  impl_->S_local = static_cast<std::int64_t>(plan->layout().positions[static_cast<std::size_t>(c.rank())].size());
+  impl_->S_local =
+      static_cast<std::int64_t>(plan->layout().positions[static_cast<std::size_t>(c.rank())].size());
   impl_->strategy = entry_of(cfg.strategy).make(setup);
 }
 
@@ -188,8 +201,8 @@ const std::vector<std::int64_t>& DistAttention::positions() const {
 std::int64_t DistAttention::local_length() const { return impl_->S_local; }
 const DistStats& DistAttention::last_stats() const { return impl_->stats; }
 
-void DistAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-                            const TensorView& lse) {
+void DistAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& out, const TensorView& lse) {
   Impl& m = *impl_;
   const ProblemShape& s = m.shape;
   const bool want_lse = lse.data != nullptr;
@@ -206,7 +219,7 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
   m.comm.reset_counters();
   m.stats = DistStats{};
   const auto t0 = std::chrono::steady_clock::now();
-  Tensor scratch;   // the strategies that compute lse anyway get a buffer to write it to
+  Tensor scratch;  // the strategies that compute lse anyway get a buffer to write it to
   if (!want_lse && !lse_optional(m.cfg.strategy)) scratch = Tensor({s.B, s.H, m.S_local});
   const TensorView lse_out = scratch.numel() > 0 ? scratch.view() : lse;
   const bool keep = moves_16bit(m.cfg.strategy);
@@ -222,9 +235,9 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
   m.stats.messages_sent = m.comm.counters().messages_sent;
 }
 
-void DistAttention::backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                             const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                             const TensorView& dv) {
+void DistAttention::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const TensorView& out, const TensorView& lse,
+                             const TensorView& dq, const TensorView& dk, const TensorView& dv) {
   Impl& m = *impl_;
   const ProblemShape& s = m.shape;
   const bool has_lse = lse.data != nullptr;
@@ -249,11 +262,13 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
   const TensorView ga = keep ? dout : as_f32(dout, g32, true), qa = keep ? q : as_f32(q, q32, true);
   const TensorView ka = keep ? k : as_f32(k, k32, true), va = keep ? v : as_f32(v, v32, true);
   const TensorView oa = keep ? out : as_f32(out, o32, true);
-  const TensorView dqa = as_f32(dq, dq32, false), dka = as_f32(dk, dk32, false), dva = as_f32(dv, dv32, false);
+  const TensorView dqa = as_f32(dq, dq32, false), dka = as_f32(dk, dk32, false),
+                   dva = as_f32(dv, dv32, false);
   // Collective and agreed: every rank gets the same answer, so the same verdict.
   if (!has_lse)
-    BURST_CHECK(m.strategy->backward_without_lse(qa, ka, va, oa), InvalidArgument, "backward: lse is empty, but ",
-                to_string(m.cfg.strategy), lse_optional(m.cfg.strategy)
+    BURST_CHECK(m.strategy->backward_without_lse(qa, ka, va, oa), InvalidArgument,
+                "backward: lse is empty, but ", to_string(m.cfg.strategy),
+                lse_optional(m.cfg.strategy)
                     ? " holds no saved forward context of these q, k, v, out on every rank (saved_contexts="
                     : " needs the forward's lse (saved_contexts=",
                 m.cfg.saved_contexts, "); pass the lse of the forward");

@@ -61,8 +61,8 @@ std::string TensorView::describe() const {
 }
 
 TensorView make_view(float* data, std::vector<std::int64_t> shape) {
-  BURST_CHECK(!shape.empty() && shape.size() <= 4, InvalidArgument,
-              "tensor rank must be 1..4, got ", shape.size());
+  BURST_CHECK(!shape.empty() && shape.size() <= 4, InvalidArgument, "tensor rank must be 1..4, got ",
+              shape.size());
   TensorView v;
   v.data = data;
   v.dtype = DType::F32;
@@ -118,7 +118,8 @@ void store(const TensorView& t, std::int64_t off, double x) {
 void convert(const TensorView& src, const TensorView& dst) {
   bool same = src.ndim == dst.ndim;
   for (int i = 0; same && i < src.ndim; ++i) same = src.size(i) == dst.size(i);
-  BURST_CHECK(same, InvalidArgument, "convert: shapes differ: src ", src.describe(), ", dst ", dst.describe());
+  BURST_CHECK(same, InvalidArgument, "convert: shapes differ: src ", src.describe(), ", dst ",
+              dst.describe());
   const std::int64_t n = src.numel();
   std::array<std::int64_t, 4> idx{};
   for (std::int64_t e = 0; e < n; ++e) {

@@ -16,7 +16,7 @@ inline ClusterSpec toy_cluster(int nodes, int per_node) {
   c.nodes = nodes;
   c.devices_per_node = per_node;
   c.matmul_flops = 4;
-  c.memory_bandwidth = 1e30;   // delta pass free unless a test says otherwise
+  c.memory_bandwidth = 1e30;  // delta pass free unless a test says otherwise
   c.intra_bandwidth = 8;
   c.inter_bandwidth = 2;
   return c;

@@ -21,7 +21,8 @@ namespace burst::test {
 /// BSHD [B,S_global,H,D] → this rank's [B,S_local,H,D] (rows follow the layout's positions).
 inline Tensor shard_of(const SequenceLayout& layout, int rank, const Tensor& global) {
   const auto& s = global.shape();
-  Tensor local({s[0], static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size()), s[2], s[3]});
+  Tensor local(
+      {s[0], static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size()), s[2], s[3]});
   shard(layout, rank, global.view(), local.view());
   return local;
 }
@@ -33,7 +34,8 @@ inline Tensor rows_of(const SequenceLayout& layout, int rank, const Tensor& glob
   const auto n = static_cast<std::int64_t>(pos.size());
   Tensor local({s[0], s[1], n});
   for (std::int64_t bh = 0; bh < s[0] * s[1]; ++bh)
-    for (std::int64_t i = 0; i < n; ++i) local.data()[bh * n + i] = global.data()[bh * s[2] + pos[static_cast<std::size_t>(i)]];
+    for (std::int64_t i = 0; i < n; ++i)
+      local.data()[bh * n + i] = global.data()[bh * s[2] + pos[static_cast<std::size_t>(i)]];
   return local;
 }
 
@@ -111,11 +113,12 @@ inline ::testing::AssertionResult discovered_topology_is(int nodes) {
   const Communicator world = Communicator::world();
   const NodeTopology t = world.node_topology(0);
   const int L = world.size() / nodes;
-  if (t.nodes == nodes && t.ranks_per_node == L && t.node == world.rank() / L && t.local_rank == world.rank() % L)
+  if (t.nodes == nodes && t.ranks_per_node == L && t.node == world.rank() / L &&
+      t.local_rank == world.rank() % L)
     return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "discovered nodes=" << t.nodes << " L=" << t.ranks_per_node << " node="
-                                       << t.node << " local_rank=" << t.local_rank << ", expected nodes=" << nodes
-                                       << " L=" << L;
+  return ::testing::AssertionFailure()
+         << "discovered nodes=" << t.nodes << " L=" << t.ranks_per_node << " node=" << t.node
+         << " local_rank=" << t.local_rank << ", expected nodes=" << nodes << " L=" << L;
 }
 
 }  // namespace burst::test

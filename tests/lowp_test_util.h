@@ -12,8 +12,8 @@ namespace burst::test {
 
 struct Rounded {
   std::vector<std::uint16_t> bits;
-  Tensor wide;       ///< the bits widened to fp32 (exact)
-  TensorView view;   ///< dtype view of bits
+  Tensor wide;      ///< the bits widened to fp32 (exact)
+  TensorView view;  ///< dtype view of bits
 };
 
 /// t rounded to dt (nearest even) and widened back.

@@ -69,16 +69,36 @@ TEST(Converters, SimdTableIsBitwiseThePortableRules) {
   for (auto [ws, wv] : {std::pair{scalar.widen_bf16, simd.widen_bf16}, {scalar.widen_f16, simd.widen_f16}}) {
     ws(all.data(), a.data(), static_cast<std::int64_t>(all.size()));
     wv(all.data(), b.data(), static_cast<std::int64_t>(all.size()));
-    for (std::size_t i = 0; i < all.size(); ++i) ASSERT_EQ(float_bits(a[i]), float_bits(b[i])) << "pattern " << i;
+    for (std::size_t i = 0; i < all.size(); ++i)
+      ASSERT_EQ(float_bits(a[i]), float_bits(b[i])) << "pattern " << i;
   }
   // Edge floats (ties, overflow to inf, fp16 subnormals, NaN, ±0) then random ones of every scale.
-  std::vector<float> x = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 65504.0f, 65519.99f, 65520.0f,
-                          -65520.0f, 0x1.0p-24f, 0x1.8p-25f, 0x1.0p-25f, 0x1.0p-14f, 0x1.ffcp-15f, 1.0f + 0x1.0p-8f,
-                          1.0f + 0x1.8p-8f, 1.0f + 0x1.0p-11f, 3.0e38f, 0x1.0p-130f, -1.5f};
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          INFINITY,
+                          -INFINITY,
+                          NAN,
+                          -NAN,
+                          65504.0f,
+                          65519.99f,
+                          65520.0f,
+                          -65520.0f,
+                          0x1.0p-24f,
+                          0x1.8p-25f,
+                          0x1.0p-25f,
+                          0x1.0p-14f,
+                          0x1.ffcp-15f,
+                          1.0f + 0x1.0p-8f,
+                          1.0f + 0x1.8p-8f,
+                          1.0f + 0x1.0p-11f,
+                          3.0e38f,
+                          0x1.0p-130f,
+                          -1.5f};
   test::fill_uniform(b.data(), 4096, 3, -1.0f, 1.0f);
   for (int i = 0; i < 4096; ++i) x.push_back(b[static_cast<std::size_t>(i)] * std::ldexp(1.0f, i % 60 - 30));
   std::vector<std::uint16_t> hs(x.size()), hv(x.size());
-  for (auto [ns, nv] : {std::pair{scalar.narrow_bf16, simd.narrow_bf16}, {scalar.narrow_f16, simd.narrow_f16}}) {
+  for (auto [ns, nv] :
+       {std::pair{scalar.narrow_bf16, simd.narrow_bf16}, {scalar.narrow_f16, simd.narrow_f16}}) {
     ns(x.data(), hs.data(), static_cast<std::int64_t>(x.size()));
     nv(x.data(), hv.data(), static_cast<std::int64_t>(x.size()));
     for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(hs[i], hv[i]) << "x = " << x[i];
@@ -92,8 +112,10 @@ TEST(Converters, PortableRoundsToNearestEvenAndRoundTrips) {
     auto narrow = [dt](float f) { return dt == DType::BF16 ? bf16_from_float(f) : f16_from_float(f); };
     for (std::uint32_t h = 0; h < 65536; ++h) {  // widen then narrow is the identity (NaN stays NaN)
       const float f = widen(static_cast<std::uint16_t>(h));
-      if (std::isnan(f)) EXPECT_TRUE(std::isnan(widen(narrow(f))));
-      else ASSERT_EQ(narrow(f), h) << h;
+      if (std::isnan(f))
+        EXPECT_TRUE(std::isnan(widen(narrow(f))));
+      else
+        ASSERT_EQ(narrow(f), h) << h;
     }
     std::vector<float> x(20000);
     test::fill_uniform(x.data(), static_cast<std::int64_t>(x.size()), 9, -4.0f, 4.0f);
@@ -107,11 +129,11 @@ TEST(Converters, PortableRoundsToNearestEvenAndRoundTrips) {
     }
     EXPECT_TRUE(std::isinf(widen(narrow(dt == DType::F16 ? 65520.0f : 3.4e38f))));
   }
-  EXPECT_EQ(f16_from_float(65519.0f), 0x7bffu);        // largest finite half
-  EXPECT_EQ(f16_from_float(0x1.8p-25f), 0x0001u);      // 1.5 × 2^-25 → the smallest subnormal
-  EXPECT_EQ(f16_from_float(0x1.0p-25f), 0x0000u);      // exactly half of it: tie to even = 0
-  EXPECT_EQ(bf16_from_float(1.0f + 0x1.0p-8f), 0x3f80u);   // tie → even (1.0)
-  EXPECT_EQ(bf16_from_float(1.0f + 0x1.8p-8f), 0x3f81u);   // above the tie → up
+  EXPECT_EQ(f16_from_float(65519.0f), 0x7bffu);           // largest finite half
+  EXPECT_EQ(f16_from_float(0x1.8p-25f), 0x0001u);         // 1.5 × 2^-25 → the smallest subnormal
+  EXPECT_EQ(f16_from_float(0x1.0p-25f), 0x0000u);         // exactly half of it: tie to even = 0
+  EXPECT_EQ(bf16_from_float(1.0f + 0x1.0p-8f), 0x3f80u);  // tie → even (1.0)
+  EXPECT_EQ(bf16_from_float(1.0f + 0x1.8p-8f), 0x3f81u);  // above the tie → up
 }
 
 // ---------------------------------------------------------------- kernels vs the twin
@@ -132,9 +154,9 @@ using test::widen_into;
     const double p_term = extra != nullptr ? u * (1 + u) * extra->data()[i] : 0.0;
     const double bound = tol32 * (1 + u) + u * std::fabs(r) + p_term;
     if (!(std::fabs(g - r) <= bound))
-      return ::testing::AssertionFailure() << what << "[" << i << "]: got " << g << ", ref " << r << ", |diff| "
-                                           << std::fabs(g - r) << " > " << bound << " (tol32 " << tol32 << ", u "
-                                           << u << ")";
+      return ::testing::AssertionFailure()
+             << what << "[" << i << "]: got " << g << ", ref " << r << ", |diff| " << std::fabs(g - r)
+             << " > " << bound << " (tol32 " << tol32 << ", u " << u << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -153,7 +175,8 @@ struct Case {
   }
 };
 
-Case make_case(std::string name, std::int64_t H, std::int64_t H_kv, std::int64_t S_q, std::int64_t S_kv, Mask mask) {
+Case make_case(std::string name, std::int64_t H, std::int64_t H_kv, std::int64_t S_q, std::int64_t S_kv,
+               Mask mask) {
   Case c;
   c.name = std::move(name);
   c.H = H;
@@ -190,7 +213,8 @@ Tensor thd_rows(const Tensor& t, std::int64_t r0, std::int64_t r1) {
 Tensor lse_cols(const Tensor& t, std::int64_t c0, std::int64_t c1) {
   const std::int64_t H = t.shape()[0], T = t.shape()[1];
   Tensor out({1, H, c1 - c0});
-  for (std::int64_t h = 0; h < H; ++h) std::copy(t.data() + h * T + c0, t.data() + h * T + c1, out.data() + h * (c1 - c0));
+  for (std::int64_t h = 0; h < H; ++h)
+    std::copy(t.data() + h * T + c0, t.data() + h * T + c1, out.data() + h * (c1 - c0));
   return out;
 }
 
@@ -199,13 +223,14 @@ Tensor lse_cols(const Tensor& t, std::int64_t c0, std::int64_t c1) {
 NaiveErrors naive_errors(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
                          const Tensor& out, const Tensor& lse) {
   NaiveErrors e;
-  auto measure = [&e](const Tensor& q1, const Tensor& k1, const Tensor& v1, const Tensor& g1, const Tensor& o1,
-                      const Tensor& l1, const AttentionParams& p) {
+  auto measure = [&e](const Tensor& q1, const Tensor& k1, const Tensor& v1, const Tensor& g1,
+                      const Tensor& o1, const Tensor& l1, const AttentionParams& p) {
     AttentionParams pr = p;
     pr.impl = KernelImpl::Reference;
     const AttentionOutput ref = attention_forward(q1.view(), k1.view(), v1.view(), pr);
     const AttentionOutput nf = test::naive_fp32_forward(q1, k1, v1, pr);
-    const AttentionGrads gr = attention_backward(g1.view(), q1.view(), k1.view(), v1.view(), o1.view(), l1.view(), pr);
+    const AttentionGrads gr =
+        attention_backward(g1.view(), q1.view(), k1.view(), v1.view(), o1.view(), l1.view(), pr);
     const AttentionGrads gn = test::naive_fp32_backward(g1, q1, k1, v1, o1, l1, pr);
     e.out = std::max(e.out, test::max_abs_diff(nf.out, ref.out));
     e.lse = std::max(e.lse, test::max_abs_diff(nf.lse, ref.lse));
@@ -256,7 +281,8 @@ RoundingBounds p_rounding_bounds_bshd(const Tensor& q, const Tensor& k, const Te
         double delta = 0;
         for (std::int64_t d = 0; d < D; ++d) delta += static_cast<double>(gi[d]) * oi[d];
         for (std::int64_t j = 0; j < p.S_kv; ++j) {
-          if (!n.mask.visible(n.q_pos[static_cast<std::size_t>(i)], n.kv_pos[static_cast<std::size_t>(j)])) continue;
+          if (!n.mask.visible(n.q_pos[static_cast<std::size_t>(i)], n.kv_pos[static_cast<std::size_t>(j)]))
+            continue;
           const float* kj = k.data() + at(k, b, j, h / G);
           const float* vj = v.data() + at(v, b, j, h / G);
           double s = 0, dp = 0;
@@ -292,8 +318,9 @@ RoundingBounds p_rounding_bounds(const Case& c, const Tensor& q, const Tensor& k
   for (std::size_t b = 0; b + 1 < c.cu_q.size(); ++b) {
     const std::int64_t q0 = c.cu_q[b], q1 = c.cu_q[b + 1], k0 = c.cu_kv[b], k1 = c.cu_kv[b + 1];
     if (q1 == q0 || k1 == k0) continue;
-    const RoundingBounds s = p_rounding_bounds_bshd(thd_rows(q, q0, q1), thd_rows(k, k0, k1), thd_rows(v, k0, k1),
-                                                    thd_rows(dout, q0, q1), thd_rows(out, q0, q1), lse_cols(lse, q0, q1), p);
+    const RoundingBounds s =
+        p_rounding_bounds_bshd(thd_rows(q, q0, q1), thd_rows(k, k0, k1), thd_rows(v, k0, k1),
+                               thd_rows(dout, q0, q1), thd_rows(out, q0, q1), lse_cols(lse, q0, q1), p);
     std::copy(s.out.data(), s.out.data() + s.out.numel(), r.out.data() + q0 * wq);
     std::copy(s.dq.data(), s.dq.data() + s.dq.numel(), r.dq.data() + q0 * wq);
     std::copy(s.dk.data(), s.dk.data() + s.dk.numel(), r.dk.data() + k0 * wk);
@@ -302,9 +329,7 @@ RoundingBounds p_rounding_bounds(const Case& c, const Tensor& q, const Tensor& k
   return r;
 }
 
-Tensor lse_like(const Case& c) {
-  return c.varlen() ? Tensor({c.H, c.S_q}) : Tensor({c.B, c.H, c.S_q});
-}
+Tensor lse_like(const Case& c) { return c.varlen() ? Tensor({c.H, c.S_q}) : Tensor({c.B, c.H, c.S_q}); }
 
 // Forward and backward in dtype dt on every ISA here against the fp64 twin on the same rounded
 // inputs (header comment).
@@ -322,7 +347,8 @@ void check_lowp(const Case& c, DType dt) {
   attention_forward(q.view, k.view, v.view, ref_out.view, ref_lse.view(), pr);
   const Rounded expect_out = round_to(ref.out, dt);
   EXPECT_EQ(ref_out.bits, expect_out.bits);
-  EXPECT_EQ(0, std::memcmp(ref_lse.data(), ref.lse.data(), sizeof(float) * static_cast<std::size_t>(ref.lse.numel())));
+  EXPECT_EQ(0, std::memcmp(ref_lse.data(), ref.lse.data(),
+                           sizeof(float) * static_cast<std::size_t>(ref.lse.numel())));
 
   for (Isa isa : isas_here()) {
     SCOPED_TRACE(to_string(isa));
@@ -332,7 +358,8 @@ void check_lowp(const Case& c, DType dt) {
     attention_forward(q.view, k.view, v.view, out.view, lse.view(), pt);
     widen_into(out);
     // Backward from the kernel's own rounded out and fp32 lse; the twin gets the same values.
-    Rounded dq = empty_rounded(q32.shape(), dt), dk = empty_rounded(k32.shape(), dt), dv = empty_rounded(k32.shape(), dt);
+    Rounded dq = empty_rounded(q32.shape(), dt), dk = empty_rounded(k32.shape(), dt),
+            dv = empty_rounded(k32.shape(), dt);
     attention_backward(g.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view, pt);
     widen_into(dq);
     widen_into(dk);
@@ -343,7 +370,8 @@ void check_lowp(const Case& c, DType dt) {
     std::optional<RoundingBounds> pb;
     if (bf16_dot(dt, isa)) pb = p_rounding_bounds(c, q.wide, k.wide, v.wide, g.wide, out.wide, lse);
     EXPECT_TRUE(within_lowp("out", out.wide, ref.out, ne.out, dt, pb ? &pb->out : nullptr));
-    const double lse_err = test::max_abs_diff(lse, ref.lse), lse_tol = test::tolerance(ne.lse, test::max_abs(ref.lse));
+    const double lse_err = test::max_abs_diff(lse, ref.lse),
+                 lse_tol = test::tolerance(ne.lse, test::max_abs(ref.lse));
     EXPECT_LE(lse_err, lse_tol) << "lse (fp32 rule)";
     EXPECT_TRUE(within_lowp("dq", dq.wide, gref.dq, ne.dq, dt, pb ? &pb->dq : nullptr));
     EXPECT_TRUE(within_lowp("dk", dk.wide, gref.dk, ne.dk, dt, pb ? &pb->dk : nullptr));
@@ -365,10 +393,11 @@ TEST(LowPrecisionVsTwin, GqaRatiosHeadDimsAndEdgeLengths) {
   for (DType dt : {DType::BF16, DType::F16}) {
     for (std::int64_t ratio : {1, 4})
       check_lowp(make_case("gqa " + std::to_string(ratio), 4, 4 / ratio, 45, 45, Mask::causal_mask()), dt);
-    for (auto [D, S_q, S_kv] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{20, 33, 31},
-                                {64, 1, 40}, {80, 70, 33}}) {
-      Case c = make_case("D=" + std::to_string(D) + " S_q=" + std::to_string(S_q) + " S_kv=" + std::to_string(S_kv),
-                         2, 1, S_q, S_kv, Mask::sliding_window(9, 2));
+    for (auto [D, S_q, S_kv] :
+         {std::tuple<std::int64_t, std::int64_t, std::int64_t>{20, 33, 31}, {64, 1, 40}, {80, 70, 33}}) {
+      Case c = make_case(
+          "D=" + std::to_string(D) + " S_q=" + std::to_string(S_q) + " S_kv=" + std::to_string(S_kv), 2, 1,
+          S_q, S_kv, Mask::sliding_window(9, 2));
       c.D = D;
       c.B = 2;
       check_lowp(c, dt);
@@ -390,9 +419,12 @@ TEST(LowPrecisionVsTwin, VarlenWithEmptySequences) {
 TEST(LowPrecisionVsTwin, Bf16ArithmeticBoundRejectsAOneKeyMaskError) {
   if (detect_isa() != Isa::Avx512Bf16) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   const DType dt = DType::BF16;
-  const Case c = make_case("window", 2, 1, 96, 96, Mask::sliding_window(24, 0)), wide = make_case("window+1", 2, 1, 96, 96, Mask::sliding_window(25, 0));
-  const Rounded q = round_to(test::random_tensor(c.q_shape(), 31), dt), k = round_to(test::random_tensor(c.kv_shape(), 32), dt),
-                v = round_to(test::random_tensor(c.kv_shape(), 33), dt), g = round_to(test::random_tensor(c.q_shape(), 34), dt);
+  const Case c = make_case("window", 2, 1, 96, 96, Mask::sliding_window(24, 0)),
+             wide = make_case("window+1", 2, 1, 96, 96, Mask::sliding_window(25, 0));
+  const Rounded q = round_to(test::random_tensor(c.q_shape(), 31), dt),
+                k = round_to(test::random_tensor(c.kv_shape(), 32), dt),
+                v = round_to(test::random_tensor(c.kv_shape(), 33), dt),
+                g = round_to(test::random_tensor(c.q_shape(), 34), dt);
   const AttentionParams pr = params_of(c, KernelImpl::Reference);
   const AttentionOutput ref = attention_forward(q.wide.view(), k.wide.view(), v.wide.view(), pr);
   Rounded out = empty_rounded(c.q_shape(), dt), dq = empty_rounded(c.q_shape(), dt);
@@ -416,8 +448,10 @@ TEST(LowPrecisionVsTwin, Bf16ArithmeticBoundRejectsAOneKeyMaskError) {
 TEST(LowPrecisionOutputs, F32ResultsAreTheFp32KernelOnWidenedInputs) {
   for (DType dt : {DType::BF16, DType::F16}) {
     const Case c = make_case("f32 outputs", 4, 2, 70, 70, Mask::causal_mask());
-    const Rounded q = round_to(test::random_tensor(c.q_shape(), 1), dt), k = round_to(test::random_tensor(c.kv_shape(), 2), dt),
-                  v = round_to(test::random_tensor(c.kv_shape(), 3), dt), g = round_to(test::random_tensor(c.q_shape(), 4), dt);
+    const Rounded q = round_to(test::random_tensor(c.q_shape(), 1), dt),
+                  k = round_to(test::random_tensor(c.kv_shape(), 2), dt),
+                  v = round_to(test::random_tensor(c.kv_shape(), 3), dt),
+                  g = round_to(test::random_tensor(c.q_shape(), 4), dt);
     for (Isa isa : isas_here()) {
       if (bf16_dot(dt, isa)) continue;  // bf16 arithmetic rounds P: not the fp32 kernel (checked vs the twin)
       SCOPED_TRACE(std::string(to_string(dt)) + " " + to_string(isa));
@@ -428,17 +462,19 @@ TEST(LowPrecisionOutputs, F32ResultsAreTheFp32KernelOnWidenedInputs) {
       EXPECT_EQ(want.lse.vec(), got.lse.vec());
       const AttentionGrads gw = attention_backward(g.wide.view(), q.wide.view(), k.wide.view(), v.wide.view(),
                                                    want.out.view(), want.lse.view(), p);
-      const AttentionGrads gg = attention_backward(g.view, q.view, k.view, v.view, got.out.view(), got.lse.view(), p);
+      const AttentionGrads gg =
+          attention_backward(g.view, q.view, k.view, v.view, got.out.view(), got.lse.view(), p);
       EXPECT_EQ(gw.dq.vec(), gg.dq.vec());
       EXPECT_EQ(gw.dk.vec(), gg.dk.vec());
       EXPECT_EQ(gw.dv.vec(), gg.dv.vec());
       Tensor delta({c.B, c.H, c.S_q});
       attention_delta(g.wide.view(), want.out.view(), delta.view());
       AttentionGrads acc_w = gw, acc_g = gw;  // accumulate on top of a non-zero start
-      attention_backward_with_delta(g.wide.view(), q.wide.view(), k.wide.view(), v.wide.view(), want.lse.view(),
-                                    delta.view(), acc_w.dq.view(), acc_w.dk.view(), acc_w.dv.view(), p, true);
-      attention_backward_with_delta(g.view, q.view, k.view, v.view, want.lse.view(), delta.view(), acc_g.dq.view(),
-                                    acc_g.dk.view(), acc_g.dv.view(), p, true);
+      attention_backward_with_delta(g.wide.view(), q.wide.view(), k.wide.view(), v.wide.view(),
+                                    want.lse.view(), delta.view(), acc_w.dq.view(), acc_w.dk.view(),
+                                    acc_w.dv.view(), p, true);
+      attention_backward_with_delta(g.view, q.view, k.view, v.view, want.lse.view(), delta.view(),
+                                    acc_g.dq.view(), acc_g.dk.view(), acc_g.dv.view(), p, true);
       EXPECT_EQ(acc_w.dq.vec(), acc_g.dq.vec());
       EXPECT_EQ(acc_w.dk.vec(), acc_g.dk.vec());
     }
@@ -460,25 +496,31 @@ void expect_error(Fn&& fn, ErrorKind kind, const std::string& needle) {
 
 TEST(LowPrecisionErrors, MixedDtypesF64AndAccumulateIntoBf16) {
   const Tensor q32 = test::random_tensor({1, 8, 2, 16}, 1), k32 = test::random_tensor({1, 8, 1, 16}, 2);
-  const Rounded q = round_to(q32, DType::BF16), k = round_to(k32, DType::BF16), v = round_to(k32, DType::BF16);
+  const Rounded q = round_to(q32, DType::BF16), k = round_to(k32, DType::BF16),
+                v = round_to(k32, DType::BF16);
   const Rounded kh = round_to(k32, DType::F16);
   AttentionParams p;
   expect_error([&] { attention_forward(q.view, kh.view, v.view, p); }, ErrorKind::InvalidArgument,
                "mixed dtypes q bf16, k f16, v bf16");
-  expect_error([&] { attention_forward(q.view, k32.view(), v.view, p); }, ErrorKind::InvalidArgument, "mixed dtypes");
+  expect_error([&] { attention_forward(q.view, k32.view(), v.view, p); }, ErrorKind::InvalidArgument,
+               "mixed dtypes");
   Rounded out_f16 = empty_rounded(q32.shape(), DType::F16);
   Tensor lse({1, 2, 8});
   expect_error([&] { attention_forward(q.view, k.view, v.view, out_f16.view, lse.view(), p); },
                ErrorKind::InvalidArgument, "out has dtype f16 but q, k, v are bf16");
-  Rounded dq = empty_rounded(q32.shape(), DType::BF16), dk = empty_rounded(k32.shape(), DType::BF16), dv = empty_rounded(k32.shape(), DType::BF16);
+  Rounded dq = empty_rounded(q32.shape(), DType::BF16), dk = empty_rounded(k32.shape(), DType::BF16),
+          dv = empty_rounded(k32.shape(), DType::BF16);
   Tensor delta({1, 2, 8});
-  expect_error([&] {
-    attention_backward_with_delta(q.view, q.view, k.view, v.view, lse.view(), delta.view(), dq.view, dk.view,
-                                  dv.view, p, true);
-  }, ErrorKind::InvalidArgument, "accumulate=true");
+  expect_error(
+      [&] {
+        attention_backward_with_delta(q.view, q.view, k.view, v.view, lse.view(), delta.view(), dq.view,
+                                      dk.view, dv.view, p, true);
+      },
+      ErrorKind::InvalidArgument, "accumulate=true");
   std::vector<double> q64(static_cast<std::size_t>(q32.numel()));
   const TensorView q64v = make_view(q64.data(), DType::F64, q32.shape());
-  expect_error([&] { attention_forward(q64v, k32.view(), k32.view(), p); }, ErrorKind::Unsupported, "convert q, k and v");
+  expect_error([&] { attention_forward(q64v, k32.view(), k32.view(), p); }, ErrorKind::Unsupported,
+               "convert q, k and v");
 }
 
 }  // namespace

@@ -65,8 +65,8 @@ TEST(Microkernels, GemmMatchesDoubleForEdgeSizes) {
       for (int nv : {1, 2, 3, 5, 8}) {
         for (int K : {0, 1, 17, 64}) {
           const int N = nv * w, lda = K + 3, ldb = N + w, ldc = N + 2 * w;
-          std::vector<float> A(static_cast<std::size_t>(M) * lda + 1), B(static_cast<std::size_t>(K + 1) * ldb),
-              C(static_cast<std::size_t>(M) * ldc);
+          std::vector<float> A(static_cast<std::size_t>(M) * lda + 1),
+              B(static_cast<std::size_t>(K + 1) * ldb), C(static_cast<std::size_t>(M) * ldc);
           test::fill_uniform(A.data(), static_cast<std::int64_t>(A.size()), 1);
           test::fill_uniform(B.data(), static_cast<std::int64_t>(B.size()), 2);
           for (bool acc : {false, true}) {
@@ -167,25 +167,26 @@ void check_against_oracle(const Case& c, std::vector<std::pair<int, int>> blocks
                                                  ref.out.view(), ref.lse.view(), pr);
   const AttentionGrads gnaive = test::naive_fp32_backward(in.dout, in.q, in.k, in.v, ref.out, ref.lse, pr);
   for (const auto& [bq, bkv] : blocks)
-  for (Isa isa : isas_here()) {
-    // Extra tile configs on the best ISA only: the scalar table costs most of the suite's time
-    // in sanitizer (-O0) builds and shares every line of tile logic with the others.
-    if (bq != blocks[0].first && isa != isas_here().front()) continue;
-    SCOPED_TRACE(std::string(to_string(isa)) + " block_q=" + std::to_string(bq) + " block_kv=" + std::to_string(bkv));
-    AttentionParams pt = params_of(c);
-    pt.impl = KernelImpl::Tiled;
-    pt.isa = isa;
-    pt.block_q = bq;
-    pt.block_kv = bkv;
-    const AttentionOutput got = attention_forward(in.q.view(), in.k.view(), in.v.view(), pt);
-    EXPECT_TRUE(test::within_tolerance("out", got.out, ref.out, naive.out));
-    EXPECT_TRUE(test::within_tolerance("lse", got.lse, ref.lse, naive.lse));
-    const AttentionGrads g = attention_backward(in.dout.view(), in.q.view(), in.k.view(), in.v.view(),
-                                                ref.out.view(), ref.lse.view(), pt);
-    EXPECT_TRUE(test::within_tolerance("dq", g.dq, gref.dq, gnaive.dq));
-    EXPECT_TRUE(test::within_tolerance("dk", g.dk, gref.dk, gnaive.dk));
-    EXPECT_TRUE(test::within_tolerance("dv", g.dv, gref.dv, gnaive.dv));
-  }
+    for (Isa isa : isas_here()) {
+      // Extra tile configs on the best ISA only: the scalar table costs most of the suite's time
+      // in sanitizer (-O0) builds and shares every line of tile logic with the others.
+      if (bq != blocks[0].first && isa != isas_here().front()) continue;
+      SCOPED_TRACE(std::string(to_string(isa)) + " block_q=" + std::to_string(bq) +
+                   " block_kv=" + std::to_string(bkv));
+      AttentionParams pt = params_of(c);
+      pt.impl = KernelImpl::Tiled;
+      pt.isa = isa;
+      pt.block_q = bq;
+      pt.block_kv = bkv;
+      const AttentionOutput got = attention_forward(in.q.view(), in.k.view(), in.v.view(), pt);
+      EXPECT_TRUE(test::within_tolerance("out", got.out, ref.out, naive.out));
+      EXPECT_TRUE(test::within_tolerance("lse", got.lse, ref.lse, naive.lse));
+      const AttentionGrads g = attention_backward(in.dout.view(), in.q.view(), in.k.view(), in.v.view(),
+                                                  ref.out.view(), ref.lse.view(), pt);
+      EXPECT_TRUE(test::within_tolerance("dq", g.dq, gref.dq, gnaive.dq));
+      EXPECT_TRUE(test::within_tolerance("dk", g.dk, gref.dk, gnaive.dk));
+      EXPECT_TRUE(test::within_tolerance("dv", g.dv, gref.dv, gnaive.dv));
+    }
 }
 
 TEST(TiledVsOracle, EveryBenchmarkMask) {
@@ -359,7 +360,8 @@ TEST(TiledVarlen, EmptySequencesAndBitwiseEqualToPerSequenceCalls) {
     p.cu_seqlens_q = cu_q;
     p.cu_seqlens_kv = cu_kv;
     const AttentionOutput o = attention_forward(q.view(), k.view(), v.view(), p);
-    const AttentionGrads g = attention_backward(dout.view(), q.view(), k.view(), v.view(), o.out.view(), o.lse.view(), p);
+    const AttentionGrads g =
+        attention_backward(dout.view(), q.view(), k.view(), v.view(), o.out.view(), o.lse.view(), p);
     for (std::int64_t i = 0; i < 5 * H * D; ++i) ASSERT_EQ(o.out.data()[i], 0.0f);
     for (std::int64_t i = 0; i < 5 * H * D; ++i) ASSERT_EQ(g.dq.data()[i], 0.0f);
     for (std::int64_t h = 0; h < H; ++h)
@@ -373,7 +375,8 @@ TEST(TiledVarlen, EmptySequencesAndBitwiseEqualToPerSequenceCalls) {
     ps.cu_seqlens_kv.clear();
     const Tensor q3 = rows(q, 5, 40), k3 = rows(k, 30, 70), v3 = rows(v, 30, 70), d3 = rows(dout, 5, 40);
     const AttentionOutput o3 = attention_forward(q3.view(), k3.view(), v3.view(), ps);
-    const AttentionGrads g3 = attention_backward(d3.view(), q3.view(), k3.view(), v3.view(), o3.out.view(), o3.lse.view(), ps);
+    const AttentionGrads g3 =
+        attention_backward(d3.view(), q3.view(), k3.view(), v3.view(), o3.out.view(), o3.lse.view(), ps);
     EXPECT_EQ(0, std::memcmp(o3.out.data(), o.out.data() + 5 * H * D, sizeof(float) * 35 * H * D));
     for (std::int64_t h = 0; h < H; ++h)
       EXPECT_EQ(0, std::memcmp(o3.lse.data() + h * 35, o.lse.data() + h * 40 + 5, sizeof(float) * 35));
@@ -392,14 +395,21 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 TEST(TiledDeterminism, BitwiseIdenticalForOneTwoThreeThreads) {
   // (H_kv = 1: kv-chunked backward with a partial-dQ reduction) and (B·H_kv = 8: one item per
   // (b, kv-head)), causal and a document mask.
-  struct Shape { std::int64_t B, H, H_kv; Mask mask; };
+  struct Shape {
+    std::int64_t B, H, H_kv;
+    Mask mask;
+  };
   const std::vector<Shape> shapes = {
       {1, 4, 1, Mask::causal_mask()},
       {2, 8, 4, make_benchmark_mask(MaskType::CausalDocument, 120)},
   };
   for (const Shape& s : shapes) {
     Case c;
-    c.B = s.B; c.H = s.H; c.H_kv = s.H_kv; c.S_q = c.S_kv = 120; c.mask = s.mask;
+    c.B = s.B;
+    c.H = s.H;
+    c.H_kv = s.H_kv;
+    c.S_q = c.S_kv = 120;
+    c.mask = s.mask;
     c.block_q = c.block_kv = 16;
     const Inputs in(c);
     for (Isa isa : isas_here()) {
@@ -429,8 +439,15 @@ TEST(TiledWorkspace, ReuseAcrossShapesAndReleaseGiveTheSameBits) {
   // a small call after a large one (stale data in the block), a call after release (fresh
   // block) and the first call must agree bit for bit, forward and backward, from 1 and 2 threads.
   Case big, small;
-  big.B = 2; big.H = 4; big.H_kv = 2; big.S_q = big.S_kv = 200; big.mask = Mask::causal_mask();
-  small.B = 1; small.H = 2; small.H_kv = 1; small.S_q = small.S_kv = 53;
+  big.B = 2;
+  big.H = 4;
+  big.H_kv = 2;
+  big.S_q = big.S_kv = 200;
+  big.mask = Mask::causal_mask();
+  small.B = 1;
+  small.H = 2;
+  small.H_kv = 1;
+  small.S_q = small.S_kv = 53;
   small.mask = make_benchmark_mask(MaskType::SlidingWindow, 53);
   const Inputs in_big(big), in_small(small);
   for (int threads : {1, 2}) {
@@ -444,7 +461,7 @@ TEST(TiledWorkspace, ReuseAcrossShapesAndReleaseGiveTheSameBits) {
     };
     release_kernel_workspace();
     const auto first = run(in_small, ps);
-    run(in_big, pb);   // grows the block and leaves large-call data in it
+    run(in_big, pb);  // grows the block and leaves large-call data in it
     const auto after_big = run(in_small, ps);
     release_kernel_workspace();
     const auto after_release = run(in_small, ps);
@@ -457,7 +474,8 @@ TEST(TiledWorkspace, ReuseAcrossShapesAndReleaseGiveTheSameBits) {
     }
     AttentionParams pr = params_of(small);
     pr.impl = KernelImpl::Reference;
-    const AttentionOutput ref = attention_forward(in_small.q.view(), in_small.k.view(), in_small.v.view(), pr);
+    const AttentionOutput ref =
+        attention_forward(in_small.q.view(), in_small.k.view(), in_small.v.view(), pr);
     const AttentionOutput naive = test::naive_fp32_forward(in_small.q, in_small.k, in_small.v, pr);
     EXPECT_TRUE(test::within_tolerance("out", after_big.first.out, ref.out, naive.out));
   }

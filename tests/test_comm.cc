@@ -36,10 +36,9 @@ TEST(Comm, RingSendRecvOwnsBuffers) {
     RequestSet set;
     const auto is = set.add(c.isend(std::move(out), (r + 1) % P, 7));
     const auto ir = set.add(c.irecv(std::vector<float>(static_cast<std::size_t>(n)), (r + P - 1) % P, 7));
-    while (!set.progress()) {
-    }
+    while (!set.progress()) {}
     set.wait_all();
-    const auto sent = set.take(is);   // the send buffer comes back intact
+    const auto sent = set.take(is);  // the send buffer comes back intact
     const auto got = set.take(ir);
     ASSERT_EQ(static_cast<std::int64_t>(got.size()), n);
     for (std::int64_t i = 0; i < n; ++i) {
@@ -81,7 +80,7 @@ TEST(Comm, AllGatherAndV) {
   EXPECT_EQ(c.counters().bytes_sent, 4 * 3 * (P - 1));
 
   std::vector<std::int64_t> counts(static_cast<std::size_t>(P));
-  for (int q = 0; q < P; ++q) counts[static_cast<std::size_t>(q)] = q + 1;   // rank q sends q+1
+  for (int q = 0; q < P; ++q) counts[static_cast<std::size_t>(q)] = q + 1;  // rank q sends q+1
   std::vector<float> v(static_cast<std::size_t>(r + 1));
   for (int i = 0; i <= r; ++i) v[static_cast<std::size_t>(i)] = val(r, i);
   std::vector<float> gathered(static_cast<std::size_t>(P * (P + 1) / 2));
@@ -158,19 +157,15 @@ TEST(Comm, AgreeThrowsSameErrorOnEveryRank) {
   }
   // High-half difference (values equal modulo 2^32 must still be told apart).
   const std::uint64_t fp2 = (c.rank() == 0 && c.size() > 1) ? (1ULL << 40) : 0;
-  if (c.size() > 1) {
-    EXPECT_THROW(c.agree(fp2, "x"), Error);
-  }
+  if (c.size() > 1) { EXPECT_THROW(c.agree(fp2, "x"), Error); }
 }
 
 TEST(Comm, AgreeVerdictBroadcastsLowestFailingMessage) {
   const Communicator c = Communicator::world();
   EXPECT_NO_THROW(c.agree_verdict(true, "", ErrorKind::Internal));
-  const int bad = c.size() - 1;   // only the last rank fails locally
+  const int bad = c.size() - 1;  // only the last rank fails locally
   try {
-    c.agree_on([&] {
-      BURST_CHECK(c.rank() != bad, Unsupported, "local check failed with value ", 42);
-    });
+    c.agree_on([&] { BURST_CHECK(c.rank() != bad, Unsupported, "local check failed with value ", 42); });
     ADD_FAILURE() << "agree_on did not throw";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
@@ -191,7 +186,7 @@ TEST(Comm, NodeTopologyOverrideAndDiscovery) {
   } else if (P > 1) {
     EXPECT_THROW(c.node_topology(2), Error);
   }
-  const NodeTopology d = c.node_topology(0);   // one machine: one node
+  const NodeTopology d = c.node_topology(0);  // one machine: one node
   EXPECT_EQ(d.nodes, 1);
   EXPECT_EQ(d.ranks_per_node, P);
   EXPECT_EQ(c.split_shared().size(), P);

@@ -33,8 +33,8 @@ TEST(CostFormulas, KernelSeconds) {
   // 1e-6 + 1e9 / (1e12·0.5) = 1e-6 + 2e-3; backward 1e-6 + 1e9 / 2.5e11 = 1e-6 + 4e-3.
   EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, false), 0.002001);
   EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, true), 0.004001);
-  EXPECT_EQ(kernel_seconds(c, 0, false), 0.0);   // no call, no overhead
-  c.kernel_call_seconds_backward = 3e-6;          // backward's own overhead: 3e-6 + 4e-3
+  EXPECT_EQ(kernel_seconds(c, 0, false), 0.0);  // no call, no overhead
+  c.kernel_call_seconds_backward = 3e-6;        // backward's own overhead: 3e-6 + 4e-3
   EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, true), 0.004003);
   EXPECT_DOUBLE_EQ(kernel_seconds(c, 1e9, false), 0.002001);
 }
@@ -56,9 +56,11 @@ TEST(CostFormulas, KernelSecondsWithBf16Operands) {
   ClusterSpec toy = toy_cluster(1, 1);
   toy.bf16_speedup_forward = 1.6;
   Workload w = toy_workload(2, 1, 1, 1);
-  const Estimate e32 = estimate(toy, w, Candidate{StrategyKind::Ring, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  const Estimate e32 =
+      estimate(toy, w, Candidate{StrategyKind::Ring, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
   w.bf16_arithmetic = true;
-  const Estimate e16 = estimate(toy, w, Candidate{StrategyKind::Ring, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  const Estimate e16 =
+      estimate(toy, w, Candidate{StrategyKind::Ring, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
   EXPECT_DOUBLE_EQ(e32.forward.compute_seconds, 4.0);
   EXPECT_DOUBLE_EQ(e16.forward.compute_seconds, 2.5);
   EXPECT_EQ(e16.bytes_per_device, e32.bytes_per_device);
@@ -114,11 +116,9 @@ TEST(CostFormulas, ValidationNamesTheField) {
   try {
     c.validate();
     FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(e.message().find("matmul_flops"), std::string::npos) << e.what();
-  }
+  } catch (const Error& e) { EXPECT_NE(e.message().find("matmul_flops"), std::string::npos) << e.what(); }
   Workload w = toy_workload(8, 3, 2, 1);
-  EXPECT_THROW(w.validate(), Error);   // H % H_kv ≠ 0
+  EXPECT_THROW(w.validate(), Error);  // H % H_kv ≠ 0
   EXPECT_EQ(pass_from_string("fwd_bwd"), PassKind::ForwardBackward);
   EXPECT_THROW(pass_from_string("sideways"), Error);
 }
@@ -168,7 +168,8 @@ TEST(CostSchedules, RingForwardImbalanceAndZigzag) {
   const cost::Context ctx{&c, &w, 2};
   // K, V hop: 2·b_kv·β = 2·(1·2·1·1)·4 = 16 bytes = 2 s. Contiguous: rank 0 computes 3 then 0,
   // rank 1 computes 3 then 4; rank 1 starts step 1 at max(3, 0 + 2) = 3, ends at 7.
-  PassEstimate p = cost::simulate(cost::ring_schedule(ctx, kCausalContiguous, 2, false, false, false, 1, 1, 1));
+  PassEstimate p =
+      cost::simulate(cost::ring_schedule(ctx, kCausalContiguous, 2, false, false, false, 1, 1, 1));
   EXPECT_DOUBLE_EQ(p.seconds, 7.0);
   EXPECT_DOUBLE_EQ(p.balance, 7.0 / 5.0);
   EXPECT_EQ(p.bytes_per_device, 16);
@@ -182,7 +183,7 @@ TEST(CostSchedules, RingForwardImbalanceAndZigzag) {
   slow.intra_bandwidth = 1;
   const cost::Context sctx{&slow, &w, 2};
   p = cost::simulate(cost::ring_schedule(sctx, kCausalZigzag, 2, false, false, false, 1, 1, 1));
-  EXPECT_DOUBLE_EQ(p.seconds, 18.0);   // start step 1 at 16, + 2
+  EXPECT_DOUBLE_EQ(p.seconds, 18.0);  // start step 1 at 16, + 2
   EXPECT_DOUBLE_EQ(p.exposed_comm_seconds, 13.0);
 }
 
@@ -210,9 +211,9 @@ TEST(CostSchedules, DoubleRingVisitsEveryPartitionAndFeedsMatch) {
   const Workload w = toy_workload(8, 1, 1, 1);
   const cost::Context ctx{&c, &w, 4};
   std::vector<double> pairs(16);
-  std::iota(pairs.begin(), pairs.end(), 1.0);   // distinct per block: identifies the partition
+  std::iota(pairs.begin(), pairs.end(), 1.0);  // distinct per block: identifies the partition
   const cost::Schedule s = cost::ring_schedule(ctx, pairs, 4, false, false, true, 1, 1, 1);
-  auto part_of = [&](int i, int t) {   // invert compute seconds = pairs[i][j]
+  auto part_of = [&](int i, int t) {  // invert compute seconds = pairs[i][j]
     return static_cast<int>(s.ranks[i].compute[t]) - 1 - 4 * i;
   };
   int inter = 0;
@@ -227,7 +228,7 @@ TEST(CostSchedules, DoubleRingVisitsEveryPartitionAndFeedsMatch) {
       inter += f.inter_node ? 1 : 0;
     }
   }
-  EXPECT_EQ(inter, 4);   // (n−1) = 1 inter-node hop per rank, docs/algorithm.md §7
+  EXPECT_EQ(inter, 4);  // (n−1) = 1 inter-node hop per rank, docs/algorithm.md §7
 }
 
 TEST(CostSchedules, AllGatherAndHeadParallel) {
@@ -283,8 +284,8 @@ TEST(CostSchedules, DistFlashCoversTheCausalBlocksInHalfTheSteps) {
     }
   }
   EXPECT_DOUBLE_EQ(total, 10.0);
-  EXPECT_DOUBLE_EQ(s.ranks[0].compute[1], 1.0);   // the helper
-  EXPECT_DOUBLE_EQ(s.ranks[1].compute[2], 0.0);   // idle at t = P/2
+  EXPECT_DOUBLE_EQ(s.ranks[0].compute[1], 1.0);  // the helper
+  EXPECT_DOUBLE_EQ(s.ranks[1].compute[2], 0.0);  // idle at t = P/2
 }
 
 TEST(CostMask, PairMatrixMatchesBruteForce) {
@@ -321,9 +322,9 @@ TEST(CostMask, TileGranularWorkCountsPartialTilesWhole) {
   const double exact = estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds;
   c.kernel_tile_q = c.kernel_tile_kv = 4;
   const Estimate tiled = estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous});
-  EXPECT_DOUBLE_EQ(exact, 36.0);   // 36 pairs · 4 flop / 4 flop/s
+  EXPECT_DOUBLE_EQ(exact, 36.0);  // 36 pairs · 4 flop / 4 flop/s
   EXPECT_DOUBLE_EQ(tiled.seconds, 48.0);
-  EXPECT_DOUBLE_EQ(tiled.flops, 144.0);   // FLOPs stay on the mask area: 4·36
+  EXPECT_DOUBLE_EQ(tiled.flops, 144.0);  // FLOPs stay on the mask area: 4·36
 
   // Per-element masking: the two diagonal tiles are Partial, 4 rows each → 8 Partial rows.
   std::vector<double> rows;
@@ -351,7 +352,7 @@ TEST(CostModel, RanksBalancedLayoutsAndReportsInfeasible) {
   const Estimate contiguous = estimate(c, w, {StrategyKind::Burst, LayoutKind::Contiguous});
   const Estimate zigzag = estimate(c, w, {StrategyKind::Burst, LayoutKind::Zigzag});
   ASSERT_TRUE(contiguous.feasible && zigzag.feasible);
-  EXPECT_GT(contiguous.balance, 1.4);   // 2 ranks, causal: rank 1 does 3/4 of the work
+  EXPECT_GT(contiguous.balance, 1.4);  // 2 ranks, causal: rank 1 does 3/4 of the work
   EXPECT_LT(zigzag.balance, 1.05);
   EXPECT_LT(zigzag.seconds, contiguous.seconds);
   // FLOPs from the mask area: 64·65/2 = 2080 pairs · 4·8·2 = 133120 fwd, ×3.5 fwd+bwd = 465920.
@@ -378,17 +379,20 @@ TEST(CostModel, RanksBalancedLayoutsAndReportsInfeasible) {
     }
 }
 
-
 // The model's bytes per device must equal the plan the strategies execute (Plan::make, whose
 // per-rank bytes the strategies' counters are tested against) — two independent derivations.
 TEST(CostModel, BytesMatchThePlanTheStrategiesExecute) {
-  struct Setup { int nodes, per_node; std::int64_t H, H_kv; };
+  struct Setup {
+    int nodes, per_node;
+    std::int64_t H, H_kv;
+  };
   for (const Setup& st : {Setup{1, 2, 4, 4}, Setup{1, 4, 4, 2}, Setup{2, 2, 4, 4}, Setup{1, 3, 6, 3}}) {
     ClusterSpec c = toy_cluster(st.nodes, st.per_node);
     const int P = c.devices();
     // Sliding window and documents on the contiguous layout leave blocks empty: the mask-aware
     // schedule's bytes (docs/strategies.md § Mask-aware rings).
-    for (MaskType mt : {MaskType::Causal, MaskType::Full, MaskType::CausalDocument, MaskType::SlidingWindowCausal}) {
+    for (MaskType mt :
+         {MaskType::Causal, MaskType::Full, MaskType::CausalDocument, MaskType::SlidingWindowCausal}) {
       Workload w = toy_workload(24 * P, st.H, st.H_kv, 8);
       w.mask = make_benchmark_mask(mt, w.S_global);
       w.pass = PassKind::ForwardBackward;

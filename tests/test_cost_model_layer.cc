@@ -27,9 +27,9 @@ Workload toy_layer() {
 }
 
 TEST(CostLayerFormulas, DefaultFfnWidthIsLlamas) {
-  EXPECT_EQ(default_ffn_width(4096), 11008);   // ⌈8·4096/3⌉ = 10923 → next multiple of 256
-  EXPECT_EQ(default_ffn_width(64), 256);       // ⌈512/3⌉ = 171 → 256
-  EXPECT_EQ(default_ffn_width(768), 2048);     // 8·768/3 = 2048 exactly
+  EXPECT_EQ(default_ffn_width(4096), 11008);  // ⌈8·4096/3⌉ = 10923 → next multiple of 256
+  EXPECT_EQ(default_ffn_width(64), 256);      // ⌈512/3⌉ = 171 → 256
+  EXPECT_EQ(default_ffn_width(768), 2048);    // 8·768/3 = 2048 exactly
 }
 
 TEST(CostLayerFormulas, LinearFlopsAndWeights) {
@@ -70,7 +70,7 @@ TEST(CostLayer, TensorParallelPaysMegatronSpAroundTheMlp) {
   Workload no_layer = w;
   no_layer.whole_layer = false;
   const Estimate attn = estimate(c, no_layer, {StrategyKind::Tp, LayoutKind::Contiguous});
-  EXPECT_DOUBLE_EQ(attn.seconds, tp.seconds);   // the attention part is unchanged
+  EXPECT_DOUBLE_EQ(attn.seconds, tp.seconds);  // the attention part is unchanged
   EXPECT_EQ(tp.memory_bytes, attn.memory_bytes + 56);
   EXPECT_EQ(attn.layer.seconds, 0.0);
 }
@@ -81,7 +81,7 @@ TEST(CostLayer, SequenceParallelAllReducesWeightGradientsBeyondTheOverlap) {
   w.pass = PassKind::Forward;
   const Estimate fwd = estimate(c, w, {StrategyKind::Burst, LayoutKind::Zigzag});
   ASSERT_TRUE(fwd.feasible) << fwd.reason;
-  EXPECT_EQ(fwd.layer.comm_seconds, 0.0);   // no gradients in a forward
+  EXPECT_EQ(fwd.layer.comm_seconds, 0.0);  // no gradients in a forward
   EXPECT_EQ(fwd.layer.comm_bytes, 0);
   EXPECT_EQ(fwd.layer.weight_bytes, 28 * 4);
 
@@ -94,8 +94,8 @@ TEST(CostLayer, SequenceParallelAllReducesWeightGradientsBeyondTheOverlap) {
   const double overlap = bwd.backward.compute_seconds + 2 * 112.0 / 4e6;
   EXPECT_NEAR(bwd.layer.comm_seconds, 14.0 - overlap, 1e-12);
   EXPECT_GT(bwd.layer.comm_seconds, 13.9);
-  EXPECT_EQ(bwd.layer.comm_bytes, 112);   // 2·(P−1)/P·112
-  EXPECT_EQ(bwd.layer.weight_bytes, 2 * 28 * 4);   // weights and their gradients
+  EXPECT_EQ(bwd.layer.comm_bytes, 112);           // 2·(P−1)/P·112
+  EXPECT_EQ(bwd.layer.weight_bytes, 2 * 28 * 4);  // weights and their gradients
 
   // Slow compute hides it entirely.
   c.matmul_flops = 4;

@@ -35,8 +35,9 @@ void expect_same_error(const std::function<void()>& body, ErrorKind kind, const 
     message = e.what();
   }
   EXPECT_TRUE(thrown) << what << ": no error on rank " << world.rank();
-  const auto h = static_cast<std::int64_t>(std::hash<std::string>{}(message) & 0x7fffffffffffffffULL);
-  EXPECT_EQ(world.all_reduce_min(h), world.all_reduce_max(h)) << what << ": ranks disagree; here: " << message;
+  const auto h = static_cast<std::int64_t>(std::hash<std::string>{}(message)&0x7fffffffffffffffULL);
+  EXPECT_EQ(world.all_reduce_min(h), world.all_reduce_max(h))
+      << what << ": ranks disagree; here: " << message;
 }
 
 /// Proves the communicator is still usable and no payload is pending: a barrier and a full
@@ -49,14 +50,16 @@ void expect_healthy() {
   DistConfig cfg;
   cfg.num_threads = 1;
   DistAttention attn(world, cfg, shape, Mask::causal_mask());
-  const Tensor q = test::random_tensor({1, shape.S_global, 2, kD}, 1), k = test::random_tensor({1, shape.S_global, 2, kD}, 2);
+  const Tensor q = test::random_tensor({1, shape.S_global, 2, kD}, 1),
+               k = test::random_tensor({1, shape.S_global, 2, kD}, 2);
   const Tensor v = test::random_tensor({1, shape.S_global, 2, kD}, 3);
   AttentionParams p;
   p.mask = Mask::causal_mask();
   p.impl = KernelImpl::Reference;
   const AttentionOutput ref = attention_forward(q.view(), k.view(), v.view(), p);
   const SequenceLayout& l = attn.plan().layout();
-  Tensor ql({1, 8, 2, kD}), kl({1, 8, 2, kD}), vl({1, 8, 2, kD}), out({1, 8, 2, kD}), lse({1, 2, 8}), want({1, 8, 2, kD});
+  Tensor ql({1, 8, 2, kD}), kl({1, 8, 2, kD}), vl({1, 8, 2, kD}), out({1, 8, 2, kD}), lse({1, 2, 8}),
+      want({1, 8, 2, kD});
   shard(l, world.rank(), q.view(), ql.view());
   shard(l, world.rank(), k.view(), kl.view());
   shard(l, world.rank(), v.view(), vl.view());
@@ -77,7 +80,7 @@ DistConfig config(StrategyKind s) {
 TEST(DistErrors, ShapeDiffersBetweenRanks) {
   const Communicator world = Communicator::world();
   const int P = world.size();
-  if (P == 1) return;   // nothing can differ
+  if (P == 1) return;  // nothing can differ
   ProblemShape s = shape_for(P);
   if (world.rank() == P - 1) s.S_global = 16LL * P;
   expect_same_error([&] { DistAttention(world, config(StrategyKind::Burst), s, Mask::causal_mask()); },
@@ -126,11 +129,11 @@ TEST(DistErrors, UnsupportedStrategyParameterPairs) {
   const int P = world.size();
   DistConfig c = config(StrategyKind::Ring);
   c.backward_side = BackwardSide::QuerySide;
-  expect_same_error([&] { DistAttention(world, c, shape_for(P), Mask::causal_mask()); }, ErrorKind::Unsupported,
-                    "ring with the query-side backward");
+  expect_same_error([&] { DistAttention(world, c, shape_for(P), Mask::causal_mask()); },
+                    ErrorKind::Unsupported, "ring with the query-side backward");
   c.strategy = StrategyKind::AllGather;
-  expect_same_error([&] { DistAttention(world, c, shape_for(P), Mask::causal_mask()); }, ErrorKind::Unsupported,
-                    "allgather with the query-side backward");
+  expect_same_error([&] { DistAttention(world, c, shape_for(P), Mask::causal_mask()); },
+                    ErrorKind::Unsupported, "allgather with the query-side backward");
   ProblemShape big = shape_for(P);
   big.D = 512;
   expect_same_error([&] { DistAttention(world, config(StrategyKind::Burst), big, Mask::full()); },
@@ -141,8 +144,8 @@ TEST(DistErrors, UnsupportedStrategyParameterPairs) {
 TEST(DistErrors, UlyssesHeadsNotDivisibleByRanks) {
   const Communicator world = Communicator::world();
   const int P = world.size();
-  if (P == 1) return;   // any H divides by 1
-  const ProblemShape s{1, 8LL * P, P + 1, 1, kD};   // H = P + 1 is never divisible by P ≥ 2
+  if (P == 1) return;                              // any H divides by 1
+  const ProblemShape s{1, 8LL * P, P + 1, 1, kD};  // H = P + 1 is never divisible by P ≥ 2
   expect_same_error([&] { DistAttention(world, config(StrategyKind::Ulysses), s, Mask::causal_mask()); },
                     ErrorKind::Unsupported, "ulysses H % P != 0");
   expect_healthy();
@@ -153,17 +156,17 @@ TEST(DistErrors, LengthDoesNotFitTheLayout) {
   const int P = world.size();
   DistConfig c = config(StrategyKind::Burst);
   c.layout = LayoutKind::Zigzag;
-  const ProblemShape odd{1, 3LL * P, 2, 2, kD};   // divisible by P, never by 2P
+  const ProblemShape odd{1, 3LL * P, 2, 2, kD};  // divisible by P, never by 2P
   expect_same_error([&] { DistAttention(world, c, odd, Mask::causal_mask()); }, ErrorKind::InvalidArgument,
                     "zigzag needs S % 2P == 0");
   c.layout = LayoutKind::Striped;
   const ProblemShape ragged{1, 4LL * P + 1, 2, 2, kD};
   if (P > 1) {
-    expect_same_error([&] { DistAttention(world, c, ragged, Mask::causal_mask()); }, ErrorKind::InvalidArgument,
-                      "striped needs S % P == 0");
+    expect_same_error([&] { DistAttention(world, c, ragged, Mask::causal_mask()); },
+                      ErrorKind::InvalidArgument, "striped needs S % P == 0");
   }
   DistConfig r = config(StrategyKind::Burst);
-  r.ranks_per_node = P + 1;   // never divides P
+  r.ranks_per_node = P + 1;  // never divides P
   expect_same_error([&] { DistAttention(world, r, shape_for(P), Mask::causal_mask()); },
                     ErrorKind::InvalidArgument, "ranks_per_node does not divide P");
   expect_healthy();
@@ -174,10 +177,13 @@ TEST(DistErrors, InvalidMaskSlicesAndShape) {
   const int P = world.size();
   const ProblemShape s = shape_for(P);
   const Mask bad = Mask::from_slices({MaskSlice{0, s.S_global + 5, 0, s.S_global, SliceKind::Full, -1, -1}});
-  expect_same_error([&] { DistAttention(world, config(StrategyKind::Burst), s, bad); }, ErrorKind::InvalidArgument,
-                    "slice beyond S_global");
-  expect_same_error([&] { DistAttention(world, config(StrategyKind::Ring), {1, 8LL * P, 3, 2, kD}, Mask::full()); },
-                    ErrorKind::InvalidArgument, "H % H_kv != 0");
+  expect_same_error([&] { DistAttention(world, config(StrategyKind::Burst), s, bad); },
+                    ErrorKind::InvalidArgument, "slice beyond S_global");
+  expect_same_error(
+      [&] {
+        DistAttention(world, config(StrategyKind::Ring), {1, 8LL * P, 3, 2, kD}, Mask::full());
+      },
+      ErrorKind::InvalidArgument, "H % H_kv != 0");
   expect_healthy();
 }
 
@@ -189,7 +195,7 @@ TEST(DistErrors, BadTensorOnOneRankInAPass) {
     DistAttention attn(world, config(kind), s, Mask::causal_mask());
     const std::int64_t n = attn.local_length();
     Tensor q({1, n, 4, kD}), k({1, n, 2, kD}), v({1, n, 2, kD}), out({1, n, 4, kD}), lse({1, 4, n});
-    Tensor wrong({1, n, 3, kD});   // H_kv = 3 on the last rank only
+    Tensor wrong({1, n, 3, kD});  // H_kv = 3 on the last rank only
     const TensorView kv = world.rank() == P - 1 ? wrong.view() : k.view();
     expect_same_error([&] { attn.forward(q.view(), kv, v.view(), out.view(), lse.view()); },
                       ErrorKind::InvalidArgument, "k shape on the last rank");
@@ -198,7 +204,10 @@ TEST(DistErrors, BadTensorOnOneRankInAPass) {
     Tensor dq({1, n, 4, kD}), dk({1, n, 2, kD}), dv({1, n, 2, kD}), dq_wrong({1, n, 4, kD + 1});
     const TensorView dqv = world.rank() == 0 ? dq_wrong.view() : dq.view();
     expect_same_error(
-        [&] { attn.backward(out.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dqv, dk.view(), dv.view()); },
+        [&] {
+          attn.backward(out.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dqv, dk.view(),
+                        dv.view());
+        },
         ErrorKind::InvalidArgument, "dq shape on rank 0");
   }
   expect_healthy();

@@ -45,8 +45,8 @@ float stored(DType dtype, float x) { return dtype == DType::BF16 ? bf16_to_float
 
 // Appends `n` random tokens to every sequence (the same values on every rank); seqs records what
 // the cache holds (rounded for a bf16 cache: the oracle sees the rounded inputs).
-void append_random(DistKVCache& cache, const std::vector<std::int64_t>& ids, std::vector<Seq>& seqs, std::int64_t n,
-                   std::uint64_t seed) {
+void append_random(DistKVCache& cache, const std::vector<std::int64_t>& ids, std::vector<Seq>& seqs,
+                   std::int64_t n, std::uint64_t seed) {
   const std::int64_t B = static_cast<std::int64_t>(ids.size()), H_kv = cache.config().H_kv;
   Tensor k = test::random_tensor({B, n, H_kv, kD}, seed), v = test::random_tensor({B, n, H_kv, kD}, seed + 1);
   cache.append(ids, k.view(), v.view());
@@ -61,7 +61,10 @@ void append_random(DistKVCache& cache, const std::vector<std::int64_t>& ids, std
 }
 
 // fp64 oracle of one sequence's decode rows and the naive fp32 error (the tolerance rule).
-struct Expected { Tensor out, lse; double tol_out, tol_lse; };
+struct Expected {
+  Tensor out, lse;
+  double tol_out, tol_lse;
+};
 Expected expected(const Tensor& q_b, const Seq& s, std::int64_t H_kv, bool causal) {
   const std::int64_t L = static_cast<std::int64_t>(s.k.size()) / (H_kv * kD), S_q = q_b.shape()[1];
   Tensor k({1, L, H_kv, kD}), v({1, L, H_kv, kD});
@@ -84,7 +87,8 @@ Expected expected(const Tensor& q_b, const Seq& s, std::int64_t H_kv, bool causa
 // Decodes S_q random rows per sequence and checks every sequence against the oracle.
 void check_decode(DistKVCache& cache, const std::vector<std::int64_t>& ids, const std::vector<Seq>& seqs,
                   std::int64_t S_q, bool causal, std::uint64_t seed) {
-  const std::int64_t B = static_cast<std::int64_t>(ids.size()), H = cache.config().H, H_kv = cache.config().H_kv;
+  const std::int64_t B = static_cast<std::int64_t>(ids.size()), H = cache.config().H,
+                     H_kv = cache.config().H_kv;
   Tensor q = test::random_tensor({B, S_q, H, kD}, seed), out({B, S_q, H, kD}), lse({B, H, S_q});
   cache.decode(ids, q.view(), out.view(), lse.view(), causal);
   for (std::int64_t b = 0; b < B; ++b) {
@@ -93,12 +97,18 @@ void check_decode(DistKVCache& cache, const std::vector<std::int64_t>& ids, cons
     std::copy(out.data() + b * out_b.numel(), out.data() + (b + 1) * out_b.numel(), out_b.data());
     std::copy(lse.data() + b * lse_b.numel(), lse.data() + (b + 1) * lse_b.numel(), lse_b.data());
     const Expected e = expected(q_b, seqs[static_cast<std::size_t>(b)], H_kv, causal);
-    EXPECT_LE(test::max_abs_diff(out_b, e.out), e.tol_out) << "sequence " << b << " S_q=" << S_q << " causal=" << causal;
+    EXPECT_LE(test::max_abs_diff(out_b, e.out), e.tol_out)
+        << "sequence " << b << " S_q=" << S_q << " causal=" << causal;
     EXPECT_LE(test::max_abs_diff(lse_b, e.lse), e.tol_lse) << "sequence " << b << " S_q=" << S_q;
   }
 }
 
-struct Case { std::int64_t H, H_kv; KernelImpl impl; AppendPolicy policy; DType dtype = DType::F32; };
+struct Case {
+  std::int64_t H, H_kv;
+  KernelImpl impl;
+  AppendPolicy policy;
+  DType dtype = DType::F32;
+};
 
 // bf16 cases: the cache rounds K/V once when storing; decode is exact attention over the rounded
 // K/V, so the oracle runs on the rounded values with the fp32 tolerance rule.
@@ -128,7 +138,9 @@ TEST(KVCache, DecodeMatchesFp64OverUnequalLengthsAndCrossRankAppends) {
     EXPECT_EQ(cache.length(11), 71);
     for (auto id : ids) {
       const auto counts = cache.rank_lengths(id);
-      EXPECT_LE(*std::max_element(counts.begin(), counts.end()) - *std::min_element(counts.begin(), counts.end()), 1)
+      EXPECT_LE(
+          *std::max_element(counts.begin(), counts.end()) - *std::min_element(counts.begin(), counts.end()),
+          1)
           << "sequence " << id << " policy " << to_string(c.policy);
       EXPECT_EQ(static_cast<std::int64_t>(cache.local_positions(id).size()),
                 counts[static_cast<std::size_t>(comm.rank())]);
@@ -184,7 +196,8 @@ TEST(KVCache, PrefillThroughStrategiesThenDecodeEqualsFullForward) {
     std::copy(v.data(), v.data() + v0.numel(), v0.data());
     DistAttention dist(comm, dc, {1, S0, H, H_kv, kD}, Mask::causal_mask());
     const auto& layout_plan = dist.plan().layout();
-    const Tensor ql = test::shard_of(layout_plan, comm.rank(), q0), kl = test::shard_of(layout_plan, comm.rank(), k0),
+    const Tensor ql = test::shard_of(layout_plan, comm.rank(), q0),
+                 kl = test::shard_of(layout_plan, comm.rank(), k0),
                  vl = test::shard_of(layout_plan, comm.rank(), v0);
     Tensor ol(ql.shape()), lsel({1, H, dist.local_length()});
     dist.forward(ql.view(), kl.view(), vl.view(), ol.view(), lsel.view());
@@ -203,7 +216,8 @@ TEST(KVCache, PrefillThroughStrategiesThenDecodeEqualsFullForward) {
           << to_string(strategy) << " token " << t;
     }
     const auto counts = cache.rank_lengths(0);
-    EXPECT_LE(*std::max_element(counts.begin(), counts.end()) - *std::min_element(counts.begin(), counts.end()), 1);
+    EXPECT_LE(
+        *std::max_element(counts.begin(), counts.end()) - *std::min_element(counts.begin(), counts.end()), 1);
   }
 }
 
@@ -236,7 +250,8 @@ TEST(KVCache, FusedAppendDecodeEqualsAppendThenDecodeAndBf16HalvesTheBytes) {
     const auto pos = fused.local_positions(0);
     for (std::size_t i = 0; i < pos.size() && pos[i] < 150; ++i)
       for (std::int64_t e = 0; e < H_kv * kD; ++e)
-        ASSERT_EQ(k[i * H_kv * kD + static_cast<std::size_t>(e)], seqs[0].k[static_cast<std::size_t>(pos[i] * H_kv * kD + e)]);
+        ASSERT_EQ(k[i * H_kv * kD + static_cast<std::size_t>(e)],
+                  seqs[0].k[static_cast<std::size_t>(pos[i] * H_kv * kD + e)]);
   }
   KVCacheConfig c32 = config(H, H_kv), c16 = config(H, H_kv);
   c16.dtype = DType::BF16;
@@ -250,7 +265,7 @@ TEST(KVCache, FusedAppendDecodeEqualsAppendThenDecodeAndBf16HalvesTheBytes) {
   a.decode({0}, q.view(), oa.view(), la.view());
   b.decode({0}, q.view(), ob.view(), lb.view());
   EXPECT_EQ(2 * b.last_stats().kv_bytes_read, a.last_stats().kv_bytes_read);
-  EXPECT_GT(test::max_abs_diff(oa, ob), 0.0);   // the bf16 cache really holds rounded rows
+  EXPECT_GT(test::max_abs_diff(oa, ob), 0.0);  // the bf16 cache really holds rounded rows
 }
 
 TEST(KVCache, ThreadCountInvariantAndBytesIndependentOfContext) {
@@ -312,7 +327,8 @@ void expect_error_everywhere(const Communicator& comm, DistKVCache& cache, const
   try {
     f();
   } catch (const Error& e) {
-    thrown = e.kind() == ErrorKind::InvalidArgument && std::string(e.what()).find(needle) != std::string::npos;
+    thrown =
+        e.kind() == ErrorKind::InvalidArgument && std::string(e.what()).find(needle) != std::string::npos;
     if (!thrown) ADD_FAILURE() << what << ": unexpected message " << e.what();
   }
   EXPECT_TRUE(thrown) << what << ": no error on rank " << comm.rank();
@@ -329,43 +345,50 @@ TEST(KVCache, BadInputThrowsOnEveryRankAndLeavesTheCacheUnchanged) {
   append_random(cache, {0}, seqs, 30, 61);
   const Tensor k1 = test::random_tensor({1, 1, 2, kD}, 62), k3 = test::random_tensor({1, 1, 3, kD}, 63);
   const Tensor big = test::random_tensor({1, 40 * P, 2, kD}, 64);
-  expect_error_everywhere(comm, cache, "overflow", [&] { cache.append({0}, big.view(), big.view()); }, "overflow");
-  expect_error_everywhere(comm, cache, "mismatched kv heads", [&] { cache.append({0}, k3.view(), k3.view()); },
-                          "k_new");
+  expect_error_everywhere(
+      comm, cache, "overflow", [&] { cache.append({0}, big.view(), big.view()); }, "overflow");
+  expect_error_everywhere(
+      comm, cache, "mismatched kv heads", [&] { cache.append({0}, k3.view(), k3.view()); }, "k_new");
   Tensor q5({1, 1, 5, kD}), o5({1, 1, 5, kD}), l5({1, 5, 1});
-  expect_error_everywhere(comm, cache, "mismatched query heads",
-                          [&] { cache.decode({0}, q5.view(), o5.view(), l5.view()); }, "q ");
-  expect_error_everywhere(comm, cache, "fused call with mismatched query heads: nothing appended",
-                          [&] { cache.decode({0}, k1.view(), k1.view(), q5.view(), o5.view(), l5.view()); }, "q ");
-  expect_error_everywhere(comm, cache, "fused call overflowing: nothing appended",
-                          [&] {
-                            Tensor qb({1, 40 * P, 4, kD}), ob({1, 40 * P, 4, kD}), lb({1, 4, 40 * P});
-                            cache.decode({0}, big.view(), big.view(), qb.view(), ob.view(), lb.view());
-                          },
-                          "overflow");
+  expect_error_everywhere(
+      comm, cache, "mismatched query heads", [&] { cache.decode({0}, q5.view(), o5.view(), l5.view()); },
+      "q ");
+  expect_error_everywhere(
+      comm, cache, "fused call with mismatched query heads: nothing appended",
+      [&] { cache.decode({0}, k1.view(), k1.view(), q5.view(), o5.view(), l5.view()); }, "q ");
+  expect_error_everywhere(
+      comm, cache, "fused call overflowing: nothing appended",
+      [&] {
+        Tensor qb({1, 40 * P, 4, kD}), ob({1, 40 * P, 4, kD}), lb({1, 4, 40 * P});
+        cache.decode({0}, big.view(), big.view(), qb.view(), ob.view(), lb.view());
+      },
+      "overflow");
   Tensor q({1, 1, 4, kD}), o({1, 1, 4, kD}), l({1, 4, 1});
-  expect_error_everywhere(comm, cache, "unknown id", [&] { cache.decode({9}, q.view(), o.view(), l.view()); },
-                          "unknown sequence id 9");
-  expect_error_everywhere(comm, cache, "repeated id", [&] { cache.decode({0, 0}, q.view(), o.view(), l.view()); },
-                          "distinct");
+  expect_error_everywhere(
+      comm, cache, "unknown id", [&] { cache.decode({9}, q.view(), o.view(), l.view()); },
+      "unknown sequence id 9");
+  expect_error_everywhere(
+      comm, cache, "repeated id",
+      [&] {
+        cache.decode({0, 0}, q.view(), o.view(), l.view());
+      },
+      "distinct");
   const Tensor k5 = test::random_tensor({1, 5, 2, kD}, 66);
   const std::vector<std::int64_t> same_everywhere{0, 1, 2, 3, 4};
-  expect_error_everywhere(comm, cache, "positions not a partition",
-                          [&] { cache.prefill({20}, k5.view(), k5.view(), same_everywhere, 5 * P + (P == 1)); },
-                          "partition");
+  expect_error_everywhere(
+      comm, cache, "positions not a partition",
+      [&] { cache.prefill({20}, k5.view(), k5.view(), same_everywhere, 5 * P + (P == 1)); }, "partition");
   if (P > 1) {
-    expect_error_everywhere(comm, cache, "ids differ between ranks",
-                            [&] { cache.append({comm.rank() == 1 ? 5 : 0}, k1.view(), k1.view()); },
-                            "differs between ranks");
+    expect_error_everywhere(
+        comm, cache, "ids differ between ranks",
+        [&] { cache.append({comm.rank() == 1 ? 5 : 0}, k1.view(), k1.view()); }, "differs between ranks");
     // A rank-inconsistent state: rank 1 alone gains a sequence (remove is message-free).
     append_random(cache, {8}, seqs, 1, 65);
     if (comm.rank() == 0) cache.remove(8);
     bool thrown = false;
     try {
       cache.decode({0}, q.view(), o.view(), l.view());
-    } catch (const Error& e) {
-      thrown = std::string(e.what()).find("cache state") != std::string::npos;
-    }
+    } catch (const Error& e) { thrown = std::string(e.what()).find("cache state") != std::string::npos; }
     EXPECT_TRUE(thrown) << "inconsistent state not detected on rank " << comm.rank();
   }
 }

@@ -22,7 +22,8 @@ using burst::lm::Corpus;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("burst_test_lm_data_" + name + "_" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("burst_test_lm_data_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d;
 }
@@ -37,11 +38,12 @@ Corpus write_small(const fs::path& dir) {
 }  // namespace
 
 TEST(LmData, ParsesBibleLinesIntoBooks) {
-  const auto v = burst::lm::parse_bible_lines("Ge1:1 In the beginning.\n1Sm12:3 And Samuel said\n\nRev22:21 Amen.\n");
+  const auto v =
+      burst::lm::parse_bible_lines("Ge1:1 In the beginning.\n1Sm12:3 And Samuel said\n\nRev22:21 Amen.\n");
   ASSERT_EQ(v.size(), 3u);
   EXPECT_EQ(v[0].book, "Ge");
   EXPECT_EQ(v[0].text, "In the beginning.");
-  EXPECT_EQ(v[1].book, "1Sm");   // leading digit belongs to the book
+  EXPECT_EQ(v[1].book, "1Sm");  // leading digit belongs to the book
   EXPECT_EQ(v[2].book, "Rev");
   EXPECT_THROW(burst::lm::parse_bible_lines("no reference here\n"), burst::Error);
   EXPECT_THROW(burst::lm::parse_bible_lines("12:3 text without book\n"), burst::Error);
@@ -62,10 +64,10 @@ TEST(LmData, CacheRoundTripAndCorruptionIsRefused) {
   EXPECT_EQ(c.book_of(5), 1);
   EXPECT_EQ(c.book_of(11), 2);
   EXPECT_THROW(c.book_of(12), burst::Error);
-  {   // flip one token id: the checksum must catch it
+  {  // flip one token id: the checksum must catch it
     std::fstream f(dir / "tokens.bin", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(8);
-    const std::int32_t x = 5;   // was 3
+    const std::int32_t x = 5;  // was 3
     f.write(reinterpret_cast<const char*>(&x), sizeof x);
   }
   try {
@@ -74,7 +76,7 @@ TEST(LmData, CacheRoundTripAndCorruptionIsRefused) {
   } catch (const burst::Error& e) {
     EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
   }
-  fs::resize_file(dir / "tokens.bin", 4);   // truncated
+  fs::resize_file(dir / "tokens.bin", 4);  // truncated
   EXPECT_THROW(burst::lm::load_corpus(dir), burst::Error);
   fs::remove_all(dir);
   try {
@@ -123,7 +125,7 @@ TEST(LmData, UnigramPerplexityMatchesDirectTwin) {
 TEST(LmData, SplitMixIsDeterministic) {
   EXPECT_EQ(burst::lm::splitmix64(0), burst::lm::splitmix64(0));
   EXPECT_NE(burst::lm::splitmix64(1), burst::lm::splitmix64(2));
-  EXPECT_EQ(burst::lm::splitmix64(0), 0xe220a8397b1dcdafULL);   // reference SplitMix64, state 0
+  EXPECT_EQ(burst::lm::splitmix64(0), 0xe220a8397b1dcdafULL);  // reference SplitMix64, state 0
 }
 
 // Vocab (the torch process's tokenizer) against libsentencepiece on a BPE model trained here.
@@ -133,8 +135,11 @@ TEST(LmData, VocabEncodesAndDecodesLikeSentencepiece) {
   {
     std::ofstream text(dir / "text.txt");
     for (int i = 0; i < 40; ++i)
-      text << "In the beginning God created the heaven and the earth. And the earth was without form, and void; "
-              "and darkness was upon the face of the deep " << i << ".\nAnd God said, Let there be light: and "
+      text << "In the beginning God created the heaven and the earth. And the earth was without form, and "
+              "void; "
+              "and darkness was upon the face of the deep "
+           << i
+           << ".\nAnd God said, Let there be light: and "
               "there was light. Jesus wept. Amen.\n";
   }
   const auto status = sentencepiece::SentencePieceTrainer::Train(
@@ -146,8 +151,9 @@ TEST(LmData, VocabEncodesAndDecodesLikeSentencepiece) {
   ASSERT_TRUE(sp.Load((dir / "spm.model").string()).ok());
   const auto vocab = burst::lm::Vocab::load(dir);
   EXPECT_EQ(vocab.size(), sp.GetPieceSize());
-  for (const std::string text : {"In the beginning", "And God said, Let there be light.", "  the   earth was void ",
-                                 "Jesus wept.", "light: xyz Q!", "darkness upon the face of the deep 17"}) {
+  for (const std::string text :
+       {"In the beginning", "And God said, Let there be light.", "  the   earth was void ", "Jesus wept.",
+        "light: xyz Q!", "darkness upon the face of the deep 17"}) {
     std::vector<int> want;
     ASSERT_TRUE(sp.Encode(text, &want).ok());
     const auto got = vocab.encode(text);

@@ -26,7 +26,7 @@ constexpr double kRtol = 1e-5;
 
 struct Fixture {
   burst::Communicator comm = burst::Communicator::world();
-  burst::Communicator self = comm.split(comm.rank(), 0);   // a 1-rank communicator per rank
+  burst::Communicator self = comm.split(comm.rank(), 0);  // a 1-rank communicator per rank
   fs::path root;
 
   Fixture() {
@@ -70,7 +70,7 @@ struct Fixture {
     o.model.head_dim = 8;
     o.model.ffn_hidden = 48;
     o.steps = 4;
-    o.seq_len = 240;   // divisible by 2P for P = 1..4 and spanning book boundaries
+    o.seq_len = 240;  // divisible by 2P for P = 1..4 and spanning book boundaries
     o.lr = 1e-2;
     o.warmup_steps = 1;
     o.plot = false;
@@ -87,9 +87,10 @@ TEST(LmExactness, TrainingLossMatchesSingleProcessForEveryStrategyAndLayout) {
   ref_opts.run.engine = burst::lm::EngineKind::Local;
   const auto ref = burst::lm::run_train(ref_opts, f.self);
   ASSERT_EQ(ref.size(), 4u);
-  EXPECT_LT(ref.back().loss, ref.front().loss);   // it learns
+  EXPECT_LT(ref.back().loss, ref.front().loss);  // it learns
   for (auto strategy : {burst::StrategyKind::Burst, burst::StrategyKind::Ring}) {
-    for (auto layout : {burst::LayoutKind::Contiguous, burst::LayoutKind::Zigzag, burst::LayoutKind::Striped}) {
+    for (auto layout :
+         {burst::LayoutKind::Contiguous, burst::LayoutKind::Zigzag, burst::LayoutKind::Striped}) {
       auto o = f.train_options("dist");
       o.run.dist.strategy = strategy;
       o.run.dist.layout = layout;
@@ -117,8 +118,9 @@ TEST(LmExactness, SeqWiseCheckpointingMatchesAndRefusesNonStripedLayouts) {
   const auto got = burst::lm::run_train(o, f.comm);
   ASSERT_EQ(got.size(), ref.size());
   for (std::size_t s = 0; s < ref.size(); ++s)
-    EXPECT_NEAR(got[s].loss, ref[s].loss, kRtol * std::abs(ref[s].loss)) << "step " << s + 1 << " P=" << f.comm.size();
-  if (f.comm.size() > 1) {   // refused before any message: every rank throws, none hangs
+    EXPECT_NEAR(got[s].loss, ref[s].loss, kRtol * std::abs(ref[s].loss))
+        << "step " << s + 1 << " P=" << f.comm.size();
+  if (f.comm.size() > 1) {  // refused before any message: every rank throws, none hangs
     auto bad = f.train_options("seqwise_zigzag");
     bad.run.dist.layout = burst::LayoutKind::Zigzag;
     const std::int64_t S = burst::lm::padded_length(bad.seq_len, f.comm.size());
@@ -132,7 +134,7 @@ TEST(LmExactness, ResumeContinuesWithoutLosingSteps) {
   auto o = f.train_options("full");
   const auto full = burst::lm::run_train(o, f.comm);
   o.out_dir = f.root / "interrupted";
-  o.stop_after = 2;   // stops after step 2 with a checkpoint, as an interrupted job would
+  o.stop_after = 2;  // stops after step 2 with a checkpoint, as an interrupted job would
   const auto first = burst::lm::run_train(o, f.comm);
   ASSERT_EQ(first.size(), 2u);
   o.stop_after = 0;

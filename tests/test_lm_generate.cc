@@ -82,9 +82,9 @@ TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
   g.checkpoint = t.out_dir / "checkpoint.safetensors";
   g.prompt = "abc";
   g.max_new_tokens = 5;
-  g.temperature = 0;   // greedy: the continuation is a function of the logits alone
+  g.temperature = 0;  // greedy: the continuation is a function of the logits alone
   g.verify_tokens = 3;
-  g.chunk_tokens = 64;   // several chunks per rank: the split-KV merge is exercised
+  g.chunk_tokens = 64;  // several chunks per rank: the split-KV merge is exercised
   for (auto layout : {burst::LayoutKind::Zigzag, burst::LayoutKind::Striped}) {
     g.run.dist.layout = layout;
     const auto dist = burst::lm::run_generate(g, f.comm);
@@ -95,7 +95,7 @@ TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
     if (f.comm.rank() == 0) {
       const auto& ranges = dist.at("verify_kv_ranges");
       ASSERT_FALSE(ranges.empty()) << dist.dump();
-      if (f.comm.size() > 1) {   // one recomputed document crosses ranks
+      if (f.comm.size() > 1) {  // one recomputed document crosses ranks
         bool crosses = false;
         for (const auto& r : ranges) crosses = crosses || r.at("ranks_holding").get<int>() > 1;
         EXPECT_TRUE(crosses) << ranges.dump();

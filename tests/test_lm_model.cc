@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lm/attention_fn.h"
 #include "burst/error.h"
+#include "lm/attention_fn.h"
 #include "lm/checkpoint.h"
 #include "lm/fused_head_loss.h"
 #include "lm/model.h"
@@ -47,7 +47,7 @@ TEST(LmModel, FusedHeadLossMatchesFullLogits) {
   const auto x0 = torch::randn({S, d}), W0 = torch::randn({V, d}) * 0.3;
   const auto target = torch::randint(0, V, {S}, torch::kInt64);
   auto weight = torch::ones({S});
-  weight.index_put_({torch::indexing::Slice(0, 5)}, 0.0f);   // rows excluded from the loss
+  weight.index_put_({torch::indexing::Slice(0, 5)}, 0.0f);  // rows excluded from the loss
   auto x_ref = x0.clone().set_requires_grad(true), W_ref = W0.clone().set_requires_grad(true);
   const auto ref = burst::lm::head_loss_reference(x_ref, W_ref, target, weight);
   ref.backward();
@@ -55,13 +55,14 @@ TEST(LmModel, FusedHeadLossMatchesFullLogits) {
   for (std::int64_t chunk : {1, 7, 37, 64}) {
     auto x = x0.clone().set_requires_grad(true), W = W0.clone().set_requires_grad(true);
     const auto loss = burst::lm::fused_head_loss(x, W, target, weight, chunk);
-    (loss * 0.5).backward();   // a non-unit upstream gradient
+    (loss * 0.5).backward();  // a non-unit upstream gradient
     // fp32 logits over V=50, d=16: ~1e-6 relative against the same-precision reference.
     EXPECT_LT(std::abs(loss.item<double>() - ref.item<double>()) / ref.item<double>(), 1e-5) << chunk;
     EXPECT_LT(max_rel(x.grad(), x_ref.grad() * 0.5), 1e-5) << chunk;
     EXPECT_LT(max_rel(W.grad(), W_ref.grad() * 0.5), 1e-5) << chunk;
     const auto per_token = burst::lm::head_token_losses(x0, W0, target, chunk);
-    EXPECT_LT(std::abs((per_token * weight).sum().item<double>() - ref.item<double>()) / ref.item<double>(), 1e-5);
+    EXPECT_LT(std::abs((per_token * weight).sum().item<double>() - ref.item<double>()) / ref.item<double>(),
+              1e-5);
   }
   EXPECT_THROW(burst::lm::fused_head_loss(x0, W0.narrow(1, 0, 8), target, weight, 4), burst::Error);
 }
@@ -76,13 +77,15 @@ TEST(LmModel, AttentionFunctionMatchesFp64Reference) {
   for (std::int64_t p = 1; p < S_global; p += 2) pos.push_back(p);
   const auto S = static_cast<std::int64_t>(pos.size());
   burst::lm::LocalEngine engine(pos, mask, S_global, 1);
-  const auto q0 = torch::randn({1, S, H, D}), k0 = torch::randn({1, S, H_kv, D}), v0 = torch::randn({1, S, H_kv, D});
+  const auto q0 = torch::randn({1, S, H, D}), k0 = torch::randn({1, S, H_kv, D}),
+             v0 = torch::randn({1, S, H_kv, D});
   const auto dout = torch::randn({1, S, H, D});
   auto q = q0.clone().set_requires_grad(true), k = k0.clone().set_requires_grad(true),
        v = v0.clone().set_requires_grad(true);
   const auto out = burst::lm::burst_attention(q, k, v, engine);
   (out * dout).sum().backward();
-  auto qr = q0.to(torch::kFloat64).set_requires_grad(true), kr = k0.to(torch::kFloat64).set_requires_grad(true),
+  auto qr = q0.to(torch::kFloat64).set_requires_grad(true),
+       kr = k0.to(torch::kFloat64).set_requires_grad(true),
        vr = v0.to(torch::kFloat64).set_requires_grad(true);
   const auto ref = burst::lm::reference_attention(qr, kr, vr, pos, pos, mask, S_global);
   (ref * dout.to(torch::kFloat64)).sum().backward();
@@ -105,13 +108,14 @@ TEST(LmModel, InferenceForwardMatchesAutogradForward) {
   std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
   for (std::int64_t i = 0; i < S; ++i) pos[static_cast<std::size_t>(i)] = i;
   torch::manual_seed(11);
-  const auto tokens = torch::randint(0, 64, {S}, torch::kInt64), target = torch::randint(0, 64, {S}, torch::kInt64);
+  const auto tokens = torch::randint(0, 64, {S}, torch::kInt64),
+             target = torch::randint(0, 64, {S}, torch::kInt64);
   for (const int kv_heads : {4, 2}) {
     auto cfg = tiny_config();
     cfg.kv_heads = kv_heads;
     burst::lm::Model model(cfg);
     burst::lm::LocalEngine train_engine(pos, mask, S, 1);
-    const auto hidden_ref = model.forward(tokens, train_engine);   // grad mode on: the autograd path
+    const auto hidden_ref = model.forward(tokens, train_engine);  // grad mode on: the autograd path
     ASSERT_TRUE(hidden_ref.requires_grad());
     const auto loss_ref = burst::lm::head_token_losses(hidden_ref.detach(), model.head().detach(), target, 7);
     for (const std::int64_t rows : {1, 7, 53, 64}) {
@@ -119,7 +123,8 @@ TEST(LmModel, InferenceForwardMatchesAutogradForward) {
       const c10::InferenceMode inference;
       burst::lm::LocalEngine engine(pos, mask, S, 1);
       std::vector<std::pair<int, burst::lm::Model::Stage>> stages;
-      const auto hidden = model.forward(tokens, engine, [&](int l, burst::lm::Model::Stage st) { stages.emplace_back(l, st); });
+      const auto hidden = model.forward(
+          tokens, engine, [&](int l, burst::lm::Model::Stage st) { stages.emplace_back(l, st); });
       EXPECT_TRUE(hidden.is_inference());
       EXPECT_FALSE(hidden.requires_grad());
       const auto loss = burst::lm::head_token_losses(hidden, model.head(), target, 7);
@@ -132,7 +137,7 @@ TEST(LmModel, InferenceForwardMatchesAutogradForward) {
   }
   burst::lm::Model model(tiny_config());
   burst::lm::LocalEngine engine(pos, mask, S, 1);
-  EXPECT_THROW(model.forward_inference(tokens, engine), burst::Error);   // grad mode on: refused
+  EXPECT_THROW(model.forward_inference(tokens, engine), burst::Error);  // grad mode on: refused
   EXPECT_THROW(model.set_inference_rows(0), burst::Error);
 }
 
@@ -149,7 +154,7 @@ TEST(LmModel, RopeDependsOnlyOnRelativePosition) {
   // Same distance far into a million-token sequence: tables are fp32, angles fp64, so the
   // score moves only by fp32 rounding of cos/sin (~1e-7 relative), not by angle loss.
   EXPECT_NEAR(score(1000017, 1000005), near, 1e-5 * std::abs(near) + 1e-6);
-  EXPECT_GT(std::abs(score(17, 6) - near), 1e-6);   // and it does depend on the distance
+  EXPECT_GT(std::abs(score(17, 6) - near), 1e-6);  // and it does depend on the distance
 }
 
 // The checkpoint is a safetensors file: the Python reader (scripts/read_checkpoint.py, torch
@@ -158,7 +163,8 @@ TEST(LmModel, RopeDependsOnlyOnRelativePosition) {
 TEST(LmModel, CheckpointIsReadByThePythonSafetensorsReader) {
   if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "/usr/bin/python3 with torch not available";
-  const fs::path path = fs::temp_directory_path() / ("burst_test_lm_st_" + std::to_string(::getpid()) + ".safetensors");
+  const fs::path path =
+      fs::temp_directory_path() / ("burst_test_lm_st_" + std::to_string(::getpid()) + ".safetensors");
   torch::manual_seed(2);
   burst::lm::Checkpoint c;
   c.header = {{"kind", "burst-lm"}, {"step", 3}, {"model", {{"d_model", 5}}}};
@@ -168,8 +174,8 @@ TEST(LmModel, CheckpointIsReadByThePythonSafetensorsReader) {
   burst::lm::save_checkpoint(path, c);
   std::string out;
   {
-    const std::string cmd = std::string("/usr/bin/python3 ") + BURST_SOURCE_DIR + "/scripts/read_checkpoint.py " +
-                            path.string() + " --json";
+    const std::string cmd = std::string("/usr/bin/python3 ") + BURST_SOURCE_DIR +
+                            "/scripts/read_checkpoint.py " + path.string() + " --json";
     FILE* p = ::popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     char buf[4096];
@@ -183,22 +189,24 @@ TEST(LmModel, CheckpointIsReadByThePythonSafetensorsReader) {
   for (const auto& [name, t] : c.tensors) {
     EXPECT_EQ(j.at("tensors").at(name).at("shape").get<std::vector<std::int64_t>>(), t.sizes().vec()) << name;
     // The same fp32 values summed in fp64 on both sides (different order): equal to ~1e-15.
-    EXPECT_NEAR(j.at("tensors").at(name).at("sum").get<double>(), t.to(torch::kFloat64).sum().item<double>(), 1e-12)
+    EXPECT_NEAR(j.at("tensors").at(name).at("sum").get<double>(), t.to(torch::kFloat64).sum().item<double>(),
+                1e-12)
         << name;
   }
-  {   // a flipped data byte fails the Python reader's checksum too
+  {  // a flipped data byte fails the Python reader's checksum too
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-3, std::ios::end);
     f.put('\x55');
   }
-  const std::string cmd = std::string("/usr/bin/python3 ") + BURST_SOURCE_DIR + "/scripts/read_checkpoint.py " +
-                          path.string() + " --json >/dev/null 2>&1";
+  const std::string cmd = std::string("/usr/bin/python3 ") + BURST_SOURCE_DIR +
+                          "/scripts/read_checkpoint.py " + path.string() + " --json >/dev/null 2>&1";
   EXPECT_NE(std::system(cmd.c_str()), 0);
   fs::remove(path);
 }
 
 TEST(LmModel, CheckpointRoundTripAndCorruptionIsRefused) {
-  const fs::path path = fs::temp_directory_path() / ("burst_test_lm_ckpt_" + std::to_string(::getpid()) + ".safetensors");
+  const fs::path path =
+      fs::temp_directory_path() / ("burst_test_lm_ckpt_" + std::to_string(::getpid()) + ".safetensors");
   burst::lm::Checkpoint c;
   c.header = {{"kind", "burst-lm"}, {"step", 7}};
   c.tensors.emplace_back("a", torch::arange(6, torch::kFloat32).view({2, 3}));
@@ -207,11 +215,11 @@ TEST(LmModel, CheckpointRoundTripAndCorruptionIsRefused) {
   const auto back = burst::lm::load_checkpoint(path);
   EXPECT_EQ(back.header.at("step"), 7);
   EXPECT_TRUE(torch::equal(burst::lm::checkpoint_tensor(back, "a", {2, 3}), c.tensors[0].second));
-  EXPECT_THROW(burst::lm::checkpoint_tensor(back, "a", {3, 2}), burst::Error);   // mismatched shape
+  EXPECT_THROW(burst::lm::checkpoint_tensor(back, "a", {3, 2}), burst::Error);  // mismatched shape
   EXPECT_THROW(burst::lm::checkpoint_tensor(back, "zzz", {1}), burst::Error);
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-12, std::ios::end);   // inside tensor b's data
+    f.seekp(-12, std::ios::end);  // inside tensor b's data
     f.put('\x7f');
   }
   try {
@@ -223,7 +231,7 @@ TEST(LmModel, CheckpointRoundTripAndCorruptionIsRefused) {
   burst::lm::save_checkpoint(path, c);
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(12);   // inside the JSON header
+    f.seekp(12);  // inside the JSON header
     f.put('\x01');
   }
   EXPECT_THROW(burst::lm::load_checkpoint(path), burst::Error);
@@ -277,13 +285,13 @@ TEST(LmModel, ActivationCheckpointingGivesTheSameGradients) {
     const auto h = model.forward(tokens, engine);
     (h * upstream).sum().backward();
     outs.push_back(h.detach());
-    EXPECT_EQ(engine.totals().forward_pairs, engine.totals().backward_pairs);   // no forward replayed
+    EXPECT_EQ(engine.totals().forward_pairs, engine.totals().backward_pairs);  // no forward replayed
     EXPECT_EQ(engine.totals().forward_pairs, 429 * cfg.layers);
-    if (recompute == R::SeqWise) {   // the replay recomputed exactly the first half, once per layer
+    if (recompute == R::SeqWise) {  // the replay recomputed exactly the first half, once per layer
       EXPECT_EQ(engine.first_half()->totals().forward_pairs, 159 * cfg.layers);
     }
     grads.emplace_back();
-    for (const auto& p : model.parameters())   // "head" is unused by forward (no gradient)
+    for (const auto& p : model.parameters())  // "head" is unused by forward (no gradient)
       grads.back().push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
   }
   burst::lm::Model names(cfg);
@@ -307,9 +315,7 @@ TEST(LmModel, SeqWiseRefusesMasksWhoseFirstHalfIsNotSelfContained) {
   try {
     burst::lm::first_half_mask(burst::Mask::from_slices({s}), 40, 20);
     ADD_FAILURE() << "expected a refusal";
-  } catch (const burst::Error& e) {
-    EXPECT_EQ(e.kind(), burst::ErrorKind::Unsupported);
-  }
+  } catch (const burst::Error& e) { EXPECT_EQ(e.kind(), burst::ErrorKind::Unsupported); }
   // causal shorthand: unchanged; square document slices: clipped.
   EXPECT_TRUE(burst::lm::first_half_mask(burst::Mask::causal_mask(), 40, 20).causal);
   const auto m = burst::lm::first_half_mask(burst::Mask::document({0, 17, 40}, true), 40, 20);

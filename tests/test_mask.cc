@@ -26,12 +26,13 @@ std::int64_t doc_of(const std::vector<std::int64_t>& cu, std::int64_t x) {
 Pred brute_force(MaskType type, std::int64_t S, const BenchmarkMaskConfig& cfg) {
   const auto cu = benchmark_document_offsets(S, cfg);
   const std::int64_t w = cfg.window > 0 ? cfg.window : std::max<std::int64_t>(1, S / 8);
-  const std::int64_t g = cfg.global_tokens > 0 ? cfg.global_tokens : 2 * w;   // the benchmark kernel's 2w
+  const std::int64_t g = cfg.global_tokens > 0 ? cfg.global_tokens : 2 * w;  // the benchmark kernel's 2w
   auto same = [cu](std::int64_t q, std::int64_t k) { return doc_of(cu, q) == doc_of(cu, k); };
   switch (type) {
     case MaskType::Full: return [](std::int64_t, std::int64_t) { return true; };
     case MaskType::Causal: return [](std::int64_t q, std::int64_t k) { return k <= q; };
-    case MaskType::CausalDocument: return [same](std::int64_t q, std::int64_t k) { return same(q, k) && k <= q; };
+    case MaskType::CausalDocument:
+      return [same](std::int64_t q, std::int64_t k) { return same(q, k) && k <= q; };
     case MaskType::FullDocument: return same;
     case MaskType::ShareQuestion:
       return [same, lq = cu[1]](std::int64_t q, std::int64_t k) {
@@ -48,17 +49,17 @@ Pred brute_force(MaskType type, std::int64_t S, const BenchmarkMaskConfig& cfg) 
       return [cu, p = benchmark_prefix_length(S, cfg)](std::int64_t q, std::int64_t k) {
         const auto d = static_cast<std::size_t>(doc_of(cu, q));
         if (doc_of(cu, k) != static_cast<std::int64_t>(d)) return false;
-        return k - cu[d] < p || k <= q;   // one absolute prefix p in every document
+        return k - cu[d] < p || k <= q;  // one absolute prefix p in every document
       };
     case MaskType::PrefixLmCausal:
-      return [P = std::llround(cfg.prefix_fraction * static_cast<double>(S))](std::int64_t q, std::int64_t k) {
-        return k < P || k <= q;
-      };
+      return [P = std::llround(cfg.prefix_fraction * static_cast<double>(S))](
+                 std::int64_t q, std::int64_t k) { return k < P || k <= q; };
     case MaskType::SlidingWindow: return [w](std::int64_t q, std::int64_t k) { return std::abs(q - k) <= w; };
-    case MaskType::SlidingWindowCausal: return [w](std::int64_t q, std::int64_t k) { return k <= q && q - k <= w; };
+    case MaskType::SlidingWindowCausal:
+      return [w](std::int64_t q, std::int64_t k) { return k <= q && q - k <= w; };
     case MaskType::GlobalSlidingWindow:
       return [w, g](std::int64_t q, std::int64_t k) { return q < g || k < g || std::abs(q - k) <= w; };
-    case MaskType::BlockCausalDocument:   // the benchmark kernel: same document, k < end of q's block
+    case MaskType::BlockCausalDocument:  // the benchmark kernel: same document, k < end of q's block
       return [cb = benchmark_block_document_offsets(S, cfg), bs = cfg.block](std::int64_t q, std::int64_t k) {
         return doc_of(cb, q) == doc_of(cb, k) && k < (q / bs + 1) * bs;
       };
@@ -126,7 +127,7 @@ TEST(MaskTypes, DrawnDocumentLengthsFollowTheBenchmarkDistribution) {
     ASSERT_EQ(cu.back(), 4096);
     for (std::size_t i = 0; i + 1 < cu.size(); ++i) ASSERT_GE(cu[i + 1] - cu[i], 1);
     documents += static_cast<double>(cu.size() - 1);
-    EXPECT_EQ(benchmark_document_offsets(4096, cfg), cu);   // seeded
+    EXPECT_EQ(benchmark_document_offsets(4096, cfg), cu);  // seeded
   }
   EXPECT_GT(documents / 200, 2.6);
   EXPECT_LT(documents / 200, 4.0);
@@ -152,9 +153,7 @@ TEST(MaskTypes, BlockDocumentsAreBlockAlignedAndSeveral) {
       const std::int64_t len = cu[i + 1] - cu[i];
       EXPECT_GE(len, 1);
       EXPECT_LE(len, 8 * 16);
-      if (i + 2 < cu.size()) {
-        EXPECT_EQ(len % 16, 0);
-      }
+      if (i + 2 < cu.size()) { EXPECT_EQ(len % 16, 0); }
     }
   }
 }
@@ -165,8 +164,8 @@ TEST(MaskTypes, PrefixLmDocumentSharesOneAbsolutePrefix) {
   const auto cu = benchmark_document_offsets(S, cfg);
   const std::int64_t p = benchmark_prefix_length(S, cfg);
   EXPECT_GE(p, 1);
-  EXPECT_LE(p, cu[1] - cu[0]);   // drawn in [1, |document 0|]
-  cfg.prefix_length = 1000;      // longer than every document: each one fully bidirectional
+  EXPECT_LE(p, cu[1] - cu[0]);  // drawn in [1, |document 0|]
+  cfg.prefix_length = 1000;     // longer than every document: each one fully bidirectional
   EXPECT_EQ(ResolvedMask(make_benchmark_mask(MaskType::PrefixLmDocument, S, cfg), S, S).visible_pairs(),
             ResolvedMask(make_benchmark_mask(MaskType::FullDocument, S, cfg), S, S).visible_pairs());
   cfg.prefix_length = -1;
@@ -185,8 +184,8 @@ TEST(MaskTypes, MatchBruteForceDefinitions) {
         const ResolvedMask m(make_benchmark_mask(type, S, cfg), S, S);
         for (std::int64_t q = 0; q < S; ++q)
           for (std::int64_t k = 0; k < S; ++k)
-            ASSERT_EQ(m.visible(q, k), expect(q, k)) << to_string(type) << " S=" << S << " seed=" << seed
-                                                     << " q=" << q << " k=" << k;
+            ASSERT_EQ(m.visible(q, k), expect(q, k))
+                << to_string(type) << " S=" << S << " seed=" << seed << " q=" << q << " k=" << k;
       }
     }
   }
@@ -200,7 +199,9 @@ TEST(MaskTypes, HandCheckedBitmaps) {
   cfg.prefix_length = 2;
   cfg.num_documents = 1;
   cfg.block = 2;
-  auto bm = [&](MaskType t, std::int64_t S) { return bitmap(ResolvedMask(make_benchmark_mask(t, S, cfg), S, S)); };
+  auto bm = [&](MaskType t, std::int64_t S) {
+    return bitmap(ResolvedMask(make_benchmark_mask(t, S, cfg), S, S));
+  };
   EXPECT_EQ(bm(MaskType::Causal, 3), "1..\n11.\n111\n");
   EXPECT_EQ(bm(MaskType::SlidingWindow, 4), "11..\n111.\n.111\n..11\n");
   EXPECT_EQ(bm(MaskType::SlidingWindowCausal, 4), "1...\n11..\n.11.\n..11\n");
@@ -232,11 +233,20 @@ TEST(MaskTypes, BlockSparseProperties) {
     for (std::int64_t q = 0; q < S; ++q)
       for (std::int64_t k = 0; k < S; ++k) {
         const bool vis = m.visible(q, k);
-        if (k > q) { ASSERT_FALSE(vis) << q << "," << k; continue; }
-        if (q / bs == k / bs) { ASSERT_TRUE(vis) << q << "," << k; continue; }
+        if (k > q) {
+          ASSERT_FALSE(vis) << q << "," << k;
+          continue;
+        }
+        if (q / bs == k / bs) {
+          ASSERT_TRUE(vis) << q << "," << k;
+          continue;
+        }
         auto& cell = kept[static_cast<std::size_t>((q / bs) * nb + k / bs)];
-        if (q % bs == 0 && k % bs == 0) { cell = vis ? 1 : 0; n_kept += vis; }
-        else ASSERT_EQ(vis, cell != 0) << to_string(type) << " not block-constant at " << q << "," << k;
+        if (q % bs == 0 && k % bs == 0) {
+          cell = vis ? 1 : 0;
+          n_kept += vis;
+        } else
+          ASSERT_EQ(vis, cell != 0) << to_string(type) << " not block-constant at " << q << "," << k;
       }
     const double frac = static_cast<double>(n_kept) / static_cast<double>(nb * (nb - 1) / 2);
     EXPECT_NEAR(frac, 0.25, type == MaskType::QkSparse ? 0.06 : 0.12) << to_string(type);
@@ -244,10 +254,15 @@ TEST(MaskTypes, BlockSparseProperties) {
       for (std::int64_t i = 0; i < nb; ++i)
         for (std::int64_t j = 0; j < i; ++j)
           for (std::int64_t l = 0; l < j; ++l) {
-            const bool ij = kept[static_cast<std::size_t>(i * nb + j)], jl = kept[static_cast<std::size_t>(j * nb + l)];
+            const bool ij = kept[static_cast<std::size_t>(i * nb + j)],
+                       jl = kept[static_cast<std::size_t>(j * nb + l)];
             const bool il = kept[static_cast<std::size_t>(i * nb + l)];
-            if (ij && jl) { ASSERT_TRUE(il) << "bucket relation not transitive at " << i << "," << j << "," << l; }
-            if (ij && il) { ASSERT_TRUE(jl) << "bucket relation not transitive at " << i << "," << j << "," << l; }
+            if (ij && jl) {
+              ASSERT_TRUE(il) << "bucket relation not transitive at " << i << "," << j << "," << l;
+            }
+            if (ij && il) {
+              ASSERT_TRUE(jl) << "bucket relation not transitive at " << i << "," << j << "," << l;
+            }
           }
   }
 }
@@ -274,8 +289,8 @@ TEST(MaskClassify, NeverWrongAgainstBruteForce) {
       const std::int64_t n = (qb - qa + 1) * (kb - ka + 1);
       const TileClass c = m.classify(qa, qb, ka, kb);
       auto where = [&] {  // built only for a failure message
-        return std::string(to_string(type)) + " tile [" + std::to_string(qa) + "," + std::to_string(qb) + "]x[" +
-               std::to_string(ka) + "," + std::to_string(kb) + "]";
+        return std::string(to_string(type)) + " tile [" + std::to_string(qa) + "," + std::to_string(qb) +
+               "]x[" + std::to_string(ka) + "," + std::to_string(kb) + "]";
       };
       if (c == TileClass::Full) { ASSERT_EQ(n_vis, n) << where(); }
       if (c == TileClass::Empty) { ASSERT_EQ(n_vis, 0) << where(); }
@@ -285,7 +300,9 @@ TEST(MaskClassify, NeverWrongAgainstBruteForce) {
       full += c == TileClass::Full;
       empty += c == TileClass::Empty;
     }
-    if (type != MaskType::Full) { EXPECT_GT(empty, 0) << to_string(type); }  // the test exercised both verdicts
+    if (type != MaskType::Full) {
+      EXPECT_GT(empty, 0) << to_string(type);
+    }  // the test exercised both verdicts
     EXPECT_GT(full, 0) << to_string(type);
   }
   // Hulls wider than the mask and inverted hulls.
@@ -313,7 +330,8 @@ TEST(MaskVisibleRanges, MatchVisibleAndAreMaximal) {
           for (std::int64_t k = a; k <= b; ++k) got[static_cast<std::size_t>(k)] = 1;
         });
         for (std::int64_t k = std::max<std::int64_t>(lo, 0); k <= std::min(hi, S - 1); ++k)
-          ASSERT_EQ(got[static_cast<std::size_t>(k)] != 0, m.visible(q, k)) << to_string(type) << " q=" << q << " k=" << k;
+          ASSERT_EQ(got[static_cast<std::size_t>(k)] != 0, m.visible(q, k))
+              << to_string(type) << " q=" << q << " k=" << k;
       }
   }
 }
@@ -350,8 +368,8 @@ TEST(MaskShorthand, FlashAttnSemanticsForUnequalLengths) {
               for (std::int64_t k = 0; k < S_kv; ++k) {
                 const std::int64_t diag = q + S_kv - S_q;
                 const bool expect = (right < 0 || k <= diag + right) && (wl < 0 || k >= diag - wl);
-                ASSERT_EQ(m.visible(q, k), expect) << mask.describe() << " S_q=" << S_q << " S_kv=" << S_kv
-                                                   << " q=" << q << " k=" << k;
+                ASSERT_EQ(m.visible(q, k), expect)
+                    << mask.describe() << " S_q=" << S_q << " S_kv=" << S_kv << " q=" << q << " k=" << k;
               }
           }
   // The documented example: S_q = 2, S_kv = 5, causal → row 0 sees k <= 3, row 1 all.
@@ -376,7 +394,8 @@ TEST(MaskSlices, KindsFollowTheirDefinitions) {
             if (kind == SliceKind::InvCausal || kind == SliceKind::BiCausal) expect = expect && k >= inv;
             if (wl >= 0) expect = expect && k >= diag - wl;
             if (wr >= 0) expect = expect && k <= diag + wr;
-            ASSERT_EQ(m.visible(q, k), expect) << Mask::from_slices({s}).describe() << " q=" << q << " k=" << k;
+            ASSERT_EQ(m.visible(q, k), expect)
+                << Mask::from_slices({s}).describe() << " q=" << q << " k=" << k;
           }
       }
 }
@@ -405,8 +424,8 @@ TEST(MaskSlices, InvalidSlicesThrowWithValues) {
       EXPECT_NE(e.message().find(needle), std::string::npos) << e.message();
     }
   };
-  expect_error(Mask::from_slices({{5, 3, 0, 4}}), 8, 8, "[5,3)");        // begin > end
-  expect_error(Mask::from_slices({{-1, 3, 0, 4}}), 8, 8, "[-1,3)");      // negative
+  expect_error(Mask::from_slices({{5, 3, 0, 4}}), 8, 8, "[5,3)");         // begin > end
+  expect_error(Mask::from_slices({{-1, 3, 0, 4}}), 8, 8, "[-1,3)");       // negative
   expect_error(Mask::from_slices({{0, 9, 0, 4}}), 8, 8, "S_q_global=8");  // beyond the length
   expect_error(Mask::from_slices({{0, 4, 0, 9}}), 8, 8, "S_kv_global=8");
   expect_error(Mask::from_slices({{0, 4, 0, 4, SliceKind::Full, -2, -1}}), 8, 8, "window");
@@ -437,13 +456,15 @@ TEST(MaskFingerprint, StableAndDiscriminating) {
 // The index must answer exactly also when many long slices overlap (they widen the buckets).
 TEST(MaskIndex, ManyOverlappingSlices) {
   std::vector<MaskSlice> s;
-  for (std::int64_t i = 0; i < 300; ++i) s.push_back({i, 1000 - i, (i * 7) % 900, (i * 7) % 900 + 50, SliceKind::Causal, -1, -1});
+  for (std::int64_t i = 0; i < 300; ++i)
+    s.push_back({i, 1000 - i, (i * 7) % 900, (i * 7) % 900 + 50, SliceKind::Causal, -1, -1});
   const ResolvedMask m(Mask::from_slices(s), 1000, 1000);
   for (std::int64_t q = 0; q < 1000; q += 37)
     for (std::int64_t k = 0; k < 1000; k += 3) {
       bool expect = false;
       for (const MaskSlice& x : s)
-        expect = expect || (q >= x.q_begin && q < x.q_end && k >= x.k_begin && k < x.k_end && k <= q - x.q_end + x.k_end);
+        expect = expect || (q >= x.q_begin && q < x.q_end && k >= x.k_begin && k < x.k_end &&
+                            k <= q - x.q_end + x.k_end);
       ASSERT_EQ(m.visible(q, k), expect) << q << "," << k;
     }
 }

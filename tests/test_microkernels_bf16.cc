@@ -42,19 +42,23 @@ TEST(MicrokernelsBf16, GemmMatchesFp64OnTheSameBf16Values) {
     for (int nv : {1, 3, 4, 5})
       for (int K : {1, 2, 7, 64})
         for (bool accumulate : {false, true}) {
-          SCOPED_TRACE(testing::Message() << "M=" << M << " N=" << nv * 16 << " K=" << K << " acc=" << accumulate);
+          SCOPED_TRACE(testing::Message()
+                       << "M=" << M << " N=" << nv * 16 << " K=" << K << " acc=" << accumulate);
           const int N = nv * 16, K2 = K + (K & 1), lda = K2 + 2, ldb = 2 * N + 32, ldc = N + 16;
-          std::vector<std::uint16_t> A = random_bf16(static_cast<std::size_t>(M * lda), 1 + static_cast<std::uint64_t>(K));
+          std::vector<std::uint16_t> A =
+              random_bf16(static_cast<std::size_t>(M * lda), 1 + static_cast<std::uint64_t>(K));
           for (int r = 0; r < M; ++r)
             if (K & 1) A[static_cast<std::size_t>(r * lda + K)] = 0;  // the caller's zero pad of an odd K
           // B[k][n] as a plain matrix, then pair-packed by hand: the layout is part of the contract.
           const std::vector<std::uint16_t> B = random_bf16(static_cast<std::size_t>(K * N), 7);
-          std::vector<std::uint16_t> Bp(static_cast<std::size_t>((K2 / 2) * ldb), 0xffff);  // NaN where unused
+          std::vector<std::uint16_t> Bp(static_cast<std::size_t>((K2 / 2) * ldb),
+                                        0xffff);  // NaN where unused
           for (int kk = 0; kk < K2 / 2; ++kk)
             for (int n = 0; n < N; ++n)
               for (int e = 0; e < 2; ++e) {
                 const int k = 2 * kk + e;
-                Bp[static_cast<std::size_t>(kk * ldb + 2 * n + e)] = k < K ? B[static_cast<std::size_t>(k * N + n)] : 0;
+                Bp[static_cast<std::size_t>(kk * ldb + 2 * n + e)] =
+                    k < K ? B[static_cast<std::size_t>(k * N + n)] : 0;
               }
           std::vector<float> C(static_cast<std::size_t>(M * ldc));
           test::fill_uniform(C.data(), static_cast<std::int64_t>(C.size()), 3);
@@ -65,15 +69,17 @@ TEST(MicrokernelsBf16, GemmMatchesFp64OnTheSameBf16Values) {
             for (int n = 0; n < N; ++n) {
               double exact = 0, mag = 0;
               for (int k = 0; k < K; ++k) {
-                const double t = static_cast<double>(bf16_to_float(A[static_cast<std::size_t>(r * lda + k)])) *
-                                 bf16_to_float(B[static_cast<std::size_t>(k * N + n)]);
+                const double t =
+                    static_cast<double>(bf16_to_float(A[static_cast<std::size_t>(r * lda + k)])) *
+                    bf16_to_float(B[static_cast<std::size_t>(k * N + n)]);
                 exact += t;
                 mag += std::fabs(t);
               }
               const double old = accumulate ? C0[static_cast<std::size_t>(r * ldc + n)] : 0.0;
               const double want = old + alpha * exact;
               const double bound = (K + 2) * 0x1.0p-24 * (alpha * mag + std::fabs(old));
-              ASSERT_LE(std::fabs(C[static_cast<std::size_t>(r * ldc + n)] - want), bound) << "r=" << r << " n=" << n;
+              ASSERT_LE(std::fabs(C[static_cast<std::size_t>(r * ldc + n)] - want), bound)
+                  << "r=" << r << " n=" << n;
             }
         }
 }
@@ -85,7 +91,8 @@ TEST(MicrokernelsBf16, ConversionsAreThePortableRoundingBitForBit) {
   // instruction flushes them, the kernels run with FTZ/DAZ anyway).
   std::vector<float> x(48 * 7);
   test::fill_uniform(x.data(), static_cast<std::int64_t>(x.size()), 5, -3.0f, 3.0f);
-  const float edge[] = {1.0f + 0x1.0p-8f, 1.0f + 0x1.8p-8f, 1.0f + 0x1.0p-9f, -0.0f, 0.0f, 3.0e38f, 1.0e-37f, -1.5f};
+  const float edge[] = {
+      1.0f + 0x1.0p-8f, 1.0f + 0x1.8p-8f, 1.0f + 0x1.0p-9f, -0.0f, 0.0f, 3.0e38f, 1.0e-37f, -1.5f};
   for (std::size_t i = 0; i < sizeof edge / sizeof edge[0]; ++i) x[i * 5] = edge[i];
   for (int cols : {1, 15, 16, 17, 33}) {  // narrow_rows: odd cols get a zero partner
     const int rows = 3, lds = 48, ldd = 50;
@@ -93,11 +100,10 @@ TEST(MicrokernelsBf16, ConversionsAreThePortableRoundingBitForBit) {
     mk.narrow_rows_bf16(x.data(), lds, d.data(), ldd, rows, cols);
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < cols; ++c)
-        ASSERT_EQ(d[static_cast<std::size_t>(r * ldd + c)], bf16_from_float(x[static_cast<std::size_t>(r * lds + c)]))
+        ASSERT_EQ(d[static_cast<std::size_t>(r * ldd + c)],
+                  bf16_from_float(x[static_cast<std::size_t>(r * lds + c)]))
             << "cols=" << cols << " r=" << r << " c=" << c;
-      if (cols & 1) {
-        EXPECT_EQ(d[static_cast<std::size_t>(r * ldd + cols)], 0u);
-      }
+      if (cols & 1) { EXPECT_EQ(d[static_cast<std::size_t>(r * ldd + cols)], 0u); }
       EXPECT_EQ(d[static_cast<std::size_t>(r * ldd + cols + (cols & 1))], 0x7777u) << "wrote past the row";
     }
   }
@@ -110,7 +116,8 @@ TEST(MicrokernelsBf16, ConversionsAreThePortableRoundingBitForBit) {
         for (int e = 0; e < 2; ++e) {
           const int k = 2 * kk + e;
           const std::uint16_t want = k < K ? bf16_from_float(x[static_cast<std::size_t>(k * lds + n)]) : 0;
-          ASSERT_EQ(d[static_cast<std::size_t>(kk * ldd + 2 * n + e)], want) << "K=" << K << " k=" << k << " n=" << n;
+          ASSERT_EQ(d[static_cast<std::size_t>(kk * ldd + 2 * n + e)], want)
+              << "K=" << K << " k=" << k << " n=" << n;
         }
   }
 }

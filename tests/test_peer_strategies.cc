@@ -22,9 +22,9 @@
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/strategy.h"
+#include "dist_test_util.h"
 #include "plan_strategies.h"
 #include "strategies/ulysses.h"
-#include "dist_test_util.h"
 #include "test_util.h"
 
 namespace burst {
@@ -59,22 +59,20 @@ TEST(DistFlashSchedule, CoversTheCausalTriangleOnceInHalfTheSteps) {
         EXPECT_FALSE(lb.valid() && hb.valid()) << "rank " << r << " has two blocks at step " << t;
         if (lb.valid()) {
           EXPECT_EQ(lb.q, r);
-          EXPECT_EQ(lb.q - lb.kv, t);   // distance t at step t
+          EXPECT_EQ(lb.q - lb.kv, t);  // distance t at step t
           EXPECT_TRUE(seen.insert({lb.q, lb.kv}).second);
           ++busy;
         }
         if (hb.valid()) {
-          EXPECT_EQ(hb.kv, r);          // helpers compute with their own KV
-          EXPECT_LT(r, t);              // only ranks whose own work is done help
+          EXPECT_EQ(hb.kv, r);  // helpers compute with their own KV
+          EXPECT_LT(r, t);      // only ranks whose own work is done help
           EXPECT_EQ(hb.q - hb.kv, P - t);
           EXPECT_TRUE(seen.insert({hb.q, hb.kv}).second);
           ++busy;
         }
       }
       // Odd P: every rank busy at every step (perfect balance); even P: all but the last step.
-      if (P % 2 == 1 || t + 1 < s.steps) {
-        EXPECT_EQ(busy, P) << "step " << t;
-      }
+      if (P % 2 == 1 || t + 1 < s.steps) { EXPECT_EQ(busy, P) << "step " << t; }
     }
     EXPECT_EQ(static_cast<int>(seen.size()), P * (P + 1) / 2);
   }
@@ -107,7 +105,8 @@ TEST(DistFlashSchedule, BytesMatchTheClosedFormForCausal) {
     for (int x = 0; x < P; ++x) {
       const std::int64_t serve = std::min(L, P - 1 - x), own_local = std::min(L, x);
       const std::int64_t helped = std::max(0, x - L), helps = std::max(0, P - 1 - L - x);
-      EXPECT_EQ(strategies::distflash_forward_bytes(s, c, x), 4 * (serve * 2 * c.kv + helped * c.q + helps * (c.q + c.row)))
+      EXPECT_EQ(strategies::distflash_forward_bytes(s, c, x),
+                4 * (serve * 2 * c.kv + helped * c.q + helps * (c.q + c.row)))
           << "P=" << P << " rank " << x;
       EXPECT_EQ(strategies::distflash_backward_bytes(s, c, x),
                 4 * (serve * 2 * c.kv + own_local * 2 * c.kv + helped * (2 * c.q + 2 * c.row) + helps * c.q))
@@ -146,10 +145,10 @@ TEST(HeadSplit, EveryQueryHeadFindsItsKvHeadLocally) {
 
 TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
   // Equal shards of c tokens, B = 2, D = 8. Closed forms (docs/strategies.md), ×4 bytes:
-  //  ulysses fwd (P−1)·B·c·[(H/P + 2·H_kv/P)·D + (H/P)·(D + 1)]  (Ulysses, arXiv 2309.14509: (2H + 2H_kv)·N·d/G + lse)
-  //  tp fwd (P−1)·B·c·[(H + 2·H_kv)·D + H·(D + 1)]               (Megatron SP, arXiv 2205.05198: AG + RS, full width)
-  //  usp with u = P is ulysses; with u = 1 it is the KV ring, whose backward must equal the
-  //  ring family's own formula ring_backward_bytes(KvSide) (plan.h, written independently).
+  //  ulysses fwd (P−1)·B·c·[(H/P + 2·H_kv/P)·D + (H/P)·(D + 1)]  (Ulysses, arXiv 2309.14509: (2H +
+  //  2H_kv)·N·d/G + lse) tp fwd (P−1)·B·c·[(H + 2·H_kv)·D + H·(D + 1)]               (Megatron SP, arXiv
+  //  2205.05198: AG + RS, full width) usp with u = P is ulysses; with u = 1 it is the KV ring, whose backward
+  //  must equal the ring family's own formula ring_backward_bytes(KvSide) (plan.h, written independently).
   const std::int64_t B = 2, D = 8, c = 12;
   for (int P = 1; P <= 8; ++P) {
     const std::int64_t H = 2 * P, H_kv = P;
@@ -160,24 +159,29 @@ TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
     for (int r = 0; r < P; ++r) {
       EXPECT_EQ(strategies::ulysses_forward_bytes(s, len, B, D, r),
                 4 * (P - 1) * B * c * ((H / P + 2 * H_kv / P) * D + (H / P) * (D + 1)));
-      EXPECT_EQ(strategies::tp_forward_bytes(layout, shape, r), 4 * (P - 1) * B * c * ((H + 2 * H_kv) * D + H * (D + 1)));
+      EXPECT_EQ(strategies::tp_forward_bytes(layout, shape, r),
+                4 * (P - 1) * B * c * ((H + 2 * H_kv) * D + H * (D + 1)));
       DistConfig cfg;
       cfg.strategy = StrategyKind::Usp;
       cfg.ulysses_degree = 1;
       const auto ring = strategies::strategy_plan(cfg, shape, layout, Mask::full());
       ASSERT_EQ(static_cast<int>(ring.forward_bytes.size()), P);
       EXPECT_EQ(ring.forward_bytes[static_cast<std::size_t>(r)], 4 * (P - 1) * 2 * B * c * H_kv * D);
-      EXPECT_EQ(ring.backward_bytes[static_cast<std::size_t>(r)], ring_backward_bytes(BackwardSide::KvSide, shape, P));
+      EXPECT_EQ(ring.backward_bytes[static_cast<std::size_t>(r)],
+                ring_backward_bytes(BackwardSide::KvSide, shape, P));
       cfg.ulysses_degree = P;
       const auto full = strategies::strategy_plan(cfg, shape, layout, Mask::full());
-      EXPECT_EQ(full.forward_bytes[static_cast<std::size_t>(r)], strategies::ulysses_forward_bytes(s, len, B, D, r));
-      EXPECT_EQ(full.backward_bytes[static_cast<std::size_t>(r)], strategies::ulysses_backward_bytes(s, len, B, D, r));
+      EXPECT_EQ(full.forward_bytes[static_cast<std::size_t>(r)],
+                strategies::ulysses_forward_bytes(s, len, B, D, r));
+      EXPECT_EQ(full.backward_bytes[static_cast<std::size_t>(r)],
+                strategies::ulysses_backward_bytes(s, len, B, D, r));
     }
   }
   // Rejected configurations plan no bytes instead of throwing.
   DistConfig cfg;
   cfg.strategy = StrategyKind::Ulysses;
-  const auto none = strategies::strategy_plan(cfg, {1, 12, 3, 1, 8}, make_layout(LayoutKind::Contiguous, 2, 12), Mask::full());
+  const auto none = strategies::strategy_plan(cfg, {1, 12, 3, 1, 8},
+                                              make_layout(LayoutKind::Contiguous, 2, 12), Mask::full());
   EXPECT_TRUE(none.empty() && none.backward_bytes.empty() && none.visible_pairs.empty());
 }
 
@@ -187,7 +191,8 @@ TEST(UlyssesExchange, RowsFollowGlobalPositions) {
   ASSERT_EQ(ex.group_length(), 12);
   for (int m = 0; m < 3; ++m)
     for (std::size_t s = 0; s < ex.rows(m).size(); ++s)
-      EXPECT_EQ(ex.positions()[static_cast<std::size_t>(ex.rows(m)[s])], striped.positions[static_cast<std::size_t>(m)][s]);
+      EXPECT_EQ(ex.positions()[static_cast<std::size_t>(ex.rows(m)[s])],
+                striped.positions[static_cast<std::size_t>(m)][s]);
   EXPECT_THROW(UlyssesExchange({{0, 1}, {1, 2}}, strategies::make_head_split(2, 2, 2, "test")), Error);
 }
 
@@ -198,8 +203,8 @@ using test::name_of;
 
 Mask mask_of(Family f) { return test::mask_of(f, kS, /*seed=*/7, /*window=*/13); }
 
-const std::vector<Family> kFamilies = {Family::Full, Family::Causal, Family::SlidingWindow, Family::Document,
-                                       Family::PrefixLm, Family::BlockSparse};
+const std::vector<Family> kFamilies = {Family::Full,     Family::Causal,   Family::SlidingWindow,
+                                       Family::Document, Family::PrefixLm, Family::BlockSparse};
 
 /// Global inputs, the fp64 oracle's outputs and the naive-fp32 errors that set the tolerance.
 struct Reference {
@@ -224,7 +229,8 @@ Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Fami
   p.mask = r.mask;
   p.impl = KernelImpl::Reference;
   AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
-  AttentionGrads g = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
+  AttentionGrads g =
+      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
   r.out = std::move(o.out);
   r.lse = std::move(o.lse);
   r.dq = std::move(g.dq);
@@ -242,8 +248,8 @@ Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Fami
   tiled.impl = KernelImpl::Tiled;
   tiled.num_threads = 1;
   const AttentionOutput t = attention_forward(r.q.view(), r.k.view(), r.v.view(), tiled);
-  const AttentionGrads tg = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), t.out.view(),
-                                               t.lse.view(), tiled);
+  const AttentionGrads tg = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(),
+                                               t.out.view(), t.lse.view(), tiled);
   r.local_out = test::max_abs_diff(t.out, r.out);
   r.local_lse = test::max_abs_diff(t.lse, r.lse);
   r.local_dq = test::max_abs_diff(tg.dq, r.dq);
@@ -263,7 +269,8 @@ using test::dist_close;
 
 std::vector<std::int64_t> lengths(const SequenceLayout& layout, int first, int count) {
   std::vector<std::int64_t> out;
-  for (int m = 0; m < count; ++m) out.push_back(static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(first + m)].size()));
+  for (int m = 0; m < count; ++m)
+    out.push_back(static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(first + m)].size()));
   return out;
 }
 
@@ -287,7 +294,7 @@ std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, c
         // Burst-USP: the query-side backward on the ring over the groups. Hand count: Q, dO,
         // delta, lse hop r − 1 times; the dQ partial hops once per ring step, except at the
         // step holding the member's own block when the ring has one member per node.
-        const int nodes = std::max(1, test::multinode_expected_nodes());   // discovered on the cluster
+        const int nodes = std::max(1, test::multinode_expected_nodes());  // discovered on the cluster
         const int r = P / u, L = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : P / nodes;
         const auto topo = strategies::usp_ring_topology(P, u, L, cfg.double_ring);
         const std::int64_t S = static_cast<std::int64_t>(groups[0].size()), h = split.heads;
@@ -296,12 +303,15 @@ std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, c
                4 * ((r - 1) * shape.B * S * h * (2 * shape.D + 2) + dq_hops * shape.B * S * h * shape.D);
       }
       return backward ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u) +
-                            strategies::ring_group_backward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u)
+                            strategies::ring_group_backward_bytes(groups, shape.B, split.kv_heads, shape.D,
+                                                                  rank / u)
                       : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank % u) +
-                            strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u);
+                            strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D,
+                                                                 rank / u);
     }
     case StrategyKind::Tp:
-      return backward ? strategies::tp_backward_bytes(layout, shape, rank) : strategies::tp_forward_bytes(layout, shape, rank);
+      return backward ? strategies::tp_backward_bytes(layout, shape, rank)
+                      : strategies::tp_forward_bytes(layout, shape, rank);
     case StrategyKind::DistFlash: {
       // Block needs decided by brute force over every pair (independent of the strategy's check).
       const ResolvedMask rm(mask, shape.S_global, shape.S_global);
@@ -313,8 +323,10 @@ std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, c
         return false;
       };
       const auto s = strategies::make_distflash_schedule(P, needed);
-      const strategies::ChunkFloats f{shape.B * c * shape.H * shape.D, shape.B * c * shape.H_kv * shape.D, shape.B * shape.H * c};
-      return backward ? strategies::distflash_backward_bytes(s, f, rank) : strategies::distflash_forward_bytes(s, f, rank);
+      const strategies::ChunkFloats f{shape.B * c * shape.H * shape.D, shape.B * c * shape.H_kv * shape.D,
+                                      shape.B * shape.H * c};
+      return backward ? strategies::distflash_backward_bytes(s, f, rank)
+                      : strategies::distflash_forward_bytes(s, f, rank);
     }
     default: return -1;
   }
@@ -362,7 +374,8 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
   const int rank = world.rank();
   const SequenceLayout& layout = attn.plan().layout();
   ASSERT_EQ(attn.positions(), layout.positions[static_cast<std::size_t>(rank)]);
-  Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k), v = shard_of(layout, rank, ref.v);
+  Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k),
+         v = shard_of(layout, rank, ref.v);
   Tensor dout = shard_of(layout, rank, ref.dout);
   Tensor out(q.shape()), lse({B, H, attn.local_length()});
   StridedCopy sq(q), sk(k), sv(v), sdout(dout), sout(out), sdq(q), sdk(k), sdv(v);
@@ -371,7 +384,8 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
   if (strided) out = sout.contiguous();
   EXPECT_TRUE(dist_close("out", out, shard_of(layout, rank, ref.out), ref.tol_out, ref.local_out));
   EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse, ref.local_lse));
-  EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, false)) << "forward bytes";
+  EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, false))
+      << "forward bytes";
   const DistStats fs = attn.last_stats();
   const auto r = static_cast<std::size_t>(rank);
   ASSERT_FALSE(attn.plan().forward().bytes_sent.empty()) << "the plan predicts the strategy's bytes";
@@ -396,7 +410,8 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
   EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq, ref.local_dq));
   EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk, ref.local_dk));
   EXPECT_TRUE(dist_close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol_dv, ref.local_dv));
-  EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, true)) << "backward bytes";
+  EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, true))
+      << "backward bytes";
   const DistStats bs = attn.last_stats();
   EXPECT_EQ(bs.bytes_sent, attn.plan().backward().bytes_sent[r]);
   EXPECT_LE(bs.peak_buffer_bytes, attn.plan().backward().peak_buffer_bytes[r]);
@@ -415,7 +430,7 @@ void expect_same_error(const DistConfig& cfg, const ProblemShape& shape, const M
     EXPECT_EQ(e.kind(), kind) << e.what();
     message = e.what();
   }
-  const long long h = static_cast<long long>(std::hash<std::string>{}(message) & 0x7fffffffffffll);
+  const long long h = static_cast<long long>(std::hash<std::string>{}(message)&0x7fffffffffffll);
   long long lo = 0, hi = 0;
   MPI_Allreduce(&h, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&h, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
@@ -482,7 +497,7 @@ TEST(PeerStrategies, BurstUspEveryDegreeLayoutMaskAndGqaRatio) {
     for (LayoutKind layout : {LayoutKind::Zigzag, LayoutKind::Contiguous})
       for (Family f : kFamilies)
         for (auto [H, H_kv] : head_configs(P)) {
-          if (H_kv * 2 == H) continue;   // GQA 1 and 4 suffice here (usp's own test covers 2)
+          if (H_kv * 2 == H) continue;  // GQA 1 and 4 suffice here (usp's own test covers 2)
           DistConfig cfg;
           cfg.strategy = StrategyKind::Usp;
           cfg.usp_ring = UspRing::Burst;
@@ -510,8 +525,10 @@ TEST(PeerStrategies, BurstUspDoubleRingOnTwoByTwoNodes) {
         cfg.ranks_per_node = 2;
         cfg.overlap = overlap;
         cfg.double_ring = dbl;
-        SCOPED_TRACE("u=" + std::to_string(u) + " overlap=" + std::to_string(overlap) + " double=" + std::to_string(dbl));
-        for (Family f : {Family::Causal, Family::Document, Family::SlidingWindowCausal}) run_case(cfg, 1, 8, 4, f);
+        SCOPED_TRACE("u=" + std::to_string(u) + " overlap=" + std::to_string(overlap) +
+                     " double=" + std::to_string(dbl));
+        for (Family f : {Family::Causal, Family::Document, Family::SlidingWindowCausal})
+          run_case(cfg, 1, 8, 4, f);
         const Plan plan = Plan::make(cfg, {1, kS, 8, 4, kD}, Mask::causal_mask(), P, 2);
         EXPECT_EQ(plan.ranks_per_node(), dbl ? 2 : P);
       }
@@ -519,14 +536,16 @@ TEST(PeerStrategies, BurstUspDoubleRingOnTwoByTwoNodes) {
 
 TEST(UspRingTopology, GroupsInsideNodesRingAcrossThem) {
   using strategies::usp_ring_topology;
-  const auto is = [](strategies::RingTopology t, int n, int L) { return t.nodes == n && t.ranks_per_node == L; };
-  EXPECT_TRUE(is(usp_ring_topology(4, 2, 2, true), 2, 1));    // u = L: one ring member per node
-  EXPECT_TRUE(is(usp_ring_topology(4, 1, 2, true), 2, 2));    // burst's double ring
-  EXPECT_TRUE(is(usp_ring_topology(8, 2, 4, true), 2, 2));    // two groups per node
-  EXPECT_TRUE(is(usp_ring_topology(8, 4, 2, true), 2, 1));    // a group spans two nodes
-  EXPECT_TRUE(is(usp_ring_topology(12, 2, 3, true), 1, 6));   // groups straddle nodes: flat
-  EXPECT_TRUE(is(usp_ring_topology(8, 2, 4, false), 1, 4));   // no double ring: flat
-  EXPECT_TRUE(is(usp_ring_topology(4, 2, 4, true), 1, 2));    // one node
+  const auto is = [](strategies::RingTopology t, int n, int L) {
+    return t.nodes == n && t.ranks_per_node == L;
+  };
+  EXPECT_TRUE(is(usp_ring_topology(4, 2, 2, true), 2, 1));   // u = L: one ring member per node
+  EXPECT_TRUE(is(usp_ring_topology(4, 1, 2, true), 2, 2));   // burst's double ring
+  EXPECT_TRUE(is(usp_ring_topology(8, 2, 4, true), 2, 2));   // two groups per node
+  EXPECT_TRUE(is(usp_ring_topology(8, 4, 2, true), 2, 1));   // a group spans two nodes
+  EXPECT_TRUE(is(usp_ring_topology(12, 2, 3, true), 1, 6));  // groups straddle nodes: flat
+  EXPECT_TRUE(is(usp_ring_topology(8, 2, 4, false), 1, 4));  // no double ring: flat
+  EXPECT_TRUE(is(usp_ring_topology(4, 2, 4, true), 1, 2));   // one node
 }
 
 /// True when no visible pair has its key in a later chunk than its query (brute force).
@@ -559,7 +578,8 @@ TEST(PeerStrategies, DistFlashCausalLikeMasksAndGqaRatio) {
 TEST(PeerStrategies, ReplicatedKvHeadsAndBatch) {
   // H_kv = 1 < P: every rank reads a copy of the one KV head; dK, dV sum over the copies.
   const int P = world_size();
-  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash}) {
+  for (StrategyKind s :
+       {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash}) {
     DistConfig cfg;
     cfg.strategy = s;
     cfg.layout = s == StrategyKind::DistFlash ? LayoutKind::Contiguous : LayoutKind::Zigzag;
@@ -571,7 +591,8 @@ TEST(PeerStrategies, ReplicatedKvHeadsAndBatch) {
 TEST(PeerStrategies, StridedOperands) {
   // SDPA-layout memory ([B,H,S,D]) passed as BSHD views with permuted strides, GQA 2.
   const int P = world_size();
-  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash}) {
+  for (StrategyKind s :
+       {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash}) {
     DistConfig cfg;
     cfg.strategy = s;
     cfg.layout = s == StrategyKind::DistFlash ? LayoutKind::Contiguous : LayoutKind::Striped;
@@ -588,7 +609,7 @@ TEST(PeerStrategies, UspAutoDegreeAndNoOverlap) {
   cfg.overlap = false;
   // H_kv = 2: the auto degree is the largest divisor of P dividing 2, so P = 4 runs u = 2, r = 2.
   run_case(cfg, 1, 2 * P, 2, Family::Document);
-  cfg.strategy = StrategyKind::DistFlash;   // transfers completed before each step computes
+  cfg.strategy = StrategyKind::DistFlash;  // transfers completed before each step computes
   cfg.layout = LayoutKind::Contiguous;
   run_case(cfg, 1, 2 * P, 2, Family::Causal);
 }
@@ -603,7 +624,7 @@ TEST(Multinode, PeerStrategiesOverTcp) {
   const int P = world_size();
   for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash})
     for (LayoutKind layout : kAllLayouts) {
-      if (s == StrategyKind::DistFlash && layout != LayoutKind::Contiguous) continue;   // contiguous only
+      if (s == StrategyKind::DistFlash && layout != LayoutKind::Contiguous) continue;  // contiguous only
       for (Family f : {Family::Causal, Family::Document}) {
         DistConfig cfg;
         cfg.strategy = s;
@@ -629,17 +650,20 @@ TEST(Multinode, PeerStrategiesOverTcp) {
 
 /// This rank's bytes under the Ulysses formulas for cfg (ulysses or usp): forward with or
 /// without lse, backward saved or stateless.
-std::int64_t head_parallel_bytes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                                 int rank, bool backward, bool flag) {
+std::int64_t head_parallel_bytes(const DistConfig& cfg, const ProblemShape& shape,
+                                 const SequenceLayout& layout, int rank, bool backward, bool flag) {
   const int P = layout.P;
-  const int u = cfg.strategy == StrategyKind::Ulysses ? P : strategies::resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
+  const int u = cfg.strategy == StrategyKind::Ulysses
+                    ? P
+                    : strategies::resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
   const HeadSplit split = strategies::make_head_split(shape.H, shape.H_kv, u, "t");
   const auto len = lengths(layout, rank / u * u, u);
   const auto groups = strategies::usp_ring_groups(layout, u);
-  return backward ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u, flag) +
-                        strategies::ring_group_backward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u)
-                  : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank % u, flag) +
-                        strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u);
+  return backward
+             ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u, flag) +
+                   strategies::ring_group_backward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u)
+             : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank % u, flag) +
+                   strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u);
 }
 
 TEST(PeerStrategies, HeadParallelSavedContextsMoveWhatDeepSpeedMoves) {
@@ -663,7 +687,8 @@ TEST(PeerStrategies, HeadParallelSavedContextsMoveWhatDeepSpeedMoves) {
     cfg.saved_contexts = 2;
     DistAttention attn(world, cfg, ref.shape, ref.mask);
     const SequenceLayout& layout = attn.plan().layout();
-    Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k), v = shard_of(layout, rank, ref.v);
+    Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k),
+           v = shard_of(layout, rank, ref.v);
     Tensor dout = shard_of(layout, rank, ref.dout);
     Tensor out(q.shape()), dq(q.shape()), dk(k.shape()), dv(v.shape());
     // A second "layer": other inputs (scaled q), forward between the first's forward and backward.
@@ -679,18 +704,20 @@ TEST(PeerStrategies, HeadParallelSavedContextsMoveWhatDeepSpeedMoves) {
     const std::int64_t fwd = attn.last_stats().bytes_sent;
     EXPECT_EQ(fwd, head_parallel_bytes(cfg, ref.shape, layout, rank, false, false)) << "forward without lse";
     attn.forward(q2.view(), k.view(), v.view(), out2.view(), TensorView{});
-    attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), TensorView{}, dq.view(), dk.view(), dv.view());
+    attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), TensorView{}, dq.view(), dk.view(),
+                  dv.view());
     check_grads();
     const std::int64_t bwd = attn.last_stats().bytes_sent;
     EXPECT_EQ(bwd, head_parallel_bytes(cfg, ref.shape, layout, rank, true, true)) << "saved backward";
     EXPECT_EQ(bwd, attn.plan().backward().bytes_sent[static_cast<std::size_t>(rank)]);
     if (cfg.strategy == StrategyKind::Ulysses && P > 1) {
-      EXPECT_LE(static_cast<double>(bwd), 1.05 * static_cast<double>(fwd)) << "DeepSpeed: 4 all-to-alls each way";
+      EXPECT_LE(static_cast<double>(bwd), 1.05 * static_cast<double>(fwd))
+          << "DeepSpeed: 4 all-to-alls each way";
       EXPECT_GE(static_cast<double>(bwd), 1.0 * static_cast<double>(fwd));
     }
     // The second layer's context is still there.
-    attn.backward(dout.view(), q2.view(), k.view(), v.view(), out2.view(), TensorView{}, dq2.view(), dk2.view(),
-                  dv2.view());
+    attn.backward(dout.view(), q2.view(), k.view(), v.view(), out2.view(), TensorView{}, dq2.view(),
+                  dk2.view(), dv2.view());
     EXPECT_EQ(attn.last_stats().bytes_sent, head_parallel_bytes(cfg, ref.shape, layout, rank, true, true));
     // Each backward consumed its context: a repeat takes the stateless path and needs lse.
     std::string message;
@@ -709,10 +736,12 @@ TEST(PeerStrategies, HeadParallelSavedContextsMoveWhatDeepSpeedMoves) {
     EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse, ref.local_lse));
     EXPECT_EQ(attn.last_stats().bytes_sent, head_parallel_bytes(cfg, ref.shape, layout, rank, false, true));
     attn.forward(q2.view(), k.view(), v.view(), out2.view(), TensorView{});
-    attn.forward(q2.view(), v.view(), v.view(), out2.view(), TensorView{});   // evicts q's context (2 slots)
-    attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+    attn.forward(q2.view(), v.view(), v.view(), out2.view(), TensorView{});  // evicts q's context (2 slots)
+    attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                  dv.view());
     check_grads();
-    EXPECT_EQ(attn.last_stats().bytes_sent, head_parallel_bytes(cfg, ref.shape, layout, rank, true, false)) << "stateless";
+    EXPECT_EQ(attn.last_stats().bytes_sent, head_parallel_bytes(cfg, ref.shape, layout, rank, true, false))
+        << "stateless";
   }
 }
 
@@ -728,23 +757,26 @@ TEST(PeerStrategies, HeadParallelWithoutSavedContexts) {
   DistAttention attn(world, cfg, ref.shape, ref.mask);
   const int rank = world.rank();
   const SequenceLayout& layout = attn.plan().layout();
-  Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k), v = shard_of(layout, rank, ref.v);
+  Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k),
+         v = shard_of(layout, rank, ref.v);
   Tensor dout = shard_of(layout, rank, ref.dout), out(q.shape()), lse({1, 2 * P, attn.local_length()});
   Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
   attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
-  attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+  attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                dv.view());
   EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq, ref.local_dq));
   EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk, ref.local_dk));
   EXPECT_EQ(attn.last_stats().bytes_sent, head_parallel_bytes(cfg, ref.shape, layout, rank, true, false));
   EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().backward().bytes_sent[static_cast<std::size_t>(rank)]);
-  EXPECT_LE(attn.last_stats().peak_buffer_bytes, attn.plan().backward().peak_buffer_bytes[static_cast<std::size_t>(rank)]);
+  EXPECT_LE(attn.last_stats().peak_buffer_bytes,
+            attn.plan().backward().peak_buffer_bytes[static_cast<std::size_t>(rank)]);
 }
 
 // ------------------------------------------------------------------ bad input
 
 TEST(PeerStrategiesErrors, HeadsNotDivisibleByRanks) {
   const int P = world_size();
-  if (P < 2) {   // every H is divisible by one rank: accepted
+  if (P < 2) {  // every H is divisible by one rank: accepted
     DistConfig cfg;
     cfg.strategy = StrategyKind::Ulysses;
     EXPECT_NO_THROW(DistAttention(Communicator::world(), cfg, {1, kS, 3, 1, kD}, Mask::causal_mask()));
@@ -771,7 +803,8 @@ TEST(PeerStrategiesErrors, UspDegreeNotDividingRanks) {
   cfg.strategy = StrategyKind::Usp;
   cfg.layout = LayoutKind::Contiguous;
   cfg.ulysses_degree = P + 1;
-  expect_same_error(cfg, {1, kS, 4 * (P + 1), 4 * (P + 1), kD}, Mask::causal_mask(), ErrorKind::InvalidArgument);
+  expect_same_error(cfg, {1, kS, 4 * (P + 1), 4 * (P + 1), kD}, Mask::causal_mask(),
+                    ErrorKind::InvalidArgument);
   cfg.ulysses_degree = -1;
   expect_same_error(cfg, {1, kS, 4, 4, kD}, Mask::causal_mask(), ErrorKind::InvalidArgument);
 }
@@ -782,7 +815,7 @@ TEST(PeerStrategiesErrors, DistFlashLayoutAndMask) {
   cfg.strategy = StrategyKind::DistFlash;
   cfg.layout = LayoutKind::Zigzag;
   expect_same_error(cfg, {1, kS, 4, 4, kD}, Mask::causal_mask(), ErrorKind::Unsupported);
-  if (P < 2) return;   // one chunk: every mask is "at or below the diagonal"
+  if (P < 2) return;  // one chunk: every mask is "at or below the diagonal"
   cfg.layout = LayoutKind::Contiguous;
   for (Family f : {Family::Full, Family::SlidingWindow})
     expect_same_error(cfg, {1, kS, 4, 4, kD}, mask_of(f), ErrorKind::Unsupported);

@@ -25,7 +25,8 @@ std::vector<Mask> masks(std::int64_t S) {
   c.num_documents = 5;
   c.block = 8;
   return {Mask::full(), Mask::causal_mask(), make_benchmark_mask(MaskType::CausalDocument, S, c),
-          make_benchmark_mask(MaskType::SlidingWindowCausal, S, c), make_benchmark_mask(MaskType::QkSparse, S, c)};
+          make_benchmark_mask(MaskType::SlidingWindowCausal, S, c),
+          make_benchmark_mask(MaskType::QkSparse, S, c)};
 }
 
 TEST(Layout, BijectiveForEveryRankAndP) {
@@ -56,7 +57,7 @@ TEST(Layout, MatchesDefinitions) {
 }
 
 TEST(Layout, RejectsIndivisibleLengths) {
-  EXPECT_THROW(make_layout(LayoutKind::Zigzag, 3, 9), Error);     // needs 2P = 6
+  EXPECT_THROW(make_layout(LayoutKind::Zigzag, 3, 9), Error);  // needs 2P = 6
   EXPECT_THROW(make_layout(LayoutKind::Striped, 4, 10), Error);
   EXPECT_THROW(make_layout(LayoutKind::Contiguous, 0, 8), Error);
   EXPECT_THROW(layout_from_string("diagonal"), Error);
@@ -65,10 +66,12 @@ TEST(Layout, RejectsIndivisibleLengths) {
 TEST(Layout, PaddedLengthIsTheNextMultiple) {
   for (int P : {1, 2, 3, 4, 7})
     for (std::int64_t S : {1, 5, 999, 1000, 1001, 1024}) {
-      for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag, LayoutKind::Striped, LayoutKind::Balanced}) {
+      for (LayoutKind k :
+           {LayoutKind::Contiguous, LayoutKind::Zigzag, LayoutKind::Striped, LayoutKind::Balanced}) {
         const std::int64_t m = (k == LayoutKind::Zigzag) ? 2 * P : P;
         const std::int64_t n = padded_length(k, P, S);
-        EXPECT_TRUE(n % m == 0 && n >= S && n < S + m) << to_string(k) << " P=" << P << " S=" << S << " -> " << n;
+        EXPECT_TRUE(n % m == 0 && n >= S && n < S + m)
+            << to_string(k) << " P=" << P << " S=" << S << " -> " << n;
         EXPECT_NO_THROW(make_layout(k, P, n, Mask::causal_mask()));
       }
     }
@@ -77,22 +80,24 @@ TEST(Layout, PaddedLengthIsTheNextMultiple) {
 
 TEST(Layout, MaskWithoutPaddingHidesPaddingAndKeepsTheRest) {
   const std::int64_t S = 10, S_pad = 12;
-  for (const Mask& m : {Mask::causal_mask(), Mask::full(), Mask::sliding_window(2, 1), Mask::sliding_window(3, -1, true),
-                        make_benchmark_mask(MaskType::CausalDocument, S)}) {
+  for (const Mask& m :
+       {Mask::causal_mask(), Mask::full(), Mask::sliding_window(2, 1), Mask::sliding_window(3, -1, true),
+        make_benchmark_mask(MaskType::CausalDocument, S)}) {
     const ResolvedMask real(m, S, S), padded(mask_without_padding(m, S), S_pad, S_pad);
     for (std::int64_t i = 0; i < S_pad; ++i)
       for (std::int64_t j = 0; j < S_pad; ++j)
-        EXPECT_EQ(padded.visible(i, j), i < S && j < S && real.visible(i, j)) << m.describe() << " " << i << "," << j;
+        EXPECT_EQ(padded.visible(i, j), i < S && j < S && real.visible(i, j))
+            << m.describe() << " " << i << "," << j;
   }
 }
 
 TEST(Layout, ExplicitLayoutIsCheckedAndKept) {
   const std::vector<std::vector<std::int64_t>> ok{{0, 3, 4}, {1, 2, 5}};
   EXPECT_EQ(make_explicit_layout(LayoutKind::Contiguous, 2, 6, ok).positions, ok);
-  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 3, 4}, {1, 2}}), Error);        // unequal
-  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 3, 4}, {1, 2, 4}}), Error);     // twice
-  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 4, 3}, {1, 2, 5}}), Error);     // order
-  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 3, 6, ok), Error);                         // P
+  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 3, 4}, {1, 2}}), Error);     // unequal
+  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 3, 4}, {1, 2, 4}}), Error);  // twice
+  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 2, 6, {{0, 4, 3}, {1, 2, 5}}), Error);  // order
+  EXPECT_THROW(make_explicit_layout(LayoutKind::Contiguous, 3, 6, ok), Error);                      // P
   DistConfig cfg;
   cfg.strategy = StrategyKind::Ring;
   cfg.positions = ok;
@@ -115,9 +120,7 @@ TEST(Layout, BalancedEvensVisibleWork) {
       EXPECT_LE(balanced, contiguous + 1e-12) << m.describe() << " P=" << P;
       // 4 chunks per rank, greedy by decreasing work: max ≤ mean + the largest chunk; for the
       // causal triangle that is within 1.15 of the mean.
-      if (m.causal) {
-        EXPECT_LE(balanced, 1.15) << "P=" << P;
-      }
+      if (m.causal) { EXPECT_LE(balanced, 1.15) << "P=" << P; }
     }
   }
 }
@@ -130,7 +133,7 @@ TEST(Layout, ShardUnshardRoundTrip) {
     for (int r = 0; r < 4; ++r) {
       Tensor local({2, 8, 3, 5});
       shard(l, r, g.view(), local.view());
-      for (std::int64_t b = 0; b < 2; ++b)   // row i of the shard is global position pos[i]
+      for (std::int64_t b = 0; b < 2; ++b)  // row i of the shard is global position pos[i]
         for (std::size_t i = 0; i < 8; ++i)
           EXPECT_EQ(local.data()[((b * 8 + static_cast<std::int64_t>(i)) * 3) * 5],
                     g.data()[((b * 32 + l.positions[static_cast<std::size_t>(r)][i]) * 3) * 5]);
@@ -149,7 +152,9 @@ TEST(Plan, RingStepsVisitEveryPartitionOnce) {
       const Plan plan = Plan::make(cfg, {1, 12LL * P, 2, 2, 4}, Mask::causal_mask(), P, L);
       for (int g = 0; g < P; ++g) {
         std::set<int> seen;
-        for (int t = 0; t < P; ++t) seen.insert(plan.forward().steps[static_cast<std::size_t>(t)].partition[static_cast<std::size_t>(g)]);
+        for (int t = 0; t < P; ++t)
+          seen.insert(
+              plan.forward().steps[static_cast<std::size_t>(t)].partition[static_cast<std::size_t>(g)]);
         EXPECT_EQ(static_cast<int>(seen.size()), P) << "P=" << P << " L=" << L << " rank " << g;
         EXPECT_EQ(plan.forward().steps[0].partition[static_cast<std::size_t>(g)], g);
       }
@@ -187,7 +192,7 @@ TEST(Plan, AutoSideFollowsTheByteRule) {
   const ProblemShape mha{1, 32768, 8, 8, 64};
   const double ratio = static_cast<double>(ring_backward_bytes(BackwardSide::QuerySide, mha, 2)) /
                        static_cast<double>(ring_backward_bytes(BackwardSide::KvSide, mha, 2));
-  EXPECT_LE(ratio, 0.76);   // the target at P = 2, H = H_kv
+  EXPECT_LE(ratio, 0.76);  // the target at P = 2, H = H_kv
   DistConfig cfg;
   cfg.strategy = StrategyKind::Ring;
   EXPECT_EQ(Plan::make(cfg, mha, Mask::causal_mask(), 2, 2).backward_side(), BackwardSide::KvSide);
@@ -201,7 +206,7 @@ TEST(Plan, BalanceOfZigzagCausalIsNearOne) {
   EXPECT_LE(z.forward().balance(), 1.01);
   cfg.layout = LayoutKind::Contiguous;
   const Plan c = Plan::make(cfg, {1, 256, 1, 1, 4}, Mask::causal_mask(), 4, 4);
-  EXPECT_GT(c.forward().balance(), 1.5);   // the last rank does ~7/4 of the mean
+  EXPECT_GT(c.forward().balance(), 1.5);  // the last rank does ~7/4 of the mean
   EXPECT_NE(z.table().find("zigzag"), std::string::npos);
 }
 

@@ -19,7 +19,8 @@ TEST(Readme, CppExampleCompilesAndRuns) {
   for (float x : out.vec()) ASSERT_EQ(x, 0.0f);
   for (std::int64_t h = 0; h < 8; ++h)
     for (std::int64_t i = 0; i < 256; ++i)
-      ASSERT_NEAR(lse.data()[h * 256 + i], std::log(static_cast<double>(i + 1)), 1e-5) << "h=" << h << " i=" << i;
+      ASSERT_NEAR(lse.data()[h * 256 + i], std::log(static_cast<double>(i + 1)), 1e-5)
+          << "h=" << h << " i=" << i;
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ TEST(SoftmaxMerge, EqualsAttentionOverConcatenatedKvInAnyOrder) {
   Tensor first_out;
   do {
     AttentionOutput acc = empty_partial(s);
-    for (std::size_t c : order) merge_forward(acc.out.view(), acc.lse.view(), parts[c].out.view(), parts[c].lse.view());
+    for (std::size_t c : order)
+      merge_forward(acc.out.view(), acc.lse.view(), parts[c].out.view(), parts[c].lse.view());
     ASSERT_LE(test::max_abs_diff(acc.out, full.out), tol_out) << "permutation " << permutations;
     ASSERT_LE(test::max_abs_diff(acc.lse, full.lse), tol_lse) << "permutation " << permutations;
     if (permutations == 0) first_out = acc.out;
@@ -85,7 +86,8 @@ TEST(SoftmaxMerge, EqualsAttentionOverConcatenatedKvInAnyOrder) {
   const long rows = s.B * s.S_q * s.H;
   std::vector<double> ref_out, ref_lse;
   for (bool reversed : {false, true}) {
-    std::vector<double> out(static_cast<std::size_t>(rows * s.D), 0.0), lse(static_cast<std::size_t>(rows), -INFINITY);
+    std::vector<double> out(static_cast<std::size_t>(rows * s.D), 0.0),
+        lse(static_cast<std::size_t>(rows), -INFINITY);
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const auto& p = parts[reversed ? parts.size() - 1 - i : i];
       // Row r = (b, s, h) in BSHD order; lse is [B, H, S].
@@ -96,10 +98,18 @@ TEST(SoftmaxMerge, EqualsAttentionOverConcatenatedKvInAnyOrder) {
       }
       merge_rows_reference(out.data(), lse.data(), po.data(), pl.data(), rows, static_cast<long>(s.D));
     }
-    if (!reversed) { ref_out = out; ref_lse = lse; continue; }
+    if (!reversed) {
+      ref_out = out;
+      ref_lse = lse;
+      continue;
+    }
     for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref_out[i], 1e-13);
     for (std::size_t i = 0; i < lse.size(); ++i) {
-      if (std::isinf(ref_lse[i])) { ASSERT_EQ(lse[i], ref_lse[i]); } else { ASSERT_NEAR(lse[i], ref_lse[i], 1e-13); }
+      if (std::isinf(ref_lse[i])) {
+        ASSERT_EQ(lse[i], ref_lse[i]);
+      } else {
+        ASSERT_NEAR(lse[i], ref_lse[i], 1e-13);
+      }
     }
   }
   for (std::size_t i = 0; i < ref_out.size(); ++i)
@@ -129,7 +139,8 @@ TEST(SoftmaxMerge, FullyMaskedRowsNeverProduceNaN) {
     EXPECT_EQ(acc.out.data()[2 * D + d], -1.0f - static_cast<float>(d));
   }
   // Same three rows through the fp64 twin.
-  std::vector<double> o(3 * D, 0.0), l{-INFINITY, 0.5, -INFINITY}, po(3 * D, 0.0), pl{-INFINITY, -INFINITY, 1.5};
+  std::vector<double> o(3 * D, 0.0), l{-INFINITY, 0.5, -INFINITY}, po(3 * D, 0.0),
+      pl{-INFINITY, -INFINITY, 1.5};
   po[0] = NAN;
   o[static_cast<std::size_t>(D)] = 7.0;
   merge_rows_reference(o.data(), l.data(), po.data(), pl.data(), 3, D);
@@ -160,7 +171,8 @@ TEST(SoftmaxMerge, StridedViewsAndErrors) {
   Tensor a_bshd({B, S, H, D});
   for (std::int64_t s = 0; s < S; ++s)
     for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t d = 0; d < D; ++d) a_bshd.data()[(s * H + h) * D + d] = a_bhsd.data()[(h * S + s) * D + d];
+      for (std::int64_t d = 0; d < D; ++d)
+        a_bshd.data()[(s * H + h) * D + d] = a_bhsd.data()[(h * S + s) * D + d];
   Tensor la2 = la;
   TensorView av = a_bhsd.view();
   av.shape = {B, S, H, D};
@@ -185,9 +197,7 @@ TEST(SoftmaxMerge, StridedViewsAndErrors) {
   try {
     merge_forward(a_bshd.view(), la2.view(), bf, lb.view());
     FAIL() << "no throw";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-  }
+  } catch (const Error& e) { EXPECT_EQ(e.kind(), ErrorKind::Unsupported); }
 }
 
 }  // namespace

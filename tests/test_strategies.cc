@@ -26,7 +26,7 @@ constexpr std::int64_t kS = 96, kD = 16;
 
 using test::Family;
 using test::name_of;
-const std::vector<Family> kFamilies = {Family::Full, Family::Causal, Family::SlidingWindowCausal,
+const std::vector<Family> kFamilies = {Family::Full,     Family::Causal,   Family::SlidingWindowCausal,
                                        Family::Document, Family::PrefixLm, Family::BlockSparse};
 
 Mask mask_of(Family f) { return test::mask_of(f, kS, /*seed=*/3, /*window=*/11); }
@@ -37,8 +37,8 @@ struct Reference {
   ProblemShape shape;
   Mask mask;
   Tensor q, k, v, dout, out, lse, dq, dk, dv;
-  double tol[5] = {};      // out, lse, dq, dk, dv
-  double local_err[5] = {};   // |tiled(P=1) − ref|
+  double tol[5] = {};        // out, lse, dq, dk, dv
+  double local_err[5] = {};  // |tiled(P=1) − ref|
 };
 
 double err(const Tensor& a, const Tensor& b) { return test::max_abs_diff(a, b); }
@@ -56,15 +56,15 @@ Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Fami
   p.mask = r.mask;
   p.impl = KernelImpl::Reference;
   AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
-  AttentionGrads g = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(),
-                                        o.lse.view(), p);
+  AttentionGrads g =
+      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
   const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
   const AttentionGrads ng = test::naive_fp32_backward(r.dout, r.q, r.k, r.v, o.out, o.lse, p);
   p.impl = KernelImpl::Tiled;
   p.num_threads = 1;
   const AttentionOutput t = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
-  const AttentionGrads tg = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(),
-                                               o.lse.view(), p);
+  const AttentionGrads tg =
+      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
   r.out = std::move(o.out);
   r.lse = std::move(o.lse);
   r.dq = std::move(g.dq);
@@ -106,7 +106,8 @@ void run_case(const Case& c) {
   const auto r = static_cast<std::size_t>(rank);
   const SequenceLayout& layout = attn.plan().layout();
   ASSERT_EQ(attn.positions(), layout.positions[r]);
-  Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k), v = shard_of(layout, rank, ref.v);
+  Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k),
+         v = shard_of(layout, rank, ref.v);
   Tensor dout = shard_of(layout, rank, ref.dout);
   Tensor out(q.shape()), lse({c.B, c.H, attn.local_length()});
   attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
@@ -114,14 +115,13 @@ void run_case(const Case& c) {
   EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol[1], ref.local_err[1]));
   const DistStats fs = attn.last_stats();
   EXPECT_EQ(fs.bytes_sent, attn.plan().forward().bytes_sent[r]) << "forward bytes";
-  if (test::multinode_expected_nodes() == 0) {
-    EXPECT_EQ(fs.bytes_sent_inter_node, 0) << "one host";
-  }
+  if (test::multinode_expected_nodes() == 0) { EXPECT_EQ(fs.bytes_sent_inter_node, 0) << "one host"; }
   EXPECT_LE(fs.peak_buffer_bytes, attn.plan().forward().peak_buffer_bytes[r]) << "forward buffers";
   EXPECT_EQ(fs.visible_pairs, attn.plan().forward().visible_pairs[r]);
 
   Tensor dq(q.shape()), dk(k.shape()), dv(v.shape());
-  attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+  attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                dv.view());
   EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol[2], ref.local_err[2]));
   EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol[3], ref.local_err[3]));
   EXPECT_TRUE(dist_close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol[4], ref.local_err[4]));
@@ -181,12 +181,8 @@ TEST(Strategies, BurstAutoSidePicksFewerBytes) {
     const std::int64_t kb = ring_backward_bytes(BackwardSide::KvSide, shape, P);
     EXPECT_EQ(attn.plan().backward_side(), qb <= kb ? BackwardSide::QuerySide : BackwardSide::KvSide);
     // At MHA the query side is the cheaper one for P > 1 (3d + 2 < 4d per token and hop).
-    if (H == H_kv && P > 1) {
-      EXPECT_EQ(attn.plan().backward_side(), BackwardSide::QuerySide);
-    }
-    if (H == 4 * H_kv && P > 1) {
-      EXPECT_EQ(attn.plan().backward_side(), BackwardSide::KvSide);
-    }
+    if (H == H_kv && P > 1) { EXPECT_EQ(attn.plan().backward_side(), BackwardSide::QuerySide); }
+    if (H == 4 * H_kv && P > 1) { EXPECT_EQ(attn.plan().backward_side(), BackwardSide::KvSide); }
   }
 }
 
@@ -255,12 +251,12 @@ TEST(Strategies, PooledBuffersAcrossPassesMatchAFreshPlan) {
     cfg.backward_side = side;
     cfg.num_threads = 1;
     const Reference& a = reference(1, 4, 2, Family::Causal);
-    const Reference& b = reference(2, 4, 2, Family::Causal);   // other values (seed from B)
+    const Reference& b = reference(2, 4, 2, Family::Causal);  // other values (seed from B)
     const ProblemShape shape{1, kS, 4, 2, kD};
     auto run = [&](DistAttention& attn, const Reference& ref) {
       const SequenceLayout& layout = attn.plan().layout();
       const int rank = world.rank();
-      auto first = [&](const Tensor& t) {   // batch 0 of ref's tensors (B = 1 problem)
+      auto first = [&](const Tensor& t) {  // batch 0 of ref's tensors (B = 1 problem)
         Tensor x = shard_of(layout, rank, t);
         Tensor y({1, x.shape()[1], x.shape()[2], x.shape()[3]});
         std::copy(x.vec().begin(), x.vec().begin() + static_cast<std::ptrdiff_t>(y.numel()), y.vec().begin());
@@ -291,7 +287,7 @@ TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
   // docs/algorithm.md §4.2: (P−1)(2b + 2r) + P·b vs (2P−1)·2b; at P = 2 and D = 16 the ratio is
   // (4 + 2/16)/6 = 0.69 (→ 0.75 as P grows); checked on the counters of real passes.
   const Communicator world = Communicator::world();
-  if (world.size() < 2) return;   // no communication at P = 1 (mpi_main counts a skip as a failure)
+  if (world.size() < 2) return;  // no communication at P = 1 (mpi_main counts a skip as a failure)
   std::int64_t bytes[2] = {};
   for (int i = 0; i < 2; ++i) {
     DistConfig cfg;
@@ -304,7 +300,8 @@ TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
     Tensor v = shard_of(layout, world.rank(), ref.v), dout = shard_of(layout, world.rank(), ref.dout);
     Tensor out(q.shape()), lse({1, 4, attn.local_length()}), dq(q.shape()), dk(k.shape()), dv(v.shape());
     attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
-    attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(), dv.view());
+    attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                  dv.view());
     bytes[i] = attn.last_stats().bytes_sent;
   }
   EXPECT_LE(static_cast<double>(bytes[0]), 0.76 * static_cast<double>(bytes[1]));
@@ -337,8 +334,9 @@ TEST(Strategies, MaskAwareRingsMoveOnlyTheNeededBlocks) {
     StrategyKind s;
     BackwardSide side;
   };
-  for (Variant var : {Variant{StrategyKind::Burst, BackwardSide::QuerySide}, Variant{StrategyKind::Burst, BackwardSide::KvSide},
-                      Variant{StrategyKind::Ring, BackwardSide::Auto}})
+  for (Variant var :
+       {Variant{StrategyKind::Burst, BackwardSide::QuerySide},
+        Variant{StrategyKind::Burst, BackwardSide::KvSide}, Variant{StrategyKind::Ring, BackwardSide::Auto}})
     for (LayoutKind layout : {LayoutKind::Contiguous, LayoutKind::Zigzag})
       for (Family f : {Family::SlidingWindowCausal, Family::Document, Family::BlockSparse, Family::Causal}) {
         const Reference& ref = reference(1, 4, 2, f);
@@ -354,13 +352,15 @@ TEST(Strategies, MaskAwareRingsMoveOnlyTheNeededBlocks) {
           cfg.mask_aware = aware == 1;
           DistAttention attn(world, cfg, ref.shape, ref.mask);
           const SequenceLayout& lay = attn.plan().layout();
-          Tensor q = shard_of(lay, rank, ref.q), k = shard_of(lay, rank, ref.k), v = shard_of(lay, rank, ref.v);
+          Tensor q = shard_of(lay, rank, ref.q), k = shard_of(lay, rank, ref.k),
+                 v = shard_of(lay, rank, ref.v);
           Tensor dout = shard_of(lay, rank, ref.dout);
-          Tensor out(q.shape()), lse({1, 4, attn.local_length()}), dq(q.shape()), dk(k.shape()), dv(v.shape());
+          Tensor out(q.shape()), lse({1, 4, attn.local_length()}), dq(q.shape()), dk(k.shape()),
+              dv(v.shape());
           attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
           bytes[aware][0] = attn.last_stats().bytes_sent;
-          attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
-                        dv.view());
+          attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(),
+                        dk.view(), dv.view());
           bytes[aware][1] = attn.last_stats().bytes_sent;
           EXPECT_TRUE(dist_close("out", out, shard_of(lay, rank, ref.out), ref.tol[0], ref.local_err[0]));
           EXPECT_TRUE(dist_close("dq", dq, shard_of(lay, rank, ref.dq), ref.tol[2], ref.local_err[2]));
@@ -371,7 +371,8 @@ TEST(Strategies, MaskAwareRingsMoveOnlyTheNeededBlocks) {
           // The hand formula from brute-force block pairs.
           const auto pairs = brute_block_pairs(lay, ref.mask);
           const std::int64_t S = kS / P, b_q = S * 4 * kD, b_kv = S * 2 * kD, r = 4 * S;
-          std::int64_t readers_of_mine = 0, mine_read = 0;   // other ranks needing my K,V; blocks my queries see
+          std::int64_t readers_of_mine = 0,
+                       mine_read = 0;  // other ranks needing my K,V; blocks my queries see
           for (int x = 0; x < P; ++x) {
             if (x == rank) continue;
             readers_of_mine += pairs[static_cast<std::size_t>(x)][static_cast<std::size_t>(rank)] > 0;
@@ -379,9 +380,10 @@ TEST(Strategies, MaskAwareRingsMoveOnlyTheNeededBlocks) {
           }
           bool sparse = false;
           for (int i = 0; i < P; ++i)
-            for (int j = 0; j < P; ++j) sparse |= i != j && pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] == 0;
+            for (int j = 0; j < P; ++j)
+              sparse |= i != j && pairs[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] == 0;
           EXPECT_EQ(attn.plan().forward().mask_aware, sparse);
-          if (!sparse) continue;   // the full ring runs: its own formulas (BytesEqualClosedForms)
+          if (!sparse) continue;  // the full ring runs: its own formulas (BytesEqualClosedForms)
           EXPECT_EQ(bytes[1][0], 4 * 2 * b_kv * readers_of_mine) << "forward bytes";
           const bool query = attn.plan().backward_side() == BackwardSide::QuerySide;
           const std::int64_t want_bwd = query ? 4 * (2 * b_q + 2 * r) * mine_read + 4 * b_q * readers_of_mine
@@ -391,7 +393,8 @@ TEST(Strategies, MaskAwareRingsMoveOnlyTheNeededBlocks) {
         EXPECT_LE(bytes[1][0], bytes[0][0]);
         EXPECT_LE(bytes[1][1], bytes[0][1]);
         for (std::size_t i = 0; i < res[0].size(); ++i)
-          EXPECT_EQ(res[1][i].vec(), res[0][i].vec()) << "mask-aware result " << i << " differs from the full ring's";
+          EXPECT_EQ(res[1][i].vec(), res[0][i].vec())
+              << "mask-aware result " << i << " differs from the full ring's";
       }
 }
 
@@ -407,7 +410,8 @@ TEST(Strategies, MaskAwareSlidingWindowOnContiguousRanksTalksToOneNeighbour) {
   for (int g = 0; g < P; ++g) {
     EXPECT_EQ(plan.forward().bytes_sent[static_cast<std::size_t>(g)], g + 1 < P ? kv : 0) << "rank " << g;
     // KV side: K,V to the next rank, dK,dV (fp32) of the previous rank's block home.
-    EXPECT_EQ(plan.backward().bytes_sent[static_cast<std::size_t>(g)], (g + 1 < P ? kv : 0) + (g > 0 ? kv : 0))
+    EXPECT_EQ(plan.backward().bytes_sent[static_cast<std::size_t>(g)],
+              (g + 1 < P ? kv : 0) + (g > 0 ? kv : 0))
         << "rank " << g;
   }
 }

@@ -41,9 +41,9 @@ using test::widen_into;
 struct Reference {
   DType dtype = DType::BF16;
   Mask mask;
-  Tensor q, k, v, dout;              // rounded global inputs, widened
-  Tensor out, lse, dq, dk, dv;       // fp64 oracle (backward from the rounded oracle out)
-  double local[4] = {};              // single-process 16-bit error: out, dq, dk, dv
+  Tensor q, k, v, dout;         // rounded global inputs, widened
+  Tensor out, lse, dq, dk, dv;  // fp64 oracle (backward from the rounded oracle out)
+  double local[4] = {};         // single-process 16-bit error: out, dq, dk, dv
   double lse_tol = 0, lse_local = 0;
 };
 
@@ -61,7 +61,7 @@ Reference make_reference(DType dt) {
   p.mask = r.mask;
   p.impl = KernelImpl::Reference;
   AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
-  const Tensor out_rounded = round_to(o.out, dt).wide;   // what a 16-bit caller saves
+  const Tensor out_rounded = round_to(o.out, dt).wide;  // what a 16-bit caller saves
   AttentionGrads g = attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), out_rounded.view(),
                                         o.lse.view(), p);
   const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
@@ -98,8 +98,8 @@ const Reference& reference(DType dt) {
   const double e = err(got, want);
   const double floor = 32 * test::kEps32 * std::max(1.0, test::max_abs(want));
   if (e <= 2 * local + floor) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": distributed 16-bit error " << e << " > 2 × single-process "
-                                       << local << " + " << floor;
+  return ::testing::AssertionFailure()
+         << what << ": distributed 16-bit error " << e << " > 2 × single-process " << local << " + " << floor;
 }
 
 void run_case(const DistConfig& cfg, DType dt) {
@@ -113,8 +113,10 @@ void run_case(const DistConfig& cfg, DType dt) {
   const int rank = world.rank();
   const auto r = static_cast<std::size_t>(rank);
   const SequenceLayout& layout = attn.plan().layout();
-  Rounded q = round_to(test::shard_of(layout, rank, ref.q), dt), k = round_to(test::shard_of(layout, rank, ref.k), dt);
-  Rounded v = round_to(test::shard_of(layout, rank, ref.v), dt), dout = round_to(test::shard_of(layout, rank, ref.dout), dt);
+  Rounded q = round_to(test::shard_of(layout, rank, ref.q), dt),
+          k = round_to(test::shard_of(layout, rank, ref.k), dt);
+  Rounded v = round_to(test::shard_of(layout, rank, ref.v), dt),
+          dout = round_to(test::shard_of(layout, rank, ref.dout), dt);
   Rounded out = empty_rounded(q.wide.shape(), dt), dq = empty_rounded(q.wide.shape(), dt);
   Rounded dk = empty_rounded(k.wide.shape(), dt), dv = empty_rounded(k.wide.shape(), dt);
   Tensor lse({1, kH, attn.local_length()});
@@ -133,9 +135,9 @@ void run_case(const DistConfig& cfg, DType dt) {
 
 TEST(StrategiesBf16, EveryStrategyErrorDoesNotGrowWithP) {
   const std::vector<std::pair<StrategyKind, LayoutKind>> cases = {
-      {StrategyKind::Burst, LayoutKind::Zigzag},      {StrategyKind::Burst, LayoutKind::Contiguous},
-      {StrategyKind::Ring, LayoutKind::Striped},      {StrategyKind::AllGather, LayoutKind::Contiguous},
-      {StrategyKind::Ulysses, LayoutKind::Contiguous}, {StrategyKind::Usp, LayoutKind::Zigzag},
+      {StrategyKind::Burst, LayoutKind::Zigzag},         {StrategyKind::Burst, LayoutKind::Contiguous},
+      {StrategyKind::Ring, LayoutKind::Striped},         {StrategyKind::AllGather, LayoutKind::Contiguous},
+      {StrategyKind::Ulysses, LayoutKind::Contiguous},   {StrategyKind::Usp, LayoutKind::Zigzag},
       {StrategyKind::DistFlash, LayoutKind::Contiguous}, {StrategyKind::Tp, LayoutKind::Contiguous}};
   for (DType dt : {DType::BF16, DType::F16})
     for (const auto& [strategy, layout] : cases) {
@@ -176,7 +178,8 @@ TEST(StrategiesBf16, MixedDtypesFailOnEveryRank) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find("k has dtype f32 but the problem's dtype"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("k has dtype f32 but the problem's dtype"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(attn.last_stats().bytes_sent, 0);
 }

@@ -6,7 +6,8 @@
 // never with another fp32 result. Its error is judged against what plain fp32 arithmetic costs
 // on the same problem: the naive-fp32 twin (same loops as the oracle, float accumulation) is run
 // on the same inputs and its error against the oracle measured. Then
-//     err(impl − ref_fp64) ≤ kTolC · max(err(naive_fp32 − ref_fp64), kTolFloorUlps · eps32 · max(1, max|ref|)).
+//     err(impl − ref_fp64) ≤ kTolC · max(err(naive_fp32 − ref_fp64), kTolFloorUlps · eps32 · max(1,
+//     max|ref|)).
 // * Why tie to the naive error: a dot product or row sum of n fp32 terms has rounding error
 //   ≈ sqrt(n)·eps32·|terms| (random-walk accumulation), so absolute tolerances are either too loose
 //   for short rows or too tight for long ones; the naive twin measures that growth on the actual
@@ -50,7 +51,8 @@ inline void fill_uniform(float* data, std::int64_t n, std::uint64_t seed, float 
 }
 
 /// Seeded random contiguous tensor (e.g. BSHD [B,S,H,D]) with entries uniform in [lo, hi).
-inline Tensor random_tensor(std::vector<std::int64_t> shape, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline Tensor random_tensor(std::vector<std::int64_t> shape, std::uint64_t seed, float lo = -1.0f,
+                            float hi = 1.0f) {
   Tensor t(std::move(shape));
   fill_uniform(t.data(), t.numel(), seed, lo, hi);
   return t;
@@ -87,7 +89,8 @@ inline double max_rel_diff(const Tensor& a, const Tensor& b) {
   for (std::int64_t i = 0; i < std::min(a.numel(), b.numel()); ++i) {
     const float x = a.data()[i], y = b.data()[i];
     if (x == y) continue;
-    const double d = std::fabs(static_cast<double>(x) - y) / std::max(std::fabs(static_cast<double>(y)), 1e-30);
+    const double d =
+        std::fabs(static_cast<double>(x) - y) / std::max(std::fabs(static_cast<double>(y)), 1e-30);
     if (!std::isfinite(d)) return std::numeric_limits<double>::infinity();
     m = std::max(m, d);
   }
@@ -105,9 +108,9 @@ inline ::testing::AssertionResult within_tolerance(const std::string& what, cons
   const double err = max_abs_diff(impl, ref), naive_err = max_abs_diff(naive, ref);
   const double tol = tolerance(naive_err, max_abs(ref));
   if (err <= tol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": max |impl − ref| = " << err << " > tolerance " << tol
-                                       << " (naive fp32 error " << naive_err << ", max|ref| " << max_abs(ref)
-                                       << ", c = " << kTolC << ")";
+  return ::testing::AssertionFailure()
+         << what << ": max |impl − ref| = " << err << " > tolerance " << tol << " (naive fp32 error "
+         << naive_err << ", max|ref| " << max_abs(ref) << ", c = " << kTolC << ")";
 }
 
 /// Runs the naive-fp32 twin of the reference on contiguous BSHD tensors (not varlen): the
@@ -118,23 +121,35 @@ struct NaiveProblem {
   ResolvedMask mask;
   kernels::Problem p;
 };
-inline NaiveProblem naive_problem(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params) {
+inline NaiveProblem naive_problem(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const AttentionParams& params) {
   const auto& qs = q.shape();
   const auto& ks = k.shape();
   std::vector<std::int64_t> qp(static_cast<std::size_t>(qs[1])), kp(static_cast<std::size_t>(ks[1]));
-  for (std::size_t i = 0; i < qp.size(); ++i) qp[i] = params.q_positions ? params.q_positions[i] : params.q_offset + static_cast<std::int64_t>(i);
-  for (std::size_t i = 0; i < kp.size(); ++i) kp[i] = params.kv_positions ? params.kv_positions[i] : params.kv_offset + static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < qp.size(); ++i)
+    qp[i] = params.q_positions ? params.q_positions[i] : params.q_offset + static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < kp.size(); ++i)
+    kp[i] = params.kv_positions ? params.kv_positions[i] : params.kv_offset + static_cast<std::int64_t>(i);
   const std::int64_t sq = params.seq_q_global >= 0 ? params.seq_q_global : (qp.empty() ? 0 : qp.back() + 1);
-  const std::int64_t skv = params.seq_kv_global >= 0 ? params.seq_kv_global : (kp.empty() ? 0 : kp.back() + 1);
+  const std::int64_t skv =
+      params.seq_kv_global >= 0 ? params.seq_kv_global : (kp.empty() ? 0 : kp.back() + 1);
   NaiveProblem n{std::move(qp), std::move(kp), ResolvedMask(params.mask, sq, skv), {}};
   kernels::Problem& p = n.p;
-  p.B = qs[0]; p.S_q = qs[1]; p.H = qs[2]; p.D = qs[3]; p.S_kv = ks[1]; p.H_kv = ks[2];
+  p.B = qs[0];
+  p.S_q = qs[1];
+  p.H = qs[2];
+  p.D = qs[3];
+  p.S_kv = ks[1];
+  p.H_kv = ks[2];
   auto op = [](const Tensor& t) {
     const auto& s = t.shape();
     return kernels::Operand{t.data(), s[1] * s[2] * s[3], s[2] * s[3], s[3]};
   };
-  p.q = op(q); p.k = op(k); p.v = op(v);
-  p.scale = params.softmax_scale ? *params.softmax_scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.D)));
+  p.q = op(q);
+  p.k = op(k);
+  p.v = op(v);
+  p.scale = params.softmax_scale ? *params.softmax_scale
+                                 : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.D)));
   p.num_threads = 1;
   p.isa = Isa::Portable;
   return n;
@@ -147,7 +162,9 @@ inline kernels::MutOperand mut_operand(Tensor& t) {
 inline AttentionOutput naive_fp32_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const AttentionParams& params) {
   NaiveProblem n = naive_problem(q, k, v, params);
-  n.p.mask = &n.mask; n.p.q_pos = n.q_pos.data(); n.p.kv_pos = n.kv_pos.data();
+  n.p.mask = &n.mask;
+  n.p.q_pos = n.q_pos.data();
+  n.p.kv_pos = n.kv_pos.data();
   AttentionOutput r{Tensor(q.shape()), Tensor({n.p.B, n.p.H, n.p.S_q})};
   kernels::ForwardIO io;
   io.out = mut_operand(r.out);
@@ -157,10 +174,13 @@ inline AttentionOutput naive_fp32_forward(const Tensor& q, const Tensor& k, cons
 }
 
 /// Naive-fp32 backward from (out, lse) of the caller, delta computed as attention_delta does.
-inline AttentionGrads naive_fp32_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
-                                          const Tensor& out, const Tensor& lse, const AttentionParams& params) {
+inline AttentionGrads naive_fp32_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                          const Tensor& v, const Tensor& out, const Tensor& lse,
+                                          const AttentionParams& params) {
   NaiveProblem n = naive_problem(q, k, v, params);
-  n.p.mask = &n.mask; n.p.q_pos = n.q_pos.data(); n.p.kv_pos = n.kv_pos.data();
+  n.p.mask = &n.mask;
+  n.p.q_pos = n.q_pos.data();
+  n.p.kv_pos = n.kv_pos.data();
   Tensor delta({n.p.B, n.p.H, n.p.S_q});
   attention_delta(dout.view(), out.view(), delta.view());
   AttentionGrads g{Tensor(q.shape()), Tensor(k.shape()), Tensor(k.shape())};
@@ -169,7 +189,9 @@ inline AttentionGrads naive_fp32_backward(const Tensor& dout, const Tensor& q, c
   io.dout = {dout.data(), s[1] * s[2] * s[3], s[2] * s[3], s[3]};
   io.lse = {lse.data(), n.p.H * n.p.S_q, n.p.S_q, 1};
   io.delta = {delta.data(), n.p.H * n.p.S_q, n.p.S_q, 1};
-  io.dq = mut_operand(g.dq); io.dk = mut_operand(g.dk); io.dv = mut_operand(g.dv);
+  io.dq = mut_operand(g.dq);
+  io.dk = mut_operand(g.dk);
+  io.dv = mut_operand(g.dv);
   kernels::backward_reference_fp32(n.p, io);
   return g;
 }

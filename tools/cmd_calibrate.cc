@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/cluster_spec_io.h"
 #include "bench/harness.h"
 #include "burst/attention.h"
 #include "burst/comm.h"
@@ -29,7 +30,6 @@
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/splitmix64.h"
-#include "bench/cluster_spec_io.h"
 #include "commands.h"
 
 namespace burst::cli {
@@ -76,7 +76,8 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
     fill_uniform(t.vec(), seed);
     return t;
   };
-  const bench::StoredTensor q(seeded(1), dtype), k(seeded(2), dtype), v(seeded(3), dtype), dout(seeded(4), dtype);
+  const bench::StoredTensor q(seeded(1), dtype), k(seeded(2), dtype), v(seeded(3), dtype),
+      dout(seeded(4), dtype);
   const bench::StoredTensor out(Tensor(shape), dtype), dq(Tensor(shape), dtype), dk(Tensor(shape), dtype),
       dv(Tensor(shape), dtype);
   Tensor lse({1, H, S});
@@ -93,7 +94,8 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
   const bench::Timing t = bench::time_runs(
       [&] {
         if (backward)
-          attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view, p);
+          attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view,
+                             dv.view, p);
         else
           attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
       },
@@ -121,8 +123,8 @@ double partial_row_seconds(const Communicator& comm, const CalibrateOptions& o, 
   layout.S_global = 2 * S;
   layout.positions = {probe.q, probe.k};
   std::vector<double> rows;
-  const std::vector<double> area = visible_pair_matrix(ResolvedMask(Mask::causal_mask(), 2 * S, 2 * S), layout,
-                                                       1.0, c.kernel_tile_q, c.kernel_tile_kv, &rows);
+  const std::vector<double> area = visible_pair_matrix(ResolvedMask(Mask::causal_mask(), 2 * S, 2 * S),
+                                                       layout, 1.0, c.kernel_tile_q, c.kernel_tile_kv, &rows);
   if (rows[1] <= 0) return 0.0;
   const double over = c.call_overhead(backward);
   const double share = area[1] / (static_cast<double>(S) * static_cast<double>(S));
@@ -161,7 +163,7 @@ double bf16_speedup(const Communicator& comm, const CalibrateOptions& o, bool ba
 
 /// STREAM-style copy bandwidth (bytes read + written per second), best of 3, min over ranks.
 double copy_bandwidth(const Communicator& comm) {
-  std::vector<float> a(std::size_t{1} << 24, 1.0f), b(a.size(), 0.0f);   // 64 MiB each
+  std::vector<float> a(std::size_t{1} << 24, 1.0f), b(a.size(), 0.0f);  // 64 MiB each
   double best = 0;
   comm.barrier();
   for (int i = 0; i < 3; ++i) {
@@ -169,7 +171,7 @@ double copy_bandwidth(const Communicator& comm) {
     std::copy(a.begin(), a.end(), b.begin());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, 2.0 * static_cast<double>(a.size() * sizeof(float)) / s);
-    a[static_cast<std::size_t>(i)] = b[static_cast<std::size_t>(i) + 1];   // keep the copy live
+    a[static_cast<std::size_t>(i)] = b[static_cast<std::size_t>(i) + 1];  // keep the copy live
   }
   return -comm.all_reduce_max(-best);
 }
@@ -189,7 +191,8 @@ double ping_pong_seconds(const Communicator& comm, std::size_t floats, int round
         comm.irecv(std::vector<float>(floats), peer, 7).wait();
         comm.isend(std::vector<float>(floats, 1.0f), peer, 8).wait();
       }
-      if (i >= 2) samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 2);
+      if (i >= 2)
+        samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 2);
     }
   }
   const double mine = samples.empty() ? 0.0 : bench::summarize(samples).median;
@@ -221,22 +224,22 @@ void run_calibrate(const CalibrateOptions& o) {
   // partial tiles are computed whole, so the model counts work per tile.
   c.kernel_tile_q = 96;
   c.kernel_tile_kv = 128;
-  const std::int64_t probe_S = o.seqs[o.seqs.size() / 2];   // a middle length: cheap, not tiny
+  const std::int64_t probe_S = o.seqs[o.seqs.size() / 2];  // a middle length: cheap, not tiny
   c.partial_row_seconds = partial_row_seconds(comm, o, c, probe_S, false);
   c.partial_row_seconds_backward = partial_row_seconds(comm, o, c, probe_S, true);
   c.memory_bandwidth = copy_bandwidth(comm);
-  c.memory_capacity = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                      static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;
+  c.memory_capacity =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;
   if (P >= 2) {
-    const std::size_t big = std::size_t{1} << 20;   // 4 MiB: past the eager limit, bandwidth-bound
+    const std::size_t big = std::size_t{1} << 20;  // 4 MiB: past the eager limit, bandwidth-bound
     c.intra_latency = ping_pong_seconds(comm, 2, 200);
     const double t_big = ping_pong_seconds(comm, big, 10);
     c.intra_bandwidth = static_cast<double>(big * sizeof(float)) / std::max(t_big - c.intra_latency, 1e-9);
   } else {
     c.intra_latency = 0;
-    c.intra_bandwidth = 1e12;   // unused with one device
+    c.intra_bandwidth = 1e12;  // unused with one device
   }
-  c.inter_bandwidth = c.intra_bandwidth;   // one node: no inter-node link exists
+  c.inter_bandwidth = c.intra_bandwidth;  // one node: no inter-node link exists
   c.inter_latency = c.intra_latency;
   std::ostringstream src;
   const std::time_t now = std::time(nullptr);
@@ -248,7 +251,8 @@ void run_calibrate(const CalibrateOptions& o) {
       << ", max over ranks, least squares on relative error): forward " << fwd.rate / 1e9 << " GFLOP/s + "
       << fwd.overhead * 1e6 << " us/call, backward " << bwd.rate / 1e9 << " GFLOP/s + " << bwd.overhead * 1e6
       << " us/call; bf16 operands: "
-      << (bf16 ? "x" + std::to_string(c.bf16_speedup_forward) + " forward, x" + std::to_string(c.bf16_speedup_backward) +
+      << (bf16 ? "x" + std::to_string(c.bf16_speedup_forward) + " forward, x" +
+                     std::to_string(c.bf16_speedup_backward) +
                      " backward (vdpbf16ps; median over the lengths of fp32/bf16 times taken back to back)"
                : std::string("no AVX512_BF16 on every rank, fp32 rate"))
       << "; per-element masking " << c.partial_row_seconds * 1e9 << " / "
@@ -272,12 +276,15 @@ void run_calibrate(const CalibrateOptions& o) {
 
 void add_calibrate_command(CLI::App& app) {
   auto opt = std::make_shared<CalibrateOptions>();
-  auto* cmd = app.add_subcommand("calibrate",
-                                 "measure kernel rates, memory and MPI links; write a cluster spec (run under mpirun)");
-  cmd->add_option("--threads", opt->threads, "kernel threads per rank (as the benchmarks use)")->capture_default_str();
+  auto* cmd = app.add_subcommand(
+      "calibrate", "measure kernel rates, memory and MPI links; write a cluster spec (run under mpirun)");
+  cmd->add_option("--threads", opt->threads, "kernel threads per rank (as the benchmarks use)")
+      ->capture_default_str();
   cmd->add_option("--heads", opt->heads, "heads of the timed kernel")->capture_default_str();
   cmd->add_option("--head-dim", opt->head_dim, "head dim of the timed kernel")->capture_default_str();
-  cmd->add_option("--seqs", opt->seqs, "lengths of the kernel fit (>= 2)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--seqs", opt->seqs, "lengths of the kernel fit (>= 2)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--repeats", opt->repeats, "timed repeats per point")->capture_default_str();
   cmd->add_option("--name", opt->name, "name of the written spec")->capture_default_str();
   cmd->add_option("--output,-o", opt->output, "write the spec JSON here (rank 0)");

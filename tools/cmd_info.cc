@@ -67,7 +67,8 @@ std::string version_line() {
 }
 
 void add_info_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "print this build's version, compiler, MPI, ISA paths and BLAS as JSON");
+  auto* cmd =
+      app.add_subcommand("info", "print this build's version, compiler, MPI, ISA paths and BLAS as JSON");
   cmd->callback([] {
     nlohmann::json j;
     j["version"] = BURST_VERSION_STRING;

@@ -30,13 +30,16 @@ struct RunArgs {
 void add_run_options(CLI::App& cmd, RunArgs& a, const std::string& default_layout) {
   a.layout = default_layout;
   cmd.add_option("--data", a.data, "token cache directory (from kjv_prepare)")->capture_default_str();
-  cmd.add_option("--strategy", a.strategy, "context-parallel strategy: burst, ring, allgather, ulysses, usp, distflash, tp")
+  cmd.add_option("--strategy", a.strategy,
+                 "context-parallel strategy: burst, ring, allgather, ulysses, usp, distflash, tp")
       ->capture_default_str();
-  cmd.add_option("--layout", a.layout, "sequence layout: contiguous, zigzag, striped, balanced")->capture_default_str();
+  cmd.add_option("--layout", a.layout, "sequence layout: contiguous, zigzag, striped, balanced")
+      ->capture_default_str();
   cmd.add_option("--engine", a.engine, "dist (burst's DistAttention) or local (kernel API, 1 rank)")
       ->capture_default_str();
   cmd.add_option("--threads", a.threads, "threads per rank for kernels and torch (0: 2 / ranks, at least 1)");
-  cmd.add_option("--head-chunk", a.head_chunk, "rows per chunk of the fused LM head + loss")->capture_default_str();
+  cmd.add_option("--head-chunk", a.head_chunk, "rows per chunk of the fused LM head + loss")
+      ->capture_default_str();
   cmd.add_flag("--quiet", a.quiet, "no progress lines");
 }
 
@@ -65,11 +68,15 @@ void add_lm_commands(CLI::App& app) {
   auto tout = std::make_shared<std::string>(topt->out_dir.string());
   auto no_resume = std::make_shared<bool>(false);
   auto no_plot = std::make_shared<bool>(false);
-  CLI::App* t = app.add_subcommand("train", "train the KJV language model with one long context per step (mpirun)");
+  CLI::App* t =
+      app.add_subcommand("train", "train the KJV language model with one long context per step (mpirun)");
   add_run_options(*t, *targs, "zigzag");
-  t->add_option("--out", *tout, "run directory: checkpoint.safetensors, train_log.jsonl, loss.png")->capture_default_str();
-  t->add_option("--steps", topt->steps, "total optimizer steps (a resumed run continues to this)")->capture_default_str();
-  t->add_option("--seq-len", topt->seq_len, "tokens per step (the whole context, split over ranks)")->capture_default_str();
+  t->add_option("--out", *tout, "run directory: checkpoint.safetensors, train_log.jsonl, loss.png")
+      ->capture_default_str();
+  t->add_option("--steps", topt->steps, "total optimizer steps (a resumed run continues to this)")
+      ->capture_default_str();
+  t->add_option("--seq-len", topt->seq_len, "tokens per step (the whole context, split over ranks)")
+      ->capture_default_str();
   t->add_option("--lr", topt->lr, "peak AdamW learning rate")->capture_default_str();
   t->add_option("--warmup", topt->warmup_steps, "linear warm-up steps")->capture_default_str();
   t->add_option("--weight-decay", topt->weight_decay)->capture_default_str();
@@ -86,11 +93,13 @@ void add_lm_commands(CLI::App& app) {
                 "seconds for the training loop: after 2 steps the step count (at most --steps) and the "
                 "cosine schedule are set to what fits at the longest step (0: no budget)")
       ->capture_default_str();
-  t->add_option("--stop-after", topt->stop_after, "return after this many steps (checkpointed; rerun to resume)");
+  t->add_option("--stop-after", topt->stop_after,
+                "return after this many steps (checkpointed; rerun to resume)");
   t->add_flag("--no-resume", *no_resume, "start fresh even if <out>/checkpoint.safetensors exists");
-  const std::map<std::string, lm::Model::Recompute> recompute{
-      {"none", lm::Model::Recompute::None}, {"mlp", lm::Model::Recompute::Mlp}, {"layer", lm::Model::Recompute::Layer},
-      {"seq", lm::Model::Recompute::SeqWise}};
+  const std::map<std::string, lm::Model::Recompute> recompute{{"none", lm::Model::Recompute::None},
+                                                              {"mlp", lm::Model::Recompute::Mlp},
+                                                              {"layer", lm::Model::Recompute::Layer},
+                                                              {"seq", lm::Model::Recompute::SeqWise}};
   t->add_option("--recompute", topt->recompute,
                 "activation checkpointing: none; mlp (re-run each MLP block in backward); layer (re-run "
                 "each layer, attention output and lse cached, BurstEngine's full mode); seq (as layer, "
@@ -106,9 +115,12 @@ void add_lm_commands(CLI::App& app) {
     topt->plot = !*no_plot;
     const auto history = lm::run_train(*topt, comm);
     if (comm.rank() == 0 && !history.empty())
-      std::printf("%s\n", nlohmann::json{{"steps", history.back().step}, {"loss", history.back().loss},
-                                         {"ranks", comm.size()}, {"seq_len", topt->seq_len},
-                                         {"heads", topt->model.heads}, {"kv_heads", topt->model.kv_heads},
+      std::printf("%s\n", nlohmann::json{{"steps", history.back().step},
+                                         {"loss", history.back().loss},
+                                         {"ranks", comm.size()},
+                                         {"seq_len", topt->seq_len},
+                                         {"heads", topt->model.heads},
+                                         {"kv_heads", topt->model.kv_heads},
                                          {"backward_side", history.back().backward_side},
                                          {"blas", topt->run.blas},
                                          {"checkpoint", (topt->out_dir / "checkpoint.safetensors").string()}}
@@ -120,11 +132,14 @@ void add_lm_commands(CLI::App& app) {
   auto eopt = std::make_shared<lm::EvalOptions>();
   auto eckpt = std::make_shared<std::string>(eopt->checkpoint.string());
   auto ebooks = std::make_shared<std::string>();
-  CLI::App* e = app.add_subcommand("eval", "perplexity of a checkpoint on the whole KJV as one sequence (mpirun)");
+  CLI::App* e =
+      app.add_subcommand("eval", "perplexity of a checkpoint on the whole KJV as one sequence (mpirun)");
   add_run_options(*e, *eargs, "balanced");
   e->add_option("--checkpoint", *eckpt)->capture_default_str();
-  e->add_option("--max-tokens", eopt->max_tokens, "evaluate only this many leading tokens (0: all)")->capture_default_str();
-  e->add_option("--verify-books", eopt->verify_books, "books recomputed on one rank for the self-check")->capture_default_str();
+  e->add_option("--max-tokens", eopt->max_tokens, "evaluate only this many leading tokens (0: all)")
+      ->capture_default_str();
+  e->add_option("--verify-books", eopt->verify_books, "books recomputed on one rank for the self-check")
+      ->capture_default_str();
   e->add_option("--per-book-json", *ebooks, "write per-book perplexities here");
   e->callback([eargs, eopt, eckpt, ebooks] {
     const Communicator comm = Communicator::world();
@@ -139,8 +154,9 @@ void add_lm_commands(CLI::App& app) {
   auto gopt = std::make_shared<lm::GenerateOptions>();
   auto gckpt = std::make_shared<std::string>(gopt->checkpoint.string());
   auto gctx = std::make_shared<std::string>("all");
-  CLI::App* g = app.add_subcommand("generate", "sample from a checkpoint with the whole KJV as context, KV cache "
-                                               "sharded over the ranks (mpirun)");
+  CLI::App* g = app.add_subcommand("generate",
+                                   "sample from a checkpoint with the whole KJV as context, KV cache "
+                                   "sharded over the ranks (mpirun)");
   add_run_options(*g, *gargs, "zigzag");
   g->add_option("--checkpoint", *gckpt)->capture_default_str();
   g->add_option("--context", *gctx, "context before the prompt: all (the whole KJV) or its first N tokens")
@@ -150,8 +166,10 @@ void add_lm_commands(CLI::App& app) {
   g->add_option("--temperature", gopt->temperature, "0: greedy")->capture_default_str();
   g->add_option("--top-k", gopt->top_k, "0: whole vocabulary")->capture_default_str();
   g->add_option("--seed", gopt->seed, "sampling seed")->capture_default_str();
-  g->add_option("--verify-tokens", gopt->verify_tokens, "first steps recomputed on one rank")->capture_default_str();
-  g->add_option("--chunk", gopt->chunk_tokens, "KV-cache chunk tokens (multiple of 64)")->capture_default_str();
+  g->add_option("--verify-tokens", gopt->verify_tokens, "first steps recomputed on one rank")
+      ->capture_default_str();
+  g->add_option("--chunk", gopt->chunk_tokens, "KV-cache chunk tokens (multiple of 64)")
+      ->capture_default_str();
   g->add_flag("--prefill-causal", gopt->prefill_causal,
               "prefill with a plain causal mask (default: document-causal over the books, as trained)");
   g->callback([gargs, gopt, gckpt, gctx] {

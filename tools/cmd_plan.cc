@@ -26,10 +26,19 @@ struct PlanOptions {
 nlohmann::json pass_json(const PassPlan& p) {
   nlohmann::json steps = nlohmann::json::array();
   for (const PlanStep& s : p.steps)
-    steps.push_back({{"payload", s.payload}, {"link", s.link}, {"partition", s.partition}, {"send_to", s.send_to},
-                     {"bytes_sent", s.bytes_sent}, {"visible_pairs", s.visible_pairs}});
-  return {{"side", p.side}, {"mask_aware", p.mask_aware}, {"bytes_sent", p.bytes_sent}, {"visible_pairs", p.visible_pairs},
-          {"peak_buffer_bytes", p.peak_buffer_bytes}, {"balance", p.balance()}, {"steps", steps}};
+    steps.push_back({{"payload", s.payload},
+                     {"link", s.link},
+                     {"partition", s.partition},
+                     {"send_to", s.send_to},
+                     {"bytes_sent", s.bytes_sent},
+                     {"visible_pairs", s.visible_pairs}});
+  return {{"side", p.side},
+          {"mask_aware", p.mask_aware},
+          {"bytes_sent", p.bytes_sent},
+          {"visible_pairs", p.visible_pairs},
+          {"peak_buffer_bytes", p.peak_buffer_bytes},
+          {"balance", p.balance()},
+          {"steps", steps}};
 }
 
 void run_plan(const PlanOptions& o) {
@@ -39,10 +48,13 @@ void run_plan(const PlanOptions& o) {
   cfg.ulysses_degree = o.ulysses_degree;
   cfg.mask_aware = !o.no_mask_aware;
   cfg.usp_ring = usp_ring_from_string(o.usp_ring);
-  if (o.backward_side == "query") cfg.backward_side = BackwardSide::QuerySide;
-  else if (o.backward_side == "kv") cfg.backward_side = BackwardSide::KvSide;
-  else BURST_CHECK(o.backward_side == "auto", InvalidArgument, "--backward-side '", o.backward_side,
-                   "' (valid: auto, query, kv)");
+  if (o.backward_side == "query")
+    cfg.backward_side = BackwardSide::QuerySide;
+  else if (o.backward_side == "kv")
+    cfg.backward_side = BackwardSide::KvSide;
+  else
+    BURST_CHECK(o.backward_side == "auto", InvalidArgument, "--backward-side '", o.backward_side,
+                "' (valid: auto, query, kv)");
   ProblemShape shape{o.batch, o.seq, o.heads, o.kv_heads > 0 ? o.kv_heads : o.heads, o.dim};
   shape.dtype = parse_dtype(o.dtype);
   const Mask mask = make_benchmark_mask(mask_type_from_string(o.mask), o.seq);
@@ -52,10 +64,20 @@ void run_plan(const PlanOptions& o) {
     std::cout << plan.table();
     return;
   }
-  nlohmann::json j = {{"strategy", o.strategy}, {"layout", o.layout}, {"ranks", o.ranks}, {"nodes", plan.nodes()},
-                      {"ranks_per_node", plan.ranks_per_node()}, {"B", shape.B}, {"S_global", shape.S_global},
-                      {"H", shape.H}, {"H_kv", shape.H_kv}, {"D", shape.D}, {"dtype", to_string(shape.dtype)}, {"mask", o.mask},
-                      {"positions", plan.layout().positions}, {"forward", pass_json(plan.forward())},
+  nlohmann::json j = {{"strategy", o.strategy},
+                      {"layout", o.layout},
+                      {"ranks", o.ranks},
+                      {"nodes", plan.nodes()},
+                      {"ranks_per_node", plan.ranks_per_node()},
+                      {"B", shape.B},
+                      {"S_global", shape.S_global},
+                      {"H", shape.H},
+                      {"H_kv", shape.H_kv},
+                      {"D", shape.D},
+                      {"dtype", to_string(shape.dtype)},
+                      {"mask", o.mask},
+                      {"positions", plan.layout().positions},
+                      {"forward", pass_json(plan.forward())},
                       {"backward", pass_json(plan.backward())}};
   std::cout << j.dump() << std::endl;
 }
@@ -65,17 +87,22 @@ void run_plan(const PlanOptions& o) {
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
   auto* cmd = app.add_subcommand("plan", "print the pure plan of a distributed attention (table or --json)");
-  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")->capture_default_str();
+  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")
+      ->capture_default_str();
   cmd->add_option("--layout", o->layout, "contiguous|zigzag|striped|balanced")->capture_default_str();
   cmd->add_option("--ranks", o->ranks, "P")->capture_default_str();
-  cmd->add_option("--ranks-per-node", o->ranks_per_node, "L for the burst / usp ring=burst double ring (0: one node)");
-  cmd->add_option("--ulysses-degree", o->ulysses_degree, "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)");
-  cmd->add_option("--usp-ring", o->usp_ring, "usp: ring across the Ulysses groups, ring|burst")->capture_default_str();
+  cmd->add_option("--ranks-per-node", o->ranks_per_node,
+                  "L for the burst / usp ring=burst double ring (0: one node)");
+  cmd->add_option("--ulysses-degree", o->ulysses_degree,
+                  "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)");
+  cmd->add_option("--usp-ring", o->usp_ring, "usp: ring across the Ulysses groups, ring|burst")
+      ->capture_default_str();
   cmd->add_option("--seq", o->seq, "S_global")->capture_default_str();
   bench::add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv")->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "fp32|bf16|fp16 storage of q, k, v, dout (bytes per dtype)")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "fp32|bf16|fp16 storage of q, k, v, dout (bytes per dtype)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
   cmd->add_flag("--no-mask-aware", o->no_mask_aware, "burst, ring: plan the full ring even for sparse masks");
   cmd->callback([o] { run_plan(*o); });

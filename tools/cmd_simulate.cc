@@ -6,9 +6,9 @@
 #include <iostream>
 #include <memory>
 
+#include "bench/cluster_spec_io.h"
 #include "burst/cost_model.h"
 #include "burst/error.h"
-#include "bench/cluster_spec_io.h"
 #include "commands.h"
 
 namespace burst::cli {
@@ -37,37 +37,41 @@ std::int64_t pick_mask_length(std::int64_t S, std::int64_t limit, int P) {
 
 std::string human_bytes(double b) {
   char buf[32];
-  if (b >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  else if (b >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
-  else std::snprintf(buf, sizeof buf, "%.0f KiB", b / 1024.0);
+  if (b >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  else
+    std::snprintf(buf, sizeof buf, "%.0f KiB", b / 1024.0);
   return buf;
 }
 
 void print_table(const ClusterSpec& c, const Workload& w, const std::vector<Estimate>& ranked,
                  std::int64_t mask_length) {
-  std::printf("cluster %s: %d node(s) x %d device(s); workload B=%lld S=%lld H=%lld H_kv=%lld D=%lld "
-              "mask=%s pass=%s dtype=%s layers=%d (mask counted at %lld tokens); kernel rate x%.2f fwd, "
-              "x%.2f bwd for the dtype\n",
-              c.name.c_str(), c.nodes, c.devices_per_node, static_cast<long long>(w.B),
-              static_cast<long long>(w.S_global), static_cast<long long>(w.H),
-              static_cast<long long>(w.H_kv), static_cast<long long>(w.D), w.mask.describe().c_str(),
-              to_string(w.pass), w.bytes_per_element == 2 ? "bf16" : "fp32", w.layers,
-              static_cast<long long>(mask_length), w.bf16_arithmetic ? c.bf16_speedup_forward : 1.0,
-              w.bf16_arithmetic ? c.bf16_speedup_backward : 1.0);
+  std::printf(
+      "cluster %s: %d node(s) x %d device(s); workload B=%lld S=%lld H=%lld H_kv=%lld D=%lld "
+      "mask=%s pass=%s dtype=%s layers=%d (mask counted at %lld tokens); kernel rate x%.2f fwd, "
+      "x%.2f bwd for the dtype\n",
+      c.name.c_str(), c.nodes, c.devices_per_node, static_cast<long long>(w.B),
+      static_cast<long long>(w.S_global), static_cast<long long>(w.H), static_cast<long long>(w.H_kv),
+      static_cast<long long>(w.D), w.mask.describe().c_str(), to_string(w.pass),
+      w.bytes_per_element == 2 ? "bf16" : "fp32", w.layers, static_cast<long long>(mask_length),
+      w.bf16_arithmetic ? c.bf16_speedup_forward : 1.0, w.bf16_arithmetic ? c.bf16_speedup_backward : 1.0);
   const bool layer = w.whole_layer;
   if (layer)
-    std::printf("whole layer: model width h=%lld, SwiGLU width f=%lld; ms/layer = attention + linear + "
-                "non-attention comm; bytes/dev include it\n",
-                static_cast<long long>(w.model_width), static_cast<long long>(w.resolved_ffn_width()));
-  std::printf("%-3s %-9s %-10s %11s %11s %11s %11s %9s %7s %10s %11s %11s  %s\n", "#", "strategy",
-              "layout", "ms/layer", "attn ms", "compute ms", "exposed ms", "balance", "TF/dev",
-              "bytes/dev", "memory/dev", "total s", "note");
+    std::printf(
+        "whole layer: model width h=%lld, SwiGLU width f=%lld; ms/layer = attention + linear + "
+        "non-attention comm; bytes/dev include it\n",
+        static_cast<long long>(w.model_width), static_cast<long long>(w.resolved_ffn_width()));
+  std::printf("%-3s %-9s %-10s %11s %11s %11s %11s %9s %7s %10s %11s %11s  %s\n", "#", "strategy", "layout",
+              "ms/layer", "attn ms", "compute ms", "exposed ms", "balance", "TF/dev", "bytes/dev",
+              "memory/dev", "total s", "note");
   int rank = 0;
   for (const Estimate& e : ranked) {
     const std::string strat = to_string(e.candidate.strategy);
     if (!e.feasible) {
-      std::printf("%-3s %-9s %-10s %11s  %s\n", "-", strat.c_str(), to_string(e.candidate.layout),
-                  "n/a", e.reason.c_str());
+      std::printf("%-3s %-9s %-10s %11s  %s\n", "-", strat.c_str(), to_string(e.candidate.layout), "n/a",
+                  e.reason.c_str());
       continue;
     }
     std::string note;
@@ -108,7 +112,7 @@ void run_simulate(const SimulateOptions& o) {
   w.ffn_width = o.ffn_width;
   w.pass = pass_from_string(o.pass);
   w.bytes_per_element = o.dtype == "bf16" ? 2 : 4;
-  w.bf16_arithmetic = o.dtype == "bf16";   // kernel rates × the spec's bf16_speedup_* (1 for GPU presets)
+  w.bf16_arithmetic = o.dtype == "bf16";  // kernel rates × the spec's bf16_speedup_* (1 for GPU presets)
   w.mask_length = pick_mask_length(o.seq, o.mask_resolution, c.devices());
   w.mask = make_benchmark_mask(mask_type_from_string(o.mask), w.mask_length);
   std::vector<Estimate> ranked;
@@ -127,10 +131,20 @@ void run_simulate(const SimulateOptions& o) {
     j["cluster"] = c.name;
     j["nodes"] = c.nodes;
     j["devices_per_node"] = c.devices_per_node;
-    j["config"] = {{"layers", w.layers}, {"B", w.B}, {"S_global", w.S_global}, {"H", w.H},
-                   {"H_kv", w.H_kv}, {"D", w.D}, {"mask", o.mask}, {"pass", to_string(w.pass)},
-                   {"dtype", o.dtype}, {"bf16_arithmetic", w.bf16_arithmetic}, {"mask_length", w.mask_length}, {"model_width", w.model_width},
-                   {"whole_layer", w.whole_layer}, {"ffn_width", w.whole_layer ? w.resolved_ffn_width() : 0}};
+    j["config"] = {{"layers", w.layers},
+                   {"B", w.B},
+                   {"S_global", w.S_global},
+                   {"H", w.H},
+                   {"H_kv", w.H_kv},
+                   {"D", w.D},
+                   {"mask", o.mask},
+                   {"pass", to_string(w.pass)},
+                   {"dtype", o.dtype},
+                   {"bf16_arithmetic", w.bf16_arithmetic},
+                   {"mask_length", w.mask_length},
+                   {"model_width", w.model_width},
+                   {"whole_layer", w.whole_layer},
+                   {"ffn_width", w.whole_layer ? w.resolved_ffn_width() : 0}};
     if (o.format == "jsonl") std::cout << j.dump() << "\n";
     if (file) *file << j.dump() << "\n";
   }
@@ -144,7 +158,8 @@ void add_simulate_command(CLI::App& app) {
   auto opt = std::make_shared<SimulateOptions>();
   auto* cmd = app.add_subcommand("simulate",
                                  "predict every strategy's time, bytes and memory on a cluster (cost model)");
-  cmd->add_option("--cluster", opt->cluster, "preset name (<share dir>/clusters/*.json, `burst info`) or a spec file")
+  cmd->add_option("--cluster", opt->cluster,
+                  "preset name (<share dir>/clusters/*.json, `burst info`) or a spec file")
       ->capture_default_str();
   cmd->add_option("--nodes", opt->nodes, "override the number of nodes");
   cmd->add_option("--devices-per-node", opt->devices_per_node, "override devices per node");

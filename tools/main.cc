@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <exception>
 
-#include "burst/attention.h"
 #include "build_info.h"
+#include "burst/attention.h"
 #include "burst/error.h"
 #include "commands.h"
 

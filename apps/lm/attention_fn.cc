@@ -12,9 +12,7 @@ namespace burst::lm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// BSHD / [1,H,S] view of a contiguous fp32 torch tensor.
 TensorView view_of(const torch::Tensor& t) {
@@ -37,12 +35,12 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     BURST_CHECK(!seq_wise || (S % 2 == 0 && engine->first_half() != nullptr), InvalidArgument,
                 "burst_attention: a seq-wise cache needs an even S_local (got ", S,
                 ") and an engine with first_half() attached");
-    const std::int64_t kept = seq_wise ? S / 2 : S;   // rows the cache holds (the later ones)
-    if (cache != nullptr && cache->out.defined()) {   // replay: the forward ran before
+    const std::int64_t kept = seq_wise ? S / 2 : S;  // rows the cache holds (the later ones)
+    if (cache != nullptr && cache->out.defined()) {  // replay: the forward ran before
       BURST_CHECK(cache->out.sizes() == torch::IntArrayRef({B, kept, H, q.size(3)}) && cache->lse.defined() &&
                       cache->lse.sizes() == torch::IntArrayRef({B, H, kept}),
                   InvalidArgument, "burst_attention: cached out/lse do not match q of shape ", q.sizes());
-      if (seq_wise) {   // recompute the first half (global positions [0, S_global/2)) only
+      if (seq_wise) {  // recompute the first half (global positions [0, S_global/2)) only
         const auto half = S - kept;
         auto q1 = q.narrow(1, 0, half).contiguous(), k1 = k.narrow(1, 0, half).contiguous(),
              v1 = v.narrow(1, 0, half).contiguous();
@@ -89,8 +87,8 @@ LocalEngine::LocalEngine(std::vector<std::int64_t> positions, const Mask& mask, 
     : positions_(std::move(positions)) {
   for (std::size_t i = 1; i < positions_.size(); ++i)
     BURST_CHECK(positions_[i] > positions_[i - 1], InvalidArgument,
-                "LocalEngine positions must increase; position[", i, "]=", positions_[i],
-                " after ", positions_[i - 1]);
+                "LocalEngine positions must increase; position[", i, "]=", positions_[i], " after ",
+                positions_[i - 1]);
   BURST_CHECK(positions_.empty() || (positions_.front() >= 0 && positions_.back() < S_global),
               InvalidArgument, "LocalEngine positions outside [0, S_global=", S_global, ")");
   params_.mask = mask;
@@ -122,20 +120,21 @@ void LocalEngine::backward(const TensorView& dout, const TensorView& q, const Te
 }
 
 Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half) {
-  BURST_CHECK(half > 0 && half < S, InvalidArgument, "first_half_mask: half=", half, " not in (0, S=", S, ")");
+  BURST_CHECK(half > 0 && half < S, InvalidArgument, "first_half_mask: half=", half, " not in (0, S=", S,
+              ")");
   BURST_CHECK(ResolvedMask(mask, S, S).classify(0, half - 1, half, S - 1) == TileClass::Empty,
               InvalidArgument, "seq-wise checkpointing needs a causal-type mask: under ", mask.describe(),
               " some query in [0, ", half, ") sees a key in [", half, ", ", S,
               "), so the first half is not self-contained (use --recompute layer)");
-  if (mask.is_shorthand()) return mask;   // causal / windows resolve the same on the prefix
+  if (mask.is_shorthand()) return mask;  // causal / windows resolve the same on the prefix
   std::vector<MaskSlice> kept;
   for (MaskSlice s : mask.slices) {
-    if (s.q_begin >= half || s.k_begin >= half) continue;   // no pair inside [0, half)²
+    if (s.q_begin >= half || s.k_begin >= half) continue;  // no pair inside [0, half)²
     const bool straddles = s.q_end > half || s.k_end > half;
     const bool aligned = s.kind == SliceKind::Full && s.window_left == -1 && s.window_right == -1;
-    BURST_CHECK(!straddles || aligned || s.q_end == s.k_end, Unsupported,
-                "seq-wise checkpointing: slice [", s.q_begin, ",", s.q_end, ")x[", s.k_begin, ",", s.k_end,
-                ") ", to_string(s.kind), " straddles position ", half,
+    BURST_CHECK(!straddles || aligned || s.q_end == s.k_end, Unsupported, "seq-wise checkpointing: slice [",
+                s.q_begin, ",", s.q_end, ")x[", s.k_begin, ",", s.k_end, ") ", to_string(s.kind),
+                " straddles position ", half,
                 " and is not square, so clipping it would move its diagonal (use --recompute layer)");
     s.q_end = std::min(s.q_end, half);
     s.k_end = std::min(s.k_end, half);
@@ -146,10 +145,11 @@ Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half) {
 
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               AttentionEngine& engine, AttentionCache* cache) {
-  BURST_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(1) ==
-                  static_cast<std::int64_t>(engine.positions().size()),
-              InvalidArgument, "burst_attention: q must be [1, S_local, H, D] with S_local = ",
-              engine.positions().size(), " positions; got q.dim()=", q.dim(), " S=", q.dim() > 1 ? q.size(1) : -1);
+  BURST_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 &&
+                  q.size(1) == static_cast<std::int64_t>(engine.positions().size()),
+              InvalidArgument,
+              "burst_attention: q must be [1, S_local, H, D] with S_local = ", engine.positions().size(),
+              " positions; got q.dim()=", q.dim(), " S=", q.dim() > 1 ? q.size(1) : -1);
   return AttentionFunction::apply(q, k, v, &engine, cache);
 }
 
@@ -166,12 +166,12 @@ torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k
       acc[i][j] = resolved.visible(q_pos[static_cast<std::size_t>(i)], k_pos[static_cast<std::size_t>(j)]);
   const auto H = q.size(2), H_kv = k.size(2), D = q.size(3);
   const auto group = H / H_kv;
-  auto kk = k.repeat_interleave(group, 2).permute({0, 2, 3, 1});   // [B,H,D,Sk]
-  auto vv = v.repeat_interleave(group, 2).permute({0, 2, 1, 3});   // [B,H,Sk,D]
+  auto kk = k.repeat_interleave(group, 2).permute({0, 2, 3, 1});  // [B,H,D,Sk]
+  auto vv = v.repeat_interleave(group, 2).permute({0, 2, 1, 3});  // [B,H,Sk,D]
   auto scores = torch::matmul(q.permute({0, 2, 1, 3}), kk) / std::sqrt(static_cast<double>(D));
   scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
   auto probs = torch::softmax(scores, -1);
-  probs = torch::nan_to_num(probs, 0.0);   // fully masked rows: 0, as the kernels
+  probs = torch::nan_to_num(probs, 0.0);  // fully masked rows: 0, as the kernels
   return torch::matmul(probs, vv).permute({0, 2, 1, 3});
 }
 

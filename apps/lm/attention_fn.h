@@ -27,8 +27,8 @@ namespace burst::lm {
 struct EngineTotals {
   double forward_seconds = 0, backward_seconds = 0;
   std::int64_t bytes_sent = 0;
-  std::int64_t forward_pairs = 0;    ///< visible (q, k) pairs in forward passes (FLOP = 4·D·H·pairs)
-  std::int64_t backward_pairs = 0;   ///< same for backward passes (FLOP = 10·D·H·pairs)
+  std::int64_t forward_pairs = 0;   ///< visible (q, k) pairs in forward passes (FLOP = 4·D·H·pairs)
+  std::int64_t backward_pairs = 0;  ///< same for backward passes (FLOP = 10·D·H·pairs)
   /// Side that circulated in the last backward: "query" (BurstAttention's Q, dO, delta, lse + dQ
   /// ring), "kv" (RingAttention's K, V + dK, dV ring), as DistStats names it; "local" for
   /// LocalEngine; empty before any backward.
@@ -42,11 +42,11 @@ class AttentionEngine {
   virtual const std::vector<std::int64_t>& positions() const = 0;
   /// Forward/backward on this rank's slice; shapes as in the file comment, lse [1, H, S_local].
   /// Collective for DistEngine (every rank of its communicator, same number of calls).
-  virtual void forward(const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out, const TensorView& lse) = 0;
-  virtual void backward(const TensorView& dout, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& out, const TensorView& lse,
-                        const TensorView& dq, const TensorView& dk, const TensorView& dv) = 0;
+  virtual void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse) = 0;
+  virtual void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv) = 0;
   const EngineTotals& totals() const { return totals_; }
   /// Visible (q, k) pairs per head of one forward pass on the busiest rank (progress estimates);
   /// 0 when the engine does not know.
@@ -78,8 +78,8 @@ class DistEngine final : public AttentionEngine {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse) override;
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& out, const TensorView& lse, const TensorView& dq,
-                const TensorView& dk, const TensorView& dv) override;
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv) override;
 
  private:
   DistAttention attn_;
@@ -91,15 +91,15 @@ class DistEngine final : public AttentionEngine {
 /// Throws: Error(InvalidArgument) for non-increasing positions.
 class LocalEngine final : public AttentionEngine {
  public:
-  LocalEngine(std::vector<std::int64_t> positions, const Mask& mask, std::int64_t S_global,
-              int num_threads, KernelImpl impl = KernelImpl::Tiled);
+  LocalEngine(std::vector<std::int64_t> positions, const Mask& mask, std::int64_t S_global, int num_threads,
+              KernelImpl impl = KernelImpl::Tiled);
   const std::vector<std::int64_t>& positions() const override { return positions_; }
   std::int64_t planned_forward_pairs() const override { return pairs_; }
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse) override;
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& out, const TensorView& lse, const TensorView& dq,
-                const TensorView& dk, const TensorView& dv) override;
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv) override;
 
  private:
   std::vector<std::int64_t> positions_;

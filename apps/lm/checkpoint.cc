@@ -29,23 +29,26 @@ void save_checkpoint(const fs::path& path, const Checkpoint& ckpt) {
   std::set<std::string> names;
   std::size_t data_bytes = 0;
   for (const auto& [name, t] : ckpt.tensors) {
-    BURST_CHECK(t.scalar_type() == torch::kFloat32, InvalidArgument, "checkpoint tensor ", name, " is not fp32");
-    BURST_CHECK(name != "__metadata__" && names.insert(name).second, InvalidArgument, "checkpoint tensor name '",
-                name, "' is reserved or repeated");
+    BURST_CHECK(t.scalar_type() == torch::kFloat32, InvalidArgument, "checkpoint tensor ", name,
+                " is not fp32");
+    BURST_CHECK(name != "__metadata__" && names.insert(name).second, InvalidArgument,
+                "checkpoint tensor name '", name, "' is reserved or repeated");
     const std::size_t bytes = static_cast<std::size_t>(t.numel()) * sizeof(float);
-    header[name] = {{"dtype", "F32"}, {"shape", t.sizes().vec()}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
+    header[name] = {
+        {"dtype", "F32"}, {"shape", t.sizes().vec()}, {"data_offsets", {data_bytes, data_bytes + bytes}}};
     data_bytes += bytes;
   }
   std::string data;
   data.reserve(data_bytes);
   for (const auto& [name, t] : ckpt.tensors) {
     const auto c = t.detach().contiguous();
-    data.append(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<std::size_t>(c.numel()) * sizeof(float));
+    data.append(reinterpret_cast<const char*>(c.data_ptr<float>()),
+                static_cast<std::size_t>(c.numel()) * sizeof(float));
   }
-  header["__metadata__"] = {{"format", kFormat}, {"burst", meta},
-                            {"checksum", hex64(checksum(meta, data.data(), data.size()))}};
+  header["__metadata__"] = {
+      {"format", kFormat}, {"burst", meta}, {"checksum", hex64(checksum(meta, data.data(), data.size()))}};
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');   // the data section starts 8-byte aligned
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const auto n = static_cast<std::uint64_t>(text.size());
   if (path.has_parent_path()) fs::create_directories(path.parent_path());
   const fs::path tmp = path.string() + ".tmp";
@@ -53,7 +56,7 @@ void save_checkpoint(const fs::path& path, const Checkpoint& ckpt) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     BURST_CHECK(out, InvalidArgument, "cannot write checkpoint ", tmp.string());
     char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);   // little-endian
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);  // little-endian
     out.write(len, sizeof len);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
@@ -76,7 +79,8 @@ Checkpoint parse_checkpoint(const std::string& buf, std::uint64_t n, const std::
   // Tensors in data order; their byte ranges must tile the data section exactly.
   std::vector<std::pair<std::size_t, std::string>> order;
   for (auto it = header.begin(); it != header.end(); ++it)
-    if (it.key() != "__metadata__") order.emplace_back(it.value().at("data_offsets").at(0).get<std::size_t>(), it.key());
+    if (it.key() != "__metadata__")
+      order.emplace_back(it.value().at("data_offsets").at(0).get<std::size_t>(), it.key());
   std::sort(order.begin(), order.end());
   Checkpoint ckpt;
   std::size_t off = 0;
@@ -88,13 +92,14 @@ Checkpoint parse_checkpoint(const std::string& buf, std::uint64_t n, const std::
     const auto end = t.at("data_offsets").at(1).get<std::size_t>();
     std::size_t numel = 1;
     for (const auto dim : shape) {
-      BURST_CHECK(dim >= 0 && (dim == 0 || numel <= data_bytes / static_cast<std::size_t>(dim)), InvalidArgument,
-                  bad, "tensor ", name, " has a bad shape");
+      BURST_CHECK(dim >= 0 && (dim == 0 || numel <= data_bytes / static_cast<std::size_t>(dim)),
+                  InvalidArgument, bad, "tensor ", name, " has a bad shape");
       numel *= static_cast<std::size_t>(dim);
     }
     const std::size_t bytes = numel * sizeof(float);
-    BURST_CHECK(begin == off && end == begin + bytes && end <= data_bytes, InvalidArgument, bad, "tensor ", name,
-                " spans bytes [", begin, ", ", end, ") of ", data_bytes, ", expected [", off, ", ", off + bytes, ")");
+    BURST_CHECK(begin == off && end == begin + bytes && end <= data_bytes, InvalidArgument, bad, "tensor ",
+                name, " spans bytes [", begin, ", ", end, ") of ", data_bytes, ", expected [", off, ", ",
+                off + bytes, ")");
     torch::Tensor x = torch::empty(shape);
     std::memcpy(x.data_ptr<float>(), data + begin, bytes);
     off = end;
@@ -124,12 +129,13 @@ Checkpoint load_checkpoint(const fs::path& path) {
   const std::string bad = "corrupt checkpoint " + path.string() + ": ";
   BURST_CHECK(buf.size() >= 8, InvalidArgument, bad, "only ", buf.size(), " bytes");
   std::uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(buf[static_cast<std::size_t>(i)])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<std::uint64_t>(static_cast<unsigned char>(buf[static_cast<std::size_t>(i)])) << (8 * i);
   BURST_CHECK(n <= buf.size() - 8, InvalidArgument, bad, "header length ", n, " past the end of ", buf.size(),
               " bytes (not a safetensors file, or truncated)");
   try {
     return parse_checkpoint(buf, n, bad);
-  } catch (const nlohmann::json::exception& e) {   // malformed header: a field missing or mistyped
+  } catch (const nlohmann::json::exception& e) {  // malformed header: a field missing or mistyped
     BURST_FAIL(InvalidArgument, bad, "bad header (", e.what(), ")");
   }
 }

@@ -45,14 +45,14 @@ void write_file(const fs::path& path, const void* data, std::size_t bytes) {
     out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
     BURST_CHECK(out.good(), InvalidArgument, "short write to ", tmp.string());
   }
-  fs::rename(tmp, path);   // atomic: a reader never sees a half-written file
+  fs::rename(tmp, path);  // atomic: a reader never sees a half-written file
 }
 
 }  // namespace
 
 int Corpus::book_of(std::int64_t pos) const {
-  BURST_CHECK(pos >= 0 && pos < num_tokens(), InvalidArgument, "position ", pos,
-              " outside the corpus of ", num_tokens(), " tokens");
+  BURST_CHECK(pos >= 0 && pos < num_tokens(), InvalidArgument, "position ", pos, " outside the corpus of ",
+              num_tokens(), " tokens");
   const auto it = std::upper_bound(book_offsets.begin(), book_offsets.end(), pos);
   return static_cast<int>(it - book_offsets.begin()) - 1;
 }
@@ -70,7 +70,8 @@ std::uint64_t fnv1a64(const void* data, std::size_t bytes, std::uint64_t seed) {
 void write_corpus_cache(const fs::path& dir, const std::vector<std::int32_t>& tokens,
                         const std::vector<std::string>& book_names,
                         const std::vector<std::int64_t>& book_offsets, int vocab_size) {
-  BURST_CHECK(!book_names.empty() && book_offsets.size() == book_names.size() + 1 && book_offsets.front() == 0 &&
+  BURST_CHECK(!book_names.empty() && book_offsets.size() == book_names.size() + 1 &&
+                  book_offsets.front() == 0 &&
                   book_offsets.back() == static_cast<std::int64_t>(tokens.size()) &&
                   std::is_sorted(book_offsets.begin(), book_offsets.end()),
               InvalidArgument, "book offsets must run 0 .. ", tokens.size(), " over ", book_names.size(),
@@ -97,14 +98,15 @@ void write_corpus_cache(const fs::path& dir, const std::vector<std::int32_t>& to
 }
 
 Corpus load_corpus(const fs::path& dir) {
-  const std::string fix = " — build it with `build/apps/kjv_prepare --data " + dir.string() + "` (or scripts/run_main.sh)";
+  const std::string fix =
+      " — build it with `build/apps/kjv_prepare --data " + dir.string() + "` (or scripts/run_main.sh)";
   BURST_CHECK(fs::exists(dir / "meta.json"), InvalidArgument, "no token cache in ", dir.string(), fix);
   const json meta = json::parse(read_file(dir / "meta.json"));
   BURST_CHECK(meta.value("version", 0) == kCacheVersion, InvalidArgument, "cache version ",
               meta.value("version", 0), " in ", dir.string(), " is not ", kCacheVersion, fix);
   const auto bytes = meta.at("tokens_bytes").get<std::uint64_t>();
-  BURST_CHECK(fs::exists(dir / "tokens.bin") && fs::file_size(dir / "tokens.bin") == bytes,
-              InvalidArgument, dir.string(), "/tokens.bin is missing or not ", bytes,
+  BURST_CHECK(fs::exists(dir / "tokens.bin") && fs::file_size(dir / "tokens.bin") == bytes, InvalidArgument,
+              dir.string(), "/tokens.bin is missing or not ", bytes,
               " bytes (corrupt cache): delete the directory", fix);
   Corpus c;
   c.tokens.resize(bytes / sizeof(std::int32_t));
@@ -115,9 +117,11 @@ Corpus load_corpus(const fs::path& dir) {
   }
   c.checksum = fnv1a64(c.tokens.data(), bytes);
   BURST_CHECK(hex64(c.checksum) == meta.at("tokens_fnv1a64").get<std::string>(), InvalidArgument,
-              dir.string(), "/tokens.bin checksum ", hex64(c.checksum), " != ",
-              meta.at("tokens_fnv1a64").get<std::string>(), " recorded in meta.json (corrupt cache): "
-              "delete the directory", fix);
+              dir.string(), "/tokens.bin checksum ", hex64(c.checksum),
+              " != ", meta.at("tokens_fnv1a64").get<std::string>(),
+              " recorded in meta.json (corrupt cache): "
+              "delete the directory",
+              fix);
   c.vocab_size = meta.at("vocab_size").get<int>();
   for (const json& b : meta.at("books")) {
     c.book_names.push_back(b.at("name").get<std::string>());
@@ -128,8 +132,8 @@ Corpus load_corpus(const fs::path& dir) {
                   std::is_sorted(c.book_offsets.begin(), c.book_offsets.end()),
               InvalidArgument, "book offsets in ", dir.string(), "/meta.json are not increasing", fix);
   for (std::int32_t t : c.tokens)
-    BURST_CHECK(t >= 0 && t < c.vocab_size, InvalidArgument, "token id ", t, " outside vocab ",
-                c.vocab_size, fix);
+    BURST_CHECK(t >= 0 && t < c.vocab_size, InvalidArgument, "token id ", t, " outside vocab ", c.vocab_size,
+                fix);
   return c;
 }
 

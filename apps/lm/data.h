@@ -20,10 +20,10 @@ namespace burst::lm {
 /// [book_offsets[i], book_offsets[i+1]) — the document cu_seqlens of the whole Bible.
 struct Corpus {
   std::vector<std::int32_t> tokens;
-  std::vector<std::int64_t> book_offsets;     ///< size num_books + 1, book_offsets[0] = 0
-  std::vector<std::string> book_names;        ///< "Ge", "Exo", ..., "Rev"
+  std::vector<std::int64_t> book_offsets;  ///< size num_books + 1, book_offsets[0] = 0
+  std::vector<std::string> book_names;     ///< "Ge", "Exo", ..., "Rev"
   int vocab_size = 0;
-  std::uint64_t checksum = 0;                 ///< FNV-1a 64 of tokens.bin
+  std::uint64_t checksum = 0;  ///< FNV-1a 64 of tokens.bin
 
   std::int64_t num_tokens() const { return static_cast<std::int64_t>(tokens.size()); }
   int num_books() const { return static_cast<int>(book_names.size()); }
@@ -34,8 +34,8 @@ struct Corpus {
 struct PrepareOptions {
   std::filesystem::path data_dir = "data/kjv";
   int vocab_size = 2048;
-  int threads = 2;            ///< sentencepiece trainer threads
-  bool verbose = true;        ///< progress lines on stderr
+  int threads = 2;      ///< sentencepiece trainer threads
+  bool verbose = true;  ///< progress lines on stderr
 };
 
 /// One verse: book abbreviation and text (reference stripped).

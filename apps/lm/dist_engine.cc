@@ -7,17 +7,15 @@
 namespace burst::lm {
 namespace {
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
 
 DistEngine::DistEngine(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
                        const Mask& mask)
     : attn_(comm, cfg, shape, mask), H_(shape.H), D_(shape.D) {}
 
-void DistEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v,
-                         const TensorView& out, const TensorView& lse) {
+void DistEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                         const TensorView& lse) {
   const auto t0 = Clock::now();
   attn_.forward(q, k, v, out, lse);
   totals_.forward_seconds += since(t0);

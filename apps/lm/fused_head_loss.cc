@@ -10,8 +10,9 @@ void check_inputs(const torch::Tensor& x, const torch::Tensor& W, const torch::T
                   std::int64_t chunk) {
   BURST_CHECK(x.dim() == 2 && W.dim() == 2 && x.size(1) == W.size(1) && target.dim() == 1 &&
                   target.size(0) == x.size(0) && chunk > 0,
-              InvalidArgument, "fused head: want x [S,d], W [V,d], target [S], chunk > 0; got x.dim()=",
-              x.dim(), " W.dim()=", W.dim(), " target.dim()=", target.dim(), " chunk=", chunk);
+              InvalidArgument,
+              "fused head: want x [S,d], W [V,d], target [S], chunk > 0; got x.dim()=", x.dim(),
+              " W.dim()=", W.dim(), " target.dim()=", target.dim(), " chunk=", chunk);
 }
 
 class FusedHeadLoss : public torch::autograd::Function<FusedHeadLoss> {
@@ -23,11 +24,12 @@ class FusedHeadLoss : public torch::autograd::Function<FusedHeadLoss> {
     double total = 0;
     for (std::int64_t s0 = 0; s0 < S; s0 += chunk) {
       const auto n = std::min(chunk, S - s0);
-      const auto logits = torch::matmul(x.narrow(0, s0, n), W.t());                 // [n, V]
+      const auto logits = torch::matmul(x.narrow(0, s0, n), W.t());  // [n, V]
       const auto lse = torch::logsumexp(logits, 1);
       const auto picked = logits.gather(1, target.narrow(0, s0, n).unsqueeze(1)).squeeze(1);
       total += ((lse - picked).to(torch::kFloat64) * weight.narrow(0, s0, n).to(torch::kFloat64))
-                   .sum().item<double>();
+                   .sum()
+                   .item<double>();
     }
     ctx->save_for_backward({x, W, target, weight});
     ctx->saved_data["chunk"] = chunk;
@@ -46,7 +48,7 @@ class FusedHeadLoss : public torch::autograd::Function<FusedHeadLoss> {
     for (std::int64_t s0 = 0; s0 < S; s0 += chunk) {
       const auto n = std::min(chunk, S - s0);
       const auto xc = x.narrow(0, s0, n);
-      auto d = torch::softmax(torch::matmul(xc, W.t()), 1);                          // recompute
+      auto d = torch::softmax(torch::matmul(xc, W.t()), 1);  // recompute
       d.scatter_add_(1, target.narrow(0, s0, n).unsqueeze(1), -torch::ones({n, 1}, d.options()));
       d.mul_((weight.narrow(0, s0, n) * g).unsqueeze(1));
       dx.narrow(0, s0, n).copy_(torch::matmul(d, W));
@@ -75,7 +77,8 @@ torch::Tensor head_token_losses(const torch::Tensor& x, const torch::Tensor& W, 
   // One logits buffer and one picked-logit buffer for every chunk: a fresh [chunk, V] tensor per
   // chunk would be a fresh mapping (page faults on every page) each time.
   const auto rows = std::min(chunk, std::max<std::int64_t>(S, 1));
-  torch::Tensor logits_buf = torch::empty({rows, W.size(0)}, x.options()), picked_buf = torch::empty({rows, 1}, x.options());
+  torch::Tensor logits_buf = torch::empty({rows, W.size(0)}, x.options()),
+                picked_buf = torch::empty({rows, 1}, x.options());
   for (std::int64_t s0 = 0; s0 < S; s0 += chunk) {
     const auto n = std::min(chunk, S - s0);
     auto logits = logits_buf.narrow(0, 0, n), picked = picked_buf.narrow(0, 0, n);

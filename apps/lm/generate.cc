@@ -59,7 +59,8 @@ class PrefillEngine final : public ForwardOnlyEngine {
 
  private:
   static void zero_fill(const TensorView& t) {
-    BURST_CHECK(t.is_contiguous() && t.dtype == DType::F32, Internal, "generate: prefill output not contiguous f32");
+    BURST_CHECK(t.is_contiguous() && t.dtype == DType::F32, Internal,
+                "generate: prefill output not contiguous f32");
     std::fill(t.f32(), t.f32() + t.numel(), 0.0f);
   }
   AttentionEngine& inner_;
@@ -79,7 +80,7 @@ class DecodeEngine final : public ForwardOnlyEngine {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse) override {
     DistKVCache& c = caches_.at(layer_++);
-    c.decode({0}, k, v, q, out, lse, true);   // append + decode under one agreement
+    c.decode({0}, k, v, q, out, lse, true);  // append + decode under one agreement
     totals_.bytes_sent += c.last_stats().bytes_sent;
     totals_.forward_seconds += c.last_stats().seconds;
   }
@@ -93,11 +94,13 @@ class DecodeEngine final : public ForwardOnlyEngine {
 // The oracle of the self-check, one process: each layer's whole K/V [L, H_kv, D] (gathered from
 // the ranks), extended by the new tokens, attended with the kernel API's fp64 Reference (causal,
 // global positions).
-struct LayerKv { std::vector<float> k, v; };
+struct LayerKv {
+  std::vector<float> k, v;
+};
 class GatheredEngine final : public ForwardOnlyEngine {
  public:
-  GatheredEngine(std::vector<LayerKv>& kv, std::vector<std::int64_t> positions, std::int64_t H_kv, std::int64_t D,
-                 int threads)
+  GatheredEngine(std::vector<LayerKv>& kv, std::vector<std::int64_t> positions, std::int64_t H_kv,
+                 std::int64_t D, int threads)
       : kv_(kv), positions_(std::move(positions)), H_kv_(H_kv), D_(D), threads_(threads) {}
   const std::vector<std::int64_t>& positions() const override { return positions_; }
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -112,9 +115,9 @@ class GatheredEngine final : public ForwardOnlyEngine {
     p.q_positions = positions_.data();
     p.seq_q_global = p.seq_kv_global = L;
     p.num_threads = threads_;
-    p.impl = KernelImpl::Reference;   // the fp64 oracle (one materialised score row per query)
-    attention_forward(q, make_view(l.k.data(), {1, L, H_kv_, D_}), make_view(l.v.data(), {1, L, H_kv_, D_}), out, lse,
-                      p);
+    p.impl = KernelImpl::Reference;  // the fp64 oracle (one materialised score row per query)
+    attention_forward(q, make_view(l.k.data(), {1, L, H_kv_, D_}), make_view(l.v.data(), {1, L, H_kv_, D_}),
+                      out, lse, p);
   }
 
  private:
@@ -134,7 +137,7 @@ LayerKv gather_to_root(const Communicator& comm, const DistKVCache& cache, std::
   LayerKv local;
   cache.local_kv(0, local.k, local.v);
   const auto pos = cache.local_positions(0);
-  std::vector<float> pos_f(pos.begin(), pos.end());   // exact: positions < 2^24 (checked by the caller)
+  std::vector<float> pos_f(pos.begin(), pos.end());  // exact: positions < 2^24 (checked by the caller)
   if (comm.rank() != 0) {
     RequestSet rs;
     rs.add(comm.isend(std::move(pos_f), 0, kTag));
@@ -182,9 +185,10 @@ class CaptureEngine final : public ForwardOnlyEngine {
                const TensorView& lse) override {
     inner_.forward(q, k, v, out, lse);
     BURST_CHECK(k.is_contiguous() && v.is_contiguous(), Internal, "generate: K/V not contiguous");
-    kv.push_back({std::vector<float>(k.f32(), k.f32() + k.numel()), std::vector<float>(v.f32(), v.f32() + v.numel())});
+    kv.push_back(
+        {std::vector<float>(k.f32(), k.f32() + k.numel()), std::vector<float>(v.f32(), v.f32() + v.numel())});
   }
-  std::vector<LayerKv> kv;   ///< per layer, [n, H_kv, D]
+  std::vector<LayerKv> kv;  ///< per layer, [n, H_kv, D]
 
  private:
   LocalEngine inner_;
@@ -223,7 +227,8 @@ std::vector<KvRange> self_check_ranges(const std::vector<std::int32_t>& docs, co
 }
 
 // Logits [V] of the last row of the model's output on `tokens` through `engine`.
-std::vector<float> last_logits(Model& model, const std::vector<std::int64_t>& tokens, AttentionEngine& engine) {
+std::vector<float> last_logits(Model& model, const std::vector<std::int64_t>& tokens,
+                               AttentionEngine& engine) {
   std::vector<std::int64_t> t(tokens);
   const auto hidden = model.forward(torch::from_blob(t.data(), {size_of(t)}, torch::kInt64), engine);
   const auto logits = torch::matmul(hidden[hidden.size(0) - 1], model.head().t()).contiguous();
@@ -234,21 +239,25 @@ std::vector<float> last_logits(Model& model, const std::vector<std::int64_t>& to
 std::int64_t sample(const std::vector<float>& logits, double temperature, int top_k, std::mt19937_64& rng) {
   std::vector<std::int64_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
-  const auto k = static_cast<std::size_t>(top_k > 0 ? std::min<std::size_t>(static_cast<std::size_t>(top_k), ids.size())
-                                                    : ids.size());
+  const auto k = static_cast<std::size_t>(
+      top_k > 0 ? std::min<std::size_t>(static_cast<std::size_t>(top_k), ids.size()) : ids.size());
   std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
-                    [&](auto a, auto b) { return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)]; });
+                    [&](auto a, auto b) {
+                      return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)];
+                    });
   if (temperature <= 0) return ids[0];
   std::vector<double> w(k);
   const double top = logits[static_cast<std::size_t>(ids[0])];
-  for (std::size_t i = 0; i < k; ++i) w[i] = std::exp((logits[static_cast<std::size_t>(ids[i])] - top) / temperature);
+  for (std::size_t i = 0; i < k; ++i)
+    w[i] = std::exp((logits[static_cast<std::size_t>(ids[i])] - top) / temperature);
   std::discrete_distribution<std::size_t> pick(w.begin(), w.end());
   return ids[pick(rng)];
 }
 
 // The prefill's document offsets over [0, S_p): one document (causal), or the books of the context
 // with the prompt appended to the last book (document-causal).
-std::vector<std::int32_t> prefill_documents(const Corpus& corpus, std::int64_t n_ctx, std::int64_t S_p, bool causal) {
+std::vector<std::int32_t> prefill_documents(const Corpus& corpus, std::int64_t n_ctx, std::int64_t S_p,
+                                            bool causal) {
   std::vector<std::int32_t> cu{0};
   if (!causal)
     for (const auto off : corpus.book_offsets)
@@ -260,7 +269,8 @@ std::vector<std::int32_t> prefill_documents(const Corpus& corpus, std::int64_t n
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(std::min<double>(static_cast<double>(v.size() - 1), std::ceil(p * static_cast<double>(v.size())) - 1))];
+  return v[static_cast<std::size_t>(
+      std::min<double>(static_cast<double>(v.size() - 1), std::ceil(p * static_cast<double>(v.size())) - 1))];
 }
 
 }  // namespace
@@ -278,8 +288,8 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     BURST_CHECK(o.max_new_tokens >= 1 && o.top_k >= 0 && o.temperature >= 0 && o.verify_tokens >= 0 &&
                     o.context_tokens >= -1,
                 InvalidArgument, "generate: max_new_tokens=", o.max_new_tokens, " (>= 1), top_k=", o.top_k,
-                ", temperature=", o.temperature, ", verify_tokens=", o.verify_tokens, ", context=", o.context_tokens,
-                " (>= 0 or all)");
+                ", temperature=", o.temperature, ", verify_tokens=", o.verify_tokens,
+                ", context=", o.context_tokens, " (>= 0 or all)");
     corpus = load_corpus(o.run.data_dir);
     ckpt = load_lm_checkpoint(o.checkpoint, corpus, o.run.data_dir);
     vocab = std::make_unique<Vocab>(Vocab::load(o.run.data_dir));
@@ -288,19 +298,20 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     seq.assign(corpus.tokens.begin(), corpus.tokens.begin() + n_ctx);
     seq.insert(seq.end(), prompt_ids.begin(), prompt_ids.end());
     BURST_CHECK(!seq.empty(), InvalidArgument, "generate: empty context and prompt");
-    BURST_CHECK(size_of(seq) + o.max_new_tokens < (std::int64_t{1} << 24), InvalidArgument, "generate: ",
-                size_of(seq), " context + prompt tokens and ", o.max_new_tokens,
+    BURST_CHECK(size_of(seq) + o.max_new_tokens < (std::int64_t{1} << 24), InvalidArgument,
+                "generate: ", size_of(seq), " context + prompt tokens and ", o.max_new_tokens,
                 " new tokens exceed 2^24 positions (the self-check ships positions as fp32)");
   });
   torch::NoGradGuard no_grad;
   Model model = model_from_checkpoint(ckpt);
   const ModelConfig& mc = model.config();
   const auto S = size_of(seq);
-  const std::int64_t S_p = (S - 1) / (4 * P) * (4 * P);   // prefill length: divides every layout
+  const std::int64_t S_p = (S - 1) / (4 * P) * (4 * P);  // prefill length: divides every layout
   if (log)
-    std::cerr << "generate: context " << n_ctx << " tokens + prompt " << prompt_ids.size() << " tokens = " << S << " as one " << (o.prefill_causal ? "causal" : "document-causal") << " sequence on " << P
-              << " ranks (" << to_string(o.run.dist.strategy) << " / " << to_string(o.run.dist.layout)
-              << "), model step " << ckpt.header.at("step") << "\n";
+    std::cerr << "generate: context " << n_ctx << " tokens + prompt " << prompt_ids.size()
+              << " tokens = " << S << " as one " << (o.prefill_causal ? "causal" : "document-causal")
+              << " sequence on " << P << " ranks (" << to_string(o.run.dist.strategy) << " / "
+              << to_string(o.run.dist.layout) << "), model step " << ckpt.header.at("step") << "\n";
 
   return abort_on_failure(comm, "burst generate", [&]() -> json {
     KVCacheConfig kc;
@@ -328,8 +339,9 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
       attention_seconds = comm.all_reduce_max(pe.attention_seconds());
       cache_seconds = comm.all_reduce_max(pe.cache_seconds());
     } else {
-      for (auto& c : caches) c.append({0}, make_view(static_cast<float*>(nullptr), {1, 0, mc.kv_heads, mc.head_dim}),
-                                      make_view(static_cast<float*>(nullptr), {1, 0, mc.kv_heads, mc.head_dim}));
+      for (auto& c : caches)
+        c.append({0}, make_view(static_cast<float*>(nullptr), {1, 0, mc.kv_heads, mc.head_dim}),
+                 make_view(static_cast<float*>(nullptr), {1, 0, mc.kv_heads, mc.head_dim}));
     }
     const double prefill_seconds = comm.all_reduce_max(prefill_sw.seconds());
     if (log)
@@ -341,7 +353,8 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     std::vector<int> owner;
     if (o.verify_tokens > 0)
       for (auto& c : caches)
-        gathered.push_back(gather_to_root(comm, c, mc.kv_heads * mc.head_dim, gathered.empty() ? &owner : nullptr));
+        gathered.push_back(
+            gather_to_root(comm, c, mc.kv_heads * mc.head_dim, gathered.empty() ? &owner : nullptr));
     double verify_seconds = gather_sw.seconds();
 
     // Decode: first the prefill's tail (the rest of the prompt), then one sampled token per step.
@@ -359,8 +372,8 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
       DecodeEngine de(caches, positions);
       const auto logits = last_logits(model, pending, de);
       const std::int64_t mine = rank == 0 ? sample(logits, o.temperature, o.top_k, rng) : -1;
-      const std::int64_t tok = comm.all_reduce_max(mine);   // rank 0's choice on every rank
-      const double s = sw.seconds();   // this rank's; the max over ranks is taken after the loop
+      const std::int64_t tok = comm.all_reduce_max(mine);  // rank 0's choice on every rank
+      const double s = sw.seconds();  // this rank's; the max over ranks is taken after the loop
       if (i == 0) {
         tail_seconds = s;
       } else {
@@ -411,8 +424,11 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
           }
         kv_rel = std::max(kv_rel, rel);
         std::set<int> ranks_holding;
-        for (std::int64_t t = r.begin; t < r.end; ++t) ranks_holding.insert(owner[static_cast<std::size_t>(t)]);
-        checked.push_back({{"range", {r.begin, r.end}}, {"what", r.why}, {"ranks_holding", ranks_holding.size()},
+        for (std::int64_t t = r.begin; t < r.end; ++t)
+          ranks_holding.insert(owner[static_cast<std::size_t>(t)]);
+        checked.push_back({{"range", {r.begin, r.end}},
+                           {"what", r.why},
+                           {"ranks_holding", ranks_holding.size()},
                            {"kv_rel_err", rel}});
       }
       std::int64_t p = S_p;
@@ -435,8 +451,10 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     max_rel = comm.all_reduce_max(max_rel);
     const bool verified = o.verify_tokens > 0 && max_rel <= o.verify_rtol && kv_rel <= o.verify_rtol;
     const double median = percentile(step_seconds, 0.5), p99 = percentile(step_seconds, 0.99);
-    const double mean = step_seconds.empty() ? 0 : std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) /
-                                                       static_cast<double>(step_seconds.size());
+    const double mean = step_seconds.empty()
+                            ? 0
+                            : std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) /
+                                  static_cast<double>(step_seconds.size());
     const std::string text = vocab->decode(std::vector<std::int32_t>(generated.begin(), generated.end()));
     if (log) {
       std::cerr << "generate: prompt: " << o.prompt << "\n"
@@ -446,9 +464,9 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 << " ms, " << (mean > 0 ? 1.0 / mean : 0.0) << " tokens/s, " << bytes_per_token
                 << " bytes/token sent per rank\n"
                 << "generate: self-check on one rank (" << verify_seconds << " s): K/V of " << checked.size()
-                << " recomputed prefill ranges " << checked.dump() << " max rel err " << kv_rel << "; logits of "
-                << fed.size() << " decode steps over the whole cache max rel err " << max_rel
-                << (verified ? " PASSED" : " FAILED") << "\n";
+                << " recomputed prefill ranges " << checked.dump() << " max rel err " << kv_rel
+                << "; logits of " << fed.size() << " decode steps over the whole cache max rel err "
+                << max_rel << (verified ? " PASSED" : " FAILED") << "\n";
     }
     std::int64_t kv_bytes = 0;
     for (const auto& c : caches) kv_bytes += c.local_tokens() * mc.kv_heads * mc.head_dim * 2 * 4;

@@ -8,26 +8,30 @@
 namespace burst::lm {
 
 void ModelConfig::validate() const {
-  BURST_CHECK(vocab_size > 1 && d_model > 0 && layers > 0 && heads > 0 && kv_heads > 0 &&
-                  head_dim > 0 && ffn_hidden > 0,
+  BURST_CHECK(vocab_size > 1 && d_model > 0 && layers > 0 && heads > 0 && kv_heads > 0 && head_dim > 0 &&
+                  ffn_hidden > 0,
               InvalidArgument, "model sizes must be positive: vocab=", vocab_size, " d_model=", d_model,
               " layers=", layers, " heads=", heads, " kv_heads=", kv_heads, " head_dim=", head_dim,
               " ffn_hidden=", ffn_hidden);
-  BURST_CHECK(heads % kv_heads == 0, InvalidArgument, "heads=", heads, " not divisible by kv_heads=", kv_heads);
+  BURST_CHECK(heads % kv_heads == 0, InvalidArgument, "heads=", heads,
+              " not divisible by kv_heads=", kv_heads);
   BURST_CHECK(head_dim % 2 == 0 && head_dim <= 256, InvalidArgument, "head_dim=", head_dim,
               " must be even (RoPE) and <= 256 (kernels)");
 }
 
 std::int64_t ModelConfig::num_parameters() const {
-  const std::int64_t d = d_model, qd = std::int64_t{heads} * head_dim, kvd = std::int64_t{kv_heads} * head_dim;
+  const std::int64_t d = d_model, qd = std::int64_t{heads} * head_dim,
+                     kvd = std::int64_t{kv_heads} * head_dim;
   const std::int64_t per_layer = 2 * d + d * qd + 2 * d * kvd + qd * d + 3 * d * ffn_hidden;
   return 2 * std::int64_t{vocab_size} * d + layers * per_layer + d;
 }
 
 nlohmann::json ModelConfig::to_json() const {
-  return {{"vocab_size", vocab_size}, {"d_model", d_model}, {"layers", layers}, {"heads", heads},
-          {"kv_heads", kv_heads}, {"head_dim", head_dim}, {"ffn_hidden", ffn_hidden},
-          {"rope_base", rope_base}, {"norm_eps", norm_eps}, {"seed", seed}};
+  return {{"vocab_size", vocab_size}, {"d_model", d_model},
+          {"layers", layers},         {"heads", heads},
+          {"kv_heads", kv_heads},     {"head_dim", head_dim},
+          {"ffn_hidden", ffn_hidden}, {"rope_base", rope_base},
+          {"norm_eps", norm_eps},     {"seed", seed}};
 }
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
@@ -46,8 +50,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
   return c;
 }
 
-std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64_t>& positions,
-                                                    int head_dim, double base) {
+std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64_t>& positions, int head_dim,
+                                                    double base) {
   const auto S = static_cast<std::int64_t>(positions.size());
   const int half = head_dim / 2;
   torch::Tensor cos = torch::empty({S, half}), sin = torch::empty({S, half});
@@ -57,7 +61,8 @@ std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64
   for (int i = 0; i < half; ++i) inv_freq[static_cast<std::size_t>(i)] = std::pow(base, -2.0 * i / head_dim);
   for (std::int64_t t = 0; t < S; ++t)
     for (int i = 0; i < half; ++i) {
-      const double a = static_cast<double>(positions[static_cast<std::size_t>(t)]) * inv_freq[static_cast<std::size_t>(i)];
+      const double a =
+          static_cast<double>(positions[static_cast<std::size_t>(t)]) * inv_freq[static_cast<std::size_t>(i)];
       c[t * half + i] = static_cast<float>(std::cos(a));
       s[t * half + i] = static_cast<float>(std::sin(a));
     }
@@ -67,7 +72,7 @@ std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64
 torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const auto half = x.size(3) / 2;
   const auto x1 = x.narrow(3, 0, half), x2 = x.narrow(3, half, half);
-  const auto c = cos.unsqueeze(0).unsqueeze(2).to(x.scalar_type());   // [1,S,1,D/2]
+  const auto c = cos.unsqueeze(0).unsqueeze(2).to(x.scalar_type());  // [1,S,1,D/2]
   const auto s = sin.unsqueeze(0).unsqueeze(2).to(x.scalar_type());
   return torch::cat({x1 * c - x2 * s, x1 * s + x2 * c}, 3);
 }
@@ -93,7 +98,7 @@ struct RecomputedMlp : public torch::autograd::Function<RecomputedMlp> {
                                const torch::Tensor& w2, double eps) {
     ctx->save_for_backward({x, norm, w1, w3, w2});
     ctx->saved_data["eps"] = eps;
-    return mlp_block(x, norm, w1, w3, w2, eps);   // grad mode is off inside Function::forward
+    return mlp_block(x, norm, w1, w3, w2, eps);  // grad mode is off inside Function::forward
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_out) {
@@ -119,9 +124,9 @@ struct LayerShape {
 
 // x + Wo·attention(RoPE(Wq·h), RoPE(Wk·h), Wv·h) with h = RMSNorm(x): the attention block with
 // its residual. `cache` as in burst_attention.
-torch::Tensor attention_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w, const torch::Tensor& cos,
-                              const torch::Tensor& sin, AttentionEngine& engine, AttentionCache* cache,
-                              const LayerShape& sh) {
+torch::Tensor attention_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w,
+                              const torch::Tensor& cos, const torch::Tensor& sin, AttentionEngine& engine,
+                              AttentionCache* cache, const LayerShape& sh) {
   const auto S = x.size(0);
   const auto h = rms_norm(x, w[kAttnNorm], sh.eps);
   const auto q = apply_rope(torch::matmul(h, w[kWq].t()).view({1, S, sh.H, sh.D}), cos, sin);
@@ -132,9 +137,9 @@ torch::Tensor attention_block(const torch::Tensor& x, const std::vector<torch::T
 }
 
 // One decoder layer: the attention block, then the MLP block.
-torch::Tensor layer_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w, const torch::Tensor& cos,
-                          const torch::Tensor& sin, AttentionEngine& engine, AttentionCache* cache,
-                          const LayerShape& sh) {
+torch::Tensor layer_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w,
+                          const torch::Tensor& cos, const torch::Tensor& sin, AttentionEngine& engine,
+                          AttentionCache* cache, const LayerShape& sh) {
   return mlp_block(attention_block(x, w, cos, sin, engine, cache, sh), w[kMlpNorm], w[kW1], w[kW3], w[kW2],
                    sh.eps);
 }
@@ -166,12 +171,14 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_out) {
     const auto saved = ctx->get_saved_variables();
-    torch::autograd::variable_list in;   // x and the 9 weights
-    for (int i = 0; i <= kLayerWeights; ++i) in.push_back(saved[static_cast<std::size_t>(i)].detach().requires_grad_(true));
+    torch::autograd::variable_list in;  // x and the 9 weights
+    for (int i = 0; i <= kLayerWeights; ++i)
+      in.push_back(saved[static_cast<std::size_t>(i)].detach().requires_grad_(true));
     auto* engine = reinterpret_cast<AttentionEngine*>(ctx->saved_data["engine"].toInt());
     const auto dims = ctx->saved_data["shape"].toIntVector();
     const LayerShape sh{dims[0], dims[1], dims[2], ctx->saved_data["eps"].toDouble()};
-    AttentionCache cache{saved[kLayerWeights + 3], saved[kLayerWeights + 4], ctx->saved_data["seq_wise"].toBool()};
+    AttentionCache cache{saved[kLayerWeights + 3], saved[kLayerWeights + 4],
+                         ctx->saved_data["seq_wise"].toBool()};
     torch::Tensor y;
     {
       const torch::AutoGradMode enable(true);
@@ -179,7 +186,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
       y = layer_block(in[0], w, saved[kLayerWeights + 1], saved[kLayerWeights + 2], *engine, &cache, sh);
     }
     auto g = torch::autograd::grad({y}, in, {grad_out[0]});
-    g.resize(g.size() + 5);   // cos, sin, engine, shape, seq_wise: no gradient
+    g.resize(g.size() + 5);  // cos, sin, engine, shape, seq_wise: no gradient
     return g;
   }
 };
@@ -191,7 +198,7 @@ Model::Model(const ModelConfig& cfg) : cfg_(cfg) {
   torch::manual_seed(cfg_.seed);
   const std::int64_t d = cfg_.d_model, qd = std::int64_t{cfg_.heads} * cfg_.head_dim,
                      kvd = std::int64_t{cfg_.kv_heads} * cfg_.head_dim, f = cfg_.ffn_hidden;
-  const double std0 = 0.02, std_out = 0.02 / std::sqrt(2.0 * cfg_.layers);   // GPT-2 init
+  const double std0 = 0.02, std_out = 0.02 / std::sqrt(2.0 * cfg_.layers);  // GPT-2 init
   auto add = [&](const std::string& name, torch::Tensor t) {
     names_.push_back(name);
     params_.push_back(t.set_requires_grad(true));
@@ -233,7 +240,8 @@ void rms_norm_into(torch::Tensor& out, torch::Tensor& row, const torch::Tensor& 
 }
 
 /// out = RoPE(x) (apply_rope's arithmetic) for x, out [n, H, D], cos, sin [n, 1, D/2].
-void rope_into(torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+void rope_into(torch::Tensor& out, const torch::Tensor& x, const torch::Tensor& cos,
+               const torch::Tensor& sin) {
   const auto half = x.size(2) / 2;
   const auto x1 = x.narrow(2, 0, half), x2 = x.narrow(2, half, half);
   auto o1 = out.narrow(2, 0, half), o2 = out.narrow(2, half, half);
@@ -256,12 +264,13 @@ torch::Tensor Model::forward_inference(const torch::Tensor& tokens, AttentionEng
               "Model::forward_inference needs grad mode off (c10::InferenceMode or torch::NoGradGuard)");
   const auto S = tokens.size(0);
   const std::int64_t d = cfg_.d_model, H = cfg_.heads, H_kv = cfg_.kv_heads, D = cfg_.head_dim,
-                     F = cfg_.ffn_hidden, rows = std::min<std::int64_t>(inference_rows_, std::max<std::int64_t>(S, 1));
+                     F = cfg_.ffn_hidden,
+                     rows = std::min<std::int64_t>(inference_rows_, std::max<std::int64_t>(S, 1));
   const auto [cos2, sin2] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
-  const auto cos = cos2.unsqueeze(1), sin = sin2.unsqueeze(1);   // [S, 1, D/2]
+  const auto cos = cos2.unsqueeze(1), sin = sin2.unsqueeze(1);  // [S, 1, D/2]
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
   // Whole-sequence buffers: the residual stream and the attention inputs/outputs.
-  torch::Tensor x = p("embed").index_select(0, tokens);   // [S, d], updated in place
+  torch::Tensor x = p("embed").index_select(0, tokens);  // [S, d], updated in place
   torch::Tensor q = torch::empty({1, S, H, D}, f32), k = torch::empty({1, S, H_kv, D}, f32),
                 v = torch::empty({1, S, H_kv, D}, f32), o = torch::empty({1, S, H, D}, f32),
                 lse = torch::empty({1, H, S}, f32);
@@ -295,9 +304,10 @@ torch::Tensor Model::forward_inference(const torch::Tensor& tokens, AttentionEng
       at::mm_out(vc, hc, wv.t());
     }
     stage(l, Stage::Attention);
-    engine.forward(make_view(q.data_ptr<float>(), {1, S, H, D}), make_view(k.data_ptr<float>(), {1, S, H_kv, D}),
-                   make_view(v.data_ptr<float>(), {1, S, H_kv, D}), make_view(o.data_ptr<float>(), {1, S, H, D}),
-                   make_view(lse.data_ptr<float>(), {1, H, S}));
+    engine.forward(make_view(q.data_ptr<float>(), {1, S, H, D}),
+                   make_view(k.data_ptr<float>(), {1, S, H_kv, D}),
+                   make_view(v.data_ptr<float>(), {1, S, H_kv, D}),
+                   make_view(o.data_ptr<float>(), {1, S, H, D}), make_view(lse.data_ptr<float>(), {1, H, S}));
     stage(l, Stage::Mlp);
     for (std::int64_t r0 = 0; r0 < S; r0 += rows) {
       const auto n = std::min(rows, S - r0);
@@ -313,7 +323,7 @@ torch::Tensor Model::forward_inference(const torch::Tensor& tokens, AttentionEng
     }
   }
   stage(cfg_.layers, Stage::Done);
-  for (std::int64_t r0 = 0; r0 < S; r0 += rows) {   // the final norm, in place row chunk by chunk
+  for (std::int64_t r0 = 0; r0 < S; r0 += rows) {  // the final norm, in place row chunk by chunk
     const auto n = std::min(rows, S - r0);
     auto hc = h.narrow(0, 0, n), rc = row.narrow(0, 0, n);
     rms_norm_into(hc, rc, x.narrow(0, r0, n), p("final_norm"), cfg_.norm_eps);
@@ -322,19 +332,21 @@ torch::Tensor Model::forward_inference(const torch::Tensor& tokens, AttentionEng
   return x;
 }
 
-torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engine, const StageHook& on_stage) {
+torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engine,
+                             const StageHook& on_stage) {
   if (!torch::GradMode::is_enabled()) return forward_inference(tokens, engine, on_stage);
   const auto [cos, sin] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
-  torch::Tensor x = p("embed").index_select(0, tokens);   // [S, d]
+  torch::Tensor x = p("embed").index_select(0, tokens);  // [S, d]
   const LayerShape sh{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.norm_eps};
   const bool grad = torch::GradMode::is_enabled();
   for (int l = 0; l < cfg_.layers; ++l) {
     const std::string pre = "layer" + std::to_string(l) + ".";
     std::vector<torch::Tensor> w;
-    for (const char* n : {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w1", "w3", "w2"}) w.push_back(p(pre + n));
+    for (const char* n : {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "w1", "w3", "w2"})
+      w.push_back(p(pre + n));
     if (grad && (recompute_ == Recompute::Layer || recompute_ == Recompute::SeqWise)) {
-      x = CheckpointedLayer::apply(x, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], cos, sin, &engine, sh,
-                                   recompute_ == Recompute::SeqWise);
+      x = CheckpointedLayer::apply(x, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], cos, sin, &engine,
+                                   sh, recompute_ == Recompute::SeqWise);
       continue;
     }
     x = attention_block(x, w, cos, sin, engine, nullptr, sh);

@@ -25,12 +25,12 @@ struct ModelConfig {
   int vocab_size = 2048;
   int d_model = 128;
   int layers = 2;
-  int heads = 4;          ///< H
+  int heads = 4;  ///< H
   /// H_kv (GQA: H % H_kv == 0). Multi-head by default: with H_kv = H the GQA rule
   /// (choose_backward_side) picks BurstAttention's query-side backward (docs/strategies.md).
   int kv_heads = 4;
-  int head_dim = 16;      ///< D
-  int ffn_hidden = 256;   ///< SwiGLU width
+  int head_dim = 16;     ///< D
+  int ffn_hidden = 256;  ///< SwiGLU width
   double rope_base = 10000.0;
   double norm_eps = 1e-5;
   std::uint64_t seed = 1234;
@@ -44,14 +44,14 @@ struct ModelConfig {
 
 /// RoPE tables for `positions`: cos, sin [S, D/2] fp32, angles computed in fp64 (positions reach
 /// ~10⁶ in evaluation, where fp32 angles would lose ~0.06 rad). Source: RoFormer (Su et al. 2021).
-std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64_t>& positions,
-                                                    int head_dim, double base);
+std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64_t>& positions, int head_dim,
+                                                    double base);
 /// Rotates x [1, S, H, D] pairwise (first half with second half, the Llama/NeoX convention).
 torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
 class Model {
  public:
-  explicit Model(const ModelConfig& cfg);   ///< seeded init (identical on every rank)
+  explicit Model(const ModelConfig& cfg);  ///< seeded init (identical on every rank)
 
   const ModelConfig& config() const { return cfg_; }
   /// Parameters in a fixed order with stable names ("embed", "layer0.wq", ...).

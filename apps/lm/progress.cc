@@ -55,7 +55,7 @@ void Progress::add(const std::vector<Phase>& phases) {
 }
 
 double Progress::eta_locked(double now) const {
-  std::map<std::string, std::pair<double, double>> by_kind;   // kind -> (work, seconds) finished
+  std::map<std::string, std::pair<double, double>> by_kind;  // kind -> (work, seconds) finished
   double work_done = 0, seconds_done = 0;
   for (std::size_t i = 0; i < phases_.size(); ++i) {
     if (seconds_[i] < 0) continue;
@@ -67,7 +67,8 @@ double Progress::eta_locked(double now) const {
   }
   const auto rate = [&](const std::string& kind) {
     const auto it = by_kind.find(kind);
-    if (it != by_kind.end() && it->second.second > 0 && it->second.first > 0) return it->second.first / it->second.second;
+    if (it != by_kind.end() && it->second.second > 0 && it->second.first > 0)
+      return it->second.first / it->second.second;
     const auto prior = prior_rates_.find(kind);
     if (prior != prior_rates_.end()) return prior->second;
     return seconds_done > 0 && work_done > 0 ? work_done / seconds_done : -1.0;
@@ -99,11 +100,13 @@ std::string Progress::line() const {
   }
   const double eta = eta_locked(now);
   char eta_text[64];
-  if (eta < 0) std::snprintf(eta_text, sizeof eta_text, "ETA after the first phase");
-  else std::snprintf(eta_text, sizeof eta_text, "ETA %.0f s", eta);
+  if (eta < 0)
+    std::snprintf(eta_text, sizeof eta_text, "ETA after the first phase");
+  else
+    std::snprintf(eta_text, sizeof eta_text, "ETA %.0f s", eta);
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s%3.0f%% of the work in finished phases, %.0f s elapsed, %s; now: %s", prefix_.c_str(),
-                total > 0 ? 100 * done / total : 0.0, now, eta_text,
+  std::snprintf(buf, sizeof buf, "%s%3.0f%% of the work in finished phases, %.0f s elapsed, %s; now: %s",
+                prefix_.c_str(), total > 0 ? 100 * done / total : 0.0, now, eta_text,
                 current_ >= 0 ? phases_[static_cast<std::size_t>(current_)].name.c_str() : "-");
   return buf;
 }

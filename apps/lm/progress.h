@@ -25,14 +25,14 @@ namespace burst::lm {
 class Progress {
  public:
   struct Phase {
-    std::string name;   ///< printed, e.g. "layer 1/2 attention"
-    std::string kind;   ///< phases of one kind share a rate, e.g. "attention", "dense"
-    double work = 0;    ///< flop (or any unit shared by all phases), >= 0
+    std::string name;  ///< printed, e.g. "layer 1/2 attention"
+    std::string kind;  ///< phases of one kind share a rate, e.g. "attention", "dense"
+    double work = 0;   ///< flop (or any unit shared by all phases), >= 0
   };
 
   /// Starts the ticker when `enabled` (lines go to stderr prefixed by `prefix`).
   Progress(std::string prefix, std::vector<Phase> phases, bool enabled, double interval_seconds = 5.0);
-  ~Progress();   ///< stops the ticker
+  ~Progress();  ///< stops the ticker
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
@@ -57,7 +57,7 @@ class Progress {
 
   std::string prefix_;
   std::vector<Phase> phases_;
-  std::vector<double> seconds_;   // per phase, once finished (< 0: not finished)
+  std::vector<double> seconds_;  // per phase, once finished (< 0: not finished)
   std::map<std::string, double> prior_rates_;
   std::ptrdiff_t current_ = -1;
   double current_start_ = 0;

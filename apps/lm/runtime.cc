@@ -67,7 +67,7 @@ void gather_window(const Corpus& corpus, const Window& w, const std::vector<std:
   const std::int64_t N = corpus.num_tokens();
   for (std::size_t i = 0; i < positions.size(); ++i) {
     const std::int64_t p = positions[i];
-    if (p >= w.S) {   // padding
+    if (p >= w.S) {  // padding
       inputs[i] = 0;
       targets[i] = 0;
       weights[i] = 0.0f;

@@ -41,9 +41,9 @@ class Stopwatch {
 /// window; padding forms one extra document.
 struct Window {
   std::int64_t begin = 0, S = 0, S_padded = 0;
-  std::vector<std::int32_t> cu_seqlens;   ///< window-relative document offsets
+  std::vector<std::int32_t> cu_seqlens;  ///< window-relative document offsets
   Mask mask;
-  std::int64_t num_targets = 0;           ///< Σ weight
+  std::int64_t num_targets = 0;  ///< Σ weight
 };
 Window make_window(const Corpus& corpus, std::int64_t begin, std::int64_t S, std::int64_t S_padded);
 

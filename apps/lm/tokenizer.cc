@@ -24,8 +24,9 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kBibleCommand = "bible -f \"Gen1:1-Rev22:21\" 2>/dev/null";
-constexpr const char* kInstallHint = "install it with `sudo apt-get install bible-kjv bible-kjv-text` "
-                                     "(or run scripts/setup.sh)";
+constexpr const char* kInstallHint =
+    "install it with `sudo apt-get install bible-kjv bible-kjv-text` "
+    "(or run scripts/setup.sh)";
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -34,7 +35,9 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 struct PipeCloser {
-  void operator()(FILE* f) const { if (f) pclose(f); }
+  void operator()(FILE* f) const {
+    if (f) pclose(f);
+  }
 };
 
 std::string run_bible() {
@@ -60,7 +63,7 @@ std::vector<Verse> parse_bible_lines(const std::string& text) {
     const auto colon = ref.rfind(':');
     BURST_CHECK(space != std::string::npos && colon != std::string::npos && colon > 0, InvalidArgument,
                 "malformed bible line (want \"<Book><chapter>:<verse> <text>\"): \"", line, "\"");
-    std::size_t book_end = colon;   // strip the chapter digits before the colon
+    std::size_t book_end = colon;  // strip the chapter digits before the colon
     while (book_end > 0 && std::isdigit(static_cast<unsigned char>(ref[book_end - 1]))) --book_end;
     BURST_CHECK(book_end > 0 && book_end < colon, InvalidArgument, "malformed reference \"", ref,
                 "\" in line \"", line, "\"");
@@ -71,21 +74,21 @@ std::vector<Verse> parse_bible_lines(const std::string& text) {
 
 std::vector<Verse> read_kjv() {
   std::vector<Verse> verses = parse_bible_lines(run_bible());
-  BURST_CHECK(verses.size() > 30000, Unsupported, "`bible -f \"Gen1:1-Rev22:21\"` printed ",
-              verses.size(), " verses, expected 31102: ", kInstallHint);
+  BURST_CHECK(verses.size() > 30000, Unsupported, "`bible -f \"Gen1:1-Rev22:21\"` printed ", verses.size(),
+              " verses, expected 31102: ", kInstallHint);
   return verses;
 }
 
 bool prepare_corpus(const PrepareOptions& opts) {
   const fs::path dir = opts.data_dir;
-  BURST_CHECK(opts.vocab_size >= 300 && opts.vocab_size <= 65536, InvalidArgument, "vocab_size=",
-              opts.vocab_size, " outside [300, 65536]");
+  BURST_CHECK(opts.vocab_size >= 300 && opts.vocab_size <= 65536, InvalidArgument,
+              "vocab_size=", opts.vocab_size, " outside [300, 65536]");
   if (fs::exists(dir / "meta.json")) {
     const json meta = json::parse(read_file(dir / "meta.json"));
     BURST_CHECK(meta.value("vocab_size", 0) == opts.vocab_size, InvalidArgument, "data directory ",
                 dir.string(), " holds a cache with vocab_size=", meta.value("vocab_size", 0),
                 ", not the requested ", opts.vocab_size, ": pass another --data directory or delete it");
-    const Corpus c = load_corpus(dir);   // verifies sizes and checksums
+    const Corpus c = load_corpus(dir);  // verifies sizes and checksums
     if (opts.verbose)
       std::cerr << "prepare: reusing " << dir.string() << " (" << c.num_tokens() << " tokens, "
                 << c.num_books() << " books, vocab " << c.vocab_size << ", checksum verified)\n";
@@ -99,8 +102,8 @@ bool prepare_corpus(const PrepareOptions& opts) {
   write_text(dir / "kjv.txt", plain);
 
   if (opts.verbose)
-    std::cerr << "prepare: training a sentencepiece BPE tokenizer, vocab " << opts.vocab_size
-              << " (" << verses.size() << " verses)...\n";
+    std::cerr << "prepare: training a sentencepiece BPE tokenizer, vocab " << opts.vocab_size << " ("
+              << verses.size() << " verses)...\n";
   std::ostringstream args;
   args << "--input=" << (dir / "kjv.txt").string() << " --model_prefix=" << (dir / "spm").string()
        << " --model_type=bpe --vocab_size=" << opts.vocab_size

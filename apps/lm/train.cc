@@ -74,15 +74,21 @@ double lr_at(const TrainOptions& o, int step) {
 }
 
 json run_fingerprint(const TrainOptions& o, const Corpus& corpus) {
-  return {{"data_checksum", hex64(corpus.checksum)}, {"seq_len", o.seq_len}, {"seed", o.seed},
-          {"steps", o.steps}, {"lr", o.lr}};
+  return {{"data_checksum", hex64(corpus.checksum)},
+          {"seq_len", o.seq_len},
+          {"seed", o.seed},
+          {"steps", o.steps},
+          {"lr", o.lr}};
 }
 
 Checkpoint make_checkpoint(Model& model, const AdamW& opt, int step, const json& fingerprint,
                            const std::vector<StepRecord>& history) {
   Checkpoint c;
-  c.header = {{"kind", "burst-lm"}, {"model", model.config().to_json()}, {"step", step},
-              {"adam_t", opt.t}, {"run", fingerprint}};
+  c.header = {{"kind", "burst-lm"},
+              {"model", model.config().to_json()},
+              {"step", step},
+              {"adam_t", opt.t},
+              {"run", fingerprint}};
   c.header["history"] = json::array();
   for (const auto& r : history) c.header["history"].push_back(r.to_json());
   for (std::size_t i = 0; i < model.parameters().size(); ++i) {
@@ -109,9 +115,15 @@ void plot(const fs::path& out_dir, double unigram_loss, bool verbose) {
 }  // namespace
 
 json StepRecord::to_json() const {
-  return {{"step", step}, {"loss", loss}, {"seconds", seconds}, {"tokens_per_second", tokens_per_second},
-          {"attention_share", attention_share}, {"lr", lr}, {"window_begin", window_begin},
-          {"bytes_sent", bytes_sent}, {"backward_side", backward_side}};
+  return {{"step", step},
+          {"loss", loss},
+          {"seconds", seconds},
+          {"tokens_per_second", tokens_per_second},
+          {"attention_share", attention_share},
+          {"lr", lr},
+          {"window_begin", window_begin},
+          {"bytes_sent", bytes_sent},
+          {"backward_side", backward_side}};
 }
 
 std::string blas_summary(const json& blas) {
@@ -132,10 +144,11 @@ std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Commun
   if (seq_wise) {
     BURST_CHECK(comm.size() == 1 || run.dist.layout == LayoutKind::Striped, InvalidArgument,
                 "--recompute seq needs --layout striped (each rank's first local half must be the "
-                "global first half), got ", to_string(run.dist.layout), "; or use --recompute layer");
+                "global first half), got ",
+                to_string(run.dist.layout), "; or use --recompute layer");
     auto engine = make_engine(run, comm, model, S_padded, mask, false);
-    engine->set_first_half(make_engine(run, comm, model, S_padded / 2,
-                                       first_half_mask(mask, S_padded, S_padded / 2), false));
+    engine->set_first_half(
+        make_engine(run, comm, model, S_padded / 2, first_half_mask(mask, S_padded, S_padded / 2), false));
     return engine;
   }
   if (run.engine == EngineKind::Local) {
@@ -162,10 +175,11 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
   const bool log = opts.run.verbose && comm.rank() == 0;
   Corpus corpus;
   comm.agree_on([&] { corpus = load_corpus(opts.run.data_dir); });
-  BURST_CHECK(opts.seq_len >= 8 && opts.seq_len + 1 < corpus.num_tokens(), InvalidArgument, "seq_len=",
-              opts.seq_len, " must be in [8, ", corpus.num_tokens() - 1, ")");
+  BURST_CHECK(opts.seq_len >= 8 && opts.seq_len + 1 < corpus.num_tokens(), InvalidArgument,
+              "seq_len=", opts.seq_len, " must be in [8, ", corpus.num_tokens() - 1, ")");
   BURST_CHECK(opts.steps >= 1 && opts.checkpoint_every >= 1 && opts.run.head_chunk >= 1, InvalidArgument,
-              "steps=", opts.steps, ", checkpoint_every=", opts.checkpoint_every, " and head_chunk=", opts.run.head_chunk, " must be >= 1");
+              "steps=", opts.steps, ", checkpoint_every=", opts.checkpoint_every,
+              " and head_chunk=", opts.run.head_chunk, " must be >= 1");
   ModelConfig mcfg = opts.model;
   mcfg.vocab_size = corpus.vocab_size;
   Model model(mcfg);
@@ -181,13 +195,14 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       BURST_CHECK(c.header.value("kind", "") == "burst-lm", InvalidArgument, ckpt_path.string(),
                   " is not a burst LM checkpoint");
       BURST_CHECK(c.header.at("model") == mcfg.to_json(), InvalidArgument, "checkpoint ", ckpt_path.string(),
-                  " holds model ", c.header.at("model").dump(), " but this run asks for ", mcfg.to_json().dump(),
-                  ": pass the same model options, another --out, or --no-resume");
+                  " holds model ", c.header.at("model").dump(), " but this run asks for ",
+                  mcfg.to_json().dump(), ": pass the same model options, another --out, or --no-resume");
       json want = fingerprint, have = c.header.at("run");
       want.erase("steps");
       have.erase("steps");
       BURST_CHECK(have == want, InvalidArgument, "checkpoint ", ckpt_path.string(), " comes from run ",
-                  have.dump(), ", not ", want.dump(), " (data, seq_len, seed or lr differ): use another --out "
+                  have.dump(), ", not ", want.dump(),
+                  " (data, seq_len, seed or lr differ): use another --out "
                   "or --no-resume");
       for (std::size_t i = 0; i < model.parameters().size(); ++i) {
         const auto shape = model.parameters()[i].sizes().vec();
@@ -215,7 +230,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     if (log) std::cerr << "train: resuming " << ckpt_path.string() << " after step " << start << "\n";
   } else if (comm.rank() == 0) {
     fs::create_directories(opts.out_dir);
-    save_checkpoint(opts.out_dir / "checkpoint_step0.safetensors", make_checkpoint(model, opt, 0, fingerprint, history));
+    save_checkpoint(opts.out_dir / "checkpoint_step0.safetensors",
+                    make_checkpoint(model, opt, 0, fingerprint, history));
   }
   const double unigram_loss = std::log(unigram_perplexity(corpus));
   if (log) {
@@ -226,116 +242,120 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
               << to_string(opts.run.dist.strategy) << ", " << to_string(opts.run.dist.layout)
               << "); unigram loss " << unigram_loss << "; BLAS " << blas_summary(opts.run.blas) << "\n";
   }
-  if (comm.rank() == 0) {   // the log mirrors the checkpoint's history, then grows
+  if (comm.rank() == 0) {  // the log mirrors the checkpoint's history, then grows
     fs::create_directories(opts.out_dir);
     std::ofstream out(opts.out_dir / "train_log.jsonl", std::ios::trunc);
     for (const auto& r : history) out << r.to_json().dump() << "\n";
   }
 
   abort_on_failure(comm, "burst train", [&] {
-  const std::int64_t S_padded = padded_length(opts.seq_len, comm.size());
-  std::vector<std::int64_t> in, tg;
-  std::vector<float> wt;
-  int last = opts.stop_after > 0 ? std::min(opts.steps, start + opts.stop_after) : opts.steps;
-  // The time budget: after the second step of this invocation, the step count becomes what the
-  // budget left fits at the longest step since the first (the first pays one-time costs); the
-  // cosine schedule then decays over that count. A later step that would overrun ends the run.
-  TrainOptions sched = opts;   // lr_at's view of the total step count
-  const Stopwatch budget_clock;
-  double longest = 0;
-  for (int step = start + 1; step <= last; ++step) {
-    const Stopwatch sw;
-    const auto span = static_cast<std::uint64_t>(corpus.num_tokens() - opts.seq_len);
-    const auto begin = static_cast<std::int64_t>(splitmix64(opts.seed * 0x100000001b3ULL + static_cast<std::uint64_t>(step)) % span);
-    const Window w = make_window(corpus, begin, opts.seq_len, S_padded);
-    auto engine = make_engine(opts.run, comm, mcfg, S_padded, w.mask,
-                              opts.recompute == Model::Recompute::SeqWise);
-    gather_window(corpus, w, engine->positions(), in, tg, wt);
-    const auto n_local = static_cast<std::int64_t>(in.size());
-    const auto hidden = model.forward(torch::from_blob(in.data(), {n_local}, torch::kInt64), *engine);
-    const auto loss_sum = fused_head_loss(hidden, model.head(), torch::from_blob(tg.data(), {n_local}, torch::kInt64),
-                                          torch::from_blob(wt.data(), {n_local}), opts.run.head_chunk);
-    (loss_sum / static_cast<double>(w.num_targets)).backward();
+    const std::int64_t S_padded = padded_length(opts.seq_len, comm.size());
+    std::vector<std::int64_t> in, tg;
+    std::vector<float> wt;
+    int last = opts.stop_after > 0 ? std::min(opts.steps, start + opts.stop_after) : opts.steps;
+    // The time budget: after the second step of this invocation, the step count becomes what the
+    // budget left fits at the longest step since the first (the first pays one-time costs); the
+    // cosine schedule then decays over that count. A later step that would overrun ends the run.
+    TrainOptions sched = opts;  // lr_at's view of the total step count
+    const Stopwatch budget_clock;
+    double longest = 0;
+    for (int step = start + 1; step <= last; ++step) {
+      const Stopwatch sw;
+      const auto span = static_cast<std::uint64_t>(corpus.num_tokens() - opts.seq_len);
+      const auto begin = static_cast<std::int64_t>(
+          splitmix64(opts.seed * 0x100000001b3ULL + static_cast<std::uint64_t>(step)) % span);
+      const Window w = make_window(corpus, begin, opts.seq_len, S_padded);
+      auto engine =
+          make_engine(opts.run, comm, mcfg, S_padded, w.mask, opts.recompute == Model::Recompute::SeqWise);
+      gather_window(corpus, w, engine->positions(), in, tg, wt);
+      const auto n_local = static_cast<std::int64_t>(in.size());
+      const auto hidden = model.forward(torch::from_blob(in.data(), {n_local}, torch::kInt64), *engine);
+      const auto loss_sum =
+          fused_head_loss(hidden, model.head(), torch::from_blob(tg.data(), {n_local}, torch::kInt64),
+                          torch::from_blob(wt.data(), {n_local}), opts.run.head_chunk);
+      (loss_sum / static_cast<double>(w.num_targets)).backward();
 
-    // Sum the weight gradients over ranks: one flat fp32 all-reduce.
-    auto& params = model.parameters();
-    std::vector<torch::Tensor> grads;
-    for (auto& p : params) grads.push_back(p.grad().reshape({-1}));
-    torch::Tensor flat = torch::cat(grads);
-    if (comm.size() > 1) comm.all_reduce_sum(flat.data_ptr<float>(), flat.numel());
-    const double norm = flat.norm().item<double>();
-    const double scale = (opts.grad_clip > 0 && norm > opts.grad_clip) ? opts.grad_clip / norm : 1.0;
-    std::int64_t off = 0;
-    for (auto& p : params) {
-      p.mutable_grad().copy_(flat.narrow(0, off, p.numel()).view_as(p) * scale);
-      off += p.numel();
-    }
-    const double lr = lr_at(sched, step);
-    opt.step(params, lr, opts);
-    for (auto& p : params) p.mutable_grad().zero_();
+      // Sum the weight gradients over ranks: one flat fp32 all-reduce.
+      auto& params = model.parameters();
+      std::vector<torch::Tensor> grads;
+      for (auto& p : params) grads.push_back(p.grad().reshape({-1}));
+      torch::Tensor flat = torch::cat(grads);
+      if (comm.size() > 1) comm.all_reduce_sum(flat.data_ptr<float>(), flat.numel());
+      const double norm = flat.norm().item<double>();
+      const double scale = (opts.grad_clip > 0 && norm > opts.grad_clip) ? opts.grad_clip / norm : 1.0;
+      std::int64_t off = 0;
+      for (auto& p : params) {
+        p.mutable_grad().copy_(flat.narrow(0, off, p.numel()).view_as(p) * scale);
+        off += p.numel();
+      }
+      const double lr = lr_at(sched, step);
+      opt.step(params, lr, opts);
+      for (auto& p : params) p.mutable_grad().zero_();
 
-    std::vector<double> loss{loss_sum.item<double>()};
-    all_reduce_sum_f64(comm, loss);
-    StepRecord r;
-    r.step = step;
-    r.loss = loss[0] / static_cast<double>(w.num_targets);
-    r.lr = lr;
-    r.window_begin = begin;
-    // Ring all-reduce volume of the gradients: 2(P−1)/P of the buffer per rank.
-    const std::int64_t grad_bytes = 2 * (comm.size() - 1) * flat.numel() * 4 / comm.size();
-    // Attention totals include the seq-wise recomputation's first-half engine, when there is one.
-    EngineTotals at = engine->totals();
-    if (const AttentionEngine* half = engine->first_half()) {
-      at.bytes_sent += half->totals().bytes_sent;
-      at.forward_seconds += half->totals().forward_seconds;
-    }
-    r.bytes_sent = comm.all_reduce_max(at.bytes_sent + grad_bytes);
-    const double attn = at.forward_seconds + at.backward_seconds;
-    r.seconds = comm.all_reduce_max(sw.seconds());
-    if (opts.time_budget_seconds > 0) {
-      if (step > start + 1 || last == start + 1) longest = std::max(longest, r.seconds);
-      const double elapsed = comm.all_reduce_max(budget_clock.seconds());   // one verdict on every rank
-      if (step == start + 2) {
-        const int fit = static_cast<int>((opts.time_budget_seconds - elapsed) / longest);
-        last = std::max(step, std::min(last, step + fit));
-        sched.steps = std::min(sched.steps, last);
-        if (log)
-          std::cerr << "train: time budget " << opts.time_budget_seconds << " s: " << elapsed
-                    << " s used, longest step " << longest << " s -> " << last << " steps (at most "
-                    << opts.steps << ")\n";
-      } else if (step > start + 2 && step < last && elapsed + longest > opts.time_budget_seconds) {
-        last = step;
-        if (log) std::cerr << "train: time budget " << opts.time_budget_seconds << " s reached after step " << step << "\n";
+      std::vector<double> loss{loss_sum.item<double>()};
+      all_reduce_sum_f64(comm, loss);
+      StepRecord r;
+      r.step = step;
+      r.loss = loss[0] / static_cast<double>(w.num_targets);
+      r.lr = lr;
+      r.window_begin = begin;
+      // Ring all-reduce volume of the gradients: 2(P−1)/P of the buffer per rank.
+      const std::int64_t grad_bytes = 2 * (comm.size() - 1) * flat.numel() * 4 / comm.size();
+      // Attention totals include the seq-wise recomputation's first-half engine, when there is one.
+      EngineTotals at = engine->totals();
+      if (const AttentionEngine* half = engine->first_half()) {
+        at.bytes_sent += half->totals().bytes_sent;
+        at.forward_seconds += half->totals().forward_seconds;
+      }
+      r.bytes_sent = comm.all_reduce_max(at.bytes_sent + grad_bytes);
+      const double attn = at.forward_seconds + at.backward_seconds;
+      r.seconds = comm.all_reduce_max(sw.seconds());
+      if (opts.time_budget_seconds > 0) {
+        if (step > start + 1 || last == start + 1) longest = std::max(longest, r.seconds);
+        const double elapsed = comm.all_reduce_max(budget_clock.seconds());  // one verdict on every rank
+        if (step == start + 2) {
+          const int fit = static_cast<int>((opts.time_budget_seconds - elapsed) / longest);
+          last = std::max(step, std::min(last, step + fit));
+          sched.steps = std::min(sched.steps, last);
+          if (log)
+            std::cerr << "train: time budget " << opts.time_budget_seconds << " s: " << elapsed
+                      << " s used, longest step " << longest << " s -> " << last << " steps (at most "
+                      << opts.steps << ")\n";
+        } else if (step > start + 2 && step < last && elapsed + longest > opts.time_budget_seconds) {
+          last = step;
+          if (log)
+            std::cerr << "train: time budget " << opts.time_budget_seconds << " s reached after step " << step
+                      << "\n";
+        }
+      }
+      r.attention_share = comm.all_reduce_max(attn) / r.seconds;
+      r.tokens_per_second = static_cast<double>(opts.seq_len) / r.seconds;
+      r.backward_side = at.backward_side;
+      if (log && step == start + 1)
+        std::cerr << "train: attention backward runs the " << r.backward_side << " side"
+                  << (r.backward_side == "query" ? " (BurstAttention's Q, dO, delta, lse + dQ ring)"
+                      : r.backward_side == "kv"  ? " (RingAttention's K, V + dK, dV ring)"
+                                                 : "")
+                  << " for H " << mcfg.heads << ", H_kv " << mcfg.kv_heads << "\n";
+      history.push_back(r);
+      if (comm.rank() == 0) {
+        std::ofstream(opts.out_dir / "train_log.jsonl", std::ios::app) << r.to_json().dump() << "\n";
+        if (log) {
+          char line[256];
+          std::snprintf(line, sizeof line,
+                        "step %4d/%d  loss %.4f  ppl %8.2f  %7.0f tok/s  attention %4.1f%%  sent %.2f "
+                        "MB/rank  lr %.2e  bwd %s\n",
+                        step, last, r.loss, std::exp(r.loss), r.tokens_per_second, 100 * r.attention_share,
+                        static_cast<double>(r.bytes_sent) / 1e6, lr, r.backward_side.c_str());
+          std::cerr << line << std::flush;
+        }
+        if (step % opts.checkpoint_every == 0 || step == last)
+          save_checkpoint(ckpt_path, make_checkpoint(model, opt, step, fingerprint, history));
       }
     }
-    r.attention_share = comm.all_reduce_max(attn) / r.seconds;
-    r.tokens_per_second = static_cast<double>(opts.seq_len) / r.seconds;
-    r.backward_side = at.backward_side;
-    if (log && step == start + 1)
-      std::cerr << "train: attention backward runs the " << r.backward_side << " side"
-                << (r.backward_side == "query" ? " (BurstAttention's Q, dO, delta, lse + dQ ring)"
-                    : r.backward_side == "kv"  ? " (RingAttention's K, V + dK, dV ring)"
-                                               : "")
-                << " for H " << mcfg.heads << ", H_kv " << mcfg.kv_heads << "\n";
-    history.push_back(r);
-    if (comm.rank() == 0) {
-      std::ofstream(opts.out_dir / "train_log.jsonl", std::ios::app) << r.to_json().dump() << "\n";
-      if (log) {
-        char line[256];
-        std::snprintf(line, sizeof line,
-                      "step %4d/%d  loss %.4f  ppl %8.2f  %7.0f tok/s  attention %4.1f%%  sent %.2f MB/rank  lr %.2e  bwd %s\n",
-                      step, last, r.loss, std::exp(r.loss), r.tokens_per_second,
-                      100 * r.attention_share, static_cast<double>(r.bytes_sent) / 1e6, lr,
-                      r.backward_side.c_str());
-        std::cerr << line << std::flush;
-      }
-      if (step % opts.checkpoint_every == 0 || step == last)
-        save_checkpoint(ckpt_path, make_checkpoint(model, opt, step, fingerprint, history));
-    }
-  }
   });
   if (comm.rank() == 0 && opts.plot) plot(opts.out_dir, unigram_loss, log);
-  comm.barrier();   // the checkpoint is on disk before any rank returns
+  comm.barrier();  // the checkpoint is on disk before any rank returns
   return history;
 }
 

@@ -31,10 +31,10 @@ enum class EngineKind : std::uint8_t { Dist, Local };
 
 struct RunOptions {
   std::filesystem::path data_dir = "data/kjv";
-  DistConfig dist;                      ///< strategy, layout, threads
+  DistConfig dist;  ///< strategy, layout, threads
   EngineKind engine = EngineKind::Dist;
-  std::int64_t head_chunk = 2048;       ///< rows per chunk of the fused LM head + loss
-  bool verbose = true;                  ///< progress on rank 0's stderr
+  std::int64_t head_chunk = 2048;  ///< rows per chunk of the fused LM head + loss
+  bool verbose = true;             ///< progress on rank 0's stderr
   /// The BLAS libtorch calls (`burst info`'s "blas" object), named in the logs and summaries.
   nlohmann::json blas = nlohmann::json::object();
 };
@@ -45,27 +45,27 @@ std::string blas_summary(const nlohmann::json& blas);
 struct TrainOptions {
   RunOptions run;
   std::filesystem::path out_dir = "runs/kjv";
-  ModelConfig model;                    ///< vocab_size is taken from the data
+  ModelConfig model;  ///< vocab_size is taken from the data
   int steps = 40;
-  std::int64_t seq_len = 16384;         ///< tokens per step (the whole context, all ranks)
+  std::int64_t seq_len = 16384;  ///< tokens per step (the whole context, all ranks)
   double lr = 3e-3, warmup_steps = 4, min_lr_ratio = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1, grad_clip = 1.0;
-  std::uint64_t seed = 1234;            ///< window choice (the model has its own seed)
+  std::uint64_t seed = 1234;  ///< window choice (the model has its own seed)
   int checkpoint_every = 10;
-  bool resume = true;                   ///< continue from <out_dir>/checkpoint.safetensors if present
-  int stop_after = 0;                   ///< > 0: return after this many steps of this invocation
-                                        ///< (checkpointed; a later run resumes), e.g. time slices
-  double time_budget_seconds = 0;       ///< > 0: fit the step count (and the cosine schedule) to
-                                        ///< this wall time of the training loop (run_train)
+  bool resume = true;              ///< continue from <out_dir>/checkpoint.safetensors if present
+  int stop_after = 0;              ///< > 0: return after this many steps of this invocation
+                                   ///< (checkpointed; a later run resumes), e.g. time slices
+  double time_budget_seconds = 0;  ///< > 0: fit the step count (and the cosine schedule) to
+                                   ///< this wall time of the training loop (run_train)
   bool plot = true;
-  Model::Recompute recompute = Model::Recompute::None;   ///< activation checkpointing (Model::set_recompute)
+  Model::Recompute recompute = Model::Recompute::None;  ///< activation checkpointing (Model::set_recompute)
 };
 
 struct StepRecord {
   int step = 0;
   double loss = 0, seconds = 0, tokens_per_second = 0, attention_share = 0, lr = 0;
   std::int64_t window_begin = 0, bytes_sent = 0;
-  std::string backward_side;            ///< EngineTotals::backward_side of the step
+  std::string backward_side;  ///< EngineTotals::backward_side of the step
   nlohmann::json to_json() const;
 };
 
@@ -77,8 +77,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
 struct EvalOptions {
   RunOptions run;
   std::filesystem::path checkpoint = "runs/kjv/checkpoint.safetensors";
-  std::int64_t max_tokens = 0;          ///< 0: the whole KJV; else its first max_tokens tokens
-  int verify_books = 4;                 ///< books recomputed on a single rank for the self-check
+  std::int64_t max_tokens = 0;  ///< 0: the whole KJV; else its first max_tokens tokens
+  int verify_books = 4;         ///< books recomputed on a single rank for the self-check
   double verify_rtol = 1e-5;
   std::filesystem::path per_book_json;  ///< optional: per-book perplexities written here
 };

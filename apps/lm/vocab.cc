@@ -9,7 +9,7 @@
 namespace burst::lm {
 namespace {
 
-const std::string kSpace = "\xe2\x96\x81";   // U+2581 "▁", sentencepiece's whitespace mark
+const std::string kSpace = "\xe2\x96\x81";  // U+2581 "▁", sentencepiece's whitespace mark
 
 // Bytes of the UTF-8 character starting with lead byte c.
 std::size_t utf8_len(unsigned char c) {
@@ -24,8 +24,8 @@ std::size_t utf8_len(unsigned char c) {
 
 Vocab::Vocab(std::vector<std::string> pieces, std::vector<float> scores)
     : pieces_(std::move(pieces)), scores_(std::move(scores)) {
-  BURST_CHECK(pieces_.size() == scores_.size() && !pieces_.empty(), InvalidArgument, "vocab: ", pieces_.size(),
-              " pieces but ", scores_.size(), " scores");
+  BURST_CHECK(pieces_.size() == scores_.size() && !pieces_.empty(), InvalidArgument,
+              "vocab: ", pieces_.size(), " pieces but ", scores_.size(), " scores");
   for (std::size_t i = 0; i < pieces_.size(); ++i) index_.emplace(pieces_[i], static_cast<std::int32_t>(i));
   const auto it = index_.find("<unk>");
   unk_ = it == index_.end() ? 0 : it->second;
@@ -49,7 +49,7 @@ Vocab Vocab::load(const std::filesystem::path& data_dir) {
 }
 
 std::vector<std::int32_t> Vocab::encode(const std::string& text) const {
-  std::string norm;   // whitespace runs → one "▁", trimmed, with the dummy prefix
+  std::string norm;  // whitespace runs → one "▁", trimmed, with the dummy prefix
   bool pending = true;
   for (const char c : text) {
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
@@ -66,7 +66,7 @@ std::vector<std::int32_t> Vocab::encode(const std::string& text) const {
     sym.push_back(norm.substr(i, n));
     i += n;
   }
-  for (;;) {   // merge the best-scoring adjacent pair until none is a piece
+  for (;;) {  // merge the best-scoring adjacent pair until none is a piece
     std::size_t best = sym.size();
     float best_score = 0;
     for (std::size_t i = 0; i + 1 < sym.size(); ++i) {
@@ -83,7 +83,7 @@ std::vector<std::int32_t> Vocab::encode(const std::string& text) const {
     sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(best) + 1);
   }
   std::vector<std::int32_t> ids;
-  bool prev_unknown = false;   // a run of unknown symbols becomes ONE <unk>, as in sentencepiece
+  bool prev_unknown = false;  // a run of unknown symbols becomes ONE <unk>, as in sentencepiece
   for (const auto& s : sym) {
     const auto it = index_.find(s);
     if (it == index_.end() && prev_unknown) continue;
@@ -96,7 +96,7 @@ std::vector<std::int32_t> Vocab::encode(const std::string& text) const {
 std::string Vocab::piece_text(std::int32_t id) const {
   if (id < 0 || id >= size()) return "";
   std::string p = pieces_[static_cast<std::size_t>(id)];
-  if (id == unk_) return " \xe2\x81\x87 ";   // sentencepiece's rendering of <unk>: " ⁇ "
+  if (id == unk_) return " \xe2\x81\x87 ";  // sentencepiece's rendering of <unk>: " ⁇ "
   std::string out;
   for (std::size_t i = 0; i < p.size();) {
     if (p.compare(i, kSpace.size(), kSpace) == 0) {
@@ -112,7 +112,7 @@ std::string Vocab::piece_text(std::int32_t id) const {
 std::string Vocab::decode(const std::vector<std::int32_t>& ids) const {
   std::string out;
   for (const auto id : ids) out += piece_text(id);
-  if (!out.empty() && out[0] == ' ') out.erase(0, 1);   // the dummy prefix
+  if (!out.empty() && out[0] == ' ') out.erase(0, 1);  // the dummy prefix
   return out;
 }
 

@@ -2,14 +2,13 @@
 //
 // Owns: the public kernel API — attention_forward / attention_backward on BSHD [B, S, H, D] or
 // varlen THD [T, H, D] + cu_seqlens tensors stored as f32, bf16 or f16 (computed in fp32: 16-bit
-// inputs are widened tile by tile, results rounded once at the end), with grouped-query attention, masks on global
-// positions (burst/mask.h), and two implementations behind one signature: Reference (the fp64
-// oracle: plain loops, materialised scores) and Tiled (FlashAttention-2 style, the fast path).
-// Inputs are validated here once; kernels trust them.
-// Conventions: lse is fp32 natural log, [B, H, S_q] (varlen: [H, T_q]); a row with no visible
-// key gives out = 0, lse = −inf, zero gradients. GQA: query head h reads KV head h / (H / H_kv);
-// K and V are never copied per query head.
-// Does not: communicate (strategies do), allocate O(S²) memory in the Tiled path.
+// inputs are widened tile by tile, results rounded once at the end), with grouped-query attention, masks on
+// global positions (burst/mask.h), and two implementations behind one signature: Reference (the fp64 oracle:
+// plain loops, materialised scores) and Tiled (FlashAttention-2 style, the fast path). Inputs are validated
+// here once; kernels trust them. Conventions: lse is fp32 natural log, [B, H, S_q] (varlen: [H, T_q]); a row
+// with no visible key gives out = 0, lse = −inf, zero gradients. GQA: query head h reads KV head h / (H /
+// H_kv); K and V are never copied per query head. Does not: communicate (strategies do), allocate O(S²)
+// memory in the Tiled path.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +62,7 @@ double run_memory_read_probe(Isa isa, const float* data, std::int64_t n);
 struct AttentionParams {
   /// τ in softmax(τ·QKᵀ); unset → 1/sqrt(D). Must be finite and > 0.
   std::optional<float> softmax_scale;
-  Mask mask;                                   ///< on global positions; default full
+  Mask mask;  ///< on global positions; default full
   /// Global position of local row 0 of q and of k/v (a rank's slice of a longer sequence).
   std::int64_t q_offset = 0, kv_offset = 0;
   /// Optional explicit global positions (strictly increasing, length S_q / S_kv), e.g. for the
@@ -81,11 +80,11 @@ struct AttentionParams {
   /// against (seq_q_global, seq_kv_global) for all sequences when both are set. Offsets and
   /// explicit positions must be unset.
   std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_kv;
-  bool deterministic = true;   ///< bitwise-identical results for any thread count (always true today)
-  int num_threads = 0;         ///< OpenMP threads; 0 → omp_get_max_threads()
+  bool deterministic = true;  ///< bitwise-identical results for any thread count (always true today)
+  int num_threads = 0;        ///< OpenMP threads; 0 → omp_get_max_threads()
   KernelImpl impl = KernelImpl::Tiled;
   Isa isa = Isa::Auto;
-  int block_q = 0, block_kv = 0;   ///< tile sizes in rows; 0 → implementation default
+  int block_q = 0, block_kv = 0;  ///< tile sizes in rows; 0 → implementation default
   /// Called between tiles on the calling thread only (e.g. MPI_Testall so transfers progress).
   std::function<void()> progress;
 };
@@ -106,17 +105,16 @@ struct AttentionParams {
 /// Cost: 4·D·H·(visible pairs) flop; Tiled packs K and V once (≈ their size) and needs O(tile)
 /// per thread, in a workspace of the calling thread kept for the next call (release_kernel_workspace).
 /// Source: FlashAttention-2 (Dao 2023) Alg. 1; BurstAttention LAO (arXiv 2403.09347).
-void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out, const TensorView& lse, const AttentionParams& params);
+void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse, const AttentionParams& params);
 
 /// Backward from the saved forward output: computes delta = rowsum(dout ∘ out) and overwrites
 /// dq [like q], dk, dv [like k]. Shapes as attention_forward; dout like out. Dtypes: dout, out,
 /// dq, dk, dv each q's dtype or F32; gradients are accumulated in fp32 and rounded once.
 /// Throws/Cost: as attention_forward; 2.5× its flop. Source: FlashAttention-2 Alg. 2.
-void attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& out, const TensorView& lse,
-                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const AttentionParams& params);
+void attention_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, const AttentionParams& params);
 
 /// Backward building block used by the distributed strategies: given delta (D = rowsum(dO∘O),
 /// [B,H,S_q] fp32, or [H,T_q] varlen) and the FINAL lse of the rows, computes this block's
@@ -155,8 +153,12 @@ void release_kernel_workspace() noexcept;
 bool retain_freed_memory() noexcept;
 
 /// Owning results, for callers that prefer return values.
-struct AttentionOutput { Tensor out, lse; };
-struct AttentionGrads { Tensor dq, dk, dv; };
+struct AttentionOutput {
+  Tensor out, lse;
+};
+struct AttentionGrads {
+  Tensor dq, dk, dv;
+};
 /// Allocating forms: out contiguous [B,S_q,H,D] (varlen [T,H,D]), lse [B,H,S_q] ([H,T]);
 /// dq like q, dk and dv like k (contiguous). Results are F32 whatever the input dtype (use the
 /// view forms for 16-bit outputs). Throws: as the view forms.

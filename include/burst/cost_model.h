@@ -30,9 +30,9 @@ namespace burst {
 /// a CPU), bandwidths are unidirectional per device in bytes/s, latencies in seconds.
 struct ClusterSpec {
   std::string name = "unnamed";
-  int nodes = 1;                          ///< nodes
-  int devices_per_node = 1;               ///< L: devices (ranks) per node
-  double matmul_flops = 0;                ///< dense matmul FLOP/s per device, compute dtype
+  int nodes = 1;                             ///< nodes
+  int devices_per_node = 1;                  ///< L: devices (ranks) per node
+  double matmul_flops = 0;                   ///< dense matmul FLOP/s per device, compute dtype
   double attention_efficiency_forward = 1;   ///< attention-kernel FLOP/s ÷ matmul_flops, forward
   double attention_efficiency_backward = 1;  ///< same, backward (FLOPs counted as 2.5× forward)
   /// Attention-kernel FLOP/s with bf16 operands (Workload::bf16_arithmetic) ÷ the fp32 rate
@@ -40,7 +40,7 @@ struct ClusterSpec {
   /// GPU spec whose matmul_flops is already its bf16 rate). `burst calibrate` measures them on a
   /// CPU with AVX512_BF16 (docs/cost_model.md).
   double bf16_speedup_forward = 1, bf16_speedup_backward = 1;
-  double kernel_call_seconds = 0;         ///< fixed overhead per attention-kernel call (forward)
+  double kernel_call_seconds = 0;  ///< fixed overhead per attention-kernel call (forward)
   /// Same for a backward call (delta, packing and accumulation are per-call costs too);
   /// < 0 → kernel_call_seconds.
   double kernel_call_seconds_backward = -1;
@@ -55,13 +55,13 @@ struct ClusterSpec {
   /// −inf); partial_row_seconds_backward < 0 → the forward value. 0: not charged.
   double partial_row_seconds = 0;
   double partial_row_seconds_backward = -1;
-  double memory_bandwidth = 0;            ///< device memory bytes/s (elementwise passes)
-  double memory_capacity = 0;             ///< device memory bytes (0 → unlimited)
-  double intra_bandwidth = 0;             ///< bytes/s per device to a peer in its node
-  double intra_latency = 0;               ///< seconds per intra-node message
-  double inter_bandwidth = 0;             ///< bytes/s per device to a peer in another node
-  double inter_latency = 0;               ///< seconds per inter-node message
-  std::string source;                     ///< where the numbers come from (URLs, calibration run)
+  double memory_bandwidth = 0;  ///< device memory bytes/s (elementwise passes)
+  double memory_capacity = 0;   ///< device memory bytes (0 → unlimited)
+  double intra_bandwidth = 0;   ///< bytes/s per device to a peer in its node
+  double intra_latency = 0;     ///< seconds per intra-node message
+  double inter_bandwidth = 0;   ///< bytes/s per device to a peer in another node
+  double inter_latency = 0;     ///< seconds per inter-node message
+  std::string source;           ///< where the numbers come from (URLs, calibration run)
 
   int devices() const { return nodes * devices_per_node; }
   /// kernel_call_seconds, or for a backward call kernel_call_seconds_backward when ≥ 0.
@@ -79,12 +79,12 @@ struct ClusterSpec {
 /// Which passes one "attention call" comprises.
 enum class PassKind : std::uint8_t { Forward, Backward, ForwardBackward };
 const char* to_string(PassKind pass) noexcept;
-PassKind pass_from_string(const std::string& name);   ///< "fwd"|"bwd"|"fwd_bwd"; Throws InvalidArgument
+PassKind pass_from_string(const std::string& name);  ///< "fwd"|"bwd"|"fwd_bwd"; Throws InvalidArgument
 
 /// The attention problem of one layer. Tensors are BSHD with `bytes_per_element` per value;
 /// row vectors (lse, delta) are fp32.
 struct Workload {
-  int layers = 1;                         ///< seconds and bytes are reported per layer; total ×layers
+  int layers = 1;  ///< seconds and bytes are reported per layer; total ×layers
   std::int64_t B = 1, S_global = 0, H = 0, H_kv = 0, D = 0;
   /// tp only: 0 → attention-only head parallelism as src/strategies/tp.cc runs it (all-gather
   /// Q, K, V; reduce-scatter O, lse); h > 0 → Megatron SP traffic (all-gather and
@@ -95,14 +95,14 @@ struct Workload {
   /// each strategy (TP: Megatron SP all-gather + reduce-scatter around the MLP; sequence/context
   /// parallel strategies: the weight-gradient all-reduce). Needs model_width > 0.
   bool whole_layer = false;
-  std::int64_t ffn_width = 0;             ///< SwiGLU hidden width f (0 → default_ffn_width(h))
-  Mask mask;                              ///< on global positions of a sequence of mask_length
+  std::int64_t ffn_width = 0;  ///< SwiGLU hidden width f (0 → default_ffn_width(h))
+  Mask mask;                   ///< on global positions of a sequence of mask_length
   /// Length at which `mask` was built and the visible pairs are counted (0 → S_global). When
   /// smaller than S_global, every block's pair count is scaled by (S_global/mask_length)² —
   /// exact for masks defined by fractions of the sequence, an approximation otherwise.
   std::int64_t mask_length = 0;
   PassKind pass = PassKind::Forward;
-  int bytes_per_element = 4;              ///< 4 fp32 (this library), 2 bf16 (GPU practice)
+  int bytes_per_element = 4;  ///< 4 fp32 (this library), 2 bf16 (GPU practice)
   /// The kernels compute on bf16 operands (bf16 inputs on a CPU with AVX512_BF16): kernel rates
   /// × ClusterSpec::bf16_speedup_*. Separate from bytes_per_element: fp16 moves 2 bytes per value
   /// but computes in fp32.
@@ -119,56 +119,56 @@ struct Workload {
 struct Candidate {
   StrategyKind strategy = StrategyKind::Burst;
   LayoutKind layout = LayoutKind::Zigzag;
-  int ulysses_degree = 0;                 ///< usp: u (P = u·r); 0 → largest divisor of P dividing H_kv
+  int ulysses_degree = 0;  ///< usp: u (P = u·r); 0 → largest divisor of P dividing H_kv
   BackwardSide backward_side = BackwardSide::Auto;
-  bool double_ring = true;                ///< burst/ring: topology-aware double ring when nodes > 1
+  bool double_ring = true;  ///< burst/ring: topology-aware double ring when nodes > 1
 };
 
 /// Summary of one step of the forward (or backward) schedule, max over ranks.
 struct StepEstimate {
-  double compute_max = 0;    ///< seconds, slowest rank's kernel time this step
-  double compute_mean = 0;   ///< seconds, mean over ranks
-  double transfer = 0;       ///< seconds, slowest rank's transfer that feeds the next step
-  bool inter_node = false;   ///< the transfer crosses nodes
+  double compute_max = 0;   ///< seconds, slowest rank's kernel time this step
+  double compute_mean = 0;  ///< seconds, mean over ranks
+  double transfer = 0;      ///< seconds, slowest rank's transfer that feeds the next step
+  bool inter_node = false;  ///< the transfer crosses nodes
 };
 
 /// Per-pass prediction.
 struct PassEstimate {
-  double seconds = 0;               ///< wall time of the pass (max over ranks)
-  double compute_seconds = 0;       ///< max over ranks of summed kernel time
-  double exposed_comm_seconds = 0;  ///< seconds − compute_seconds of the critical rank
-  double balance = 1;               ///< max / mean per-rank kernel time
-  std::int64_t bytes_per_device = 0;   ///< bytes sent, max over ranks
-  std::int64_t memory_bytes = 0;       ///< peak bytes held per device (inputs, outputs, buffers)
+  double seconds = 0;                 ///< wall time of the pass (max over ranks)
+  double compute_seconds = 0;         ///< max over ranks of summed kernel time
+  double exposed_comm_seconds = 0;    ///< seconds − compute_seconds of the critical rank
+  double balance = 1;                 ///< max / mean per-rank kernel time
+  std::int64_t bytes_per_device = 0;  ///< bytes sent, max over ranks
+  std::int64_t memory_bytes = 0;      ///< peak bytes held per device (inputs, outputs, buffers)
   std::vector<StepEstimate> steps;
 };
 
 /// The rest of a transformer layer around one attention call (whole-layer mode), per device.
 struct LayerEstimate {
-  double linear_flops = 0;          ///< this device's linear-layer FLOPs (tokens/P share, or 1/P of TP)
-  double linear_seconds = 0;        ///< linear_flops / (matmul_flops · linear_efficiency)
-  double comm_seconds = 0;          ///< non-attention communication not hidden behind compute
-  std::int64_t comm_bytes = 0;      ///< non-attention bytes sent per device
-  std::int64_t weight_bytes = 0;    ///< layer weights (+ their gradients when backward) held
-  double seconds = 0;               ///< attention seconds + linear_seconds + comm_seconds
-  std::int64_t bytes_per_device = 0;   ///< attention + non-attention bytes
+  double linear_flops = 0;            ///< this device's linear-layer FLOPs (tokens/P share, or 1/P of TP)
+  double linear_seconds = 0;          ///< linear_flops / (matmul_flops · linear_efficiency)
+  double comm_seconds = 0;            ///< non-attention communication not hidden behind compute
+  std::int64_t comm_bytes = 0;        ///< non-attention bytes sent per device
+  std::int64_t weight_bytes = 0;      ///< layer weights (+ their gradients when backward) held
+  double seconds = 0;                 ///< attention seconds + linear_seconds + comm_seconds
+  std::int64_t bytes_per_device = 0;  ///< attention + non-attention bytes
 };
 
 /// The model's verdict for one candidate.
 struct Estimate {
   Candidate candidate;
   bool feasible = true;
-  std::string reason;               ///< why not feasible (unsupported mask/heads/memory)
-  int ulysses_degree = 0;           ///< resolved u (usp), else 0
-  std::string backward_side;        ///< "query" / "kv" for burst/ring backward, else ""
-  double seconds = 0;               ///< per layer, all requested passes
+  std::string reason;         ///< why not feasible (unsupported mask/heads/memory)
+  int ulysses_degree = 0;     ///< resolved u (usp), else 0
+  std::string backward_side;  ///< "query" / "kv" for burst/ring backward, else ""
+  double seconds = 0;         ///< per layer, all requested passes
   double compute_seconds = 0;
   double exposed_comm_seconds = 0;
   double balance = 1;
   std::int64_t bytes_per_device = 0;
-  std::int64_t memory_bytes = 0;    ///< max over the requested passes
-  double flops = 0;                 ///< useful FLOPs (mask area, LongCA-bench convention), all ranks
-  PassEstimate forward, backward;   ///< present when requested
+  std::int64_t memory_bytes = 0;   ///< max over the requested passes
+  double flops = 0;                ///< useful FLOPs (mask area, LongCA-bench convention), all ranks
+  PassEstimate forward, backward;  ///< present when requested
   /// Whole-layer mode only (Workload::whole_layer), per layer, all requested passes:
   LayerEstimate layer;
 };
@@ -176,7 +176,8 @@ struct Estimate {
 // ---- Formulas (exposed for the tests and docs; all pure) -------------------------------------
 
 /// Forward FLOPs of `pairs` visible (q, k) pairs: 4·D·H·B·pairs (two matmuls of 2 flop/MAC).
-/// Backward = 2.5× (five matmuls with the recompute of P). Source: FlashAttention-2 (arXiv 2307.08691) FLOP counts, LongCA-bench (arXiv 2510.17896).
+/// Backward = 2.5× (five matmuls with the recompute of P). Source: FlashAttention-2 (arXiv 2307.08691) FLOP
+/// counts, LongCA-bench (arXiv 2510.17896).
 double attention_flops(double pairs, std::int64_t B, std::int64_t H, std::int64_t D, bool backward);
 /// Llama's SwiGLU width for model width h: 8h/3 rounded up to a multiple of 256
 /// (h = 4096 → 11008). Source: Llama reference code, `multiple_of = 256`.
@@ -188,8 +189,7 @@ std::int64_t default_ffn_width(std::int64_t h);
 double linear_flops(double tokens, std::int64_t h, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                     std::int64_t f, bool backward);
 /// Weights of those linear layers: h·(H + 2·H_kv)·D + H·D·h + 3·h·f (norm weights ignored).
-double layer_weight_count(std::int64_t h, std::int64_t H, std::int64_t H_kv, std::int64_t D,
-                          std::int64_t f);
+double layer_weight_count(std::int64_t h, std::int64_t H, std::int64_t H_kv, std::int64_t D, std::int64_t f);
 /// Ring all-reduce of `bytes` over P ranks: 2·(P−1)·(α + bytes/P/β) (reduce-scatter then
 /// all-gather, NCCL's ring); each rank sends 2·(P−1)/P·bytes.
 double all_reduce_seconds(const ClusterSpec& c, int P, double bytes, bool inter_node);
@@ -201,8 +201,8 @@ double kernel_seconds(const ClusterSpec& c, double flops, bool backward, bool bf
 double kernel_rate(const ClusterSpec& c, bool backward, bool bf16);
 /// Rate and per-call overhead of a kernel, fitted from timings (`burst calibrate`).
 struct KernelFit {
-  double rate = 0;       ///< FLOP/s
-  double overhead = 0;   ///< seconds per call, ≥ 0
+  double rate = 0;      ///< FLOP/s
+  double overhead = 0;  ///< seconds per call, ≥ 0
 };
 /// Least-squares fit of t = overhead + flops / rate to (flops, seconds) points, weighted by
 /// 1/t² so every point counts by its relative error (short calls are not drowned by long
@@ -229,22 +229,22 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
 /// then `partial_rows` (if given) receives the P×P matrix of query rows summed over the tiles
 /// classified Partial (those the kernel masks per element), unscaled.
 std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const SequenceLayout& layout,
-                                        double scale = 1.0, std::int64_t tile_q = 0,
-                                        std::int64_t tile_kv = 0,
+                                        double scale = 1.0, std::int64_t tile_q = 0, std::int64_t tile_kv = 0,
                                         std::vector<double>* partial_rows = nullptr);
 
 // ---- The model ---------------------------------------------------------------------------------
 
 /// Scores one candidate; with workload.whole_layer also Estimate::layer (and memory_bytes then
-/// includes the layer's weights, sharded P ways for tp). Infeasible candidates (strategy cannot express the mask, head counts
-/// not divisible, memory over capacity, layout divisibility) come back with feasible = false
-/// and a reason — never an exception.
-/// Throws: Error(InvalidArgument) from cluster.validate() / workload.validate().
+/// includes the layer's weights, sharded P ways for tp). Infeasible candidates (strategy cannot express the
+/// mask, head counts not divisible, memory over capacity, layout divisibility) come back with feasible =
+/// false and a reason — never an exception. Throws: Error(InvalidArgument) from cluster.validate() /
+/// workload.validate().
 Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Candidate& candidate);
 
 /// Every strategy × sensible layout (ring/burst: contiguous, zigzag, striped; allgather:
 /// zigzag, contiguous; distflash: contiguous; ulysses/usp/tp: contiguous), scored and ranked:
-/// feasible first by seconds (whole-layer mode: by layer.seconds), then infeasible in input order. Throws as estimate().
+/// feasible first by seconds (whole-layer mode: by layer.seconds), then infeasible in input order. Throws as
+/// estimate().
 std::vector<Estimate> rank_strategies(const ClusterSpec& cluster, const Workload& workload);
 /// The candidates rank_strategies() scores, for P = cluster.devices().
 std::vector<Candidate> default_candidates(const ClusterSpec& cluster);

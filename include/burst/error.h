@@ -47,8 +47,8 @@ template <typename... Args>
 
 /// Throws burst::Error(kind, <streamed args>) unless cond holds.
 /// Example: BURST_CHECK(H % H_kv == 0, InvalidArgument, "H=", H, " not divisible by H_kv=", H_kv);
-#define BURST_CHECK(cond, kind, ...)                                     \
-  do {                                                                   \
+#define BURST_CHECK(cond, kind, ...)                                                  \
+  do {                                                                                \
     if (!(cond)) ::burst::detail::throw_error(::burst::ErrorKind::kind, __VA_ARGS__); \
   } while (0)
 

@@ -36,17 +36,17 @@ enum class AppendPolicy : std::uint8_t { LeastLoaded, RoundRobin };
 const char* to_string(AppendPolicy policy) noexcept;
 
 struct KVCacheConfig {
-  std::int64_t H = 0;      ///< query heads of decode() queries
-  std::int64_t H_kv = 0;   ///< cached K/V heads (GQA: H % H_kv == 0)
-  std::int64_t D = 0;      ///< head dim, 1..256
+  std::int64_t H = 0;     ///< query heads of decode() queries
+  std::int64_t H_kv = 0;  ///< cached K/V heads (GQA: H % H_kv == 0)
+  std::int64_t D = 0;     ///< head dim, 1..256
   /// Tokens this rank may hold, summed over sequences; appends/prefills past it fail (all ranks).
   std::int64_t capacity_per_rank = 0;
   /// Tokens per storage chunk (and per flash-decoding split): a positive multiple of 64.
   std::int64_t chunk_tokens = 1024;
   AppendPolicy policy = AppendPolicy::LeastLoaded;
-  std::optional<float> softmax_scale;   ///< unset → 1/sqrt(D)
-  int num_threads = 0;                  ///< split-KV threads per rank; 0 → OpenMP default
-  KernelImpl kernel = KernelImpl::Tiled;   ///< Reference: the fp64 per-chunk oracle (tests)
+  std::optional<float> softmax_scale;     ///< unset → 1/sqrt(D)
+  int num_threads = 0;                    ///< split-KV threads per rank; 0 → OpenMP default
+  KernelImpl kernel = KernelImpl::Tiled;  ///< Reference: the fp64 per-chunk oracle (tests)
   Isa isa = Isa::Auto;
   /// Storage of cached K/V: F32, or BF16 (half the bytes kept and streamed per token; K/V are
   /// rounded to nearest even when stored, decode widens them exactly and computes in fp32, so it
@@ -91,9 +91,8 @@ class DistKVCache {
   /// already present or repeated, bad positions, positions not partitioning [0, S_global),
   /// capacity overflow on any rank, arguments or cache state differing between ranks.
   /// Cost: copies the local rows once; 3 small collectives.
-  void prefill(const std::vector<std::int64_t>& seq_ids, const TensorView& k_local,
-               const TensorView& v_local, const std::vector<std::int64_t>& positions,
-               std::int64_t S_global);
+  void prefill(const std::vector<std::int64_t>& seq_ids, const TensorView& k_local, const TensorView& v_local,
+               const std::vector<std::int64_t>& positions, std::int64_t S_global);
 
   /// Appends S_new tokens to each sequence (new sequences are created with length 0).
   /// k_new, v_new [B, S_new, H_kv, D] are the SAME on every rank (the model runs replicated over
@@ -102,8 +101,7 @@ class DistKVCache {
   /// Throws (every rank, cache unchanged): Error(InvalidArgument) for a shape / head mismatch, a
   /// repeated id, capacity overflow on any rank, arguments or state differing between ranks.
   /// Cost: copies this rank's share of the new rows; 1 small collective (the agreement), no payload.
-  void append(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new,
-              const TensorView& v_new);
+  void append(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new, const TensorView& v_new);
 
   /// Attention of new query rows over the whole cached sequences: out = softmax(τ·q·Kᵀ)·V.
   /// q [B, S_q, H, D] (any strides, D contiguous), the same on every rank; out [B, S_q, H, D]
@@ -134,15 +132,15 @@ class DistKVCache {
   void remove(std::int64_t seq_id);
 
   bool contains(std::int64_t seq_id) const;
-  std::vector<std::int64_t> sequences() const;                   ///< ids, increasing
-  std::int64_t length(std::int64_t seq_id) const;                 ///< global tokens
-  std::vector<std::int64_t> rank_lengths(std::int64_t seq_id) const;   ///< tokens per rank [P]
+  std::vector<std::int64_t> sequences() const;                        ///< ids, increasing
+  std::int64_t length(std::int64_t seq_id) const;                     ///< global tokens
+  std::vector<std::int64_t> rank_lengths(std::int64_t seq_id) const;  ///< tokens per rank [P]
   /// This rank's cached tokens of a sequence: positions (increasing) and K/V copied out as
   /// [n, H_kv, D] contiguous (for tests and verification; decode never copies).
   std::vector<std::int64_t> local_positions(std::int64_t seq_id) const;
   void local_kv(std::int64_t seq_id, std::vector<float>& k, std::vector<float>& v) const;
-  std::int64_t local_tokens() const;      ///< this rank's tokens over all sequences
-  std::int64_t local_bytes() const;       ///< K/V storage allocated on this rank (bytes, in dtype)
+  std::int64_t local_tokens() const;  ///< this rank's tokens over all sequences
+  std::int64_t local_bytes() const;   ///< K/V storage allocated on this rank (bytes, in dtype)
   const DecodeStats& last_stats() const;
 
   struct Impl;

@@ -2,9 +2,9 @@
 //
 // Owns: the one mask representation every kernel and strategy uses — a union of range slices
 // (q_range × k_range, kind ∈ full / causal / inverse-causal / bi-causal, optional window band),
-// the MagiAttention / LongCA-bench "AttnSlice" IR (arXiv 2510.17896; MagiAttention, arXiv 2505.13211) — plus the
-// flash_attn shorthands `causal` and `window_size=(left, right)`, and builders for the 14 mask
-// types of the Long-Context Attention Benchmark.
+// the MagiAttention / LongCA-bench "AttnSlice" IR (arXiv 2510.17896; MagiAttention, arXiv 2505.13211) — plus
+// the flash_attn shorthands `causal` and `window_size=(left, right)`, and builders for the 14 mask types of
+// the Long-Context Attention Benchmark.
 //
 // Semantics (query position q, key position k, both global, 0-based):
 //   slice s covers q ∈ [q_begin, q_end), k ∈ [k_begin, k_end);
@@ -45,8 +45,19 @@ enum class TileClass : std::uint8_t { Empty, Full, Partial };
 
 /// The 14 mask types of the Long-Context Attention Benchmark (LongCA-bench, arXiv 2510.17896), in its order.
 enum class MaskType : std::uint8_t {
-  Full, Causal, CausalDocument, FullDocument, ShareQuestion, CausalBlockwise, PrefixLmDocument,
-  PrefixLmCausal, QkSparse, HashSparse, SlidingWindow, SlidingWindowCausal, GlobalSlidingWindow,
+  Full,
+  Causal,
+  CausalDocument,
+  FullDocument,
+  ShareQuestion,
+  CausalBlockwise,
+  PrefixLmDocument,
+  PrefixLmCausal,
+  QkSparse,
+  HashSparse,
+  SlidingWindow,
+  SlidingWindowCausal,
+  GlobalSlidingWindow,
   BlockCausalDocument
 };
 inline constexpr int kNumMaskTypes = 14;
@@ -61,13 +72,17 @@ std::vector<MaskType> all_mask_types();
 /// A mask as the user states it: flash_attn shorthands (resolved against the global lengths)
 /// and/or explicit slices. An empty Mask is `full`.
 struct Mask {
-  bool causal = false;                     ///< shorthand: causal over [0,S_q)×[0,S_kv)
-  std::int64_t window_left = -1;           ///< shorthand window, flash_attn window_size[0]
-  std::int64_t window_right = -1;          ///< flash_attn window_size[1]; causal forces 0
-  std::vector<MaskSlice> slices;           ///< explicit IR; when non-empty the shorthands must be unset
+  bool causal = false;             ///< shorthand: causal over [0,S_q)×[0,S_kv)
+  std::int64_t window_left = -1;   ///< shorthand window, flash_attn window_size[0]
+  std::int64_t window_right = -1;  ///< flash_attn window_size[1]; causal forces 0
+  std::vector<MaskSlice> slices;   ///< explicit IR; when non-empty the shorthands must be unset
 
   static Mask full() { return {}; }
-  static Mask causal_mask() { Mask m; m.causal = true; return m; }
+  static Mask causal_mask() {
+    Mask m;
+    m.causal = true;
+    return m;
+  }
   /// flash_attn window_size=(left, right) (−1 = infinite), optionally causal.
   static Mask sliding_window(std::int64_t left, std::int64_t right, bool causal = false);
   static Mask from_slices(std::vector<MaskSlice> slices);
@@ -97,8 +112,8 @@ const std::vector<LengthBin>& benchmark_short_length_bins();
 
 /// How the benchmark's document masks split the sequence into documents.
 enum class DocumentLengths : std::uint8_t {
-  FixedCount,   ///< num_documents ragged segments (lengths ∝ seeded weights uniform in [0.25, 1.75])
-  Drawn,        ///< lengths drawn from length_bins until S is filled (LongCA-bench's generate_seqlens)
+  FixedCount,  ///< num_documents ragged segments (lengths ∝ seeded weights uniform in [0.25, 1.75])
+  Drawn,       ///< lengths drawn from length_bins until S is filled (LongCA-bench's generate_seqlens)
 };
 
 /// Parameters of the benchmark masks; every field has a documented default so that
@@ -108,15 +123,15 @@ enum class DocumentLengths : std::uint8_t {
 struct BenchmarkMaskConfig {
   std::uint64_t seed = 0;
   DocumentLengths document_lengths = DocumentLengths::FixedCount;
-  std::int64_t num_documents = 8;       ///< FixedCount: lengths drawn around S/num_documents
-  std::vector<LengthBin> length_bins;   ///< Drawn: empty → benchmark_short_length_bins()
-  std::int64_t window = 0;              ///< sliding windows: 0 → max(1, S/8)
-  std::int64_t global_tokens = 0;       ///< global_sliding_window: 0 → 2·window (the benchmark kernel's)
-  std::int64_t block = 64;              ///< qk_sparse / hash_sparse / block_causal_document block size
-  double density = 0.25;                ///< qk_sparse: fraction of (q-block, k-block) pairs kept
-  double prefix_fraction = 0.25;        ///< prefix_lm_causal: prefix share of the sequence
-  std::int64_t prefix_length = 0;       ///< prefix_lm_document: one absolute prefix p for every
-                                        ///< document; 0 → seeded draw uniform in [1, |document 0|]
+  std::int64_t num_documents = 8;      ///< FixedCount: lengths drawn around S/num_documents
+  std::vector<LengthBin> length_bins;  ///< Drawn: empty → benchmark_short_length_bins()
+  std::int64_t window = 0;             ///< sliding windows: 0 → max(1, S/8)
+  std::int64_t global_tokens = 0;      ///< global_sliding_window: 0 → 2·window (the benchmark kernel's)
+  std::int64_t block = 64;             ///< qk_sparse / hash_sparse / block_causal_document block size
+  double density = 0.25;               ///< qk_sparse: fraction of (q-block, k-block) pairs kept
+  double prefix_fraction = 0.25;       ///< prefix_lm_causal: prefix share of the sequence
+  std::int64_t prefix_length = 0;      ///< prefix_lm_document: one absolute prefix p for every
+                                       ///< document; 0 → seeded draw uniform in [1, |document 0|]
 };
 
 /// Document boundaries of the benchmark's document masks as offsets (cu[0] = 0, cu.back() =
@@ -126,12 +141,14 @@ struct BenchmarkMaskConfig {
 /// document type of one config shares them (and varlen runs can reuse them as cu_seqlens).
 /// Throws: Error(InvalidArgument) for S_global < 0, num_documents < 1, or bins with lo > hi,
 /// lo < 0, negative weights or no positive weight.
-std::vector<std::int64_t> benchmark_document_offsets(std::int64_t S_global, const BenchmarkMaskConfig& cfg = {});
+std::vector<std::int64_t> benchmark_document_offsets(std::int64_t S_global,
+                                                     const BenchmarkMaskConfig& cfg = {});
 
 /// block_causal_document's documents, as LongCA-bench builds them: consecutive documents of a
 /// seeded number of whole `block`s uniform in [1, 8] (the last cut to the blocks left; a partial
 /// last block when block ∤ S_global). Offsets as benchmark_document_offsets. Throws as it.
-std::vector<std::int64_t> benchmark_block_document_offsets(std::int64_t S_global, const BenchmarkMaskConfig& cfg = {});
+std::vector<std::int64_t> benchmark_block_document_offsets(std::int64_t S_global,
+                                                           const BenchmarkMaskConfig& cfg = {});
 
 /// prefix_lm_document's prefix length p: cfg.prefix_length if > 0, else a seeded draw uniform in
 /// [1, length of the first document] (LongCA-bench's draw; 0 when S_global = 0).

@@ -18,7 +18,7 @@ namespace burst {
 
 enum class LayoutKind : std::uint8_t { Contiguous, Zigzag, Striped, Balanced };
 const char* to_string(LayoutKind kind) noexcept;
-LayoutKind layout_from_string(const std::string& name);   ///< Throws Error(InvalidArgument)
+LayoutKind layout_from_string(const std::string& name);  ///< Throws Error(InvalidArgument)
 
 /// Assignment of the S_global tokens to P ranks. positions[r] is increasing.
 struct SequenceLayout {
@@ -78,29 +78,29 @@ enum class BackwardSide : std::uint8_t { Auto, QuerySide, KvSide };
 /// (docs/strategies.md §usp).
 enum class UspRing : std::uint8_t { Ring, Burst };
 const char* to_string(UspRing r) noexcept;
-UspRing usp_ring_from_string(const std::string& name);   ///< "ring" | "burst"; throws Error(InvalidArgument)
+UspRing usp_ring_from_string(const std::string& name);  ///< "ring" | "burst"; throws Error(InvalidArgument)
 
 const char* to_string(StrategyKind s) noexcept;
-StrategyKind strategy_from_string(const std::string& name);   ///< Throws Error(InvalidArgument)
+StrategyKind strategy_from_string(const std::string& name);  ///< Throws Error(InvalidArgument)
 std::vector<StrategyKind> all_strategies();
 
 struct DistConfig {
   StrategyKind strategy = StrategyKind::Burst;
   LayoutKind layout = LayoutKind::Zigzag;
-  int ulysses_degree = 0;          ///< usp: Ulysses degree u (P = u·r); 0 → largest divisor of P dividing H_kv
-  UspRing usp_ring = UspRing::Ring;   ///< usp: the ring across the Ulysses groups (Burst-USP: Burst)
-  int ranks_per_node = 0;          ///< double ring's L (burst, ring, usp ring=burst); 0 → discovered
-  bool double_ring = true;         ///< burst, ring, usp ring=burst: topology-aware double ring when nodes > 1
+  int ulysses_degree = 0;  ///< usp: Ulysses degree u (P = u·r); 0 → largest divisor of P dividing H_kv
+  UspRing usp_ring = UspRing::Ring;  ///< usp: the ring across the Ulysses groups (Burst-USP: Burst)
+  int ranks_per_node = 0;            ///< double ring's L (burst, ring, usp ring=burst); 0 → discovered
+  bool double_ring = true;  ///< burst, ring, usp ring=burst: topology-aware double ring when nodes > 1
   BackwardSide backward_side = BackwardSide::Auto;
-  bool overlap = true;             ///< double buffering + progress polling between tiles
+  bool overlap = true;  ///< double buffering + progress polling between tiles
   /// burst, ring: mask-aware communication (MagiAttention's zero-redundant communication): when
   /// the mask leaves some (q rank, kv rank) block with no visible pair, a rank receives only the
   /// blocks its mask needs, straight from their owners, and steps nobody needs move nothing
   /// (docs/strategies.md § Mask-aware rings). false: every block circulates the whole ring.
   bool mask_aware = true;
-  int num_threads = 0;             ///< kernel threads per rank; 0 → OpenMP default
+  int num_threads = 0;  ///< kernel threads per rank; 0 → OpenMP default
   std::optional<float> softmax_scale;
-  KernelImpl kernel = KernelImpl::Tiled;   ///< local kernel (Reference: the fp64 oracle, tests)
+  KernelImpl kernel = KernelImpl::Tiled;  ///< local kernel (Reference: the fp64 oracle, tests)
   /// S_global need not split as the layout needs: DistAttention pads the sequence to
   /// padded_length(layout, P, S_global) with tokens at positions ≥ S_global that are masked out
   /// (mask_without_padding); local tensors then hold the padded layout's tokens (S_padded / P
@@ -135,21 +135,21 @@ std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, cons
 
 /// One step of one pass: what every rank computes and sends. Vectors are indexed by rank.
 struct PlanStep {
-  std::string payload;                     ///< what moves, e.g. "K,V" or "Q,dO,delta,lse | dQ"
-  std::string link;                        ///< "intra", "inter", "intra+inter", "collective", "-"
-  std::vector<int> partition;              ///< block (partition) each rank computes on; −1 none
-  std::vector<int> send_to;                ///< main payload destination of each rank; −1 none
-  std::vector<std::int64_t> bytes_sent;    ///< per rank, this step (payload bytes)
-  std::vector<std::int64_t> visible_pairs; ///< per rank, (q, k) pairs per (batch, head) computed
+  std::string payload;                      ///< what moves, e.g. "K,V" or "Q,dO,delta,lse | dQ"
+  std::string link;                         ///< "intra", "inter", "intra+inter", "collective", "-"
+  std::vector<int> partition;               ///< block (partition) each rank computes on; −1 none
+  std::vector<int> send_to;                 ///< main payload destination of each rank; −1 none
+  std::vector<std::int64_t> bytes_sent;     ///< per rank, this step (payload bytes)
+  std::vector<std::int64_t> visible_pairs;  ///< per rank, (q, k) pairs per (batch, head) computed
 };
 
 /// One pass (forward or backward) of a plan.
 struct PassPlan {
-  std::string side;                        ///< backward: "query" or "kv"; forward: "kv"
+  std::string side;  ///< backward: "query" or "kv"; forward: "kv"
   std::vector<PlanStep> steps;
-  std::vector<std::int64_t> bytes_sent;    ///< per rank, whole pass — the counters must equal it
-  std::vector<std::int64_t> visible_pairs; ///< per rank, whole pass
-  std::vector<std::int64_t> peak_buffer_bytes;   ///< per rank bound on comm + working buffers
+  std::vector<std::int64_t> bytes_sent;         ///< per rank, whole pass — the counters must equal it
+  std::vector<std::int64_t> visible_pairs;      ///< per rank, whole pass
+  std::vector<std::int64_t> peak_buffer_bytes;  ///< per rank bound on comm + working buffers
   /// burst, ring: the mask-aware schedule runs (DistConfig::mask_aware and some block empty):
   /// payloads go from owner to reader only where needed; link "direct".
   bool mask_aware = false;

@@ -29,9 +29,7 @@ inline float online_softmax_rescale(float& m, float m_tile) {
 }
 
 /// Final lse of a row from its running state: m + log(l), or −inf when l == 0 (no key seen).
-inline float online_softmax_lse(float m, float l) {
-  return l > 0.0f ? m + std::log(l) : kNegInf;
-}
+inline float online_softmax_lse(float m, float l) { return l > 0.0f ? m + std::log(l) : kNegInf; }
 
 /// Reciprocal used to normalise the accumulator: 1/l, or 0 when l == 0 (so O = 0, never NaN).
 inline float online_softmax_inv_sum(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }
@@ -41,7 +39,9 @@ inline float online_softmax_inv_sum(float l) { return l > 0.0f ? 1.0f / l : 0.0f
 ///   w_a = exp(lse_a − lse), w_b = exp(lse_b − lse).
 /// Both −inf → lse = −inf, w_a = 1, w_b = 0 (O_a, which must be 0, is kept).
 /// Source: docs/algorithm.md §2 "Merge form B" (BurstAttention code path for FlashAttention-2).
-struct MergeWeights { float lse, w_a, w_b; };
+struct MergeWeights {
+  float lse, w_a, w_b;
+};
 inline MergeWeights merge_weights(float lse_a, float lse_b) {
   const float mx = lse_a > lse_b ? lse_a : lse_b;
   if (mx == kNegInf) return {kNegInf, 1.0f, 0.0f};
@@ -59,7 +59,7 @@ void merge_forward(const TensorView& out, const TensorView& lse, const TensorVie
 
 /// Same merge in double precision on plain arrays of `rows` rows of `D` values; the oracle's
 /// and the tests' twin of merge_forward. out/out_part are [rows, D], lse/lse_part [rows].
-void merge_rows_reference(double* out, double* lse, const double* out_part, const double* lse_part,
-                          long rows, long D);
+void merge_rows_reference(double* out, double* lse, const double* out_part, const double* lse_part, long rows,
+                          long D);
 
 }  // namespace burst

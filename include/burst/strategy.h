@@ -29,15 +29,15 @@ namespace burst {
 
 /// Per-pass counters of this rank (reset at the start of each pass).
 struct DistStats {
-  std::int64_t bytes_sent = 0;          ///< payload bytes this rank sent
+  std::int64_t bytes_sent = 0;             ///< payload bytes this rank sent
   std::int64_t bytes_sent_inter_node = 0;  ///< the part of bytes_sent sent to ranks on other nodes
   std::int64_t messages_sent = 0;
-  double seconds = 0;                   ///< wall time of the pass on this rank
-  double compute_seconds = 0;           ///< time inside attention kernels
-  double exposed_comm_seconds = 0;      ///< time blocked waiting for communication
-  std::int64_t visible_pairs = 0;       ///< (q, k) pairs this rank computed (FLOP = 4·D·pairs·H fwd)
-  std::int64_t peak_buffer_bytes = 0;   ///< largest communication/working buffers held at once
-  std::string backward_side;            ///< "query" or "kv" (backward passes)
+  double seconds = 0;                  ///< wall time of the pass on this rank
+  double compute_seconds = 0;          ///< time inside attention kernels
+  double exposed_comm_seconds = 0;     ///< time blocked waiting for communication
+  std::int64_t visible_pairs = 0;      ///< (q, k) pairs this rank computed (FLOP = 4·D·pairs·H fwd)
+  std::int64_t peak_buffer_bytes = 0;  ///< largest communication/working buffers held at once
+  std::string backward_side;           ///< "query" or "kv" (backward passes)
 };
 
 class DistAttention {
@@ -46,8 +46,7 @@ class DistAttention {
   /// Throws (same verdict on all ranks, before any payload moves): Error(InvalidArgument) for
   /// mismatched or invalid arguments, Error(Unsupported) for strategy/mask/layout pairs the
   /// strategy cannot express (e.g. ulysses with H % P ≠ 0).
-  DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
-                const Mask& mask);
+  DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape, const Mask& mask);
   ~DistAttention();
   DistAttention(DistAttention&&) noexcept;
   DistAttention& operator=(DistAttention&&) noexcept;
@@ -63,14 +62,14 @@ class DistAttention {
   /// usp then do not ship it (DeepSpeed returns no lse). ulysses and usp keep the forward's
   /// head-sharded tensors for its backward (DistConfig::saved_contexts).
   /// Collective. Throws as the constructor (shape checks are agreed over ranks first).
-  void forward(const TensorView& q, const TensorView& k, const TensorView& v,
-               const TensorView& out, const TensorView& lse);
+  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const TensorView& lse);
   /// Backward; dq like q, dk, dv like k (overwritten). q, k, v, out, lse are the forward's.
   /// ulysses and usp use a saved context when one matches q, k, v, out on every rank (then lse
   /// may be empty); otherwise lse is required (Error(InvalidArgument) on every rank). Collective.
-  void backward(const TensorView& dout, const TensorView& q, const TensorView& k,
-                const TensorView& v, const TensorView& out, const TensorView& lse,
-                const TensorView& dq, const TensorView& dk, const TensorView& dv);
+  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv);
   const DistStats& last_stats() const;
 
   struct Impl;

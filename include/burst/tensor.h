@@ -45,7 +45,9 @@ inline float bits_float(std::uint32_t x) noexcept {
   std::memcpy(&f, &x, sizeof f);
   return f;
 }
-inline float bf16_to_float(std::uint16_t h) noexcept { return bits_float(static_cast<std::uint32_t>(h) << 16); }
+inline float bf16_to_float(std::uint16_t h) noexcept {
+  return bits_float(static_cast<std::uint32_t>(h) << 16);
+}
 inline std::uint16_t bf16_from_float(float f) noexcept {
   const std::uint32_t x = float_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // quiet NaN
@@ -54,7 +56,8 @@ inline std::uint16_t bf16_from_float(float f) noexcept {
 inline float f16_to_float(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return bits_float(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));  // NaN → quiet (as F16C)
+  if (e == 0x1f)
+    return bits_float(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));  // NaN → quiet (as F16C)
   if (e == 0) {  // zero or subnormal: m · 2^-24, exact in fp32
     const float v = static_cast<float>(m) * 0x1.0p-24f;
     return sign ? -v : v;

@@ -42,8 +42,8 @@ void emit(const MutOperand& dst, std::int64_t b, std::int64_t s, std::int64_t h,
   const auto D = static_cast<std::int64_t>(buf.size());
   const float* old = static_cast<const float*>(dst.data) + element_offset(dst, b, s, h);
   for (std::int64_t d = 0; d < D; ++d)
-    buf[static_cast<std::size_t>(d)] = accumulate ? static_cast<float>(static_cast<Acc>(old[d]) + vals[d])
-                                                  : static_cast<float>(vals[d]);
+    buf[static_cast<std::size_t>(d)] =
+        accumulate ? static_cast<float>(static_cast<Acc>(old[d]) + vals[d]) : static_cast<float>(vals[d]);
   store_row(converters_portable(), dst, b, s, h, static_cast<int>(D), buf.data(), 1.0f, false, buf.data());
 }
 
@@ -58,7 +58,8 @@ void forward_impl(const Problem& p, const ForwardIO& io) {
     std::vector<Acc> score(static_cast<std::size_t>(p.S_kv));
     std::vector<char> seen(static_cast<std::size_t>(p.S_kv));
     std::vector<Acc> acc(static_cast<std::size_t>(D));
-    std::vector<float> qbuf(static_cast<std::size_t>(D)), kbuf(qbuf.size()), vbuf(qbuf.size()), obuf(qbuf.size());
+    std::vector<float> qbuf(static_cast<std::size_t>(D)), kbuf(qbuf.size()), vbuf(qbuf.size()),
+        obuf(qbuf.size());
     for (std::int64_t i = 0; i < p.S_q; ++i) {
       const float* q = row(p.q, b, i, h, qbuf);
       float& lse = io.lse.data[b * io.lse.sb + h * io.lse.sh + i * io.lse.ss];
@@ -112,7 +113,8 @@ void backward_impl(const Problem& p, const BackwardIO& io) {
         std::fill(dq.begin(), dq.end(), Acc{0});
         if (lse_f != -std::numeric_limits<float>::infinity()) {  // −inf rows contribute nothing
           const auto lse = static_cast<Acc>(lse_f);
-          const auto delta = static_cast<Acc>(io.delta.data[b * io.delta.sb + h * io.delta.sh + i * io.delta.ss]);
+          const auto delta =
+              static_cast<Acc>(io.delta.data[b * io.delta.sb + h * io.delta.sh + i * io.delta.ss]);
           for (std::int64_t j = 0; j < S_kv; ++j) {
             if (!p.mask->visible(p.q_pos[i], p.kv_pos[j])) continue;
             const float* k = row(p.k, b, j, hk, kbuf);

@@ -70,13 +70,22 @@ struct ForwardScratch {
   static Slots plan(WorkspacePlan& plan, const Geometry& g, int D, bool bf16) {
     const auto bq = static_cast<std::size_t>(g.bq);
     const std::int64_t D2 = D + (D & 1);
-    return {plan.add(bq * static_cast<std::size_t>(D)), plan.add(bq * static_cast<std::size_t>(g.bkv)),
-            plan.add(bq * static_cast<std::size_t>(g.Dp)), plan.add(bq), plan.add(bq),
-            plan.add(bf16 ? tiled::bf16_floats(g.bq * D2) : 0), plan.add(bf16 ? tiled::bf16_floats(g.bq * g.bkv) : 0)};
+    return {plan.add(bq * static_cast<std::size_t>(D)),
+            plan.add(bq * static_cast<std::size_t>(g.bkv)),
+            plan.add(bq * static_cast<std::size_t>(g.Dp)),
+            plan.add(bq),
+            plan.add(bq),
+            plan.add(bf16 ? tiled::bf16_floats(g.bq * D2) : 0),
+            plan.add(bf16 ? tiled::bf16_floats(g.bq * g.bkv) : 0)};
   }
   ForwardScratch(float* base, const Slots& s_)
-      : q(slice(base, s_.q)), s(slice(base, s_.s)), o(slice(base, s_.o)), m(slice(base, s_.m)),
-        l(slice(base, s_.l)), q16(slice(base, s_.q16)), p16(slice(base, s_.p16)) {}
+      : q(slice(base, s_.q)),
+        s(slice(base, s_.s)),
+        o(slice(base, s_.o)),
+        m(slice(base, s_.m)),
+        l(slice(base, s_.l)),
+        q16(slice(base, s_.q16)),
+        p16(slice(base, s_.p16)) {}
 };
 
 void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx) {
@@ -130,8 +139,8 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
 
     float* S = w.s.data();
     if (bf16)
-      mk.gemm_bf16(tiled::as_bf16(w.q16), D2, packs.kt16 + (pack_base + t) * packs.kt16_tile, 2 * bkv, S, bkv, nr,
-                   bkv, D2, false, c2);
+      mk.gemm_bf16(tiled::as_bf16(w.q16), D2, packs.kt16 + (pack_base + t) * packs.kt16_tile, 2 * bkv, S, bkv,
+                   nr, bkv, D2, false, c2);
     else
       mk.gemm(w.q.data(), D, packs.kt_panel(g, b, hk, p.H_kv, t), bkv, S, bkv, nr, bkv, D, false);
     if (cls == TileClass::Partial) {
@@ -140,7 +149,8 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
                          S + static_cast<std::int64_t>(r) * bkv, 1);
     } else if (nc < bkv) {
       for (int r = 0; r < nr; ++r)
-        std::fill(S + static_cast<std::int64_t>(r) * bkv + nc, S + static_cast<std::int64_t>(r + 1) * bkv, kNegInf);
+        std::fill(S + static_cast<std::int64_t>(r) * bkv + nc, S + static_cast<std::int64_t>(r + 1) * bkv,
+                  kNegInf);
     }
     for (int r = 0; r < nr; ++r) {
       float* srow = S + static_cast<std::int64_t>(r) * bkv;
@@ -209,7 +219,8 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   const WorkspaceSlot kt16_slot = plan.add(tiled::bf16_floats(n_pack * packs.kt16_tile));
   const WorkspaceSlot v16_slot = plan.add(tiled::bf16_floats(n_pack * packs.v16_tile));
   std::vector<ForwardScratch::Slots> slots;
-  for (int t = 0; t < p.num_threads; ++t) slots.push_back(ForwardScratch::plan(plan, g, static_cast<int>(p.D), bf16));
+  for (int t = 0; t < p.num_threads; ++t)
+    slots.push_back(ForwardScratch::plan(plan, g, static_cast<int>(p.D), bf16));
   float* base = thread_workspace(plan.floats());
   packs.kt = slice(base, kt_slot);
   packs.v = slice(base, v_slot);
@@ -230,8 +241,8 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
     ForwardScratch& w = scratch[static_cast<std::size_t>(omp_get_thread_num())];
     const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;
     if (progress) (*p.progress)();  // at least once per call, even if thread 0 gets no item
-    // Dynamic: causal-like masks make late q-tiles heavier; items run last tile first so the
-    // longest work starts early. The schedule never changes results (items are independent).
+      // Dynamic: causal-like masks make late q-tiles heavier; items run last tile first so the
+      // longest work starts early. The schedule never changes results (items are independent).
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t idx = 0; idx < n_items; ++idx) {
       const std::int64_t qt = g.n_qt - 1 - idx % g.n_qt, bh = idx / g.n_qt;

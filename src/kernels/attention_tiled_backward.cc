@@ -87,17 +87,20 @@ struct BackwardScratch {
     const auto Dp = static_cast<std::size_t>(g.Dp), Dn = static_cast<std::size_t>(D);
     const auto rows = static_cast<std::size_t>(chunk_rows);
     const std::size_t h = bf16 ? 1 : 0, D2 = Dn + (Dn & 1);  // bf16 arrays: n/2 floats
-    //                   qt       qp       dot      dop      shift delta dqt      dq       st         dpt        dk         dv
-    const std::size_t n[kArrays] = {Dn * bq, bq * Dp, Dn * bq, bq * Dp, bq, bq, Dn * bq, bq * Dp, bkv * bq, bkv * bq, rows * Dp, rows * Dp,
-    //                   qt2          dot2         qp2          dop2         p16           ds2
-                                    h * D2 * bq / 2, h * D2 * bq / 2, h * bq * Dp / 2, h * bq * Dp / 2, h * bkv * bq / 2, h * bkv * bq / 2};
+    //                   qt       qp       dot      dop      shift delta dqt      dq       st         dpt dk
+    //                   dv
+    const std::size_t n[kArrays] = {Dn * bq, bq * Dp, Dn * bq, bq * Dp, bq, bq, Dn * bq, bq * Dp, bkv * bq,
+                                    bkv * bq, rows * Dp, rows * Dp,
+                                    //                   qt2          dot2         qp2          dop2 p16 ds2
+                                    h * D2 * bq / 2, h * D2 * bq / 2, h * bq * Dp / 2, h * bq * Dp / 2,
+                                    h * bkv * bq / 2, h * bkv * bq / 2};
     Slots slots;
     for (std::size_t i = 0; i < kArrays; ++i) slots[i] = plan.add(n[i]);
     return slots;
   }
   BackwardScratch(float* base, const Slots& slots) {
-    std::span<float>* arrays[kArrays] = {&qt, &qp, &dot, &dop, &shift, &delta, &dqt, &dq, &st, &dpt, &dk, &dv,
-                                         &qt2, &dot2, &qp2, &dop2, &p16, &ds2};
+    std::span<float>* arrays[kArrays] = {&qt,  &qp, &dot, &dop, &shift, &delta, &dqt,  &dq,  &st,
+                                         &dpt, &dk, &dv,  &qt2, &dot2,  &qp2,   &dop2, &p16, &ds2};
     for (std::size_t i = 0; i < kArrays; ++i) *arrays[i] = slice(base, slots[i]);
   }
 };
@@ -112,7 +115,7 @@ struct Context {
   const float* kpack;  // [B][H_kv][n_kt][bkv][Dp]
   const float* vpack;
   const float* ktpack;  // [B][H_kv][n_kt][D][bkv]
-  float* partial;      // [n_chunks][B][H][S_q][Dp] when n_chunks > 1
+  float* partial;       // [n_chunks][B][H][S_q][Dp] when n_chunks > 1
   std::int64_t tile_elems;
   // bf16 path only (else null): K, V rows [bkv][D2] and Kᵀ rows [D][bkv] per tile, in bf16.
   const std::uint16_t* k16 = nullptr;
@@ -131,8 +134,8 @@ void write_rows(const Converters& cv, const MutOperand& dst, std::int64_t b, std
 }
 
 // Packs the q-side operands of (b, h, q tile at i0 with nr rows) into the scratch.
-void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t h,
-                 std::int64_t i0, int nr) {
+void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t h, std::int64_t i0,
+                 int nr) {
   const Problem& p = cx.p;
   const int D = static_cast<int>(p.D), bq = cx.g.bq, Dp = cx.g.Dp;
   tiled::pack_transposed(cx.cv, p.q, b, h, i0, nr, D, bq, w.qt.data());
@@ -174,23 +177,24 @@ void tile_pair_bf16(const Context& cx, BackwardScratch& w, std::int64_t panel, T
 
   mk.gemm_bf16(K, D2, tiled::as_bf16(w.qt2), 2 * bq, st, bq, nc, bq, D2, false, 1.0f);  // Sᵀ [nc × bq]
   if (cls == TileClass::Partial) {
-    for (int c = 0; c < nr; ++c) tiled::mask_line(*p.mask, p.q_pos[i0 + c], p.kv_pos + j0, nc, nc, st + c, bq);
+    for (int c = 0; c < nr; ++c)
+      tiled::mask_line(*p.mask, p.q_pos[i0 + c], p.kv_pos + j0, nc, nc, st + c, bq);
   }
-  mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, w.shift.data());                         // Pᵀ (fp32)
+  mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, w.shift.data());  // Pᵀ (fp32)
   mk.gemm_bf16(V, D2, tiled::as_bf16(w.dot2), 2 * bq, w.dpt.data(), bq, nc, bq, D2, false, 1.0f);  // dPᵀ
   mk.narrow_rows_bf16(st, bq, P16, bq, nc, bq);
-  mk.gemm_bf16(P16, bq, tiled::as_bf16(w.dop2), 2 * Dp, dv, Dp, nc, Dp, nr2, true, 1.0f);       // dV += Pᵀ·dO
-  mk.dscores_t(st, w.dpt.data(), bq, nc, bq, w.delta.data());                                  // dSᵀ (fp32)
+  mk.gemm_bf16(P16, bq, tiled::as_bf16(w.dop2), 2 * Dp, dv, Dp, nc, Dp, nr2, true, 1.0f);  // dV += Pᵀ·dO
+  mk.dscores_t(st, w.dpt.data(), bq, nc, bq, w.delta.data());                              // dSᵀ (fp32)
   mk.narrow_rows_bf16(st, bq, P16, bq, nc, bq);
-  mk.gemm_bf16(P16, bq, tiled::as_bf16(w.qp2), 2 * Dp, dk, Dp, nc, Dp, nr2, true, 1.0f);        // dK += dSᵀ·Q
+  mk.gemm_bf16(P16, bq, tiled::as_bf16(w.qp2), 2 * Dp, dk, Dp, nc, Dp, nr2, true, 1.0f);  // dK += dSᵀ·Q
   mk.pack_pairs_bf16(st, bq, dS2, 2 * bq, nc, bq);
-  mk.gemm_bf16(KT, bkv, dS2, 2 * bq, w.dqt.data(), bq, D, bq, nc2, true, 1.0f);                 // dQᵀ += Kᵀ·dSᵀ
+  mk.gemm_bf16(KT, bkv, dS2, 2 * bq, w.dqt.data(), bq, D, bq, nc2, true, 1.0f);  // dQᵀ += Kᵀ·dSᵀ
 }
 
 // All five products of one (kv tile t, q tile) pair; accumulates into w.dk/w.dv rows of tile t
 // and into w.dqt (dQᵀ).
-void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk,
-               std::int64_t kt0, std::int64_t t, TileClass cls, std::int64_t i0, int nr) {
+void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk, std::int64_t kt0,
+               std::int64_t t, TileClass cls, std::int64_t i0, int nr) {
   const Problem& p = cx.p;
   const Microkernels& mk = cx.mk;
   const int D = static_cast<int>(p.D), bq = cx.g.bq, bkv = cx.g.bkv, Dp = cx.g.Dp;
@@ -210,7 +214,8 @@ void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64
 
   mk.gemm(K, Dp, w.qt.data(), bq, st, bq, nc, bq, D, false);  // Sᵀ [nc × bq]
   if (cls == TileClass::Partial) {
-    for (int c = 0; c < nr; ++c) tiled::mask_line(*p.mask, p.q_pos[i0 + c], p.kv_pos + j0, nc, nc, st + c, bq);
+    for (int c = 0; c < nr; ++c)
+      tiled::mask_line(*p.mask, p.q_pos[i0 + c], p.kv_pos + j0, nc, nc, st + c, bq);
   }
   mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, w.shift.data());   // Pᵀ
   mk.gemm(V, Dp, w.dot.data(), bq, w.dpt.data(), bq, nc, bq, D, false);  // dPᵀ
@@ -220,8 +225,8 @@ void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64
   mk.gemm(KT, bkv, st, bq, w.dqt.data(), bq, D, bq, nc, true);           // dQᵀ += Kᵀ·dSᵀ
 }
 
-void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk,
-                   std::int64_t chunk, bool call_progress) {
+void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk, std::int64_t chunk,
+                   bool call_progress) {
   const Problem& p = cx.p;
   const Geometry& g = cx.g;
   const int D = static_cast<int>(p.D), Dp = g.Dp;
@@ -320,10 +325,13 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   const WorkspaceSlot v16_slot = plan.add(tiled::bf16_floats(n_pack * kv16_tile));
   const WorkspaceSlot kt16_slot = plan.add(tiled::bf16_floats(n_pack * kt16_tile));
   std::vector<BackwardScratch::Slots> slots;
-  for (int t = 0; t < p.num_threads; ++t) slots.push_back(BackwardScratch::plan(plan, g, D, chunk_rows, bf16));
+  for (int t = 0; t < p.num_threads; ++t)
+    slots.push_back(BackwardScratch::plan(plan, g, D, chunk_rows, bf16));
   float* base = thread_workspace(plan.floats());
-  const std::span<float> kpack = slice(base, k_slot), vpack = slice(base, v_slot), ktpack = slice(base, kt_slot);
-  Context cx{p, io, mk, converters(p.isa), g, ch, kpack.data(), vpack.data(), ktpack.data(), slice(base, partial_slot).data(),
+  const std::span<float> kpack = slice(base, k_slot), vpack = slice(base, v_slot),
+                         ktpack = slice(base, kt_slot);
+  Context cx{p,         io,           mk,           converters(p.isa), g,
+             ch,        kpack.data(), vpack.data(), ktpack.data(),     slice(base, partial_slot).data(),
              tile_elems};
   std::uint16_t* k16 = bf16 ? tiled::as_bf16(slice(base, k16_slot)) : nullptr;
   std::uint16_t* v16 = bf16 ? tiled::as_bf16(slice(base, v16_slot)) : nullptr;
@@ -347,13 +355,17 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
       const std::int64_t t = idx % g.n_kt, bh = idx / g.n_kt;
       const std::int64_t j0 = t * g.bkv;
       const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
-      tiled::pack_rows(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, kpack.data() + idx * tile_elems);
-      tiled::pack_rows(cx.cv, p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv, vpack.data() + idx * tile_elems);
-      tiled::pack_transposed(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.bkv, ktpack.data() + idx * p.D * g.bkv);
+      tiled::pack_rows(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv,
+                       kpack.data() + idx * tile_elems);
+      tiled::pack_rows(cx.cv, p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv,
+                       vpack.data() + idx * tile_elems);
+      tiled::pack_transposed(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.bkv,
+                             ktpack.data() + idx * p.D * g.bkv);
       if (bf16) {  // exact: the fp32 packs hold widened bf16
         mk.narrow_rows_bf16(kpack.data() + idx * tile_elems, g.Dp, k16 + idx * kv16_tile, D2, g.bkv, D);
         mk.narrow_rows_bf16(vpack.data() + idx * tile_elems, g.Dp, v16 + idx * kv16_tile, D2, g.bkv, D);
-        mk.narrow_rows_bf16(ktpack.data() + idx * p.D * g.bkv, g.bkv, kt16 + idx * kt16_tile, g.bkv, D, g.bkv);
+        mk.narrow_rows_bf16(ktpack.data() + idx * p.D * g.bkv, g.bkv, kt16 + idx * kt16_tile, g.bkv, D,
+                            g.bkv);
       }
     }
     BackwardScratch& w = scratch[static_cast<std::size_t>(omp_get_thread_num())];

@@ -35,7 +35,7 @@ struct Converters {
 /// The table for a resolved ISA (every SIMD ISA shares the AVX2+F16C table). Immutable.
 const Converters& converters(Isa isa);
 const Converters& converters_portable();
-const Converters& converters_avx2();   ///< precondition: the CPU has AVX2 and F16C
+const Converters& converters_avx2();  ///< precondition: the CPU has AVX2 and F16C
 
 inline std::int64_t element_offset(const Operand& o, std::int64_t b, std::int64_t s, std::int64_t h) {
   return b * o.sb + s * o.ss + h * o.sh;
@@ -75,8 +75,10 @@ inline void store_row(const Converters& cv, const MutOperand& dst, std::int64_t 
   }
   for (int j = 0; j < D; ++j) tmp[j] = mul * src[j];
   auto* d = static_cast<std::uint16_t*>(dst.data) + off;
-  if (dst.dtype == DType::BF16) cv.narrow_bf16(tmp, d, D);
-  else cv.narrow_f16(tmp, d, D);
+  if (dst.dtype == DType::BF16)
+    cv.narrow_bf16(tmp, d, D);
+  else
+    cv.narrow_f16(tmp, d, D);
 }
 
 }  // namespace burst::kernels

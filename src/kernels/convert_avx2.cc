@@ -47,8 +47,9 @@ void narrow_bf16(const float* src, std::uint16_t* dst, std::int64_t n) {
 void narrow_f16(const float* src, std::uint16_t* dst, std::int64_t n) {
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(dst + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   if (i < n) converters_portable().narrow_f16(src + i, dst + i, n - i);
 }
 

@@ -33,8 +33,8 @@ float element(const void* data, DType dtype, std::int64_t i) {
 }  // namespace
 
 void decode_chunk_store(void* chunk_data, DType dtype, std::int64_t C, std::int64_t H_kv, std::int64_t D,
-                        std::int64_t Dp, std::int64_t t, const float* k, const float* v,
-                        std::int64_t k_hs, std::int64_t v_hs) {
+                        std::int64_t Dp, std::int64_t t, const float* k, const float* v, std::int64_t k_hs,
+                        std::int64_t v_hs) {
   for (std::int64_t g = 0; g < H_kv; ++g) {
     const std::int64_t head = g * decode_chunk_head_floats(C, D, Dp);
     const float* kr = k + g * k_hs;
@@ -66,7 +66,7 @@ void decode_chunk_tiled(const DecodeQuery& dq, const DecodeChunk& chunk, float* 
                         DecodeScratch& w) {
   const Microkernels& mk = microkernels(dq.isa);
   const std::int64_t G = dq.H / dq.H_kv, D = dq.D, Dp = dq.Dp, C = chunk.capacity;
-  const int m = static_cast<int>(G * dq.S_q);   // rows of one KV head: r = i·G + j
+  const int m = static_cast<int>(G * dq.S_q);  // rows of one KV head: r = i·G + j
   const std::int64_t panels = (chunk.count + kDecodePanel - 1) / kDecodePanel;
   const std::int64_t Cp = panels * kDecodePanel;
   w.q.resize(static_cast<std::size_t>(m * D));
@@ -74,7 +74,7 @@ void decode_chunk_tiled(const DecodeQuery& dq, const DecodeChunk& chunk, float* 
   w.o.resize(static_cast<std::size_t>(m * Dp));
   w.inv.resize(static_cast<std::size_t>(m));
   std::vector<float>& inv = w.inv;
-  const float c2 = dq.scale * tiled::kLog2e;   // scores in base 2: exp2 is the only transcendental
+  const float c2 = dq.scale * tiled::kLog2e;  // scores in base 2: exp2 is the only transcendental
   const bool bf16 = chunk.dtype == DType::BF16;
   const Converters& cv = converters(dq.isa);
   if (bf16) w.wide.resize(static_cast<std::size_t>(kDecodePanel * std::max(D, Dp)));
@@ -90,7 +90,7 @@ void decode_chunk_tiled(const DecodeQuery& dq, const DecodeChunk& chunk, float* 
       }
     for (std::int64_t p = 0; p < panels; ++p) {
       const float* panel = bf16 ? w.wide.data() : head + p * D * kDecodePanel;
-      if (bf16) cv.widen_bf16(head16 + p * D * kDecodePanel, w.wide.data(), D * kDecodePanel);   // into L1
+      if (bf16) cv.widen_bf16(head16 + p * D * kDecodePanel, w.wide.data(), D * kDecodePanel);  // into L1
       mk.gemm(w.q.data(), D, panel, kDecodePanel, w.s.data() + p * kDecodePanel, Cp, m, kDecodePanel,
               static_cast<int>(D), false);
     }
@@ -100,7 +100,7 @@ void decode_chunk_tiled(const DecodeQuery& dq, const DecodeChunk& chunk, float* 
       std::fill(srow + visible_count(chunk, dq.q_pos, i), srow + Cp, kNegInf);
       const float mx = mk.row_max(srow, static_cast<int>(Cp));
       float& row_lse = lse[h * dq.S_q + i];
-      if (mx == kNegInf) {   // nothing visible in this chunk: P = 0 so the P·V GEMM adds nothing
+      if (mx == kNegInf) {  // nothing visible in this chunk: P = 0 so the P·V GEMM adds nothing
         std::fill(srow, srow + Cp, 0.0f);
         row_lse = kNegInf;
         inv[static_cast<std::size_t>(r)] = 0.0f;
@@ -113,12 +113,12 @@ void decode_chunk_tiled(const DecodeQuery& dq, const DecodeChunk& chunk, float* 
     if (!bf16) {
       mk.gemm(w.s.data(), Cp, head + C * D, Dp, w.o.data(), Dp, m, static_cast<int>(Dp),
               static_cast<int>(chunk.count), false);
-    } else {   // V in blocks of 64 rows [64][Dp], widened into L1, accumulated
+    } else {  // V in blocks of 64 rows [64][Dp], widened into L1, accumulated
       for (std::int64_t t0 = 0; t0 < chunk.count; t0 += kDecodePanel) {
         const std::int64_t n = std::min<std::int64_t>(kDecodePanel, chunk.count - t0);
         cv.widen_bf16(head16 + C * D + t0 * Dp, w.wide.data(), n * Dp);
-        mk.gemm(w.s.data() + t0, Cp, w.wide.data(), Dp, w.o.data(), Dp, m, static_cast<int>(Dp), static_cast<int>(n),
-                t0 > 0);
+        mk.gemm(w.s.data() + t0, Cp, w.wide.data(), Dp, w.o.data(), Dp, m, static_cast<int>(Dp),
+                static_cast<int>(n), t0 > 0);
       }
     }
     for (int r = 0; r < m; ++r) {
@@ -154,7 +154,8 @@ void decode_chunk_reference(const DecodeQuery& dq, const DecodeChunk& chunk, flo
         for (std::int64_t d = 0; d < D; ++d) o[static_cast<std::size_t>(d)] += p * at(C * D + t * Dp + d);
       }
       float* dst = out + (i * dq.H + h) * D;
-      for (std::int64_t d = 0; d < D; ++d) dst[d] = n > 0 ? static_cast<float>(o[static_cast<std::size_t>(d)] / sum) : 0.0f;
+      for (std::int64_t d = 0; d < D; ++d)
+        dst[d] = n > 0 ? static_cast<float>(o[static_cast<std::size_t>(d)] / sum) : 0.0f;
       lse[h * dq.S_q + i] = n > 0 ? static_cast<float>(mx + std::log(sum)) : kNegInf;
     }
   }

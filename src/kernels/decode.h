@@ -22,8 +22,8 @@
 
 namespace burst::kernels {
 
-inline constexpr int kDecodePanel = 64;   ///< Kᵀ panel width (tokens): a multiple of every vector width
-inline constexpr int kDecodeMaxWidth = 16;   ///< rows of V are padded to a multiple of this
+inline constexpr int kDecodePanel = 64;     ///< Kᵀ panel width (tokens): a multiple of every vector width
+inline constexpr int kDecodeMaxWidth = 16;  ///< rows of V are padded to a multiple of this
 
 /// Elements of one chunk per KV head: Kᵀ (C·D) then V (C·Dp).
 inline std::int64_t decode_chunk_head_floats(std::int64_t C, std::int64_t D, std::int64_t Dp) {
@@ -32,20 +32,20 @@ inline std::int64_t decode_chunk_head_floats(std::int64_t C, std::int64_t D, std
 
 /// One chunk, read-only (the cache owns the memory).
 struct DecodeChunk {
-  const void* data = nullptr;            ///< H_kv blocks of decode_chunk_head_floats elements
-  DType dtype = DType::F32;              ///< F32 or BF16
-  const std::int64_t* pos = nullptr;     ///< [count] global positions, increasing
-  std::int64_t capacity = 0;             ///< C, a multiple of kDecodePanel
-  std::int64_t count = 0;                ///< tokens in use (1..C)
+  const void* data = nullptr;         ///< H_kv blocks of decode_chunk_head_floats elements
+  DType dtype = DType::F32;           ///< F32 or BF16
+  const std::int64_t* pos = nullptr;  ///< [count] global positions, increasing
+  std::int64_t capacity = 0;          ///< C, a multiple of kDecodePanel
+  std::int64_t count = 0;             ///< tokens in use (1..C)
 };
 
 /// The query side of one sequence for one call.
 struct DecodeQuery {
   std::int64_t S_q = 0, H = 0, H_kv = 0, D = 0, Dp = 0;
-  const float* q = nullptr;              ///< [S_q, H, D] contiguous
-  const std::int64_t* q_pos = nullptr;   ///< [S_q] (causal) or nullptr (every key visible)
+  const float* q = nullptr;             ///< [S_q, H, D] contiguous
+  const std::int64_t* q_pos = nullptr;  ///< [S_q] (causal) or nullptr (every key visible)
   float scale = 1.0f;
-  Isa isa = Isa::Portable;               ///< resolved
+  Isa isa = Isa::Portable;  ///< resolved
 };
 
 /// Per-thread scratch of the Tiled twin (grown on demand, reused across chunks).
@@ -61,8 +61,8 @@ void decode_chunk_reference(const DecodeQuery& dq, const DecodeChunk& chunk, flo
 /// Stores token `t` (0 ≤ t < C) of a chunk from fp32 k, v rows [H_kv, D] (head stride hs, D
 /// contiguous), rounded to nearest even for a BF16 chunk.
 void decode_chunk_store(void* chunk_data, DType dtype, std::int64_t C, std::int64_t H_kv, std::int64_t D,
-                        std::int64_t Dp, std::int64_t t, const float* k, const float* v,
-                        std::int64_t k_hs, std::int64_t v_hs);
+                        std::int64_t Dp, std::int64_t t, const float* k, const float* v, std::int64_t k_hs,
+                        std::int64_t v_hs);
 /// Reads token `t` back (widened) into k, v [H_kv, D] contiguous.
 void decode_chunk_load(const void* chunk_data, DType dtype, std::int64_t C, std::int64_t H_kv, std::int64_t D,
                        std::int64_t Dp, std::int64_t t, float* k, float* v);

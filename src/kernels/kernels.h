@@ -41,12 +41,12 @@ struct Problem {
   std::int64_t B = 0, S_q = 0, S_kv = 0, H = 0, H_kv = 0, D = 0;
   Operand q, k, v;
   float scale = 1.0f;
-  const ResolvedMask* mask = nullptr;   ///< never null
-  const std::int64_t* q_pos = nullptr;  ///< [S_q] strictly increasing global positions
-  const std::int64_t* kv_pos = nullptr; ///< [S_kv]
-  int num_threads = 1;                  ///< ≥ 1
-  int block_q = 0, block_kv = 0;        ///< 0 → kernel default
-  Isa isa = Isa::Portable;              ///< resolved (never Auto)
+  const ResolvedMask* mask = nullptr;               ///< never null
+  const std::int64_t* q_pos = nullptr;              ///< [S_q] strictly increasing global positions
+  const std::int64_t* kv_pos = nullptr;             ///< [S_kv]
+  int num_threads = 1;                              ///< ≥ 1
+  int block_q = 0, block_kv = 0;                    ///< 0 → kernel default
+  Isa isa = Isa::Portable;                          ///< resolved (never Auto)
   const std::function<void()>* progress = nullptr;  ///< may be null; call on thread 0 only
 };
 
@@ -56,11 +56,11 @@ struct ForwardIO {
 };
 
 struct BackwardIO {
-  Operand dout;          ///< [B,S_q,H,D]
-  RowOperand lse;        ///< final lse of the rows
-  RowOperand delta;      ///< rowsum(dout ∘ out)
-  MutOperand dq;         ///< [B,S_q,H,D]
-  MutOperand dk, dv;     ///< [B,S_kv,H_kv,D]
+  Operand dout;             ///< [B,S_q,H,D]
+  RowOperand lse;           ///< final lse of the rows
+  RowOperand delta;         ///< rowsum(dout ∘ out)
+  MutOperand dq;            ///< [B,S_q,H,D]
+  MutOperand dk, dv;        ///< [B,S_kv,H_kv,D]
   bool accumulate = false;  ///< add into dq/dk/dv instead of overwriting (F32 outputs only)
 };
 

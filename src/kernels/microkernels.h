@@ -27,8 +27,8 @@ struct Microkernels {
   /// C[M×N] (+)= A[M×K] · B[K×N]. A is read element-wise (row r at A + r·lda), B and C by rows.
   /// N must be a multiple of `width`; M, K ≥ 0 arbitrary. accumulate=false overwrites C.
   /// Register-blocked: rows × vectors (AVX-512 6×4 zmm, AVX2 6×2 ymm), A broadcast, B streamed.
-  void (*gemm)(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float* C,
-               std::int64_t ldc, int M, int N, int K, bool accumulate) = nullptr;
+  void (*gemm)(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float* C, std::int64_t ldc,
+               int M, int N, int K, bool accumulate) = nullptr;
 
   /// max_j x[j] over n values (n a multiple of width); −inf for an all −inf row.
   float (*row_max)(const float* x, int n) = nullptr;
@@ -76,8 +76,8 @@ struct Microkernels {
 
   /// dst[r][c] = bf16(src[r][c]) (round to nearest even) for rows × cols, and dst[r][cols] = 0
   /// when cols is odd (so the row is whole pairs). Row strides lds (floats), ldd (bf16 elements).
-  void (*narrow_rows_bf16)(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd,
-                           int rows, int cols) = nullptr;
+  void (*narrow_rows_bf16)(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd, int rows,
+                           int cols) = nullptr;
 
   /// Pair-packs fp32 rows src[k][n] (K rows, N a multiple of `width`, stride lds) as bf16:
   /// dst[kk·ldd + 2n + e] = bf16(src[2kk+e][n]), with row K taken as zeros when K is odd.

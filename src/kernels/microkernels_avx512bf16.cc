@@ -64,8 +64,8 @@ void gemm_block(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* B
 }
 
 template <int R>
-void gemm_rows(int nv, const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb, float* C,
-               std::int64_t ldc, int K, bool accumulate, float alpha) {
+void gemm_rows(int nv, const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb,
+               float* C, std::int64_t ldc, int K, bool accumulate, float alpha) {
   switch (nv) {
     case 1: gemm_block<R, 1>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
     case 2: gemm_block<R, 2>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
@@ -96,9 +96,12 @@ void gemm_bf16(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp
   }
 }
 
-inline __mmask16 first_lanes(int n) { return n >= kW ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+inline __mmask16 first_lanes(int n) {
+  return n >= kW ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
 
-void narrow_rows_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd, int rows, int cols) {
+void narrow_rows_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd, int rows,
+                      int cols) {
   const int even = cols + (cols & 1);
   for (int r = 0; r < rows; ++r) {
     const float* s = src + r * lds;
@@ -117,10 +120,12 @@ void pack_pairs_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std
     const float* r1 = 2 * kk + 1 < K ? r0 + lds : nullptr;
     std::uint16_t* d = dst + kk * ldd;
     for (int n = 0; n < N; n += kW) {
-      const __m512i lo = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(r0 + n))));
+      const __m512i lo =
+          _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(r0 + n))));
       __m512i pair = lo;
       if (r1 != nullptr) {
-        const __m512i hi = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(r1 + n))));
+        const __m512i hi =
+            _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(r1 + n))));
         pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
       }
       _mm512_storeu_si512(d + 2 * n, pair);

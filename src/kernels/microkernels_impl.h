@@ -66,13 +66,17 @@ void gemm_rows(int nv, const float* A, std::int64_t lda, const float* B, std::in
   switch (nv) {
     case 1: gemm_block<R, 1>(A, lda, B, ldb, C, ldc, K, accumulate); break;
     case 2: gemm_block<R, 2>(A, lda, B, ldb, C, ldc, K, accumulate); break;
-    case 3: if constexpr (VecT::kMaxNV >= 3) gemm_block<R, 3>(A, lda, B, ldb, C, ldc, K, accumulate); break;
-    default: if constexpr (VecT::kMaxNV >= 4) gemm_block<R, 4>(A, lda, B, ldb, C, ldc, K, accumulate); break;
+    case 3:
+      if constexpr (VecT::kMaxNV >= 3) gemm_block<R, 3>(A, lda, B, ldb, C, ldc, K, accumulate);
+      break;
+    default:
+      if constexpr (VecT::kMaxNV >= 4) gemm_block<R, 4>(A, lda, B, ldb, C, ldc, K, accumulate);
+      break;
   }
 }
 
-void gemm(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float* C,
-          std::int64_t ldc, int M, int N, int K, bool accumulate) {
+void gemm(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float* C, std::int64_t ldc,
+          int M, int N, int K, bool accumulate) {
   constexpr int W = VecT::W;
   const int nv_total = N / W;
   for (int v0 = 0; v0 < nv_total; v0 += VecT::kMaxNV) {
@@ -87,8 +91,12 @@ void gemm(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, fl
         case 2: gemm_rows<2>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
         case 3: gemm_rows<3>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
         case 4: gemm_rows<4>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
-        case 5: if constexpr (VecT::kMaxR >= 5) gemm_rows<5>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
-        default: if constexpr (VecT::kMaxR >= 6) gemm_rows<6>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
+        case 5:
+          if constexpr (VecT::kMaxR >= 5) gemm_rows<5>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate);
+          break;
+        default:
+          if constexpr (VecT::kMaxR >= 6) gemm_rows<6>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate);
+          break;
       }
     }
   }

@@ -26,14 +26,13 @@ inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1
 /// Tile sizes and padded widths of one call. Tiles are multiples of the vector width so every
 /// padded row is whole vectors.
 struct Geometry {
-  int bq = 0, bkv = 0;       ///< q-tile and kv-tile rows
-  int Dp = 0;                ///< D rounded up to the vector width
+  int bq = 0, bkv = 0;  ///< q-tile and kv-tile rows
+  int Dp = 0;           ///< D rounded up to the vector width
   std::int64_t n_qt = 0, n_kt = 0;
-  int G = 1;                 ///< query heads per KV head (GQA group)
+  int G = 1;  ///< query heads per KV head (GQA group)
 };
 
-inline Geometry make_geometry(const Problem& p, const Microkernels& mk, int default_bq,
-                              int default_bkv) {
+inline Geometry make_geometry(const Problem& p, const Microkernels& mk, int default_bq, int default_bkv) {
   Geometry g;
   const int w = mk.width;
   g.bq = static_cast<int>(round_up(p.block_q > 0 ? p.block_q : default_bq, w));
@@ -60,8 +59,8 @@ inline std::size_t bf16_floats(std::int64_t n) { return static_cast<std::size_t>
 
 /// Packs one kv tile of (b, kv-head hk) as fp32 rows [bkv][Dp], zero padded (V for O += P·V; K
 /// and V for the backward products), widening 16-bit storage. dst holds bkv·Dp floats.
-inline void pack_rows(const Converters& cv, const Operand& x, std::int64_t b, std::int64_t hk, std::int64_t j0,
-                      int nc, int D, int Dp, int rows, float* dst) {
+inline void pack_rows(const Converters& cv, const Operand& x, std::int64_t b, std::int64_t hk,
+                      std::int64_t j0, int nc, int D, int Dp, int rows, float* dst) {
   for (int r = 0; r < rows; ++r) {
     float* d = dst + static_cast<std::int64_t>(r) * Dp;
     if (r < nc) {
@@ -87,8 +86,7 @@ inline void pack_transposed(const Converters& cv, const Operand& x, std::int64_t
 /// Calls fn(a, e) for each maximal run [a, e) of kv indices in [0, nc) visible from query
 /// position qp, where kpos[0..nc) are the tile's increasing global key positions.
 template <typename Fn>
-void visible_columns(const ResolvedMask& mask, std::int64_t qp, const std::int64_t* kpos, int nc,
-                     Fn&& fn) {
+void visible_columns(const ResolvedMask& mask, std::int64_t qp, const std::int64_t* kpos, int nc, Fn&& fn) {
   // The callback captures one pointer, so the std::function that visible_ranges takes stores it
   // inline: this runs once per row of every Partial tile and must not allocate.
   struct Args {
@@ -105,8 +103,8 @@ void visible_columns(const ResolvedMask& mask, std::int64_t qp, const std::int64
 
 /// Sets x[j·stride] = −inf for every kv index j ∈ [0, n_pad) not visible from qp (indices ≥ nc
 /// are padding and always masked).
-inline void mask_line(const ResolvedMask& mask, std::int64_t qp, const std::int64_t* kpos, int nc,
-                      int n_pad, float* x, std::int64_t stride) {
+inline void mask_line(const ResolvedMask& mask, std::int64_t qp, const std::int64_t* kpos, int nc, int n_pad,
+                      float* x, std::int64_t stride) {
   int next = 0;
   visible_columns(mask, qp, kpos, nc, [&](int a, int e) {
     for (int j = next; j < a; ++j) x[j * stride] = kNegInf;

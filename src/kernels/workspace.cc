@@ -31,7 +31,7 @@ thread_local Block t_block;
 float* thread_workspace(std::size_t floats) {
   if (floats == 0) floats = WorkspacePlan::kAlignFloats;
   if (floats > t_block.floats) {
-    t_block.data.reset();   // free first: old and new never coexist
+    t_block.data.reset();  // free first: old and new never coexist
     t_block.floats = 0;
     const std::size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
     auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
@@ -60,7 +60,7 @@ void release_kernel_workspace() noexcept { kernels::release_thread_workspace(); 
 
 bool retain_freed_memory() noexcept {
 #if defined(__GLIBC__)
-  constexpr int kMmapThreshold = 32 << 20;   // glibc's maximum for M_MMAP_THRESHOLD on 64-bit
+  constexpr int kMmapThreshold = 32 << 20;  // glibc's maximum for M_MMAP_THRESHOLD on 64-bit
   constexpr int kTrimThreshold = 1 << 30;
   return mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
 #else

@@ -32,7 +32,7 @@ class WorkspacePlan {
     return slot;
   }
   std::size_t floats() const { return floats_; }
-  static constexpr std::size_t kAlignFloats = 16;   // 64 bytes
+  static constexpr std::size_t kAlignFloats = 16;  // 64 bytes
 
  private:
   std::size_t floats_ = 0;
@@ -47,6 +47,8 @@ float* thread_workspace(std::size_t floats);
 void release_thread_workspace() noexcept;
 
 /// The span of `slot` in the block at `base`.
-inline std::span<float> slice(float* base, const WorkspaceSlot& slot) { return {base + slot.offset, slot.floats}; }
+inline std::span<float> slice(float* base, const WorkspaceSlot& slot) {
+  return {base + slot.offset, slot.floats};
+}
 
 }  // namespace burst::kernels

@@ -46,7 +46,7 @@ class AllGatherStrategy final : public Strategy {
     const ProblemShape& s = setup_.shape;
     const int P = setup_.P;
     Gathered gk(s, k.dtype);
-    std::vector<float> ranked;   // rank-order buffer: gathered K,V, then the dK,dV to scatter
+    std::vector<float> ranked;  // rank-order buffer: gathered K,V, then the dK,dV to scatter
     gather(k, v, gk, ranked, stats);
     Tensor delta({s.B, s.H, S_});
     attention_delta(dout, out, delta.view());
@@ -55,7 +55,8 @@ class AllGatherStrategy final : public Strategy {
     if (own_pairs() > 0) {
       const auto& pos = setup_.plan->layout().positions[static_cast<std::size_t>(setup_.rank)];
       AttentionParams p = step_params(setup_, pos.data(), nullptr, nullptr);
-      attention_backward_with_delta(dout, q, gk.k, gk.v, lse, delta.view(), dq, dkg.view(), dvg.view(), p, false);
+      attention_backward_with_delta(dout, q, gk.k, gk.v, lse, delta.view(), dq, dkg.view(), dvg.view(), p,
+                                    false);
     } else {
       fill_view(dq, 0.0f);
     }
@@ -69,12 +70,13 @@ class AllGatherStrategy final : public Strategy {
     }
     std::vector<float> mine(static_cast<std::size_t>(2 * b_kv_));
     const auto t1 = std::chrono::steady_clock::now();
-    setup_.comm.reduce_scatter(ranked.data(), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_),
-                               mine.data());
+    setup_.comm.reduce_scatter(
+        ranked.data(), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_), mine.data());
     stats.exposed_comm_seconds += seconds_since(t1);
     unpack_into(mine.data(), dk);
     unpack_into(mine.data() + b_kv_, dv);
-    stats.peak_buffer_bytes = e(k.dtype) * 2 * gk.k.numel() + 4 * (2 * 2 * gk.k.numel() + 4 * b_kv_ + delta.numel());
+    stats.peak_buffer_bytes =
+        e(k.dtype) * 2 * gk.k.numel() + 4 * (2 * 2 * gk.k.numel() + 4 * b_kv_ + delta.numel());
     stats.backward_side = "kv";
     stats.visible_pairs = own_pairs();
   }
@@ -88,8 +90,8 @@ class AllGatherStrategy final : public Strategy {
 
   /// The whole sequence's K and V [B, S_global, H_kv, D] in the inputs' storage dtype.
   struct Gathered {
-    std::vector<float> f32;            // f32 storage
-    std::vector<std::uint16_t> bits;   // bf16 / f16 storage
+    std::vector<float> f32;           // f32 storage
+    std::vector<std::uint16_t> bits;  // bf16 / f16 storage
     TensorView k, v;
     Gathered(const ProblemShape& s, DType dt) {
       const std::int64_t n = s.B * s.S_global * s.H_kv * s.D;

@@ -16,7 +16,8 @@ namespace {
 class BurstStrategy final : public Strategy {
  public:
   explicit BurstStrategy(const Setup& setup)
-      : setup_(setup), exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap) {}
+      : setup_(setup),
+        exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {

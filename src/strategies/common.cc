@@ -63,7 +63,7 @@ namespace {
 template <typename F>
 void for_each_byte_run(const TensorView& view, F&& fn) {
   const auto es = static_cast<std::int64_t>(dtype_size(view.dtype));
-  TensorView as_f32 = view;   // walk the index space with f32 pointer arithmetic, then rescale
+  TensorView as_f32 = view;  // walk the index space with f32 pointer arithmetic, then rescale
   as_f32.dtype = DType::F32;
   const char* base = static_cast<const char*>(view.data);
   const auto* fbase = static_cast<const float*>(view.data);
@@ -73,8 +73,8 @@ void for_each_byte_run(const TensorView& view, F&& fn) {
 }  // namespace
 
 void append_packed_pair(const TensorView& a, const TensorView& b, std::vector<float>& out) {
-  BURST_CHECK(a.dtype == b.dtype && a.numel() == b.numel(), Internal, "append_packed_pair: ", a.describe(), " vs ",
-              b.describe());
+  BURST_CHECK(a.dtype == b.dtype && a.numel() == b.numel(), Internal, "append_packed_pair: ", a.describe(),
+              " vs ", b.describe());
   const std::size_t start = out.size();
   out.resize(start + static_cast<std::size_t>(packed_pair_floats(a.numel(), a.dtype)));
   char* dst = reinterpret_cast<char*>(out.data() + start);
@@ -91,7 +91,8 @@ std::int64_t packed_pair_floats(std::int64_t n, DType dtype) {
 
 TensorView bshd_view_at(const float* data, std::int64_t elements, DType dtype, std::int64_t B, std::int64_t S,
                         std::int64_t H, std::int64_t D) {
-  const char* p = reinterpret_cast<const char*>(data) + elements * static_cast<std::int64_t>(dtype_size(dtype));
+  const char* p =
+      reinterpret_cast<const char*>(data) + elements * static_cast<std::int64_t>(dtype_size(dtype));
   return make_view(static_cast<const void*>(p), dtype, {B, S, H, D});
 }
 
@@ -138,7 +139,8 @@ std::uint64_t content_fingerprint(std::initializer_list<TensorView> views) {
   std::array<std::uint64_t, 4> lane{14695981039346656037ull, 1, 2, 3};
   for (const TensorView& v : views) {
     BURST_CHECK(v.dtype == DType::F32, Internal, "content_fingerprint of ", v.describe(), ": fp32 only");
-    for (int i = 0; i < v.ndim; ++i) lane[0] = (lane[0] ^ static_cast<std::uint64_t>(v.shape[static_cast<std::size_t>(i)])) * kPrime;
+    for (int i = 0; i < v.ndim; ++i)
+      lane[0] = (lane[0] ^ static_cast<std::uint64_t>(v.shape[static_cast<std::size_t>(i)])) * kPrime;
     for_each_run(v, [&](const float* p, std::int64_t n) {
       std::int64_t i = 0;
       for (; i + 4 <= n; i += 4) {
@@ -176,9 +178,10 @@ AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const
 }
 
 PlannedStrategy::PlannedStrategy(const Setup& setup) : comm_(setup.comm) {
-  const StrategyPlan plan = strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask,
-                                             setup.plan->ranks_per_node());
-  BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy), ": no strategy plan for a validated configuration");
+  const StrategyPlan plan =
+      strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask, setup.plan->ranks_per_node());
+  BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy),
+              ": no strategy plan for a validated configuration");
   const auto r = static_cast<std::size_t>(setup.rank);
   pairs_ = plan.visible_pairs[r];
   peak_fwd_ = plan.forward_peak[r];

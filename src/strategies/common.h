@@ -65,8 +65,8 @@ class BufferPool {
   std::int64_t kept_bytes() const;
 
  private:
-  std::vector<std::vector<float>> free_;   // oldest first
-  std::int64_t out_ = 0, peak_ = 0;        // floats handed out and not returned; their maximum
+  std::vector<std::vector<float>> free_;  // oldest first
+  std::int64_t out_ = 0, peak_ = 0;       // floats handed out and not returned; their maximum
 };
 /// 64-bit fingerprint of the shapes and fp32 contents of `views` (any strides, up to 4 dims),
 /// FNV-1a over 32-bit words in four interleaved lanes. Not cryptographic: it tells whether a

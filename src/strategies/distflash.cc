@@ -58,7 +58,9 @@ AttentionParams block_params(const AttentionParams& base, const Dims& d, int P, 
   return p;
 }
 
-TensorView bshd(float* data, const Dims& d, std::int64_t heads) { return make_view(data, {d.B, d.c, heads, d.D}); }
+TensorView bshd(float* data, const Dims& d, std::int64_t heads) {
+  return make_view(data, {d.B, d.c, heads, d.D});
+}
 TensorView rows(float* data, const Dims& d) { return make_view(data, {d.B, d.H, d.c}); }
 
 /// Posts the inputs of step t: what this rank receives (into `inbox`, index returned) and what
@@ -70,39 +72,43 @@ struct StepInputs {
 };
 
 void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t,
-                 const std::vector<float>& kv_payload, const std::vector<float>& q_payload,
-                 StepInputs& in, RequestSet& sends) {
+                 const std::vector<float>& kv_payload, const std::vector<float>& q_payload, StepInputs& in,
+                 RequestSet& sends) {
   const int me = comm.rank();
   if (t >= s.steps) return;
   const FlashBlock& lb = at(s.local, t, me);
   if (lb.valid()) {
-    in.kv_index = static_cast<int>(in.set.add(comm.irecv(std::vector<float>(kv_payload.size()), lb.kv, tag(t, kKv))));
+    in.kv_index =
+        static_cast<int>(in.set.add(comm.irecv(std::vector<float>(kv_payload.size()), lb.kv, tag(t, kKv))));
   }
   const FlashBlock& hb = at(s.help, t, me);
   if (hb.valid()) {
-    in.q_index = static_cast<int>(in.set.add(comm.irecv(std::vector<float>(q_payload.size()), hb.q, tag(t, kQuery))));
+    in.q_index =
+        static_cast<int>(in.set.add(comm.irecv(std::vector<float>(q_payload.size()), hb.q, tag(t, kQuery))));
   }
   for (int r = 0; r < s.P; ++r) {
-    if (at(s.local, t, r).valid() && at(s.local, t, r).kv == me) sends.add(comm.isend(kv_payload, r, tag(t, kKv)));
-    if (at(s.help, t, r).valid() && at(s.help, t, r).q == me) sends.add(comm.isend(q_payload, r, tag(t, kQuery)));
+    if (at(s.local, t, r).valid() && at(s.local, t, r).kv == me)
+      sends.add(comm.isend(kv_payload, r, tag(t, kKv)));
+    if (at(s.help, t, r).valid() && at(s.help, t, r).q == me)
+      sends.add(comm.isend(q_payload, r, tag(t, kQuery)));
   }
 }
 
 }  // namespace
 
 void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
-                       const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out, const TensorView& lse, bool overlap, PassTimes& times) {
+                       const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse, bool overlap, PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const Dims d = dims_of(q, k);
   std::vector<float> kv_payload, q_payload;
-  RequestSet sends;   // every isend of the pass; completed before returning
+  RequestSet sends;  // every isend of the pass; completed before returning
   StepInputs next;
   if (s.steps > 1) {
     append_packed(k, kv_payload);
     append_packed(v, kv_payload);
     append_packed(q, q_payload);
-    post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);   // step 1's transfer under the diagonal
+    post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
     if (!overlap) times.comm_seconds += next.set.wait_all();
   }
   // The partial a helper returns at step t travels during step t + 1's compute and is merged
@@ -145,7 +151,8 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
     for (int r = 0; r < P; ++r) {
       const FlashBlock& hb = at(s.help, t, r);
       if (hb.valid() && hb.q == me)
-        result_index = static_cast<int>(results.add(comm.irecv(std::vector<float>(static_cast<std::size_t>(d.q() + d.row())), r, tag(t, kPartial))));
+        result_index = static_cast<int>(results.add(
+            comm.irecv(std::vector<float>(static_cast<std::size_t>(d.q() + d.row())), r, tag(t, kPartial))));
     }
     const FlashBlock& hb = at(s.help, t, me);
     if (hb.valid()) {
@@ -164,7 +171,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
                         bshd(part_out.data(), d, d.H), rows(part_lse.data(), d), params(lb));
       merge_forward(out, lse, bshd(part_out.data(), d, d.H), rows(part_lse.data(), d));
     }
-    merge_pending();   // step t − 1's partial, which travelled during this step's compute
+    merge_pending();  // step t − 1's partial, which travelled during this step's compute
     if (!overlap) times.comm_seconds += results.wait_all();
     pending = std::move(results);
     pending_index = result_index;
@@ -174,10 +181,9 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
 }
 
 void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
-                        const TensorView& dout, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& out, const TensorView& lse,
-                        const TensorView& dq, const TensorView& dk, const TensorView& dv, bool overlap,
-                        PassTimes& times) {
+                        const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, bool overlap, PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const Dims d = dims_of(q, k);
   Tensor delta({d.B, d.H, d.c});
@@ -195,7 +201,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     append_packed(dout, q_payload);
     append_packed(lse, q_payload);
     append_packed(delta.view(), q_payload);
-    post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);   // step 1's transfer under the diagonal
+    post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
     if (!overlap) times.comm_seconds += next.set.wait_all();
   }
   // Gradients returned at step t (dK, dV to the KV owner, dQ to the query owner) travel during
@@ -242,10 +248,12 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     for (int r = 0; r < P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
       if (lb.valid() && lb.kv == me)
-        dkv_index = static_cast<int>(grads.add(comm.irecv(std::vector<float>(static_cast<std::size_t>(2 * d.kv())), r, tag(t, kGrad))));
+        dkv_index = static_cast<int>(grads.add(
+            comm.irecv(std::vector<float>(static_cast<std::size_t>(2 * d.kv())), r, tag(t, kGrad))));
       const FlashBlock& hb = at(s.help, t, r);
       if (hb.valid() && hb.q == me)
-        dq_index = static_cast<int>(grads.add(comm.irecv(std::vector<float>(static_cast<std::size_t>(d.q())), r, tag(t, kGrad))));
+        dq_index = static_cast<int>(
+            grads.add(comm.irecv(std::vector<float>(static_cast<std::size_t>(d.q())), r, tag(t, kGrad))));
     }
     const FlashBlock& hb = at(s.help, t, me);
     if (hb.valid()) {
@@ -268,7 +276,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
                                     bshd(dkv.data() + d.kv(), d, d.H_kv), params(lb), true);
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
-    add_pending();   // step t − 1's gradients, which travelled during this step's compute
+    add_pending();  // step t − 1's gradients, which travelled during this step's compute
     if (!overlap) times.comm_seconds += grads.wait_all();
     pending = std::move(grads);
     pending_dkv = dkv_index;
@@ -315,6 +323,8 @@ void validate_distflash(const DistConfig& cfg, const ProblemShape& shape, const 
   check_distflash_support(cfg.layout, shape, mask, P);
 }
 
-std::unique_ptr<Strategy> make_distflash(const Setup& setup) { return std::make_unique<DistFlashStrategy>(setup); }
+std::unique_ptr<Strategy> make_distflash(const Setup& setup) {
+  return std::make_unique<DistFlashStrategy>(setup);
+}
 
 }  // namespace burst::strategies

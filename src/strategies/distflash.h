@@ -23,13 +23,12 @@ struct PassTimes;
 /// inputs travel while this step computes (kernels poll MPI between tiles); false waits for
 /// them first (the no-overlap ablation).
 void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
-                       const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out, const TensorView& lse, bool overlap, PassTimes& times);
+                       const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse, bool overlap, PassTimes& times);
 /// Backward: dq like q, dk, dv like k (overwritten). Collective.
 void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
-                        const TensorView& dout, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& out, const TensorView& lse,
-                        const TensorView& dq, const TensorView& dk, const TensorView& dv, bool overlap,
-                        PassTimes& times);
+                        const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, bool overlap, PassTimes& times);
 
 }  // namespace burst::strategies

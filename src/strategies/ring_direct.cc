@@ -29,7 +29,8 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
   const int P = P_, g = rank_;
   const auto R = static_cast<std::int64_t>(own_read.size());
   const std::int64_t W = write_floats;
-  BURST_CHECK(static_cast<int>(need.size()) == P, Internal, "run_direct: need has ", need.size(), " rows, P=", P);
+  BURST_CHECK(static_cast<int>(need.size()) == P, Internal, "run_direct: need has ", need.size(),
+              " rows, P=", P);
   BufferPool& pool = pool_;
   pool.begin_pass(R);
   const auto needs = [&](int reader, int owner) {
@@ -75,18 +76,20 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     for (int t = 0; t < P; ++t) {
       step = t;
       const int j = src[static_cast<std::size_t>(t)];
-      if (!overlap_) {   // the no-overlap ablation: this step's transfers complete before it computes
+      if (!overlap_) {  // the no-overlap ablation: this step's transfers complete before it computes
         i_cur = post(t, cur_set);
         stats.exposed_comm_seconds += cur_set.wait_all();
       }
       // This step's payload (received during the last step), its completed send copies returned
       // first: at most own + this + the next step's receive and send copy are held (4 payloads).
-      std::vector<float> got = i_cur >= 0 ? cur_set.take(static_cast<std::size_t>(i_cur)) : std::vector<float>{};
+      std::vector<float> got =
+          i_cur >= 0 ? cur_set.take(static_cast<std::size_t>(i_cur)) : std::vector<float>{};
       for (std::size_t i = 0; i < cur_set.size(); ++i) pool.put(cur_set.take(i));
       RequestSet next_set;
       const int i_next = overlap_ ? post(t + 1, next_set) : -1;
       if (t == 0 || needs(g, j)) {
-        std::vector<float> w_loc = W > 0 ? (t == 0 ? std::move(result) : pool.get_zeroed(W)) : std::vector<float>{};
+        std::vector<float> w_loc =
+            W > 0 ? (t == 0 ? std::move(result) : pool.get_zeroed(W)) : std::vector<float>{};
         const std::function<void()> progress = [&] {
           next_set.progress();
           home_out.progress();
@@ -94,8 +97,10 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
         const auto t0 = std::chrono::steady_clock::now();
         compute(t, j, t == 0 ? own.data() : got.data(), W > 0 ? w_loc.data() : nullptr, progress);
         stats.compute_seconds += seconds_since(t0);
-        if (t == 0) result = std::move(w_loc);
-        else if (W > 0) home_out.add(home_.isend(std::move(w_loc), j, kTagDirectHome));
+        if (t == 0)
+          result = std::move(w_loc);
+        else if (W > 0)
+          home_out.add(home_.isend(std::move(w_loc), j, kTagDirectHome));
       }
       pool.put(std::move(got));
       const auto t1 = std::chrono::steady_clock::now();
@@ -109,7 +114,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     homes_in.wait_all();
     home_out.wait_all();
     stats.exposed_comm_seconds += seconds_since(t1);
-    for (int t = 1; t < P; ++t) {   // step order: the chain's order on a flat ring
+    for (int t = 1; t < P; ++t) {  // step order: the chain's order on a flat ring
       const int i = home_index[static_cast<std::size_t>(t)];
       if (i < 0) continue;
       std::vector<float> part = homes_in.take(static_cast<std::size_t>(i));
@@ -122,7 +127,8 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     return result;
   } catch (const std::exception& e) {
     if (P == 1) throw;
-    intra_.abort("mask-aware ring step " + std::to_string(step) + " failed with payload in flight: " + e.what());
+    intra_.abort("mask-aware ring step " + std::to_string(step) +
+                 " failed with payload in flight: " + e.what());
   }
 }
 

@@ -32,15 +32,17 @@ std::int64_t pairs(const Setup& setup, int q_rank, int kv_rank) {
 /// Runs one pass on the plan's schedule: the mask-aware one (only needed blocks, owner to reader;
 /// ring_direct.cc) when the plan chose it, else the full ring. query_rows: the circulating block
 /// holds queries (backward query side), so rank g needs block j when j's queries see g's keys.
-std::vector<float> run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass, bool query_rows,
-                                std::vector<float> own, std::int64_t write_floats, const RingExecutor::StepFn& fn,
-                                RingRunStats& rs) {
+std::vector<float> run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass,
+                                bool query_rows, std::vector<float> own, std::int64_t write_floats,
+                                const RingExecutor::StepFn& fn, RingRunStats& rs) {
   if (!pass.mask_aware) return exec.run(std::move(own), write_floats, fn, rs);
   const int P = setup.P;
-  std::vector<std::vector<char>> need(static_cast<std::size_t>(P), std::vector<char>(static_cast<std::size_t>(P)));
+  std::vector<std::vector<char>> need(static_cast<std::size_t>(P),
+                                      std::vector<char>(static_cast<std::size_t>(P)));
   for (int g = 0; g < P; ++g)
     for (int j = 0; j < P; ++j)
-      need[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)] = (query_rows ? pairs(setup, j, g) : pairs(setup, g, j)) > 0;
+      need[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)] =
+          (query_rows ? pairs(setup, j, g) : pairs(setup, g, j)) > 0;
   return exec.run_direct(std::move(own), write_floats, need, fn, rs);
 }
 
@@ -50,33 +52,34 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
                   const TensorView& v, const TensorView& out, const TensorView& lse, DistStats& stats) {
   const Dims d = dims_of(setup);
   const int g = setup.rank;
-  const DType dt = k.dtype;   // K, V travel in their storage dtype (bf16/f16: half the bytes)
+  const DType dt = k.dtype;  // K, V travel in their storage dtype (bf16/f16: half the bytes)
   BufferPool& pool = exec.pool();
   std::vector<float> own = pool.get(packed_pair_floats(d.b_kv, dt));
-  own.clear();   // capacity kept: packing below reuses the pooled memory
+  own.clear();  // capacity kept: packing below reuses the pooled memory
   append_packed_pair(k, v, own);
   std::vector<float> out_mem = pool.get(d.b_q), lse_mem = pool.get(d.r);
   const TensorView out_part = bshd_view(out_mem.data(), d.B, d.S, d.H, d.D);
   const TensorView lse_part = rows_view(lse_mem.data(), d.B, d.H, d.S);
   bool first = true;
   RingRunStats rs;
-  run_schedule(setup, exec, setup.plan->forward(), false, std::move(own), 0,
-           [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
-             if (pairs(setup, g, j) == 0) return;   // no visible pair: skip the block
-             const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
-             const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
-             const AttentionParams p = step_params(setup, positions(setup, g).data(), positions(setup, j).data(),
-                                                   &progress);
-             if (first) {
-               attention_forward(q, kj, vj, out, lse, p);
-               first = false;
-             } else {
-               attention_forward(q, kj, vj, out_part, lse_part, p);
-               merge_forward(out, lse, out_part, lse_part);
-             }
-           },
-           rs);
-  if (first) {   // every block empty: rows see no key (out = 0, lse = −inf)
+  run_schedule(
+      setup, exec, setup.plan->forward(), false, std::move(own), 0,
+      [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
+        if (pairs(setup, g, j) == 0) return;  // no visible pair: skip the block
+        const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
+        const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
+        const AttentionParams p =
+            step_params(setup, positions(setup, g).data(), positions(setup, j).data(), &progress);
+        if (first) {
+          attention_forward(q, kj, vj, out, lse, p);
+          first = false;
+        } else {
+          attention_forward(q, kj, vj, out_part, lse_part, p);
+          merge_forward(out, lse, out_part, lse_part);
+        }
+      },
+      rs);
+  if (first) {  // every block empty: rows see no key (out = 0, lse = −inf)
     fill_view(out, 0.0f);
     fill_view(lse, kNegInf);
   }
@@ -99,12 +102,12 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   const TensorView delta = rows_view(delta_mem.data(), d.B, d.H, d.S);
   attention_delta(dout, out, delta);
   RingRunStats rs;
-  const DType dt = q.dtype;   // Q, dO, K, V travel in their storage dtype; delta, lse, partials fp32
+  const DType dt = q.dtype;  // Q, dO, K, V travel in their storage dtype; delta, lse, partials fp32
   if (side == BackwardSide::QuerySide) {
     // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
     const std::int64_t qd = packed_pair_floats(d.b_q, dt);
     std::vector<float> own = pool.get(qd + 2 * d.r);
-    own.clear();   // capacity kept: packing below reuses the pooled memory
+    own.clear();  // capacity kept: packing below reuses the pooled memory
     append_packed_pair(q, dout, own);
     own.insert(own.end(), delta_mem.begin(), delta_mem.end());
     append_packed(lse, own);
@@ -118,8 +121,8 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
           const TensorView doj = bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D);
           const TensorView deltaj = rows_view(read + qd, d.B, d.H, d.S);
           const TensorView lsej = rows_view(read + qd + d.r, d.B, d.H, d.S);
-          const AttentionParams p = step_params(setup, positions(setup, j).data(), positions(setup, g).data(),
-                                                &progress);
+          const AttentionParams p =
+              step_params(setup, positions(setup, j).data(), positions(setup, g).data(), &progress);
           attention_backward_with_delta(doj, qj, k, v, lsej, deltaj, bshd_view(write, d.B, d.S, d.H, d.D), dk,
                                         dv, p, true);
         },
@@ -130,7 +133,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   } else {
     // Read payload: K, V of the block's owner; write: that block's dK, dV partials.
     std::vector<float> own = pool.get(packed_pair_floats(d.b_kv, dt));
-    own.clear();   // capacity kept: packing below reuses the pooled memory
+    own.clear();  // capacity kept: packing below reuses the pooled memory
     append_packed_pair(k, v, own);
     fill_view(dq, 0.0f);
     std::vector<float> dkv_home = run_schedule(
@@ -139,8 +142,8 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
           if (pairs(setup, g, j) == 0) return;
           const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
           const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
-          const AttentionParams p = step_params(setup, positions(setup, g).data(), positions(setup, j).data(),
-                                                &progress);
+          const AttentionParams p =
+              step_params(setup, positions(setup, g).data(), positions(setup, j).data(), &progress);
           attention_backward_with_delta(dout, q, kj, vj, lse, delta, dq,
                                         bshd_view(write, d.B, d.S, d.H_kv, d.D),
                                         bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), p, true);

@@ -31,10 +31,17 @@ void add_into(std::vector<float>& acc, const std::vector<float>& x) {
 }  // namespace
 
 RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap)
-    : intra_(comm.channel()), inter_(comm.channel()), chain_(comm.channel()), home_(comm.channel()),
-      P_(comm.size()), n_(nodes), L_(ranks_per_node), rank_(comm.rank()), overlap_(overlap) {
-  BURST_CHECK(nodes >= 1 && ranks_per_node >= 1 && nodes * ranks_per_node == P_, Internal,
-              "ring topology ", nodes, " x ", ranks_per_node, " does not match P=", P_);
+    : intra_(comm.channel()),
+      inter_(comm.channel()),
+      chain_(comm.channel()),
+      home_(comm.channel()),
+      P_(comm.size()),
+      n_(nodes),
+      L_(ranks_per_node),
+      rank_(comm.rank()),
+      overlap_(overlap) {
+  BURST_CHECK(nodes >= 1 && ranks_per_node >= 1 && nodes * ranks_per_node == P_, Internal, "ring topology ",
+              nodes, " x ", ranks_per_node, " does not match P=", P_);
 }
 
 int RingExecutor::partition(int rank, int t) const {
@@ -47,17 +54,17 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
   const int P = P_, n = n_, L = L_, g = rank_, a = g / L, b = g % L;
   const auto R = static_cast<std::int64_t>(own_read.size());
   const std::int64_t W = write_floats;
-  BufferPool& pool = pool_;   // kept across runs: no fresh pages per pass
+  BufferPool& pool = pool_;  // kept across runs: no fresh pages per pass
   pool.begin_pass(R);
   const int right_intra = a * L + mod(b + 1, L), left_intra = a * L + mod(b - 1, L);
   const int right_inter = mod(a + 1, n) * L + b, left_inter = mod(a - 1, n) * L + b;
 
   std::vector<float> cur = std::move(own_read);
   std::vector<float> w_acc;
-  std::vector<std::vector<float>> home_parts(static_cast<std::size_t>(n));   // by round
-  RequestSet homes_in;                        // one receive per round whose source is not self
+  std::vector<std::vector<float>> home_parts(static_cast<std::size_t>(n));  // by round
+  RequestSet homes_in;  // one receive per round whose source is not self
   std::vector<int> home_index(static_cast<std::size_t>(n), -1);
-  RequestSet inter_set, home_out;       // inter transfers live for a whole round
+  RequestSet inter_set, home_out;  // inter transfers live for a whole round
   std::size_t i_inter_send = 0, i_inter_recv = 0;
   int step = -1;
   try {
@@ -81,7 +88,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       step = t;
       intra_.set_step(t, P);  // named by the communication watchdog (shared by the channels)
       const int u = t % L, k = t / L;
-      const bool intra = P > 1 && u < L - 1, inter = P > 1 && u == 0 && k < n - 1;
+      const bool intra = P > 1 && u<L - 1, inter = P> 1 && u == 0 && k < n - 1;
       RequestSet step_set;
       std::size_t i_recv = 0, i_send = 0, i_chain_in = 0, i_chain_out = 0;
       const float* view = cur.data();
@@ -138,7 +145,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       if (W > 0) {
         if (P > 1 && u >= 1) {
           std::vector<float> in = step_set.take(i_chain_in);
-          add_into(w_loc, in);   // w_acc = chain partial + this step's contribution
+          add_into(w_loc, in);  // w_acc = chain partial + this step's contribution
           pool.put(std::move(in));
           pool.put(step_set.take(i_chain_out));
         }
@@ -149,15 +156,18 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
     if (W > 0) {
       step = P;
       intra_.set_step(P, P);
-      if (P > 1) send_home(n - 1, partition(g, P - 1), std::move(w_acc));
-      else home_parts[0] = std::move(w_acc);
+      if (P > 1)
+        send_home(n - 1, partition(g, P - 1), std::move(w_acc));
+      else
+        home_parts[0] = std::move(w_acc);
       const auto t1 = std::chrono::steady_clock::now();
       homes_in.wait_all();
       home_out.wait_all();
       stats.exposed_comm_seconds += seconds_since(t1);
       for (int k = 0; k < n; ++k)
         if (home_index[static_cast<std::size_t>(k)] >= 0)
-          home_parts[static_cast<std::size_t>(k)] = homes_in.take(static_cast<std::size_t>(home_index[static_cast<std::size_t>(k)]));
+          home_parts[static_cast<std::size_t>(k)] =
+              homes_in.take(static_cast<std::size_t>(home_index[static_cast<std::size_t>(k)]));
       result = std::move(home_parts[0]);
       for (int k = 1; k < n; ++k) {
         add_into(result, home_parts[static_cast<std::size_t>(k)]);

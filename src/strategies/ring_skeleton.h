@@ -28,9 +28,9 @@ namespace burst::strategies {
 
 /// Per-run measurements of this rank.
 struct RingRunStats {
-  double compute_seconds = 0;        ///< inside the compute callback
-  double exposed_comm_seconds = 0;   ///< blocked in waits after compute
-  std::int64_t buffer_bytes = 0;     ///< all payload buffers the run allocated (its peak)
+  double compute_seconds = 0;       ///< inside the compute callback
+  double exposed_comm_seconds = 0;  ///< blocked in waits after compute
+  std::int64_t buffer_bytes = 0;    ///< all payload buffers the run allocated (its peak)
 };
 
 class RingExecutor {
@@ -76,7 +76,7 @@ class RingExecutor {
 
  private:
   Communicator intra_, inter_, chain_, home_;
-  mutable BufferPool pool_;   // run() is logically const: the pool only caches memory
+  mutable BufferPool pool_;  // run() is logically const: the pool only caches memory
   int P_ = 1, n_ = 1, L_ = 1, rank_ = 0;
   bool overlap_ = true;
 };

@@ -29,23 +29,23 @@ namespace burst::strategies {
 
 /// Everything fixed at construction. Identical on every rank except `rank` and `topology`.
 struct Setup {
-  Communicator comm;                   ///< DistAttention's private dup; counters are the pass's
+  Communicator comm;  ///< DistAttention's private dup; counters are the pass's
   DistConfig cfg;
   ProblemShape shape;
   Mask mask;
-  std::shared_ptr<const ResolvedMask> resolved;   ///< mask against (S_global, S_global)
-  std::shared_ptr<const Plan> plan;    ///< the pure plan (layout, steps, predicted bytes)
+  std::shared_ptr<const ResolvedMask> resolved;  ///< mask against (S_global, S_global)
+  std::shared_ptr<const Plan> plan;              ///< the pure plan (layout, steps, predicted bytes)
   int rank = 0, P = 1;
-  NodeTopology topology;               ///< nodes × ranks_per_node (burst double ring)
-  float softmax_scale = 1.0f;          ///< resolved τ
+  NodeTopology topology;       ///< nodes × ranks_per_node (burst double ring)
+  float softmax_scale = 1.0f;  ///< resolved τ
 };
 
 class Strategy {
  public:
   virtual ~Strategy() = default;
   /// Shapes as DistAttention::forward (already validated and agreed over ranks). Collective.
-  virtual void forward(const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out, const TensorView& lse, DistStats& stats) = 0;
+  virtual void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse, DistStats& stats) = 0;
   /// Collective, before a backward whose caller passed an empty lse: true when this backward
   /// runs without lse on every rank (ulysses, usp: a saved context matches q, k, v, out on
   /// every rank). Same value on every rank. Default: false (lse is required).
@@ -56,10 +56,9 @@ class Strategy {
   }
   /// Shapes as DistAttention::backward; lse empty only after backward_without_lse said true.
   /// Collective.
-  virtual void backward(const TensorView& dout, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& out, const TensorView& lse,
-                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        DistStats& stats) = 0;
+  virtual void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, DistStats& stats) = 0;
 };
 
 /// Runs one pass of a strategy. Once payload may be in flight an exception on one rank would
@@ -72,9 +71,7 @@ void run_pass(const Communicator& comm, const std::string& what, F&& pass) {
   comm.set_activity("strategy " + what);
   try {
     pass();
-  } catch (const std::exception& e) {
-    comm.abort(what + ": " + e.what());
-  }
+  } catch (const std::exception& e) { comm.abort(what + ": " + e.what()); }
 }
 
 using ValidateFn = void (*)(const DistConfig&, const ProblemShape&, const Mask&, int P);

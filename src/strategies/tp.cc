@@ -57,7 +57,8 @@ void unpack_gathered(const std::vector<float>& all, const UlyssesExchange& ex, c
           for (std::int64_t s = 0; s < S; ++s)
             for (std::int64_t h = 0; h < p.n; ++h)
               std::memcpy(t.f32() + at_bshd(t, b, rows[static_cast<std::size_t>(s)], h),
-                          in + ((b * S + s) * p.Hx + p.lo + h) * D, sizeof(float) * static_cast<std::size_t>(D));
+                          in + ((b * S + s) * p.Hx + p.lo + h) * D,
+                          sizeof(float) * static_cast<std::size_t>(D));
         }
       }
       in += part_floats(p, B, S, D);
@@ -73,8 +74,10 @@ std::vector<float> pack_scatter(const UlyssesExchange& ex, const std::vector<Par
   const int P = ex.split().u;
   counts.assign(static_cast<std::size_t>(P), 0);
   for (int i = 0; i < P; ++i)
-    for (const Part& p : parts) counts[static_cast<std::size_t>(i)] += part_floats(p, B, ex.local_length(i), D);
-  std::vector<float> buf(static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})), 0.0f);
+    for (const Part& p : parts)
+      counts[static_cast<std::size_t>(i)] += part_floats(p, B, ex.local_length(i), D);
+  std::vector<float> buf(
+      static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})), 0.0f);
   float* out = buf.data();
   for (int i = 0; i < P; ++i) {
     const auto& rows = ex.rows(i);
@@ -86,7 +89,8 @@ std::vector<float> pack_scatter(const UlyssesExchange& ex, const std::vector<Par
         if (p.row) {
           for (std::int64_t h = 0; h < p.n; ++h)
             for (std::int64_t s = 0; s < S; ++s)
-              out[(b * p.Hx + p.lo + h) * S + s] = t.f32()[at_row(t, b, h, rows[static_cast<std::size_t>(s)])];
+              out[(b * p.Hx + p.lo + h) * S + s] =
+                  t.f32()[at_row(t, b, h, rows[static_cast<std::size_t>(s)])];
         } else {
           for (std::int64_t s = 0; s < S; ++s)
             for (std::int64_t h = 0; h < p.n; ++h)
@@ -113,8 +117,7 @@ class TpStrategy final : public PlannedStrategy {
  public:
   explicit TpStrategy(const Setup& setup)
       : PlannedStrategy(setup),
-        ex_(setup.plan->layout().positions,
-            make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "tp")),
+        ex_(setup.plan->layout().positions, make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "tp")),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         shape_(setup.shape),
         me_(setup.rank) {
@@ -159,14 +162,16 @@ class TpStrategy final : public PlannedStrategy {
       attention_forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), base_);
     }
     Stopwatch w(&t.comm_seconds);
-    const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads}, {true, h.H, h.q_lo(me_), h.heads}};
+    const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads},
+                                         {true, h.H, h.q_lo(me_), h.heads}};
     std::vector<std::int64_t> rs_counts;
     std::vector<float> rs = pack_scatter(ex_, out_parts, {og.view(), lg.view()}, B, D, rs_counts);
     std::vector<float> mine(static_cast<std::size_t>(rs_counts[static_cast<std::size_t>(me_)]));
     comm_.reduce_scatter(rs.data(), rs_counts, mine.data());
     unpack_all(mine.data(), {out, lse});
-    fill_stats(stats, t, pairs_, 4 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S +
-                        static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
+    fill_stats(stats, t, pairs_,
+               4 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S +
+                    static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
   }
 
   void backward_pass(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -183,7 +188,8 @@ class TpStrategy final : public PlannedStrategy {
     const Part qp{false, h.H, h.q_lo(me_), h.heads}, kvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads};
     const Part rowp{true, h.H, h.q_lo(me_), h.heads};
     const std::vector<Part> in_parts = {qp, qp, kvp, kvp, rowp, rowp};
-    Tensor qg({B, S, h.heads, D}), dog({B, S, h.heads, D}), kg({B, S, h.kv_heads, D}), vg({B, S, h.kv_heads, D});
+    Tensor qg({B, S, h.heads, D}), dog({B, S, h.heads, D}), kg({B, S, h.kv_heads, D}),
+        vg({B, S, h.kv_heads, D});
     Tensor lg({B, h.heads, S}), deltag({B, h.heads, S});
     std::vector<float> send, recv;
     {
@@ -197,7 +203,8 @@ class TpStrategy final : public PlannedStrategy {
       const auto c = counts(in_parts);
       recv.resize(static_cast<std::size_t>(std::accumulate(c.begin(), c.end(), std::int64_t{0})));
       comm_.all_gather_v(send.data(), c, recv.data());
-      unpack_gathered(recv, ex_, in_parts, {qg.view(), dog.view(), kg.view(), vg.view(), lg.view(), deltag.view()}, B, D);
+      unpack_gathered(recv, ex_, in_parts,
+                      {qg.view(), dog.view(), kg.view(), vg.view(), lg.view(), deltag.view()}, B, D);
     }
     Tensor dqg({B, S, h.heads, D}), dkg({B, S, h.kv_heads, D}), dvg({B, S, h.kv_heads, D});
     {
@@ -208,18 +215,21 @@ class TpStrategy final : public PlannedStrategy {
     Stopwatch w(&t.comm_seconds);
     const std::vector<Part> out_parts = {qp, kvp, kvp};
     std::vector<std::int64_t> rs_counts;
-    std::vector<float> rs = pack_scatter(ex_, out_parts, {dqg.view(), dkg.view(), dvg.view()}, B, D, rs_counts);
+    std::vector<float> rs =
+        pack_scatter(ex_, out_parts, {dqg.view(), dkg.view(), dvg.view()}, B, D, rs_counts);
     std::vector<float> mine(static_cast<std::size_t>(rs_counts[static_cast<std::size_t>(me_)]));
     comm_.reduce_scatter(rs.data(), rs_counts, mine.data());
     unpack_all(mine.data(), {dq, dk, dv});
-    fill_stats(stats, t, pairs_, 4 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S +
-                        static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
+    fill_stats(stats, t, pairs_,
+               4 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S +
+                    static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
   }
 
   std::vector<std::int64_t> counts(const std::vector<Part>& parts) const {
     std::vector<std::int64_t> c(static_cast<std::size_t>(ex_.split().u), 0);
     for (int i = 0; i < ex_.split().u; ++i)
-      for (const Part& p : parts) c[static_cast<std::size_t>(i)] += part_floats(p, shape_.B, ex_.local_length(i), shape_.D);
+      for (const Part& p : parts)
+        c[static_cast<std::size_t>(i)] += part_floats(p, shape_.B, ex_.local_length(i), shape_.D);
     return c;
   }
   UlyssesExchange ex_;

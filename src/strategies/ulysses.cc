@@ -1,7 +1,7 @@
 // DeepSpeed-Ulysses (arXiv 2309.14509): the sequence↔heads all-to-all shared with usp and tp
-// (src/strategies/ulysses.h) and the ulysses strategy. Exchange buffers are packed per destination in (field, b, s, h, d) order for BSHD fields and
-// (field, b, h, s) for row fields; the receiver unpacks in the same order, placing each source's
-// tokens at their rows of the group's position-sorted sequence.
+// (src/strategies/ulysses.h) and the ulysses strategy. Exchange buffers are packed per destination in (field,
+// b, s, h, d) order for BSHD fields and (field, b, h, s) for row fields; the receiver unpacks in the same
+// order, placing each source's tokens at their rows of the group's position-sorted sequence.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -27,26 +27,26 @@ std::int64_t at(const TensorView& v, bool row, std::int64_t b, std::int64_t s, s
 /// Floats one token contributes to an exchange with one partner: Σ_fields B · heads · W.
 std::int64_t floats_per_token(const std::vector<UlyssesExchange::Field>& fields, const HeadSplit& split) {
   std::int64_t n = 0;
-  for (const auto& f : fields) n += f.local.size(0) * (f.kv ? split.kv_heads : split.heads) * (f.row ? 1 : f.local.size(3));
+  for (const auto& f : fields)
+    n += f.local.size(0) * (f.kv ? split.kv_heads : split.heads) * (f.row ? 1 : f.local.size(3));
   return n;
 }
 
 std::vector<float> buffer_for(const std::vector<std::int64_t>& counts) {
-  return std::vector<float>(static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})));
+  return std::vector<float>(
+      static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})));
 }
 
 }  // namespace
 
-UlyssesExchange::UlyssesExchange(std::vector<std::vector<std::int64_t>> member_positions,
-                                 HeadSplit split)
+UlyssesExchange::UlyssesExchange(std::vector<std::vector<std::int64_t>> member_positions, HeadSplit split)
     : split_(split) {
-  BURST_CHECK(static_cast<int>(member_positions.size()) == split.u, InvalidArgument,
-              "Ulysses group of ", member_positions.size(), " members for a head split over ",
-              split.u, " ranks");
+  BURST_CHECK(static_cast<int>(member_positions.size()) == split.u, InvalidArgument, "Ulysses group of ",
+              member_positions.size(), " members for a head split over ", split.u, " ranks");
   for (const auto& pos : member_positions) positions_.insert(positions_.end(), pos.begin(), pos.end());
   std::sort(positions_.begin(), positions_.end());
-  BURST_CHECK(std::adjacent_find(positions_.begin(), positions_.end()) == positions_.end(),
-              InvalidArgument, "Ulysses group members own overlapping positions");
+  BURST_CHECK(std::adjacent_find(positions_.begin(), positions_.end()) == positions_.end(), InvalidArgument,
+              "Ulysses group members own overlapping positions");
   rows_.resize(member_positions.size());
   for (std::size_t i = 0; i < member_positions.size(); ++i) {
     const auto& pos = member_positions[i];
@@ -63,7 +63,7 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
   const int u = split_.u, me = comm.rank();
   BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
   const std::int64_t per_token = floats_per_token(fields, split_);
-  std::vector<std::int64_t> send_counts, recv_counts;   // my tokens out, every member's tokens in
+  std::vector<std::int64_t> send_counts, recv_counts;  // my tokens out, every member's tokens in
   for (int j = 0; j < u; ++j) {
     send_counts.push_back(local_length(me) * per_token);
     recv_counts.push_back(local_length(j) * per_token);
@@ -83,7 +83,8 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
         } else {
           for (std::int64_t s = 0; s < S; ++s)
             for (std::int64_t h = 0; h < n; ++h, out += W)
-              std::memcpy(out, src + at(f.local, false, b, s, lo + h), sizeof(float) * static_cast<std::size_t>(W));
+              std::memcpy(out, src + at(f.local, false, b, s, lo + h),
+                          sizeof(float) * static_cast<std::size_t>(W));
         }
       }
     }
@@ -103,7 +104,8 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
         } else {
           for (std::int64_t row : rows)
             for (std::int64_t h = 0; h < n; ++h, in += W)
-              std::memcpy(dst + at(f.gathered, false, b, row, h), in, sizeof(float) * static_cast<std::size_t>(W));
+              std::memcpy(dst + at(f.gathered, false, b, row, h), in,
+                          sizeof(float) * static_cast<std::size_t>(W));
         }
       }
     }
@@ -114,7 +116,7 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
   const int u = split_.u, me = comm.rank();
   BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
   const std::int64_t per_token = floats_per_token(fields, split_);
-  std::vector<std::int64_t> send_counts, recv_counts;   // every member's tokens out, mine in
+  std::vector<std::int64_t> send_counts, recv_counts;  // every member's tokens out, mine in
   for (int j = 0; j < u; ++j) {
     send_counts.push_back(local_length(j) * per_token);
     recv_counts.push_back(local_length(me) * per_token);
@@ -134,7 +136,8 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
         } else {
           for (std::int64_t row : rows)
             for (std::int64_t h = 0; h < n; ++h, out += W)
-              std::memcpy(out, src + at(f.gathered, false, b, row, h), sizeof(float) * static_cast<std::size_t>(W));
+              std::memcpy(out, src + at(f.gathered, false, b, row, h),
+                          sizeof(float) * static_cast<std::size_t>(W));
         }
       }
     }
@@ -188,7 +191,8 @@ namespace {
 double* comm_sink(PassTimes* t) { return t ? &t->comm_seconds : nullptr; }
 double* compute_sink(PassTimes* t) { return t ? &t->compute_seconds : nullptr; }
 
-AttentionParams gathered_params(const AttentionParams& base, const UlyssesExchange& ex, std::int64_t S_global) {
+AttentionParams gathered_params(const AttentionParams& base, const UlyssesExchange& ex,
+                                std::int64_t S_global) {
   AttentionParams p = base;
   p.q_positions = ex.positions().data();
   p.kv_positions = ex.positions().data();
@@ -213,20 +217,22 @@ const UlyssesContext* ContextStore::find(std::uint64_t key) const {
 }
 
 void ContextStore::erase(std::uint64_t key) {
-  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == key; }),
-                 entries_.end());
+  entries_.erase(
+      std::remove_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == key; }),
+      entries_.end());
 }
 
 void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
-                     const TensorView& q, const TensorView& k, const TensorView& v,
-                     const TensorView& out, const TensorView& lse, PassTimes* times, UlyssesContext* keep) {
+                     const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                     const TensorView& lse, PassTimes* times, UlyssesContext* keep) {
   const HeadSplit& s = ex.split();
   const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length();
   Tensor qg({B, S, s.heads, D}), kg({B, S, s.kv_heads, D}), vg({B, S, s.kv_heads, D});
   Tensor og({B, S, s.heads, D}), lg({B, s.heads, S});
   {
     Stopwatch w(comm_sink(times));
-    ex.seq_to_heads(group, {{q, qg.view(), false, false}, {k, kg.view(), true, false}, {v, vg.view(), true, false}});
+    ex.seq_to_heads(group,
+                    {{q, qg.view(), false, false}, {k, kg.view(), true, false}, {v, vg.view(), true, false}});
   }
   attend.forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), times);
   {
@@ -240,9 +246,10 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
   if (keep != nullptr) *keep = {std::move(qg), std::move(kg), std::move(vg), std::move(og), std::move(lg)};
 }
 
-void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
-                            const UlyssesContext& ctx, const TensorView& dout, const TensorView& dq,
-                            const TensorView& dk, const TensorView& dv, PassTimes* times) {
+void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex,
+                            const GroupAttention& attend, const UlyssesContext& ctx, const TensorView& dout,
+                            const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                            PassTimes* times) {
   const HeadSplit& s = ex.split();
   const std::int64_t B = dout.size(0), D = dout.size(3), S = ex.group_length();
   Tensor dog({B, S, s.heads, D}), deltag({B, s.heads, S});
@@ -255,16 +262,17 @@ void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex
     attention_delta(dog.view(), ctx.out.view(), deltag.view());
   }
   Tensor dqg({B, S, s.heads, D}), dkg({B, S, s.kv_heads, D}), dvg({B, S, s.kv_heads, D});
-  attend.backward(dog.view(), ctx.q.view(), ctx.k.view(), ctx.v.view(), ctx.lse.view(), deltag.view(), dqg.view(),
-                  dkg.view(), dvg.view(), times);
+  attend.backward(dog.view(), ctx.q.view(), ctx.k.view(), ctx.v.view(), ctx.lse.view(), deltag.view(),
+                  dqg.view(), dkg.view(), dvg.view(), times);
   Stopwatch w(comm_sink(times));
-  ex.heads_to_seq(group, {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
+  ex.heads_to_seq(
+      group, {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
 }
 
 void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
-                      const TensorView& dout, const TensorView& q, const TensorView& k,
-                      const TensorView& v, const TensorView& out, const TensorView& lse,
-                      const TensorView& dq, const TensorView& dk, const TensorView& dv, PassTimes* times) {
+                      const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TensorView& out, const TensorView& lse, const TensorView& dq,
+                      const TensorView& dk, const TensorView& dv, PassTimes* times) {
   const HeadSplit& s = ex.split();
   const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length(), S_local = q.size(1);
   Tensor delta({B, s.H, S_local});
@@ -272,19 +280,24 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
     Stopwatch w(compute_sink(times));
     attention_delta(dout, out, delta.view());
   }
-  Tensor qg({B, S, s.heads, D}), dog({B, S, s.heads, D}), kg({B, S, s.kv_heads, D}), vg({B, S, s.kv_heads, D});
+  Tensor qg({B, S, s.heads, D}), dog({B, S, s.heads, D}), kg({B, S, s.kv_heads, D}),
+      vg({B, S, s.kv_heads, D});
   Tensor lg({B, s.heads, S}), deltag({B, s.heads, S});
   {
     Stopwatch w(comm_sink(times));
-    ex.seq_to_heads(group, {{q, qg.view(), false, false}, {dout, dog.view(), false, false},
-                            {k, kg.view(), true, false}, {v, vg.view(), true, false},
-                            {lse, lg.view(), false, true}, {delta.view(), deltag.view(), false, true}});
+    ex.seq_to_heads(group, {{q, qg.view(), false, false},
+                            {dout, dog.view(), false, false},
+                            {k, kg.view(), true, false},
+                            {v, vg.view(), true, false},
+                            {lse, lg.view(), false, true},
+                            {delta.view(), deltag.view(), false, true}});
   }
   Tensor dqg({B, S, s.heads, D}), dkg({B, S, s.kv_heads, D}), dvg({B, S, s.kv_heads, D});
   attend.backward(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(), dqg.view(),
                   dkg.view(), dvg.view(), times);
   Stopwatch w(comm_sink(times));
-  ex.heads_to_seq(group, {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
+  ex.heads_to_seq(
+      group, {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
 }
 
 void LocalGroupAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -298,8 +311,8 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
                                    const TensorView& dq, const TensorView& dk, const TensorView& dv,
                                    PassTimes* times) const {
   Stopwatch w(compute_sink(times));
-  attention_backward_with_delta(dout, q, k, v, lse, delta, dq, dk, dv,
-                                gathered_params(base_, ex_, S_global_), false);
+  attention_backward_with_delta(dout, q, k, v, lse, delta, dq, dk, dv, gathered_params(base_, ex_, S_global_),
+                                false);
 }
 
 // ---------------------------------------------------------------- registration
@@ -310,8 +323,9 @@ void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesEx
                                       DistStats& stats) {
   UlyssesContext ctx;
   const bool keep = store_.slots() > 0;
-  run(peak_fwd_, stats,
-      [&](PassTimes& t) { ulysses_forward(group, ex, attend, q, k, v, out, lse, &t, keep ? &ctx : nullptr); });
+  run(peak_fwd_, stats, [&](PassTimes& t) {
+    ulysses_forward(group, ex, attend, q, k, v, out, lse, &t, keep ? &ctx : nullptr);
+  });
   if (keep) store_.save(content_fingerprint({q, k, v, out}), std::move(ctx));
 }
 
@@ -331,19 +345,20 @@ bool HeadParallelStrategy::backward_without_lse(const TensorView& q, const Tenso
 }
 
 void HeadParallelStrategy::backward_in(const Communicator& group, const UlyssesExchange& ex,
-                                       const GroupAttention& attend, const TensorView& dout, const TensorView& q,
-                                       const TensorView& k, const TensorView& v, const TensorView& out,
-                                       const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                                       const TensorView& dv, DistStats& stats) {
+                                       const GroupAttention& attend, const TensorView& dout,
+                                       const TensorView& q, const TensorView& k, const TensorView& v,
+                                       const TensorView& out, const TensorView& lse, const TensorView& dq,
+                                       const TensorView& dk, const TensorView& dv, DistStats& stats) {
   std::uint64_t key = 0;
   const UlyssesContext* ctx = agreed_context(q, k, v, out, key);
   if (ctx != nullptr) {
-    run(peak_bwd_, stats, [&](PassTimes& t) { ulysses_backward_saved(group, ex, attend, *ctx, dout, dq, dk, dv, &t); });
+    run(peak_bwd_, stats,
+        [&](PassTimes& t) { ulysses_backward_saved(group, ex, attend, *ctx, dout, dq, dk, dv, &t); });
   } else {
     run(peak_bwd_stateless_, stats,
         [&](PassTimes& t) { ulysses_backward(group, ex, attend, dout, q, k, v, out, lse, dq, dk, dv, &t); });
   }
-  store_.erase(key);   // the matched context (or a stale one of these inputs) is used up
+  store_.erase(key);  // the matched context (or a stale one of these inputs) is used up
 }
 
 namespace {
@@ -352,7 +367,8 @@ class UlyssesStrategy final : public HeadParallelStrategy {
  public:
   explicit UlyssesStrategy(const Setup& setup)
       : HeadParallelStrategy(setup, "ulysses"),
-        ex_(setup.plan->layout().positions, make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
+        ex_(setup.plan->layout().positions,
+            make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
         attend_(ex_, step_params(setup, nullptr, nullptr, nullptr), setup.shape.S_global) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -367,7 +383,7 @@ class UlyssesStrategy final : public HeadParallelStrategy {
 
  private:
   UlyssesExchange ex_;
-  LocalGroupAttention attend_;   // refers to ex_
+  LocalGroupAttention attend_;  // refers to ex_
 };
 
 }  // namespace
@@ -377,6 +393,8 @@ void validate_ulysses(const DistConfig&, const ProblemShape& shape, const Mask&,
   make_head_split(shape.H, shape.H_kv, P, "ulysses");
 }
 
-std::unique_ptr<Strategy> make_ulysses(const Setup& setup) { return std::make_unique<UlyssesStrategy>(setup); }
+std::unique_ptr<Strategy> make_ulysses(const Setup& setup) {
+  return std::make_unique<UlyssesStrategy>(setup);
+}
 
 }  // namespace burst::strategies

@@ -5,7 +5,8 @@
 // UlyssesExchange moves BSHD tensors between "my tokens, all heads" and "all tokens of the
 // group, my heads" with one all_to_all_v per direction (head ownership: HeadSplit in
 // plan_strategies.h); GroupAttention is what runs between the two all-to-alls.
-// See docs/strategies.md §ulysses, §usp, §tp; DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719), Megatron-LM (arXiv 2205.05198).
+// See docs/strategies.md §ulysses, §usp, §tp; DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719),
+// Megatron-LM (arXiv 2205.05198).
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,8 @@
 #include "burst/comm.h"
 #include "burst/plan.h"
 #include "burst/tensor.h"
-#include "strategies/common.h"
 #include "plan_strategies.h"
+#include "strategies/common.h"
 #include "strategies/strategy_impl.h"
 
 namespace burst::strategies {
@@ -33,8 +34,8 @@ class UlyssesExchange {
   /// gathered [B, heads, S_group]. Views may be strided (D contiguous for BSHD).
   struct Field {
     TensorView local, gathered;
-    bool kv = false;    ///< split by KV heads (K, V, dK, dV) rather than query heads
-    bool row = false;   ///< [B, H, S] row vector instead of BSHD
+    bool kv = false;   ///< split by KV heads (K, V, dK, dV) rather than query heads
+    bool row = false;  ///< [B, H, S] row vector instead of BSHD
   };
 
   /// Throws Error(InvalidArgument) when member positions overlap or are not increasing.
@@ -62,7 +63,7 @@ class UlyssesExchange {
  private:
   HeadSplit split_;
   std::vector<std::int64_t> positions_;
-  std::vector<std::vector<std::int64_t>> rows_;   ///< member i's tokens as rows of positions_
+  std::vector<std::vector<std::int64_t>> rows_;  ///< member i's tokens as rows of positions_
 };
 
 /// What runs on the gathered head-parallel tensors between the two all-to-alls: local attention
@@ -72,12 +73,11 @@ class UlyssesExchange {
 class GroupAttention {
  public:
   virtual ~GroupAttention() = default;
-  virtual void forward(const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out, const TensorView& lse, PassTimes* times) const = 0;
-  virtual void backward(const TensorView& dout, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& lse, const TensorView& delta,
-                        const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        PassTimes* times) const = 0;
+  virtual void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse, PassTimes* times) const = 0;
+  virtual void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& lse, const TensorView& delta, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, PassTimes* times) const = 0;
 };
 
 /// Local attention over the group's whole sequence (positions from the exchange, mask on
@@ -89,8 +89,8 @@ class LocalGroupAttention final : public GroupAttention {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, PassTimes* times) const override;
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& lse, const TensorView& delta, const TensorView& dq,
-                const TensorView& dk, const TensorView& dv, PassTimes* times) const override;
+                const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, PassTimes* times) const override;
 
  private:
   const UlyssesExchange& ex_;
@@ -129,21 +129,21 @@ class ContextStore {
 /// Memory: the group's sequence for this member's heads, B·S_group·(2·heads + 2·kv_heads)·D +
 /// rows, plus one send and one receive buffer of the exchange.
 void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
-                     const TensorView& q, const TensorView& k, const TensorView& v,
-                     const TensorView& out, const TensorView& lse, PassTimes* times,
-                     UlyssesContext* keep = nullptr);
+                     const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                     const TensorView& lse, PassTimes* times, UlyssesContext* keep = nullptr);
 /// Ulysses backward from a saved context (DeepSpeed's): seq→heads of dO, delta = rowsum(dO∘O)
 /// on the gathered heads, `attend` backward, heads→seq of dQ, dK, dV (dK, dV summed over KV
 /// replicas). Collective over `group`.
-void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
-                            const UlyssesContext& ctx, const TensorView& dout, const TensorView& dq,
-                            const TensorView& dk, const TensorView& dv, PassTimes* times);
+void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex,
+                            const GroupAttention& attend, const UlyssesContext& ctx, const TensorView& dout,
+                            const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                            PassTimes* times);
 /// Stateless Ulysses backward (no saved context): delta = rowsum(dO∘O) locally, seq→heads of
 /// Q, dO, K, V, lse, delta, `attend` backward, heads→seq of dQ, dK, dV. Collective.
 void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
-                      const TensorView& dout, const TensorView& q, const TensorView& k,
-                      const TensorView& v, const TensorView& out, const TensorView& lse,
-                      const TensorView& dq, const TensorView& dk, const TensorView& dv, PassTimes* times);
+                      const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TensorView& out, const TensorView& lse, const TensorView& dq,
+                      const TensorView& dk, const TensorView& dv, PassTimes* times);
 
 /// The passes of a head-parallel strategy around one Ulysses group with saved contexts, shared
 /// by ulysses (attend: local attention) and usp (attend: the ring over the groups).

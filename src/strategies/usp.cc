@@ -51,9 +51,13 @@ void add_times(PassTimes* times, const RingRunStats& rs) {
 class GroupRingAttention final : public GroupAttention {
  public:
   GroupRingAttention(const Communicator& ring, RingTopology topo, bool overlap, bool query_side,
-                     std::vector<std::vector<std::int64_t>> groups, const ResolvedMask& mask, AttentionParams base)
-      : exec_(ring, topo.nodes, topo.ranks_per_node, overlap), me_(ring.rank()), query_side_(query_side),
-        groups_(std::move(groups)), base_(std::move(base)) {
+                     std::vector<std::vector<std::int64_t>> groups, const ResolvedMask& mask,
+                     AttentionParams base)
+      : exec_(ring, topo.nodes, topo.ranks_per_node, overlap),
+        me_(ring.rank()),
+        query_side_(query_side),
+        groups_(std::move(groups)),
+        base_(std::move(base)) {
     const std::size_t r = groups_.size();
     pairs_.assign(r, std::vector<std::int64_t>(r));
     for (std::size_t i = 0; i < r; ++i)
@@ -69,18 +73,21 @@ class GroupRingAttention final : public GroupAttention {
     Tensor part_out(shape_of(out)), part_lse(shape_of(lse));
     bool first = true;
     RingRunStats rs;
-    exec_.run(std::move(own), 0, [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
-      if (visible(me_, j) == 0) return;
-      const TensorView kj = make_view(read, shape_of(k)), vj = make_view(read + kv_floats, shape_of(v));
-      if (first) {
-        attention_forward(q, kj, vj, out, lse, params(me_, j, progress));
-        first = false;
-      } else {
-        attention_forward(q, kj, vj, part_out.view(), part_lse.view(), params(me_, j, progress));
-        merge_forward(out, lse, part_out.view(), part_lse.view());
-      }
-    }, rs);
-    if (first) {   // every block empty: rows see no key (out = 0, lse = −inf)
+    exec_.run(
+        std::move(own), 0,
+        [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
+          if (visible(me_, j) == 0) return;
+          const TensorView kj = make_view(read, shape_of(k)), vj = make_view(read + kv_floats, shape_of(v));
+          if (first) {
+            attention_forward(q, kj, vj, out, lse, params(me_, j, progress));
+            first = false;
+          } else {
+            attention_forward(q, kj, vj, part_out.view(), part_lse.view(), params(me_, j, progress));
+            merge_forward(out, lse, part_out.view(), part_lse.view());
+          }
+        },
+        rs);
+    if (first) {  // every block empty: rows see no key (out = 0, lse = −inf)
       fill_view(out, 0.0f);
       fill_view(lse, kNegInf);
     }
@@ -88,8 +95,8 @@ class GroupRingAttention final : public GroupAttention {
   }
 
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& lse, const TensorView& delta, const TensorView& dq,
-                const TensorView& dk, const TensorView& dv, PassTimes* times) const override {
+                const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, PassTimes* times) const override {
     std::vector<float> own;
     RingRunStats rs;
     if (query_side_) {
@@ -100,27 +107,32 @@ class GroupRingAttention final : public GroupAttention {
       append_packed(dout, own);
       append_packed(delta, own);
       append_packed(lse, own);
-      const std::vector<float> dq_home = exec_.run(std::move(own), qf,
+      const std::vector<float> dq_home = exec_.run(
+          std::move(own), qf,
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(j, me_) == 0) return;
-            attention_backward_with_delta(make_view(read + qf, shape_of(dout)), make_view(read, shape_of(q)), k, v,
-                                          make_view(read + 2 * qf + rf, shape_of(lse)),
-                                          make_view(read + 2 * qf, shape_of(delta)), make_view(write, shape_of(dq)),
-                                          dk, dv, params(j, me_, progress), true);
-          }, rs);
+            attention_backward_with_delta(
+                make_view(read + qf, shape_of(dout)), make_view(read, shape_of(q)), k, v,
+                make_view(read + 2 * qf + rf, shape_of(lse)), make_view(read + 2 * qf, shape_of(delta)),
+                make_view(write, shape_of(dq)), dk, dv, params(j, me_, progress), true);
+          },
+          rs);
       unpack_into(dq_home.data(), dq);
     } else {
       const std::int64_t kv_floats = k.numel();
       fill_view(dq, 0.0f);
       append_packed(k, own);
       append_packed(v, own);
-      const std::vector<float> dkv = exec_.run(std::move(own), 2 * kv_floats,
+      const std::vector<float> dkv = exec_.run(
+          std::move(own), 2 * kv_floats,
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(me_, j) == 0) return;
-            attention_backward_with_delta(dout, q, make_view(read, shape_of(k)), make_view(read + kv_floats, shape_of(v)),
-                                          lse, delta, dq, make_view(write, shape_of(dk)),
-                                          make_view(write + kv_floats, shape_of(dv)), params(me_, j, progress), true);
-          }, rs);
+            attention_backward_with_delta(
+                dout, q, make_view(read, shape_of(k)), make_view(read + kv_floats, shape_of(v)), lse, delta,
+                dq, make_view(write, shape_of(dk)), make_view(write + kv_floats, shape_of(dv)),
+                params(me_, j, progress), true);
+          },
+          rs);
       unpack_into(dkv.data(), dk);
       unpack_into(dkv.data() + kv_floats, dv);
     }
@@ -135,7 +147,7 @@ class GroupRingAttention final : public GroupAttention {
     AttentionParams p = base_;
     p.q_positions = groups_[static_cast<std::size_t>(q_group)].data();
     p.kv_positions = groups_[static_cast<std::size_t>(kv_group)].data();
-    if (base_.progress) p.progress = progress;   // base carries the hook only when overlap is on
+    if (base_.progress) p.progress = progress;  // base carries the hook only when overlap is on
     return p;
   }
 
@@ -143,7 +155,8 @@ class GroupRingAttention final : public GroupAttention {
   int me_;
   bool query_side_;
   std::vector<std::vector<std::int64_t>> groups_;
-  std::vector<std::vector<std::int64_t>> pairs_;   ///< visible pairs of group i's queries against group j's keys
+  std::vector<std::vector<std::int64_t>>
+      pairs_;  ///< visible pairs of group i's queries against group j's keys
   AttentionParams base_;
 };
 
@@ -174,15 +187,16 @@ class UspStrategy final : public HeadParallelStrategy {
   }
   static AttentionParams ring_params(const Setup& setup) {
     const std::function<void()> marker = [] {};
-    return step_params(setup, nullptr, nullptr, &marker);   // keeps a hook iff overlap is on
+    return step_params(setup, nullptr, nullptr, &marker);  // keeps a hook iff overlap is on
   }
   /// The ring over the groups: members hold the same heads, ring rank = group index. Collective.
   static std::unique_ptr<GroupRingAttention> make_ring(const Setup& setup, int u,
-                                                   const std::vector<std::vector<std::int64_t>>& groups) {
+                                                       const std::vector<std::vector<std::int64_t>>& groups) {
     const Communicator ring = setup.comm.split_channel(setup.rank % u, setup.rank / u);
     const bool burst = setup.cfg.usp_ring == UspRing::Burst;
-    const RingTopology topo = burst ? usp_ring_topology(setup.P, u, setup.plan->ranks_per_node(), setup.cfg.double_ring)
-                                    : RingTopology{1, setup.P / u};
+    const RingTopology topo =
+        burst ? usp_ring_topology(setup.P, u, setup.plan->ranks_per_node(), setup.cfg.double_ring)
+              : RingTopology{1, setup.P / u};
     return std::make_unique<GroupRingAttention>(ring, topo, setup.cfg.overlap, burst, groups, *setup.resolved,
                                                 ring_params(setup));
   }
@@ -206,14 +220,15 @@ void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const Mask& 
   make_head_split(shape.H, shape.H_kv, u, "usp");
   const SequenceLayout layout = make_layout(cfg.layout, P, shape.S_global, mask);
   for (int r = 1; r < P; ++r)
-    BURST_CHECK(layout.positions[static_cast<std::size_t>(r)].size() == layout.positions[0].size(), Unsupported,
-                "usp: its ring needs equal shards, but layout ", to_string(cfg.layout), " gives rank ", r, " ",
-                layout.positions[static_cast<std::size_t>(r)].size(), " tokens and rank 0 ",
-                layout.positions[0].size());
+    BURST_CHECK(layout.positions[static_cast<std::size_t>(r)].size() == layout.positions[0].size(),
+                Unsupported, "usp: its ring needs equal shards, but layout ", to_string(cfg.layout),
+                " gives rank ", r, " ", layout.positions[static_cast<std::size_t>(r)].size(),
+                " tokens and rank 0 ", layout.positions[0].size());
 }
 
 std::unique_ptr<Strategy> make_usp(const Setup& setup) {
-  return std::make_unique<UspStrategy>(setup, resolve_ulysses_degree(setup.cfg.ulysses_degree, setup.P, setup.shape.H_kv));
+  return std::make_unique<UspStrategy>(
+      setup, resolve_ulysses_degree(setup.cfg.ulysses_degree, setup.P, setup.shape.H_kv));
 }
 
 }  // namespace burst::strategies
