@@ -138,10 +138,11 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
     const int a = i / Ls, b = i % Ls;
     return wrap(a - t / Ls, n) * Ls + wrap(b - t, Ls);
   };
-  // need(i, j): rank i computes on block j (query side: j's queries see i's keys).
-  auto need = [&](int i, int j) {
-    return (backward && query_side ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j)) > 0;
+  // pair(i, j): visible pairs rank i computes on with block j (query side: j's queries, i's keys).
+  auto pair = [&](int i, int j) {
+    return backward && query_side ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j);
   };
+  auto need = [&](int i, int j) { return pair(i, j) > 0; };
   Schedule s;
   s.ranks.resize(P);
   std::vector<double> held(static_cast<std::size_t>(P), 0);  // write partials sent or received
@@ -152,7 +153,7 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
     for (int t = 0; t < P; ++t) {
       const int j = part(i, t);
       const bool computes = t == 0 || need(i, j);
-      const double p = (backward && query_side) ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j);
+      const double p = pair(i, j);
       rs.compute[t] = computes ? block_seconds(ctx, p, H, backward) : 0;
       if (t >= 1 && need(i, j)) {
         Feed f;  // the owner posts my copy when it starts step t − 1
