@@ -11,37 +11,13 @@
 
 namespace burst::strategies {
 
-namespace {
-
-class BurstStrategy final : public Strategy {
- public:
-  explicit BurstStrategy(const Setup& setup)
-      : setup_(setup),
-        exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap) {}
-
-  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-               const TensorView& lse, DistStats& stats) override {
-    ring_forward(setup_, exec_, q, k, v, out, lse, stats);
-  }
-
-  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                const TensorView& dv, DistStats& stats) override {
-    ring_backward(setup_, exec_, setup_.plan->backward_side(), dout, q, k, v, out, lse, dq, dk, dv, stats);
-  }
-
- private:
-  Setup setup_;
-  RingExecutor exec_;
-};
-
-}  // namespace
-
 void validate_burst(const DistConfig&, const ProblemShape&, const Mask&, int) {
   // Every mask is expressed through explicit global positions; every layout and side is
   // supported. Shape and layout divisibility are checked by the façade and the plan.
 }
 
-std::unique_ptr<Strategy> make_burst(const Setup& setup) { return std::make_unique<BurstStrategy>(setup); }
+std::unique_ptr<Strategy> make_burst(const Setup& setup) {
+  return make_ring_family(setup, /*kv_side_backward=*/false);
+}
 
 }  // namespace burst::strategies

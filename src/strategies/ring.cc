@@ -12,38 +12,14 @@
 
 namespace burst::strategies {
 
-namespace {
-
-class RingStrategy final : public Strategy {
- public:
-  explicit RingStrategy(const Setup& setup)
-      : setup_(setup),
-        exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap) {}
-
-  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-               const TensorView& lse, DistStats& stats) override {
-    ring_forward(setup_, exec_, q, k, v, out, lse, stats);
-  }
-
-  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                const TensorView& dv, DistStats& stats) override {
-    ring_backward(setup_, exec_, BackwardSide::KvSide, dout, q, k, v, out, lse, dq, dk, dv, stats);
-  }
-
- private:
-  Setup setup_;
-  RingExecutor exec_;
-};
-
-}  // namespace
-
 void validate_ring(const DistConfig& cfg, const ProblemShape&, const Mask&, int) {
   BURST_CHECK(cfg.backward_side != BackwardSide::QuerySide, Unsupported,
               "strategy 'ring' circulates K,V in the backward (KvSide); the query-side backward "
               "is strategy 'burst'");
 }
 
-std::unique_ptr<Strategy> make_ring(const Setup& setup) { return std::make_unique<RingStrategy>(setup); }
+std::unique_ptr<Strategy> make_ring(const Setup& setup) {
+  return make_ring_family(setup, /*kv_side_backward=*/true);
+}
 
 }  // namespace burst::strategies

@@ -161,4 +161,37 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   stats.visible_pairs = setup.plan->backward().visible_pairs[static_cast<std::size_t>(g)];
 }
 
+namespace {
+
+class RingFamilyStrategy final : public Strategy {
+ public:
+  RingFamilyStrategy(const Setup& setup, bool kv_side_backward)
+      : setup_(setup),
+        exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap),
+        kv_side_backward_(kv_side_backward) {}
+
+  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const TensorView& lse, DistStats& stats) override {
+    ring_forward(setup_, exec_, q, k, v, out, lse, stats);
+  }
+
+  void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                const TensorView& dv, DistStats& stats) override {
+    const BackwardSide side = kv_side_backward_ ? BackwardSide::KvSide : setup_.plan->backward_side();
+    ring_backward(setup_, exec_, side, dout, q, k, v, out, lse, dq, dk, dv, stats);
+  }
+
+ private:
+  Setup setup_;
+  RingExecutor exec_;
+  bool kv_side_backward_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_ring_family(const Setup& setup, bool kv_side_backward) {
+  return std::make_unique<RingFamilyStrategy>(setup, kv_side_backward);
+}
+
 }  // namespace burst::strategies

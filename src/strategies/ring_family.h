@@ -11,6 +11,8 @@
 // façade rounds them once at the end).
 #pragma once
 
+#include <memory>
+
 #include "burst/strategy.h"
 #include "strategies/ring_skeleton.h"
 #include "strategies/strategy_impl.h"
@@ -24,5 +26,9 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
                    const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                    const TensorView& lse, const TensorView& dq, const TensorView& dk, const TensorView& dv,
                    DistStats& stats);
+
+// The burst and ring strategies: ring_forward, and ring_backward on `side` — the plan's choice
+// (burst: QuerySide, or Auto resolved by bytes) or always KvSide (ring).
+std::unique_ptr<Strategy> make_ring_family(const Setup& setup, bool kv_side_backward);
 
 }  // namespace burst::strategies
