@@ -9,6 +9,7 @@
 # whole grid of the comparison — S 4K..64K and the LM at 16K..64K — which takes days there):
 #   RANKS ("1 2 4"), STRATEGIES (all), LAYOUTS (contiguous,zigzag,striped,balanced), MASKS (all),
 #   SEQS (4096), HEADS (4), DIM (64), REPEATS (3), BF16_RANKS ("2": bf16 runs at these P),
+#   BF16_MASKS (causal,full,causal_document,sliding_window_causal; "all" in the full grid),
 #   LM_STRATEGIES ("burst ring usp tp allgather"), LM_SEQS (16384), LM_STEPS (3), LM_RANKS (2),
 #   BURST (build/tools/burst).
 # Resumable: bench matrix skips cases already in OUTDIR/matrix_*.jsonl, and the LM runs already in
@@ -21,9 +22,11 @@ burst=${BURST:-${BURST_BUILD_DIR:-build}/tools/burst}
 if [[ "${PUBLISH_FULL:-0}" == 1 ]]; then
   seqs_default=4096,8192,16384,32768,65536
   lm_seqs_default="16384 32768 65536"
+  bf16_masks_default=all
 else
   seqs_default=4096
   lm_seqs_default=16384
+  bf16_masks_default=causal,full,causal_document,sliding_window_causal
 fi
 ranks=${RANKS:-1 2 4}
 strategies=${STRATEGIES:-all}
@@ -34,6 +37,7 @@ heads=${HEADS:-4}
 dim=${DIM:-64}
 repeats=${REPEATS:-3}
 bf16_ranks=${BF16_RANKS:-2}
+bf16_masks=${BF16_MASKS:-$bf16_masks_default}
 lm_strategies=${LM_STRATEGIES:-burst ring usp tp allgather}
 lm_seqs=${LM_SEQS:-$lm_seqs_default}
 lm_steps=${LM_STEPS:-3}
@@ -51,13 +55,17 @@ run() {  # run CMD...: log the exact command, then run it
 stamp() { printf '[publish %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 : > "$log"
 
-# 1. The kernel-level matrix, fp32 at every P, bf16 at BF16_RANKS.
+# 1. The kernel-level matrix, fp32 at every P, bf16 at BF16_RANKS. At P = 1 every strategy is the
+# single-device kernel on the whole sequence: one strategy and layout stand for all (the baseline).
 for P in $ranks; do
   for dtype in fp32 bf16; do
     if [[ $dtype == bf16 && " $bf16_ranks " != *" $P "* ]]; then continue; fi
-    stamp "matrix P=$P $dtype: $strategies x $layouts x $masks x S $seqs"
-    run mpirun -n "$P" --bind-to none "$burst" bench matrix --strategies "$strategies" --layouts "$layouts" \
-      --masks "$masks" --seqs "$seqs" --passes fwd,bwd --heads "$heads" --dim "$dim" --threads 1 \
+    s=$strategies l=$layouts m=$masks
+    if ((P == 1)); then s=burst l=contiguous; fi
+    if [[ $dtype == bf16 ]]; then m=$bf16_masks; fi
+    stamp "matrix P=$P $dtype: $s x $l x $m x S $seqs"
+    run mpirun -n "$P" --bind-to none "$burst" bench matrix --strategies "$s" --layouts "$l" \
+      --masks "$m" --seqs "$seqs" --passes fwd,bwd --heads "$heads" --dim "$dim" --threads 1 \
       --repeats "$repeats" --warmup 1 --check-max-seq 1024 --dtype "$dtype" \
       -o "$out/matrix_P${P}_${dtype}.jsonl" > /dev/null
   done
