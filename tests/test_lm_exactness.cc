@@ -2,7 +2,9 @@
 // data, `burst train` on P ranks gives the same loss at every step as the single-process run
 // through the local kernel engine — for the burst and ring strategies on the contiguous, zigzag
 // and striped layouts — and `burst eval` on P ranks (balanced layout) reproduces the
-// single-process perplexity and passes its own self-check. Tiny model, synthetic corpus.
+// single-process perplexity and passes its own self-check; under Megatron tensor parallelism
+// (--strategy tp) loss, gradients, bytes and checkpoints match the single process. Tiny model,
+// synthetic corpus.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +15,8 @@
 #include "burst/comm.h"
 #include "lm/data.h"
 #include "lm/engine_factory.h"
+#include "lm/fused_head_loss.h"
+#include "lm/model_tp.h"
 #include "lm/runtime.h"
 #include "lm/train.h"
 
@@ -166,4 +170,151 @@ TEST(LmExactness, EvalMatchesSingleProcessAndVerifiesItself) {
   EXPECT_NEAR(dist.at("perplexity").get<double>(), local.at("perplexity").get<double>(),
               kRtol * local.at("perplexity").get<double>());
   EXPECT_EQ(dist.at("ranks"), f.comm.size());
+}
+
+// ---- Megatron tensor parallelism in the model (--strategy tp, apps/lm/model_tp.h) -------------
+
+namespace {
+
+// Whole heads and SwiGLU slices on every rank for P = 1..4: H = 12; GQA (H_kv = 4) where P
+// divides 4, else MHA.
+burst::lm::TrainOptions tp_options(const Fixture& f, const std::string& out) {
+  auto o = f.train_options(out);
+  o.model.heads = 12;
+  o.model.kv_heads = 4 % f.comm.size() == 0 ? 4 : 12;
+  o.model.head_dim = 4;
+  o.model.ffn_hidden = 48;
+  o.run.tensor_parallel = true;
+  return o;
+}
+
+// Gradients of the TP shards against the single-process model: the two differ only in the order
+// of fp32 sums (GEMM blocking over the shard widths, the reduce-scatter's sum over ranks, the
+// replicated gradients' all-reduce). A sum of n fp32 terms is off by at most n·u·Σ|terms|
+// (u = 2⁻²⁴ ≈ 6e-8); the longest sums are the weight gradients' over S = 240 rows (1.4e-5),
+// compounded through two layers' backward: 1e-4 of the tensor's largest entry. A missing
+// reduction (an all-gather for a reduce-scatter, no all-reduce of a replicated gradient) is an
+// O(1) error; the test checks that the un-reduced gradients do fail this tolerance.
+constexpr double kGradTol = 1e-4;
+
+double max_rel_err(const torch::Tensor& got, const torch::Tensor& want) {
+  const double scale = want.abs().max().item<double>();
+  return (got - want).abs().max().item<double>() / std::max(scale, 1e-30);
+}
+
+}  // namespace
+
+TEST(LmExactness, TensorParallelLossAndGradientsMatchSingleProcess) {
+  Fixture f;
+  const int P = f.comm.size(), rank = f.comm.rank();
+  const auto opts = tp_options(f, "unused");
+  const burst::lm::Corpus corpus = burst::lm::load_corpus(f.root / "data");
+  burst::lm::ModelConfig mc = opts.model;
+  mc.vocab_size = corpus.vocab_size;
+  const std::int64_t S = 240, S_padded = burst::lm::padded_length(S, P);
+  const burst::lm::Window w = burst::lm::make_window(corpus, 101, S, S_padded);
+  std::vector<std::int64_t> in, tg;
+  std::vector<float> wt;
+  auto loss_of = [&](const torch::Tensor& hidden, burst::lm::Model& m) {
+    const auto n = static_cast<std::int64_t>(in.size());
+    return burst::lm::fused_head_loss(hidden, m.head(), torch::from_blob(tg.data(), {n}, torch::kInt64),
+                                      torch::from_blob(wt.data(), {n}), 40);
+  };
+
+  // The oracle: the full model in one process.
+  burst::lm::Model ref(mc);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(S_padded));
+  for (std::int64_t i = 0; i < S_padded; ++i) all[static_cast<std::size_t>(i)] = i;
+  burst::lm::LocalEngine local(all, w.mask, S_padded, 1);
+  burst::lm::gather_window(corpus, w, local.positions(), in, tg, wt);
+  const auto ref_loss = loss_of(
+      ref.forward(torch::from_blob(in.data(), {S_padded}, torch::kInt64), local), ref);
+  ref_loss.backward();
+
+  // The same weights split over P ranks.
+  burst::lm::Model tp(mc);
+  burst::lm::shard_model(tp, rank, P);
+  burst::lm::TpEngine engine(f.comm, S_padded, w.mask, 1);
+  burst::lm::gather_window(corpus, w, engine.positions(), in, tg, wt);
+  const auto n_local = static_cast<std::int64_t>(in.size());
+  ASSERT_EQ(n_local, S_padded / P);
+  const auto tp_loss =
+      loss_of(burst::lm::forward_tp(tp, torch::from_blob(in.data(), {n_local}, torch::kInt64), engine), tp);
+  tp_loss.backward();
+  std::vector<double> loss{tp_loss.item<double>()};
+  burst::lm::all_reduce_sum_f64(f.comm, loss);
+  EXPECT_NEAR(loss[0], ref_loss.item<double>(), kRtol * std::abs(ref_loss.item<double>())) << "P=" << P;
+
+  std::vector<torch::Tensor> unreduced;
+  for (auto& p : tp.parameters()) unreduced.push_back(p.grad().clone());
+  const auto g = burst::lm::reduce_gradients_tp(tp, f.comm);
+  double ref_sq = 0;
+  for (std::size_t i = 0; i < ref.parameters().size(); ++i) {
+    const auto& name = ref.names()[i];
+    const auto split = burst::lm::tp_split(name);
+    const auto want = ref.parameters()[i].grad();
+    ref_sq += want.to(torch::kFloat64).pow(2).sum().item<double>();
+    const auto got = burst::lm::tp_unshard(f.comm, tp.parameters()[i].grad(), split);
+    ASSERT_EQ(got.sizes(), want.sizes()) << name;
+    EXPECT_LE(max_rel_err(got, want), kGradTol) << name << " P=" << P;
+    if (P > 1 && (name == "embed" || name == "head")) {  // each rank saw only its tokens
+      EXPECT_GT(max_rel_err(unreduced[i], want), kGradTol)
+          << name << ": the tolerance would not see a missing reduction";
+    }
+  }
+  EXPECT_NEAR(g.norm, std::sqrt(ref_sq), kGradTol * std::sqrt(ref_sq));
+  // Sharded weights really are 1/P of the full ones on every rank.
+  EXPECT_EQ(tp.parameters()[2].size(0) * P, ref.parameters()[2].size(0)) << tp.names()[2];
+}
+
+TEST(LmExactness, TensorParallelTrainingMatchesAndItsCheckpointLoadsInOneProcess) {
+  Fixture f;
+  const int P = f.comm.size();
+  auto ref_opts = tp_options(f, "ref" + std::to_string(f.comm.rank()));
+  ref_opts.run.engine = burst::lm::EngineKind::Local;
+  const auto ref = burst::lm::run_train(ref_opts, f.self);
+  const auto o = tp_options(f, "tp");
+  const auto got = burst::lm::run_train(o, f.comm);
+  ASSERT_EQ(got.size(), ref.size());
+  // Megatron-SP's bytes per rank and step: per layer 2 all-gathers and 2 reduce-scatters of
+  // [S, d] forward and the same backward, each 4·(P−1)·S/P·d bytes; plus the all-reduce of the
+  // replicated gradients (embedding, head: V·d each; 2L + 1 norms of d) and the 2-float
+  // all-gather of the split gradients' squared norm.
+  const std::int64_t S = burst::lm::padded_length(o.seq_len, P), d = o.model.d_model, V = 48;
+  const std::int64_t replicated = 2 * V * d + (2 * o.model.layers + 1) * d;
+  const std::int64_t want_bytes = o.model.layers * 8 * 4 * (P - 1) * (S / P) * d +
+                                  4 * 2 * replicated * (P - 1) / P + 4 * 2 * (P - 1);
+  for (std::size_t s = 0; s < ref.size(); ++s) {
+    EXPECT_NEAR(got[s].loss, ref[s].loss, kRtol * std::abs(ref[s].loss)) << "step " << s + 1 << " P=" << P;
+    EXPECT_EQ(got[s].bytes_sent, want_bytes) << "step " << s + 1;
+    EXPECT_EQ(got[s].strategy, "tp");
+    EXPECT_GT(got[s].peak_rss_bytes, 0);
+  }
+  // The checkpoint holds full tensors: a single-process eval loads it, and eval --strategy tp
+  // (P ranks, shards of it) gives the same perplexity and passes its own self-check.
+  burst::lm::EvalOptions e;
+  e.run = o.run;
+  e.checkpoint = o.out_dir / "checkpoint.safetensors";
+  e.verify_books = 3;
+  const auto dist = burst::lm::run_eval(e, f.comm);
+  e.run.engine = burst::lm::EngineKind::Local;
+  const auto single = burst::lm::run_eval(e, f.self);
+  EXPECT_TRUE(dist.at("verified").get<bool>()) << dist.dump();
+  EXPECT_EQ(dist.at("strategy"), "tp");
+  EXPECT_NEAR(dist.at("perplexity").get<double>(), single.at("perplexity").get<double>(),
+              kRtol * single.at("perplexity").get<double>());
+}
+
+// Bad input is refused on every rank before any message: heads that do not split, and
+// activation checkpointing (not implemented for tp).
+TEST(LmExactness, TensorParallelRefusesModelsThatDoNotSplit) {
+  Fixture f;
+  auto o = tp_options(f, "bad");
+  o.recompute = burst::lm::Model::Recompute::Mlp;
+  EXPECT_THROW(burst::lm::run_train(o, f.comm), burst::Error);
+  if (f.comm.size() > 1) {
+    auto bad = tp_options(f, "bad_heads");
+    bad.model.heads = bad.model.kv_heads = 5;
+    EXPECT_THROW(burst::lm::run_train(bad, f.comm), burst::Error);
+  }
 }

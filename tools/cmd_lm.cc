@@ -31,7 +31,9 @@ void add_run_options(CLI::App& cmd, RunArgs& a, const std::string& default_layou
   a.layout = default_layout;
   cmd.add_option("--data", a.data, "token cache directory (from kjv_prepare)")->capture_default_str();
   cmd.add_option("--strategy", a.strategy,
-                 "context-parallel strategy: burst, ring, allgather, ulysses, usp, distflash, tp")
+                 "context-parallel strategy: burst, ring, allgather, ulysses, usp, distflash; tp: train and "
+                 "eval run the model under Megatron tensor parallelism (weights sharded, sequence-parallel "
+                 "activations; --layout ignored)")
       ->capture_default_str();
   cmd.add_option("--layout", a.layout, "sequence layout: contiguous, zigzag, striped, balanced")
       ->capture_default_str();
@@ -46,7 +48,8 @@ void add_run_options(CLI::App& cmd, RunArgs& a, const std::string& default_layou
 lm::RunOptions resolve(const RunArgs& a, const Communicator& comm) {
   lm::RunOptions r;
   r.data_dir = a.data;
-  r.dist.strategy = strategy_from_string(a.strategy);
+  r.tensor_parallel = a.strategy == "tp";
+  if (!r.tensor_parallel) r.dist.strategy = strategy_from_string(a.strategy);
   r.dist.layout = layout_from_string(a.layout);
   BURST_CHECK(a.engine == "dist" || a.engine == "local", InvalidArgument, "--engine ", a.engine,
               " is not dist or local");
@@ -122,6 +125,10 @@ void add_lm_commands(CLI::App& app) {
                                          {"heads", topt->model.heads},
                                          {"kv_heads", topt->model.kv_heads},
                                          {"backward_side", history.back().backward_side},
+                                         {"strategy", history.back().strategy},
+                                         {"bytes_sent_per_step", history.back().bytes_sent},
+                                         {"tokens_per_second", history.back().tokens_per_second},
+                                         {"peak_rss_bytes", history.back().peak_rss_bytes},
                                          {"blas", topt->run.blas},
                                          {"checkpoint", (topt->out_dir / "checkpoint.safetensors").string()}}
                               .dump()

@@ -48,6 +48,9 @@ class AttentionEngine {
                         const TensorView& out, const TensorView& lse, const TensorView& dq,
                         const TensorView& dk, const TensorView& dv) = 0;
   const EngineTotals& totals() const { return totals_; }
+  /// Rows of q, k, v that forward/backward and burst_attention take: positions().size() (this
+  /// rank's slice), except for TpEngine (tp_comm.h), whose attention runs over the whole sequence.
+  virtual std::int64_t attention_rows() const { return static_cast<std::int64_t>(positions().size()); }
   /// Visible (q, k) pairs per head of one forward pass on the busiest rank (progress estimates);
   /// 0 when the engine does not know.
   virtual std::int64_t planned_forward_pairs() const { return 0; }
@@ -134,8 +137,8 @@ Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half);
 /// FLOPs, no messages) and returns cache->out; seq-wise runs engine.first_half() on the first
 /// S_local/2 rows of q, k, v (collective over its ranks) and concatenates the cached half.
 /// Backward is the same in every case.
-/// Throws Error(InvalidArgument) for q not [1, S_local, H, D] with S_local = engine.positions()
-/// size, a filled cache whose shapes do not match q, or a seq-wise cache without
+/// Throws Error(InvalidArgument) for q not [1, S_local, H, D] with S_local =
+/// engine.attention_rows(), a filled cache whose shapes do not match q, or a seq-wise cache without
 /// engine.first_half() or with S_local odd.
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               AttentionEngine& engine, AttentionCache* cache = nullptr);

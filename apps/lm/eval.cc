@@ -4,12 +4,15 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "burst/error.h"
 #include "checkpoint.h"
 #include "data.h"
 #include "engine_factory.h"
 #include "fused_head_loss.h"
+#include "model_tp.h"
 #include "progress.h"
 #include "runtime.h"
 #include "train.h"
@@ -113,6 +116,14 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
   });
   Model model = model_from_checkpoint(ckpt);
   const ModelConfig& mcfg = model.config();
+  // Tensor parallelism: this rank's shards of the checkpoint's full weights run the evaluation;
+  // the full model stays for the single-rank self-check.
+  const bool tp = tensor_parallel(o.run);
+  std::optional<Model> shards;
+  if (tp) {
+    shards.emplace(model);
+    shard_model(*shards, rank, P);
+  }
   // No autograd state from here on: no graph, no version counters, no saved tensors
   // (c10::InferenceMode; the model's parameters were made before it, as normal tensors).
   const c10::InferenceMode inference;
@@ -125,25 +136,33 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
     // token attends to it; it is not a book.
     std::cerr << "eval: " << N << " tokens as one sequence ("
               << w.cu_seqlens.size() - 1 - (S_padded > N ? 1 : 0) << " books, document-causal, "
-              << S_padded - N << " padding tokens), " << P << " ranks, " << to_string(o.run.dist.strategy)
-              << " / " << to_string(o.run.dist.layout) << ", model step " << ckpt.header.at("step")
+              << S_padded - N << " padding tokens), " << P << " ranks, "
+              << (tp ? std::string("tp (Megatron tensor parallelism) / contiguous")
+                     : std::string(to_string(o.run.dist.strategy)) + " / " + to_string(o.run.dist.layout))
+              << ", model step " << ckpt.header.at("step")
               << ", BLAS " << blas_summary(o.run.blas) << "\n";
 
   return abort_on_failure(comm, "burst eval", [&]() -> json {
     const Stopwatch sw;
-    auto engine = make_engine(o.run, comm, mcfg, S_padded, w.mask);
+    std::unique_ptr<AttentionEngine> engine;
+    if (tp)
+      engine = std::make_unique<TpEngine>(comm, S_padded, w.mask, o.run.dist.num_threads);
+    else
+      engine = make_engine(o.run, comm, mcfg, S_padded, w.mask);
     std::vector<std::int64_t> in, tg;
     std::vector<float> wt;
     gather_window(corpus, w, engine->positions(), in, tg, wt);
     const auto n_local = static_cast<std::int64_t>(in.size());
     Progress progress("eval: ", eval_phases(mcfg, n_local, engine->planned_forward_pairs()), log);
     if (log) progress.set_prior_rate("attention", attention_rate(mcfg, o.run.dist.num_threads));
-    const auto hidden = model.forward(
-        torch::from_blob(in.data(), {n_local}, torch::kInt64), *engine, [&](int layer, Model::Stage st) {
-          // phase 3·layer + stage; Done (layer = L) is the LM head, 3·L
-          progress.begin(static_cast<std::size_t>(
-              st == Model::Stage::Done ? 3 * layer : 3 * layer + static_cast<int>(st)));
-        });
+    const Model::StageHook on_stage = [&](int layer, Model::Stage st) {
+      // phase 3·layer + stage; Done (layer = L) is the LM head, 3·L
+      progress.begin(
+          static_cast<std::size_t>(st == Model::Stage::Done ? 3 * layer : 3 * layer + static_cast<int>(st)));
+    };
+    const auto tokens = torch::from_blob(in.data(), {n_local}, torch::kInt64);
+    const auto hidden = tp ? forward_tp(*shards, tokens, static_cast<TpEngine&>(*engine), on_stage)
+                           : model.forward(tokens, *engine, on_stage);
     const auto losses = head_token_losses(
         hidden, model.head(), torch::from_blob(tg.data(), {n_local}, torch::kInt64), o.run.head_chunk);
     progress.end();
@@ -274,8 +293,8 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
     return {{"tokens", N},
             {"ranks", P},
             {"context_length", N},
-            {"strategy", to_string(o.run.dist.strategy)},
-            {"layout", to_string(o.run.dist.layout)},
+            {"strategy", tp ? std::string("tp") : to_string(o.run.dist.strategy)},
+            {"layout", tp ? std::string("contiguous") : to_string(o.run.dist.layout)},
             {"checkpoint_step", ckpt.header.at("step")},
             {"loss", loss_total / count_total},
             {"perplexity", ppl},

@@ -285,6 +285,9 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
   std::unique_ptr<Vocab> vocab;
   std::int64_t n_ctx = 0;
   comm.agree_on([&] {
+    BURST_CHECK(!o.run.tensor_parallel, InvalidArgument,
+                "burst generate shards the KV cache over the sequence and has no tensor-parallel mode: "
+                "use a context-parallel --strategy (burst, ring, ...)");
     BURST_CHECK(o.max_new_tokens >= 1 && o.top_k >= 0 && o.temperature >= 0 && o.verify_tokens >= 0 &&
                     o.context_tokens >= -1,
                 InvalidArgument, "generate: max_new_tokens=", o.max_new_tokens, " (>= 1), top_k=", o.top_k,

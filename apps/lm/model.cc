@@ -77,10 +77,11 @@ torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const
   return torch::cat({x1 * c - x2 * s, x1 * s + x2 * c}, 3);
 }
 
-namespace {
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
 }
+
+namespace {
 
 // x + W2·(silu(W1·m) ∘ W3·m) with m = RMSNorm(x): the MLP block with its residual.
 torch::Tensor mlp_block(const torch::Tensor& x, const torch::Tensor& norm, const torch::Tensor& w1,

@@ -46,6 +46,8 @@ struct ModelConfig {
 /// ~10⁶ in evaluation, where fp32 angles would lose ~0.06 rad). Source: RoFormer (Su et al. 2021).
 std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64_t>& positions, int head_dim,
                                                     double base);
+/// RMSNorm(x)·w over the last dimension: x [.., d], w [d] (Zhang & Sennrich 2019).
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
 /// Rotates x [1, S, H, D] pairwise (first half with second half, the Llama/NeoX convention).
 torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 

@@ -14,6 +14,7 @@
 #include "data.h"
 #include "engine_factory.h"
 #include "fused_head_loss.h"
+#include "model_tp.h"
 #include "runtime.h"
 
 namespace burst::lm {
@@ -81,22 +82,44 @@ json run_fingerprint(const TrainOptions& o, const Corpus& corpus) {
           {"lr", o.lr}};
 }
 
-Checkpoint make_checkpoint(Model& model, const AdamW& opt, int step, const json& fingerprint,
+/// The checkpoint of `model` (full tensors) and the AdamW moments `m`, `v` (parameter order).
+Checkpoint make_checkpoint(Model& model, const std::vector<torch::Tensor>& params,
+                           const std::vector<torch::Tensor>& m, const std::vector<torch::Tensor>& v,
+                           std::int64_t adam_t, int step, const json& fingerprint,
                            const std::vector<StepRecord>& history) {
   Checkpoint c;
   c.header = {{"kind", "burst-lm"},
               {"model", model.config().to_json()},
               {"step", step},
-              {"adam_t", opt.t},
+              {"adam_t", adam_t},
               {"run", fingerprint}};
   c.header["history"] = json::array();
   for (const auto& r : history) c.header["history"].push_back(r.to_json());
-  for (std::size_t i = 0; i < model.parameters().size(); ++i) {
-    c.tensors.emplace_back(model.names()[i], model.parameters()[i].detach());
-    c.tensors.emplace_back("adam_m." + model.names()[i], opt.m[i]);
-    c.tensors.emplace_back("adam_v." + model.names()[i], opt.v[i]);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    c.tensors.emplace_back(model.names()[i], params[i].detach());
+    c.tensors.emplace_back("adam_m." + model.names()[i], m[i]);
+    c.tensors.emplace_back("adam_v." + model.names()[i], v[i]);
   }
   return c;
+}
+
+Checkpoint make_checkpoint(Model& model, const AdamW& opt, int step, const json& fingerprint,
+                           const std::vector<StepRecord>& history) {
+  return make_checkpoint(model, model.parameters(), opt.m, opt.v, opt.t, step, fingerprint, history);
+}
+
+/// Tensor parallelism: the checkpoint of the gathered full tensors (a single-process eval loads
+/// it; a run of any strategy resumes from it). Collective over comm.
+Checkpoint make_checkpoint_tp(Model& model, const AdamW& opt, int step, const json& fingerprint,
+                              const std::vector<StepRecord>& history, const Communicator& comm) {
+  std::vector<torch::Tensor> p, m, v;
+  for (std::size_t i = 0; i < model.parameters().size(); ++i) {
+    const TpSplit split = tp_split(model.names()[i]);
+    p.push_back(tp_unshard(comm, model.parameters()[i], split));
+    m.push_back(tp_unshard(comm, opt.m[i], split));
+    v.push_back(tp_unshard(comm, opt.v[i], split));
+  }
+  return make_checkpoint(model, p, m, v, opt.t, step, fingerprint, history);
 }
 
 void plot(const fs::path& out_dir, double unigram_loss, bool verbose) {
@@ -123,7 +146,9 @@ json StepRecord::to_json() const {
           {"lr", lr},
           {"window_begin", window_begin},
           {"bytes_sent", bytes_sent},
-          {"backward_side", backward_side}};
+          {"backward_side", backward_side},
+          {"strategy", strategy},
+          {"peak_rss_bytes", peak_rss_bytes}};
 }
 
 std::string blas_summary(const json& blas) {
@@ -224,6 +249,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
         s.window_begin = r.at("window_begin");
         s.bytes_sent = r.at("bytes_sent");
         s.backward_side = r.value("backward_side", "");
+        s.strategy = r.value("strategy", "");
+        s.peak_rss_bytes = r.value("peak_rss_bytes", std::int64_t{0});
         history.push_back(s);
       }
     });
@@ -233,13 +260,31 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     save_checkpoint(opts.out_dir / "checkpoint_step0.safetensors",
                     make_checkpoint(model, opt, 0, fingerprint, history));
   }
+  // Tensor parallelism (model_tp.h): every rank slices the same full weights and moments (the
+  // seeded init or the checkpoint) into its shards. Refused before any message when the model
+  // does not split (same verdict on every rank: the options are identical).
+  const bool tp = tensor_parallel(opts.run);
+  if (tp) {
+    BURST_CHECK(opts.recompute == Model::Recompute::None, InvalidArgument,
+                "--strategy tp runs without activation checkpointing (--recompute none)");
+    shard_model(model, comm.rank(), comm.size());
+    for (std::size_t i = 0; i < model.parameters().size(); ++i) {
+      const TpSplit split = tp_split(model.names()[i]);
+      opt.m[i] = tp_shard(opt.m[i], split, comm.rank(), comm.size());
+      opt.v[i] = tp_shard(opt.v[i], split, comm.rank(), comm.size());
+    }
+  }
+  const std::string strategy_name = tp                                        ? "tp"
+                                    : opts.run.engine == EngineKind::Local ? "local"
+                                                                           : to_string(opts.run.dist.strategy);
   const double unigram_loss = std::log(unigram_perplexity(corpus));
   if (log) {
     std::cerr << "train: " << corpus.num_tokens() << " tokens, vocab " << corpus.vocab_size << ", model "
               << mcfg.num_parameters() << " parameters (" << mcfg.layers << " layers, d " << mcfg.d_model
               << ", H " << mcfg.heads << ", H_kv " << mcfg.kv_heads << ", D " << mcfg.head_dim << "), "
               << opts.seq_len << " tokens per step on " << comm.size() << " ranks ("
-              << to_string(opts.run.dist.strategy) << ", " << to_string(opts.run.dist.layout)
+              << (tp ? "tp: Megatron tensor parallelism, sequence-parallel contiguous shards"
+                     : std::string(to_string(opts.run.dist.strategy)) + ", " + to_string(opts.run.dist.layout))
               << "); unigram loss " << unigram_loss << "; BLAS " << blas_summary(opts.run.blas) << "\n";
   }
   if (comm.rank() == 0) {  // the log mirrors the checkpoint's history, then grows
@@ -265,28 +310,47 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       const auto begin = static_cast<std::int64_t>(
           splitmix64(opts.seed * 0x100000001b3ULL + static_cast<std::uint64_t>(step)) % span);
       const Window w = make_window(corpus, begin, opts.seq_len, S_padded);
-      auto engine =
-          make_engine(opts.run, comm, mcfg, S_padded, w.mask, opts.recompute == Model::Recompute::SeqWise);
+      std::unique_ptr<AttentionEngine> engine;
+      TpEngine* tp_engine = nullptr;
+      if (tp) {
+        auto e = std::make_unique<TpEngine>(comm, S_padded, w.mask, opts.run.dist.num_threads);
+        tp_engine = e.get();
+        engine = std::move(e);
+      } else {
+        engine =
+            make_engine(opts.run, comm, mcfg, S_padded, w.mask, opts.recompute == Model::Recompute::SeqWise);
+      }
       gather_window(corpus, w, engine->positions(), in, tg, wt);
       const auto n_local = static_cast<std::int64_t>(in.size());
-      const auto hidden = model.forward(torch::from_blob(in.data(), {n_local}, torch::kInt64), *engine);
+      const auto tokens = torch::from_blob(in.data(), {n_local}, torch::kInt64);
+      const auto hidden = tp ? forward_tp(model, tokens, *tp_engine) : model.forward(tokens, *engine);
       const auto loss_sum =
           fused_head_loss(hidden, model.head(), torch::from_blob(tg.data(), {n_local}, torch::kInt64),
                           torch::from_blob(wt.data(), {n_local}), opts.run.head_chunk);
       (loss_sum / static_cast<double>(w.num_targets)).backward();
 
-      // Sum the weight gradients over ranks: one flat fp32 all-reduce.
       auto& params = model.parameters();
-      std::vector<torch::Tensor> grads;
-      for (auto& p : params) grads.push_back(p.grad().reshape({-1}));
-      torch::Tensor flat = torch::cat(grads);
-      if (comm.size() > 1) comm.all_reduce_sum(flat.data_ptr<float>(), flat.numel());
-      const double norm = flat.norm().item<double>();
-      const double scale = (opts.grad_clip > 0 && norm > opts.grad_clip) ? opts.grad_clip / norm : 1.0;
-      std::int64_t off = 0;
-      for (auto& p : params) {
-        p.mutable_grad().copy_(flat.narrow(0, off, p.numel()).view_as(p) * scale);
-        off += p.numel();
+      std::int64_t grad_bytes = 0;
+      if (tp) {  // only the replicated parameters' gradients are summed over ranks
+        const TpGradients g = reduce_gradients_tp(model, comm);
+        const double scale = (opts.grad_clip > 0 && g.norm > opts.grad_clip) ? opts.grad_clip / g.norm : 1.0;
+        for (auto& p : params) p.mutable_grad().mul_(scale);
+        grad_bytes = g.bytes_sent;
+      } else {
+        // Sum the weight gradients over ranks: one flat fp32 all-reduce.
+        std::vector<torch::Tensor> grads;
+        for (auto& p : params) grads.push_back(p.grad().reshape({-1}));
+        torch::Tensor flat = torch::cat(grads);
+        if (comm.size() > 1) comm.all_reduce_sum(flat.data_ptr<float>(), flat.numel());
+        const double norm = flat.norm().item<double>();
+        const double scale = (opts.grad_clip > 0 && norm > opts.grad_clip) ? opts.grad_clip / norm : 1.0;
+        std::int64_t off = 0;
+        for (auto& p : params) {
+          p.mutable_grad().copy_(flat.narrow(0, off, p.numel()).view_as(p) * scale);
+          off += p.numel();
+        }
+        // Ring all-reduce volume of the gradients: 2(P−1)/P of the buffer per rank.
+        grad_bytes = 2 * (comm.size() - 1) * flat.numel() * 4 / comm.size();
       }
       const double lr = lr_at(sched, step);
       opt.step(params, lr, opts);
@@ -299,8 +363,6 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       r.loss = loss[0] / static_cast<double>(w.num_targets);
       r.lr = lr;
       r.window_begin = begin;
-      // Ring all-reduce volume of the gradients: 2(P−1)/P of the buffer per rank.
-      const std::int64_t grad_bytes = 2 * (comm.size() - 1) * flat.numel() * 4 / comm.size();
       // Attention totals include the seq-wise recomputation's first-half engine, when there is one.
       EngineTotals at = engine->totals();
       if (const AttentionEngine* half = engine->first_half()) {
@@ -331,6 +393,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       r.attention_share = comm.all_reduce_max(attn) / r.seconds;
       r.tokens_per_second = static_cast<double>(opts.seq_len) / r.seconds;
       r.backward_side = at.backward_side;
+      r.strategy = strategy_name;
+      r.peak_rss_bytes = comm.all_reduce_max(peak_rss_bytes());
       if (log && step == start + 1)
         std::cerr << "train: attention backward runs the " << r.backward_side << " side"
                   << (r.backward_side == "query" ? " (BurstAttention's Q, dO, delta, lse + dQ ring)"
@@ -338,19 +402,24 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
                                                  : "")
                   << " for H " << mcfg.heads << ", H_kv " << mcfg.kv_heads << "\n";
       history.push_back(r);
+      const bool save = step % opts.checkpoint_every == 0 || step == last;
       if (comm.rank() == 0) {
         std::ofstream(opts.out_dir / "train_log.jsonl", std::ios::app) << r.to_json().dump() << "\n";
         if (log) {
           char line[256];
           std::snprintf(line, sizeof line,
                         "step %4d/%d  loss %.4f  ppl %8.2f  %7.0f tok/s  attention %4.1f%%  sent %.2f "
-                        "MB/rank  lr %.2e  bwd %s\n",
+                        "MB/rank  lr %.2e  bwd %s  peak RSS %.0f MB\n",
                         step, last, r.loss, std::exp(r.loss), r.tokens_per_second, 100 * r.attention_share,
-                        static_cast<double>(r.bytes_sent) / 1e6, lr, r.backward_side.c_str());
+                        static_cast<double>(r.bytes_sent) / 1e6, lr, r.backward_side.c_str(),
+                        static_cast<double>(r.peak_rss_bytes) / 1e6);
           std::cerr << line << std::flush;
         }
-        if (step % opts.checkpoint_every == 0 || step == last)
-          save_checkpoint(ckpt_path, make_checkpoint(model, opt, step, fingerprint, history));
+        if (save && !tp) save_checkpoint(ckpt_path, make_checkpoint(model, opt, step, fingerprint, history));
+      }
+      if (save && tp) {  // gathered on every rank, written by rank 0
+        const Checkpoint c = make_checkpoint_tp(model, opt, step, fingerprint, history, comm);
+        if (comm.rank() == 0) save_checkpoint(ckpt_path, c);
       }
     }
   });

@@ -3,7 +3,8 @@
 // Training: one window of seq_len tokens of the KJV per step (seeded choice), split across the
 // ranks by burst's layout, document-causal mask over the books inside the window; AdamW with
 // warm-up + cosine decay and global-norm clipping; weight gradients all-reduced (sum) over the
-// ranks, so every rank holds identical weights. Rank 0 writes the checkpoint, a JSON-lines log
+// ranks, so every rank holds identical weights (under tensor parallelism, model_tp.h, each rank
+// holds its shards and only the replicated weights' gradients are summed). Rank 0 writes the checkpoint, a JSON-lines log
 // and a loss-curve PNG. A run resumes from <out>/checkpoint.safetensors without losing steps: window
 // choice depends only on (seed, step).
 // Evaluation: the whole KJV as ONE sequence (document-causal over its 66 books), balanced
@@ -33,6 +34,9 @@ struct RunOptions {
   std::filesystem::path data_dir = "data/kjv";
   DistConfig dist;  ///< strategy, layout, threads
   EngineKind engine = EngineKind::Dist;
+  /// `--strategy tp`: the model runs under Megatron tensor parallelism with sequence parallelism
+  /// (model_tp.h; train and eval, with the dist engine); `dist.strategy` is then unused.
+  bool tensor_parallel = false;
   std::int64_t head_chunk = 2048;  ///< rows per chunk of the fused LM head + loss
   bool verbose = true;             ///< progress on rank 0's stderr
   /// The BLAS libtorch calls (`burst info`'s "blas" object), named in the logs and summaries.
@@ -66,6 +70,8 @@ struct StepRecord {
   double loss = 0, seconds = 0, tokens_per_second = 0, attention_share = 0, lr = 0;
   std::int64_t window_begin = 0, bytes_sent = 0;
   std::string backward_side;  ///< EngineTotals::backward_side of the step
+  std::string strategy;       ///< "tp" for tensor parallelism, else the attention strategy
+  std::int64_t peak_rss_bytes = 0;  ///< peak resident set so far, max over ranks
   nlohmann::json to_json() const;
 };
 

@@ -1,0 +1,115 @@
+// apps/lm/tp_comm.cc — TpEngine and the sequence-parallel autograd collectives.
+#include "tp_comm.h"
+
+#include <chrono>
+
+#include "burst/error.h"
+
+namespace burst::lm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<std::int64_t> iota_positions(std::int64_t begin, std::int64_t n) {
+  std::vector<std::int64_t> p(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) p[static_cast<std::size_t>(i)] = begin + i;
+  return p;
+}
+
+// The whole sequence's positions, after checking that P ranks split it evenly.
+std::vector<std::int64_t> sequence_positions_of(std::int64_t S_global, int P) {
+  BURST_CHECK(S_global > 0 && S_global % P == 0, InvalidArgument, "tensor parallelism needs the sequence length ",
+              S_global, " to be a positive multiple of the ", P, " ranks");
+  return iota_positions(0, S_global);
+}
+
+void check_rows(const torch::Tensor& t, std::int64_t rows, const char* what) {
+  BURST_CHECK(t.dim() == 2 && t.size(0) == rows && t.scalar_type() == torch::kFloat32, InvalidArgument, what,
+              ": want fp32 [", rows, ", C], got ", t.sizes(), " ", t.scalar_type());
+}
+
+struct GatherRows : public torch::autograd::Function<GatherRows> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, TpEngine* e) {
+    ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(e);
+    return e->all_gather_rows(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    auto* e = reinterpret_cast<TpEngine*>(ctx->saved_data["engine"].toInt());
+    return {e->reduce_scatter_rows(g[0]), torch::Tensor()};
+  }
+};
+
+struct ScatterRows : public torch::autograd::Function<ScatterRows> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& y, TpEngine* e) {
+    ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(e);
+    return e->reduce_scatter_rows(y);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list g) {
+    auto* e = reinterpret_cast<TpEngine*>(ctx->saved_data["engine"].toInt());
+    return {e->all_gather_rows(g[0]), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+TpEngine::TpEngine(const Communicator& comm, std::int64_t S_global, const Mask& mask, int num_threads)
+    : comm_(comm),
+      S_global_(S_global),
+      sequence_(sequence_positions_of(S_global, comm.size()), mask, S_global, num_threads) {
+  const std::int64_t P = comm_.size(), S_local = S_global / P, r = comm_.rank();
+  shard_ = iota_positions(r * S_local, S_local);
+  const std::int64_t pairs = sequence_.planned_forward_pairs();
+  pairs_share_ = pairs / P + (r < pairs % P ? 1 : 0);
+}
+
+void TpEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                       const TensorView& lse) {
+  const auto t0 = Clock::now();
+  sequence_.forward(q, k, v, out, lse);
+  totals_.forward_seconds += since(t0);
+  totals_.forward_pairs += pairs_share_;
+}
+
+void TpEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv) {
+  const auto t0 = Clock::now();
+  sequence_.backward(dout, q, k, v, out, lse, dq, dk, dv);
+  totals_.backward_seconds += since(t0);
+  totals_.backward_pairs += pairs_share_;
+  totals_.backward_side = "local";
+}
+
+torch::Tensor TpEngine::all_gather_rows(const torch::Tensor& x) {
+  const std::int64_t S_local = static_cast<std::int64_t>(shard_.size());
+  check_rows(x, S_local, "TpEngine::all_gather_rows");
+  const auto xc = x.contiguous();
+  torch::Tensor out = torch::empty({S_global_, x.size(1)}, xc.options());
+  const std::int64_t before = comm_.counters().bytes_sent;
+  comm_.all_gather(xc.data_ptr<float>(), xc.numel(), out.data_ptr<float>());
+  totals_.bytes_sent += comm_.counters().bytes_sent - before;
+  return out;
+}
+
+torch::Tensor TpEngine::reduce_scatter_rows(const torch::Tensor& y) {
+  const std::int64_t S_local = static_cast<std::int64_t>(shard_.size());
+  check_rows(y, S_global_, "TpEngine::reduce_scatter_rows");
+  const auto yc = y.contiguous();
+  torch::Tensor out = torch::empty({S_local, y.size(1)}, yc.options());
+  const std::vector<std::int64_t> counts(static_cast<std::size_t>(comm_.size()), S_local * y.size(1));
+  const std::int64_t before = comm_.counters().bytes_sent;
+  comm_.reduce_scatter(yc.data_ptr<float>(), counts, out.data_ptr<float>());
+  totals_.bytes_sent += comm_.counters().bytes_sent - before;
+  return out;
+}
+
+torch::Tensor sp_all_gather(const torch::Tensor& x, TpEngine& engine) { return GatherRows::apply(x, &engine); }
+
+torch::Tensor sp_reduce_scatter(const torch::Tensor& y, TpEngine& engine) {
+  return ScatterRows::apply(y, &engine);
+}
+
+}  // namespace burst::lm
