@@ -11,13 +11,20 @@
 #            rank, host, peer, strategy and ring step)
 #   lossy    1 % loss (and 50 ms delay where the kernel has netem): the Multinode.* tests of
 #            test_strategies complete, exact against fp64
+#   resume   (issue 12, 7(d)) `burst train` (tiny model, synthetic corpus from lm_test_corpus,
+#            checkpoint every 3 steps) is killed with kill -9 of one rank on host 1 after its
+#            first checkpoint; rerun, it resumes from the checkpoint and ends bitwise equal to an
+#            uninterrupted run: every tensor of the final checkpoint (weights, AdamW moments),
+#            step, AdamW t, and the loss log (tests/lm_runs_equal.py). Skipped (77) in builds
+#            without the language model.
 # Exit: 0 pass, 1 fail, 77 skipped (no namespaces here). Every cluster this script makes is
 # removed on exit (cluster.sh down), whatever happens.
 set -euo pipefail
-case_=${1:?case: kill, cut or lossy}
+case_=${1:?case: kill, cut, lossy or resume}
 build=$(cd "${2:?build directory}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=$build/tests/fault_target
+[[ $case_ == resume ]] && target=$build/tools/burst
 cluster=$root/scripts/cluster.sh
 name=burstf$$
 state=/run/burst-cluster/$name
@@ -89,6 +96,59 @@ wait_ranks_gone() {
 "$cluster" --name "$name" up --hosts 2 || exit $?
 
 case $case_ in
+  resume)
+    corpus=$build/tests/lm_test_corpus
+    if [[ ! -x $corpus ]] || ! "$target" --help 2>/dev/null | grep -q '^ *train'; then
+      echo "resume: SKIP: this build has no language model (burst train needs BURST_WITH_TORCH)"
+      exit 77
+    fi
+    "$corpus" "$log/data" 11 6 700 140
+    steps=24 every=3
+    train=("$target" train --data "$log/data" --strategy burst --layout zigzag --threads 1 --seq-len 1024
+           --layers 2 --d-model 32 --heads 4 --kv-heads 2 --head-dim 8 --ffn 48 --lr 1e-2 --warmup 2
+           --steps $steps --checkpoint-every $every --head-chunk 256 --no-plot)
+    run_train() {  # OUT_DIR: the training job on 2 hosts x 2 ranks, in the background
+      OMP_NUM_THREADS=1 "$cluster" --name "$name" run --ranks-per-host 2 --timeout 170 -- \
+        "${train[@]}" --out "$1" >"$log/out" 2>"$log/err" &
+      mpirun_pid=$!
+    }
+    lines() { [[ -f $1/train_log.jsonl ]] && wc -l <"$1/train_log.jsonl" || echo 0; }
+    # 1. The uninterrupted run.
+    t0=$(date +%s)
+    run_train "$log/full"
+    wait "$mpirun_pid" || fail "the uninterrupted run failed"
+    mpirun_pid=""
+    echo "resume: uninterrupted run: $steps steps in $(($(date +%s) - t0)) s"
+    # 2. The same run, killed after its first checkpoint with steps done past it.
+    run_train "$log/run"
+    for ((i = 0; i < 1200; ++i)); do
+      (($(lines "$log/run") >= every + 2)) && break
+      kill -0 "$mpirun_pid" 2>/dev/null || fail "the training job ended before the kill"
+      sleep 0.05
+    done
+    done_steps=$(lines "$log/run")
+    ((done_steps >= every + 2 && done_steps < steps)) || fail "kill point missed: $done_steps of $steps steps logged"
+    victims=($(ranks_on 1))
+    ((${#victims[@]} == 2)) || fail "expected 2 ranks on host 1, found ${#victims[@]}"
+    kill -9 "${victims[0]}"
+    set +e; wait "$mpirun_pid"; rc=$?; set -e
+    mpirun_pid=""
+    ((rc != 0)) || fail "mpirun exited 0 after a rank was killed"
+    killed_at=$(lines "$log/run")
+    ((killed_at < steps)) || fail "the job finished all $steps steps before it was killed"
+    echo "resume: killed one rank on host 1 after $done_steps logged steps (mpirun rc=$rc, $killed_at steps logged)"
+    # 3. Rerun: it resumes from the checkpoint and finishes.
+    run_train "$log/run"
+    wait "$mpirun_pid" || fail "the resumed run failed"
+    mpirun_pid=""
+    from=$(sed -n 's/^train: resuming .* after step \([0-9]*\)$/\1/p' "$log/err")
+    [[ -n $from ]] || fail "the rerun did not resume from a checkpoint"
+    ((from >= every && from % every == 0 && from < killed_at)) ||
+      fail "resumed after step $from: not a checkpoint between step $every and the kill at $killed_at"
+    echo "resume: the rerun resumed after step $from and ran steps $((from + 1))..$steps"
+    # 4. Bitwise equal to the uninterrupted run.
+    /usr/bin/python3 "$root/tests/lm_runs_equal.py" "$log/full" "$log/run" || fail "the resumed run differs"
+    ;;
   kill)
     start_job 300
     victims=($(ranks_on 1))
@@ -162,5 +222,5 @@ case $case_ in
     drops=$(ip netns exec "$name-h0" nft list ruleset | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -n 1)
     echo "lossy: Multinode.* passed (exact vs fp64) under 1 % loss in $(( $(date +%s) - start )) s${drops:+; $drops packets dropped on host 0}"
     ;;
-  *) echo "unknown case '$case_' (kill, cut, lossy)" >&2; exit 2 ;;
+  *) echo "unknown case '$case_' (kill, cut, lossy, resume)" >&2; exit 2 ;;
 esac

@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <random>
 
 #include "burst/comm.h"
 #include "lm/data.h"
@@ -19,6 +18,7 @@
 #include "lm/model_tp.h"
 #include "lm/runtime.h"
 #include "lm/train.h"
+#include "lm_test_corpus.h"
 
 namespace fs = std::filesystem;
 
@@ -39,19 +39,7 @@ struct Fixture {
     if (comm.rank() == 0) {
       fs::remove_all(root);
       // 5 books of a Markov-ish token stream: learnable, with boundaries inside training windows.
-      std::mt19937 rng(11);
-      std::vector<std::int32_t> tokens;
-      std::vector<std::int64_t> offsets{0};
-      for (int b = 0; b < 5; ++b) {
-        const int len = 150 + 70 * b;
-        std::int32_t t = b;
-        for (int i = 0; i < len; ++i) {
-          t = static_cast<std::int32_t>((t * 5 + 1 + static_cast<int>(rng() % 3)) % 48);
-          tokens.push_back(t);
-        }
-        offsets.push_back(static_cast<std::int64_t>(tokens.size()));
-      }
-      burst::lm::write_corpus_cache(root / "data", tokens, {"A", "B", "C", "D", "E"}, offsets, 48);
+      burst::test::write_markov_corpus(root / "data", 11, 5, 150, 70);
     }
     comm.barrier();
   }
@@ -150,6 +138,24 @@ TEST(LmExactness, ResumeContinuesWithoutLosingSteps) {
     // Same ranks, same deterministic kernels and reduction order: bitwise equal.
     EXPECT_EQ(resumed[s].loss, full[s].loss) << "step " << s + 1;
   }
+}
+
+// The time budget fixes the step count (the cosine schedule's length) after the second step; the
+// checkpoint keeps it, so a resumed run continues that schedule instead of fitting its own (a
+// killed, budgeted run then ends as the uninterrupted one would).
+TEST(LmExactness, ResumeKeepsTheTimeBudgetsSchedule) {
+  Fixture f;
+  auto o = f.train_options("budget");
+  o.steps = 4;
+  o.time_budget_seconds = 1e-6;  // spent by step 2: the fit ends the run there (schedule of 2 steps)
+  const auto first = burst::lm::run_train(o, f.comm);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(burst::lm::load_checkpoint(o.out_dir / "checkpoint.safetensors").header.value("schedule_steps", 0), 2);
+  o.resume = true;
+  o.time_budget_seconds = 1e6;  // would fit all 4 steps if the resumed run fitted anew
+  const auto resumed = burst::lm::run_train(o, f.comm);
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_EQ(resumed[1].loss, first[1].loss);
 }
 
 TEST(LmExactness, EvalMatchesSingleProcessAndVerifiesItself) {

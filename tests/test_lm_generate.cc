@@ -8,12 +8,12 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "burst/comm.h"
 #include "lm/data.h"
 #include "lm/generate.h"
 #include "lm/train.h"
+#include "lm_test_corpus.h"
 
 namespace fs = std::filesystem;
 
@@ -29,18 +29,7 @@ struct Fixture {
     root = fs::temp_directory_path() / ("burst_test_lm_generate_" + std::to_string(id));
     if (comm.rank() == 0) {
       fs::remove_all(root);
-      std::mt19937 rng(5);
-      std::vector<std::int32_t> tokens;
-      std::vector<std::int64_t> offsets{0};
-      for (int b = 0; b < 5; ++b) {
-        std::int32_t t = b;
-        for (int i = 0; i < 120 + 50 * b; ++i) {
-          t = static_cast<std::int32_t>((t * 5 + 1 + static_cast<int>(rng() % 3)) % 48);
-          tokens.push_back(t);
-        }
-        offsets.push_back(static_cast<std::int64_t>(tokens.size()));
-      }
-      burst::lm::write_corpus_cache(root / "data", tokens, {"A", "B", "C", "D", "E"}, offsets, 48);
+      burst::test::write_markov_corpus(root / "data", 5, 5, 120, 50);
       // A 48-piece vocabulary of single characters (Vocab reads spm.vocab: "piece\tscore").
       std::ofstream vocab(root / "data" / "spm.vocab");
       vocab << "<unk>\t0\n\xe2\x96\x81\t0\n";

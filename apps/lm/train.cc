@@ -83,16 +83,19 @@ json run_fingerprint(const TrainOptions& o, const Corpus& corpus) {
 }
 
 /// The checkpoint of `model` (full tensors) and the AdamW moments `m`, `v` (parameter order).
+/// schedule_steps > 0: the step count the time budget fixed (the cosine schedule's length), kept
+/// so that a resumed run continues the same schedule instead of fitting its own.
 Checkpoint make_checkpoint(Model& model, const std::vector<torch::Tensor>& params,
                            const std::vector<torch::Tensor>& m, const std::vector<torch::Tensor>& v,
                            std::int64_t adam_t, int step, const json& fingerprint,
-                           const std::vector<StepRecord>& history) {
+                           const std::vector<StepRecord>& history, int schedule_steps) {
   Checkpoint c;
   c.header = {{"kind", "burst-lm"},
               {"model", model.config().to_json()},
               {"step", step},
               {"adam_t", adam_t},
               {"run", fingerprint}};
+  if (schedule_steps > 0) c.header["schedule_steps"] = schedule_steps;
   c.header["history"] = json::array();
   for (const auto& r : history) c.header["history"].push_back(r.to_json());
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -104,14 +107,16 @@ Checkpoint make_checkpoint(Model& model, const std::vector<torch::Tensor>& param
 }
 
 Checkpoint make_checkpoint(Model& model, const AdamW& opt, int step, const json& fingerprint,
-                           const std::vector<StepRecord>& history) {
-  return make_checkpoint(model, model.parameters(), opt.m, opt.v, opt.t, step, fingerprint, history);
+                           const std::vector<StepRecord>& history, int schedule_steps) {
+  return make_checkpoint(model, model.parameters(), opt.m, opt.v, opt.t, step, fingerprint, history,
+                         schedule_steps);
 }
 
 /// Tensor parallelism: the checkpoint of the gathered full tensors (a single-process eval loads
 /// it; a run of any strategy resumes from it). Collective over comm.
 Checkpoint make_checkpoint_tp(Model& model, const AdamW& opt, int step, const json& fingerprint,
-                              const std::vector<StepRecord>& history, const Communicator& comm) {
+                              const std::vector<StepRecord>& history, int schedule_steps,
+                              const Communicator& comm) {
   std::vector<torch::Tensor> p, m, v;
   for (std::size_t i = 0; i < model.parameters().size(); ++i) {
     const TpSplit split = tp_split(model.names()[i]);
@@ -119,7 +124,7 @@ Checkpoint make_checkpoint_tp(Model& model, const AdamW& opt, int step, const js
     m.push_back(tp_unshard(comm, opt.m[i], split));
     v.push_back(tp_unshard(comm, opt.v[i], split));
   }
-  return make_checkpoint(model, p, m, v, opt.t, step, fingerprint, history);
+  return make_checkpoint(model, p, m, v, opt.t, step, fingerprint, history, schedule_steps);
 }
 
 void plot(const fs::path& out_dir, double unigram_loss, bool verbose) {
@@ -213,6 +218,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
   const json fingerprint = run_fingerprint(opts, corpus);
   std::vector<StepRecord> history;
   int start = 0;
+  int schedule_steps = 0;  // > 0 once the time budget fixed the step count (kept across resumes)
   const fs::path ckpt_path = opts.out_dir / "checkpoint.safetensors";
   if (opts.resume && fs::exists(ckpt_path)) {
     comm.agree_on([&] {
@@ -238,6 +244,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       }
       opt.t = c.header.at("adam_t").get<std::int64_t>();
       start = c.header.at("step").get<int>();
+      schedule_steps = c.header.value("schedule_steps", 0);
       for (const json& r : c.header.at("history")) {
         StepRecord s;
         s.step = r.at("step");
@@ -258,7 +265,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
   } else if (comm.rank() == 0) {
     fs::create_directories(opts.out_dir);
     save_checkpoint(opts.out_dir / "checkpoint_step0.safetensors",
-                    make_checkpoint(model, opt, 0, fingerprint, history));
+                    make_checkpoint(model, opt, 0, fingerprint, history, 0));
   }
   // Tensor parallelism (model_tp.h): every rank slices the same full weights and moments (the
   // seeded init or the checkpoint) into its shards. Refused before any message when the model
@@ -301,7 +308,13 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     // The time budget: after the second step of this invocation, the step count becomes what the
     // budget left fits at the longest step since the first (the first pays one-time costs); the
     // cosine schedule then decays over that count. A later step that would overrun ends the run.
+    // A resumed run keeps the schedule its first invocation fitted (bitwise the same steps as an
+    // uninterrupted run; tests/multinode_faults.sh resume).
     TrainOptions sched = opts;  // lr_at's view of the total step count
+    if (opts.time_budget_seconds > 0 && schedule_steps > 0) {
+      sched.steps = std::min(opts.steps, schedule_steps);
+      last = std::min(last, sched.steps);
+    }
     const Stopwatch budget_clock;
     double longest = 0;
     for (int step = start + 1; step <= last; ++step) {
@@ -375,10 +388,11 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       if (opts.time_budget_seconds > 0) {
         if (step > start + 1 || last == start + 1) longest = std::max(longest, r.seconds);
         const double elapsed = comm.all_reduce_max(budget_clock.seconds());  // one verdict on every rank
-        if (step == start + 2) {
+        if (step == start + 2 && schedule_steps == 0) {
           const int fit = static_cast<int>((opts.time_budget_seconds - elapsed) / longest);
           last = std::max(step, std::min(last, step + fit));
           sched.steps = std::min(sched.steps, last);
+          schedule_steps = sched.steps;
           if (log)
             std::cerr << "train: time budget " << opts.time_budget_seconds << " s: " << elapsed
                       << " s used, longest step " << longest << " s -> " << last << " steps (at most "
@@ -415,10 +429,11 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
                         static_cast<double>(r.peak_rss_bytes) / 1e6);
           std::cerr << line << std::flush;
         }
-        if (save && !tp) save_checkpoint(ckpt_path, make_checkpoint(model, opt, step, fingerprint, history));
+        if (save && !tp)
+          save_checkpoint(ckpt_path, make_checkpoint(model, opt, step, fingerprint, history, schedule_steps));
       }
       if (save && tp) {  // gathered on every rank, written by rank 0
-        const Checkpoint c = make_checkpoint_tp(model, opt, step, fingerprint, history, comm);
+        const Checkpoint c = make_checkpoint_tp(model, opt, step, fingerprint, history, schedule_steps, comm);
         if (comm.rank() == 0) save_checkpoint(ckpt_path, c);
       }
     }

@@ -5,8 +5,10 @@
 // warm-up + cosine decay and global-norm clipping; weight gradients all-reduced (sum) over the
 // ranks, so every rank holds identical weights (under tensor parallelism, model_tp.h, each rank
 // holds its shards and only the replicated weights' gradients are summed). Rank 0 writes the checkpoint, a JSON-lines log
-// and a loss-curve PNG. A run resumes from <out>/checkpoint.safetensors without losing steps: window
-// choice depends only on (seed, step).
+// and a loss-curve PNG. A run resumes from <out>/checkpoint.safetensors without losing steps and
+// ends bitwise equal to an uninterrupted run: window choice depends only on (seed, step), and the
+// checkpoint holds the weights, AdamW's moments and step count, the history and the time budget's
+// fitted step count (tests/multinode_faults.sh resume kills a rank mid-run to show it).
 // Evaluation: the whole KJV as ONE sequence (document-causal over its 66 books), balanced
 // layout; perplexity overall and per book, with a single-rank self-check on sampled books.
 #pragma once
