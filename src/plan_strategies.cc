@@ -89,24 +89,26 @@ std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t
   return 4 * floats;
 }
 
-std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
-                                       std::int64_t kv_heads, std::int64_t D, int i) {
+std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, RingTopology topo,
+                                       std::int64_t B, std::int64_t kv_heads, std::int64_t D, int i) {
   const int r = static_cast<int>(groups.size());
   if (r == 1) return 0;
+  // One member per node: the partial of round 0's block (the member's own) is already home.
+  const bool own_stays = topo.ranks_per_node == 1;
   std::int64_t floats = 0;
   for (int s = 0; s < r; ++s) {
     const std::int64_t blk =
         2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
         kv_heads * D;
-    floats += blk;                 // dK, dV of the held block, every step (the last one brings it home)
-    if (s + 1 < r) floats += blk;  // K, V
+    if (s > 0 || !own_stays) floats += blk;  // dK, dV of the held block (the last hop brings it home)
+    if (s + 1 < r) floats += blk;            // K, V
   }
   return 4 * floats;
 }
 
 bool uses_node_topology(const DistConfig& cfg) {
   return cfg.double_ring && (cfg.strategy == StrategyKind::Burst || cfg.strategy == StrategyKind::Ring ||
-                             (cfg.strategy == StrategyKind::Usp && cfg.usp_ring == UspRing::Burst));
+                             cfg.strategy == StrategyKind::Usp);
 }
 
 RingTopology usp_ring_topology(int P, int u, int L, bool double_ring) {
@@ -324,7 +326,7 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         out.forward_payload =
             "a2a(u=" + std::to_string(u) + ") Q,K,V | " + (burst ? "burst " : "") +
             "ring(r=" + std::to_string(P / u) +
-            (burst ? ", " + std::to_string(topo.nodes) + "x" + std::to_string(topo.ranks_per_node) : "") +
+            ", " + std::to_string(topo.nodes) + "x" + std::to_string(topo.ranks_per_node) +
             ") K,V | a2a O,lse";
         // 16-bit inputs never match a saved context (the forward keeps fp32 copies; the rounded
         // output fed back differs), so they take the stateless backward.
@@ -342,7 +344,7 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
                                       ring_group_forward_bytes(groups, B, s.kv_heads, D, r / u));
           out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r % u, saved) +
                                        (burst ? burst_group_backward_bytes(groups, topo, B, s.heads, D)
-                                              : ring_group_backward_bytes(groups, B, s.kv_heads, D, r / u)));
+                                              : ring_group_backward_bytes(groups, topo, B, s.kv_heads, D, r / u)));
           out.visible_pairs.push_back(resolved.visible_pairs(grp, all) / u);
           // Ring: the partial (out, lse) and three K,V buffers (own, in flight, in use); backward
           // three K,V and three dK,dV buffers. Burst-USP (ring_skeleton.h): two read buffers

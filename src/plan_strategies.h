@@ -68,11 +68,12 @@ int resolve_ulysses_degree(int requested, int P, std::int64_t H_kv);
 /// Sorted global positions of each of the P/u Ulysses groups (ranks [g·u, (g+1)·u)) — what
 /// ring member g holds after the all-to-all. Pure.
 std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& layout, int u);
-/// Whether cfg runs a topology-aware ring: burst, or usp with ring=burst (Burst-USP), when
+/// Whether cfg runs a topology-aware ring: burst, ring or usp (either usp_ring), when
 /// cfg.double_ring. The façade then discovers the node topology and Plan::make keeps
 /// ranks_per_node. Pure.
 bool uses_node_topology(const DistConfig& cfg);
-/// Nodes × members per node of Burst-USP's ring over the r = P/u Ulysses groups. Ring member i
+/// Nodes × members per node of usp's ring (RingAttention's or, usp_ring = burst, burst's) over
+/// the r = P/u Ulysses groups. Ring member i
 /// (ranks [i·u, (i+1)·u)) lies on node ⌊i·u/L⌋ (L = ranks per node): L % u == 0 gives L/u
 /// members on each of P/L nodes (BurstEngine: Ulysses inside a node, the double ring across
 /// nodes); u % L == 0 gives one member per node (r nodes × 1); otherwise a group straddles
@@ -95,10 +96,13 @@ std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64
 ///  fwd Σ_{s=0}^{r−2} 2·B·|group (i−s) mod r|·kv_heads·D · 4  (K, V forwarded r−1 times);
 ///  bwd the same K, V hops plus dK, dV of the held block at each of the r steps (the last hop
 ///  brings them home): equal groups give (2r−1)·2·B·S_group·kv_heads·D · 4 (0 when r = 1).
+///  The same on the double ring of `topo` (chain hops inside a node, one home hop per round),
+///  except with one member per node (ranks_per_node = 1): round 0's block is the member's own
+///  and its dK, dV stay, (2r−2)·2·B·S_group·kv_heads·D · 4. The forward is the same on any topo.
 std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
                                       std::int64_t kv_heads, std::int64_t D, int i);
-std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
-                                       std::int64_t kv_heads, std::int64_t D, int i);
+std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, RingTopology topo,
+                                       std::int64_t B, std::int64_t kv_heads, std::int64_t D, int i);
 
 // ------------------------------------------------------------------ tp
 

@@ -274,6 +274,14 @@ std::vector<std::int64_t> lengths(const SequenceLayout& layout, int first, int c
   return out;
 }
 
+/// usp's ring topology for cfg at P ranks: ranks_per_node when set, else the nodes of the
+/// emulated cluster (one node outside it).
+strategies::RingTopology usp_topology(const DistConfig& cfg, int P, int u) {
+  const int nodes = std::max(1, test::multinode_expected_nodes());  // discovered on the cluster
+  const int L = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : P / nodes;
+  return strategies::usp_ring_topology(P, u, L, cfg.double_ring);
+}
+
 /// Predicted bytes of this rank for one pass of a peer strategy (the documented formulas).
 std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
                              const Mask& mask, int rank, bool backward) {
@@ -290,21 +298,20 @@ std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, c
       const HeadSplit split = strategies::make_head_split(shape.H, shape.H_kv, u, "t");
       const auto len = lengths(layout, rank / u * u, u);
       const auto groups = strategies::usp_ring_groups(layout, u);
+      const auto topo = usp_topology(cfg, P, u);
       if (backward && cfg.usp_ring == UspRing::Burst) {
         // Burst-USP: the query-side backward on the ring over the groups. Hand count: Q, dO,
         // delta, lse hop r − 1 times; the dQ partial hops once per ring step, except at the
         // step holding the member's own block when the ring has one member per node.
-        const int nodes = std::max(1, test::multinode_expected_nodes());  // discovered on the cluster
-        const int r = P / u, L = cfg.ranks_per_node > 0 ? cfg.ranks_per_node : P / nodes;
-        const auto topo = strategies::usp_ring_topology(P, u, L, cfg.double_ring);
+        const int r = P / u;
         const std::int64_t S = static_cast<std::int64_t>(groups[0].size()), h = split.heads;
         const std::int64_t dq_hops = r == 1 ? 0 : topo.ranks_per_node == 1 ? r - 1 : r;
         return strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u) +
                4 * ((r - 1) * shape.B * S * h * (2 * shape.D + 2) + dq_hops * shape.B * S * h * shape.D);
       }
       return backward ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u) +
-                            strategies::ring_group_backward_bytes(groups, shape.B, split.kv_heads, shape.D,
-                                                                  rank / u)
+                            strategies::ring_group_backward_bytes(groups, topo, shape.B, split.kv_heads,
+                                                                  shape.D, rank / u)
                       : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank % u) +
                             strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D,
                                                                  rank / u);
@@ -508,30 +515,33 @@ TEST(PeerStrategies, BurstUspEveryDegreeLayoutMaskAndGqaRatio) {
   }
 }
 
-TEST(PeerStrategies, BurstUspDoubleRingOnTwoByTwoNodes) {
+TEST(PeerStrategies, UspDoubleRingOnTwoByTwoNodes) {
   // P = 4 as 2 nodes × 2 ranks (ranks_per_node): u = 2 puts each Ulysses group inside a node
-  // and the ring across the nodes (BurstEngine's hybrid; ring 2 × 1); u = 1 is burst's double
-  // ring on the whole mesh (2 × 2); overlap off and flat ring as ablations.
+  // and the ring across the nodes (BurstEngine's hybrid; ring 2 × 1); u = 1 is the double ring
+  // on the whole mesh (2 × 2) — burst's (usp_ring = burst) or LoongTrain's double-ring
+  // attention (usp's K,V ring); overlap off and flat ring as ablations.
   const int P = world_size();
   if (P != 4) GTEST_SKIP() << "2 x 2 nodes need 4 ranks";
-  for (int u : {2, 1})
-    for (bool overlap : {true, false})
-      for (bool dbl : {true, false}) {
-        DistConfig cfg;
-        cfg.strategy = StrategyKind::Usp;
-        cfg.usp_ring = UspRing::Burst;
-        cfg.layout = LayoutKind::Zigzag;
-        cfg.ulysses_degree = u;
-        cfg.ranks_per_node = 2;
-        cfg.overlap = overlap;
-        cfg.double_ring = dbl;
-        SCOPED_TRACE("u=" + std::to_string(u) + " overlap=" + std::to_string(overlap) +
-                     " double=" + std::to_string(dbl));
-        for (Family f : {Family::Causal, Family::Document, Family::SlidingWindowCausal})
-          run_case(cfg, 1, 8, 4, f);
-        const Plan plan = Plan::make(cfg, {1, kS, 8, 4, kD}, Mask::causal_mask(), P, 2);
-        EXPECT_EQ(plan.ranks_per_node(), dbl ? 2 : P);
-      }
+  for (UspRing ring : {UspRing::Burst, UspRing::Ring})
+    for (int u : {2, 1})
+      for (bool overlap : {true, false})
+        for (bool dbl : {true, false}) {
+          if (ring == UspRing::Ring && !overlap) continue;  // the ablation runs the same executor
+          DistConfig cfg;
+          cfg.strategy = StrategyKind::Usp;
+          cfg.usp_ring = ring;
+          cfg.layout = LayoutKind::Zigzag;
+          cfg.ulysses_degree = u;
+          cfg.ranks_per_node = 2;
+          cfg.overlap = overlap;
+          cfg.double_ring = dbl;
+          SCOPED_TRACE(std::string(ring == UspRing::Burst ? "burst" : "ring") + " u=" + std::to_string(u) +
+                       " overlap=" + std::to_string(overlap) + " double=" + std::to_string(dbl));
+          for (Family f : {Family::Causal, Family::Document, Family::SlidingWindowCausal})
+            run_case(cfg, 1, 8, 4, f);
+          const Plan plan = Plan::make(cfg, {1, kS, 8, 4, kD}, Mask::causal_mask(), P, 2);
+          EXPECT_EQ(plan.ranks_per_node(), dbl ? 2 : P);
+        }
 }
 
 TEST(UspRingTopology, GroupsInsideNodesRingAcrossThem) {
@@ -633,17 +643,64 @@ TEST(Multinode, PeerStrategiesOverTcp) {
         run_case(cfg, 1, 4 * P, 2 * P, f);
       }
     }
-  // Burst-USP: Ulysses inside each host, burst's ring (query-side backward) across the hosts
-  // (u = L), and burst's double ring over the discovered topology (u = 1).
-  for (int u : {P / nodes, 1})
-    for (Family f : {Family::Causal, Family::Document}) {
-      DistConfig cfg;
-      cfg.strategy = StrategyKind::Usp;
-      cfg.usp_ring = UspRing::Burst;
-      cfg.layout = LayoutKind::Zigzag;
-      cfg.ulysses_degree = u;
-      run_case(cfg, 1, 4 * P, 2 * P, f);
-    }
+  // usp's K,V ring and Burst-USP's: Ulysses inside each host with the ring across the hosts
+  // (u = L), and the double ring over the discovered topology (u = 1), or the flat ring.
+  for (UspRing ring : {UspRing::Burst, UspRing::Ring})
+    for (int u : {P / nodes, 1})
+      for (bool dbl : {true, false}) {
+        if (!dbl && u != 1) continue;  // u = L: one member per host, the same ring either way
+        for (Family f : {Family::Causal, Family::Document}) {
+          DistConfig cfg;
+          cfg.strategy = StrategyKind::Usp;
+          cfg.usp_ring = ring;
+          cfg.layout = LayoutKind::Zigzag;
+          cfg.ulysses_degree = u;
+          cfg.double_ring = dbl;
+          run_case(cfg, 1, 4 * P, 2 * P, f);
+        }
+      }
+}
+
+// usp's inter-node bytes (DistStats::bytes_sent_inter_node) on the emulated cluster, forward:
+// with u = 1 the double ring sends n − 1 of its P − 1 K,V blocks across hosts on every rank, the
+// flat ring all of them from each host's last rank; with u = L the all-to-all stays inside a host
+// and every ring hop crosses (the ring part of the bytes, ring_group_forward_bytes).
+TEST(Multinode, UspInterNodeBytesFollowTheRing) {
+  const int nodes = test::multinode_expected_nodes();
+  if (nodes == 0) GTEST_SKIP() << "runs on the emulated cluster only (ctest -L multinode)";
+  const Communicator world = Communicator::world();
+  const int P = world.size(), L = P / nodes, rank = world.rank();
+  const Reference& ref = reference(1, 4 * P, 2 * P, Family::Causal);
+  for (UspRing ring : {UspRing::Ring, UspRing::Burst})
+    for (int u : {1, L})
+      for (bool dbl : {true, false}) {
+        DistConfig cfg;
+        cfg.strategy = StrategyKind::Usp;
+        cfg.usp_ring = ring;
+        cfg.ulysses_degree = u;
+        cfg.double_ring = dbl;
+        cfg.num_threads = 1;
+        DistAttention attn(world, cfg, ref.shape, ref.mask);
+        const SequenceLayout& layout = attn.plan().layout();
+        Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k),
+               v = shard_of(layout, rank, ref.v);
+        Tensor out(q.shape()), lse({1, 4 * P, attn.local_length()});
+        attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+        const DistStats st = attn.last_stats();
+        SCOPED_TRACE(std::string(ring == UspRing::Burst ? "burst" : "ring") + " u=" + std::to_string(u) +
+                     (dbl ? " double" : " flat"));
+        ASSERT_GT(st.bytes_sent, 0);
+        if (u == L) {
+          const HeadSplit split = strategies::make_head_split(ref.shape.H, ref.shape.H_kv, u, "t");
+          EXPECT_EQ(st.bytes_sent_inter_node,
+                    strategies::ring_group_forward_bytes(strategies::usp_ring_groups(layout, u), 1,
+                                                         split.kv_heads, kD, rank / u));
+        } else if (dbl) {
+          EXPECT_EQ(st.bytes_sent_inter_node * (P - 1), st.bytes_sent * (nodes - 1));
+        } else {
+          EXPECT_EQ(st.bytes_sent_inter_node, rank % L == L - 1 ? st.bytes_sent : 0);
+        }
+      }
 }
 
 // ------------------------------------------------------------------ saved contexts (ulysses, usp)
@@ -661,7 +718,8 @@ std::int64_t head_parallel_bytes(const DistConfig& cfg, const ProblemShape& shap
   const auto groups = strategies::usp_ring_groups(layout, u);
   return backward
              ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u, flag) +
-                   strategies::ring_group_backward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u)
+                   strategies::ring_group_backward_bytes(groups, usp_topology(cfg, P, u), shape.B, split.kv_heads,
+                                                         shape.D, rank / u)
              : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank % u, flag) +
                    strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u);
 }

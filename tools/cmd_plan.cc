@@ -92,7 +92,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--layout", o->layout, "contiguous|zigzag|striped|balanced")->capture_default_str();
   cmd->add_option("--ranks", o->ranks, "P")->capture_default_str();
   cmd->add_option("--ranks-per-node", o->ranks_per_node,
-                  "L for the burst / usp ring=burst double ring (0: one node)");
+                  "L for the burst / ring / usp double ring (0: one node)");
   cmd->add_option("--ulysses-degree", o->ulysses_degree,
                   "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)");
   cmd->add_option("--usp-ring", o->usp_ring, "usp: ring across the Ulysses groups, ring|burst")

@@ -72,10 +72,10 @@ enum class StrategyKind : std::uint8_t { Burst, Ring, AllGather, Ulysses, Usp, D
 enum class BackwardSide : std::uint8_t { Auto, QuerySide, KvSide };
 
 /// usp's ring across the Ulysses groups: `Ring` — RingAttention's K,V ring with the dK,dV
-/// backward on a flat ring (yunchang's USP); `Burst` — BurstEngine's hybrid (arXiv 2509.19836):
-/// burst's ring, i.e. the query-side backward (Q, dO, delta, lse circulate with the dQ partial
-/// following) and the topology-aware double ring when the ring's members span several nodes
-/// (docs/strategies.md §usp).
+/// backward (yunchang's USP); `Burst` — BurstEngine's hybrid (arXiv 2509.19836): burst's ring,
+/// i.e. the query-side backward (Q, dO, delta, lse circulate with the dQ partial following).
+/// Either runs on the topology-aware double ring when the ring's members span several nodes
+/// and DistConfig::double_ring (docs/strategies.md §usp).
 enum class UspRing : std::uint8_t { Ring, Burst };
 const char* to_string(UspRing r) noexcept;
 UspRing usp_ring_from_string(const std::string& name);  ///< "ring" | "burst"; throws Error(InvalidArgument)
@@ -89,8 +89,8 @@ struct DistConfig {
   LayoutKind layout = LayoutKind::Zigzag;
   int ulysses_degree = 0;  ///< usp: Ulysses degree u (P = u·r); 0 → largest divisor of P dividing H_kv
   UspRing usp_ring = UspRing::Ring;  ///< usp: the ring across the Ulysses groups (Burst-USP: Burst)
-  int ranks_per_node = 0;            ///< double ring's L (burst, ring, usp ring=burst); 0 → discovered
-  bool double_ring = true;  ///< burst, ring, usp ring=burst: topology-aware double ring when nodes > 1
+  int ranks_per_node = 0;            ///< double ring's L (burst, ring, usp); 0 → discovered
+  bool double_ring = true;  ///< burst, ring, usp: topology-aware double ring when nodes > 1
   BackwardSide backward_side = BackwardSide::Auto;
   bool overlap = true;  ///< double buffering + progress polling between tiles
   /// burst, ring: mask-aware communication (MagiAttention's zero-redundant communication): when

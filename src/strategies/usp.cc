@@ -4,9 +4,11 @@
 // seq→heads all-to-all gives every member the group's u·S_local tokens for H/u heads; the r
 // members holding the same heads (one per group) then run a K,V ring over their groups'
 // sequences (RingAttention forward; K,V + dK,dV ring backward); heads→seq returns the result.
-// u = P is Ulysses, u = 1 is the KV ring. DistConfig::usp_ring = Burst is BurstEngine's hybrid
-// (arXiv 2509.19836): the same all-to-alls with burst's ring across the groups (query-side
-// backward; double ring when the ring spans nodes). docs/strategies.md §usp.
+// u = P is Ulysses, u = 1 is the KV ring. When the ring's members span nodes it runs on the
+// topology-aware double ring (DistConfig::double_ring, the default; false keeps it flat), as
+// ring and burst do. DistConfig::usp_ring = Burst is BurstEngine's hybrid (arXiv 2509.19836):
+// the same all-to-alls with burst's ring across the groups (query-side backward).
+// docs/strategies.md §usp.
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -42,12 +44,13 @@ void add_times(PassTimes* times, const RingRunStats& rs) {
 /// The ring across the r groups on the gathered head-parallel tensors (contiguous), run by the
 /// ring family's RingExecutor (double-buffered; ring member i holds group i's sequence).
 /// Forward: the K,V ring with the online-softmax merge. Backward, `query_side` false (usp's
-/// RingAttention): K,V circulate with their dK,dV write accumulator following them home on a
-/// flat ring. `query_side` true (Burst-USP, BurstEngine arXiv 2509.19836; docs/strategies.md
-/// §usp): burst's query-side backward (docs/algorithm.md §3) — Q, dO, delta, lse of a group
-/// circulate while K, V, dK, dV stay, the group's dQ partial following — on the topology-aware
-/// double ring when the members span nodes (usp_ring_topology). Blocks with no visible pair are
-/// skipped (the payload still moves).
+/// RingAttention): K,V circulate with their dK,dV write accumulator following them home.
+/// `query_side` true (Burst-USP, BurstEngine arXiv 2509.19836; docs/strategies.md §usp):
+/// burst's query-side backward (docs/algorithm.md §3) — Q, dO, delta, lse of a group circulate
+/// while K, V, dK, dV stay, the group's dQ partial following. Either runs on the topology-aware
+/// double ring when the members span nodes and DistConfig::double_ring (usp_ring_topology;
+/// for the K,V ring LoongTrain's double-ring attention, arXiv 2406.18485 §4), else on a flat
+/// ring. Blocks with no visible pair are skipped (the payload still moves).
 class GroupRingAttention final : public GroupAttention {
  public:
   GroupRingAttention(const Communicator& ring, RingTopology topo, bool overlap, bool query_side,
@@ -195,8 +198,7 @@ class UspStrategy final : public HeadParallelStrategy {
     const Communicator ring = setup.comm.split_channel(setup.rank % u, setup.rank / u);
     const bool burst = setup.cfg.usp_ring == UspRing::Burst;
     const RingTopology topo =
-        burst ? usp_ring_topology(setup.P, u, setup.plan->ranks_per_node(), setup.cfg.double_ring)
-              : RingTopology{1, setup.P / u};
+        usp_ring_topology(setup.P, u, setup.plan->ranks_per_node(), setup.cfg.double_ring);
     return std::make_unique<GroupRingAttention>(ring, topo, setup.cfg.overlap, burst, groups, *setup.resolved,
                                                 ring_params(setup));
   }
