@@ -75,6 +75,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     int i_cur = -1;
     for (int t = 0; t < P; ++t) {
       step = t;
+      intra_.set_step(t, P);  // named by the communication watchdog (shared by the channels)
       const int j = src[static_cast<std::size_t>(t)];
       if (!overlap_) {  // the no-overlap ablation: this step's transfers complete before it computes
         i_cur = post(t, cur_set);
@@ -110,6 +111,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
       i_cur = i_next;
     }
     step = P;
+    intra_.set_step(P, P);
     const auto t1 = std::chrono::steady_clock::now();
     homes_in.wait_all();
     home_out.wait_all();
