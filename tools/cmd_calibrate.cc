@@ -2,10 +2,14 @@
 // attention-kernel rates and per-call overhead (the Tiled kernel, timed on every rank at once so
 // the ranks contend as they do in `burst bench`) — in fp32 and, where every rank's CPU has
 // AVX512_BF16, with bf16 operands (ClusterSpec::bf16_speedup_*) — STREAM-style copy bandwidth, and MPI
-// point-to-point latency and bandwidth between ranks 0 and 1 (comm layer, ping-pong).
+// point-to-point latency and bandwidth (comm layer, ping-pong): inside a node between its ranks 0
+// and 1, and across nodes between rank 0 and the first rank of node 1.
 // Run under mpirun with the rank count and threads per rank the benchmarks will use, e.g.
 //   mpirun -n 2 --bind-to core burst calibrate --threads 1 -o calibrated.json
-// One device of the spec = one rank; devices_per_node = the number of ranks.
+// One device of the spec = one rank. Nodes are the ones MPI sees (MPI_Comm_split_type SHARED,
+// Communicator::node_topology: ranks node-contiguous): nodes and devices_per_node of the spec;
+// on the emulated cluster (scripts/cluster.sh run, docs/multinode.md) the inter-node link is
+// the emulated one, with its tc rate.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -176,15 +180,15 @@ double copy_bandwidth(const Communicator& comm) {
   return -comm.all_reduce_max(-best);
 }
 
-/// Half the median round trip of `floats` floats between ranks 0 and 1 (others idle).
-double ping_pong_seconds(const Communicator& comm, std::size_t floats, int rounds) {
+/// Half the median round trip of `floats` floats between ranks a and b (others idle). Collective.
+double ping_pong_seconds(const Communicator& comm, int a, int b, std::size_t floats, int rounds) {
   std::vector<double> samples;
   comm.barrier();
-  if (comm.rank() <= 1) {
-    const int peer = 1 - comm.rank();
+  if (comm.rank() == a || comm.rank() == b) {
+    const int peer = comm.rank() == a ? b : a;
     for (int i = 0; i < rounds + 2; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      if (comm.rank() == 0) {
+      if (comm.rank() == a) {
         comm.isend(std::vector<float>(floats, 1.0f), peer, 7).wait();
         comm.irecv(std::vector<float>(floats), peer, 8).wait();
       } else {
@@ -199,13 +203,29 @@ double ping_pong_seconds(const Communicator& comm, std::size_t floats, int round
   return comm.all_reduce_max(mine);
 }
 
+struct Link {
+  double latency = 0, bandwidth = 0;  ///< seconds (8 B one way); bytes per second
+};
+
+/// The link between ranks a and b: latency from 8-byte ping-pongs, bandwidth from 4 MiB ones
+/// (past the eager limit, bandwidth-bound) net of that latency. Collective.
+Link measure_link(const Communicator& comm, int a, int b) {
+  const std::size_t big = std::size_t{1} << 20;
+  Link l;
+  l.latency = ping_pong_seconds(comm, a, b, 2, 200);
+  const double t_big = ping_pong_seconds(comm, a, b, big, 10);
+  l.bandwidth = static_cast<double>(big * sizeof(float)) / std::max(t_big - l.latency, 1e-9);
+  return l;
+}
+
 void run_calibrate(const CalibrateOptions& o) {
   const Communicator comm = Communicator::world();
   const int P = comm.size();
   ClusterSpec c;
   c.name = o.name;
-  c.nodes = 1;
-  c.devices_per_node = P;
+  const NodeTopology topo = comm.node_topology(0);  // collective; throws on non-contiguous ranks
+  c.nodes = topo.nodes;
+  c.devices_per_node = topo.ranks_per_node;
   const KernelFit fwd = fit_lengths(comm, o, false), bwd = fit_lengths(comm, o, true);
   // The kernel rate IS the attention rate: matmul_flops holds it and efficiencies are relative.
   c.matmul_flops = fwd.rate;
@@ -230,17 +250,23 @@ void run_calibrate(const CalibrateOptions& o) {
   c.memory_bandwidth = copy_bandwidth(comm);
   c.memory_capacity =
       static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;
-  if (P >= 2) {
-    const std::size_t big = std::size_t{1} << 20;  // 4 MiB: past the eager limit, bandwidth-bound
-    c.intra_latency = ping_pong_seconds(comm, 2, 200);
-    const double t_big = ping_pong_seconds(comm, big, 10);
-    c.intra_bandwidth = static_cast<double>(big * sizeof(float)) / std::max(t_big - c.intra_latency, 1e-9);
+  const int L = topo.ranks_per_node;
+  if (L >= 2) {
+    const Link intra = measure_link(comm, 0, 1);
+    c.intra_latency = intra.latency;
+    c.intra_bandwidth = intra.bandwidth;
   } else {
     c.intra_latency = 0;
-    c.intra_bandwidth = 1e12;  // unused with one device
+    c.intra_bandwidth = 1e12;  // unused with one device per node
   }
-  c.inter_bandwidth = c.intra_bandwidth;  // one node: no inter-node link exists
-  c.inter_latency = c.intra_latency;
+  if (topo.nodes > 1) {
+    const Link inter = measure_link(comm, 0, L);  // rank 0 of node 0 and of node 1
+    c.inter_latency = inter.latency;
+    c.inter_bandwidth = inter.bandwidth;
+  } else {
+    c.inter_bandwidth = c.intra_bandwidth;  // one node: no inter-node link exists
+    c.inter_latency = c.intra_latency;
+  }
   std::ostringstream src;
   const std::time_t now = std::time(nullptr);
   char when[64];
@@ -258,7 +284,8 @@ void run_calibrate(const CalibrateOptions& o) {
       << "; per-element masking " << c.partial_row_seconds * 1e9 << " / "
       << c.partial_row_seconds_backward * 1e9 << " ns per Partial-tile row (fwd / bwd, causal probe on "
       << "interleaved positions at S=" << probe_S << "); copy bandwidth 2x64 MiB best of 3; MPI ping-pong "
-      << "ranks 0-1, 8 B and 4 MiB";
+      << "8 B and 4 MiB, " << c.nodes << " node(s) x " << L << " rank(s)"
+      << (L >= 2 ? ": intra ranks 0-1" : "") << (c.nodes > 1 ? ", inter ranks 0-" + std::to_string(L) : "");
   c.source = src.str();
   c.validate();
   if (comm.rank() == 0) {
