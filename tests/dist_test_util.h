@@ -13,6 +13,7 @@
 #include "burst/comm.h"
 #include "burst/mask.h"
 #include "burst/plan.h"
+#include "burst/strategy.h"
 #include "burst/tensor.h"
 #include "test_util.h"
 
@@ -25,6 +26,23 @@ inline Tensor shard_of(const SequenceLayout& layout, int rank, const Tensor& glo
       {s[0], static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size()), s[2], s[3]});
   shard(layout, rank, global.view(), local.view());
   return local;
+}
+
+/// One DistAttention forward on this rank's shards of the global q [B,S,H,D], k, v [B,S,H_kv,D]:
+/// its stats and layout (the byte-counter tests). Collective over `world`.
+struct ForwardRun {
+  DistStats stats;
+  SequenceLayout layout;
+};
+inline ForwardRun run_forward(const Communicator& world, const DistConfig& cfg, const ProblemShape& shape,
+                              const Mask& mask, const Tensor& q, const Tensor& k, const Tensor& v) {
+  DistAttention attn(world, cfg, shape, mask);
+  const SequenceLayout& layout = attn.plan().layout();
+  const int rank = world.rank();
+  Tensor ql = shard_of(layout, rank, q), kl = shard_of(layout, rank, k), vl = shard_of(layout, rank, v);
+  Tensor out(ql.shape()), lse({shape.B, shape.H, attn.local_length()});
+  attn.forward(ql.view(), kl.view(), vl.view(), out.view(), lse.view());
+  return {attn.last_stats(), layout};
 }
 
 /// lse [B,H,S_global] → this rank's rows [B,H,S_local].

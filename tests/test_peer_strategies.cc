@@ -680,13 +680,7 @@ TEST(Multinode, UspInterNodeBytesFollowTheRing) {
         cfg.ulysses_degree = u;
         cfg.double_ring = dbl;
         cfg.num_threads = 1;
-        DistAttention attn(world, cfg, ref.shape, ref.mask);
-        const SequenceLayout& layout = attn.plan().layout();
-        Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k),
-               v = shard_of(layout, rank, ref.v);
-        Tensor out(q.shape()), lse({1, 4 * P, attn.local_length()});
-        attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
-        const DistStats st = attn.last_stats();
+        const auto [st, layout] = test::run_forward(world, cfg, ref.shape, ref.mask, ref.q, ref.k, ref.v);
         SCOPED_TRACE(std::string(ring == UspRing::Burst ? "burst" : "ring") + " u=" + std::to_string(u) +
                      (dbl ? " double" : " flat"));
         ASSERT_GT(st.bytes_sent, 0);

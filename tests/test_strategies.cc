@@ -466,13 +466,7 @@ TEST(Multinode, InterNodeBytesFollowTheRing) {
       cfg.strategy = s;
       cfg.double_ring = dbl;
       cfg.num_threads = 1;
-      DistAttention attn(world, cfg, ref.shape, ref.mask);
-      const SequenceLayout& layout = attn.plan().layout();
-      Tensor q = shard_of(layout, rank, ref.q), k = shard_of(layout, rank, ref.k),
-             v = shard_of(layout, rank, ref.v);
-      Tensor out(q.shape()), lse({1, 4, attn.local_length()});
-      attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
-      const DistStats st = attn.last_stats();
+      const DistStats st = test::run_forward(world, cfg, ref.shape, ref.mask, ref.q, ref.k, ref.v).stats;
       SCOPED_TRACE(std::string(to_string(s)) + (dbl ? " double" : " flat"));
       ASSERT_GT(st.bytes_sent, 0);
       if (dbl)
