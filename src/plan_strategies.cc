@@ -89,8 +89,9 @@ std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t
   return 4 * floats;
 }
 
-std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, RingTopology topo,
-                                       std::int64_t B, std::int64_t kv_heads, std::int64_t D, int i) {
+std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
+                                       RingTopology topo, std::int64_t B, std::int64_t kv_heads,
+                                       std::int64_t D, int i) {
   const int r = static_cast<int>(groups.size());
   if (r == 1) return 0;
   // One member per node: the partial of round 0's block (the member's own) is already home.
@@ -323,11 +324,9 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         const auto groups = usp_ring_groups(layout, u);
         const bool burst = cfg.usp_ring == UspRing::Burst;
         const RingTopology topo = usp_ring_topology(P, u, ranks_per_node, cfg.double_ring);
-        out.forward_payload =
-            "a2a(u=" + std::to_string(u) + ") Q,K,V | " + (burst ? "burst " : "") +
-            "ring(r=" + std::to_string(P / u) +
-            ", " + std::to_string(topo.nodes) + "x" + std::to_string(topo.ranks_per_node) +
-            ") K,V | a2a O,lse";
+        out.forward_payload = "a2a(u=" + std::to_string(u) + ") Q,K,V | " + (burst ? "burst " : "") +
+                              "ring(r=" + std::to_string(P / u) + ", " + std::to_string(topo.nodes) + "x" +
+                              std::to_string(topo.ranks_per_node) + ") K,V | a2a O,lse";
         // 16-bit inputs never match a saved context (the forward keeps fp32 copies; the rounded
         // output fed back differs), so they take the stateless backward.
         const bool saved = cfg.saved_contexts > 0 && shape.dtype == DType::F32;
@@ -342,9 +341,10 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
           const std::int64_t S = static_cast<std::int64_t>(grp.size()), kvb = 2 * B * S * s.kv_heads * D;
           out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r % u) +
                                       ring_group_forward_bytes(groups, B, s.kv_heads, D, r / u));
-          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r % u, saved) +
-                                       (burst ? burst_group_backward_bytes(groups, topo, B, s.heads, D)
-                                              : ring_group_backward_bytes(groups, topo, B, s.kv_heads, D, r / u)));
+          out.backward_bytes.push_back(
+              ulysses_backward_bytes(s, len, B, D, r % u, saved) +
+              (burst ? burst_group_backward_bytes(groups, topo, B, s.heads, D)
+                     : ring_group_backward_bytes(groups, topo, B, s.kv_heads, D, r / u)));
           out.visible_pairs.push_back(resolved.visible_pairs(grp, all) / u);
           // Ring: the partial (out, lse) and three K,V buffers (own, in flight, in use); backward
           // three K,V and three dK,dV buffers. Burst-USP (ring_skeleton.h): two read buffers

@@ -101,8 +101,9 @@ std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64
 ///  and its dK, dV stay, (2r−2)·2·B·S_group·kv_heads·D · 4. The forward is the same on any topo.
 std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
                                       std::int64_t kv_heads, std::int64_t D, int i);
-std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups, RingTopology topo,
-                                       std::int64_t B, std::int64_t kv_heads, std::int64_t D, int i);
+std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
+                                       RingTopology topo, std::int64_t B, std::int64_t kv_heads,
+                                       std::int64_t D, int i);
 
 // ------------------------------------------------------------------ tp
 

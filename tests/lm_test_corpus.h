@@ -16,8 +16,8 @@
 
 namespace burst::test {
 
-inline void write_markov_corpus(const std::filesystem::path& data_dir, unsigned seed, int books,
-                                int base_len, int len_step) {
+inline void write_markov_corpus(const std::filesystem::path& data_dir, unsigned seed, int books, int base_len,
+                                int len_step) {
   std::mt19937 rng(seed);
   std::vector<std::int32_t> tokens;
   std::vector<std::int64_t> offsets{0};

@@ -150,7 +150,8 @@ TEST(LmExactness, ResumeKeepsTheTimeBudgetsSchedule) {
   o.time_budget_seconds = 1e-6;  // spent by step 2: the fit ends the run there (schedule of 2 steps)
   const auto first = burst::lm::run_train(o, f.comm);
   ASSERT_EQ(first.size(), 2u);
-  EXPECT_EQ(burst::lm::load_checkpoint(o.out_dir / "checkpoint.safetensors").header.value("schedule_steps", 0), 2);
+  EXPECT_EQ(
+      burst::lm::load_checkpoint(o.out_dir / "checkpoint.safetensors").header.value("schedule_steps", 0), 2);
   o.resume = true;
   o.time_budget_seconds = 1e6;  // would fit all 4 steps if the resumed run fitted anew
   const auto resumed = burst::lm::run_train(o, f.comm);

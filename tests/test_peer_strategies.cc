@@ -712,8 +712,8 @@ std::int64_t head_parallel_bytes(const DistConfig& cfg, const ProblemShape& shap
   const auto groups = strategies::usp_ring_groups(layout, u);
   return backward
              ? strategies::ulysses_backward_bytes(split, len, shape.B, shape.D, rank % u, flag) +
-                   strategies::ring_group_backward_bytes(groups, usp_topology(cfg, P, u), shape.B, split.kv_heads,
-                                                         shape.D, rank / u)
+                   strategies::ring_group_backward_bytes(groups, usp_topology(cfg, P, u), shape.B,
+                                                         split.kv_heads, shape.D, rank / u)
              : strategies::ulysses_forward_bytes(split, len, shape.B, shape.D, rank % u, flag) +
                    strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D, rank / u);
 }

@@ -90,7 +90,7 @@ struct DistConfig {
   int ulysses_degree = 0;  ///< usp: Ulysses degree u (P = u·r); 0 → largest divisor of P dividing H_kv
   UspRing usp_ring = UspRing::Ring;  ///< usp: the ring across the Ulysses groups (Burst-USP: Burst)
   int ranks_per_node = 0;            ///< double ring's L (burst, ring, usp); 0 → discovered
-  bool double_ring = true;  ///< burst, ring, usp: topology-aware double ring when nodes > 1
+  bool double_ring = true;           ///< burst, ring, usp: topology-aware double ring when nodes > 1
   BackwardSide backward_side = BackwardSide::Auto;
   bool overlap = true;  ///< double buffering + progress polling between tiles
   /// burst, ring: mask-aware communication (MagiAttention's zero-redundant communication): when
