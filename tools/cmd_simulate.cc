@@ -23,6 +23,8 @@ struct SimulateOptions {
   bool whole_layer = false;
   std::int64_t ffn_width = 0;
   std::string mask = "causal", pass = "fwd_bwd", dtype = "bf16", strategy, layout, format = "table";
+  int ulysses_degree = 0;
+  bool no_double_ring = false;
   std::int64_t mask_resolution = 8192;
   std::string output;
 };
@@ -120,6 +122,8 @@ void run_simulate(const SimulateOptions& o) {
     Candidate cand;
     cand.strategy = strategy_from_string(o.strategy);
     cand.layout = o.layout.empty() ? LayoutKind::Zigzag : layout_from_string(o.layout);
+    cand.ulysses_degree = o.ulysses_degree;
+    cand.double_ring = !o.no_double_ring;
     ranked.push_back(estimate(c, w, cand));
   } else {
     ranked = rank_strategies(c, w);
@@ -184,6 +188,9 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--strategy", opt->strategy, "score only this strategy");
   cmd->add_option("--layout", opt->layout, "layout for --strategy (default zigzag)");
+  cmd->add_option("--ulysses-degree", opt->ulysses_degree,
+                  "usp with --strategy: Ulysses degree u (0: largest divisor of P dividing H_kv)");
+  cmd->add_flag("--no-double-ring", opt->no_double_ring, "with --strategy: the flat ring even across nodes");
   cmd->add_option("--format", opt->format, "table | jsonl")->capture_default_str();
   cmd->add_option("--output,-o", opt->output, "append JSON lines to this file");
   cmd->callback([opt] { run_simulate(*opt); });
