@@ -324,4 +324,64 @@ TEST(LmExactness, TensorParallelRefusesModelsThatDoNotSplit) {
     bad.model.heads = bad.model.kv_heads = 5;
     EXPECT_THROW(burst::lm::run_train(bad, f.comm), burst::Error);
   }
+  auto bf16 = tp_options(f, "bad_dtype");  // tp's model runs fp32 only
+  bf16.run.dtype = burst::DType::BF16;
+  EXPECT_THROW(burst::lm::run_train(bf16, f.comm), burst::Error);
+}
+
+// `--dtype bf16` (attention through burst on bf16 Q, K, V, dO; bf16 GEMMs; fp32 master weights)
+// tracks the fp32 run: every step's loss within 2 % of fp32's (issue 11's bound for the real
+// model's 40 steps; these 4 steps on a tiny model stay far inside it). It really ran bf16: every
+// attention pass of every step took bf16 views (EngineTotals), the losses differ from fp32's
+// by more than fp32's own rank-to-rank noise (1e-5 above), and for P > 1 each step sent fewer
+// bytes (burst moves Q, K, V, dO in 16 bits; the gradient all-reduce is fp32 in both).
+TEST(LmExactness, Bf16TrainingTracksFp32AndRunsBf16Attention) {
+  Fixture f;
+  auto o = f.train_options("fp32");
+  const auto ref = burst::lm::run_train(o, f.comm);
+  o.out_dir = f.root / "bf16";
+  o.run.dtype = burst::DType::BF16;
+  const auto got = burst::lm::run_train(o, f.comm);
+  ASSERT_EQ(got.size(), ref.size());
+  double max_rel = 0;
+  for (std::size_t s = 0; s < ref.size(); ++s) {
+    const double rel = std::abs(got[s].loss - ref[s].loss) / std::abs(ref[s].loss);
+    max_rel = std::max(max_rel, rel);
+    EXPECT_LE(rel, 0.02) << "step " << s + 1 << " P=" << f.comm.size();
+    EXPECT_EQ(got[s].attention_dtype, "bf16");
+    EXPECT_EQ(ref[s].attention_dtype, "f32");
+    if (f.comm.size() > 1) { EXPECT_LT(got[s].bytes_sent, ref[s].bytes_sent) << "step " << s + 1; }
+  }
+  EXPECT_GT(max_rel, kRtol);  // bf16 rounding changed the numbers
+  // An fp32 checkpoint does not resume as bf16 (another trajectory): refused on every rank.
+  o.out_dir = f.root / "fp32";
+  o.resume = true;
+  o.steps = 5;
+  EXPECT_THROW(burst::lm::run_train(o, f.comm), burst::Error);
+}
+
+// `burst eval --dtype bf16` of an fp32 checkpoint: perplexity within 1 % of the fp32 eval
+// (issue 11's bound for the whole KJV), every attention pass on bf16 views (EngineTotals), and
+// its self-check (sampled books recomputed on one rank, bf16 too) still passes.
+TEST(LmExactness, Bf16EvalTracksFp32AndVerifiesItself) {
+  Fixture f;
+  auto o = f.train_options("eval_bf16");
+  o.steps = 2;
+  burst::lm::run_train(o, f.comm);
+  burst::lm::EvalOptions e;
+  e.run = o.run;
+  e.run.dist.layout = burst::LayoutKind::Balanced;
+  e.checkpoint = o.out_dir / "checkpoint.safetensors";
+  e.verify_books = 3;
+  const auto fp32 = burst::lm::run_eval(e, f.comm);
+  e.run.dtype = burst::DType::BF16;
+  const auto bf16 = burst::lm::run_eval(e, f.comm);
+  EXPECT_EQ(bf16.at("dtype"), "bf16");
+  EXPECT_EQ(fp32.at("dtype"), "f32");
+  EXPECT_TRUE(bf16.at("verified").get<bool>()) << bf16.dump();
+  const double p32 = fp32.at("perplexity").get<double>(), p16 = bf16.at("perplexity").get<double>();
+  EXPECT_LT(std::abs(p16 - p32), 0.01 * p32);
+  EXPECT_NE(p16, p32);  // rounded somewhere (the tiny model is near uniform: the gap is ~1e-5)
+  EXPECT_EQ(bf16.at("attention_dtype"), "bf16");  // every attention pass took bf16 views
+  EXPECT_EQ(fp32.at("attention_dtype"), "f32");
 }

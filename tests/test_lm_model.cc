@@ -99,6 +99,77 @@ TEST(LmModel, AttentionFunctionMatchesFp64Reference) {
   EXPECT_THROW(burst::lm::LocalEngine({3, 2}, mask, S_global, 1), burst::Error);
 }
 
+// bf16 through the autograd function (the `--dtype bf16` path): q, k, v cast to bf16 inside,
+// out bf16, dq, dk, dv the kernels' fp32 accumulators. The slow twin is the fp64 reference on the
+// SAME bf16-rounded inputs. What bf16 adds over fp32 (tests/test_attention_bf16.cc derives it):
+// P and dS rounded to bf16 as GEMM operands, P̃ = P(1 + ε), |ε| ≤ u = 2^-8, so per element, to
+// first order,
+//     out_id: u·Σ_j P_ij·|v_jd| + u·|out_id| (out's own rounding)
+//     dv_jd: u·Σ_i P_ij·|dO_id|     dk_jd: u·τ·Σ_i |dS_ij|·|q_id|     dq_id: u·τ·Σ_j |dS_ij|·|k_jd|
+// with |dS_ij| widened by the bf16 out's effect on delta (below)
+// (sums over visible pairs and a GQA group's query heads), computed here in fp64 from the
+// reference's P; plus the fp32 rule of the fp32 test above (1e-4 of the largest element). A
+// missed cast, a wrong view dtype or a rounded gradient gives errors of order |values|.
+TEST(LmModel, AttentionFunctionBf16MatchesFp64ReferenceOnRoundedInputs) {
+  torch::manual_seed(6);
+  const std::int64_t S_global = 90, H = 4, H_kv = 2, D = 16, G = H / H_kv;
+  const burst::Mask mask = burst::Mask::document({0, 20, 61, 90}, /*causal=*/true);
+  std::vector<std::int64_t> pos;
+  for (std::int64_t p = 1; p < S_global; p += 2) pos.push_back(p);
+  const auto S = static_cast<std::int64_t>(pos.size());
+  burst::lm::LocalEngine engine(pos, mask, S_global, 1, burst::KernelImpl::Tiled, burst::DType::BF16);
+  const auto q0 = torch::randn({1, S, H, D}), k0 = torch::randn({1, S, H_kv, D}),
+             v0 = torch::randn({1, S, H_kv, D}), dout = torch::randn({1, S, H, D});
+  auto q = q0.clone().set_requires_grad(true), k = k0.clone().set_requires_grad(true),
+       v = v0.clone().set_requires_grad(true);
+  const auto out = burst::lm::burst_attention(q, k, v, engine);
+  ASSERT_EQ(out.scalar_type(), torch::kBFloat16);
+  (out.to(torch::kFloat32) * dout).sum().backward();
+  ASSERT_EQ(q.grad().scalar_type(), torch::kFloat32);
+  EXPECT_EQ(engine.totals().passes, 2);
+  EXPECT_EQ(engine.totals().bf16_passes, 2);
+
+  const auto f64 = [](const torch::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat64); };
+  auto qr = f64(q0).set_requires_grad(true), kr = f64(k0).set_requires_grad(true),
+       vr = f64(v0).set_requires_grad(true);
+  const auto dO = f64(dout);  // the engine receives dO rounded to bf16 (out's dtype)
+  const auto ref = burst::lm::reference_attention(qr, kr, vr, pos, pos, mask, S_global);
+  (ref * dO).sum().backward();
+  // P [1, H, S, S] from the reference itself: the values are the identity (one-hot columns).
+  const auto eye = torch::eye(S, torch::kFloat64).view({1, S, 1, S}).expand({1, S, H_kv, S});
+  const auto P = burst::lm::reference_attention(qr.detach(), kr.detach(), eye, pos, pos, mask, S_global)
+                     .permute({0, 2, 1, 3});  // [1, H, S_q, S_k]
+  const auto bhsd = [&](const torch::Tensor& t) {
+    return t.repeat_interleave(H / t.size(2), 2).permute({0, 2, 1, 3});
+  };
+  const auto group_sum = [&](const torch::Tensor& t) {  // [1, H, S, D] → [1, S, H_kv, D]
+    return t.view({1, H_kv, G, S, D}).sum(2).permute({0, 2, 1, 3});
+  };
+  const double u = 0x1.0p-8, tau = 1.0 / std::sqrt(static_cast<double>(D));
+  const auto Q = bhsd(qr.detach()), K = bhsd(kr.detach()), V = bhsd(vr.detach()), dOh = bhsd(dO);
+  const auto O = bhsd(ref.detach());
+  const auto delta = (dOh * O).sum(-1, true);
+  // |dS| plus what out's rounding does to delta = rowsum(dO∘Õ): |δdelta_i| ≤ u·Σ_d |dO_id|·|O_id|,
+  // which moves dS_ij by P_ij·δdelta_i (the kernel's delta comes from the bf16 out).
+  const auto dS =
+      (P * (torch::matmul(dOh, V.transpose(2, 3)) - delta)).abs() + P * (dOh.abs() * O.abs()).sum(-1, true);
+  const auto bounds = std::vector<std::pair<torch::Tensor, torch::Tensor>>{
+      {u * torch::matmul(P, V.abs()).permute({0, 2, 1, 3}) + u * ref.detach().abs(), ref.detach()},
+      {u * group_sum(torch::matmul(P.transpose(2, 3), dOh.abs())), vr.grad()},
+      {u * tau * group_sum(torch::matmul(dS.transpose(2, 3), Q.abs())), kr.grad()},
+      {u * tau * torch::matmul(dS, K.abs()).permute({0, 2, 1, 3}), qr.grad()}};
+  const std::vector<torch::Tensor> got{out, v.grad(), k.grad(), q.grad()};
+  const char* names[] = {"out", "dv", "dk", "dq"};
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto& [first_order, want] = bounds[i];
+    const auto bound = first_order * (1 + u) + 1e-4 * want.abs().max();
+    const auto excess = ((got[i].to(torch::kFloat64) - want).abs() - bound).max().item<double>();
+    EXPECT_LE(excess, 0.0) << names[i];
+    // The bound is not vacuous: well below the values' own size.
+    EXPECT_LT(bound.max().item<double>(), 0.1 * want.abs().max().item<double>()) << names[i];
+  }
+}
+
 // The evaluation forward (c10::InferenceMode, buffers reused across layers, row chunks) computes
 // what the training forward (autograd) computes: same per-token losses for MHA and GQA, chunk
 // sizes 1, a non-divisor, exactly S and more than S; no autograd state on its output.
@@ -139,6 +210,41 @@ TEST(LmModel, InferenceForwardMatchesAutogradForward) {
   burst::lm::LocalEngine engine(pos, mask, S, 1);
   EXPECT_THROW(model.forward_inference(tokens, engine), burst::Error);  // grad mode on: refused
   EXPECT_THROW(model.set_inference_rows(0), burst::Error);
+}
+
+// The same with `--dtype bf16` (bf16 GEMMs, bf16 attention through the engine): the evaluation
+// forward makes the autograd forward's roundings (GEMM products, q, k, v, out rounded to bf16;
+// RoPE, norms and the residual in fp32). Only where a chunked GEMM accumulates in another order
+// can a product round to the neighbouring bf16 value (one ulp, 2^-8 relative) and carry through
+// the later layers; 2^-5 of the largest hidden value bounds a few such flips, while a missed
+// cast or a wrong buffer dtype is an O(1) error. Both differ from the fp32 model (they are bf16).
+TEST(LmModel, InferenceForwardMatchesAutogradForwardInBf16) {
+  const std::int64_t S = 53;
+  const burst::Mask mask = burst::Mask::document({0, 17, 40, 53}, /*causal=*/true);
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(S));
+  for (std::int64_t i = 0; i < S; ++i) pos[static_cast<std::size_t>(i)] = i;
+  torch::manual_seed(12);
+  const auto tokens = torch::randint(0, 64, {S}, torch::kInt64);
+  burst::lm::Model model(tiny_config());
+  burst::lm::LocalEngine f32_engine(pos, mask, S, 1);
+  const auto hidden_f32 = model.forward(tokens, f32_engine).detach();
+  model.set_compute_dtype(torch::kBFloat16);
+  const auto bf16 = burst::DType::BF16;
+  burst::lm::LocalEngine train_engine(pos, mask, S, 1, burst::KernelImpl::Tiled, bf16);
+  const auto hidden_ref = model.forward(tokens, train_engine).detach();
+  EXPECT_EQ(train_engine.totals().bf16_passes, tiny_config().layers);
+  EXPECT_GT(max_rel(hidden_ref, hidden_f32), 1e-4);  // bf16 arithmetic happened
+  EXPECT_LT(max_rel(hidden_ref, hidden_f32), 0.1);   // and it is still the same model
+  for (const std::int64_t rows : {7, 64}) {
+    model.set_inference_rows(rows);
+    const c10::InferenceMode inference;
+    burst::lm::LocalEngine engine(pos, mask, S, 1, burst::KernelImpl::Tiled, bf16);
+    const auto hidden = model.forward(tokens, engine);
+    EXPECT_EQ(hidden.scalar_type(), torch::kFloat32);
+    EXPECT_LT(max_rel(hidden, hidden_ref), 0x1.0p-5) << "rows " << rows;
+    EXPECT_EQ(engine.totals().bf16_passes, tiny_config().layers);
+  }
+  EXPECT_THROW(model.set_compute_dtype(torch::kFloat16), burst::Error);
 }
 
 TEST(LmModel, RopeDependsOnlyOnRelativePosition) {

@@ -21,7 +21,7 @@ namespace burst::cli {
 namespace {
 
 struct RunArgs {
-  std::string data = "data/kjv", strategy = "burst", layout, engine = "dist";
+  std::string data = "data/kjv", strategy = "burst", layout, engine = "dist", dtype = "fp32";
   int threads = 0;
   std::int64_t head_chunk = 2048;
   bool quiet = false;
@@ -45,6 +45,16 @@ void add_run_options(CLI::App& cmd, RunArgs& a, const std::string& default_layou
   cmd.add_flag("--quiet", a.quiet, "no progress lines");
 }
 
+// `--dtype` of train and eval (generate runs fp32).
+void add_dtype_option(CLI::App& cmd, RunArgs& a) {
+  cmd.add_option("--dtype", a.dtype,
+                 "fp32, or bf16: attention through burst on bf16 Q, K, V, dO (bf16 O, fp32 lse and "
+                 "gradients) and the linear layers in bf16 autocast-style; fp32 master weights, "
+                 "optimizer state and checkpoints")
+      ->check(CLI::IsMember({"fp32", "f32", "bf16"}))
+      ->capture_default_str();
+}
+
 lm::RunOptions resolve(const RunArgs& a, const Communicator& comm) {
   lm::RunOptions r;
   r.data_dir = a.data;
@@ -54,6 +64,7 @@ lm::RunOptions resolve(const RunArgs& a, const Communicator& comm) {
   BURST_CHECK(a.engine == "dist" || a.engine == "local", InvalidArgument, "--engine ", a.engine,
               " is not dist or local");
   r.engine = a.engine == "dist" ? lm::EngineKind::Dist : lm::EngineKind::Local;
+  r.dtype = parse_dtype(a.dtype);
   const int threads = a.threads > 0 ? a.threads : std::max(1, 2 / comm.size());
   r.dist.num_threads = threads;
   torch::set_num_threads(threads);
@@ -74,6 +85,7 @@ void add_lm_commands(CLI::App& app) {
   CLI::App* t =
       app.add_subcommand("train", "train the KJV language model with one long context per step (mpirun)");
   add_run_options(*t, *targs, "zigzag");
+  add_dtype_option(*t, *targs);
   t->add_option("--out", *tout, "run directory: checkpoint.safetensors, train_log.jsonl, loss.png")
       ->capture_default_str();
   t->add_option("--steps", topt->steps, "total optimizer steps (a resumed run continues to this)")
@@ -129,6 +141,7 @@ void add_lm_commands(CLI::App& app) {
                                          {"bytes_sent_per_step", history.back().bytes_sent},
                                          {"tokens_per_second", history.back().tokens_per_second},
                                          {"peak_rss_bytes", history.back().peak_rss_bytes},
+                                         {"dtype", to_string(topt->run.dtype)},
                                          {"blas", topt->run.blas},
                                          {"checkpoint", (topt->out_dir / "checkpoint.safetensors").string()}}
                               .dump()
@@ -142,6 +155,7 @@ void add_lm_commands(CLI::App& app) {
   CLI::App* e =
       app.add_subcommand("eval", "perplexity of a checkpoint on the whole KJV as one sequence (mpirun)");
   add_run_options(*e, *eargs, "balanced");
+  add_dtype_option(*e, *eargs);
   e->add_option("--checkpoint", *eckpt)->capture_default_str();
   e->add_option("--max-tokens", eopt->max_tokens, "evaluate only this many leading tokens (0: all)")
       ->capture_default_str();

@@ -14,21 +14,27 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-/// BSHD / [1,H,S] view of a contiguous fp32 torch tensor.
+/// BSHD / [1,H,S] view of a contiguous fp32 or bf16 torch tensor (bf16 as burst's DType::BF16:
+/// both are the top 16 bits of an fp32, rounded to nearest even).
 TensorView view_of(const torch::Tensor& t) {
-  BURST_CHECK(t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.dim() >= 1 && t.dim() <= 4,
-              InvalidArgument, "attention tensors must be contiguous fp32 with 1..4 dims");
+  const bool bf16 = t.scalar_type() == torch::kBFloat16;
+  BURST_CHECK(
+      (bf16 || t.scalar_type() == torch::kFloat32) && t.is_contiguous() && t.dim() >= 1 && t.dim() <= 4,
+      InvalidArgument, "attention tensors must be contiguous fp32 or bf16 with 1..4 dims, got ",
+      t.scalar_type(), " ", t.sizes());
   std::vector<std::int64_t> shape(t.sizes().begin(), t.sizes().end());
-  return make_view(t.data_ptr<float>(), shape);
+  return bf16 ? make_view(t.data_ptr(), DType::BF16, shape) : make_view(t.data_ptr<float>(), shape);
 }
 
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor q, torch::Tensor k,
                                torch::Tensor v, AttentionEngine* engine, AttentionCache* cache) {
-    q = q.contiguous();
-    k = k.contiguous();
-    v = v.contiguous();
+    const auto st = to_torch(engine->dtype());  // the autocast-style cast (a no-op for fp32)
+    q = q.to(st).contiguous();
+    k = k.to(st).contiguous();
+    v = v.to(st).contiguous();
+    const auto f32 = q.options().dtype(torch::kFloat32);
     const auto B = q.size(0), S = q.size(1), H = q.size(2);
     torch::Tensor out, lse;
     const bool seq_wise = cache != nullptr && cache->second_half_only;
@@ -45,7 +51,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
         auto q1 = q.narrow(1, 0, half).contiguous(), k1 = k.narrow(1, 0, half).contiguous(),
              v1 = v.narrow(1, 0, half).contiguous();
         auto out1 = torch::empty_like(q1);
-        auto lse1 = torch::empty({B, H, half}, q.options());
+        auto lse1 = torch::empty({B, H, half}, f32);
         engine->first_half()->forward(view_of(q1), view_of(k1), view_of(v1), view_of(out1), view_of(lse1));
         out = torch::cat({out1, cache->out}, 1);
         lse = torch::cat({lse1, cache->lse}, 2);
@@ -55,7 +61,7 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
       }
     } else {
       out = torch::empty_like(q);
-      lse = torch::empty({B, H, S}, q.options());
+      lse = torch::empty({B, H, S}, f32);
       engine->forward(view_of(q), view_of(k), view_of(v), view_of(out), view_of(lse));
       if (cache != nullptr) {
         cache->out = seq_wise ? out.narrow(1, S - kept, kept).clone() : out;
@@ -72,8 +78,11 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     auto* engine = reinterpret_cast<AttentionEngine*>(ctx->saved_data["engine"].toInt());
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    const torch::Tensor dout = grads[0].contiguous();
-    torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+    const torch::Tensor dout = grads[0].to(out.scalar_type()).contiguous();
+    // fp32 gradients whatever the dtype: the kernels' accumulators, rounded never.
+    const auto f32 = q.options().dtype(torch::kFloat32);
+    torch::Tensor dq = torch::empty(q.sizes(), f32), dk = torch::empty(k.sizes(), f32),
+                  dv = torch::empty(v.sizes(), f32);
     engine->backward(view_of(dout), view_of(q), view_of(k), view_of(v), view_of(out), view_of(lse),
                      view_of(dq), view_of(dk), view_of(dv));
     return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
@@ -82,9 +91,23 @@ class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 
 }  // namespace
 
+torch::ScalarType to_torch(DType dt) {
+  BURST_CHECK(dt == DType::F32 || dt == DType::BF16, InvalidArgument,
+              "the language model computes in f32 or bf16, not ", to_string(dt));
+  return dt == DType::BF16 ? torch::kBFloat16 : torch::kFloat32;
+}
+
+void AttentionEngine::count_pass(DType input_dtype) {
+  ++totals_.passes;
+  if (input_dtype == DType::BF16) ++totals_.bf16_passes;
+}
+
 LocalEngine::LocalEngine(std::vector<std::int64_t> positions, const Mask& mask, std::int64_t S_global,
-                         int num_threads, KernelImpl impl)
+                         int num_threads, KernelImpl impl, DType dtype)
     : positions_(std::move(positions)) {
+  BURST_CHECK(dtype == DType::F32 || dtype == DType::BF16, InvalidArgument, "LocalEngine dtype ",
+              to_string(dtype), " is not f32 or bf16");
+  dtype_ = dtype;
   for (std::size_t i = 1; i < positions_.size(); ++i)
     BURST_CHECK(positions_[i] > positions_[i - 1], InvalidArgument,
                 "LocalEngine positions must increase; position[", i, "]=", positions_[i], " after ",
@@ -107,6 +130,7 @@ void LocalEngine::forward(const TensorView& q, const TensorView& k, const Tensor
   attention_forward(q, k, v, out, lse, params_);
   totals_.forward_seconds += since(t0);
   totals_.forward_pairs += pairs_;
+  count_pass(q.dtype);
 }
 
 void LocalEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
@@ -117,6 +141,7 @@ void LocalEngine::backward(const TensorView& dout, const TensorView& q, const Te
   totals_.backward_seconds += since(t0);
   totals_.backward_pairs += pairs_;
   totals_.backward_side = "local";
+  count_pass(q.dtype);
 }
 
 Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half) {

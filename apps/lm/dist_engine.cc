@@ -12,7 +12,9 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 DistEngine::DistEngine(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
                        const Mask& mask)
-    : attn_(comm, cfg, shape, mask), H_(shape.H), D_(shape.D) {}
+    : attn_(comm, cfg, shape, mask), H_(shape.H), D_(shape.D) {
+  dtype_ = shape.dtype;  // F32 or BF16 (the LM's --dtype); DistAttention checks the views against it
+}
 
 void DistEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                          const TensorView& lse) {
@@ -21,6 +23,7 @@ void DistEngine::forward(const TensorView& q, const TensorView& k, const TensorV
   totals_.forward_seconds += since(t0);
   totals_.bytes_sent += attn_.last_stats().bytes_sent;
   totals_.forward_pairs += attn_.last_stats().visible_pairs;
+  count_pass(q.dtype);
 }
 
 void DistEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
@@ -32,6 +35,7 @@ void DistEngine::backward(const TensorView& dout, const TensorView& q, const Ten
   totals_.bytes_sent += attn_.last_stats().bytes_sent;
   totals_.backward_pairs += attn_.last_stats().visible_pairs;
   totals_.backward_side = attn_.last_stats().backward_side;
+  count_pass(q.dtype);
 }
 
 std::int64_t DistEngine::planned_forward_pairs() const {

@@ -46,7 +46,7 @@ double single_rank_book_loss_sum(Model& model, const Corpus& corpus, const Windo
                                  const RunOptions& run) {
   std::vector<std::int64_t> pos;
   for (std::int64_t p = r.begin; p < r.end; ++p) pos.push_back(p);
-  LocalEngine engine(pos, w.mask, w.S_padded, run.dist.num_threads);
+  LocalEngine engine(pos, w.mask, w.S_padded, run.dist.num_threads, KernelImpl::Tiled, run.dtype);
   std::vector<std::int64_t> in, tg;
   std::vector<float> wt;
   gather_window(corpus, w, pos, in, tg, wt);
@@ -115,6 +115,8 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
                 " and verify_books=", o.verify_books, " must be >= 0");
   });
   Model model = model_from_checkpoint(ckpt);
+  model.set_compute_dtype(to_torch(o.run.dtype));  // fp32 weights, bf16 GEMMs with --dtype bf16
+  check_dtype_supported(o.run);
   const ModelConfig& mcfg = model.config();
   // Tensor parallelism: this rank's shards of the checkpoint's full weights run the evaluation;
   // the full model stays for the single-rank self-check.
@@ -140,7 +142,7 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
               << (tp ? std::string("tp (Megatron tensor parallelism) / contiguous")
                      : std::string(to_string(o.run.dist.strategy)) + " / " + to_string(o.run.dist.layout))
               << ", model step " << ckpt.header.at("step")
-              << ", BLAS " << blas_summary(o.run.blas) << "\n";
+              << ", dtype " << to_string(o.run.dtype) << ", BLAS " << blas_summary(o.run.blas) << "\n";
 
   return abort_on_failure(comm, "burst eval", [&]() -> json {
     const Stopwatch sw;
@@ -295,6 +297,10 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
             {"context_length", N},
             {"strategy", tp ? std::string("tp") : to_string(o.run.dist.strategy)},
             {"layout", tp ? std::string("contiguous") : to_string(o.run.dist.layout)},
+            {"dtype", to_string(o.run.dtype)},
+            {"attention_dtype", t.bf16_passes == 0          ? "f32"
+                                : t.bf16_passes == t.passes ? "bf16"
+                                                            : "mixed"},
             {"checkpoint_step", ckpt.header.at("step")},
             {"loss", loss_total / count_total},
             {"perplexity", ppl},

@@ -82,13 +82,22 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
 }
 
 namespace {
+constexpr auto kF32 = torch::kFloat32;
 
-// x + W2·(silu(W1·m) ∘ W3·m) with m = RMSNorm(x): the MLP block with its residual.
+// Autocast-style linear layer: x·wᵀ with both operands cast to `dt` (no-ops for fp32), the
+// product in `dt` (bf16: oneDNN's bf16 GEMM, fp32 accumulation, result rounded to bf16). The
+// cast of w is differentiable, so its gradient lands in the fp32 master weight.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, torch::ScalarType dt) {
+  return torch::matmul(x.to(dt), w.to(dt).t());
+}
+
+// x + W2·(silu(W1·m) ∘ W3·m) with m = RMSNorm(x): the MLP block with its residual. The norm and
+// the residual stream are fp32; the three GEMMs and the gate run in `dt` (Model::compute_dtype).
 torch::Tensor mlp_block(const torch::Tensor& x, const torch::Tensor& norm, const torch::Tensor& w1,
-                        const torch::Tensor& w3, const torch::Tensor& w2, double eps) {
-  const auto m = rms_norm(x, norm, eps);
-  const auto gate = torch::silu(torch::matmul(m, w1.t())) * torch::matmul(m, w3.t());
-  return x + torch::matmul(gate, w2.t());
+                        const torch::Tensor& w3, const torch::Tensor& w2, double eps, torch::ScalarType dt) {
+  const auto m = rms_norm(x, norm, eps).to(dt);
+  const auto gate = torch::silu(linear(m, w1, dt)) * linear(m, w3, dt);
+  return x + linear(gate, w2, dt).to(kF32);
 }
 
 // The MLP block with selective recomputation: forward saves only its inputs (x and the
@@ -96,10 +105,11 @@ torch::Tensor mlp_block(const torch::Tensor& x, const torch::Tensor& norm, const
 struct RecomputedMlp : public torch::autograd::Function<RecomputedMlp> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& norm, const torch::Tensor& w1, const torch::Tensor& w3,
-                               const torch::Tensor& w2, double eps) {
+                               const torch::Tensor& w2, double eps, torch::ScalarType dt) {
     ctx->save_for_backward({x, norm, w1, w3, w2});
     ctx->saved_data["eps"] = eps;
-    return mlp_block(x, norm, w1, w3, w2, eps);  // grad mode is off inside Function::forward
+    ctx->saved_data["dt"] = static_cast<std::int64_t>(dt);
+    return mlp_block(x, norm, w1, w3, w2, eps, dt);  // grad mode is off inside Function::forward
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_out) {
@@ -108,10 +118,11 @@ struct RecomputedMlp : public torch::autograd::Function<RecomputedMlp> {
     torch::Tensor y;
     {
       const torch::AutoGradMode enable(true);
-      y = mlp_block(in[0], in[1], in[2], in[3], in[4], ctx->saved_data["eps"].toDouble());
+      y = mlp_block(in[0], in[1], in[2], in[3], in[4], ctx->saved_data["eps"].toDouble(),
+                    static_cast<torch::ScalarType>(ctx->saved_data["dt"].toInt()));
     }
     auto g = torch::autograd::grad({y}, in, {grad_out[0]});
-    return {g[0], g[1], g[2], g[3], g[4], torch::Tensor()};
+    return {g[0], g[1], g[2], g[3], g[4], torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -121,20 +132,22 @@ enum LayerWeight { kAttnNorm, kWq, kWk, kWv, kWo, kMlpNorm, kW1, kW3, kW2, kLaye
 struct LayerShape {
   std::int64_t H, H_kv, D;
   double eps;
+  torch::ScalarType dt;  ///< GEMM dtype (Model::compute_dtype)
 };
 
 // x + Wo·attention(RoPE(Wq·h), RoPE(Wk·h), Wv·h) with h = RMSNorm(x): the attention block with
-// its residual. `cache` as in burst_attention.
+// its residual. `cache` as in burst_attention. The GEMMs run in sh.dt; RoPE rotates in fp32 (the
+// angles reach 10⁶ rad); burst_attention casts q, k, v to the engine's dtype.
 torch::Tensor attention_block(const torch::Tensor& x, const std::vector<torch::Tensor>& w,
                               const torch::Tensor& cos, const torch::Tensor& sin, AttentionEngine& engine,
                               AttentionCache* cache, const LayerShape& sh) {
   const auto S = x.size(0);
-  const auto h = rms_norm(x, w[kAttnNorm], sh.eps);
-  const auto q = apply_rope(torch::matmul(h, w[kWq].t()).view({1, S, sh.H, sh.D}), cos, sin);
-  const auto k = apply_rope(torch::matmul(h, w[kWk].t()).view({1, S, sh.H_kv, sh.D}), cos, sin);
-  const auto v = torch::matmul(h, w[kWv].t()).view({1, S, sh.H_kv, sh.D});
+  const auto h = rms_norm(x, w[kAttnNorm], sh.eps).to(sh.dt);
+  const auto q = apply_rope(linear(h, w[kWq], sh.dt).to(kF32).view({1, S, sh.H, sh.D}), cos, sin);
+  const auto k = apply_rope(linear(h, w[kWk], sh.dt).to(kF32).view({1, S, sh.H_kv, sh.D}), cos, sin);
+  const auto v = linear(h, w[kWv], sh.dt).view({1, S, sh.H_kv, sh.D});
   const auto a = burst_attention(q, k, v, engine, cache).reshape({S, sh.H * sh.D});
-  return x + torch::matmul(a, w[kWo].t());
+  return x + linear(a, w[kWo], sh.dt).to(kF32);
 }
 
 // One decoder layer: the attention block, then the MLP block.
@@ -142,7 +155,7 @@ torch::Tensor layer_block(const torch::Tensor& x, const std::vector<torch::Tenso
                           const torch::Tensor& cos, const torch::Tensor& sin, AttentionEngine& engine,
                           AttentionCache* cache, const LayerShape& sh) {
   return mlp_block(attention_block(x, w, cos, sin, engine, cache, sh), w[kMlpNorm], w[kW1], w[kW3], w[kW2],
-                   sh.eps);
+                   sh.eps, sh.dt);
 }
 
 // Layer checkpointing with the attention output cached (BurstEngine's "full" and "seq-wise"
@@ -166,6 +179,7 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(engine);
     ctx->saved_data["shape"] = std::vector<std::int64_t>{sh.H, sh.H_kv, sh.D};
     ctx->saved_data["eps"] = sh.eps;
+    ctx->saved_data["dt"] = static_cast<std::int64_t>(sh.dt);
     ctx->saved_data["seq_wise"] = seq_wise;
     return y;
   }
@@ -177,7 +191,8 @@ struct CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
       in.push_back(saved[static_cast<std::size_t>(i)].detach().requires_grad_(true));
     auto* engine = reinterpret_cast<AttentionEngine*>(ctx->saved_data["engine"].toInt());
     const auto dims = ctx->saved_data["shape"].toIntVector();
-    const LayerShape sh{dims[0], dims[1], dims[2], ctx->saved_data["eps"].toDouble()};
+    const LayerShape sh{dims[0], dims[1], dims[2], ctx->saved_data["eps"].toDouble(),
+                        static_cast<torch::ScalarType>(ctx->saved_data["dt"].toInt())};
     AttentionCache cache{saved[kLayerWeights + 3], saved[kLayerWeights + 4],
                          ctx->saved_data["seq_wise"].toBool()};
     torch::Tensor y;
@@ -259,6 +274,12 @@ void Model::set_inference_rows(std::int64_t rows) {
   inference_rows_ = rows;
 }
 
+void Model::set_compute_dtype(torch::ScalarType dt) {
+  BURST_CHECK(dt == torch::kFloat32 || dt == torch::kBFloat16, InvalidArgument, "compute dtype ", dt,
+              " is not float32 or bfloat16");
+  compute_dtype_ = dt;
+}
+
 torch::Tensor Model::forward_inference(const torch::Tensor& tokens, AttentionEngine& engine,
                                        const StageHook& on_stage) {
   BURST_CHECK(!torch::GradMode::is_enabled(), InvalidArgument,
@@ -269,16 +290,36 @@ torch::Tensor Model::forward_inference(const torch::Tensor& tokens, AttentionEng
                      rows = std::min<std::int64_t>(inference_rows_, std::max<std::int64_t>(S, 1));
   const auto [cos2, sin2] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
   const auto cos = cos2.unsqueeze(1), sin = sin2.unsqueeze(1);  // [S, 1, D/2]
-  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  const auto f32 = torch::TensorOptions().dtype(kF32);
+  // dt: the GEMMs' dtype; adt: attention's storage dtype (q, k, v, o). fp32 for both by default;
+  // with bf16 the same arithmetic as forward()'s autocast-style casts, through fp32 scratch.
+  const auto dt = compute_dtype_, adt = to_torch(engine.dtype());
+  const bool mm16 = dt != kF32, any16 = mm16 || adt != kF32;
+  const auto mm = torch::TensorOptions().dtype(dt), ao = torch::TensorOptions().dtype(adt);
   // Whole-sequence buffers: the residual stream and the attention inputs/outputs.
   torch::Tensor x = p("embed").index_select(0, tokens);  // [S, d], updated in place
-  torch::Tensor q = torch::empty({1, S, H, D}, f32), k = torch::empty({1, S, H_kv, D}, f32),
-                v = torch::empty({1, S, H_kv, D}, f32), o = torch::empty({1, S, H, D}, f32),
+  torch::Tensor q = torch::empty({1, S, H, D}, ao), k = torch::empty({1, S, H_kv, D}, ao),
+                v = torch::empty({1, S, H_kv, D}, ao), o = torch::empty({1, S, H, D}, ao),
                 lse = torch::empty({1, H, S}, f32);
   // Per-chunk scratch, reused by every chunk of every layer.
   torch::Tensor h = torch::empty({rows, d}, f32), row = torch::empty({rows, 1}, f32),
-                lin = torch::empty({rows, H * D}, f32), g = torch::empty({rows, F}, f32),
-                u = torch::empty({rows, F}, f32);
+                lin = torch::empty({rows, H * D}, mm), g = torch::empty({rows, F}, mm),
+                u = torch::empty({rows, F}, mm);
+  // Only with a 16-bit dtype: h and o in the GEMM dtype, a projection widened to fp32 and its
+  // rotation, the output projection's product.
+  torch::Tensor hm, om, lin32, rot, prod;
+  if (any16) {
+    hm = torch::empty({rows, d}, mm);
+    om = torch::empty({rows, H * D}, mm);
+    lin32 = torch::empty({rows, H * D}, f32);
+    rot = torch::empty({rows, H * D}, f32);
+    prod = torch::empty({rows, d}, mm);
+  }
+  // `src` (n rows) in dtype `want`: itself, or copied (rounded / widened) into `scratch`.
+  auto in_dtype = [](const torch::Tensor& src, torch::Tensor& scratch) {
+    if (src.scalar_type() == scratch.scalar_type()) return src;
+    return scratch.narrow(0, 0, src.size(0)).narrow(1, 0, src.size(1)).copy_(src);
+  };
   const auto q2 = q.view({S, H * D}), k2 = k.view({S, H_kv * D}), v2 = v.view({S, H_kv * D}),
              o2 = o.view({S, H * D});
   auto stage = [&](int l, Stage st) {
@@ -286,41 +327,72 @@ torch::Tensor Model::forward_inference(const torch::Tensor& tokens, AttentionEng
   };
   for (int l = 0; l < cfg_.layers; ++l) {
     const std::string pre = "layer" + std::to_string(l) + ".";
-    const torch::Tensor &wq = p(pre + "wq"), &wk = p(pre + "wk"), &wv = p(pre + "wv"), &wo = p(pre + "wo"),
-                        &w1 = p(pre + "w1"), &w3 = p(pre + "w3"), &w2 = p(pre + "w2");
+    // The weights in the GEMM dtype, once per layer (the same tensors for fp32).
+    const torch::Tensor wq = p(pre + "wq").to(dt), wk = p(pre + "wk").to(dt), wv = p(pre + "wv").to(dt),
+                        wo = p(pre + "wo").to(dt), w1 = p(pre + "w1").to(dt), w3 = p(pre + "w3").to(dt),
+                        w2 = p(pre + "w2").to(dt);
     stage(l, Stage::Projections);
     for (std::int64_t r0 = 0; r0 < S; r0 += rows) {
       const auto n = std::min(rows, S - r0);
       auto hc = h.narrow(0, 0, n), rc = row.narrow(0, 0, n);
       rms_norm_into(hc, rc, x.narrow(0, r0, n), p(pre + "attn_norm"), cfg_.norm_eps);
+      const auto hmc = any16 ? in_dtype(hc, hm) : hc;
       const auto c = cos.narrow(0, r0, n), s = sin.narrow(0, r0, n);
+      // RoPE in fp32 from the projection `lc` into `out` (the whole-sequence buffer's rows).
+      auto rope = [&](torch::Tensor out, const torch::Tensor& lc, std::int64_t heads) {
+        if (!any16) return rope_into(out, lc.view({n, heads, D}), c, s);
+        auto r = rot.narrow(0, 0, n).narrow(1, 0, heads * D).view({n, heads, D});
+        rope_into(r, in_dtype(lc, lin32).view({n, heads, D}), c, s);
+        out.copy_(r);
+      };
       auto lq = lin.narrow(0, 0, n), lk = lin.narrow(0, 0, n).narrow(1, 0, H_kv * D);
-      at::mm_out(lq, hc, wq.t());
-      auto qc = q2.narrow(0, r0, n).view({n, H, D});
-      rope_into(qc, lq.view({n, H, D}), c, s);
-      at::mm_out(lk, hc, wk.t());
-      auto kc = k2.narrow(0, r0, n).view({n, H_kv, D});
-      rope_into(kc, lk.view({n, H_kv, D}), c, s);
+      at::mm_out(lq, hmc, wq.t());
+      rope(q2.narrow(0, r0, n).view({n, H, D}), lq, H);
+      at::mm_out(lk, hmc, wk.t());
+      rope(k2.narrow(0, r0, n).view({n, H_kv, D}), lk, H_kv);
       auto vc = v2.narrow(0, r0, n);
-      at::mm_out(vc, hc, wv.t());
+      if (dt == adt) {
+        at::mm_out(vc, hmc, wv.t());
+      } else {
+        auto lv = lin.narrow(0, 0, n).narrow(1, 0, H_kv * D);
+        at::mm_out(lv, hmc, wv.t());
+        vc.copy_(lv);
+      }
     }
     stage(l, Stage::Attention);
-    engine.forward(make_view(q.data_ptr<float>(), {1, S, H, D}),
-                   make_view(k.data_ptr<float>(), {1, S, H_kv, D}),
-                   make_view(v.data_ptr<float>(), {1, S, H_kv, D}),
-                   make_view(o.data_ptr<float>(), {1, S, H, D}), make_view(lse.data_ptr<float>(), {1, H, S}));
+    const DType edt = engine.dtype();
+    engine.forward(make_view(q.data_ptr(), edt, {1, S, H, D}), make_view(k.data_ptr(), edt, {1, S, H_kv, D}),
+                   make_view(v.data_ptr(), edt, {1, S, H_kv, D}), make_view(o.data_ptr(), edt, {1, S, H, D}),
+                   make_view(lse.data_ptr<float>(), {1, H, S}));
     stage(l, Stage::Mlp);
     for (std::int64_t r0 = 0; r0 < S; r0 += rows) {
       const auto n = std::min(rows, S - r0);
       auto xc = x.narrow(0, r0, n), hc = h.narrow(0, 0, n), rc = row.narrow(0, 0, n), gc = g.narrow(0, 0, n),
            uc = u.narrow(0, 0, n);
-      xc.addmm_(o2.narrow(0, r0, n), wo.t());
+      if (!any16) {  // fp32: the output projection and the residual in one fused addmm
+        xc.addmm_(o2.narrow(0, r0, n), wo.t());
+      } else {  // x + (o·Woᵀ in dt), as forward()'s x + linear(a, Wo).to(fp32)
+        auto pc = prod.narrow(0, 0, n);
+        if (mm16) {
+          at::mm_out(pc, in_dtype(o2.narrow(0, r0, n), om), wo.t());
+          xc.add_(pc);
+        } else {
+          xc.addmm_(in_dtype(o2.narrow(0, r0, n), rot), wo.t());
+        }
+      }
       rms_norm_into(hc, rc, xc, p(pre + "mlp_norm"), cfg_.norm_eps);
-      at::mm_out(gc, hc, w1.t());
+      const auto hmc = any16 ? in_dtype(hc, hm) : hc;
+      at::mm_out(gc, hmc, w1.t());
       torch::silu_(gc);
-      at::mm_out(uc, hc, w3.t());
+      at::mm_out(uc, hmc, w3.t());
       gc.mul_(uc);
-      xc.addmm_(gc, w2.t());
+      if (mm16) {
+        auto pc = prod.narrow(0, 0, n);
+        at::mm_out(pc, gc, w2.t());
+        xc.add_(pc);
+      } else {
+        xc.addmm_(gc, w2.t());
+      }
     }
   }
   stage(cfg_.layers, Stage::Done);
@@ -338,7 +410,7 @@ torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engin
   if (!torch::GradMode::is_enabled()) return forward_inference(tokens, engine, on_stage);
   const auto [cos, sin] = rope_tables(engine.positions(), cfg_.head_dim, cfg_.rope_base);
   torch::Tensor x = p("embed").index_select(0, tokens);  // [S, d]
-  const LayerShape sh{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.norm_eps};
+  const LayerShape sh{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.norm_eps, compute_dtype_};
   const bool grad = torch::GradMode::is_enabled();
   for (int l = 0; l < cfg_.layers; ++l) {
     const std::string pre = "layer" + std::to_string(l) + ".";
@@ -352,8 +424,8 @@ torch::Tensor Model::forward(const torch::Tensor& tokens, AttentionEngine& engin
     }
     x = attention_block(x, w, cos, sin, engine, nullptr, sh);
     x = grad && recompute_ == Recompute::Mlp
-            ? RecomputedMlp::apply(x, w[kMlpNorm], w[kW1], w[kW3], w[kW2], cfg_.norm_eps)
-            : mlp_block(x, w[kMlpNorm], w[kW1], w[kW3], w[kW2], cfg_.norm_eps);
+            ? RecomputedMlp::apply(x, w[kMlpNorm], w[kW1], w[kW3], w[kW2], cfg_.norm_eps, compute_dtype_)
+            : mlp_block(x, w[kMlpNorm], w[kW1], w[kW3], w[kW2], cfg_.norm_eps, compute_dtype_);
   }
   return rms_norm(x, p("final_norm"), cfg_.norm_eps);
 }

@@ -102,12 +102,22 @@ class Model {
   void set_recompute(Recompute r) { recompute_ = r; }
   Recompute recompute() const { return recompute_; }
 
+  /// Dtype of the linear layers' GEMMs (`--dtype`): kFloat32 (default) or kBFloat16, torch
+  /// autocast-style — activations and the fp32 master weights cast to bf16 at each GEMM (the
+  /// weight cast is differentiable, so gradients accumulate into the fp32 weights), products in
+  /// bf16; RMSNorm, RoPE, the residual stream, the LM head and the loss stay fp32. Attention's
+  /// dtype is the engine's (AttentionEngine::dtype). libtorch 1.13 runs bf16 GEMMs through oneDNN
+  /// (avx512_bf16 here). Throws Error(InvalidArgument) for another dtype.
+  void set_compute_dtype(torch::ScalarType dt);
+  torch::ScalarType compute_dtype() const { return compute_dtype_; }
+
  private:
   torch::Tensor& p(const std::string& name);
   ModelConfig cfg_;
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
   Recompute recompute_ = Recompute::None;
+  torch::ScalarType compute_dtype_ = torch::kFloat32;
   std::int64_t inference_rows_ = 8192;
 };
 

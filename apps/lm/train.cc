@@ -74,12 +74,16 @@ double lr_at(const TrainOptions& o, int step) {
   return o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * cosine);
 }
 
+// The run's fingerprint in the checkpoint. A bf16 run's weights follow another trajectory, so it
+// names its dtype and resumes only as bf16 (fp32 runs keep the fingerprint they always had).
 json run_fingerprint(const TrainOptions& o, const Corpus& corpus) {
-  return {{"data_checksum", hex64(corpus.checksum)},
-          {"seq_len", o.seq_len},
-          {"seed", o.seed},
-          {"steps", o.steps},
-          {"lr", o.lr}};
+  json f = {{"data_checksum", hex64(corpus.checksum)},
+            {"seq_len", o.seq_len},
+            {"seed", o.seed},
+            {"steps", o.steps},
+            {"lr", o.lr}};
+  if (o.run.dtype != DType::F32) f["dtype"] = to_string(o.run.dtype);
+  return f;
 }
 
 /// The checkpoint of `model` (full tensors) and the AdamW moments `m`, `v` (parameter order).
@@ -153,7 +157,8 @@ json StepRecord::to_json() const {
           {"bytes_sent", bytes_sent},
           {"backward_side", backward_side},
           {"strategy", strategy},
-          {"peak_rss_bytes", peak_rss_bytes}};
+          {"peak_rss_bytes", peak_rss_bytes},
+          {"attention_dtype", attention_dtype}};
 }
 
 std::string blas_summary(const json& blas) {
@@ -166,6 +171,12 @@ std::string blas_summary(const json& blas) {
 std::int64_t padded_length(std::int64_t S, int P) {
   const std::int64_t m = 4 * std::int64_t{P};
   return (S + m - 1) / m * m;
+}
+
+void check_dtype_supported(const RunOptions& run) {
+  BURST_CHECK(run.dtype == DType::F32 || !tensor_parallel(run), Unsupported, "--dtype ", to_string(run.dtype),
+              " with --strategy tp (Megatron tensor parallelism of the model) is not implemented: use "
+              "--dtype fp32, or a context-parallel strategy (burst, ring, ...) for bf16");
 }
 
 std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Communicator& comm,
@@ -186,7 +197,8 @@ std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Commun
                 comm.size(), " (use the dist engine)");
     std::vector<std::int64_t> pos(static_cast<std::size_t>(S_padded));
     for (std::int64_t i = 0; i < S_padded; ++i) pos[static_cast<std::size_t>(i)] = i;
-    return std::make_unique<LocalEngine>(std::move(pos), mask, S_padded, run.dist.num_threads);
+    return std::make_unique<LocalEngine>(std::move(pos), mask, S_padded, run.dist.num_threads,
+                                         KernelImpl::Tiled, run.dtype);
   }
   ProblemShape shape;
   shape.B = 1;
@@ -194,6 +206,7 @@ std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Commun
   shape.H = model.heads;
   shape.H_kv = model.kv_heads;
   shape.D = model.head_dim;
+  shape.dtype = run.dtype;
   // One engine serves every layer: ulysses / usp keep one saved forward context per layer, so
   // each layer's backward moves only dO, dQ, dK, dV (DeepSpeed's 4 all-to-alls).
   DistConfig cfg = run.dist;
@@ -214,6 +227,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
   mcfg.vocab_size = corpus.vocab_size;
   Model model(mcfg);
   model.set_recompute(opts.recompute);
+  model.set_compute_dtype(to_torch(opts.run.dtype));  // throws for f16/f64 (same verdict on every rank)
+  check_dtype_supported(opts.run);
   AdamW opt(model.parameters());
   const json fingerprint = run_fingerprint(opts, corpus);
   std::vector<StepRecord> history;
@@ -233,7 +248,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       have.erase("steps");
       BURST_CHECK(have == want, InvalidArgument, "checkpoint ", ckpt_path.string(), " comes from run ",
                   have.dump(), ", not ", want.dump(),
-                  " (data, seq_len, seed or lr differ): use another --out "
+                  " (data, seq_len, seed, lr or dtype differ): use another --out "
                   "or --no-resume");
       for (std::size_t i = 0; i < model.parameters().size(); ++i) {
         const auto shape = model.parameters()[i].sizes().vec();
@@ -258,6 +273,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
         s.backward_side = r.value("backward_side", "");
         s.strategy = r.value("strategy", "");
         s.peak_rss_bytes = r.value("peak_rss_bytes", std::int64_t{0});
+        s.attention_dtype = r.value("attention_dtype", "f32");
         history.push_back(s);
       }
     });
@@ -292,7 +308,9 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
               << opts.seq_len << " tokens per step on " << comm.size() << " ranks ("
               << (tp ? "tp: Megatron tensor parallelism, sequence-parallel contiguous shards"
                      : std::string(to_string(opts.run.dist.strategy)) + ", " + to_string(opts.run.dist.layout))
-              << "); unigram loss " << unigram_loss << "; BLAS " << blas_summary(opts.run.blas) << "\n";
+              << "); dtype " << to_string(opts.run.dtype)
+              << (opts.run.dtype == DType::BF16 ? " (bf16 attention and GEMMs, fp32 master weights)" : "")
+              << "; unigram loss " << unigram_loss << "; BLAS " << blas_summary(opts.run.blas) << "\n";
   }
   if (comm.rank() == 0) {  // the log mirrors the checkpoint's history, then grows
     fs::create_directories(opts.out_dir);
@@ -381,6 +399,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       if (const AttentionEngine* half = engine->first_half()) {
         at.bytes_sent += half->totals().bytes_sent;
         at.forward_seconds += half->totals().forward_seconds;
+        at.passes += half->totals().passes;
+        at.bf16_passes += half->totals().bf16_passes;
       }
       r.bytes_sent = comm.all_reduce_max(at.bytes_sent + grad_bytes);
       const double attn = at.forward_seconds + at.backward_seconds;
@@ -409,6 +429,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       r.backward_side = at.backward_side;
       r.strategy = strategy_name;
       r.peak_rss_bytes = comm.all_reduce_max(peak_rss_bytes());
+      r.attention_dtype = at.bf16_passes == 0 ? "f32" : at.bf16_passes == at.passes ? "bf16" : "mixed";
       if (log && step == start + 1)
         std::cerr << "train: attention backward runs the " << r.backward_side << " side"
                   << (r.backward_side == "query" ? " (BurstAttention's Q, dO, delta, lse + dQ ring)"

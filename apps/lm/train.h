@@ -40,7 +40,11 @@ struct RunOptions {
   /// (model_tp.h; train and eval, with the dist engine); `dist.strategy` is then unused.
   bool tensor_parallel = false;
   std::int64_t head_chunk = 2048;  ///< rows per chunk of the fused LM head + loss
-  bool verbose = true;             ///< progress on rank 0's stderr
+  /// Compute dtype (`--dtype`): F32, or BF16 — attention through burst on bf16 Q, K, V, dO (bf16
+  /// O, fp32 lse and gradients) and the linear layers autocast-style (Model::set_compute_dtype),
+  /// with fp32 master weights, optimizer state and checkpoints. docs/lm.md § bf16.
+  DType dtype = DType::F32;
+  bool verbose = true;  ///< progress on rank 0's stderr
   /// The BLAS libtorch calls (`burst info`'s "blas" object), named in the logs and summaries.
   nlohmann::json blas = nlohmann::json::object();
 };
@@ -74,6 +78,9 @@ struct StepRecord {
   std::string backward_side;  ///< EngineTotals::backward_side of the step
   std::string strategy;       ///< "tp" for tensor parallelism, else the attention strategy
   std::int64_t peak_rss_bytes = 0;  ///< peak resident set so far, max over ranks
+  /// Dtype of the q, k, v, dO every attention pass of the step received (EngineTotals): "bf16" or
+  /// "f32" ("mixed" would be a bug).
+  std::string attention_dtype;
   nlohmann::json to_json() const;
 };
 
