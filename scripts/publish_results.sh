@@ -7,10 +7,10 @@
 # Usage: scripts/publish_results.sh [OUTDIR]            (default: docs/results)
 # Env (defaults are the grid that fits about an hour on a 2-core machine; PUBLISH_FULL=1 is the
 # whole grid of the comparison — S 4K..64K and the LM at 16K..64K — which takes days there):
-#   RANKS ("1 2 4"), STRATEGIES (all), LAYOUTS (contiguous,zigzag,striped,balanced), MASKS (all),
+#   RANKS ("1 2 4"; empty: no matrix), STRATEGIES (all), LAYOUTS (contiguous,zigzag,striped,balanced), MASKS (all),
 #   SEQS (4096), HEADS (4), DIM (64), REPEATS (3), BF16_RANKS ("2": bf16 runs at these P),
 #   BF16_MASKS (causal,full,causal_document,sliding_window_causal; "all" in the full grid),
-#   LM_STRATEGIES ("burst ring usp tp allgather"), LM_SEQS (16384), LM_STEPS (3), LM_RANKS (2),
+#   LM_STRATEGIES ("burst ring usp tp allgather"; empty: no LM runs), LM_SEQS (16384), LM_STEPS (3), LM_RANKS (2),
 #   BURST (build/tools/burst).
 # Resumable: bench matrix skips cases already in OUTDIR/matrix_*.jsonl, and the LM runs already in
 # OUTDIR/lm.jsonl are skipped. Every record carries the 1-minute load average: this machine is
@@ -28,7 +28,7 @@ else
   lm_seqs_default=16384
   bf16_masks_default=causal,full,causal_document,sliding_window_causal
 fi
-ranks=${RANKS:-1 2 4}
+ranks=${RANKS-1 2 4}
 strategies=${STRATEGIES:-all}
 layouts=${LAYOUTS:-contiguous,zigzag,striped,balanced}
 masks=${MASKS:-all}
@@ -38,7 +38,7 @@ dim=${DIM:-64}
 repeats=${REPEATS:-3}
 bf16_ranks=${BF16_RANKS:-2}
 bf16_masks=${BF16_MASKS:-$bf16_masks_default}
-lm_strategies=${LM_STRATEGIES:-burst ring usp tp allgather}
+lm_strategies=${LM_STRATEGIES-burst ring usp tp allgather}
 lm_seqs=${LM_SEQS:-$lm_seqs_default}
 lm_steps=${LM_STEPS:-3}
 lm_ranks=${LM_RANKS:-2}
@@ -53,7 +53,8 @@ run() {  # run CMD...: log the exact command, then run it
   "$@"
 }
 stamp() { printf '[publish %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-: > "$log"
+printf '# %s: scripts/publish_results.sh %s (BURST=%s: %s)\n' "$(date -u +%FT%TZ)" "$out" "$burst" \
+  "$("$burst" --version)" >> "$log"  # appended: a resumed run keeps the earlier runs' commands
 
 # 1. The kernel-level matrix, fp32 at every P, bf16 at BF16_RANKS. At P = 1 every strategy is the
 # single-device kernel on the whole sequence: one strategy and layout stand for all (the baseline).
@@ -118,8 +119,8 @@ run /usr/bin/python3 scripts/publish_headline.py "$out" > /dev/null
 /usr/bin/python3 - "$out" "$seqs" "$heads" "$dim" "$burst" <<'PY'
 import datetime, json, os, subprocess, sys
 out, seqs, heads, dim, burst = sys.argv[1:6]
-model = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-              if l.startswith("Model name")), "?")
+lscpu = dict(l.split(":", 1) for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines() if ":" in l)
+model = f'{lscpu.get("Model name", "?").strip()} (family {lscpu.get("CPU family", "?").strip()}, model {lscpu.get("Model", "?").strip()})'
 flags = open("/proc/cpuinfo").read()
 isa = [f for f in ("avx512f", "avx512_bf16", "amx_tile", "avx2") if f" {f}" in flags]
 lm = [json.loads(l) for l in open(f"{out}/lm.jsonl")] if os.path.exists(f"{out}/lm.jsonl") else []
