@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "cost_model_internal.h"
+#include "plan_ring.h"
+#include "plan_strategies.h"
 
 namespace burst::cost {
 
@@ -18,8 +20,6 @@ constexpr double kAcc = Sizes::kRowBytes;  // fp32 accumulators / gradient paylo
 double pair_at(const std::vector<double>& pairs, int P, int i, int j) {
   return pairs[static_cast<std::size_t>(i) * P + j];
 }
-
-int wrap(int x, int m) { return ((x % m) + m) % m; }
 
 /// Kernel seconds of one block of `pairs` visible pairs with H heads.
 double block_seconds(const Context& ctx, double pairs, std::int64_t H, bool backward) {
@@ -66,12 +66,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   const auto [read, write] = ring_payloads(z, backward, query_side);
   const int L = c.devices_per_node;
   const bool dbl = double_ring && rank_stride == 1 && c.nodes > 1 && L > 1 && P == c.devices();
-  const int n = dbl ? c.nodes : 1;
-  auto part = [&](int i, int t) {  // partition held by rank i at step t (docs/algorithm.md §7)
-    if (!dbl) return wrap(i - t, P);
-    const int a = i / L, b = i % L;
-    return wrap(a - t / L, n) * L + wrap(b - t, L);
-  };
+  const ring::Topology topo{dbl ? c.nodes : 1, dbl ? L : P};  // the steps Plan::make lays out
   Schedule s;
   s.ranks.resize(P);
   for (int i = 0; i < P; ++i) {
@@ -79,25 +74,19 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
     rs.compute.resize(P);
     rs.feed.resize(P);
     for (int t = 0; t < P; ++t) {
-      const int j = part(i, t);
+      const int j = ring::partition(topo, i, t);
       // Forward and KV-side backward: Q_i stays, block j's K/V visit. Query side: K_i stays.
       const double p = (backward && query_side) ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j);
       rs.compute[t] = block_seconds(ctx, p, H, backward);
       if (t + 1 < P) {
+        // Step t + 1's payload: from the left neighbour, or at a double ring's round boundary
+        // the inter-node copy posted L steps earlier; the write partial follows from step 1 on.
+        const ring::Source from = ring::source(topo, i, t + 1);
         Feed f;
-        const double bytes = read + (t >= 1 ? write : 0);
-        if (dbl && t % L == L - 1) {  // round boundary: the inter-node payload posted L steps ago
-          f.src = wrap(i / L - 1, n) * L + i % L;
-          f.step = t + 1 - L;
-        } else if (dbl) {
-          f.src = (i / L) * L + wrap(i % L - 1, L);
-          f.step = t;
-        } else {
-          f.src = wrap(i - 1, P);
-          f.step = t;
-        }
+        f.src = from.rank;
+        f.step = from.posted_step;
         f.inter_node = crosses_nodes(c, f.src * rank_stride, i * rank_stride);
-        f.seconds = link_seconds(c, bytes, f.inter_node);
+        f.seconds = link_seconds(c, read + (t >= 1 ? write : 0), f.inter_node);
         rs.feed[t + 1] = f;
       }
     }
@@ -105,7 +94,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
     rs.bytes_sent = (P - 1) * read + (backward && P > 1 ? P * write : 0);
     if (backward && P > 1) {  // final hop: the accumulated dQ (dK, dV) goes home
       Feed f;
-      f.src = dbl ? (i / L) * L + wrap(i % L - 1, L) : wrap(i - 1, P);
+      f.src = ring::holder(topo, i, P - 1);  // the last step's holder of my block
       f.step = P - 1;
       f.inter_node = crosses_nodes(c, f.src * rank_stride, i * rank_stride);
       f.seconds = link_seconds(c, write, f.inter_node);
@@ -133,51 +122,47 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
   const auto [read, write] = ring_payloads(z, backward, query_side);
   const int L = c.devices_per_node;
   const bool dbl = double_ring && c.nodes > 1 && L > 1 && P == c.devices();
-  const int n = dbl ? c.nodes : 1, Ls = dbl ? L : P;
-  auto part = [&](int i, int t) {
-    const int a = i / Ls, b = i % Ls;
-    return wrap(a - t / Ls, n) * Ls + wrap(b - t, Ls);
-  };
+  const ring::Topology topo{dbl ? c.nodes : 1, dbl ? L : P};
   // pair(i, j): visible pairs rank i computes on with block j (query side: j's queries, i's keys).
   auto pair = [&](int i, int j) {
     return backward && query_side ? pair_at(pairs, P, j, i) : pair_at(pairs, P, i, j);
   };
-  auto need = [&](int i, int j) { return pair(i, j) > 0; };
   Schedule s;
   s.ranks.resize(P);
-  std::vector<double> held(static_cast<std::size_t>(P), 0);  // write partials sent or received
   for (int i = 0; i < P; ++i) {
     RankSchedule& rs = s.ranks[i];
-    rs.compute.resize(P);
+    rs.compute.assign(P, 0.0);
     rs.feed.resize(P);
-    for (int t = 0; t < P; ++t) {
-      const int j = part(i, t);
-      const bool computes = t == 0 || need(i, j);
-      const double p = pair(i, j);
-      rs.compute[t] = computes ? block_seconds(ctx, p, H, backward) : 0;
-      if (t >= 1 && need(i, j)) {
+    rs.compute[0] = block_seconds(ctx, pair(i, i), H, backward) + (backward ? delta_seconds(ctx, z) : 0.0);
+  }
+  std::vector<double> held(static_cast<std::size_t>(P), 0);  // write partials sent or received
+  // The steps and routing Plan::make lays out (plan_ring.h), timed.
+  ring::for_each_direct_step(
+      topo, [&](int reader, int owner) { return pair(reader, owner) > 0; },
+      [&](const ring::DirectStep& d) {
+        RankSchedule& rs = s.ranks[d.g];
+        if (d.serves) s.ranks[d.g].bytes_sent += read;  // my block to the rank holding it now
+        if (!d.computes) return;
+        const int j = d.block;
+        rs.compute[d.t] = block_seconds(ctx, pair(d.g, j), H, backward);
         Feed f;  // the owner posts my copy when it starts step t − 1
         f.src = j;
-        f.step = t - 1;
-        f.inter_node = crosses_nodes(c, j, i);
+        f.step = d.t - 1;
+        f.inter_node = crosses_nodes(c, j, d.g);
         f.seconds = link_seconds(c, read, f.inter_node);
-        rs.feed[t] = f;
+        rs.feed[d.t] = f;
         rs.bytes_sent += write;  // my partial of block j goes home
-        held[static_cast<std::size_t>(i)] += 1;
+        held[static_cast<std::size_t>(d.g)] += 1;
         held[static_cast<std::size_t>(j)] += 1;
-        s.ranks[j].bytes_sent += read;
         if (write > 0) {
           Feed home;  // block j's owner waits for the partial after my step t
-          home.src = i;
-          home.step = t;
+          home.src = d.g;
+          home.step = d.t;
           home.inter_node = f.inter_node;
           home.seconds = link_seconds(c, write, f.inter_node);
           s.ranks[j].end_feeds.push_back(home);
         }
-      }
-    }
-    if (backward) rs.compute[0] += delta_seconds(ctx, z);
-  }
+      });
   // Memory: as the ring plus a second read buffer and the send copy; every write partial held.
   double mem = io_bytes(z, backward) + 4 * read;
   double most = 0;
@@ -275,11 +260,11 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   const Workload& w = *ctx.workload;
   const int P = ctx.P;
   const Sizes z = sizes_for(w, w.H, w.H_kv, w.S_global / P);
-  const int half = P / 2;
-  const int T = half + 1;
-  // DistFlashAttn (arXiv 2310.03294): at step t worker r ≥ t computes (Q_r, KV_{r−t}); worker r < t with
-  // t < P − ⌊P/2⌋ helps with (Q_{r+P−t}, KV_r) and returns the partial to the owner.
-  auto helps = [&](int r, int t) { return r < t && t >= 1 && t < P - half; };
+  // DistFlashAttn's schedule as the strategy runs it (plan_strategies.h): blocks without a visible
+  // pair are neither computed nor shipped.
+  const strategies::DistFlashSchedule sched = strategies::make_distflash_schedule(
+      P, [&](int q, int kv) { return pair_at(pairs, P, q, kv) > 0; });
+  const int T = sched.steps;
   const double kv_in = 2 * z.b_kv * z.beta;
   const double q_in = backward ? 2 * z.b_q * z.beta + 2 * z.r * kAcc : z.b_q * z.beta;
   const double q_ret = backward ? z.b_q * kAcc : z.b_q * kAcc + z.r * kAcc;  // dQ | (O, lse)
@@ -300,22 +285,22 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   for (int t = 0; t < T; ++t) {
     for (int r = 0; r < P; ++r) {
       RankSchedule& rs = s.ranks[r];
-      // Off-diagonal blocks without a visible pair are neither computed nor shipped.
-      if (r >= t && (t == 0 || pair_at(pairs, P, r, r - t) > 0)) {
-        rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, r, r - t), w.H, backward);
-        if (t >= 1) send(r - t, r, kv_in, rs.feed[t], t - 1);  // prefetched one step ahead
-        if (t >= 1 && backward) {                              // dK, dV partial back to r − t
+      const strategies::FlashBlock& local = sched.local[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+      const strategies::FlashBlock& help = sched.help[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+      if (local.valid()) {  // my queries against kv chunk r − t, its K, V prefetched one step ahead
+        rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, r, local.kv), w.H, backward);
+        if (t >= 1) send(local.kv, r, kv_in, rs.feed[t], t - 1);
+        if (t >= 1 && backward) {  // dK, dV partial back to the kv owner
           Feed f;
-          send(r, r - t, kv_ret, f, t);
-          s.ranks[r - t].end_feeds.push_back(f);
+          send(r, local.kv, kv_ret, f, t);
+          s.ranks[local.kv].end_feeds.push_back(f);
         }
-      } else if (helps(r, t) && pair_at(pairs, P, r + P - t, r) > 0) {
-        const int owner = r + P - t;
-        rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, owner, r), w.H, backward);
-        send(owner, r, q_in, rs.feed[t], t - 1);
+      } else if (help.valid()) {  // a late rank's queries against my K, V; the partial goes back
+        rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, help.q, r), w.H, backward);
+        send(help.q, r, q_in, rs.feed[t], t - 1);
         Feed f;
-        send(r, owner, q_ret, f, t);
-        s.ranks[owner].end_feeds.push_back(f);
+        send(r, help.q, q_ret, f, t);
+        s.ranks[help.q].end_feeds.push_back(f);
       }
     }
   }

@@ -9,6 +9,7 @@
 
 #include "burst/error.h"
 #include "burst/plan.h"
+#include "plan_ring.h"
 #include "plan_strategies.h"
 
 namespace burst {
@@ -26,16 +27,13 @@ Sizes sizes_of(const ProblemShape& s, int P) {
   return {s.B * S_local * s.H * s.D, s.B * S_local * s.H_kv * s.D, s.B * s.H * S_local};
 }
 
-int mod(int a, int m) { return ((a % m) + m) % m; }
-
 /// Bytes per element of what burst and ring circulate (Q, K, V, dO): the problem's storage dtype.
 std::int64_t element_bytes(const ProblemShape& s) { return static_cast<std::int64_t>(dtype_size(s.dtype)); }
 
+int mod(int a, int m) { return ((a % m) + m) % m; }
+
 /// Partition held by rank g at step t (0-based) of the (double) ring: docs/algorithm.md §7.
-int ring_partition(int g, int t, int n, int L) {
-  const int a = g / L, b = g % L;
-  return mod(a - t / L, n) * L + mod(b - t, L);
-}
+int ring_partition(int g, int t, int n, int L) { return ring::partition({n, L}, g, t); }
 
 /// Ring-family pass: read payload of `read` bytes circulates; an optional write accumulator
 /// of `write` bytes follows it one step behind (chain inside a node, home hop per round).
@@ -108,44 +106,54 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
 PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write, const std::string& payload,
                      bool query_rows, const std::vector<std::vector<std::int64_t>>& pairs,
                      std::int64_t work_bytes) {
-  const auto need = [&](int reader, int owner) {
-    const auto r = static_cast<std::size_t>(reader), o = static_cast<std::size_t>(owner);
-    return (query_rows ? pairs[o][r] : pairs[r][o]) > 0;
+  const auto at = [&](int q_rank, int k_rank) {
+    return pairs[static_cast<std::size_t>(q_rank)][static_cast<std::size_t>(k_rank)];
   };
+  // Visible pairs rank g computes on with block j (query side: j's queries, g's keys).
+  const auto work = [&](int g, int j) { return query_rows ? at(j, g) : at(g, j); };
   PassPlan pass;
   pass.mask_aware = true;
   pass.bytes_sent.assign(static_cast<std::size_t>(P), 0);
   pass.visible_pairs.assign(static_cast<std::size_t>(P), 0);
   std::vector<std::int64_t> partials(static_cast<std::size_t>(P), 0);  // write buffers held per rank
-  for (int t = 0; t < P; ++t) {
-    PlanStep step;
-    step.payload = payload;
-    for (int g = 0; g < P; ++g) {
-      const int j = ring_partition(g, t, n, L);
-      int x = g;  // the rank holding my block at step t
-      for (int y = 0; y < P; ++y)
-        if (ring_partition(y, t, n, L) == g) x = y;
-      std::int64_t bytes = 0;
-      if (t > 0 && need(x, g)) bytes += read;
-      if (t > 0 && write > 0 && need(g, j)) {
-        bytes += write;
-        ++partials[static_cast<std::size_t>(g)];  // sent home, held until the pass ends
-      }
-      if (t > 0 && write > 0 && need(x, g)) ++partials[static_cast<std::size_t>(g)];  // received
-      step.partition.push_back(j);
-      step.send_to.push_back(t > 0 && need(x, g) ? x : -1);
-      step.bytes_sent.push_back(bytes);
-      const std::int64_t vp = query_rows ? pairs[static_cast<std::size_t>(j)][static_cast<std::size_t>(g)]
-                                         : pairs[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)];
-      step.visible_pairs.push_back(vp);
-      pass.bytes_sent[static_cast<std::size_t>(g)] += bytes;
-      pass.visible_pairs[static_cast<std::size_t>(g)] += vp;
-    }
-    const bool moves =
-        std::any_of(step.bytes_sent.begin(), step.bytes_sent.end(), [](std::int64_t b) { return b > 0; });
-    step.link = moves ? "direct" : "-";
-    pass.steps.push_back(std::move(step));
+  PlanStep own{payload, std::string(1, '-'), {}, {}, {}, {}};  // step 0: own blocks, nothing moves
+  for (int g = 0; g < P; ++g) {
+    own.partition.push_back(g);
+    own.send_to.push_back(-1);
+    own.bytes_sent.push_back(0);
+    own.visible_pairs.push_back(work(g, g));
+    pass.visible_pairs[static_cast<std::size_t>(g)] += work(g, g);
   }
+  pass.steps.push_back(std::move(own));
+  ring::for_each_direct_step(
+      {n, L}, [&](int reader, int owner) { return work(reader, owner) > 0; },
+      [&](const ring::DirectStep& d) {
+        if (d.g == 0) {
+          PlanStep step;
+          step.payload = payload;
+          pass.steps.push_back(std::move(step));
+        }
+        PlanStep& step = pass.steps.back();
+        const auto g = static_cast<std::size_t>(d.g);
+        std::int64_t bytes = d.serves ? read : 0;  // my block to the rank holding it now
+        if (write > 0 && d.computes) {             // my partial of block d.block goes home
+          bytes += write;
+          ++partials[g];  // sent home, held until the pass ends
+        }
+        if (write > 0 && d.serves) ++partials[g];  // the partial of my block, received
+        const std::int64_t vp = work(d.g, d.block);
+        step.partition.push_back(d.block);
+        step.send_to.push_back(d.serves ? d.holder : -1);
+        step.bytes_sent.push_back(bytes);
+        step.visible_pairs.push_back(vp);
+        pass.bytes_sent[g] += bytes;
+        pass.visible_pairs[g] += vp;
+        if (d.g == P - 1) {
+          const bool moves = std::any_of(step.bytes_sent.begin(), step.bytes_sent.end(),
+                                         [](std::int64_t b) { return b > 0; });
+          step.link = moves ? "direct" : "-";
+        }
+      });
   // Buffers: own + current + next read payload + one send copy; write: result, step partial and
   // every partial sent or received (held until the pass ends); plus the working buffers.
   for (int g = 0; g < P; ++g)

@@ -11,6 +11,7 @@
 #include "burst/error.h"
 #include "cost_model_internal.h"
 #include "cost_test_util.h"
+#include "plan_strategies.h"
 
 namespace burst {
 namespace {
@@ -423,6 +424,65 @@ TEST(CostModel, BytesMatchThePlanTheStrategiesExecute) {
         EXPECT_EQ(e16.forward.bytes_per_device, max_of(plan16.forward().bytes_sent)) << what << " bf16";
         EXPECT_EQ(e16.backward.bytes_per_device, max_of(plan16.backward().bytes_sent)) << what << " bf16";
         EXPECT_EQ(2 * e16.forward.bytes_per_device, e.forward.bytes_per_device) << what;
+      }
+    }
+  }
+}
+
+// The cost model times the steps the Plan lays out (plan_ring.h, plan_strategies.h), not a copy
+// of its own: for every strategy the same number of steps, and for the step-structured passes
+// (burst and ring, full and mask-aware; distflash) the same bytes on every rank.
+TEST(CostModel, SchedulesTimeThePlansSteps) {
+  struct Setup {
+    int nodes, per_node;
+    std::int64_t H, H_kv;
+  };
+  for (const Setup& st : {Setup{1, 2, 4, 4}, Setup{1, 4, 4, 2}, Setup{2, 2, 4, 4}, Setup{1, 3, 6, 3}}) {
+    const ClusterSpec c = toy_cluster(st.nodes, st.per_node);
+    const int P = c.devices();
+    for (MaskType mt :
+         {MaskType::Causal, MaskType::Full, MaskType::CausalDocument, MaskType::SlidingWindowCausal}) {
+      Workload w = toy_workload(24 * P, st.H, st.H_kv, 8);
+      w.mask = make_benchmark_mask(mt, w.S_global);
+      w.pass = PassKind::ForwardBackward;
+      const ResolvedMask resolved(w.mask, w.S_global, w.S_global);
+      for (const Candidate& cand : default_candidates(c)) {
+        const Estimate e = estimate(c, w, cand);
+        if (!e.feasible) continue;
+        DistConfig cfg;
+        cfg.strategy = cand.strategy;
+        cfg.layout = cand.layout;
+        const ProblemShape shape{w.B, w.S_global, w.H, w.H_kv, w.D};
+        const Plan plan = Plan::make(cfg, shape, w.mask, P, c.devices_per_node);
+        const std::string what = std::string(to_string(cand.strategy)) + "/" + to_string(cand.layout) +
+                                 " P=" + std::to_string(P) + " " + to_string(mt);
+        const bool ring_family = cand.strategy == StrategyKind::Burst || cand.strategy == StrategyKind::Ring;
+        const std::vector<double> pairs = visible_pair_matrix(resolved, plan.layout());
+        for (bool backward : {false, true}) {
+          const PassPlan& pp = backward ? plan.backward() : plan.forward();
+          const PassEstimate& pe = backward ? e.backward : e.forward;
+          std::size_t steps = 1;  // collectives around one local step
+          if (ring_family)        // the plan's ring steps; its "final hop" is an end feed here
+            steps = static_cast<std::size_t>(std::count_if(pp.steps.begin(), pp.steps.end(),
+                                                           [](const PlanStep& s) { return s.payload != "final hop"; }));
+          else if (cand.strategy == StrategyKind::DistFlash)
+            steps = static_cast<std::size_t>(strategies::make_distflash_schedule(resolved, w.S_global, P).steps);
+          else if (cand.strategy == StrategyKind::Usp)
+            steps = static_cast<std::size_t>(P / e.ulysses_degree);  // the ring across the groups
+          EXPECT_EQ(pe.steps.size(), steps) << what << (backward ? " bwd" : " fwd");
+          if (!ring_family && cand.strategy != StrategyKind::DistFlash) continue;
+          const cost::Context ctx{&c, &w, P};
+          const bool query_side = backward && plan.backward_side() == BackwardSide::QuerySide;
+          const cost::Schedule sched =
+              ring_family ? cost::ring_schedule(ctx, pairs, P, backward, query_side, cand.double_ring, w.H,
+                                                w.H_kv, 1)
+                          : cost::distflash_schedule(ctx, pairs, backward);
+          ASSERT_EQ(sched.ranks.size(), pp.bytes_sent.size()) << what;
+          for (int g = 0; g < P; ++g)
+            EXPECT_EQ(static_cast<std::int64_t>(sched.ranks[static_cast<std::size_t>(g)].bytes_sent),
+                      pp.bytes_sent[static_cast<std::size_t>(g)])
+                << what << (backward ? " bwd" : " fwd") << " rank " << g;
+        }
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "burst/error.h"
+#include "plan_ring.h"
 #include "strategies/ring_skeleton.h"
 
 namespace burst::strategies {
@@ -41,8 +42,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
   std::vector<int> src(static_cast<std::size_t>(P)), dest(static_cast<std::size_t>(P));
   for (int t = 0; t < P; ++t) {
     src[static_cast<std::size_t>(t)] = partition(g, t);
-    for (int x = 0; x < P; ++x)
-      if (partition(x, t) == g) dest[static_cast<std::size_t>(t)] = x;
+    dest[static_cast<std::size_t>(t)] = ring::holder({n_, L_}, g, t);
   }
   std::vector<float> own = std::move(own_read);
   RequestSet homes_in, home_out;

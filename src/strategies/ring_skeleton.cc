@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "burst/error.h"
+#include "plan_ring.h"
 #include "strategies/common.h"
 
 namespace burst::strategies {
@@ -44,10 +45,7 @@ RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_no
               nodes, " x ", ranks_per_node, " does not match P=", P_);
 }
 
-int RingExecutor::partition(int rank, int t) const {
-  const int a = rank / L_, b = rank % L_;
-  return mod(a - t / L_, n_) * L_ + mod(b - t, L_);
-}
+int RingExecutor::partition(int rank, int t) const { return ring::partition({n_, L_}, rank, t); }
 
 std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t write_floats,
                                      const StepFn& compute, RingRunStats& stats) const {
