@@ -49,6 +49,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "linear_efficiency", c.linear_efficiency);
   read_field(j, "kernel_tile_q", c.kernel_tile_q);
   read_field(j, "kernel_tile_kv", c.kernel_tile_kv);
+  read_field(j, "kernel_tile_q_backward", c.kernel_tile_q_backward);
+  read_field(j, "kernel_tile_kv_backward", c.kernel_tile_kv_backward);
   read_field(j, "memory_bandwidth", c.memory_bandwidth);
   read_field(j, "memory_capacity", c.memory_capacity);
   read_field(j, "intra_bandwidth", c.intra_bandwidth);
@@ -80,6 +82,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"linear_efficiency", c.linear_efficiency},
           {"kernel_tile_q", c.kernel_tile_q},
           {"kernel_tile_kv", c.kernel_tile_kv},
+          {"kernel_tile_q_backward", c.kernel_tile_q_backward},
+          {"kernel_tile_kv_backward", c.kernel_tile_kv_backward},
           {"memory_bandwidth", c.memory_bandwidth},
           {"memory_capacity", c.memory_capacity},
           {"intra_bandwidth", c.intra_bandwidth},

@@ -329,8 +329,9 @@ std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutK
     layout = std::move(merged);
   }
   std::vector<double> rows;
-  std::vector<double> pairs = visible_pair_matrix(resolved, layout, ratio * ratio, tile(c.kernel_tile_q),
-                                                  tile(c.kernel_tile_kv), &rows);
+  const auto [tile_q, tile_kv] = c.kernel_tile(backward);  // each pass counts its own kernel's tiles
+  std::vector<double> pairs =
+      visible_pair_matrix(resolved, layout, ratio * ratio, tile(tile_q), tile(tile_kv), &rows);
   const double t_row = c.partial_row_cost(backward);
   if (t_row > 0) {
     // Seconds → equivalent pairs at the rate this call's pairs are charged at (masking itself is

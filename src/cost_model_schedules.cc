@@ -33,6 +33,11 @@ double delta_seconds(const Context& ctx, const Sizes& z) {
   return (2 * z.b_q * z.beta + z.r * kAcc) / ctx.cluster->memory_bandwidth;
 }
 
+/// Memory-bound copy of `bytes` (read once, written once) at the measured copy bandwidth: the
+/// packing and unpacking of collective buffers (a layout change moves every byte through memory
+/// twice; an all-to-all packs per destination and unpacks into the new layout).
+double copy_seconds(const Context& ctx, double bytes) { return 2 * bytes / ctx.cluster->memory_bandwidth; }
+
 /// Inputs and outputs every strategy holds per rank: forward q, k, v, out (β) + lse;
 /// backward additionally dout, dq, dk, dv (β) and delta.
 double io_bytes(const Sizes& z, bool backward) {
@@ -183,11 +188,12 @@ Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs
   const bool inter = c.nodes > 1;
   const double kv_block = 2 * z.b_kv * z.beta;
   Schedule s;
-  s.pre_seconds = all_gather_seconds(c, P, kv_block, inter);
+  // The gathered K, V (rank order) are reordered into position order: one copy of P blocks.
+  s.pre_seconds = all_gather_seconds(c, P, kv_block, inter) + copy_seconds(ctx, P * kv_block);
   s.collective_bytes = (P - 1) * kv_block;
   if (backward) {  // K, V gathered again; dK, dV (fp32) reduce-scattered to their owners
-    const double dkv_block = 2 * z.b_kv * kAcc;
-    s.post_seconds = all_gather_seconds(c, P, dkv_block, inter);
+    const double dkv_block = 2 * z.b_kv * kAcc;  // from the rank-order copy of the whole dK, dV
+    s.post_seconds = all_gather_seconds(c, P, dkv_block, inter) + copy_seconds(ctx, P * dkv_block);
     s.collective_bytes += (P - 1) * dkv_block;
   }
   s.ranks.resize(P);
@@ -231,8 +237,10 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     const double gather =
         backward ? (2 * z.b_q + 2 * z.b_kv) * z.beta + 2 * z.r * kAcc : (z.b_q + 2 * z.b_kv) * z.beta;
     const double scatter = backward ? (z.b_q + 2 * z.b_kv) * kAcc : z.b_q * z.beta + z.r * kAcc;
-    s.pre_seconds = all_gather_seconds(c, P, gather, inter);
-    s.post_seconds = all_gather_seconds(c, P, scatter, inter);
+    // Copies: the local block packed, the P gathered blocks unpacked into the head layout; the
+    // full-width reduce-scatter buffer (P blocks) filled, the own block copied out.
+    s.pre_seconds = all_gather_seconds(c, P, gather, inter) + copy_seconds(ctx, (1 + P) * gather);
+    s.post_seconds = all_gather_seconds(c, P, scatter, inter) + copy_seconds(ctx, (1 + P) * scatter);
     s.collective_bytes = (P - 1) * (gather + scatter);
     staging = P * std::max(gather, scatter);
   } else {
@@ -240,8 +248,9 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     // a2a(O, lse); backward from the saved head-sharded context a2a(dO) then a2a(dQ, dK, dV).
     const double first = backward ? ze.b_q * z.beta : (ze.b_q + 2 * ze.b_kv) * z.beta;
     const double second = backward ? (ze.b_q + 2 * ze.b_kv) * kAcc : ze.b_q * z.beta + ze.r * kAcc;
-    s.pre_seconds = all_to_all_seconds(c, P, group_per_node, first);
-    s.post_seconds = all_to_all_seconds(c, P, group_per_node, second);
+    // Each exchange packs per destination and unpacks into the new layout: two copies.
+    s.pre_seconds = all_to_all_seconds(c, P, group_per_node, first) + copy_seconds(ctx, 2 * first);
+    s.post_seconds = all_to_all_seconds(c, P, group_per_node, second) + copy_seconds(ctx, 2 * second);
     s.collective_bytes = static_cast<double>(P - 1) / P * (first + second);
     staging = std::max(first, second);
   }

@@ -341,6 +341,30 @@ TEST(CostMask, TileGranularWorkCountsPartialTilesWhole) {
   c.memory_bandwidth = 1e30;
   EXPECT_NEAR(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 2.5 * 48.0 + 2.0, 1e-9);
   EXPECT_DOUBLE_EQ(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).flops, 2.5 * 144.0);
+  // The backward counts its own kernel's tiles: 8 × 8 covers the whole causal block (64 pairs,
+  // one Partial tile of 8 rows): 2.5·64 + 8·0.25 = 162 s; the forward keeps 4 × 4 (52 s).
+  c.kernel_tile_q_backward = c.kernel_tile_kv_backward = 8;
+  EXPECT_NEAR(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 2.5 * 64.0 + 2.0, 1e-9);
+  w.pass = PassKind::Forward;
+  EXPECT_DOUBLE_EQ(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 52.0);
+}
+
+// Packing and unpacking around the collectives are memory-bound copies (read + write at the copy
+// bandwidth): each Ulysses all-to-all copies its whole buffer twice, TP copies its block and the
+// P gathered (or reduce-scattered) blocks, all-gather reorders the P gathered K, V blocks.
+TEST(CostSchedules, CollectiveStagingCopies) {
+  ClusterSpec c = toy_cluster(1, 2);
+  c.memory_bandwidth = 16;  // bytes/s of read + write: a copy of b bytes takes 2b/16 s
+  Workload w = toy_workload(4, 2, 2, 1);
+  cost::Context ctx{&c, &w, 2};
+  // Ulysses forward (see AllGatherAndHeadParallel, 15 s without copies): a2a #1 of 48 bytes
+  // copied twice = 2·2·48/16 = 12 s, a2a #2 of 32 bytes = 8 s → 35 s.
+  EXPECT_DOUBLE_EQ(cost::simulate(cost::head_parallel_schedule(ctx, 10, false, false, 2, 2)).seconds, 35.0);
+  // TP forward (20 s without copies): (1 + P)·48 = 144 bytes → 18 s, (1 + P)·32 = 96 → 12 s.
+  EXPECT_DOUBLE_EQ(cost::simulate(cost::head_parallel_schedule(ctx, 10, false, true, 2, 2)).seconds, 50.0);
+  // All-gather forward, H = 1 (9 s without copies): P·16 = 32 bytes reordered → 4 s.
+  w = toy_workload(4, 1, 1, 1);
+  EXPECT_DOUBLE_EQ(cost::simulate(cost::allgather_schedule(ctx, kCausalContiguous, false)).seconds, 13.0);
 }
 
 TEST(CostModel, RanksBalancedLayoutsAndReportsInfeasible) {

@@ -127,8 +127,9 @@ double partial_row_seconds(const Communicator& comm, const CalibrateOptions& o, 
   layout.S_global = 2 * S;
   layout.positions = {probe.q, probe.k};
   std::vector<double> rows;
+  const auto [tile_q, tile_kv] = c.kernel_tile(backward);
   const std::vector<double> area = visible_pair_matrix(ResolvedMask(Mask::causal_mask(), 2 * S, 2 * S),
-                                                       layout, 1.0, c.kernel_tile_q, c.kernel_tile_kv, &rows);
+                                                       layout, 1.0, tile_q, tile_kv, &rows);
   if (rows[1] <= 0) return 0.0;
   const double over = c.call_overhead(backward);
   const double share = area[1] / (static_cast<double>(S) * static_cast<double>(S));
@@ -244,6 +245,8 @@ void run_calibrate(const CalibrateOptions& o) {
   // partial tiles are computed whole, so the model counts work per tile.
   c.kernel_tile_q = 96;
   c.kernel_tile_kv = 128;
+  c.kernel_tile_q_backward = 64;  // kBackwardBq × kBackwardBkv, src/kernels/attention_tiled_backward.cc
+  c.kernel_tile_kv_backward = 96;
   const std::int64_t probe_S = o.seqs[o.seqs.size() / 2];  // a middle length: cheap, not tiny
   c.partial_row_seconds = partial_row_seconds(comm, o, c, probe_S, false);
   c.partial_row_seconds_backward = partial_row_seconds(comm, o, c, probe_S, true);

@@ -50,6 +50,9 @@ struct ClusterSpec {
   /// visible pair costs its whole area, as tiled kernels compute partial tiles whole and mask
   /// them; 0: visible pairs only.
   int kernel_tile_q = 0, kernel_tile_kv = 0;
+  /// Tile rows of the backward kernel (q × kv) when it tiles differently (this library's Tiled
+  /// backward: 64 × 96); 0 → the forward's tiles.
+  int kernel_tile_q_backward = 0, kernel_tile_kv_backward = 0;
   /// Per-element masking of Partial tiles (tile mode only): seconds per query row of each
   /// Partial tile, per head and batch (the kernel builds each row's visible ranges and writes
   /// −inf); partial_row_seconds_backward < 0 → the forward value. 0: not charged.
@@ -67,6 +70,12 @@ struct ClusterSpec {
   /// kernel_call_seconds, or for a backward call kernel_call_seconds_backward when ≥ 0.
   double call_overhead(bool backward) const {
     return backward && kernel_call_seconds_backward >= 0 ? kernel_call_seconds_backward : kernel_call_seconds;
+  }
+  /// The tile (q rows, kv rows) of a forward or backward call: the backward's when set.
+  std::pair<int, int> kernel_tile(bool backward) const {
+    if (backward && kernel_tile_q_backward > 0 && kernel_tile_kv_backward > 0)
+      return {kernel_tile_q_backward, kernel_tile_kv_backward};
+    return {kernel_tile_q, kernel_tile_kv};
   }
   /// partial_row_seconds, or for a backward call partial_row_seconds_backward when ≥ 0.
   double partial_row_cost(bool backward) const {
