@@ -405,8 +405,9 @@ TEST(CostModel, RanksBalancedLayoutsAndReportsInfeasible) {
 }
 
 // The model's bytes per device must equal the plan the strategies execute (Plan::make, whose
-// per-rank bytes the strategies' counters are tested against) — two independent derivations.
-TEST(CostModel, BytesMatchThePlanTheStrategiesExecute) {
+// per-rank bytes the strategies' counters are tested against) — two independent derivations —
+// and its schedules must have the plan's steps.
+TEST(CostModel, BytesAndStepsMatchThePlanTheStrategiesExecute) {
   struct Setup {
     int nodes, per_node;
     std::int64_t H, H_kv;
@@ -436,52 +437,12 @@ TEST(CostModel, BytesMatchThePlanTheStrategiesExecute) {
                                  " P=" + std::to_string(P) + " " + to_string(mt);
         EXPECT_EQ(e.forward.bytes_per_device, max_of(plan.forward().bytes_sent)) << what;
         EXPECT_EQ(e.backward.bytes_per_device, max_of(plan.backward().bytes_sent)) << what;
-        // bf16: burst and ring move Q, K, V, dO in 2 bytes and keep rows and partials fp32 (the
-        // others move fp32 whatever the dtype, docs/strategies.md § Bytes per dtype).
-        if (cand.strategy != StrategyKind::Burst && cand.strategy != StrategyKind::Ring) continue;
-        Workload w16 = w;
-        w16.bytes_per_element = 2;
-        ProblemShape shape16 = shape;
-        shape16.dtype = DType::BF16;
-        const Estimate e16 = estimate(c, w16, cand);
-        const Plan plan16 = Plan::make(cfg, shape16, w.mask, P, c.devices_per_node);
-        EXPECT_EQ(e16.forward.bytes_per_device, max_of(plan16.forward().bytes_sent)) << what << " bf16";
-        EXPECT_EQ(e16.backward.bytes_per_device, max_of(plan16.backward().bytes_sent)) << what << " bf16";
-        EXPECT_EQ(2 * e16.forward.bytes_per_device, e.forward.bytes_per_device) << what;
-      }
-    }
-  }
-}
-
-// The cost model times the steps the Plan lays out (plan_ring.h, plan_strategies.h), not a copy
-// of its own: for every strategy the same number of steps, and for the step-structured passes
-// (burst and ring, full and mask-aware; distflash) the same bytes on every rank.
-TEST(CostModel, SchedulesTimeThePlansSteps) {
-  struct Setup {
-    int nodes, per_node;
-    std::int64_t H, H_kv;
-  };
-  for (const Setup& st : {Setup{1, 2, 4, 4}, Setup{1, 4, 4, 2}, Setup{2, 2, 4, 4}, Setup{1, 3, 6, 3}}) {
-    const ClusterSpec c = toy_cluster(st.nodes, st.per_node);
-    const int P = c.devices();
-    for (MaskType mt :
-         {MaskType::Causal, MaskType::Full, MaskType::CausalDocument, MaskType::SlidingWindowCausal}) {
-      Workload w = toy_workload(24 * P, st.H, st.H_kv, 8);
-      w.mask = make_benchmark_mask(mt, w.S_global);
-      w.pass = PassKind::ForwardBackward;
-      const ResolvedMask resolved(w.mask, w.S_global, w.S_global);
-      for (const Candidate& cand : default_candidates(c)) {
-        const Estimate e = estimate(c, w, cand);
-        if (!e.feasible) continue;
-        DistConfig cfg;
-        cfg.strategy = cand.strategy;
-        cfg.layout = cand.layout;
-        const ProblemShape shape{w.B, w.S_global, w.H, w.H_kv, w.D};
-        const Plan plan = Plan::make(cfg, shape, w.mask, P, c.devices_per_node);
-        const std::string what = std::string(to_string(cand.strategy)) + "/" + to_string(cand.layout) +
-                                 " P=" + std::to_string(P) + " " + to_string(mt);
+        // The cost model times the steps the Plan lays out (plan_ring.h, plan_strategies.h), not a
+        // copy of its own: for every strategy the same number of steps, and for the step-structured
+        // passes (burst and ring, full and mask-aware; distflash) the same bytes on every rank.
         const bool ring_family = cand.strategy == StrategyKind::Burst || cand.strategy == StrategyKind::Ring;
-        const std::vector<double> pairs = visible_pair_matrix(resolved, plan.layout());
+        const std::vector<double> pairs =
+            visible_pair_matrix(ResolvedMask(w.mask, w.S_global, w.S_global), plan.layout());
         for (bool backward : {false, true}) {
           const PassPlan& pp = backward ? plan.backward() : plan.forward();
           const PassEstimate& pe = backward ? e.backward : e.forward;
@@ -490,7 +451,7 @@ TEST(CostModel, SchedulesTimeThePlansSteps) {
             steps = static_cast<std::size_t>(std::count_if(pp.steps.begin(), pp.steps.end(),
                                                            [](const PlanStep& s) { return s.payload != "final hop"; }));
           else if (cand.strategy == StrategyKind::DistFlash)
-            steps = static_cast<std::size_t>(strategies::make_distflash_schedule(resolved, w.S_global, P).steps);
+            steps = static_cast<std::size_t>(strategies::make_distflash_schedule(ResolvedMask(w.mask, w.S_global, w.S_global), w.S_global, P).steps);
           else if (cand.strategy == StrategyKind::Usp)
             steps = static_cast<std::size_t>(P / e.ulysses_degree);  // the ring across the groups
           EXPECT_EQ(pe.steps.size(), steps) << what << (backward ? " bwd" : " fwd");
@@ -507,6 +468,18 @@ TEST(CostModel, SchedulesTimeThePlansSteps) {
                       pp.bytes_sent[static_cast<std::size_t>(g)])
                 << what << (backward ? " bwd" : " fwd") << " rank " << g;
         }
+        // bf16: burst and ring move Q, K, V, dO in 2 bytes and keep rows and partials fp32 (the
+        // others move fp32 whatever the dtype, docs/strategies.md § Bytes per dtype).
+        if (cand.strategy != StrategyKind::Burst && cand.strategy != StrategyKind::Ring) continue;
+        Workload w16 = w;
+        w16.bytes_per_element = 2;
+        ProblemShape shape16 = shape;
+        shape16.dtype = DType::BF16;
+        const Estimate e16 = estimate(c, w16, cand);
+        const Plan plan16 = Plan::make(cfg, shape16, w.mask, P, c.devices_per_node);
+        EXPECT_EQ(e16.forward.bytes_per_device, max_of(plan16.forward().bytes_sent)) << what << " bf16";
+        EXPECT_EQ(e16.backward.bytes_per_device, max_of(plan16.backward().bytes_sent)) << what << " bf16";
+        EXPECT_EQ(2 * e16.forward.bytes_per_device, e.forward.bytes_per_device) << what;
       }
     }
   }
