@@ -39,7 +39,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 mkdir -p "$out"
 rm -f "$out/matrix.jsonl"
 [ -x "$burst" ] || { echo "validate: $burst not built (set BURST=...)" >&2; exit 2; }
-cores=$(nproc)
+cores=$(getconf _NPROCESSORS_ONLN)   # not nproc: it honours OMP_NUM_THREADS=1, exported above
 
 run() {   # run P ARGS...: one rank per core, or oversubscribed and unbound above the core count
   local P=$1
