@@ -7,7 +7,7 @@
 #
 # Usage: scripts/validate_cost_model.sh [OUTDIR]       (default: validate-out)
 # Env:   BURST=path/to/burst (default build/tools/burst)
-#        PS (default "1 2 4": rank counts; P above the core count runs oversubscribed, 
+#        PS (default "1 2 4": rank counts; P above the core count runs oversubscribed,
 #            calibrated the same way, and is reported separately)
 #        CAL_SEQS (512,1024,2048,4096), CAL_HEADS (4), CAL_DIM (64), CAL_REPEATS (15)
 #        SHAPES (default "8:8:32:1536,3072 8:2:128:768,1536": H:H_kv:D:S list per validation
@@ -19,7 +19,8 @@
 # Calibration and benchmark run back to back so that they see the same machine load (the VM
 # is shared; every record carries load_1m); the calibration is repeated after the benchmark and a
 # run during which the machine changed speed (kernel rate moved > 8 %) is repeated (3 tries).
-# Run time (idle machine, defaults): about 4 min for P = 1, 5 for P = 2, 9 for P = 4.
+# Run time: about 55 min at load 10-17 with ATTEMPTS=1 (benchmarks 164, 360, 511 s for P = 1, 2, 4;
+# the rest is two calibrations per P); each repeated attempt adds one P's time.
 # Exit status 0 even when cases miss the target: the table is the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
