@@ -242,7 +242,7 @@ void run_dist(const DistOptions& o) {
 void add_dist_bench(CLI::App& bench) {
   auto o = std::make_shared<DistOptions>();
   auto* cmd = bench.add_subcommand("dist", "one distributed attention case (under mpirun)");
-  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")
+  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|headpar")
       ->capture_default_str();
   cmd->add_option("--layout", o->layout, "contiguous|zigzag|striped|balanced")->capture_default_str();
   cmd->add_option("--seq", o->seq, "S_global")->capture_default_str();

@@ -19,7 +19,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ORDER = ["burst", "ring", "allgather", "ulysses", "usp", "distflash", "tp"]
+ORDER = ["burst", "ring", "allgather", "ulysses", "usp", "distflash", "headpar"]
 
 
 def main(out):

@@ -376,7 +376,7 @@ std::string infeasibility(const ClusterSpec& c, const Workload& w, const Candida
       }
       break;
     case StrategyKind::Ulysses:
-    case StrategyKind::Tp:
+    case StrategyKind::HeadParallel:
       if (kv_heads_for_split(w.H, w.H_kv, P) == 0)
         why << "H=" << w.H << ", H_kv=" << w.H_kv << " cannot be split over P=" << P << " ranks";
       else
@@ -410,10 +410,10 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
       return cost::simulate(
           cost::distflash_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), backward));
     case StrategyKind::Ulysses:
-    case StrategyKind::Tp: {
+    case StrategyKind::HeadParallel: {
       const std::vector<double> one = pair_matrix(c, w, LayoutKind::Contiguous, 1, 1, backward);
       return cost::simulate(cost::head_parallel_schedule(ctx, one[0], backward,
-                                                         cand.strategy == StrategyKind::Tp,
+                                                         cand.strategy == StrategyKind::HeadParallel,
                                                          kv_heads_for_split(w.H, w.H_kv, P), w.S_global / P));
     }
     case StrategyKind::Usp: {
@@ -518,7 +518,7 @@ std::vector<Candidate> default_candidates(const ClusterSpec& cluster) {
   out.push_back({StrategyKind::DistFlash, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
   out.push_back({StrategyKind::Ulysses, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
   out.push_back({StrategyKind::Usp, LayoutKind::Zigzag, 0, BackwardSide::Auto, true});
-  out.push_back({StrategyKind::Tp, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
+  out.push_back({StrategyKind::HeadParallel, LayoutKind::Contiguous, 0, BackwardSide::Auto, true});
   return out;
 }
 

@@ -1,5 +1,5 @@
 // Cost model, whole-layer mode: the linear layers around one attention call and the
-// communication they cause (Megatron SP for tp, the weight-gradient all-reduce for the sequence-
+// communication they cause (Megatron SP for headpar with a model width, the weight-gradient all-reduce for the sequence-
 // and context-parallel strategies). Formulas and sources: docs/cost_model.md § Whole layer.
 #include <algorithm>
 
@@ -37,7 +37,7 @@ void add_layer_terms(const ClusterSpec& c, const Workload& w, Estimate& e) {
   const bool inter = P > c.devices_per_node;
   const bool want_fwd = w.pass != PassKind::Backward;
   const bool want_bwd = w.pass != PassKind::Forward;
-  const bool tp = e.candidate.strategy == StrategyKind::Tp;
+  const bool tp = e.candidate.strategy == StrategyKind::HeadParallel;
   const std::int64_t f = w.resolved_ffn_width();
   const double beta = w.bytes_per_element;
   const double tokens = static_cast<double>(w.B) * static_cast<double>(w.S_global) / P;

@@ -230,7 +230,7 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     s.collective_bytes = 2.0 * (P - 1) * block;
     staging = P * block;  // the gathered [S, h] input
   } else if (tp) {
-    // Attention-only head parallelism on sequence-sharded inputs (src/strategies/tp.cc):
+    // Attention-only head parallelism on sequence-sharded inputs (src/strategies/headpar.cc):
     // forward all-gathers Q, K, V and reduce-scatters (O, lse); backward all-gathers
     // Q, dO, K, V, lse, delta and reduce-scatters dQ, dK, dV (fp32).
     // Every rank gathers the compact K, V (H_kv heads) and picks its heads locally.

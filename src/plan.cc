@@ -33,7 +33,7 @@ const char* to_string(StrategyKind s) noexcept {
     case StrategyKind::Ulysses: return "ulysses";
     case StrategyKind::Usp: return "usp";
     case StrategyKind::DistFlash: return "distflash";
-    case StrategyKind::Tp: return "tp";
+    case StrategyKind::HeadParallel: return "headpar";
   }
   return "?";
 }
@@ -48,14 +48,15 @@ UspRing usp_ring_from_string(const std::string& name) {
 
 std::vector<StrategyKind> all_strategies() {
   return {StrategyKind::Burst, StrategyKind::Ring,      StrategyKind::AllGather, StrategyKind::Ulysses,
-          StrategyKind::Usp,   StrategyKind::DistFlash, StrategyKind::Tp};
+          StrategyKind::Usp,   StrategyKind::DistFlash, StrategyKind::HeadParallel};
 }
 
 StrategyKind strategy_from_string(const std::string& name) {
   for (StrategyKind s : all_strategies())
     if (name == to_string(s)) return s;
   BURST_FAIL(InvalidArgument, "unknown strategy '", name,
-             "' (valid: burst, ring, allgather, ulysses, usp, distflash, tp)");
+             "' (valid: burst, ring, allgather, ulysses, usp, distflash, headpar; `burst train|eval --strategy tp` is "
+             "the LM's Megatron tensor parallelism)");
 }
 
 namespace {

@@ -301,7 +301,7 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       // strategy's own file).
       plan.forward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
       plan.backward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
-      // ulysses, usp, distflash, tp: per-rank bytes, work and buffers from their own formulas
+      // ulysses, usp, distflash, headpar: per-rank bytes, work and buffers from their own formulas
       // (src/plan_strategies.h); bytes cleared when the configuration is rejected.
       strategies::fill_strategy_passes(cfg, shape, plan.layout_, mask, plan.ranks_per_node_, plan.forward_,
                                        plan.backward_);

@@ -1,5 +1,5 @@
-// Pure planning of ulysses, usp, tp and distflash (plan_strategies.h): head split, DistFlashAttn schedule and
-// support check, and the per-rank byte formulas of ulysses, usp, tp and distflash.
+// Pure planning of ulysses, usp, headpar and distflash (plan_strategies.h): head split, DistFlashAttn schedule and
+// support check, and the per-rank byte formulas of ulysses, usp, headpar and distflash.
 #include "plan_strategies.h"
 
 #include <algorithm>
@@ -131,9 +131,9 @@ std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64
   return 4 * ((r - 1) * B * S * heads * (2 * D + 2) + w * B * S * heads * D);
 }
 
-// ------------------------------------------------------------------ tp
+// ------------------------------------------------------------------ headpar
 
-std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
+std::int64_t headpar_forward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
   std::int64_t floats = 0;
   const std::int64_t mine =
       static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
@@ -146,7 +146,7 @@ std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& 
   return 4 * floats;
 }
 
-std::int64_t tp_backward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
+std::int64_t headpar_backward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
   std::int64_t floats = 0;
   const std::int64_t mine =
       static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
@@ -362,16 +362,16 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         }
         break;
       }
-      case StrategyKind::Tp: {
-        const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "tp");
+      case StrategyKind::HeadParallel: {
+        const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "headpar");
         out.forward_payload = "all-gather Q,K,V | reduce-scatter O,lse (full width)";
         out.backward_payload = "all-gather Q,dO,K,V,lse,delta | reduce-scatter dQ,dK,dV";
         const std::int64_t S = shape.S_global, H = shape.H, Hk = shape.H_kv, h = s.heads, k = s.kv_heads;
         for (int r = 0; r < P; ++r) {
           const std::int64_t n =
               static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(r)].size());
-          out.forward_bytes.push_back(tp_forward_bytes(layout, shape, r));
-          out.backward_bytes.push_back(tp_backward_bytes(layout, shape, r));
+          out.forward_bytes.push_back(headpar_forward_bytes(layout, shape, r));
+          out.backward_bytes.push_back(headpar_backward_bytes(layout, shape, r));
           out.visible_pairs.push_back(resolved.visible_pairs() / P);
           // Gathered heads + all-gather send/receive + reduce-scatter send/receive (full width).
           out.forward_peak.push_back(4 * (B * S * (2 * h + 2 * k) * D + B * h * S +

@@ -1,7 +1,7 @@
-// src/plan_strategies.h — pure planning of ulysses, usp, tp and distflash (internal, no MPI; the
+// src/plan_strategies.h — pure planning of ulysses, usp, headpar and distflash (internal, no MPI; the
 // ring family's steps are in plan_steps.cc). Namespace burst::strategies: the strategy files use it.
 //
-// What the head-parallel strategies (ulysses, usp, tp) and DistFlashAttn decide before any
+// What the head-parallel strategies (ulysses, usp, headpar) and DistFlashAttn decide before any
 // message moves: which heads each rank owns under GQA (HeadSplit), DistFlashAttn's
 // load-balanced causal schedule, whether a configuration is supported, and the documented
 // per-rank byte formulas that the comm counters must equal (docs/strategies.md). Used by the
@@ -19,7 +19,7 @@
 
 namespace burst::strategies {
 
-// ------------------------------------------------------------------ heads (ulysses, usp, tp)
+// ------------------------------------------------------------------ heads (ulysses, usp, headpar)
 
 /// Query/KV heads of each of `u` head-parallel ranks. Rank p owns query heads
 /// [p·heads, (p+1)·heads) and KV heads [kv_lo(p), kv_lo(p) + kv_heads).
@@ -105,16 +105,16 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
                                        RingTopology topo, std::int64_t B, std::int64_t kv_heads,
                                        std::int64_t D, int i);
 
-// ------------------------------------------------------------------ tp
+// ------------------------------------------------------------------ headpar
 
-/// Bytes rank `rank` sends in tp's forward / backward (fp32; S_i = tokens of rank i):
+/// Bytes rank `rank` sends in headpar's forward / backward (fp32; S_i = tokens of rank i):
 ///  fwd: all-gather of Q, K, V, (P−1)·B·S_rank·(H + 2·H_kv)·D, plus reduce-scatter of O, lse
 ///       zero-padded to all heads, Σ_{i≠rank} B·S_i·H·(D + 1);
 ///  bwd: all-gather of Q, dO, K, V, lse, delta, (P−1)·B·S_rank·(2·H·D + 2·H_kv·D + 2·H), plus
 ///       reduce-scatter of dQ, dK, dV, Σ_{i≠rank} B·S_i·(H + 2·H_kv)·D.
 /// ×4 bytes. Pure. Source: Megatron-LM sequence parallelism (arXiv 2205.05198; AG + RS over the full width).
-std::int64_t tp_forward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
-std::int64_t tp_backward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
+std::int64_t headpar_forward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
+std::int64_t headpar_backward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
 
 // ------------------------------------------------------------------ distflash
 
@@ -181,10 +181,10 @@ void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const
 // ------------------------------------------------------------------ plan entries
 
 /// Per-rank plan numbers of one configuration of a peer strategy (ulysses, usp, distflash,
-/// tp), the same numbers the strategy reports in DistStats:
+/// headpar), the same numbers the strategy reports in DistStats:
 ///  forward_bytes / backward_bytes: the byte formulas above;
 ///  visible_pairs: the rank's share of the work in (q, k) pairs per (batch, head) — ulysses and
-///    tp: visible pairs of the whole mask / P (every rank does all pairs for H/P heads); usp:
+///    headpar: visible pairs of the whole mask / P (every rank does all pairs for H/P heads); usp:
 ///    its group's queries against the whole sequence / u; distflash: the blocks it computes;
 ///  forward_peak / backward_peak: bytes of the working and communication buffers a pass holds
 ///    at once (gathered head-parallel tensors, exchange or ring buffers, payload copies);

@@ -33,7 +33,7 @@ Entry entry_of(StrategyKind s) {
     case StrategyKind::Ulysses: return {validate_ulysses, make_ulysses};
     case StrategyKind::Usp: return {validate_usp, make_usp};
     case StrategyKind::DistFlash: return {validate_distflash, make_distflash};
-    case StrategyKind::Tp: return {validate_tp, make_tp};
+    case StrategyKind::HeadParallel: return {validate_headpar, make_headpar};
   }
   BURST_FAIL(Internal, "unknown strategy ", static_cast<int>(s));
 }

@@ -53,7 +53,7 @@ TEST(CostLayerFormulas, AllReduceIsTwoRingPasses) {
 TEST(CostLayer, TensorParallelPaysMegatronSpAroundTheMlp) {
   const ClusterSpec c = toy_pair();
   const Workload w = toy_layer();
-  const Estimate tp = estimate(c, w, {StrategyKind::Tp, LayoutKind::Contiguous});
+  const Estimate tp = estimate(c, w, {StrategyKind::HeadParallel, LayoutKind::Contiguous});
   ASSERT_TRUE(tp.feasible) << tp.reason;
   // Each device: 2 tokens' worth of linear work: 2·2·28 = 112 flop at 4 flop/s = 28 s.
   EXPECT_DOUBLE_EQ(tp.layer.linear_flops, 112.0);
@@ -69,7 +69,7 @@ TEST(CostLayer, TensorParallelPaysMegatronSpAroundTheMlp) {
 
   Workload no_layer = w;
   no_layer.whole_layer = false;
-  const Estimate attn = estimate(c, no_layer, {StrategyKind::Tp, LayoutKind::Contiguous});
+  const Estimate attn = estimate(c, no_layer, {StrategyKind::HeadParallel, LayoutKind::Contiguous});
   EXPECT_DOUBLE_EQ(attn.seconds, tp.seconds);  // the attention part is unchanged
   EXPECT_EQ(tp.memory_bytes, attn.memory_bytes + 56);
   EXPECT_EQ(attn.layer.seconds, 0.0);

@@ -1,4 +1,4 @@
-// Tests of the peer strategies ulysses, usp, distflash and tp under mpiexec -n 1..4: every
+// Tests of the peer strategies ulysses, usp, distflash and headpar under mpiexec -n 1..4: every
 // strategy × supported layout × a mask from each family (full, causal, sliding window,
 // document, prefix-LM, block-sparse) × GQA ratio 1/2/4 (+ replicated KV heads), forward and
 // backward, against the single-process fp64 oracle on the unsharded global inputs; per-rank
@@ -146,7 +146,7 @@ TEST(HeadSplit, EveryQueryHeadFindsItsKvHeadLocally) {
 TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
   // Equal shards of c tokens, B = 2, D = 8. Closed forms (docs/strategies.md), ×4 bytes:
   //  ulysses fwd (P−1)·B·c·[(H/P + 2·H_kv/P)·D + (H/P)·(D + 1)]  (Ulysses, arXiv 2309.14509: (2H +
-  //  2H_kv)·N·d/G + lse) tp fwd (P−1)·B·c·[(H + 2·H_kv)·D + H·(D + 1)]               (Megatron SP, arXiv
+  //  2H_kv)·N·d/G + lse) headpar fwd (P−1)·B·c·[(H + 2·H_kv)·D + H·(D + 1)]               (Megatron SP, arXiv
   //  2205.05198: AG + RS, full width) usp with u = P is ulysses; with u = 1 it is the KV ring, whose backward
   //  must equal the ring family's own formula ring_backward_bytes(KvSide) (plan.h, written independently).
   const std::int64_t B = 2, D = 8, c = 12;
@@ -159,7 +159,7 @@ TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
     for (int r = 0; r < P; ++r) {
       EXPECT_EQ(strategies::ulysses_forward_bytes(s, len, B, D, r),
                 4 * (P - 1) * B * c * ((H / P + 2 * H_kv / P) * D + (H / P) * (D + 1)));
-      EXPECT_EQ(strategies::tp_forward_bytes(layout, shape, r),
+      EXPECT_EQ(strategies::headpar_forward_bytes(layout, shape, r),
                 4 * (P - 1) * B * c * ((H + 2 * H_kv) * D + H * (D + 1)));
       DistConfig cfg;
       cfg.strategy = StrategyKind::Usp;
@@ -316,9 +316,9 @@ std::int64_t predicted_bytes(const DistConfig& cfg, const ProblemShape& shape, c
                             strategies::ring_group_forward_bytes(groups, shape.B, split.kv_heads, shape.D,
                                                                  rank / u);
     }
-    case StrategyKind::Tp:
-      return backward ? strategies::tp_backward_bytes(layout, shape, rank)
-                      : strategies::tp_forward_bytes(layout, shape, rank);
+    case StrategyKind::HeadParallel:
+      return backward ? strategies::headpar_backward_bytes(layout, shape, rank)
+                      : strategies::headpar_forward_bytes(layout, shape, rank);
     case StrategyKind::DistFlash: {
       // Block needs decided by brute force over every pair (independent of the strategy's check).
       const ResolvedMask rm(mask, shape.S_global, shape.S_global);
@@ -471,7 +471,7 @@ TEST(PeerStrategies, TpEveryLayoutMaskAndGqaRatio) {
     for (Family f : kFamilies)
       for (auto [H, H_kv] : head_configs(P)) {
         DistConfig cfg;
-        cfg.strategy = StrategyKind::Tp;
+        cfg.strategy = StrategyKind::HeadParallel;
         cfg.layout = layout;
         run_case(cfg, 1, H, H_kv, f);
       }
@@ -589,7 +589,7 @@ TEST(PeerStrategies, ReplicatedKvHeadsAndBatch) {
   // H_kv = 1 < P: every rank reads a copy of the one KV head; dK, dV sum over the copies.
   const int P = world_size();
   for (StrategyKind s :
-       {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash}) {
+       {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::HeadParallel, StrategyKind::DistFlash}) {
     DistConfig cfg;
     cfg.strategy = s;
     cfg.layout = s == StrategyKind::DistFlash ? LayoutKind::Contiguous : LayoutKind::Zigzag;
@@ -602,7 +602,7 @@ TEST(PeerStrategies, StridedOperands) {
   // SDPA-layout memory ([B,H,S,D]) passed as BSHD views with permuted strides, GQA 2.
   const int P = world_size();
   for (StrategyKind s :
-       {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash}) {
+       {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::HeadParallel, StrategyKind::DistFlash}) {
     DistConfig cfg;
     cfg.strategy = s;
     cfg.layout = s == StrategyKind::DistFlash ? LayoutKind::Contiguous : LayoutKind::Striped;
@@ -632,7 +632,7 @@ TEST(Multinode, PeerStrategiesOverTcp) {
   if (nodes == 0) GTEST_SKIP() << "runs on the emulated cluster only (ctest -L multinode)";
   ASSERT_TRUE(test::discovered_topology_is(nodes));
   const int P = world_size();
-  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::Tp, StrategyKind::DistFlash})
+  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::HeadParallel, StrategyKind::DistFlash})
     for (LayoutKind layout : kAllLayouts) {
       if (s == StrategyKind::DistFlash && layout != LayoutKind::Contiguous) continue;  // contiguous only
       for (Family f : {Family::Causal, Family::Document}) {
@@ -834,7 +834,7 @@ TEST(PeerStrategiesErrors, HeadsNotDivisibleByRanks) {
     EXPECT_NO_THROW(DistAttention(Communicator::world(), cfg, {1, kS, 3, 1, kD}, Mask::causal_mask()));
     return;
   }
-  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Tp}) {
+  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::HeadParallel}) {
     DistConfig cfg;
     cfg.strategy = s;
     cfg.layout = LayoutKind::Contiguous;

@@ -138,7 +138,7 @@ TEST(StrategiesBf16, EveryStrategyErrorDoesNotGrowWithP) {
       {StrategyKind::Burst, LayoutKind::Zigzag},         {StrategyKind::Burst, LayoutKind::Contiguous},
       {StrategyKind::Ring, LayoutKind::Striped},         {StrategyKind::AllGather, LayoutKind::Contiguous},
       {StrategyKind::Ulysses, LayoutKind::Contiguous},   {StrategyKind::Usp, LayoutKind::Zigzag},
-      {StrategyKind::DistFlash, LayoutKind::Contiguous}, {StrategyKind::Tp, LayoutKind::Contiguous}};
+      {StrategyKind::DistFlash, LayoutKind::Contiguous}, {StrategyKind::HeadParallel, LayoutKind::Contiguous}};
   for (DType dt : {DType::BF16, DType::F16})
     for (const auto& [strategy, layout] : cases) {
       DistConfig cfg;

@@ -87,7 +87,7 @@ void run_plan(const PlanOptions& o) {
 void add_plan_command(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
   auto* cmd = app.add_subcommand("plan", "print the pure plan of a distributed attention (table or --json)");
-  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|tp")
+  cmd->add_option("--strategy", o->strategy, "burst|ring|allgather|ulysses|usp|distflash|headpar")
       ->capture_default_str();
   cmd->add_option("--layout", o->layout, "contiguous|zigzag|striped|balanced")->capture_default_str();
   cmd->add_option("--ranks", o->ranks, "P")->capture_default_str();

@@ -174,8 +174,9 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--kv-heads", opt->kv_heads, "KV heads H_kv (0: = H)");
   cmd->add_option("--head-dim,-D", opt->head_dim, "head dim D")->capture_default_str();
   cmd->add_option("--model-width", opt->model_width,
-                  "model width h: tp then models Megatron SP traffic of X [S/P, h] (0: attention-only "
-                  "tp; with --whole-layer 0 means H*D)");
+                  "model width h: headpar is then charged Megatron SP's traffic of X [S/P, h], the layer "
+                  "as `burst train --strategy tp` runs it (0: headpar's own Q, K, V / O traffic; with "
+                  "--whole-layer 0 means H*D)");
   cmd->add_flag("--whole-layer", opt->whole_layer,
                 "score the whole transformer layer: linear FLOPs, weights, TP's MLP traffic, the "
                 "weight-gradient all-reduce; rank by layer time");

@@ -95,9 +95,9 @@ PassKind pass_from_string(const std::string& name);  ///< "fwd"|"bwd"|"fwd_bwd";
 struct Workload {
   int layers = 1;  ///< seconds and bytes are reported per layer; total ×layers
   std::int64_t B = 1, S_global = 0, H = 0, H_kv = 0, D = 0;
-  /// tp only: 0 → attention-only head parallelism as src/strategies/tp.cc runs it (all-gather
+  /// headpar only: 0 → head-parallel attention as src/strategies/headpar.cc runs it (all-gather
   /// Q, K, V; reduce-scatter O, lse); h > 0 → Megatron SP traffic (all-gather and
-  /// reduce-scatter of X [S/P, h]).
+  /// reduce-scatter of X [S/P, h]: the layer as `burst train --strategy tp` runs it).
   std::int64_t model_width = 0;
   /// Whole transformer layer (Llama-style: QKV and output projections, SwiGLU MLP) around the
   /// attention call: its linear FLOPs, its weights in memory, and the non-attention traffic of
@@ -244,14 +244,14 @@ std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const Sequence
 // ---- The model ---------------------------------------------------------------------------------
 
 /// Scores one candidate; with workload.whole_layer also Estimate::layer (and memory_bytes then
-/// includes the layer's weights, sharded P ways for tp). Infeasible candidates (strategy cannot express the
+/// includes the layer's weights, sharded P ways for headpar). Infeasible candidates (strategy cannot express the
 /// mask, head counts not divisible, memory over capacity, layout divisibility) come back with feasible =
 /// false and a reason — never an exception. Throws: Error(InvalidArgument) from cluster.validate() /
 /// workload.validate().
 Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Candidate& candidate);
 
 /// Every strategy × sensible layout (ring/burst: contiguous, zigzag, striped; allgather:
-/// zigzag, contiguous; distflash: contiguous; ulysses/usp/tp: contiguous), scored and ranked:
+/// zigzag, contiguous; distflash: contiguous; ulysses/usp/headpar: contiguous), scored and ranked:
 /// feasible first by seconds (whole-layer mode: by layer.seconds), then infeasible in input order. Throws as
 /// estimate().
 std::vector<Estimate> rank_strategies(const ClusterSpec& cluster, const Workload& workload);

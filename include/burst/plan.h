@@ -66,7 +66,10 @@ std::vector<std::int64_t> layout_work(const SequenceLayout& layout, const Resolv
 // (declared here, below strategy.h, because a plan is a function of them; strategy.h includes
 // this header.)
 
-enum class StrategyKind : std::uint8_t { Burst, Ring, AllGather, Ulysses, Usp, DistFlash, Tp };
+/// HeadParallel ("headpar"): head-parallel attention with all-gather of Q, K, V and
+/// reduce-scatter of O (docs/strategies.md § headpar); Megatron tensor parallelism of the whole
+/// layer is the LM's `--strategy tp` (apps/lm/model_tp.h), not an attention strategy.
+enum class StrategyKind : std::uint8_t { Burst, Ring, AllGather, Ulysses, Usp, DistFlash, HeadParallel };
 /// Which side circulates in the backward: query side (Q, dO, D, lse + dQ ring; BurstAttention)
 /// or KV side (K, V + dK, dV ring; RingAttention). Auto picks fewer bytes (docs/strategies.md).
 enum class BackwardSide : std::uint8_t { Auto, QuerySide, KvSide };

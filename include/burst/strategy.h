@@ -4,7 +4,8 @@
 // and a problem (B, S_global, H, H_kv, D, mask) into a reusable plan, then runs exact forward and
 // backward passes on each rank's local shards. Strategies: burst (BurstAttention, arXiv
 // 2403.09347), ring (RingAttention), allgather (Llama-3), ulysses (DeepSpeed-Ulysses), usp
-// (Ulysses × ring), distflash (DistFlashAttn), tp (head-parallel baseline). Striped / zigzag
+// (Ulysses × ring), distflash (DistFlashAttn), headpar (head-parallel attention: all-gather Q, K, V,
+// reduce-scatter O — the attention of a Megatron-TP layer started from Q, K, V instead of X). Striped / zigzag
 // attention = ring or burst on the striped / zigzag layout. See docs/strategies.md.
 // Conventions: local tensors are BSHD [B, S_local, H, D] holding this rank's tokens in
 // increasing global position (positions() lists them); lse is [B, H, S_local] fp32 natural log.

@@ -68,7 +68,7 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     global positions (bottom-right aligned, -1 = unbounded). mask: a general mask instead (a
     burst.Mask, a benchmark mask name, or a list of slices; see burst._masks).
     comm: mpi4py communicator; None = single process. strategy: one of burst.strategies()
-    ("burst", "ring", "allgather", "ulysses", "usp", "distflash", "tp"); layout: how the global
+    ("burst", "ring", "allgather", "ulysses", "usp", "distflash", "headpar"); layout: how the global
     sequence is split ("zigzag", "contiguous", "striped", "balanced") — the caller's shards must
     follow it (burst.shard). Extras: num_threads, impl ("tiled" / "reference": the kernel),
     backward_side ("auto" / "query" / "kv"), ulysses_degree, usp_ring ("ring" / "burst": usp's ring

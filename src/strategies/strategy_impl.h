@@ -78,7 +78,7 @@ using ValidateFn = void (*)(const DistConfig&, const ProblemShape&, const Mask&,
 using MakeFn = std::unique_ptr<Strategy> (*)(const Setup&);
 
 // One pair per strategy (definitions: burst.cc, ring.cc, allgather.cc, ulysses.cc, usp.cc,
-// distflash.cc, tp.cc).
+// distflash.cc, headpar.cc).
 void validate_burst(const DistConfig&, const ProblemShape&, const Mask&, int P);
 std::unique_ptr<Strategy> make_burst(const Setup&);
 void validate_ring(const DistConfig&, const ProblemShape&, const Mask&, int P);
@@ -91,7 +91,7 @@ void validate_usp(const DistConfig&, const ProblemShape&, const Mask&, int P);
 std::unique_ptr<Strategy> make_usp(const Setup&);
 void validate_distflash(const DistConfig&, const ProblemShape&, const Mask&, int P);
 std::unique_ptr<Strategy> make_distflash(const Setup&);
-void validate_tp(const DistConfig&, const ProblemShape&, const Mask&, int P);
-std::unique_ptr<Strategy> make_tp(const Setup&);
+void validate_headpar(const DistConfig&, const ProblemShape&, const Mask&, int P);
+std::unique_ptr<Strategy> make_headpar(const Setup&);
 
 }  // namespace burst::strategies

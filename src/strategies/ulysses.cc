@@ -1,4 +1,4 @@
-// DeepSpeed-Ulysses (arXiv 2309.14509): the sequence↔heads all-to-all shared with usp and tp
+// DeepSpeed-Ulysses (arXiv 2309.14509): the sequence↔heads all-to-all shared with usp and headpar
 // (src/strategies/ulysses.h) and the ulysses strategy. Exchange buffers are packed per destination in (field,
 // b, s, h, d) order for BSHD fields and (field, b, h, s) for row fields; the receiver unpacks in the same
 // order, placing each source's tokens at their rows of the group's position-sorted sequence.

@@ -1,11 +1,11 @@
 // src/strategies/ulysses.h — the sequence↔heads all-to-all of the head-parallel strategies (internal).
 //
 // Shared by the head-parallel strategies: ulysses (DeepSpeed-Ulysses, arXiv 2309.14509), usp
-// (Ulysses inside a ring, arXiv 2405.07719) and tp (Megatron-style heads, arXiv 2205.05198).
+// (Ulysses inside a ring, arXiv 2405.07719) and headpar (head-parallel attention).
 // UlyssesExchange moves BSHD tensors between "my tokens, all heads" and "all tokens of the
 // group, my heads" with one all_to_all_v per direction (head ownership: HeadSplit in
 // plan_strategies.h); GroupAttention is what runs between the two all-to-alls.
-// See docs/strategies.md §ulysses, §usp, §tp; DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719),
+// See docs/strategies.md §ulysses, §usp, §headpar; DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719),
 // Megatron-LM (arXiv 2205.05198).
 #pragma once
 

@@ -1,13 +1,12 @@
-// tp — the Megatron-LM head-parallel baseline (arXiv 1909.08053, sequence parallel arXiv
-// 2205.05198; BurstAttention's "TP" column): collectives over the full model width, as the
-// projections around attention force them. Forward: all-gather every rank's [Q | K | V] (all
-// heads — the stand-in for the all-gather of the sequence-sharded input X before the
-// column-parallel QKV projection), attention over the whole sequence for this rank's H/P heads,
-// reduce-scatter of [O | lse] zero-padded to all heads (the reduce-scatter after the
-// row-parallel output projection). Backward: all-gather [Q | dO | K | V | lse | delta],
-// local backward, reduce-scatter [dQ | dK | dV] (replicated KV heads are summed by it).
-// Bytes do not shrink with GQA on the query side and nothing overlaps: the point of the
-// baseline. docs/strategies.md §tp; Megatron-LM (arXiv 1909.08053, 2205.05198).
+// headpar — head-parallel attention over sequence-sharded Q, K, V (the attention of a
+// Megatron-LM tensor-parallel layer, arXiv 1909.08053 / 2205.05198, started from Q, K, V instead
+// of X; BurstAttention's "TP" column). Forward: all-gather every rank's [Q | K | V] (all heads),
+// attention over the whole sequence for this rank's H/P heads, reduce-scatter of [O | lse]
+// zero-padded to all heads. Backward: all-gather [Q | dO | K | V | lse | delta], local backward,
+// reduce-scatter [dQ | dK | dV] (replicated KV heads are summed by it). It moves about twice
+// Megatron-SP's bytes (Q, K, V and O are wider than X), does not shrink with GQA on the query
+// side and nothing overlaps; Megatron tensor parallelism itself is the LM's `--strategy tp`
+// (apps/lm/model_tp.h). docs/strategies.md § headpar.
 #include <cstring>
 #include <numeric>
 
@@ -113,11 +112,11 @@ void unpack_all(const float* src, const std::vector<TensorView>& views) {
   }
 }
 
-class TpStrategy final : public PlannedStrategy {
+class HeadparStrategy final : public PlannedStrategy {
  public:
-  explicit TpStrategy(const Setup& setup)
+  explicit HeadparStrategy(const Setup& setup)
       : PlannedStrategy(setup),
-        ex_(setup.plan->layout().positions, make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "tp")),
+        ex_(setup.plan->layout().positions, make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "headpar")),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         shape_(setup.shape),
         me_(setup.rank) {
@@ -240,11 +239,11 @@ class TpStrategy final : public PlannedStrategy {
 
 }  // namespace
 
-void validate_tp(const DistConfig&, const ProblemShape& shape, const Mask&, int P) {
+void validate_headpar(const DistConfig&, const ProblemShape& shape, const Mask&, int P) {
   // Every layout and every mask: each rank sees the whole sequence for its heads.
-  make_head_split(shape.H, shape.H_kv, P, "tp");
+  make_head_split(shape.H, shape.H_kv, P, "headpar");
 }
 
-std::unique_ptr<Strategy> make_tp(const Setup& setup) { return std::make_unique<TpStrategy>(setup); }
+std::unique_ptr<Strategy> make_headpar(const Setup& setup) { return std::make_unique<HeadparStrategy>(setup); }
 
 }  // namespace burst::strategies
