@@ -78,7 +78,7 @@ for P in $ps; do
         case $s in
           all) matrix "$P" "$out/matrix_P$P.jsonl" --strategies burst,ring --layouts contiguous,zigzag \
                  --masks "$masks" --seqs "$seqs" --heads "$H" --kv-heads "$Hkv" --dim "$D"
-               matrix "$P" "$out/matrix_P$P.jsonl" --strategies allgather,ulysses,usp,distflash,tp \
+               matrix "$P" "$out/matrix_P$P.jsonl" --strategies allgather,ulysses,usp,distflash,headpar \
                  --masks "$masks" --seqs "$seqs" --heads "$H" --kv-heads "$Hkv" --dim "$D" ;;
           burst|ring) matrix "$P" "$out/matrix_P$P.jsonl" --strategies "$s" --layouts contiguous,zigzag \
                  --masks "$masks" --seqs "$seqs" --heads "$H" --kv-heads "$Hkv" --dim "$D" ;;
