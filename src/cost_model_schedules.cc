@@ -246,8 +246,9 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
   } else {
     // Ulysses (src/strategies/ulysses.cc), DeepSpeed's exchanges: forward a2a(Q, K, V) then
     // a2a(O, lse); backward from the saved head-sharded context a2a(dO) then a2a(dQ, dK, dV).
+    // Q, K, V, dO travel in the storage dtype (beta), O, lse and the gradients in fp32.
     const double first = backward ? ze.b_q * z.beta : (ze.b_q + 2 * ze.b_kv) * z.beta;
-    const double second = backward ? (ze.b_q + 2 * ze.b_kv) * kAcc : ze.b_q * z.beta + ze.r * kAcc;
+    const double second = backward ? (ze.b_q + 2 * ze.b_kv) * kAcc : ze.b_q * kAcc + ze.r * kAcc;
     // Each exchange packs per destination and unpacks into the new layout: two copies.
     s.pre_seconds = all_to_all_seconds(c, P, group_per_node, first) + copy_seconds(ctx, 2 * first);
     s.post_seconds = all_to_all_seconds(c, P, group_per_node, second) + copy_seconds(ctx, 2 * second);

@@ -32,28 +32,34 @@ HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* 
   return s;
 }
 
+namespace {
+std::int64_t whole_words(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
+}  // namespace
+
 std::int64_t ulysses_forward_bytes(const HeadSplit& s, const std::vector<std::int64_t>& S_local,
-                                   std::int64_t B, std::int64_t D, int me, bool with_lse) {
-  std::int64_t floats = 0;
+                                   std::int64_t B, std::int64_t D, int me, bool with_lse, std::int64_t e) {
+  std::int64_t bytes = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
-    floats += B * S_local[static_cast<std::size_t>(me)] * (s.heads + 2 * s.kv_heads) * D;     // Q, K, V
-    floats += B * S_local[static_cast<std::size_t>(j)] * s.heads * (D + (with_lse ? 1 : 0));  // out, lse
+    bytes += whole_words(e * B * S_local[static_cast<std::size_t>(me)] * (s.heads + 2 * s.kv_heads) *
+                         D);                                                                     // Q, K, V
+    bytes += 4 * B * S_local[static_cast<std::size_t>(j)] * s.heads * (D + (with_lse ? 1 : 0));  // out, lse
   }
-  return 4 * floats;
+  return bytes;
 }
 
 std::int64_t ulysses_backward_bytes(const HeadSplit& s, const std::vector<std::int64_t>& S_local,
-                                    std::int64_t B, std::int64_t D, int me, bool saved) {
-  std::int64_t floats = 0;
+                                    std::int64_t B, std::int64_t D, int me, bool saved, std::int64_t e) {
+  std::int64_t bytes = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
-    const std::int64_t in = saved ? s.heads * D                                  // dO
-                                  : s.heads * (2 * D + 2) + 2 * s.kv_heads * D;  // Q, dO, lse, delta, K, V
-    floats += B * S_local[static_cast<std::size_t>(me)] * in;
-    floats += B * S_local[static_cast<std::size_t>(j)] * (s.heads + 2 * s.kv_heads) * D;  // dQ, dK, dV
+    const std::int64_t in =
+        saved ? e * s.heads * D                                                // dO
+              : e * (2 * s.heads * D + 2 * s.kv_heads * D) + 4 * 2 * s.heads;  // Q, dO, K, V; lse, delta
+    bytes += whole_words(B * S_local[static_cast<std::size_t>(me)] * in);
+    bytes += 4 * B * S_local[static_cast<std::size_t>(j)] * (s.heads + 2 * s.kv_heads) * D;  // dQ, dK, dV
   }
-  return 4 * floats;
+  return bytes;
 }
 
 // ------------------------------------------------------------------ usp
@@ -194,32 +200,32 @@ const FlashBlock& at(const std::vector<std::vector<FlashBlock>>& m, int t, int r
 }  // namespace
 
 std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
-  std::int64_t floats = 0;
+  std::int64_t bytes = 0;
   for (int t = 1; t < s.steps; ++t) {
     for (int r = 0; r < s.P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
-      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;  // K, V to the query owner
+      if (lb.valid() && lb.kv == rank) bytes += 2 * c.kv * c.e;  // K, V to the query owner
       const FlashBlock& hb = at(s.help, t, r);
-      if (hb.valid() && hb.q == rank) floats += c.q;           // Q to the helper
-      if (hb.valid() && hb.kv == rank) floats += c.q + c.row;  // partial O, lse back
+      if (hb.valid() && hb.q == rank) bytes += (c.q * c.e + 3) / 4 * 4;  // Q to the helper (whole words)
+      if (hb.valid() && hb.kv == rank) bytes += 4 * (c.q + c.row);       // partial O, lse back
     }
   }
-  return 4 * floats;
+  return bytes;
 }
 
 std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
-  std::int64_t floats = 0;
+  std::int64_t bytes = 0;
   for (int t = 1; t < s.steps; ++t) {
     for (int r = 0; r < s.P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
-      if (lb.valid() && lb.kv == rank) floats += 2 * c.kv;  // K, V to the query owner
-      if (lb.valid() && lb.q == rank) floats += 2 * c.kv;   // dK, dV back
+      if (lb.valid() && lb.kv == rank) bytes += 2 * c.kv * c.e;  // K, V to the query owner
+      if (lb.valid() && lb.q == rank) bytes += 4 * 2 * c.kv;     // dK, dV back
       const FlashBlock& hb = at(s.help, t, r);
-      if (hb.valid() && hb.q == rank) floats += 2 * c.q + 2 * c.row;  // Q, dO, lse, delta
-      if (hb.valid() && hb.kv == rank) floats += c.q;                 // dQ back
+      if (hb.valid() && hb.q == rank) bytes += 2 * c.q * c.e + 4 * 2 * c.row;  // Q, dO, lse, delta
+      if (hb.valid() && hb.kv == rank) bytes += 4 * c.q;                       // dQ back
     }
   }
-  return 4 * floats;
+  return bytes;
 }
 
 std::int64_t distflash_block_pairs(const ResolvedMask& mask, std::int64_t c, int i, int j) {
@@ -300,16 +306,17 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
     switch (cfg.strategy) {
       case StrategyKind::Ulysses: {
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "ulysses");
-        // 16-bit inputs never match a saved context (the forward keeps fp32 copies; the rounded
-        // output fed back differs), so they take the stateless backward.
-        const bool saved = cfg.saved_contexts > 0 && shape.dtype == DType::F32;
+        // Q, K, V, dO travel in their storage dtype (e bytes); a 16-bit forward's context is
+        // keyed by its output rounded to that dtype (context_key), so the saved path holds.
+        const bool saved = cfg.saved_contexts > 0;
+        const auto e = static_cast<std::int64_t>(dtype_size(shape.dtype));
         out.forward_payload = "a2a Q,K,V seq->heads | a2a O,lse heads->seq";
         out.backward_payload =
             saved ? "a2a dO (Q,K,V,O,lse kept) | a2a dQ,dK,dV" : "a2a Q,dO,K,V,lse,delta | a2a dQ,dK,dV";
         const auto len = lengths_of(layout, 0, P);
         for (int r = 0; r < P; ++r) {
-          out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r));
-          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r, saved));
+          out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r, true, e));
+          out.backward_bytes.push_back(ulysses_backward_bytes(s, len, B, D, r, saved, e));
           out.visible_pairs.push_back(resolved.visible_pairs() / P);
           out.forward_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, false, false));
           out.backward_peak.push_back(4 * ulysses_peak_floats(s, len, B, D, r, true, saved));
@@ -390,7 +397,8 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         out.backward_payload =
             std::to_string(sched.steps) + " steps: K,V + dK,dV back; Q,dO,lse,delta to helpers, dQ back";
         const std::int64_t c = shape.S_global / P;
-        const ChunkFloats f{B * c * shape.H * D, B * c * shape.H_kv * D, B * shape.H * c};
+        const ChunkFloats f{B * c * shape.H * D, B * c * shape.H_kv * D, B * shape.H * c,
+                            static_cast<std::int64_t>(dtype_size(shape.dtype))};
         for (int r = 0; r < P; ++r) {
           out.forward_bytes.push_back(distflash_forward_bytes(sched, f, r));
           out.backward_bytes.push_back(distflash_backward_bytes(sched, f, r));

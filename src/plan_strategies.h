@@ -55,11 +55,16 @@ HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* 
 ///       + 2·kv_heads·D)  (Q, dO, lse, delta, K, V)  + S_local(j)·(heads + 2·kv_heads)·D  (dQ, dK, dV)].
 /// With equal shards and MHA the forward without lse and the saved backward both move
 /// 4·(u−1)/u·B·S_local·H·D floats per rank: DeepSpeed's 4 all-to-alls each way (arXiv
-/// 2309.14509 §3.1). Pure.
+/// 2309.14509 §3.1). Per dtype (e = bytes per element of Q, K, V, dO: 4 f32, 2 bf16/f16): the
+/// inputs Q, K, V, dO count e bytes per element instead of 4, the rest (O, lse, delta, dQ, dK,
+/// dV) stays fp32, and each partner's message is rounded up to whole 4-byte words (the
+/// exchange's payload unit). Pure.
 std::int64_t ulysses_forward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
-                                   std::int64_t B, std::int64_t D, int me, bool with_lse = true);
+                                   std::int64_t B, std::int64_t D, int me, bool with_lse = true,
+                                   std::int64_t e = 4);
 std::int64_t ulysses_backward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
-                                    std::int64_t B, std::int64_t D, int me, bool saved = true);
+                                    std::int64_t B, std::int64_t D, int me, bool saved = true,
+                                    std::int64_t e = 4);
 
 // ------------------------------------------------------------------ usp
 
@@ -152,18 +157,21 @@ struct DistFlashSchedule {
 /// output). Pure. Throws Error(InvalidArgument) for P < 1.
 DistFlashSchedule make_distflash_schedule(int P, const std::function<bool(int, int)>& needed);
 
-/// Payload sizes of one chunk, in floats: Q/O/dO/dQ (B·c·H·D), K/V/dK/dV (B·c·H_kv·D), one row
-/// vector lse/delta (B·H·c).
+/// Sizes of one chunk, in elements: Q/O/dO/dQ (B·c·H·D), K/V/dK/dV (B·c·H_kv·D), one row
+/// vector lse/delta (B·H·c); e = bytes per element of Q, K, V, dO (4 f32, 2 bf16/f16: they
+/// travel in their storage dtype), partials O, dQ, dK, dV and rows always 4 bytes.
 struct ChunkFloats {
   std::int64_t q = 0, kv = 0, row = 0;
+  std::int64_t e = 4;
 };
 
-/// Bytes rank `rank` sends in a forward / backward pass under the schedule (fp32):
-///  fwd: K,V (2·kv) per local off-diagonal block it serves; Q (q) per helped block of its
-///       queries; partial O and lse (q + row) per block it helps with.
-///  bwd: K,V (2·kv) per local off-diagonal block it serves, dK,dV (2·kv) back per off-diagonal
-///       local block of its queries; Q, dO, lse, delta (2·q + 2·row) per helped block of its
-///       queries; dQ (q) per block it helps with.
+/// Bytes rank `rank` sends in a forward / backward pass under the schedule:
+///  fwd: K,V (2·kv·e) per local off-diagonal block it serves; Q (q·e rounded up to whole 4-byte
+///       words) per helped block of its queries; partial O and lse (4·(q + row)) per block it
+///       helps with.
+///  bwd: K,V (2·kv·e) per local off-diagonal block it serves, dK,dV (4·2·kv) back per
+///       off-diagonal local block of its queries; Q, dO (2·q·e), lse, delta (4·2·row) per helped
+///       block of its queries; dQ (4·q) per block it helps with.
 std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank);
 std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank);
 

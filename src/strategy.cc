@@ -122,11 +122,12 @@ void finish(const TensorView& t, const Tensor& store) {
   if (t.dtype != DType::F32) convert(store.view(), t);
 }
 
-// burst, ring (ring_family.cc) and allgather move Q, K, V, dO in their storage dtype; the other
-// strategies get fp32 stand-ins of 16-bit inputs, so their payloads stay fp32 (plan_steps.cc
-// counts them so).
+// burst, ring (ring_family.cc), allgather, ulysses (ulysses.cc) and distflash move Q, K, V, dO in
+// their storage dtype; usp and headpar get fp32 stand-ins of 16-bit inputs, so their payloads stay
+// fp32 (plan_strategies.cc counts them so).
 bool moves_16bit(StrategyKind s) {
-  return s == StrategyKind::Burst || s == StrategyKind::Ring || s == StrategyKind::AllGather;
+  return s == StrategyKind::Burst || s == StrategyKind::Ring || s == StrategyKind::AllGather ||
+         s == StrategyKind::Ulysses || s == StrategyKind::DistFlash;
 }
 
 /// ulysses and usp return lse only when asked (an empty lse ships nothing) and can run their
@@ -256,7 +257,7 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
     check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
   });
   // dQ, dK, dV are accumulated in fp32 (partials on the write ring included) and rounded once at
-  // the end; strategies other than burst and ring see fp32 stand-ins of 16-bit inputs.
+  // the end; usp and headpar see fp32 stand-ins of 16-bit inputs (moves_16bit).
   const bool keep = moves_16bit(m.cfg.strategy);
   Tensor g32, q32, k32, v32, o32, dq32, dk32, dv32;
   const TensorView ga = keep ? dout : as_f32(dout, g32, true), qa = keep ? q : as_f32(q, q32, true);

@@ -7,10 +7,11 @@
 // rounding of each result to 16 bits (≤ u·|x|, u = 2^-8 bf16, 2^-11 fp16); a distributed run adds
 // fp32-sized differences (merge order, partial sums) that can move a value across a rounding
 // boundary, i.e. at most one more half-ulp — never an error that scales with P. lse stays fp32
-// and meets the fp32 rule of the other distributed tests (dist_close). burst and ring move
-// Q, K, V, dO in 16 bits, allgather K, V (dK, dV partials fp32); every strategy's byte counters
-// must equal the plan's per-dtype formulas. On a CPU with AVX512_BF16 the 16-bit strategies'
-// kernels compute on bf16 operands (P, dS rounded: docs/design.md), and the bound holds there too.
+// and meets the fp32 rule of the other distributed tests (dist_close). burst, ring, ulysses and
+// distflash move Q, K, V, dO in 16 bits, allgather K, V (partials, lse, delta fp32; usp and headpar
+// widen to fp32); every strategy's byte counters must equal the plan's per-dtype formulas. On a CPU with
+// AVX512_BF16 the 16-bit strategies' kernels compute on bf16 operands (P, dS rounded: docs/design.md), and
+// the bound holds there too.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -208,6 +209,56 @@ TEST(StrategiesBf16, RingFamilyBytesPerDtype) {
     EXPECT_EQ(ag.forward().bytes_sent[u], 2 * (P - 1) * 2 * b_kv);
     EXPECT_EQ(ag.backward().bytes_sent[u], 2 * (P - 1) * 2 * b_kv + 4 * (P - 1) * 2 * b_kv);
   }
+}
+
+// Ulysses keeps Q, K, V, dO in 16 bits through its all-to-alls, on both backward paths: the
+// saved context (DeepSpeed's; the 16-bit forward's context is keyed by its rounded output, which
+// the backward passes back) and the stateless one (Q, dO, K, V, lse, delta moved).
+TEST(StrategiesBf16, UlyssesSavedAndStatelessBackward) {
+  for (int slots : {1, 0}) {
+    DistConfig cfg;
+    cfg.strategy = StrategyKind::Ulysses;
+    cfg.saved_contexts = slots;
+    cfg.num_threads = 1;
+    run_case(cfg, DType::BF16);
+  }
+}
+
+// Per-dtype bytes of ulysses and distflash, by hand: Q, K, V, dO at e bytes per element, out,
+// lse, delta and the gradients in fp32. Equal contiguous shards s = S/P, h = H/P, k = H_kv/P.
+TEST(StrategiesBf16, UlyssesAndDistFlashBytesPerDtype) {
+  const std::int64_t P = Communicator::world().size();
+  ProblemShape shape{1, kS, kH, kHkv, kD};
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Ulysses;
+  cfg.layout = LayoutKind::Contiguous;
+  const std::int64_t s = kS / P, h = kH / P, k = kHkv / P;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    shape.dtype = dt;
+    const std::int64_t e = dt == DType::F32 ? 4 : 2;
+    const Plan plan = Plan::make(cfg, shape, Mask::causal_mask(), static_cast<int>(P), static_cast<int>(P));
+    for (std::size_t g = 0; g < static_cast<std::size_t>(P); ++g) {
+      EXPECT_EQ(plan.forward().bytes_sent[g], (P - 1) * (e * s * (h + 2 * k) * kD + 4 * s * h * (kD + 1)));
+      EXPECT_EQ(plan.backward().bytes_sent[g], (P - 1) * (e * s * h * kD + 4 * s * (h + 2 * k) * kD))
+          << "saved-context backward: dO in, dQ, dK, dV out";
+    }
+  }
+  // distflash: every input payload halves in bf16, the returned partials do not (a rank that
+  // only returns partials sends as much as in fp32).
+  cfg.strategy = StrategyKind::DistFlash;
+  shape.dtype = DType::F32;
+  const Plan f32 = Plan::make(cfg, shape, Mask::causal_mask(), static_cast<int>(P), static_cast<int>(P));
+  shape.dtype = DType::BF16;
+  const Plan bf16 = Plan::make(cfg, shape, Mask::causal_mask(), static_cast<int>(P), static_cast<int>(P));
+  std::int64_t sum16 = 0, sum32 = 0;
+  for (std::size_t g = 0; g < static_cast<std::size_t>(P); ++g) {
+    EXPECT_LE(bf16.forward().bytes_sent[g], f32.forward().bytes_sent[g]);
+    EXPECT_LE(bf16.backward().bytes_sent[g], f32.backward().bytes_sent[g]);
+    EXPECT_GE(2 * bf16.forward().bytes_sent[g], f32.forward().bytes_sent[g]);  // never below half
+    sum16 += bf16.forward().bytes_sent[g] + bf16.backward().bytes_sent[g];
+    sum32 += f32.forward().bytes_sent[g] + f32.backward().bytes_sent[g];
+  }
+  if (P > 1) { EXPECT_LT(sum16, sum32); }
 }
 
 }  // namespace

@@ -39,11 +39,6 @@ void for_each_run(const TensorView& view, F&& fn) {
 
 }  // namespace
 
-void append_packed(const TensorView& view, std::vector<float>& out) {
-  out.reserve(out.size() + static_cast<std::size_t>(view.numel()));
-  for_each_run(view, [&](const float* p, std::int64_t n) { out.insert(out.end(), p, p + n); });
-}
-
 void unpack_into(const float* src, const TensorView& view) {
   for_each_run(view, [&](float* p, std::int64_t n) {
     std::memcpy(p, src, static_cast<std::size_t>(n) * sizeof(float));
@@ -71,6 +66,36 @@ void for_each_byte_run(const TensorView& view, F&& fn) {
 }
 
 }  // namespace
+
+void append_packed(const TensorView& view, std::vector<float>& out) {
+  if (view.dtype == DType::F32) {
+    out.reserve(out.size() + static_cast<std::size_t>(view.numel()));
+    for_each_run(view, [&](const float* p, std::int64_t n) { out.insert(out.end(), p, p + n); });
+    return;
+  }
+  const std::size_t start = out.size();
+  out.resize(start + static_cast<std::size_t>(packed_floats(view.numel(), view.dtype)), 0.0f);
+  char* dst = reinterpret_cast<char*>(out.data() + start);
+  for_each_byte_run(view, [&](const char* p, std::int64_t bytes) {
+    std::memcpy(dst, p, static_cast<std::size_t>(bytes));
+    dst += bytes;
+  });
+}
+
+std::int64_t packed_floats(std::int64_t n, DType dtype) {
+  return (n * static_cast<std::int64_t>(dtype_size(dtype)) + 3) / 4;
+}
+
+TypedTensor::TypedTensor(std::vector<std::int64_t> shape, DType dtype)
+    : shape_(std::move(shape)), dtype_(dtype) {
+  std::int64_t n = 1;
+  for (const std::int64_t x : shape_) n *= x;
+  words_.assign(static_cast<std::size_t>(packed_floats(n, dtype_)), 0.0f);
+}
+
+TensorView TypedTensor::view() const {
+  return make_view(static_cast<const void*>(words_.data()), dtype_, shape_);
+}
 
 void append_packed_pair(const TensorView& a, const TensorView& b, std::vector<float>& out) {
   BURST_CHECK(a.dtype == b.dtype && a.numel() == b.numel(), Internal, "append_packed_pair: ", a.describe(),
@@ -138,9 +163,20 @@ std::uint64_t content_fingerprint(std::initializer_list<TensorView> views) {
   constexpr std::uint64_t kPrime = 1099511628211ull;
   std::array<std::uint64_t, 4> lane{14695981039346656037ull, 1, 2, 3};
   for (const TensorView& v : views) {
-    BURST_CHECK(v.dtype == DType::F32, Internal, "content_fingerprint of ", v.describe(), ": fp32 only");
     for (int i = 0; i < v.ndim; ++i)
       lane[0] = (lane[0] ^ static_cast<std::uint64_t>(v.shape[static_cast<std::size_t>(i)])) * kPrime;
+    if (v.dtype != DType::F32) {  // 16-bit: the dtype, then the bytes of each run as words
+      lane[0] = (lane[0] ^ (0x100u + static_cast<std::uint64_t>(v.dtype))) * kPrime;
+      for_each_byte_run(v, [&](const char* p, std::int64_t bytes) {
+        for (std::int64_t i = 0; i < bytes; i += 4) {
+          std::uint32_t w = 0;
+          std::memcpy(&w, p + i, static_cast<std::size_t>(std::min<std::int64_t>(4, bytes - i)));
+          lane[static_cast<std::size_t>((i / 4) % 4)] =
+              (lane[static_cast<std::size_t>((i / 4) % 4)] ^ w) * kPrime;
+        }
+      });
+      continue;
+    }
     for_each_run(v, [&](const float* p, std::int64_t n) {
       std::int64_t i = 0;
       for (; i + 4 <= n; i += 4) {

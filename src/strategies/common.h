@@ -25,8 +25,11 @@ TensorView bshd_view(const float* data, std::int64_t B, std::int64_t S, std::int
 /// Contiguous row view [B, H, S] over `data`.
 TensorView rows_view(const float* data, std::int64_t B, std::int64_t H, std::int64_t S);
 
-/// Appends the elements of `view` (any strides, up to 4 dims, f32) in row-major order to `out`.
+/// Appends the elements of `view` (any strides, up to 4 dims) in row-major order to `out` in
+/// their own dtype: f32 as is, bf16/f16 as 16-bit patterns two per word, the last word
+/// zero-padded when numel is odd. Words appended: packed_floats(numel, dtype).
 void append_packed(const TensorView& view, std::vector<float>& out);
+std::int64_t packed_floats(std::int64_t n, DType dtype);
 /// Appends a then b (same dtype and element count, any strides) in row-major order in their own
 /// dtype: f32 as is, bf16/f16 as their 16-bit patterns packed two per float word (2n halves =
 /// n words, so the payload stays word aligned). Words appended: packed_pair_floats(n, dtype).
@@ -36,6 +39,25 @@ std::int64_t packed_pair_floats(std::int64_t n, DType dtype);
 /// `data` (the second tensor of a packed pair: elements = n).
 TensorView bshd_view_at(const float* data, std::int64_t elements, DType dtype, std::int64_t B, std::int64_t S,
                         std::int64_t H, std::int64_t D);
+/// Owning contiguous storage of `dtype` (f32, or bf16/f16 as 16-bit patterns two per word),
+/// zero-initialised: burst::Tensor's twin for inputs a strategy keeps in their 16-bit dtype
+/// (Ulysses' gathered and saved Q, K, V, dO). Not copyable (views point into it); movable.
+class TypedTensor {
+ public:
+  TypedTensor() = default;
+  TypedTensor(std::vector<std::int64_t> shape, DType dtype);
+  TypedTensor(TypedTensor&&) noexcept = default;
+  TypedTensor& operator=(TypedTensor&&) noexcept = default;
+  TypedTensor(const TypedTensor&) = delete;
+  TypedTensor& operator=(const TypedTensor&) = delete;
+  TensorView view() const;
+
+ private:
+  std::vector<float> words_;
+  std::vector<std::int64_t> shape_;
+  DType dtype_ = DType::F32;
+};
+
 /// Copies row-major `src` (view.numel() values) into `view` (any strides).
 void unpack_into(const float* src, const TensorView& view);
 /// Sets every element of `view` to `value`.
@@ -68,10 +90,10 @@ class BufferPool {
   std::vector<std::vector<float>> free_;  // oldest first
   std::int64_t out_ = 0, peak_ = 0;       // floats handed out and not returned; their maximum
 };
-/// 64-bit fingerprint of the shapes and fp32 contents of `views` (any strides, up to 4 dims),
-/// FNV-1a over 32-bit words in four interleaved lanes. Not cryptographic: it tells whether a
-/// backward's inputs are the ones a forward saw (ulysses' saved contexts). Not collective.
-/// Cost: one read of every element (≈ 4 GB/s on one core).
+/// 64-bit fingerprint of the shapes, dtypes and contents of `views` (any strides, up to 4 dims),
+/// FNV-1a over 32-bit words in four interleaved lanes (16-bit views: their bytes as words). Not
+/// cryptographic: it tells whether a backward's inputs are the ones a forward saw (ulysses' saved contexts).
+/// Not collective. Cost: one read of every element (≈ 4 GB/s on one core).
 std::uint64_t content_fingerprint(std::initializer_list<TensorView> views);
 
 /// Kernel parameters of a step: queries at q_pos, keys at kv_pos (global, increasing).

@@ -61,6 +61,11 @@ AttentionParams block_params(const AttentionParams& base, const Dims& d, int P, 
 TensorView bshd(float* data, const Dims& d, std::int64_t heads) {
   return make_view(data, {d.B, d.c, heads, d.D});
 }
+/// BSHD chunk view of `dt` elements starting `elements` elements past `data` (a packed pair's
+/// second tensor starts numel elements in; append_packed_pair).
+TensorView bshd_in(const float* data, std::int64_t elements, DType dt, const Dims& d, std::int64_t heads) {
+  return bshd_view_at(data, elements, dt, d.B, d.c, heads, d.D);
+}
 TensorView rows(float* data, const Dims& d) { return make_view(data, {d.B, d.H, d.c}); }
 
 /// Posts the inputs of step t: what this rank receives (into `inbox`, index returned) and what
@@ -104,9 +109,9 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
   std::vector<float> kv_payload, q_payload;
   RequestSet sends;  // every isend of the pass; completed before returning
   StepInputs next;
+  const DType dt = q.dtype;  // Q, K, V travel in their storage dtype; partials (O, lse) fp32
   if (s.steps > 1) {
-    append_packed(k, kv_payload);
-    append_packed(v, kv_payload);
+    append_packed_pair(k, v, kv_payload);
     append_packed(q, q_payload);
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
     if (!overlap) times.comm_seconds += next.set.wait_all();
@@ -159,7 +164,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
       std::vector<float> qi = cur.set.take(static_cast<std::size_t>(cur.q_index));
       std::vector<float> result(static_cast<std::size_t>(d.q() + d.row()));
       Stopwatch w(&times.compute_seconds);
-      attention_forward(bshd(qi.data(), d, d.H), k, v, bshd(result.data(), d, d.H),
+      attention_forward(bshd_in(qi.data(), 0, dt, d, d.H), k, v, bshd(result.data(), d, d.H),
                         rows(result.data() + d.q(), d), params(hb));
       sends.add(comm.isend(std::move(result), hb.q, tag(t, kPartial)));
     }
@@ -167,7 +172,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
     if (lb.valid()) {
       std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
       Stopwatch w(&times.compute_seconds);
-      attention_forward(q, bshd(kv.data(), d, d.H_kv), bshd(kv.data() + d.kv(), d, d.H_kv),
+      attention_forward(q, bshd_in(kv.data(), 0, dt, d, d.H_kv), bshd_in(kv.data(), d.kv(), dt, d, d.H_kv),
                         bshd(part_out.data(), d, d.H), rows(part_lse.data(), d), params(lb));
       merge_forward(out, lse, bshd(part_out.data(), d, d.H), rows(part_lse.data(), d));
     }
@@ -194,11 +199,12 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
   std::vector<float> kv_payload, q_payload;
   RequestSet sends;
   StepInputs next;
+  // Q, dO, K, V travel in their storage dtype; lse, delta and the dQ, dK, dV partials in fp32.
+  const DType dt = q.dtype;
+  const std::int64_t qd_words = packed_pair_floats(d.q(), dt);  // Q, dO at the payload's start
   if (s.steps > 1) {
-    append_packed(k, kv_payload);
-    append_packed(v, kv_payload);
-    append_packed(q, q_payload);
-    append_packed(dout, q_payload);
+    append_packed_pair(k, v, kv_payload);
+    append_packed_pair(q, dout, q_payload);
     append_packed(lse, q_payload);
     append_packed(delta.view(), q_payload);
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
@@ -261,8 +267,8 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
       float* base_ptr = qs.data();
       std::vector<float> dq_part(static_cast<std::size_t>(d.q()), 0.0f);
       Stopwatch w(&times.compute_seconds);
-      attention_backward_with_delta(bshd(base_ptr + d.q(), d, d.H), bshd(base_ptr, d, d.H), k, v,
-                                    rows(base_ptr + 2 * d.q(), d), rows(base_ptr + 2 * d.q() + d.row(), d),
+      attention_backward_with_delta(bshd_in(base_ptr, d.q(), dt, d, d.H), bshd_in(base_ptr, 0, dt, d, d.H), k,
+                                    v, rows(base_ptr + qd_words, d), rows(base_ptr + qd_words + d.row(), d),
                                     bshd(dq_part.data(), d, d.H), dk, dv, params(hb), true);
       sends.add(comm.isend(std::move(dq_part), hb.q, tag(t, kGrad)));
     }
@@ -271,9 +277,10 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
       std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
       std::vector<float> dkv(static_cast<std::size_t>(2 * d.kv()), 0.0f);
       Stopwatch w(&times.compute_seconds);
-      attention_backward_with_delta(dout, q, bshd(kv.data(), d, d.H_kv), bshd(kv.data() + d.kv(), d, d.H_kv),
-                                    lse, delta.view(), dq, bshd(dkv.data(), d, d.H_kv),
-                                    bshd(dkv.data() + d.kv(), d, d.H_kv), params(lb), true);
+      attention_backward_with_delta(dout, q, bshd_in(kv.data(), 0, dt, d, d.H_kv),
+                                    bshd_in(kv.data(), d.kv(), dt, d, d.H_kv), lse, delta.view(), dq,
+                                    bshd(dkv.data(), d, d.H_kv), bshd(dkv.data() + d.kv(), d, d.H_kv),
+                                    params(lb), true);
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
     add_pending();  // step t − 1's gradients, which travelled during this step's compute

@@ -24,12 +24,51 @@ std::int64_t at(const TensorView& v, bool row, std::int64_t b, std::int64_t s, s
              : b * v.stride[0] + s * v.stride[1] + h * v.stride[2];
 }
 
-/// Floats one token contributes to an exchange with one partner: Σ_fields B · heads · W.
-std::int64_t floats_per_token(const std::vector<UlyssesExchange::Field>& fields, const HeadSplit& split) {
+std::int64_t elem_bytes(const UlyssesExchange::Field& f) {
+  return static_cast<std::int64_t>(dtype_size(f.local.dtype));
+}
+
+/// Bytes one token contributes to an exchange with one partner: Σ_fields B · heads · W · e, each
+/// field in its own dtype (Q, K, V, dO may be 16-bit; out, lse, delta and gradients are fp32).
+std::int64_t bytes_per_token(const std::vector<UlyssesExchange::Field>& fields, const HeadSplit& split) {
   std::int64_t n = 0;
   for (const auto& f : fields)
-    n += f.local.size(0) * (f.kv ? split.kv_heads : split.heads) * (f.row ? 1 : f.local.size(3));
+    n += f.local.size(0) * (f.kv ? split.kv_heads : split.heads) * (f.row ? 1 : f.local.size(3)) *
+         elem_bytes(f);
   return n;
+}
+
+/// Words (4 bytes) of a payload of `bytes`: each partner's segment is padded to whole words.
+std::int64_t payload_words(std::int64_t bytes) { return (bytes + 3) / 4; }
+
+/// Start of partner j's segment in a buffer laid out by `counts` (words).
+char* segment(std::vector<float>& buf, const std::vector<std::int64_t>& counts, int j) {
+  const std::int64_t off = std::accumulate(counts.begin(), counts.begin() + j, std::int64_t{0});
+  return reinterpret_cast<char*>(buf.data() + off);
+}
+
+void copy(void* dst, const void* src, std::int64_t bytes) {
+  std::memcpy(dst, src, static_cast<std::size_t>(bytes));
+}
+
+/// x[0..n) += in[0..n) for fp32 values at any alignment (a 16-bit field before may leave the
+/// payload 2-byte aligned).
+void add_f32(char* x, const char* in, std::int64_t n) {
+  for (std::int64_t d = 0; d < n; ++d) {
+    float a = 0, b = 0;
+    std::memcpy(&a, x + 4 * d, 4);
+    std::memcpy(&b, in + 4 * d, 4);
+    a += b;
+    std::memcpy(x + 4 * d, &a, 4);
+  }
+}
+
+/// Each field's local and gathered views share a dtype; row vectors (lse, delta) are fp32.
+void check_fields(const std::vector<UlyssesExchange::Field>& fields) {
+  for (const auto& f : fields)
+    BURST_CHECK(f.local.dtype == f.gathered.dtype && (!f.row || f.local.dtype == DType::F32), Internal,
+                "Ulysses field ", f.local.describe(), " / ", f.gathered.describe(),
+                ": mixed dtypes or a 16-bit row vector");
 }
 
 std::vector<float> buffer_for(const std::vector<std::int64_t>& counts) {
@@ -62,50 +101,53 @@ UlyssesExchange::UlyssesExchange(std::vector<std::vector<std::int64_t>> member_p
 void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<Field>& fields) const {
   const int u = split_.u, me = comm.rank();
   BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
-  const std::int64_t per_token = floats_per_token(fields, split_);
-  std::vector<std::int64_t> send_counts, recv_counts;  // my tokens out, every member's tokens in
+  check_fields(fields);
+  const std::int64_t per_token = bytes_per_token(fields, split_);
+  std::vector<std::int64_t> send_counts, recv_counts;  // my tokens out, every member's tokens in (words)
   for (int j = 0; j < u; ++j) {
-    send_counts.push_back(local_length(me) * per_token);
-    recv_counts.push_back(local_length(j) * per_token);
+    send_counts.push_back(payload_words(local_length(me) * per_token));
+    recv_counts.push_back(payload_words(local_length(j) * per_token));
   }
   std::vector<float> send = buffer_for(send_counts), recv = buffer_for(recv_counts);
-  float* out = send.data();
   for (int j = 0; j < u; ++j) {
+    char* out = segment(send, send_counts, j);
     for (const Field& f : fields) {
       const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
-      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
+      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads, es = elem_bytes(f);
       const std::int64_t lo = f.kv ? split_.kv_lo(j) : split_.q_lo(j);
-      const float* src = f.local.f32();
+      const char* src = static_cast<const char*>(f.local.data);
       for (std::int64_t b = 0; b < B; ++b) {
         if (f.row) {
           for (std::int64_t h = 0; h < n; ++h)
-            for (std::int64_t s = 0; s < S; ++s) *out++ = src[at(f.local, true, b, s, lo + h)];
+            for (std::int64_t s = 0; s < S; ++s, out += es)
+              copy(out, src + es * at(f.local, true, b, s, lo + h), es);
         } else {
           for (std::int64_t s = 0; s < S; ++s)
-            for (std::int64_t h = 0; h < n; ++h, out += W)
-              std::memcpy(out, src + at(f.local, false, b, s, lo + h),
-                          sizeof(float) * static_cast<std::size_t>(W));
+            for (std::int64_t h = 0; h < n; ++h, out += W * es)
+              copy(out, src + es * at(f.local, false, b, s, lo + h), W * es);
         }
       }
     }
   }
   comm.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts);
-  const float* in = recv.data();
   for (int i = 0; i < u; ++i) {
+    const char* in = segment(recv, recv_counts, i);
     const auto& rows = rows_[static_cast<std::size_t>(i)];
     for (const Field& f : fields) {
       const std::int64_t B = f.gathered.size(0), W = f.row ? 1 : f.gathered.size(3);
-      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
-      float* dst = f.gathered.f32();
+      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads, es = elem_bytes(f);
+      char* dst = static_cast<char*>(f.gathered.data);
       for (std::int64_t b = 0; b < B; ++b) {
         if (f.row) {
           for (std::int64_t h = 0; h < n; ++h)
-            for (std::int64_t row : rows) dst[at(f.gathered, true, b, row, h)] = *in++;
+            for (std::int64_t row : rows) {
+              copy(dst + es * at(f.gathered, true, b, row, h), in, es);
+              in += es;
+            }
         } else {
           for (std::int64_t row : rows)
-            for (std::int64_t h = 0; h < n; ++h, in += W)
-              std::memcpy(dst + at(f.gathered, false, b, row, h), in,
-                          sizeof(float) * static_cast<std::size_t>(W));
+            for (std::int64_t h = 0; h < n; ++h, in += W * es)
+              copy(dst + es * at(f.gathered, false, b, row, h), in, W * es);
         }
       }
     }
@@ -115,37 +157,42 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
 void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<Field>& fields) const {
   const int u = split_.u, me = comm.rank();
   BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
-  const std::int64_t per_token = floats_per_token(fields, split_);
-  std::vector<std::int64_t> send_counts, recv_counts;  // every member's tokens out, mine in
+  check_fields(fields);
+  const std::int64_t per_token = bytes_per_token(fields, split_);
+  std::vector<std::int64_t> send_counts, recv_counts;  // every member's tokens out, mine in (words)
   for (int j = 0; j < u; ++j) {
-    send_counts.push_back(local_length(j) * per_token);
-    recv_counts.push_back(local_length(me) * per_token);
+    send_counts.push_back(payload_words(local_length(j) * per_token));
+    recv_counts.push_back(payload_words(local_length(me) * per_token));
   }
   std::vector<float> send = buffer_for(send_counts), recv = buffer_for(recv_counts);
-  float* out = send.data();
   for (int i = 0; i < u; ++i) {
+    char* out = segment(send, send_counts, i);
     const auto& rows = rows_[static_cast<std::size_t>(i)];
     for (const Field& f : fields) {
       const std::int64_t B = f.gathered.size(0), W = f.row ? 1 : f.gathered.size(3);
-      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
-      const float* src = f.gathered.f32();
+      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads, es = elem_bytes(f);
+      const char* src = static_cast<const char*>(f.gathered.data);
       for (std::int64_t b = 0; b < B; ++b) {
         if (f.row) {
           for (std::int64_t h = 0; h < n; ++h)
-            for (std::int64_t row : rows) *out++ = src[at(f.gathered, true, b, row, h)];
+            for (std::int64_t row : rows) {
+              copy(out, src + es * at(f.gathered, true, b, row, h), es);
+              out += es;
+            }
         } else {
           for (std::int64_t row : rows)
-            for (std::int64_t h = 0; h < n; ++h, out += W)
-              std::memcpy(out, src + at(f.gathered, false, b, row, h),
-                          sizeof(float) * static_cast<std::size_t>(W));
+            for (std::int64_t h = 0; h < n; ++h, out += W * es)
+              copy(out, src + es * at(f.gathered, false, b, row, h), W * es);
         }
       }
     }
   }
   comm.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts);
-  // Replicated KV heads come back once per replica: zero, then sum in member order.
+  // Replicated KV heads (fp32 gradients) come back once per replica: zero, then sum in member order.
   for (const Field& f : fields) {
     if (!(f.kv && split_.kv_replicated)) continue;
+    BURST_CHECK(f.local.dtype == DType::F32, Internal, "summed Ulysses field ", f.local.describe(),
+                " must be fp32");
     const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
     const std::int64_t Hx = f.row ? f.local.size(1) : f.local.size(2);
     for (std::int64_t b = 0; b < B; ++b)
@@ -153,30 +200,26 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
         for (std::int64_t h = 0; h < Hx; ++h)
           std::fill_n(f.local.f32() + at(f.local, f.row, b, s, h), W, 0.0f);
   }
-  const float* in = recv.data();
   for (int j = 0; j < u; ++j) {
+    const char* in = segment(recv, recv_counts, j);
     for (const Field& f : fields) {
       const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
-      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads;
+      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads, es = elem_bytes(f);
       const std::int64_t lo = f.kv ? split_.kv_lo(j) : split_.q_lo(j);
       const bool sum = f.kv && split_.kv_replicated;
-      float* dst = f.local.f32();
+      char* dst = static_cast<char*>(f.local.data);
       for (std::int64_t b = 0; b < B; ++b) {
         if (f.row) {
           for (std::int64_t h = 0; h < n; ++h)
-            for (std::int64_t s = 0; s < S; ++s, ++in) {
-              float& x = dst[at(f.local, true, b, s, lo + h)];
-              x = sum ? x + *in : *in;
+            for (std::int64_t s = 0; s < S; ++s, in += es) {
+              char* x = dst + es * at(f.local, true, b, s, lo + h);
+              sum ? add_f32(x, in, 1) : copy(x, in, es);
             }
         } else {
           for (std::int64_t s = 0; s < S; ++s)
-            for (std::int64_t h = 0; h < n; ++h, in += W) {
-              float* x = dst + at(f.local, false, b, s, lo + h);
-              if (sum) {
-                for (std::int64_t d = 0; d < W; ++d) x[d] += in[d];
-              } else {
-                std::memcpy(x, in, sizeof(float) * static_cast<std::size_t>(W));
-              }
+            for (std::int64_t h = 0; h < n; ++h, in += W * es) {
+              char* x = dst + es * at(f.local, false, b, s, lo + h);
+              sum ? add_f32(x, in, W) : copy(x, in, W * es);
             }
         }
       }
@@ -203,6 +246,14 @@ AttentionParams gathered_params(const AttentionParams& base, const UlyssesExchan
 
 }  // namespace
 
+std::uint64_t context_key(const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& out) {
+  if (q.dtype == DType::F32 || out.dtype == q.dtype) return content_fingerprint({q, k, v, out});
+  TypedTensor rounded(std::vector<std::int64_t>(out.shape.begin(), out.shape.begin() + out.ndim), q.dtype);
+  convert(out, rounded.view());
+  return content_fingerprint({q, k, v, rounded.view()});
+}
+
 void ContextStore::save(std::uint64_t key, UlyssesContext ctx) {
   if (slots_ <= 0) return;
   erase(key);
@@ -227,7 +278,8 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
                      const TensorView& lse, PassTimes* times, UlyssesContext* keep) {
   const HeadSplit& s = ex.split();
   const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length();
-  Tensor qg({B, S, s.heads, D}), kg({B, S, s.kv_heads, D}), vg({B, S, s.kv_heads, D});
+  TypedTensor qg({B, S, s.heads, D}, q.dtype), kg({B, S, s.kv_heads, D}, k.dtype),
+      vg({B, S, s.kv_heads, D}, v.dtype);
   Tensor og({B, S, s.heads, D}), lg({B, s.heads, S});
   {
     Stopwatch w(comm_sink(times));
@@ -243,7 +295,14 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
       ex.heads_to_seq(group, {{out, og.view(), false, false}});
     }
   }
-  if (keep != nullptr) *keep = {std::move(qg), std::move(kg), std::move(vg), std::move(og), std::move(lg)};
+  if (keep == nullptr) return;
+  if (q.dtype == DType::F32) {
+    *keep = {std::move(qg), std::move(kg), std::move(vg), std::move(og), std::move(lg), TypedTensor{}};
+  } else {  // keep out as the caller saves it: rounded to the inputs' dtype (delta uses it)
+    TypedTensor rounded({B, S, s.heads, D}, q.dtype);
+    convert(og.view(), rounded.view());
+    *keep = {std::move(qg), std::move(kg), std::move(vg), Tensor{}, std::move(lg), std::move(rounded)};
+  }
 }
 
 void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex,
@@ -252,14 +311,15 @@ void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex
                             PassTimes* times) {
   const HeadSplit& s = ex.split();
   const std::int64_t B = dout.size(0), D = dout.size(3), S = ex.group_length();
-  Tensor dog({B, S, s.heads, D}), deltag({B, s.heads, S});
+  TypedTensor dog({B, S, s.heads, D}, dout.dtype);
+  Tensor deltag({B, s.heads, S});
   {
     Stopwatch w(comm_sink(times));
     ex.seq_to_heads(group, {{dout, dog.view(), false, false}});
   }
   {
     Stopwatch w(compute_sink(times));
-    attention_delta(dog.view(), ctx.out.view(), deltag.view());
+    attention_delta(dog.view(), ctx.out_view(), deltag.view());
   }
   Tensor dqg({B, S, s.heads, D}), dkg({B, S, s.kv_heads, D}), dvg({B, S, s.kv_heads, D});
   attend.backward(dog.view(), ctx.q.view(), ctx.k.view(), ctx.v.view(), ctx.lse.view(), deltag.view(),
@@ -280,8 +340,8 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
     Stopwatch w(compute_sink(times));
     attention_delta(dout, out, delta.view());
   }
-  Tensor qg({B, S, s.heads, D}), dog({B, S, s.heads, D}), kg({B, S, s.kv_heads, D}),
-      vg({B, S, s.kv_heads, D});
+  TypedTensor qg({B, S, s.heads, D}, q.dtype), dog({B, S, s.heads, D}, dout.dtype),
+      kg({B, S, s.kv_heads, D}, k.dtype), vg({B, S, s.kv_heads, D}, v.dtype);
   Tensor lg({B, s.heads, S}), deltag({B, s.heads, S});
   {
     Stopwatch w(comm_sink(times));
@@ -326,13 +386,13 @@ void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesEx
   run(peak_fwd_, stats, [&](PassTimes& t) {
     ulysses_forward(group, ex, attend, q, k, v, out, lse, &t, keep ? &ctx : nullptr);
   });
-  if (keep) store_.save(content_fingerprint({q, k, v, out}), std::move(ctx));
+  if (keep) store_.save(context_key(q, k, v, out), std::move(ctx));
 }
 
 const UlyssesContext* HeadParallelStrategy::agreed_context(const TensorView& q, const TensorView& k,
                                                            const TensorView& v, const TensorView& out,
                                                            std::uint64_t& key) const {
-  key = store_.slots() > 0 ? content_fingerprint({q, k, v, out}) : 0;
+  key = store_.slots() > 0 ? context_key(q, k, v, out) : 0;
   const UlyssesContext* ctx = store_.slots() > 0 ? store_.find(key) : nullptr;
   // Control data (not counted): every rank must take the same path, or the exchanges differ.
   return comm_.all_reduce_min(std::int64_t{ctx != nullptr ? 1 : 0}) == 1 ? ctx : nullptr;

@@ -52,12 +52,15 @@ class UlyssesExchange {
 
   /// Sequence → heads: fills every field's `gathered` from all members' `local`.
   /// Collective over `comm` (size u, rank = member index): every member calls with fields of
-  /// the same kinds in the same order. Sends Σ_fields B·S_local·(heads or kv_heads)·W floats to
-  /// each other member (W = D, or 1 for rows). Cost: one all_to_all_v plus two copies.
+  /// the same kinds in the same order. Each field travels in its own dtype (local and gathered
+  /// views share it; Q, K, V, dO may be bf16/f16, row vectors are fp32): sends
+  /// Σ_fields B·S_local·(heads or kv_heads)·W·e bytes to each other member (W = D, or 1 for rows;
+  /// e = bytes per element), rounded up to whole 4-byte words per member. Cost: one
+  /// all_to_all_v plus two copies.
   void seq_to_heads(const Communicator& comm, const std::vector<Field>& fields) const;
   /// Heads → sequence: overwrites every field's `local` from all members' `gathered`; KV fields
   /// are summed over replicas when the split replicates KV heads (in member order:
-  /// deterministic). Collective as seq_to_heads.
+  /// deterministic; such fields must be fp32). Collective as seq_to_heads.
   void heads_to_seq(const Communicator& comm, const std::vector<Field>& fields) const;
 
  private:
@@ -100,10 +103,22 @@ class LocalGroupAttention final : public GroupAttention {
 
 /// The head-sharded tensors of one forward pass, kept for its backward: DeepSpeed-Ulysses keeps
 /// them as the local attention's autograd context (arXiv 2309.14509 §3.1), so the backward moves
-/// only dO in and dQ, dK, dV out. Shapes as GroupAttention's gathered ones.
+/// only dO in and dQ, dK, dV out. Shapes as GroupAttention's gathered ones; q, k, v in the inputs'
+/// dtype (bf16/f16 kept as they travelled), lse fp32; out fp32 for fp32 inputs, else
+/// out_rounded: out rounded to the inputs' dtype, as the caller saves it, so that delta =
+/// rowsum(dO∘O) is the stateless path's (and FlashAttention's) from the saved out.
 struct UlyssesContext {
-  Tensor q, k, v, out, lse;
+  TypedTensor q, k, v;
+  Tensor out, lse;
+  TypedTensor out_rounded;
+  TensorView out_view() const { return out.numel() > 0 ? out.view() : out_rounded.view(); }
 };
+
+/// The key a saved context is stored under: content_fingerprint of q, k, v and out, with out
+/// rounded to q's dtype first when q is 16-bit (the forward sees the fp32 result the façade
+/// rounds afterwards, the backward gets the rounded one back — or the fp32 one: both match).
+std::uint64_t context_key(const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& out);
 
 /// Up to `slots` saved contexts keyed by content_fingerprint of the forward's local q, k, v,
 /// out; saving past `slots` drops the oldest. Not collective; slots = 0 keeps nothing.
@@ -122,10 +137,10 @@ class ContextStore {
   std::deque<std::pair<std::uint64_t, UlyssesContext>> entries_;
 };
 
-/// Ulysses forward on one group: seq→heads all-to-all of Q, K, V, `attend` on the gathered
-/// heads, heads→seq of out (and of lse unless lse is empty, data == nullptr). q [B,S_local,H,D],
-/// k, v [B,S_local,H_kv,D], out like q, lse [B,H,S_local] or empty. With `keep`, the gathered
-/// q, k, v, out, lse are moved into it. Collective over `group` (and whatever `attend` uses).
+/// Ulysses forward on one group: seq→heads all-to-all of Q, K, V (in their dtype), `attend` on the
+/// gathered heads, heads→seq of out (fp32) and of lse unless lse is empty (data == nullptr). q
+/// [B,S_local,H,D], k, v [B,S_local,H_kv,D], out like q, lse [B,H,S_local] or empty. With `keep`, the
+/// gathered q, k, v, out, lse are moved into it. Collective over `group` (and whatever `attend` uses).
 /// Memory: the group's sequence for this member's heads, B·S_group·(2·heads + 2·kv_heads)·D +
 /// rows, plus one send and one receive buffer of the exchange.
 void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
