@@ -42,7 +42,7 @@ struct RunOptions {
   std::int64_t head_chunk = 2048;  ///< rows per chunk of the fused LM head + loss
   /// Compute dtype (`--dtype`): F32, or BF16 — attention through burst on bf16 Q, K, V, dO (bf16
   /// O, fp32 lse and gradients) and the linear layers autocast-style (Model::set_compute_dtype),
-  /// with fp32 master weights, optimizer state and checkpoints. docs/lm.md § bf16.
+  /// with fp32 master weights, optimizer state and checkpoints. docs/design.md § The language model in bf16.
   DType dtype = DType::F32;
   bool verbose = true;  ///< progress on rank 0's stderr
   /// The BLAS libtorch calls (`burst info`'s "blas" object), named in the logs and summaries.
