@@ -69,6 +69,20 @@ struct Fixture {
     o.resume = false;
     return o;
   }
+
+  // Trains `out` for 2 steps and returns the options of a balanced-layout eval of its
+  // checkpoint that self-checks 3 books (the eval tests' common start).
+  burst::lm::EvalOptions eval_options_after_training(const std::string& out) const {
+    auto o = train_options(out);
+    o.steps = 2;
+    burst::lm::run_train(o, comm);
+    burst::lm::EvalOptions e;
+    e.run = o.run;
+    e.run.dist.layout = burst::LayoutKind::Balanced;
+    e.checkpoint = o.out_dir / "checkpoint.safetensors";
+    e.verify_books = 3;
+    return e;
+  }
 };
 
 }  // namespace
@@ -161,14 +175,7 @@ TEST(LmExactness, ResumeKeepsTheTimeBudgetsSchedule) {
 
 TEST(LmExactness, EvalMatchesSingleProcessAndVerifiesItself) {
   Fixture f;
-  auto o = f.train_options("eval");
-  o.steps = 2;
-  burst::lm::run_train(o, f.comm);
-  burst::lm::EvalOptions e;
-  e.run = o.run;
-  e.run.dist.layout = burst::LayoutKind::Balanced;
-  e.checkpoint = o.out_dir / "checkpoint.safetensors";
-  e.verify_books = 3;
+  auto e = f.eval_options_after_training("eval");
   const auto dist = burst::lm::run_eval(e, f.comm);
   e.run.engine = burst::lm::EngineKind::Local;
   const auto local = burst::lm::run_eval(e, f.self);
@@ -365,14 +372,7 @@ TEST(LmExactness, Bf16TrainingTracksFp32AndRunsBf16Attention) {
 // its self-check (sampled books recomputed on one rank, bf16 too) still passes.
 TEST(LmExactness, Bf16EvalTracksFp32AndVerifiesItself) {
   Fixture f;
-  auto o = f.train_options("eval_bf16");
-  o.steps = 2;
-  burst::lm::run_train(o, f.comm);
-  burst::lm::EvalOptions e;
-  e.run = o.run;
-  e.run.dist.layout = burst::LayoutKind::Balanced;
-  e.checkpoint = o.out_dir / "checkpoint.safetensors";
-  e.verify_books = 3;
+  auto e = f.eval_options_after_training("eval_bf16");
   const auto fp32 = burst::lm::run_eval(e, f.comm);
   e.run.dtype = burst::DType::BF16;
   const auto bf16 = burst::lm::run_eval(e, f.comm);
