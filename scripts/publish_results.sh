@@ -13,8 +13,8 @@
 #   LM_STRATEGIES ("burst ring usp tp allgather"; empty: no LM runs), LM_SEQS (16384), LM_STEPS (3), LM_RANKS (2),
 #   BURST (build/tools/burst).
 # Resumable: bench matrix skips cases already in OUTDIR/matrix_*.jsonl, and the LM runs already in
-# OUTDIR/lm.jsonl are skipped. Every record carries the 1-minute load average: this machine is
-# shared, so compare within one run.
+# OUTDIR/lm.jsonl are skipped; an LM run recorded as failed is retried. Every record carries the
+# 1-minute load average: this machine is shared, so compare within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/results}
@@ -81,7 +81,11 @@ if [[ -n "$lm_strategies" ]]; then
     touch "$out/lm.jsonl"
     for S in $lm_seqs; do
       for s in $lm_strategies; do
-        if grep -q "\"strategy\":\"$s\",\"seq_len\":$S," "$out/lm.jsonl"; then continue; fi
+        key="\"strategy\":\"$s\",\"seq_len\":$S,"
+        # A case that ran is kept; a case recorded as failed is dropped and retried.
+        if [[ -n "$(grep -F "$key" "$out/lm.jsonl" | grep -v '"status":"failed"' || true)" ]]; then continue; fi
+        grep -vF "$key" "$out/lm.jsonl" > "$out/lm.jsonl.tmp" || true
+        mv "$out/lm.jsonl.tmp" "$out/lm.jsonl"
         stamp "lm: $s at $S tokens on $lm_ranks ranks"
         dir=$(mktemp -d)
         # Each rank under GNU time: its peak RSS (KiB) in rss.<rank>.
