@@ -10,7 +10,7 @@
 set -euo pipefail
 core=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin
       libgtest-dev libgmock-dev googletest libcli11-dev nlohmann-json3-dev
-      iproute2 nftables)   # iproute2, nftables: the emulated cluster (scripts/cluster.sh)
+      iproute2 nftables vde2)   # the emulated cluster (scripts/cluster.sh; vde2: delay without netem)
 extra=(libtorch-dev python3-torch libsentencepiece-dev sentencepiece bible-kjv bible-kjv-text
        pybind11-dev python3-pybind11 python3-numpy python3-mpi4py python3-pytest
        python3-matplotlib python3-dev libopenblas0-openmp

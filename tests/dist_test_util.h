@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "burst/comm.h"
 #include "burst/mask.h"
@@ -123,6 +126,22 @@ inline ::testing::AssertionResult dist_close(const char* what, const Tensor& got
 inline int multinode_expected_nodes() {
   const char* v = std::getenv("BURST_TEST_NODES");
   return v ? std::atoi(v) : 0;
+}
+
+/// The layouts a Multinode.* sweep covers: `all`, or the comma-separated names in
+/// BURST_TEST_LAYOUTS (tests/multinode_faults.sh lossy runs one layout: at 50 ms one-way each
+/// layout's cases take ~45 s of round trips over the emulated link). Throws on an unknown name.
+inline std::vector<LayoutKind> multinode_layouts(const std::vector<LayoutKind>& all) {
+  const char* v = std::getenv("BURST_TEST_LAYOUTS");
+  if (!v || !*v) return all;
+  std::vector<LayoutKind> out;
+  std::string list = v;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    out.push_back(layout_from_string(list.substr(at, end - at)));
+    at = end + 1;
+  }
+  return out;
 }
 
 /// The topology MPI_Comm_split_type(SHARED) discovers must be the cluster's: `nodes` hosts with

@@ -425,7 +425,7 @@ TEST(Multinode, RingFamilyEveryLayoutOverTcp) {
   if (nodes == 0) GTEST_SKIP() << "runs on the emulated cluster only (ctest -L multinode)";
   ASSERT_TRUE(test::discovered_topology_is(nodes));
   for (StrategyKind s : {StrategyKind::Burst, StrategyKind::Ring, StrategyKind::AllGather})
-    for (LayoutKind layout : kLayouts)
+    for (LayoutKind layout : test::multinode_layouts(kLayouts))
       for (Family f : {Family::Causal, Family::Document}) {
         Case c;
         c.cfg.strategy = s;
