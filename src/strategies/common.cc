@@ -97,6 +97,23 @@ TensorView TypedTensor::view() const {
   return make_view(static_cast<const void*>(words_.data()), dtype_, shape_);
 }
 
+std::vector<float> TypedTensor::release() {
+  std::vector<float> w = std::move(words_);
+  words_.clear();
+  shape_.clear();
+  return w;
+}
+
+TypedTensor pooled_tensor(BufferPool& pool, std::vector<std::int64_t> shape, DType dtype) {
+  std::int64_t n = 1;
+  for (const std::int64_t x : shape) n *= x;
+  TypedTensor t;
+  t.words_ = pool.get(packed_floats(n, dtype));
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  return t;
+}
+
 void append_packed_pair(const TensorView& a, const TensorView& b, std::vector<float>& out) {
   BURST_CHECK(a.dtype == b.dtype && a.numel() == b.numel(), Internal, "append_packed_pair: ", a.describe(),
               " vs ", b.describe());

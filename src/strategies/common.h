@@ -39,6 +39,8 @@ std::int64_t packed_pair_floats(std::int64_t n, DType dtype);
 /// `data` (the second tensor of a packed pair: elements = n).
 TensorView bshd_view_at(const float* data, std::int64_t elements, DType dtype, std::int64_t B, std::int64_t S,
                         std::int64_t H, std::int64_t D);
+class BufferPool;
+
 /// Owning contiguous storage of `dtype` (f32, or bf16/f16 as 16-bit patterns two per word),
 /// zero-initialised: burst::Tensor's twin for inputs a strategy keeps in their 16-bit dtype
 /// (Ulysses' gathered and saved Q, K, V, dO). Not copyable (views point into it); movable.
@@ -51,8 +53,12 @@ class TypedTensor {
   TypedTensor(const TypedTensor&) = delete;
   TypedTensor& operator=(const TypedTensor&) = delete;
   TensorView view() const;
+  bool empty() const { return shape_.empty(); }
+  /// Hands the storage back (e.g. to a BufferPool); the tensor is empty afterwards.
+  std::vector<float> release();
 
  private:
+  friend TypedTensor pooled_tensor(BufferPool& pool, std::vector<std::int64_t> shape, DType dtype);
   std::vector<float> words_;
   std::vector<std::int64_t> shape_;
   DType dtype_ = DType::F32;
@@ -90,6 +96,10 @@ class BufferPool {
   std::vector<std::vector<float>> free_;  // oldest first
   std::int64_t out_ = 0, peak_ = 0;       // floats handed out and not returned; their maximum
 };
+/// A TypedTensor over a buffer of `pool` (no zeroing: contents unspecified, the caller overwrites
+/// every element); give it back with pool.put(t.release()).
+TypedTensor pooled_tensor(BufferPool& pool, std::vector<std::int64_t> shape, DType dtype);
+
 /// 64-bit fingerprint of the shapes, dtypes and contents of `views` (any strides, up to 4 dims),
 /// FNV-1a over 32-bit words in four interleaved lanes (16-bit views: their bytes as words). Not
 /// cryptographic: it tells whether a backward's inputs are the ones a forward saw (ulysses' saved contexts).

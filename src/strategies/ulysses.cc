@@ -14,16 +14,6 @@ namespace burst::strategies {
 
 namespace {
 
-std::int64_t field_local_rows(const UlyssesExchange::Field& f) {
-  return f.row ? f.local.size(2) : f.local.size(1);
-}
-
-/// Offset of element (b, s, h, d) of a BSHD view or (b, h, s) of a row view.
-std::int64_t at(const TensorView& v, bool row, std::int64_t b, std::int64_t s, std::int64_t h) {
-  return row ? b * v.stride[0] + h * v.stride[1] + s * v.stride[2]
-             : b * v.stride[0] + s * v.stride[1] + h * v.stride[2];
-}
-
 std::int64_t elem_bytes(const UlyssesExchange::Field& f) {
   return static_cast<std::int64_t>(dtype_size(f.local.dtype));
 }
@@ -47,8 +37,8 @@ char* segment(std::vector<float>& buf, const std::vector<std::int64_t>& counts, 
   return reinterpret_cast<char*>(buf.data() + off);
 }
 
-void copy(void* dst, const void* src, std::int64_t bytes) {
-  std::memcpy(dst, src, static_cast<std::size_t>(bytes));
+std::int64_t total(const std::vector<std::int64_t>& counts) {
+  return std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
 }
 
 /// x[0..n) += in[0..n) for fp32 values at any alignment (a 16-bit field before may leave the
@@ -63,17 +53,50 @@ void add_f32(char* x, const char* in, std::int64_t n) {
   }
 }
 
+/// Calls fn(pointer into t's data, bytes) for the part of field t one partner's segment holds, in
+/// segment order: BSHD (b, s, h, d) over tokens `rows` (nullptr: every token of t in order) and
+/// heads [lo, lo + n) — one run of n·D elements per token when t's heads are adjacent (a head slice
+/// of one BSHD token is contiguous), else one per head; rows [B, H, S] (b, h, s) — one run per head
+/// over all tokens when rows is nullptr and t is contiguous in S, else one per element.
+template <typename F>
+void for_each_segment_run(const TensorView& t, bool row, const std::vector<std::int64_t>* rows, std::int64_t lo,
+                          std::int64_t n, F&& fn) {
+  const auto es = static_cast<std::int64_t>(dtype_size(t.dtype));
+  const std::int64_t B = t.size(0);
+  const std::int64_t S = rows ? static_cast<std::int64_t>(rows->size()) : t.size(row ? 2 : 1);
+  char* base = static_cast<char*>(t.data);
+  auto token = [&](std::int64_t s) { return rows ? (*rows)[static_cast<std::size_t>(s)] : s; };
+  for (std::int64_t b = 0; b < B; ++b) {
+    if (row) {
+      for (std::int64_t h = lo; h < lo + n; ++h) {
+        const std::int64_t at = b * t.stride[0] + h * t.stride[1];
+        if (rows == nullptr && (t.stride[2] == 1 || S == 1)) {
+          fn(base + es * at, S * es);
+          continue;
+        }
+        for (std::int64_t s = 0; s < S; ++s) fn(base + es * (at + token(s) * t.stride[2]), es);
+      }
+      continue;
+    }
+    const std::int64_t W = t.size(3);
+    const bool adjacent = n == 1 || t.stride[2] == W;
+    for (std::int64_t s = 0; s < S; ++s) {
+      const std::int64_t at = b * t.stride[0] + token(s) * t.stride[1] + lo * t.stride[2];
+      if (adjacent) {
+        fn(base + es * at, n * W * es);
+        continue;
+      }
+      for (std::int64_t h = 0; h < n; ++h) fn(base + es * (at + h * t.stride[2]), W * es);
+    }
+  }
+}
+
 /// Each field's local and gathered views share a dtype; row vectors (lse, delta) are fp32.
 void check_fields(const std::vector<UlyssesExchange::Field>& fields) {
   for (const auto& f : fields)
     BURST_CHECK(f.local.dtype == f.gathered.dtype && (!f.row || f.local.dtype == DType::F32), Internal,
                 "Ulysses field ", f.local.describe(), " / ", f.gathered.describe(),
                 ": mixed dtypes or a 16-bit row vector");
-}
-
-std::vector<float> buffer_for(const std::vector<std::int64_t>& counts) {
-  return std::vector<float>(
-      static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})));
 }
 
 }  // namespace
@@ -108,50 +131,28 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
     send_counts.push_back(payload_words(local_length(me) * per_token));
     recv_counts.push_back(payload_words(local_length(j) * per_token));
   }
-  std::vector<float> send = buffer_for(send_counts), recv = buffer_for(recv_counts);
+  std::vector<float> send = pool_.get(total(send_counts)), recv = pool_.get(total(recv_counts));
   for (int j = 0; j < u; ++j) {
     char* out = segment(send, send_counts, j);
-    for (const Field& f : fields) {
-      const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
-      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads, es = elem_bytes(f);
-      const std::int64_t lo = f.kv ? split_.kv_lo(j) : split_.q_lo(j);
-      const char* src = static_cast<const char*>(f.local.data);
-      for (std::int64_t b = 0; b < B; ++b) {
-        if (f.row) {
-          for (std::int64_t h = 0; h < n; ++h)
-            for (std::int64_t s = 0; s < S; ++s, out += es)
-              copy(out, src + es * at(f.local, true, b, s, lo + h), es);
-        } else {
-          for (std::int64_t s = 0; s < S; ++s)
-            for (std::int64_t h = 0; h < n; ++h, out += W * es)
-              copy(out, src + es * at(f.local, false, b, s, lo + h), W * es);
-        }
-      }
-    }
+    for (const Field& f : fields)
+      for_each_segment_run(f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
+                           f.kv ? split_.kv_heads : split_.heads, [&](const char* p, std::int64_t bytes) {
+                             std::memcpy(out, p, static_cast<std::size_t>(bytes));
+                             out += bytes;
+                           });
   }
   comm.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts);
   for (int i = 0; i < u; ++i) {
     const char* in = segment(recv, recv_counts, i);
-    const auto& rows = rows_[static_cast<std::size_t>(i)];
-    for (const Field& f : fields) {
-      const std::int64_t B = f.gathered.size(0), W = f.row ? 1 : f.gathered.size(3);
-      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads, es = elem_bytes(f);
-      char* dst = static_cast<char*>(f.gathered.data);
-      for (std::int64_t b = 0; b < B; ++b) {
-        if (f.row) {
-          for (std::int64_t h = 0; h < n; ++h)
-            for (std::int64_t row : rows) {
-              copy(dst + es * at(f.gathered, true, b, row, h), in, es);
-              in += es;
-            }
-        } else {
-          for (std::int64_t row : rows)
-            for (std::int64_t h = 0; h < n; ++h, in += W * es)
-              copy(dst + es * at(f.gathered, false, b, row, h), in, W * es);
-        }
-      }
-    }
+    for (const Field& f : fields)
+      for_each_segment_run(f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
+                           f.kv ? split_.kv_heads : split_.heads, [&](char* p, std::int64_t bytes) {
+                             std::memcpy(p, in, static_cast<std::size_t>(bytes));
+                             in += bytes;
+                           });
   }
+  pool_.put(std::move(send));
+  pool_.put(std::move(recv));
 }
 
 void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<Field>& fields) const {
@@ -164,28 +165,15 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
     send_counts.push_back(payload_words(local_length(j) * per_token));
     recv_counts.push_back(payload_words(local_length(me) * per_token));
   }
-  std::vector<float> send = buffer_for(send_counts), recv = buffer_for(recv_counts);
+  std::vector<float> send = pool_.get(total(send_counts)), recv = pool_.get(total(recv_counts));
   for (int i = 0; i < u; ++i) {
     char* out = segment(send, send_counts, i);
-    const auto& rows = rows_[static_cast<std::size_t>(i)];
-    for (const Field& f : fields) {
-      const std::int64_t B = f.gathered.size(0), W = f.row ? 1 : f.gathered.size(3);
-      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads, es = elem_bytes(f);
-      const char* src = static_cast<const char*>(f.gathered.data);
-      for (std::int64_t b = 0; b < B; ++b) {
-        if (f.row) {
-          for (std::int64_t h = 0; h < n; ++h)
-            for (std::int64_t row : rows) {
-              copy(out, src + es * at(f.gathered, true, b, row, h), es);
-              out += es;
-            }
-        } else {
-          for (std::int64_t row : rows)
-            for (std::int64_t h = 0; h < n; ++h, out += W * es)
-              copy(out, src + es * at(f.gathered, false, b, row, h), W * es);
-        }
-      }
-    }
+    for (const Field& f : fields)
+      for_each_segment_run(f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
+                           f.kv ? split_.kv_heads : split_.heads, [&](const char* p, std::int64_t bytes) {
+                             std::memcpy(out, p, static_cast<std::size_t>(bytes));
+                             out += bytes;
+                           });
   }
   comm.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts);
   // Replicated KV heads (fp32 gradients) come back once per replica: zero, then sum in member order.
@@ -193,38 +181,24 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
     if (!(f.kv && split_.kv_replicated)) continue;
     BURST_CHECK(f.local.dtype == DType::F32, Internal, "summed Ulysses field ", f.local.describe(),
                 " must be fp32");
-    const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
-    const std::int64_t Hx = f.row ? f.local.size(1) : f.local.size(2);
-    for (std::int64_t b = 0; b < B; ++b)
-      for (std::int64_t s = 0; s < S; ++s)
-        for (std::int64_t h = 0; h < Hx; ++h)
-          std::fill_n(f.local.f32() + at(f.local, f.row, b, s, h), W, 0.0f);
+    fill_view(f.local, 0.0f);
   }
   for (int j = 0; j < u; ++j) {
     const char* in = segment(recv, recv_counts, j);
     for (const Field& f : fields) {
-      const std::int64_t B = f.local.size(0), S = field_local_rows(f), W = f.row ? 1 : f.local.size(3);
-      const std::int64_t n = f.kv ? split_.kv_heads : split_.heads, es = elem_bytes(f);
-      const std::int64_t lo = f.kv ? split_.kv_lo(j) : split_.q_lo(j);
       const bool sum = f.kv && split_.kv_replicated;
-      char* dst = static_cast<char*>(f.local.data);
-      for (std::int64_t b = 0; b < B; ++b) {
-        if (f.row) {
-          for (std::int64_t h = 0; h < n; ++h)
-            for (std::int64_t s = 0; s < S; ++s, in += es) {
-              char* x = dst + es * at(f.local, true, b, s, lo + h);
-              sum ? add_f32(x, in, 1) : copy(x, in, es);
-            }
-        } else {
-          for (std::int64_t s = 0; s < S; ++s)
-            for (std::int64_t h = 0; h < n; ++h, in += W * es) {
-              char* x = dst + es * at(f.local, false, b, s, lo + h);
-              sum ? add_f32(x, in, W) : copy(x, in, W * es);
-            }
-        }
-      }
+      for_each_segment_run(f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
+                           f.kv ? split_.kv_heads : split_.heads, [&](char* p, std::int64_t bytes) {
+                             if (sum)
+                               add_f32(p, in, bytes / 4);
+                             else
+                               std::memcpy(p, in, static_cast<std::size_t>(bytes));
+                             in += bytes;
+                           });
     }
   }
+  pool_.put(std::move(send));
+  pool_.put(std::move(recv));
 }
 
 // ---------------------------------------------------------------- ulysses passes
@@ -254,11 +228,15 @@ std::uint64_t context_key(const TensorView& q, const TensorView& k, const Tensor
   return content_fingerprint({q, k, v, rounded.view()});
 }
 
-void ContextStore::save(std::uint64_t key, UlyssesContext ctx) {
-  if (slots_ <= 0) return;
-  erase(key);
-  if (static_cast<int>(entries_.size()) == slots_) entries_.pop_front();
+std::vector<UlyssesContext> ContextStore::save(std::uint64_t key, UlyssesContext ctx) {
+  if (slots_ <= 0) return {};
+  std::vector<UlyssesContext> dropped = erase(key);
+  if (static_cast<int>(entries_.size()) == slots_) {
+    dropped.push_back(std::move(entries_.front().second));
+    entries_.pop_front();
+  }
   entries_.emplace_back(key, std::move(ctx));
+  return dropped;
 }
 
 const UlyssesContext* ContextStore::find(std::uint64_t key) const {
@@ -267,20 +245,75 @@ const UlyssesContext* ContextStore::find(std::uint64_t key) const {
   return nullptr;
 }
 
-void ContextStore::erase(std::uint64_t key) {
-  entries_.erase(
-      std::remove_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == key; }),
-      entries_.end());
+std::vector<UlyssesContext> ContextStore::erase(std::uint64_t key) {
+  std::vector<UlyssesContext> dropped;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->first != key) {
+      ++it;
+      continue;
+    }
+    dropped.push_back(std::move(it->second));
+    it = entries_.erase(it);
+  }
+  return dropped;
 }
+
+void recycle(BufferPool& pool, UlyssesContext&& ctx) {
+  for (TypedTensor* t : {&ctx.q, &ctx.k, &ctx.v, &ctx.out, &ctx.lse}) pool.put(t->release());
+}
+
+namespace {
+
+/// One member (u = 1): the group's sequence is the local one in the same order (member positions
+/// increase), so nothing is exchanged or packed: `attend` reads and writes the caller's views.
+/// lse empty: written to a pool buffer, which `keep` (if any) takes as the whole context.
+void local_forward(const UlyssesExchange& ex, const GroupAttention& attend, const TensorView& q,
+                   const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& lse,
+                   PassTimes* times, UlyssesContext* keep) {
+  BufferPool& pool = ex.pool();
+  TypedTensor own;
+  if (lse.data == nullptr || keep != nullptr)
+    own = pooled_tensor(pool, {q.size(0), q.size(2), q.size(1)}, DType::F32);
+  attend.forward(q, k, v, out, lse.data != nullptr ? lse : own.view(), times);
+  if (keep == nullptr) {
+    pool.put(own.release());
+    return;
+  }
+  if (lse.data != nullptr) unpack_into(lse.f32(), own.view());  // lse is contiguous (façade)
+  *keep = UlyssesContext{};
+  keep->local = true;
+  keep->lse = std::move(own);
+}
+
+/// One member's backward (u = 1): delta = rowsum(dO∘O), then `attend` on the caller's views.
+void local_backward(const UlyssesExchange& ex, const GroupAttention& attend, const TensorView& dout,
+                    const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                    const TensorView& lse, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                    PassTimes* times) {
+  BufferPool& pool = ex.pool();
+  TypedTensor delta = pooled_tensor(pool, {q.size(0), q.size(2), q.size(1)}, DType::F32);
+  {
+    Stopwatch w(compute_sink(times));
+    attention_delta(dout, out, delta.view());
+  }
+  attend.backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, times);
+  pool.put(delta.release());
+}
+
+}  // namespace
 
 void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
                      const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                      const TensorView& lse, PassTimes* times, UlyssesContext* keep) {
+  if (ex.split().u == 1) return local_forward(ex, attend, q, k, v, out, lse, times, keep);
   const HeadSplit& s = ex.split();
+  BufferPool& pool = ex.pool();
   const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length();
-  TypedTensor qg({B, S, s.heads, D}, q.dtype), kg({B, S, s.kv_heads, D}, k.dtype),
-      vg({B, S, s.kv_heads, D}, v.dtype);
-  Tensor og({B, S, s.heads, D}), lg({B, s.heads, S});
+  TypedTensor qg = pooled_tensor(pool, {B, S, s.heads, D}, q.dtype);
+  TypedTensor kg = pooled_tensor(pool, {B, S, s.kv_heads, D}, k.dtype);
+  TypedTensor vg = pooled_tensor(pool, {B, S, s.kv_heads, D}, v.dtype);
+  TypedTensor og = pooled_tensor(pool, {B, S, s.heads, D}, DType::F32);
+  TypedTensor lg = pooled_tensor(pool, {B, s.heads, S}, DType::F32);
   {
     Stopwatch w(comm_sink(times));
     ex.seq_to_heads(group,
@@ -295,54 +328,71 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
       ex.heads_to_seq(group, {{out, og.view(), false, false}});
     }
   }
-  if (keep == nullptr) return;
-  if (q.dtype == DType::F32) {
-    *keep = {std::move(qg), std::move(kg), std::move(vg), std::move(og), std::move(lg), TypedTensor{}};
-  } else {  // keep out as the caller saves it: rounded to the inputs' dtype (delta uses it)
-    TypedTensor rounded({B, S, s.heads, D}, q.dtype);
-    convert(og.view(), rounded.view());
-    *keep = {std::move(qg), std::move(kg), std::move(vg), Tensor{}, std::move(lg), std::move(rounded)};
+  if (keep == nullptr) {
+    for (TypedTensor* t : {&qg, &kg, &vg, &og, &lg}) pool.put(t->release());
+    return;
   }
+  if (q.dtype != DType::F32) {  // keep out as the caller saves it: rounded to the inputs' dtype (delta uses it)
+    TypedTensor rounded = pooled_tensor(pool, {B, S, s.heads, D}, q.dtype);
+    convert(og.view(), rounded.view());
+    pool.put(og.release());
+    og = std::move(rounded);
+  }
+  *keep = UlyssesContext{std::move(qg), std::move(kg), std::move(vg), std::move(og), std::move(lg), false};
 }
 
 void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex,
                             const GroupAttention& attend, const UlyssesContext& ctx, const TensorView& dout,
-                            const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                            PassTimes* times) {
+                            const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& out, const TensorView& dq, const TensorView& dk,
+                            const TensorView& dv, PassTimes* times) {
+  if (ctx.local) return local_backward(ex, attend, dout, q, k, v, out, ctx.lse.view(), dq, dk, dv, times);
   const HeadSplit& s = ex.split();
+  BufferPool& pool = ex.pool();
   const std::int64_t B = dout.size(0), D = dout.size(3), S = ex.group_length();
-  TypedTensor dog({B, S, s.heads, D}, dout.dtype);
-  Tensor deltag({B, s.heads, S});
+  TypedTensor dog = pooled_tensor(pool, {B, S, s.heads, D}, dout.dtype);
+  TypedTensor deltag = pooled_tensor(pool, {B, s.heads, S}, DType::F32);
   {
     Stopwatch w(comm_sink(times));
     ex.seq_to_heads(group, {{dout, dog.view(), false, false}});
   }
   {
     Stopwatch w(compute_sink(times));
-    attention_delta(dog.view(), ctx.out_view(), deltag.view());
+    attention_delta(dog.view(), ctx.out.view(), deltag.view());
   }
-  Tensor dqg({B, S, s.heads, D}), dkg({B, S, s.kv_heads, D}), dvg({B, S, s.kv_heads, D});
+  TypedTensor dqg = pooled_tensor(pool, {B, S, s.heads, D}, DType::F32);
+  TypedTensor dkg = pooled_tensor(pool, {B, S, s.kv_heads, D}, DType::F32);
+  TypedTensor dvg = pooled_tensor(pool, {B, S, s.kv_heads, D}, DType::F32);
   attend.backward(dog.view(), ctx.q.view(), ctx.k.view(), ctx.v.view(), ctx.lse.view(), deltag.view(),
                   dqg.view(), dkg.view(), dvg.view(), times);
-  Stopwatch w(comm_sink(times));
-  ex.heads_to_seq(
-      group, {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
+  {
+    Stopwatch w(comm_sink(times));
+    ex.heads_to_seq(group, {{dq, dqg.view(), false, false},
+                            {dk, dkg.view(), true, false},
+                            {dv, dvg.view(), true, false}});
+  }
+  for (TypedTensor* t : {&dog, &deltag, &dqg, &dkg, &dvg}) pool.put(t->release());
 }
 
 void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
                       const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                       const TensorView& out, const TensorView& lse, const TensorView& dq,
                       const TensorView& dk, const TensorView& dv, PassTimes* times) {
+  if (ex.split().u == 1) return local_backward(ex, attend, dout, q, k, v, out, lse, dq, dk, dv, times);
   const HeadSplit& s = ex.split();
+  BufferPool& pool = ex.pool();
   const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length(), S_local = q.size(1);
-  Tensor delta({B, s.H, S_local});
+  TypedTensor delta = pooled_tensor(pool, {B, s.H, S_local}, DType::F32);
   {
     Stopwatch w(compute_sink(times));
     attention_delta(dout, out, delta.view());
   }
-  TypedTensor qg({B, S, s.heads, D}, q.dtype), dog({B, S, s.heads, D}, dout.dtype),
-      kg({B, S, s.kv_heads, D}, k.dtype), vg({B, S, s.kv_heads, D}, v.dtype);
-  Tensor lg({B, s.heads, S}), deltag({B, s.heads, S});
+  TypedTensor qg = pooled_tensor(pool, {B, S, s.heads, D}, q.dtype);
+  TypedTensor dog = pooled_tensor(pool, {B, S, s.heads, D}, dout.dtype);
+  TypedTensor kg = pooled_tensor(pool, {B, S, s.kv_heads, D}, k.dtype);
+  TypedTensor vg = pooled_tensor(pool, {B, S, s.kv_heads, D}, v.dtype);
+  TypedTensor lg = pooled_tensor(pool, {B, s.heads, S}, DType::F32);
+  TypedTensor deltag = pooled_tensor(pool, {B, s.heads, S}, DType::F32);
   {
     Stopwatch w(comm_sink(times));
     ex.seq_to_heads(group, {{q, qg.view(), false, false},
@@ -352,12 +402,18 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
                             {lse, lg.view(), false, true},
                             {delta.view(), deltag.view(), false, true}});
   }
-  Tensor dqg({B, S, s.heads, D}), dkg({B, S, s.kv_heads, D}), dvg({B, S, s.kv_heads, D});
+  TypedTensor dqg = pooled_tensor(pool, {B, S, s.heads, D}, DType::F32);
+  TypedTensor dkg = pooled_tensor(pool, {B, S, s.kv_heads, D}, DType::F32);
+  TypedTensor dvg = pooled_tensor(pool, {B, S, s.kv_heads, D}, DType::F32);
   attend.backward(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(), dqg.view(),
                   dkg.view(), dvg.view(), times);
-  Stopwatch w(comm_sink(times));
-  ex.heads_to_seq(
-      group, {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
+  {
+    Stopwatch w(comm_sink(times));
+    ex.heads_to_seq(group, {{dq, dqg.view(), false, false},
+                            {dk, dkg.view(), true, false},
+                            {dv, dvg.view(), true, false}});
+  }
+  for (TypedTensor* t : {&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg}) pool.put(t->release());
 }
 
 void LocalGroupAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -382,11 +438,14 @@ void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesEx
                                       const TensorView& v, const TensorView& out, const TensorView& lse,
                                       DistStats& stats) {
   UlyssesContext ctx;
-  const bool keep = store_.slots() > 0;
+  // With one member (u = 1) nothing moves, so a context spares no bytes: keep one (its lse) only
+  // for a caller that passes no lse and so cannot run the stateless backward.
+  const bool keep = store_.slots() > 0 && (ex.split().u > 1 || lse.data == nullptr);
   run(peak_fwd_, stats, [&](PassTimes& t) {
     ulysses_forward(group, ex, attend, q, k, v, out, lse, &t, keep ? &ctx : nullptr);
   });
-  if (keep) store_.save(context_key(q, k, v, out), std::move(ctx));
+  if (keep)
+    for (UlyssesContext& c : store_.save(context_key(q, k, v, out), std::move(ctx))) recycle(ex.pool(), std::move(c));
 }
 
 const UlyssesContext* HeadParallelStrategy::agreed_context(const TensorView& q, const TensorView& k,
@@ -409,16 +468,23 @@ void HeadParallelStrategy::backward_in(const Communicator& group, const UlyssesE
                                        const TensorView& q, const TensorView& k, const TensorView& v,
                                        const TensorView& out, const TensorView& lse, const TensorView& dq,
                                        const TensorView& dk, const TensorView& dv, DistStats& stats) {
+  if (ex.split().u == 1 && lse.data != nullptr) {  // nothing to spare (forward_in): the stateless path,
+    run(peak_bwd_, stats,                          // which at u = 1 holds no more than the saved one
+        [&](PassTimes& t) { ulysses_backward(group, ex, attend, dout, q, k, v, out, lse, dq, dk, dv, &t); });
+    return;
+  }
   std::uint64_t key = 0;
   const UlyssesContext* ctx = agreed_context(q, k, v, out, key);
   if (ctx != nullptr) {
-    run(peak_bwd_, stats,
-        [&](PassTimes& t) { ulysses_backward_saved(group, ex, attend, *ctx, dout, dq, dk, dv, &t); });
+    run(peak_bwd_, stats, [&](PassTimes& t) {
+      ulysses_backward_saved(group, ex, attend, *ctx, dout, q, k, v, out, dq, dk, dv, &t);
+    });
   } else {
     run(peak_bwd_stateless_, stats,
         [&](PassTimes& t) { ulysses_backward(group, ex, attend, dout, q, k, v, out, lse, dq, dk, dv, &t); });
   }
-  store_.erase(key);  // the matched context (or a stale one of these inputs) is used up
+  // The matched context (or a stale one of these inputs) is used up.
+  for (UlyssesContext& c : store_.erase(key)) recycle(ex.pool(), std::move(c));
 }
 
 namespace {

@@ -49,8 +49,13 @@ class UlyssesExchange {
   const HeadSplit& split() const { return split_; }
   /// Member i's tokens as row indices into positions().
   const std::vector<std::int64_t>& rows(int member) const { return rows_[static_cast<std::size_t>(member)]; }
+  /// Message buffers of the exchanges and the gathered tensors of the passes live here between
+  /// calls (common.h BufferPool: no fresh zeroed memory per call).
+  BufferPool& pool() const { return pool_; }
 
-  /// Sequence → heads: fills every field's `gathered` from all members' `local`.
+  /// Sequence → heads: fills every field's `gathered` from all members' `local`. Each field's
+  /// slice for one partner is copied in runs: a token's heads [lo, lo + n) are one contiguous
+  /// run of a BSHD tensor (D contiguous, heads adjacent), so one memcpy per token and field.
   /// Collective over `comm` (size u, rank = member index): every member calls with fields of
   /// the same kinds in the same order. Each field travels in its own dtype (local and gathered
   /// views share it; Q, K, V, dO may be bf16/f16, row vectors are fp32): sends
@@ -67,6 +72,7 @@ class UlyssesExchange {
   HeadSplit split_;
   std::vector<std::int64_t> positions_;
   std::vector<std::vector<std::int64_t>> rows_;  ///< member i's tokens as rows of positions_
+  mutable BufferPool pool_;  // the exchanges are logically const: the pool only caches memory
 };
 
 /// What runs on the gathered head-parallel tensors between the two all-to-alls: local attention
@@ -104,15 +110,18 @@ class LocalGroupAttention final : public GroupAttention {
 /// The head-sharded tensors of one forward pass, kept for its backward: DeepSpeed-Ulysses keeps
 /// them as the local attention's autograd context (arXiv 2309.14509 §3.1), so the backward moves
 /// only dO in and dQ, dK, dV out. Shapes as GroupAttention's gathered ones; q, k, v in the inputs'
-/// dtype (bf16/f16 kept as they travelled), lse fp32; out fp32 for fp32 inputs, else
-/// out_rounded: out rounded to the inputs' dtype, as the caller saves it, so that delta =
-/// rowsum(dO∘O) is the stateless path's (and FlashAttention's) from the saved out.
+/// dtype (bf16/f16 kept as they travelled), lse fp32; out fp32 for fp32 inputs, else rounded to
+/// the inputs' dtype, as the caller saves it, so that delta = rowsum(dO∘O) is the stateless path's
+/// (and FlashAttention's) from the saved out. `local` (one member, u = 1): the gathered tensors
+/// are the caller's own, which the backward receives again (same content: same key), so only lse
+/// is kept. Storage comes from the exchange's pool; recycle() gives it back.
 struct UlyssesContext {
-  TypedTensor q, k, v;
-  Tensor out, lse;
-  TypedTensor out_rounded;
-  TensorView out_view() const { return out.numel() > 0 ? out.view() : out_rounded.view(); }
+  TypedTensor q, k, v, out, lse;
+  bool local = false;
 };
+
+/// Hands a context's storage back to `pool`.
+void recycle(BufferPool& pool, UlyssesContext&& ctx);
 
 /// The key a saved context is stored under: content_fingerprint of q, k, v and out, with out
 /// rounded to q's dtype first when q is 16-bit (the forward sees the fp32 result the façade
@@ -126,11 +135,13 @@ class ContextStore {
  public:
   explicit ContextStore(int slots) : slots_(slots) {}
   int slots() const { return slots_; }
-  /// Replaces a context with the same key.
-  void save(std::uint64_t key, UlyssesContext ctx);
+  /// Replaces a context with the same key; returns the contexts it drops (that one, or the oldest
+  /// past `slots`; `ctx` itself when slots = 0) so that their storage can be recycled.
+  std::vector<UlyssesContext> save(std::uint64_t key, UlyssesContext ctx);
   /// The context saved under `key`, or nullptr.
   const UlyssesContext* find(std::uint64_t key) const;
-  void erase(std::uint64_t key);
+  /// Removes and returns the contexts saved under `key`.
+  std::vector<UlyssesContext> erase(std::uint64_t key);
 
  private:
   int slots_;
@@ -140,7 +151,9 @@ class ContextStore {
 /// Ulysses forward on one group: seq→heads all-to-all of Q, K, V (in their dtype), `attend` on the
 /// gathered heads, heads→seq of out (fp32) and of lse unless lse is empty (data == nullptr). q
 /// [B,S_local,H,D], k, v [B,S_local,H_kv,D], out like q, lse [B,H,S_local] or empty. With `keep`, the
-/// gathered q, k, v, out, lse are moved into it. Collective over `group` (and whatever `attend` uses).
+/// gathered q, k, v, out, lse are moved into it. With one member (u = 1) nothing is exchanged:
+/// `attend` runs on the caller's views (a kept context holds lse only, `local`). Collective over
+/// `group` (and whatever `attend` uses).
 /// Memory: the group's sequence for this member's heads, B·S_group·(2·heads + 2·kv_heads)·D +
 /// rows, plus one send and one receive buffer of the exchange.
 void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
@@ -148,11 +161,12 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
                      const TensorView& lse, PassTimes* times, UlyssesContext* keep = nullptr);
 /// Ulysses backward from a saved context (DeepSpeed's): seq→heads of dO, delta = rowsum(dO∘O)
 /// on the gathered heads, `attend` backward, heads→seq of dQ, dK, dV (dK, dV summed over KV
-/// replicas). Collective over `group`.
+/// replicas). q, k, v, out: the caller's (read only for a `local` context). Collective over `group`.
 void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex,
                             const GroupAttention& attend, const UlyssesContext& ctx, const TensorView& dout,
-                            const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                            PassTimes* times);
+                            const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& out, const TensorView& dq, const TensorView& dk,
+                            const TensorView& dv, PassTimes* times);
 /// Stateless Ulysses backward (no saved context): delta = rowsum(dO∘O) locally, seq→heads of
 /// Q, dO, K, V, lse, delta, `attend` backward, heads→seq of dQ, dK, dV. Collective.
 void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
@@ -166,7 +180,8 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
 /// context for its (q, k, v, out) — agreed over the ranks (one control all-reduce) before any
 /// payload moves — and the stateless path otherwise (which needs lse; the façade asks
 /// backward_without_lse first when the caller passed none). Either path frees the context it
-/// matched.
+/// matched. With one member (u = 1) nothing moves, so a context is kept only for callers that
+/// pass no lse, and a backward given lse takes the stateless path without looking for one.
 class HeadParallelStrategy : public PlannedStrategy {
  public:
   bool backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
