@@ -82,6 +82,14 @@ void append_packed(const TensorView& view, std::vector<float>& out) {
   });
 }
 
+char* pack_bytes(const TensorView& view, char* dst) {
+  for_each_byte_run(view, [&](const char* p, std::int64_t bytes) {
+    std::memcpy(dst, p, static_cast<std::size_t>(bytes));
+    dst += bytes;
+  });
+  return dst;
+}
+
 std::int64_t packed_floats(std::int64_t n, DType dtype) {
   return (n * static_cast<std::int64_t>(dtype_size(dtype)) + 3) / 4;
 }

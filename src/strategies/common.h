@@ -30,6 +30,9 @@ TensorView rows_view(const float* data, std::int64_t B, std::int64_t H, std::int
 /// zero-padded when numel is odd. Words appended: packed_floats(numel, dtype).
 void append_packed(const TensorView& view, std::vector<float>& out);
 std::int64_t packed_floats(std::int64_t n, DType dtype);
+/// Copies the elements of `view` (any strides) in row-major order to `dst` in their own dtype;
+/// returns dst + numel · dtype_size (no alignment needed).
+char* pack_bytes(const TensorView& view, char* dst);
 /// Appends a then b (same dtype and element count, any strides) in row-major order in their own
 /// dtype: f32 as is, bf16/f16 as their 16-bit patterns packed two per float word (2n halves =
 /// n words, so the payload stays word aligned). Words appended: packed_pair_floats(n, dtype).

@@ -18,97 +18,82 @@
 namespace burst::strategies {
 namespace {
 
-std::int64_t at_bshd(const TensorView& v, std::int64_t b, std::int64_t s, std::int64_t h) {
-  return b * v.stride[0] + s * v.stride[1] + h * v.stride[2];
-}
-std::int64_t at_row(const TensorView& v, std::int64_t b, std::int64_t h, std::int64_t s) {
-  return b * v.stride[0] + h * v.stride[1] + s * v.stride[2];
-}
-
 /// Field of a packed per-rank block: a BSHD tensor with `Hx` heads (H or H_kv) or a row
-/// vector [B, H, S]. `lo`, `n`: the head range this rank computes on.
+/// vector [B, H, S], of `dtype` (Q, K, V, dO in their storage dtype; rows and results fp32).
+/// `lo`, `n`: the head range this rank computes on.
 struct Part {
   bool row;
   std::int64_t Hx, lo, n;
+  DType dtype = DType::F32;
 };
 
-std::int64_t part_floats(const Part& p, std::int64_t B, std::int64_t S, std::int64_t D) {
-  return B * S * p.Hx * (p.row ? 1 : D);
+std::int64_t part_bytes(const Part& p, std::int64_t B, std::int64_t S, std::int64_t D) {
+  return B * S * p.Hx * (p.row ? 1 : D) * static_cast<std::int64_t>(dtype_size(p.dtype));
 }
 
-/// Copies this rank's heads of every part of every rank's gathered block into the
-/// position-ordered tensors `dst` (gathered [B, S_global, n, D] or rows [B, n, S_global]).
-void unpack_gathered(const std::vector<float>& all, const UlyssesExchange& ex, const std::vector<Part>& parts,
+/// Words of one rank's block of `parts` over S tokens (padded to a whole word).
+std::int64_t block_words(const std::vector<Part>& parts, std::int64_t B, std::int64_t S, std::int64_t D) {
+  std::int64_t bytes = 0;
+  for (const Part& p : parts) bytes += part_bytes(p, B, S, D);
+  return (bytes + 3) / 4;
+}
+
+/// Calls fn(offset of the element in the packed part, offset of it in the position-ordered view
+/// t, elements) for this rank's heads of one part of rank i's block (tokens at rows `rows` of
+/// t): one run of n·D per token for BSHD (a token's head slice is contiguous on both sides; t is
+/// contiguous), one element at a time for rows.
+template <typename F>
+void for_each_part_run(const Part& p, const TensorView& t, const std::vector<std::int64_t>& rows,
+                       std::int64_t B, std::int64_t D, F&& fn) {
+  const auto S = static_cast<std::int64_t>(rows.size());
+  for (std::int64_t b = 0; b < B; ++b) {
+    if (p.row) {
+      for (std::int64_t h = 0; h < p.n; ++h)
+        for (std::int64_t s = 0; s < S; ++s)
+          fn((b * p.Hx + p.lo + h) * S + s,
+             b * t.stride[0] + h * t.stride[1] + rows[static_cast<std::size_t>(s)] * t.stride[2], 1);
+    } else {
+      for (std::int64_t s = 0; s < S; ++s)
+        fn(((b * S + s) * p.Hx + p.lo) * D, b * t.stride[0] + rows[static_cast<std::size_t>(s)] * t.stride[1],
+           p.n * D);
+    }
+  }
+}
+
+/// Copies this rank's heads of every part of every rank's gathered block (laid out by
+/// block_words) into the position-ordered tensors `dst` (gathered [B, S_global, n, D] or rows
+/// [B, n, S_global], contiguous).
+void unpack_gathered(const float* all, const UlyssesExchange& ex, const std::vector<Part>& parts,
                      const std::vector<TensorView>& dst, std::int64_t B, std::int64_t D) {
-  const float* in = all.data();
   for (int i = 0; i < ex.split().u; ++i) {
-    const auto& rows = ex.rows(i);
     const std::int64_t S = ex.local_length(i);
+    const char* in = reinterpret_cast<const char*>(all);
     for (std::size_t f = 0; f < parts.size(); ++f) {
-      const Part& p = parts[f];
-      const TensorView& t = dst[f];
-      for (std::int64_t b = 0; b < B; ++b) {
-        if (p.row) {
-          for (std::int64_t h = 0; h < p.n; ++h)
-            for (std::int64_t s = 0; s < S; ++s)
-              t.f32()[at_row(t, b, h, rows[static_cast<std::size_t>(s)])] = in[(b * p.Hx + p.lo + h) * S + s];
-        } else {
-          for (std::int64_t s = 0; s < S; ++s)
-            for (std::int64_t h = 0; h < p.n; ++h)
-              std::memcpy(t.f32() + at_bshd(t, b, rows[static_cast<std::size_t>(s)], h),
-                          in + ((b * S + s) * p.Hx + p.lo + h) * D,
-                          sizeof(float) * static_cast<std::size_t>(D));
-        }
-      }
-      in += part_floats(p, B, S, D);
+      const auto es = static_cast<std::int64_t>(dtype_size(parts[f].dtype));
+      char* out = static_cast<char*>(dst[f].data);
+      for_each_part_run(parts[f], dst[f], ex.rows(i), B, D, [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
+        std::memcpy(out + es * at, in + es * packed, static_cast<std::size_t>(n * es));
+      });
+      in += part_bytes(parts[f], B, S, D);
     }
+    all += block_words(parts, B, S, D);
   }
 }
 
-/// Builds the reduce-scatter input: for every rank i, its tokens of every part, zero except
-/// this rank's heads (taken from the position-ordered `src`).
-std::vector<float> pack_scatter(const UlyssesExchange& ex, const std::vector<Part>& parts,
-                                const std::vector<TensorView>& src, std::int64_t B, std::int64_t D,
-                                std::vector<std::int64_t>& counts) {
-  const int P = ex.split().u;
-  counts.assign(static_cast<std::size_t>(P), 0);
-  for (int i = 0; i < P; ++i)
-    for (const Part& p : parts)
-      counts[static_cast<std::size_t>(i)] += part_floats(p, B, ex.local_length(i), D);
-  std::vector<float> buf(
-      static_cast<std::size_t>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})), 0.0f);
-  float* out = buf.data();
-  for (int i = 0; i < P; ++i) {
-    const auto& rows = ex.rows(i);
+/// Writes this rank's heads of every part into the reduce-scatter input `buf` (fp32; rank i's
+/// tokens of every part, all heads): the other heads' slots are never written, so a buffer
+/// zeroed once stays zero there across calls.
+void pack_scatter(float* buf, const UlyssesExchange& ex, const std::vector<Part>& parts,
+                  const std::vector<TensorView>& src, std::int64_t B, std::int64_t D) {
+  for (int i = 0; i < ex.split().u; ++i) {
     const std::int64_t S = ex.local_length(i);
     for (std::size_t f = 0; f < parts.size(); ++f) {
-      const Part& p = parts[f];
-      const TensorView& t = src[f];
-      for (std::int64_t b = 0; b < B; ++b) {
-        if (p.row) {
-          for (std::int64_t h = 0; h < p.n; ++h)
-            for (std::int64_t s = 0; s < S; ++s)
-              out[(b * p.Hx + p.lo + h) * S + s] =
-                  t.f32()[at_row(t, b, h, rows[static_cast<std::size_t>(s)])];
-        } else {
-          for (std::int64_t s = 0; s < S; ++s)
-            for (std::int64_t h = 0; h < p.n; ++h)
-              std::memcpy(out + ((b * S + s) * p.Hx + p.lo + h) * D,
-                          t.f32() + at_bshd(t, b, rows[static_cast<std::size_t>(s)], h),
-                          sizeof(float) * static_cast<std::size_t>(D));
-        }
-      }
-      out += part_floats(p, B, S, D);
+      const float* in = src[f].f32();
+      for_each_part_run(parts[f], src[f], ex.rows(i), B, D, [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
+        std::memcpy(buf + packed, in + at, sizeof(float) * static_cast<std::size_t>(n));
+      });
+      buf += part_bytes(parts[f], B, S, D) / 4;
     }
-  }
-  return buf;
-}
-
-/// Copies consecutive contiguous blocks of `src` into the views, in order.
-void unpack_all(const float* src, const std::vector<TensorView>& views) {
-  for (const TensorView& v : views) {
-    unpack_into(src, v);
-    src += v.numel();
   }
 }
 
@@ -126,115 +111,167 @@ class HeadparStrategy final : public PlannedStrategy {
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
+    if (ex_.split().u == 1) return forward_local(q, k, v, out, lse, stats);
     forward_pass(q, k, v, out, lse, stats);
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
+    if (ex_.split().u == 1) return backward_local(dout, q, k, v, out, lse, dq, dk, dv, stats);
     backward_pass(dout, q, k, v, out, lse, dq, dk, dv, stats);
   }
 
  private:
-  void forward_pass(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-                    const TensorView& lse, DistStats& stats) const {
+  /// One rank: its tokens are the whole sequence in order and it owns every head, so the
+  /// kernel runs on the caller's views; nothing is gathered or scattered.
+  void forward_local(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                     const TensorView& lse, DistStats& stats) const {
     PassTimes t;
+    {
+      Stopwatch w(&t.compute_seconds);
+      attention_forward(q, k, v, out, lse, base_);
+    }
+    fill_stats(stats, t, pairs_, 0);
+  }
+  void backward_local(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                      const TensorView& dv, DistStats& stats) const {
+    PassTimes t;
+    TypedTensor delta = pooled_tensor(ex_.pool(), {shape_.B, shape_.H, q.size(1)}, DType::F32);
+    {
+      Stopwatch w(&t.compute_seconds);
+      attention_delta(dout, out, delta.view());
+      attention_backward_with_delta(dout, q, k, v, lse, delta.view(), dq, dk, dv, base_, false);
+    }
+    ex_.pool().put(delta.release());
+    fill_stats(stats, t, pairs_, 4 * shape_.B * shape_.H * q.size(1));
+  }
+
+  void forward_pass(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                    const TensorView& lse, DistStats& stats) {
+    PassTimes t;
+    BufferPool& pool = ex_.pool();
     const HeadSplit& h = ex_.split();
     const std::int64_t B = shape_.B, D = shape_.D, S = ex_.group_length();
-    const std::vector<Part> in_parts = {{false, h.H, h.q_lo(me_), h.heads},
-                                        {false, h.H_kv, h.kv_lo(me_), h.kv_heads},
-                                        {false, h.H_kv, h.kv_lo(me_), h.kv_heads}};
-    Tensor qg({B, S, h.heads, D}), kg({B, S, h.kv_heads, D}), vg({B, S, h.kv_heads, D});
-    Tensor og({B, S, h.heads, D}), lg({B, h.heads, S});
-    std::vector<float> send, recv;
+    const std::vector<Part> in_parts = {{false, h.H, h.q_lo(me_), h.heads, q.dtype},
+                                        {false, h.H_kv, h.kv_lo(me_), h.kv_heads, k.dtype},
+                                        {false, h.H_kv, h.kv_lo(me_), h.kv_heads, v.dtype}};
+    TypedTensor qg = pooled_tensor(pool, {B, S, h.heads, D}, q.dtype);
+    TypedTensor kg = pooled_tensor(pool, {B, S, h.kv_heads, D}, k.dtype);
+    TypedTensor vg = pooled_tensor(pool, {B, S, h.kv_heads, D}, v.dtype);
+    TypedTensor og = pooled_tensor(pool, {B, S, h.heads, D}, DType::F32);
+    TypedTensor lg = pooled_tensor(pool, {B, h.heads, S}, DType::F32);
+    const std::vector<std::int64_t> c = counts(in_parts);
+    std::vector<float> send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
     {
       Stopwatch w(&t.comm_seconds);
-      append_packed(q, send);
-      append_packed(k, send);
-      append_packed(v, send);
-      const auto c = counts(in_parts);
-      recv.resize(static_cast<std::size_t>(std::accumulate(c.begin(), c.end(), std::int64_t{0})));
+      pack_bytes(v, pack_bytes(k, pack_bytes(q, reinterpret_cast<char*>(send.data()))));
       comm_.all_gather_v(send.data(), c, recv.data());
-      unpack_gathered(recv, ex_, in_parts, {qg.view(), kg.view(), vg.view()}, B, D);
+      unpack_gathered(recv.data(), ex_, in_parts, {qg.view(), kg.view(), vg.view()}, B, D);
     }
     {
       Stopwatch w(&t.compute_seconds);
       attention_forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), base_);
     }
-    Stopwatch w(&t.comm_seconds);
-    const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads},
-                                         {true, h.H, h.q_lo(me_), h.heads}};
-    std::vector<std::int64_t> rs_counts;
-    std::vector<float> rs = pack_scatter(ex_, out_parts, {og.view(), lg.view()}, B, D, rs_counts);
-    std::vector<float> mine(static_cast<std::size_t>(rs_counts[static_cast<std::size_t>(me_)]));
-    comm_.reduce_scatter(rs.data(), rs_counts, mine.data());
-    unpack_all(mine.data(), {out, lse});
-    fill_stats(stats, t, pairs_,
-               4 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S +
-                    static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
+    const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads}, {true, h.H, h.q_lo(me_), h.heads}};
+    const std::vector<std::int64_t> rc = counts(out_parts);
+    std::vector<float> mine = pool.get(rc[static_cast<std::size_t>(me_)]);
+    {
+      Stopwatch w(&t.comm_seconds);
+      std::vector<float>& rs = scatter_input(rs_fwd_, sum(rc));
+      pack_scatter(rs.data(), ex_, out_parts, {og.view(), lg.view()}, B, D);
+      comm_.reduce_scatter(rs.data(), rc, mine.data());
+      unpack_into(mine.data(), out);
+      unpack_into(mine.data() + out.numel(), lse);
+    }
+    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + rs_fwd_.size() + mine.size());
+    fill_stats(stats, t, pairs_, 4 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S + held));
+    for (TypedTensor* x : {&qg, &kg, &vg, &og, &lg}) pool.put(x->release());
+    for (std::vector<float>* x : {&send, &recv, &mine}) pool.put(std::move(*x));
   }
 
   void backward_pass(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                     const TensorView& dv, DistStats& stats) const {
+                     const TensorView& dv, DistStats& stats) {
     PassTimes t;
+    BufferPool& pool = ex_.pool();
     const HeadSplit& h = ex_.split();
     const std::int64_t B = shape_.B, D = shape_.D, S = ex_.group_length();
-    Tensor delta({B, h.H, q.size(1)});
+    TypedTensor delta = pooled_tensor(pool, {B, h.H, q.size(1)}, DType::F32);
     {
       Stopwatch w(&t.compute_seconds);
       attention_delta(dout, out, delta.view());
     }
-    const Part qp{false, h.H, h.q_lo(me_), h.heads}, kvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads};
+    const Part qp{false, h.H, h.q_lo(me_), h.heads, q.dtype}, kvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads, k.dtype};
     const Part rowp{true, h.H, h.q_lo(me_), h.heads};
     const std::vector<Part> in_parts = {qp, qp, kvp, kvp, rowp, rowp};
-    Tensor qg({B, S, h.heads, D}), dog({B, S, h.heads, D}), kg({B, S, h.kv_heads, D}),
-        vg({B, S, h.kv_heads, D});
-    Tensor lg({B, h.heads, S}), deltag({B, h.heads, S});
-    std::vector<float> send, recv;
+    TypedTensor qg = pooled_tensor(pool, {B, S, h.heads, D}, q.dtype);
+    TypedTensor dog = pooled_tensor(pool, {B, S, h.heads, D}, dout.dtype);
+    TypedTensor kg = pooled_tensor(pool, {B, S, h.kv_heads, D}, k.dtype);
+    TypedTensor vg = pooled_tensor(pool, {B, S, h.kv_heads, D}, v.dtype);
+    TypedTensor lg = pooled_tensor(pool, {B, h.heads, S}, DType::F32);
+    TypedTensor deltag = pooled_tensor(pool, {B, h.heads, S}, DType::F32);
+    const std::vector<std::int64_t> c = counts(in_parts);
+    std::vector<float> send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
     {
       Stopwatch w(&t.comm_seconds);
-      append_packed(q, send);
-      append_packed(dout, send);
-      append_packed(k, send);
-      append_packed(v, send);
-      append_packed(lse, send);
-      append_packed(delta.view(), send);
-      const auto c = counts(in_parts);
-      recv.resize(static_cast<std::size_t>(std::accumulate(c.begin(), c.end(), std::int64_t{0})));
+      char* p = reinterpret_cast<char*>(send.data());
+      for (const TensorView* x : {&q, &dout, &k, &v, &lse}) p = pack_bytes(*x, p);
+      pack_bytes(delta.view(), p);
       comm_.all_gather_v(send.data(), c, recv.data());
-      unpack_gathered(recv, ex_, in_parts,
+      unpack_gathered(recv.data(), ex_, in_parts,
                       {qg.view(), dog.view(), kg.view(), vg.view(), lg.view(), deltag.view()}, B, D);
     }
-    Tensor dqg({B, S, h.heads, D}), dkg({B, S, h.kv_heads, D}), dvg({B, S, h.kv_heads, D});
+    TypedTensor dqg = pooled_tensor(pool, {B, S, h.heads, D}, DType::F32);
+    TypedTensor dkg = pooled_tensor(pool, {B, S, h.kv_heads, D}, DType::F32);
+    TypedTensor dvg = pooled_tensor(pool, {B, S, h.kv_heads, D}, DType::F32);
     {
       Stopwatch w(&t.compute_seconds);
       attention_backward_with_delta(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(),
                                     dqg.view(), dkg.view(), dvg.view(), base_, false);
     }
-    Stopwatch w(&t.comm_seconds);
-    const std::vector<Part> out_parts = {qp, kvp, kvp};
-    std::vector<std::int64_t> rs_counts;
-    std::vector<float> rs =
-        pack_scatter(ex_, out_parts, {dqg.view(), dkg.view(), dvg.view()}, B, D, rs_counts);
-    std::vector<float> mine(static_cast<std::size_t>(rs_counts[static_cast<std::size_t>(me_)]));
-    comm_.reduce_scatter(rs.data(), rs_counts, mine.data());
-    unpack_all(mine.data(), {dq, dk, dv});
+    const Part dqp{false, h.H, h.q_lo(me_), h.heads}, dkvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads};
+    const std::vector<Part> out_parts = {dqp, dkvp, dkvp};
+    const std::vector<std::int64_t> rc = counts(out_parts);
+    std::vector<float> mine = pool.get(rc[static_cast<std::size_t>(me_)]);
+    {
+      Stopwatch w(&t.comm_seconds);
+      std::vector<float>& rs = scatter_input(rs_bwd_, sum(rc));
+      pack_scatter(rs.data(), ex_, out_parts, {dqg.view(), dkg.view(), dvg.view()}, B, D);
+      comm_.reduce_scatter(rs.data(), rc, mine.data());
+      unpack_into(mine.data(), dq);
+      unpack_into(mine.data() + dq.numel(), dk);
+      unpack_into(mine.data() + dq.numel() + dk.numel(), dv);
+    }
+    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + rs_bwd_.size() + mine.size());
     fill_stats(stats, t, pairs_,
-               4 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S +
-                    static_cast<std::int64_t>(send.size() + recv.size() + rs.size() + mine.size())));
+               4 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S + held));
+    for (TypedTensor* x : {&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg}) pool.put(x->release());
+    for (std::vector<float>* x : {&send, &recv, &mine}) pool.put(std::move(*x));
   }
 
+  /// Words of every rank's block of `parts`.
   std::vector<std::int64_t> counts(const std::vector<Part>& parts) const {
     std::vector<std::int64_t> c(static_cast<std::size_t>(ex_.split().u), 0);
     for (int i = 0; i < ex_.split().u; ++i)
-      for (const Part& p : parts)
-        c[static_cast<std::size_t>(i)] += part_floats(p, shape_.B, ex_.local_length(i), shape_.D);
+      c[static_cast<std::size_t>(i)] = block_words(parts, shape_.B, ex_.local_length(i), shape_.D);
     return c;
   }
-  UlyssesExchange ex_;
+  static std::int64_t sum(const std::vector<std::int64_t>& c) {
+    return std::accumulate(c.begin(), c.end(), std::int64_t{0});
+  }
+  /// The reduce-scatter input of one pass kind, zeroed once: pack_scatter writes only this
+  /// rank's heads, so every other slot stays zero across calls.
+  static std::vector<float>& scatter_input(std::vector<float>& buf, std::int64_t floats) {
+    if (static_cast<std::int64_t>(buf.size()) != floats) buf.assign(static_cast<std::size_t>(floats), 0.0f);
+    return buf;
+  }
+
+  UlyssesExchange ex_;  // head split, position-sorted rows and the buffer pool (no all-to-all here)
   AttentionParams base_;
   ProblemShape shape_;
   int me_ = 0;
+  std::vector<float> rs_fwd_, rs_bwd_;  // reduce-scatter inputs (scatter_input)
 };
 
 }  // namespace

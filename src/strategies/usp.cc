@@ -69,24 +69,28 @@ class GroupRingAttention final : public GroupAttention {
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, PassTimes* times) const override {
-    const std::int64_t kv_floats = k.numel();
-    std::vector<float> own;
-    append_packed(k, own);
-    append_packed(v, own);
-    Tensor part_out(shape_of(out)), part_lse(shape_of(lse));
+    BufferPool& pool = exec_.pool();
+    const DType dt = k.dtype;  // K, V travel in their storage dtype (bf16/f16: half the bytes)
+    const std::int64_t n = k.numel();
+    std::vector<float> own = pool.get(packed_pair_floats(n, dt));
+    own.clear();  // capacity kept: packing below reuses the pooled memory
+    append_packed_pair(k, v, own);
+    std::vector<float> out_mem = pool.get(out.numel()), lse_mem = pool.get(lse.numel());
+    const TensorView part_out = make_view(out_mem.data(), shape_of(out));
+    const TensorView part_lse = make_view(lse_mem.data(), shape_of(lse));
     bool first = true;
     RingRunStats rs;
     exec_.run(
         std::move(own), 0,
         [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
           if (visible(me_, j) == 0) return;
-          const TensorView kj = make_view(read, shape_of(k)), vj = make_view(read + kv_floats, shape_of(v));
+          const TensorView kj = at(read, 0, k), vj = at(read, n, v);
           if (first) {
             attention_forward(q, kj, vj, out, lse, params(me_, j, progress));
             first = false;
           } else {
-            attention_forward(q, kj, vj, part_out.view(), part_lse.view(), params(me_, j, progress));
-            merge_forward(out, lse, part_out.view(), part_lse.view());
+            attention_forward(q, kj, vj, part_out, part_lse, params(me_, j, progress));
+            merge_forward(out, lse, part_out, part_lse);
           }
         },
         rs);
@@ -94,55 +98,68 @@ class GroupRingAttention final : public GroupAttention {
       fill_view(out, 0.0f);
       fill_view(lse, kNegInf);
     }
+    pool.put(std::move(out_mem));
+    pool.put(std::move(lse_mem));
     add_times(times, rs);
   }
 
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, PassTimes* times) const override {
-    std::vector<float> own;
+    BufferPool& pool = exec_.pool();
     RingRunStats rs;
     if (query_side_) {
-      const std::int64_t qf = q.numel(), rf = lse.numel();
+      // Read payload: Q, dO (storage dtype, one packed pair), delta, lse (fp32); write: dQ.
+      const DType dt = q.dtype;
+      const std::int64_t n = q.numel(), qd = packed_pair_floats(n, dt), rf = lse.numel();
       fill_view(dk, 0.0f);
       fill_view(dv, 0.0f);
-      append_packed(q, own);
-      append_packed(dout, own);
+      std::vector<float> own = pool.get(qd + 2 * rf);
+      own.clear();
+      append_packed_pair(q, dout, own);
       append_packed(delta, own);
       append_packed(lse, own);
-      const std::vector<float> dq_home = exec_.run(
-          std::move(own), qf,
+      std::vector<float> dq_home = exec_.run(
+          std::move(own), dq.numel(),
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(j, me_) == 0) return;
-            attention_backward_with_delta(
-                make_view(read + qf, shape_of(dout)), make_view(read, shape_of(q)), k, v,
-                make_view(read + 2 * qf + rf, shape_of(lse)), make_view(read + 2 * qf, shape_of(delta)),
-                make_view(write, shape_of(dq)), dk, dv, params(j, me_, progress), true);
+            attention_backward_with_delta(at(read, n, dout), at(read, 0, q), k, v,
+                                          make_view(read + qd + rf, shape_of(lse)),
+                                          make_view(read + qd, shape_of(delta)), make_view(write, shape_of(dq)),
+                                          dk, dv, params(j, me_, progress), true);
           },
           rs);
       unpack_into(dq_home.data(), dq);
+      pool.put(std::move(dq_home));
     } else {
-      const std::int64_t kv_floats = k.numel();
+      // Read payload: K, V (storage dtype, one packed pair); write: dK, dV (fp32).
+      const DType dt = k.dtype;
+      const std::int64_t n = k.numel();
       fill_view(dq, 0.0f);
-      append_packed(k, own);
-      append_packed(v, own);
-      const std::vector<float> dkv = exec_.run(
-          std::move(own), 2 * kv_floats,
+      std::vector<float> own = pool.get(packed_pair_floats(n, dt));
+      own.clear();
+      append_packed_pair(k, v, own);
+      std::vector<float> dkv = exec_.run(
+          std::move(own), 2 * n,
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(me_, j) == 0) return;
-            attention_backward_with_delta(
-                dout, q, make_view(read, shape_of(k)), make_view(read + kv_floats, shape_of(v)), lse, delta,
-                dq, make_view(write, shape_of(dk)), make_view(write + kv_floats, shape_of(dv)),
-                params(me_, j, progress), true);
+            attention_backward_with_delta(dout, q, at(read, 0, k), at(read, n, v), lse, delta, dq,
+                                          make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
+                                          params(me_, j, progress), true);
           },
           rs);
       unpack_into(dkv.data(), dk);
-      unpack_into(dkv.data() + kv_floats, dv);
+      unpack_into(dkv.data() + n, dv);
+      pool.put(std::move(dkv));
     }
     add_times(times, rs);
   }
 
  private:
+  /// The BSHD tensor shaped like `like` (in its dtype) `elements` elements into a packed pair.
+  static TensorView at(const float* read, std::int64_t elements, const TensorView& like) {
+    return bshd_view_at(read, elements, like.dtype, like.size(0), like.size(1), like.size(2), like.size(3));
+  }
   std::int64_t visible(int q_group, int kv_group) const {
     return pairs_[static_cast<std::size_t>(q_group)][static_cast<std::size_t>(kv_group)];
   }
