@@ -71,9 +71,10 @@ void unpack_gathered(const float* all, const UlyssesExchange& ex, const std::vec
     for (std::size_t f = 0; f < parts.size(); ++f) {
       const auto es = static_cast<std::int64_t>(dtype_size(parts[f].dtype));
       char* out = static_cast<char*>(dst[f].data);
-      for_each_part_run(parts[f], dst[f], ex.rows(i), B, D, [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
-        std::memcpy(out + es * at, in + es * packed, static_cast<std::size_t>(n * es));
-      });
+      for_each_part_run(parts[f], dst[f], ex.rows(i), B, D,
+                        [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
+                          std::memcpy(out + es * at, in + es * packed, static_cast<std::size_t>(n * es));
+                        });
       in += part_bytes(parts[f], B, S, D);
     }
     all += block_words(parts, B, S, D);
@@ -89,9 +90,10 @@ void pack_scatter(float* buf, const UlyssesExchange& ex, const std::vector<Part>
     const std::int64_t S = ex.local_length(i);
     for (std::size_t f = 0; f < parts.size(); ++f) {
       const float* in = src[f].f32();
-      for_each_part_run(parts[f], src[f], ex.rows(i), B, D, [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
-        std::memcpy(buf + packed, in + at, sizeof(float) * static_cast<std::size_t>(n));
-      });
+      for_each_part_run(parts[f], src[f], ex.rows(i), B, D,
+                        [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
+                          std::memcpy(buf + packed, in + at, sizeof(float) * static_cast<std::size_t>(n));
+                        });
       buf += part_bytes(parts[f], B, S, D) / 4;
     }
   }
@@ -101,7 +103,8 @@ class HeadparStrategy final : public PlannedStrategy {
  public:
   explicit HeadparStrategy(const Setup& setup)
       : PlannedStrategy(setup),
-        ex_(setup.plan->layout().positions, make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "headpar")),
+        ex_(setup.plan->layout().positions,
+            make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "headpar")),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         shape_(setup.shape),
         me_(setup.rank) {
@@ -134,8 +137,8 @@ class HeadparStrategy final : public PlannedStrategy {
     fill_stats(stats, t, pairs_, 0);
   }
   void backward_local(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                      const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                      const TensorView& dv, DistStats& stats) const {
+                      const TensorView& out, const TensorView& lse, const TensorView& dq,
+                      const TensorView& dk, const TensorView& dv, DistStats& stats) const {
     PassTimes t;
     TypedTensor delta = pooled_tensor(ex_.pool(), {shape_.B, shape_.H, q.size(1)}, DType::F32);
     {
@@ -156,11 +159,9 @@ class HeadparStrategy final : public PlannedStrategy {
     const std::vector<Part> in_parts = {{false, h.H, h.q_lo(me_), h.heads, q.dtype},
                                         {false, h.H_kv, h.kv_lo(me_), h.kv_heads, k.dtype},
                                         {false, h.H_kv, h.kv_lo(me_), h.kv_heads, v.dtype}};
-    TypedTensor qg = pooled_tensor(pool, {B, S, h.heads, D}, q.dtype);
-    TypedTensor kg = pooled_tensor(pool, {B, S, h.kv_heads, D}, k.dtype);
-    TypedTensor vg = pooled_tensor(pool, {B, S, h.kv_heads, D}, v.dtype);
-    TypedTensor og = pooled_tensor(pool, {B, S, h.heads, D}, DType::F32);
-    TypedTensor lg = pooled_tensor(pool, {B, h.heads, S}, DType::F32);
+    TypedTensor qg = ex_.q_heads(B, D, q.dtype), kg = ex_.kv_heads(B, D, k.dtype),
+                vg = ex_.kv_heads(B, D, v.dtype);
+    TypedTensor og = ex_.q_heads(B, D, DType::F32), lg = ex_.row_heads(B);
     const std::vector<std::int64_t> c = counts(in_parts);
     std::vector<float> send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
     {
@@ -173,7 +174,8 @@ class HeadparStrategy final : public PlannedStrategy {
       Stopwatch w(&t.compute_seconds);
       attention_forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), base_);
     }
-    const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads}, {true, h.H, h.q_lo(me_), h.heads}};
+    const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads},
+                                         {true, h.H, h.q_lo(me_), h.heads}};
     const std::vector<std::int64_t> rc = counts(out_parts);
     std::vector<float> mine = pool.get(rc[static_cast<std::size_t>(me_)]);
     {
@@ -184,9 +186,10 @@ class HeadparStrategy final : public PlannedStrategy {
       unpack_into(mine.data(), out);
       unpack_into(mine.data() + out.numel(), lse);
     }
-    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + rs_fwd_.size() + mine.size());
+    const std::int64_t held =
+        static_cast<std::int64_t>(send.size() + recv.size() + rs_fwd_.size() + mine.size());
     fill_stats(stats, t, pairs_, 4 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S + held));
-    for (TypedTensor* x : {&qg, &kg, &vg, &og, &lg}) pool.put(x->release());
+    ex_.recycle({&qg, &kg, &vg, &og, &lg});
     for (std::vector<float>* x : {&send, &recv, &mine}) pool.put(std::move(*x));
   }
 
@@ -202,15 +205,13 @@ class HeadparStrategy final : public PlannedStrategy {
       Stopwatch w(&t.compute_seconds);
       attention_delta(dout, out, delta.view());
     }
-    const Part qp{false, h.H, h.q_lo(me_), h.heads, q.dtype}, kvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads, k.dtype};
+    const Part qp{false, h.H, h.q_lo(me_), h.heads, q.dtype},
+        kvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads, k.dtype};
     const Part rowp{true, h.H, h.q_lo(me_), h.heads};
     const std::vector<Part> in_parts = {qp, qp, kvp, kvp, rowp, rowp};
-    TypedTensor qg = pooled_tensor(pool, {B, S, h.heads, D}, q.dtype);
-    TypedTensor dog = pooled_tensor(pool, {B, S, h.heads, D}, dout.dtype);
-    TypedTensor kg = pooled_tensor(pool, {B, S, h.kv_heads, D}, k.dtype);
-    TypedTensor vg = pooled_tensor(pool, {B, S, h.kv_heads, D}, v.dtype);
-    TypedTensor lg = pooled_tensor(pool, {B, h.heads, S}, DType::F32);
-    TypedTensor deltag = pooled_tensor(pool, {B, h.heads, S}, DType::F32);
+    TypedTensor qg = ex_.q_heads(B, D, q.dtype), dog = ex_.q_heads(B, D, dout.dtype);
+    TypedTensor kg = ex_.kv_heads(B, D, k.dtype), vg = ex_.kv_heads(B, D, v.dtype);
+    TypedTensor lg = ex_.row_heads(B), deltag = ex_.row_heads(B);
     const std::vector<std::int64_t> c = counts(in_parts);
     std::vector<float> send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
     {
@@ -222,9 +223,8 @@ class HeadparStrategy final : public PlannedStrategy {
       unpack_gathered(recv.data(), ex_, in_parts,
                       {qg.view(), dog.view(), kg.view(), vg.view(), lg.view(), deltag.view()}, B, D);
     }
-    TypedTensor dqg = pooled_tensor(pool, {B, S, h.heads, D}, DType::F32);
-    TypedTensor dkg = pooled_tensor(pool, {B, S, h.kv_heads, D}, DType::F32);
-    TypedTensor dvg = pooled_tensor(pool, {B, S, h.kv_heads, D}, DType::F32);
+    TypedTensor dqg = ex_.q_heads(B, D, DType::F32), dkg = ex_.kv_heads(B, D, DType::F32),
+                dvg = ex_.kv_heads(B, D, DType::F32);
     {
       Stopwatch w(&t.compute_seconds);
       attention_backward_with_delta(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(),
@@ -243,10 +243,11 @@ class HeadparStrategy final : public PlannedStrategy {
       unpack_into(mine.data() + dq.numel(), dk);
       unpack_into(mine.data() + dq.numel() + dk.numel(), dv);
     }
-    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + rs_bwd_.size() + mine.size());
+    const std::int64_t held =
+        static_cast<std::int64_t>(send.size() + recv.size() + rs_bwd_.size() + mine.size());
     fill_stats(stats, t, pairs_,
                4 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S + held));
-    for (TypedTensor* x : {&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg}) pool.put(x->release());
+    ex_.recycle({&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg});
     for (std::vector<float>* x : {&send, &recv, &mine}) pool.put(std::move(*x));
   }
 
@@ -281,6 +282,8 @@ void validate_headpar(const DistConfig&, const ProblemShape& shape, const Mask&,
   make_head_split(shape.H, shape.H_kv, P, "headpar");
 }
 
-std::unique_ptr<Strategy> make_headpar(const Setup& setup) { return std::make_unique<HeadparStrategy>(setup); }
+std::unique_ptr<Strategy> make_headpar(const Setup& setup) {
+  return std::make_unique<HeadparStrategy>(setup);
+}
 
 }  // namespace burst::strategies

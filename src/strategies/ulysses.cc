@@ -59,8 +59,8 @@ void add_f32(char* x, const char* in, std::int64_t n) {
 /// of one BSHD token is contiguous), else one per head; rows [B, H, S] (b, h, s) — one run per head
 /// over all tokens when rows is nullptr and t is contiguous in S, else one per element.
 template <typename F>
-void for_each_segment_run(const TensorView& t, bool row, const std::vector<std::int64_t>* rows, std::int64_t lo,
-                          std::int64_t n, F&& fn) {
+void for_each_segment_run(const TensorView& t, bool row, const std::vector<std::int64_t>* rows,
+                          std::int64_t lo, std::int64_t n, F&& fn) {
   const auto es = static_cast<std::int64_t>(dtype_size(t.dtype));
   const std::int64_t B = t.size(0);
   const std::int64_t S = rows ? static_cast<std::int64_t>(rows->size()) : t.size(row ? 2 : 1);
@@ -119,6 +119,19 @@ UlyssesExchange::UlyssesExchange(std::vector<std::vector<std::int64_t>> member_p
       rows_[i].push_back(std::lower_bound(positions_.begin(), positions_.end(), p) - positions_.begin());
     }
   }
+}
+
+TypedTensor UlyssesExchange::q_heads(std::int64_t B, std::int64_t D, DType dtype) const {
+  return pooled_tensor(pool_, {B, group_length(), split_.heads, D}, dtype);
+}
+TypedTensor UlyssesExchange::kv_heads(std::int64_t B, std::int64_t D, DType dtype) const {
+  return pooled_tensor(pool_, {B, group_length(), split_.kv_heads, D}, dtype);
+}
+TypedTensor UlyssesExchange::row_heads(std::int64_t B) const {
+  return pooled_tensor(pool_, {B, split_.heads, group_length()}, DType::F32);
+}
+void UlyssesExchange::recycle(std::initializer_list<TypedTensor*> tensors) const {
+  for (TypedTensor* t : tensors) pool_.put(t->release());
 }
 
 void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<Field>& fields) const {
@@ -306,14 +319,10 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
                      const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                      const TensorView& lse, PassTimes* times, UlyssesContext* keep) {
   if (ex.split().u == 1) return local_forward(ex, attend, q, k, v, out, lse, times, keep);
-  const HeadSplit& s = ex.split();
-  BufferPool& pool = ex.pool();
-  const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length();
-  TypedTensor qg = pooled_tensor(pool, {B, S, s.heads, D}, q.dtype);
-  TypedTensor kg = pooled_tensor(pool, {B, S, s.kv_heads, D}, k.dtype);
-  TypedTensor vg = pooled_tensor(pool, {B, S, s.kv_heads, D}, v.dtype);
-  TypedTensor og = pooled_tensor(pool, {B, S, s.heads, D}, DType::F32);
-  TypedTensor lg = pooled_tensor(pool, {B, s.heads, S}, DType::F32);
+  const std::int64_t B = q.size(0), D = q.size(3);
+  TypedTensor qg = ex.q_heads(B, D, q.dtype), kg = ex.kv_heads(B, D, k.dtype),
+              vg = ex.kv_heads(B, D, v.dtype);
+  TypedTensor og = ex.q_heads(B, D, DType::F32), lg = ex.row_heads(B);
   {
     Stopwatch w(comm_sink(times));
     ex.seq_to_heads(group,
@@ -329,13 +338,14 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
     }
   }
   if (keep == nullptr) {
-    for (TypedTensor* t : {&qg, &kg, &vg, &og, &lg}) pool.put(t->release());
+    ex.recycle({&qg, &kg, &vg, &og, &lg});
     return;
   }
-  if (q.dtype != DType::F32) {  // keep out as the caller saves it: rounded to the inputs' dtype (delta uses it)
-    TypedTensor rounded = pooled_tensor(pool, {B, S, s.heads, D}, q.dtype);
+  // Keep out as the caller saves it: rounded to the inputs' dtype (delta uses it).
+  if (q.dtype != DType::F32) {
+    TypedTensor rounded = ex.q_heads(B, D, q.dtype);
     convert(og.view(), rounded.view());
-    pool.put(og.release());
+    ex.recycle({&og});
     og = std::move(rounded);
   }
   *keep = UlyssesContext{std::move(qg), std::move(kg), std::move(vg), std::move(og), std::move(lg), false};
@@ -347,11 +357,8 @@ void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex
                             const TensorView& out, const TensorView& dq, const TensorView& dk,
                             const TensorView& dv, PassTimes* times) {
   if (ctx.local) return local_backward(ex, attend, dout, q, k, v, out, ctx.lse.view(), dq, dk, dv, times);
-  const HeadSplit& s = ex.split();
-  BufferPool& pool = ex.pool();
-  const std::int64_t B = dout.size(0), D = dout.size(3), S = ex.group_length();
-  TypedTensor dog = pooled_tensor(pool, {B, S, s.heads, D}, dout.dtype);
-  TypedTensor deltag = pooled_tensor(pool, {B, s.heads, S}, DType::F32);
+  const std::int64_t B = dout.size(0), D = dout.size(3);
+  TypedTensor dog = ex.q_heads(B, D, dout.dtype), deltag = ex.row_heads(B);
   {
     Stopwatch w(comm_sink(times));
     ex.seq_to_heads(group, {{dout, dog.view(), false, false}});
@@ -360,18 +367,17 @@ void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex
     Stopwatch w(compute_sink(times));
     attention_delta(dog.view(), ctx.out.view(), deltag.view());
   }
-  TypedTensor dqg = pooled_tensor(pool, {B, S, s.heads, D}, DType::F32);
-  TypedTensor dkg = pooled_tensor(pool, {B, S, s.kv_heads, D}, DType::F32);
-  TypedTensor dvg = pooled_tensor(pool, {B, S, s.kv_heads, D}, DType::F32);
+  TypedTensor dqg = ex.q_heads(B, D, DType::F32), dkg = ex.kv_heads(B, D, DType::F32),
+              dvg = ex.kv_heads(B, D, DType::F32);
   attend.backward(dog.view(), ctx.q.view(), ctx.k.view(), ctx.v.view(), ctx.lse.view(), deltag.view(),
                   dqg.view(), dkg.view(), dvg.view(), times);
   {
     Stopwatch w(comm_sink(times));
-    ex.heads_to_seq(group, {{dq, dqg.view(), false, false},
-                            {dk, dkg.view(), true, false},
-                            {dv, dvg.view(), true, false}});
+    ex.heads_to_seq(
+        group,
+        {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
   }
-  for (TypedTensor* t : {&dog, &deltag, &dqg, &dkg, &dvg}) pool.put(t->release());
+  ex.recycle({&dog, &deltag, &dqg, &dkg, &dvg});
 }
 
 void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
@@ -379,20 +385,15 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
                       const TensorView& out, const TensorView& lse, const TensorView& dq,
                       const TensorView& dk, const TensorView& dv, PassTimes* times) {
   if (ex.split().u == 1) return local_backward(ex, attend, dout, q, k, v, out, lse, dq, dk, dv, times);
-  const HeadSplit& s = ex.split();
-  BufferPool& pool = ex.pool();
-  const std::int64_t B = q.size(0), D = q.size(3), S = ex.group_length(), S_local = q.size(1);
-  TypedTensor delta = pooled_tensor(pool, {B, s.H, S_local}, DType::F32);
+  const std::int64_t B = q.size(0), D = q.size(3);
+  TypedTensor delta = pooled_tensor(ex.pool(), {B, ex.split().H, q.size(1)}, DType::F32);
   {
     Stopwatch w(compute_sink(times));
     attention_delta(dout, out, delta.view());
   }
-  TypedTensor qg = pooled_tensor(pool, {B, S, s.heads, D}, q.dtype);
-  TypedTensor dog = pooled_tensor(pool, {B, S, s.heads, D}, dout.dtype);
-  TypedTensor kg = pooled_tensor(pool, {B, S, s.kv_heads, D}, k.dtype);
-  TypedTensor vg = pooled_tensor(pool, {B, S, s.kv_heads, D}, v.dtype);
-  TypedTensor lg = pooled_tensor(pool, {B, s.heads, S}, DType::F32);
-  TypedTensor deltag = pooled_tensor(pool, {B, s.heads, S}, DType::F32);
+  TypedTensor qg = ex.q_heads(B, D, q.dtype), dog = ex.q_heads(B, D, dout.dtype);
+  TypedTensor kg = ex.kv_heads(B, D, k.dtype), vg = ex.kv_heads(B, D, v.dtype);
+  TypedTensor lg = ex.row_heads(B), deltag = ex.row_heads(B);
   {
     Stopwatch w(comm_sink(times));
     ex.seq_to_heads(group, {{q, qg.view(), false, false},
@@ -402,18 +403,17 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
                             {lse, lg.view(), false, true},
                             {delta.view(), deltag.view(), false, true}});
   }
-  TypedTensor dqg = pooled_tensor(pool, {B, S, s.heads, D}, DType::F32);
-  TypedTensor dkg = pooled_tensor(pool, {B, S, s.kv_heads, D}, DType::F32);
-  TypedTensor dvg = pooled_tensor(pool, {B, S, s.kv_heads, D}, DType::F32);
+  TypedTensor dqg = ex.q_heads(B, D, DType::F32), dkg = ex.kv_heads(B, D, DType::F32),
+              dvg = ex.kv_heads(B, D, DType::F32);
   attend.backward(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(), dqg.view(),
                   dkg.view(), dvg.view(), times);
   {
     Stopwatch w(comm_sink(times));
-    ex.heads_to_seq(group, {{dq, dqg.view(), false, false},
-                            {dk, dkg.view(), true, false},
-                            {dv, dvg.view(), true, false}});
+    ex.heads_to_seq(
+        group,
+        {{dq, dqg.view(), false, false}, {dk, dkg.view(), true, false}, {dv, dvg.view(), true, false}});
   }
-  for (TypedTensor* t : {&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg}) pool.put(t->release());
+  ex.recycle({&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg});
 }
 
 void LocalGroupAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -445,7 +445,8 @@ void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesEx
     ulysses_forward(group, ex, attend, q, k, v, out, lse, &t, keep ? &ctx : nullptr);
   });
   if (keep)
-    for (UlyssesContext& c : store_.save(context_key(q, k, v, out), std::move(ctx))) recycle(ex.pool(), std::move(c));
+    for (UlyssesContext& c : store_.save(context_key(q, k, v, out), std::move(ctx)))
+      recycle(ex.pool(), std::move(c));
 }
 
 const UlyssesContext* HeadParallelStrategy::agreed_context(const TensorView& q, const TensorView& k,

@@ -5,12 +5,13 @@
 // UlyssesExchange moves BSHD tensors between "my tokens, all heads" and "all tokens of the
 // group, my heads" with one all_to_all_v per direction (head ownership: HeadSplit in
 // plan_strategies.h); GroupAttention is what runs between the two all-to-alls.
-// See docs/strategies.md §ulysses, §usp, §headpar; DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv 2405.07719),
-// Megatron-LM (arXiv 2205.05198).
+// See docs/strategies.md §ulysses, §usp, §headpar; DeepSpeed-Ulysses (arXiv 2309.14509), USP (arXiv
+// 2405.07719), Megatron-LM (arXiv 2205.05198).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,13 @@ class UlyssesExchange {
   /// Message buffers of the exchanges and the gathered tensors of the passes live here between
   /// calls (common.h BufferPool: no fresh zeroed memory per call).
   BufferPool& pool() const { return pool_; }
+  /// Head-sharded tensors over the group's sequence from pool() (contents unspecified):
+  /// [B, S_group, heads, D], [B, S_group, kv_heads, D], rows [B, heads, S_group] (fp32).
+  TypedTensor q_heads(std::int64_t B, std::int64_t D, DType dtype) const;
+  TypedTensor kv_heads(std::int64_t B, std::int64_t D, DType dtype) const;
+  TypedTensor row_heads(std::int64_t B) const;
+  /// Hands tensors back to pool().
+  void recycle(std::initializer_list<TypedTensor*> tensors) const;
 
   /// Sequence → heads: fills every field's `gathered` from all members' `local`. Each field's
   /// slice for one partner is copied in runs: a token's heads [lo, lo + n) are one contiguous

@@ -123,10 +123,10 @@ class GroupRingAttention final : public GroupAttention {
           std::move(own), dq.numel(),
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(j, me_) == 0) return;
-            attention_backward_with_delta(at(read, n, dout), at(read, 0, q), k, v,
-                                          make_view(read + qd + rf, shape_of(lse)),
-                                          make_view(read + qd, shape_of(delta)), make_view(write, shape_of(dq)),
-                                          dk, dv, params(j, me_, progress), true);
+            attention_backward_with_delta(
+                at(read, n, dout), at(read, 0, q), k, v, make_view(read + qd + rf, shape_of(lse)),
+                make_view(read + qd, shape_of(delta)), make_view(write, shape_of(dq)), dk, dv,
+                params(j, me_, progress), true);
           },
           rs);
       unpack_into(dq_home.data(), dq);
