@@ -421,7 +421,7 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
       const int R = P / u;
       const std::int64_t kv_u = kv_heads_for_split(w.H, w.H_kv, u);
       cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, u, backward), R,
-                                                backward, query_side, false, w.H / u, kv_u / u, u);
+                                                backward, query_side, cand.double_ring, w.H / u, kv_u / u, u);
       // The u-way all-to-all of a Ulysses group (consecutive ranks), no attention compute.
       const cost::Context uctx{&c, &w, u};
       const cost::Schedule ua = cost::head_parallel_schedule(uctx, 0, backward, false, kv_u, w.S_global / P);

@@ -69,9 +69,14 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   const Workload& w = *ctx.workload;
   const Sizes z = sizes_for(w, H, H_kv, w.S_global / P);
   const auto [read, write] = ring_payloads(z, backward, query_side);
-  const int L = c.devices_per_node;
-  const bool dbl = double_ring && rank_stride == 1 && c.nodes > 1 && L > 1 && P == c.devices();
-  const ring::Topology topo{dbl ? c.nodes : 1, dbl ? L : P};  // the steps Plan::make lays out
+  // The steps Plan::make lays out: ring member i is world rank i·rank_stride (usp: the members
+  // holding one head slice, one per Ulysses group of u = rank_stride), on the double ring when
+  // asked for and the members span nodes — usp_ring_topology's rule, which at u = 1 is burst's
+  // and ring's n × L (docs/algorithm.md §7; LoongTrain's double ring, arXiv 2406.18485 §4).
+  const bool dbl = double_ring && c.nodes > 1 && P * rank_stride == c.devices();
+  const strategies::RingTopology rt =
+      strategies::usp_ring_topology(P * rank_stride, rank_stride, c.devices_per_node, dbl);
+  const ring::Topology topo{rt.nodes, rt.ranks_per_node};
   Schedule s;
   s.ranks.resize(P);
   for (int i = 0; i < P; ++i) {
