@@ -86,31 +86,31 @@ std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& lay
 }
 
 std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
-                                      std::int64_t kv_heads, std::int64_t D, int i) {
+                                      std::int64_t kv_heads, std::int64_t D, int i, std::int64_t e) {
   const int r = static_cast<int>(groups.size());
-  std::int64_t floats = 0;
+  std::int64_t elements = 0;
   for (int s = 0; s + 1 < r; ++s)
-    floats += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
-              kv_heads * D;
-  return 4 * floats;
+    elements += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
+                kv_heads * D;
+  return e * elements;
 }
 
 std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
                                        RingTopology topo, std::int64_t B, std::int64_t kv_heads,
-                                       std::int64_t D, int i) {
+                                       std::int64_t D, int i, std::int64_t e) {
   const int r = static_cast<int>(groups.size());
   if (r == 1) return 0;
   // One member per node: the partial of round 0's block (the member's own) is already home.
   const bool own_stays = topo.ranks_per_node == 1;
-  std::int64_t floats = 0;
+  std::int64_t bytes = 0;
   for (int s = 0; s < r; ++s) {
     const std::int64_t blk =
         2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
         kv_heads * D;
-    if (s > 0 || !own_stays) floats += blk;  // dK, dV of the held block (the last hop brings it home)
-    if (s + 1 < r) floats += blk;            // K, V
+    if (s > 0 || !own_stays) bytes += 4 * blk;  // dK, dV of the held block (the last hop brings it home)
+    if (s + 1 < r) bytes += e * blk;            // K, V
   }
-  return 4 * floats;
+  return bytes;
 }
 
 bool uses_node_topology(const DistConfig& cfg) {
@@ -128,42 +128,42 @@ RingTopology usp_ring_topology(int P, int u, int L, bool double_ring) {
 }
 
 std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
-                                        RingTopology topo, std::int64_t B, std::int64_t heads,
-                                        std::int64_t D) {
+                                        RingTopology topo, std::int64_t B, std::int64_t heads, std::int64_t D,
+                                        std::int64_t e) {
   const std::int64_t r = static_cast<std::int64_t>(groups.size());
   if (r == 1) return 0;
   const std::int64_t S = static_cast<std::int64_t>(groups[0].size());
   const std::int64_t w = topo.ranks_per_node == 1 ? r - 1 : r;
-  return 4 * ((r - 1) * B * S * heads * (2 * D + 2) + w * B * S * heads * D);
+  return (r - 1) * B * S * heads * (2 * e * D + 4 * 2) + 4 * w * B * S * heads * D;
 }
 
 // ------------------------------------------------------------------ headpar
 
 std::int64_t headpar_forward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
-  std::int64_t floats = 0;
+  const auto e = static_cast<std::int64_t>(dtype_size(s.dtype));
   const std::int64_t mine =
       static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
-  floats += (layout.P - 1) * s.B * mine * (s.H + 2 * s.H_kv) * s.D;  // all-gather Q, K, V
-  for (int i = 0; i < layout.P; ++i) {                               // reduce-scatter O, lse
+  std::int64_t bytes = (layout.P - 1) * whole_words(e * s.B * mine * (s.H + 2 * s.H_kv) * s.D);  // Q, K, V
+  for (int i = 0; i < layout.P; ++i) {  // reduce-scatter O, lse (fp32)
     if (i == rank) continue;
-    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * s.H *
-              (s.D + 1);
+    bytes += 4 * s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * s.H *
+             (s.D + 1);
   }
-  return 4 * floats;
+  return bytes;
 }
 
 std::int64_t headpar_backward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
-  std::int64_t floats = 0;
+  const auto e = static_cast<std::int64_t>(dtype_size(s.dtype));
   const std::int64_t mine =
       static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
-  floats +=
-      (layout.P - 1) * s.B * mine * (2 * s.H * s.D + 2 * s.H_kv * s.D + 2 * s.H);  // Q, dO, K, V, lse, delta
-  for (int i = 0; i < layout.P; ++i) {                                             // dQ, dK, dV
+  std::int64_t bytes =  // Q, dO, K, V in e bytes; lse, delta fp32: one block per rank
+      (layout.P - 1) * whole_words(s.B * mine * (e * (2 * s.H * s.D + 2 * s.H_kv * s.D) + 4 * 2 * s.H));
+  for (int i = 0; i < layout.P; ++i) {  // reduce-scatter dQ, dK, dV (fp32)
     if (i == rank) continue;
-    floats += s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) *
-              (s.H + 2 * s.H_kv) * s.D;
+    bytes += 4 * s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) *
+             (s.H + 2 * s.H_kv) * s.D;
   }
-  return 4 * floats;
+  return bytes;
 }
 
 // ------------------------------------------------------------------ distflash
@@ -334,9 +334,10 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         out.forward_payload = "a2a(u=" + std::to_string(u) + ") Q,K,V | " + (burst ? "burst " : "") +
                               "ring(r=" + std::to_string(P / u) + ", " + std::to_string(topo.nodes) + "x" +
                               std::to_string(topo.ranks_per_node) + ") K,V | a2a O,lse";
-        // 16-bit inputs never match a saved context (the forward keeps fp32 copies; the rounded
-        // output fed back differs), so they take the stateless backward.
-        const bool saved = cfg.saved_contexts > 0 && shape.dtype == DType::F32;
+        // Q, K, V, dO travel in their storage dtype (e bytes) through the all-to-alls and the
+        // ring; a 16-bit forward's context is keyed by its rounded output (as ulysses').
+        const bool saved = cfg.saved_contexts > 0;
+        const auto e = static_cast<std::int64_t>(dtype_size(shape.dtype));
         out.backward_payload = std::string(saved ? "a2a dO (Q,K,V,O,lse kept)" : "a2a Q,dO,K,V,lse,delta") +
                                (burst ? " | ring Q,dO,delta,lse + dQ" : " | ring K,V + dK,dV") +
                                " | a2a dQ,dK,dV";
@@ -346,12 +347,12 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
           const auto len = lengths_of(layout, r / u * u, u);
           const auto& grp = groups[static_cast<std::size_t>(r / u)];
           const std::int64_t S = static_cast<std::int64_t>(grp.size()), kvb = 2 * B * S * s.kv_heads * D;
-          out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r % u) +
-                                      ring_group_forward_bytes(groups, B, s.kv_heads, D, r / u));
+          out.forward_bytes.push_back(ulysses_forward_bytes(s, len, B, D, r % u, true, e) +
+                                      ring_group_forward_bytes(groups, B, s.kv_heads, D, r / u, e));
           out.backward_bytes.push_back(
-              ulysses_backward_bytes(s, len, B, D, r % u, saved) +
-              (burst ? burst_group_backward_bytes(groups, topo, B, s.heads, D)
-                     : ring_group_backward_bytes(groups, topo, B, s.kv_heads, D, r / u)));
+              ulysses_backward_bytes(s, len, B, D, r % u, saved, e) +
+              (burst ? burst_group_backward_bytes(groups, topo, B, s.heads, D, e)
+                     : ring_group_backward_bytes(groups, topo, B, s.kv_heads, D, r / u, e)));
           out.visible_pairs.push_back(resolved.visible_pairs(grp, all) / u);
           // Ring: the partial (out, lse) and three K,V buffers (own, in flight, in use); backward
           // three K,V and three dK,dV buffers. Burst-USP (ring_skeleton.h): two read buffers

@@ -88,36 +88,41 @@ struct RingTopology {
 };
 RingTopology usp_ring_topology(int P, int u, int L, bool double_ring);
 /// Bytes ring member i sends in Burst-USP's query-side backward over `groups` (equal sizes S_g,
-/// fp32, heads per rank) on a ring of `topo` (r = nodes·ranks_per_node members): Q, dO, delta,
-/// lse hop r − 1 times; the dQ partial follows on the write chain, w = r hops (chain inside a
-/// node, one home hop per round), w = r − 1 when ranks_per_node = 1 (round 0's block is the
-/// member's own): 4·[(r − 1)·B·S_g·heads·(2·D + 2) + w·B·S_g·heads·D], 0 when r = 1
+/// heads per rank) on a ring of `topo` (r = nodes·ranks_per_node members): Q, dO (e bytes per
+/// element: 4 f32, 2 bf16/f16), delta, lse (fp32) hop r − 1 times; the fp32 dQ partial follows
+/// on the write chain, w = r hops (chain inside a node, one home hop per round), w = r − 1 when
+/// ranks_per_node = 1 (round 0's block is the member's own):
+/// (r − 1)·B·S_g·heads·(2·e·D + 8) + 4·w·B·S_g·heads·D, 0 when r = 1
 /// (docs/algorithm.md §3, §7 on the group's tensors). The forward is usp's K,V ring
 /// (ring_group_forward_bytes). Pure.
 std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
-                                        RingTopology topo, std::int64_t B, std::int64_t heads,
-                                        std::int64_t D);
-/// Bytes ring member i sends in usp's K,V ring over `groups` (fp32, kv_heads per rank):
-///  fwd Σ_{s=0}^{r−2} 2·B·|group (i−s) mod r|·kv_heads·D · 4  (K, V forwarded r−1 times);
+                                        RingTopology topo, std::int64_t B, std::int64_t heads, std::int64_t D,
+                                        std::int64_t e = 4);
+/// Bytes ring member i sends in usp's K,V ring over `groups` (kv_heads per rank; K, V in e
+/// bytes per element — 4 f32, 2 bf16/f16 — the dK, dV partials in fp32):
+///  fwd Σ_{s=0}^{r−2} 2·B·|group (i−s) mod r|·kv_heads·D · e  (K, V forwarded r−1 times);
 ///  bwd the same K, V hops plus dK, dV of the held block at each of the r steps (the last hop
-///  brings them home): equal groups give (2r−1)·2·B·S_group·kv_heads·D · 4 (0 when r = 1).
+///  brings them home): equal groups give 2·B·S_group·kv_heads·D·((r−1)·e + r·4) (0 when r = 1).
 ///  The same on the double ring of `topo` (chain hops inside a node, one home hop per round),
 ///  except with one member per node (ranks_per_node = 1): round 0's block is the member's own
-///  and its dK, dV stay, (2r−2)·2·B·S_group·kv_heads·D · 4. The forward is the same on any topo.
+///  and its dK, dV stay, 2·B·S_group·kv_heads·D·(r−1)·(e + 4). The forward is the same on any topo.
 std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
-                                      std::int64_t kv_heads, std::int64_t D, int i);
+                                      std::int64_t kv_heads, std::int64_t D, int i, std::int64_t e = 4);
 std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
                                        RingTopology topo, std::int64_t B, std::int64_t kv_heads,
-                                       std::int64_t D, int i);
+                                       std::int64_t D, int i, std::int64_t e = 4);
 
 // ------------------------------------------------------------------ headpar
 
-/// Bytes rank `rank` sends in headpar's forward / backward (fp32; S_i = tokens of rank i):
-///  fwd: all-gather of Q, K, V, (P−1)·B·S_rank·(H + 2·H_kv)·D, plus reduce-scatter of O, lse
-///       zero-padded to all heads, Σ_{i≠rank} B·S_i·H·(D + 1);
-///  bwd: all-gather of Q, dO, K, V, lse, delta, (P−1)·B·S_rank·(2·H·D + 2·H_kv·D + 2·H), plus
-///       reduce-scatter of dQ, dK, dV, Σ_{i≠rank} B·S_i·(H + 2·H_kv)·D.
-/// ×4 bytes. Pure. Source: Megatron-LM sequence parallelism (arXiv 2205.05198; AG + RS over the full width).
+/// Bytes rank `rank` sends in headpar's forward / backward (S_i = tokens of rank i; e = bytes
+/// per element of Q, K, V, dO in shape.dtype — 4 f32, 2 bf16/f16; ⌈·⌉₄ rounds a rank's gathered
+/// block up to whole 4-byte words):
+///  fwd: all-gather of Q, K, V, (P−1)·⌈e·B·S_rank·(H + 2·H_kv)·D⌉₄, plus reduce-scatter of O, lse
+///       (fp32) zero-padded to all heads, 4·Σ_{i≠rank} B·S_i·H·(D + 1);
+///  bwd: all-gather of Q, dO, K, V (e) and lse, delta (fp32) in one block per rank,
+///       (P−1)·⌈B·S_rank·(e·(2·H·D + 2·H_kv·D) + 8·H)⌉₄, plus reduce-scatter of dQ, dK, dV
+///       (fp32), 4·Σ_{i≠rank} B·S_i·(H + 2·H_kv)·D.
+/// Pure. Source: Megatron-LM sequence parallelism (arXiv 2205.05198; AG + RS over the full width).
 std::int64_t headpar_forward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
 std::int64_t headpar_backward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
 

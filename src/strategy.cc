@@ -108,26 +108,17 @@ void check_rows(const TensorView& t, const char* name, std::int64_t B, std::int6
               "]");
 }
 
-// The fp32 stand-in of a 16-bit tensor for one pass: strategies compute and merge in fp32.
-// widen: the caller's values converted (inputs); otherwise an uninitialised result buffer.
-TensorView as_f32(const TensorView& t, Tensor& store, bool widen) {
+// The fp32 stand-in of a 16-bit result for one pass (strategies compute and merge in fp32): an
+// uninitialised buffer, rounded into the caller's tensor by finish().
+TensorView as_f32(const TensorView& t, Tensor& store) {
   if (t.dtype == DType::F32) return t;
   store = Tensor(std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
-  if (widen) convert(t, store.view());
   return store.view();
 }
 
 // Rounds an fp32 stand-in into the caller's 16-bit result once, at the end of the pass.
 void finish(const TensorView& t, const Tensor& store) {
   if (t.dtype != DType::F32) convert(store.view(), t);
-}
-
-// burst, ring (ring_family.cc), allgather, ulysses (ulysses.cc) and distflash move Q, K, V, dO in
-// their storage dtype; usp and headpar get fp32 stand-ins of 16-bit inputs, so their payloads stay
-// fp32 (plan_strategies.cc counts them so).
-bool moves_16bit(StrategyKind s) {
-  return s == StrategyKind::Burst || s == StrategyKind::Ring || s == StrategyKind::AllGather ||
-         s == StrategyKind::Ulysses || s == StrategyKind::DistFlash;
 }
 
 /// ulysses and usp return lse only when asked (an empty lse ships nothing) and can run their
@@ -223,12 +214,12 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
   Tensor scratch;  // the strategies that compute lse anyway get a buffer to write it to
   if (!want_lse && !lse_optional(m.cfg.strategy)) scratch = Tensor({s.B, s.H, m.S_local});
   const TensorView lse_out = scratch.numel() > 0 ? scratch.view() : lse;
-  const bool keep = moves_16bit(m.cfg.strategy);
-  Tensor q32, k32, v32, out32;
-  const TensorView qa = keep ? q : as_f32(q, q32, true), ka = keep ? k : as_f32(k, k32, true);
-  const TensorView va = keep ? v : as_f32(v, v32, true), oa = as_f32(out, out32, false);
+  // Every strategy moves Q, K, V, dO in their storage dtype (plan_strategies.cc counts them so)
+  // and computes out in fp32, rounded once here.
+  Tensor out32;
+  const TensorView oa = as_f32(out, out32);
   strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " forward",
-                       [&] { m.strategy->forward(qa, ka, va, oa, lse_out, m.stats); });
+                       [&] { m.strategy->forward(q, k, v, oa, lse_out, m.stats); });
   finish(out, out32);
   m.stats.seconds = seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
@@ -256,18 +247,13 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
     check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
     check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
   });
-  // dQ, dK, dV are accumulated in fp32 (partials on the write ring included) and rounded once at
-  // the end; usp and headpar see fp32 stand-ins of 16-bit inputs (moves_16bit).
-  const bool keep = moves_16bit(m.cfg.strategy);
-  Tensor g32, q32, k32, v32, o32, dq32, dk32, dv32;
-  const TensorView ga = keep ? dout : as_f32(dout, g32, true), qa = keep ? q : as_f32(q, q32, true);
-  const TensorView ka = keep ? k : as_f32(k, k32, true), va = keep ? v : as_f32(v, v32, true);
-  const TensorView oa = keep ? out : as_f32(out, o32, true);
-  const TensorView dqa = as_f32(dq, dq32, false), dka = as_f32(dk, dk32, false),
-                   dva = as_f32(dv, dv32, false);
+  // Q, K, V, dO, out reach the strategy in their storage dtype; dQ, dK, dV are accumulated in
+  // fp32 (partials on the write ring included) and rounded once at the end.
+  Tensor dq32, dk32, dv32;
+  const TensorView dqa = as_f32(dq, dq32), dka = as_f32(dk, dk32), dva = as_f32(dv, dv32);
   // Collective and agreed: every rank gets the same answer, so the same verdict.
   if (!has_lse)
-    BURST_CHECK(m.strategy->backward_without_lse(qa, ka, va, oa), InvalidArgument,
+    BURST_CHECK(m.strategy->backward_without_lse(q, k, v, out), InvalidArgument,
                 "backward: lse is empty, but ", to_string(m.cfg.strategy),
                 lse_optional(m.cfg.strategy)
                     ? " holds no saved forward context of these q, k, v, out on every rank (saved_contexts="
@@ -277,7 +263,7 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
   m.stats = DistStats{};
   const auto t0 = std::chrono::steady_clock::now();
   strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " backward",
-                       [&] { m.strategy->backward(ga, qa, ka, va, oa, lse, dqa, dka, dva, m.stats); });
+                       [&] { m.strategy->backward(dout, q, k, v, out, lse, dqa, dka, dva, m.stats); });
   finish(dq, dq32);
   finish(dk, dk32);
   finish(dv, dv32);

@@ -7,11 +7,11 @@
 // rounding of each result to 16 bits (≤ u·|x|, u = 2^-8 bf16, 2^-11 fp16); a distributed run adds
 // fp32-sized differences (merge order, partial sums) that can move a value across a rounding
 // boundary, i.e. at most one more half-ulp — never an error that scales with P. lse stays fp32
-// and meets the fp32 rule of the other distributed tests (dist_close). burst, ring, ulysses and
-// distflash move Q, K, V, dO in 16 bits, allgather K, V (partials, lse, delta fp32; usp and headpar
-// widen to fp32); every strategy's byte counters must equal the plan's per-dtype formulas. On a CPU with
-// AVX512_BF16 the 16-bit strategies' kernels compute on bf16 operands (P, dS rounded: docs/design.md), and
-// the bound holds there too.
+// and meets the fp32 rule of the other distributed tests (dist_close). burst, ring, ulysses, usp,
+// headpar and distflash move Q, K, V, dO in 16 bits, allgather K, V (partials, lse, delta fp32);
+// every strategy's byte counters must equal the plan's per-dtype formulas. On a CPU with
+// AVX512_BF16 the kernels compute on bf16 operands (P, dS rounded: docs/design.md), and the bound
+// holds there too.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -221,6 +221,60 @@ TEST(StrategiesBf16, UlyssesSavedAndStatelessBackward) {
     cfg.saved_contexts = slots;
     cfg.num_threads = 1;
     run_case(cfg, DType::BF16);
+  }
+}
+
+// usp moves Q, K, V, dO in 16 bits through its all-to-alls and its ring (K, V; Burst-USP's Q, dO),
+// on both backward paths (a 16-bit forward's saved context is keyed by its rounded output, as
+// ulysses'), with either ring; P > 1 with ulysses_degree 1 is the ring alone.
+TEST(StrategiesBf16, UspSavedStatelessAndRings) {
+  const int P = Communicator::world().size();
+  for (int slots : {1, 0})
+    for (UspRing ring : {UspRing::Ring, UspRing::Burst})
+      for (int u : {0, 1}) {
+        if (u == 1 && P == 1) continue;
+        DistConfig cfg;
+        cfg.strategy = StrategyKind::Usp;
+        cfg.saved_contexts = slots;
+        cfg.usp_ring = ring;
+        cfg.ulysses_degree = u;
+        cfg.num_threads = 1;
+        run_case(cfg, DType::BF16);
+      }
+}
+
+// Per-dtype bytes of usp and headpar, by hand (equal contiguous shards s = S/P): Q, K, V, dO at e
+// bytes per element; out, lse, delta and every gradient or partial in fp32. A test that fails if
+// either widens its 16-bit payloads again.
+TEST(StrategiesBf16, UspAndHeadparBytesPerDtype) {
+  const std::int64_t P = Communicator::world().size(), s = kS / P;
+  ProblemShape shape{1, kS, kH, kHkv, kD};
+  for (DType dt : {DType::F32, DType::BF16}) {
+    shape.dtype = dt;
+    const std::int64_t e = dt == DType::F32 ? 4 : 2;
+    DistConfig cfg;
+    cfg.layout = LayoutKind::Contiguous;
+    cfg.strategy = StrategyKind::HeadParallel;
+    const Plan hp = Plan::make(cfg, shape, Mask::causal_mask(), static_cast<int>(P), static_cast<int>(P));
+    // usp with u = 1: the K,V ring alone (one node of P: the last dK, dV hop goes home).
+    cfg.strategy = StrategyKind::Usp;
+    cfg.ulysses_degree = 1;
+    const Plan ring = Plan::make(cfg, shape, Mask::causal_mask(), static_cast<int>(P), static_cast<int>(P));
+    cfg.usp_ring = UspRing::Burst;
+    const Plan burst = Plan::make(cfg, shape, Mask::causal_mask(), static_cast<int>(P), static_cast<int>(P));
+    const std::int64_t hops = P - 1, homes = P > 1 ? P : 0;
+    for (std::size_t g = 0; g < static_cast<std::size_t>(P); ++g) {
+      EXPECT_EQ(hp.forward().bytes_sent[g], hops * (e * s * (kH + 2 * kHkv) * kD + 4 * s * kH * (kD + 1)))
+          << "all-gather Q, K, V; reduce-scatter O, lse";
+      EXPECT_EQ(hp.backward().bytes_sent[g],
+                hops * (s * (e * (2 * kH + 2 * kHkv) * kD + 4 * 2 * kH) + 4 * s * (kH + 2 * kHkv) * kD))
+          << "all-gather Q, dO, K, V, lse, delta; reduce-scatter dQ, dK, dV";
+      EXPECT_EQ(ring.forward().bytes_sent[g], hops * e * 2 * s * kHkv * kD) << "K, V ring";
+      EXPECT_EQ(ring.backward().bytes_sent[g], hops * e * 2 * s * kHkv * kD + homes * 4 * 2 * s * kHkv * kD)
+          << "K, V ring + dK, dV partials";
+      EXPECT_EQ(burst.backward().bytes_sent[g], hops * s * kH * (2 * e * kD + 8) + homes * 4 * s * kH * kD)
+          << "Burst-USP: Q, dO, delta, lse ring + dQ partials";
+    }
   }
 }
 
