@@ -241,11 +241,12 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     // Every rank gathers the compact K, V (H_kv heads) and picks its heads locally.
     const double gather =
         backward ? (2 * z.b_q + 2 * z.b_kv) * z.beta + 2 * z.r * kAcc : (z.b_q + 2 * z.b_kv) * z.beta;
-    const double scatter = backward ? (z.b_q + 2 * z.b_kv) * kAcc : z.b_q * z.beta + z.r * kAcc;
-    // Copies: the local block packed, the P gathered blocks unpacked into the head layout; the
-    // full-width reduce-scatter buffer (P blocks) filled, the own block copied out.
-    s.pre_seconds = all_gather_seconds(c, P, gather, inter) + copy_seconds(ctx, (1 + P) * gather);
-    s.post_seconds = all_gather_seconds(c, P, scatter, inter) + copy_seconds(ctx, (1 + P) * scatter);
+    const double scatter = backward ? (z.b_q + 2 * z.b_kv) * kAcc : (z.b_q + z.r) * kAcc;
+    // Copies: the local block packed, this rank's heads of the P gathered blocks unpacked into
+    // the head layout (one block's worth); this rank's heads written into the full-width
+    // reduce-scatter buffer (zeroed once, kept across calls), the own block copied out.
+    s.pre_seconds = all_gather_seconds(c, P, gather, inter) + copy_seconds(ctx, 2 * gather);
+    s.post_seconds = all_gather_seconds(c, P, scatter, inter) + copy_seconds(ctx, 2 * scatter);
     s.collective_bytes = (P - 1) * (gather + scatter);
     staging = P * std::max(gather, scatter);
   } else {
@@ -259,6 +260,10 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     s.post_seconds = all_to_all_seconds(c, P, group_per_node, second) + copy_seconds(ctx, 2 * second);
     s.collective_bytes = static_cast<double>(P - 1) / P * (first + second);
     staging = std::max(first, second);
+  }
+  if (P == 1) {  // one rank: the kernel runs on the caller's tensors, nothing packed or sent
+    s.pre_seconds = s.post_seconds = s.collective_bytes = 0;
+    staging = 0;
   }
   s.ranks.resize(1);  // every rank does the same: all S tokens for H/P heads
   s.ranks[0].compute = {block_seconds(ctx, total_pairs, w.H / P, backward) +

@@ -393,8 +393,9 @@ TEST(CostMask, TileGranularWorkCountsPartialTilesWhole) {
 }
 
 // Packing and unpacking around the collectives are memory-bound copies (read + write at the copy
-// bandwidth): each Ulysses all-to-all copies its whole buffer twice, TP copies its block and the
-// P gathered (or reduce-scattered) blocks, all-gather reorders the P gathered K, V blocks.
+// bandwidth): each Ulysses all-to-all copies its whole buffer twice, headpar copies its block and
+// its heads of the P gathered blocks (one block's worth; likewise around the reduce-scatter),
+// all-gather reorders the P gathered K, V blocks. One rank copies nothing.
 TEST(CostSchedules, CollectiveStagingCopies) {
   ClusterSpec c = toy_cluster(1, 2);
   c.memory_bandwidth = 16;  // bytes/s of read + write: a copy of b bytes takes 2b/16 s
@@ -403,8 +404,12 @@ TEST(CostSchedules, CollectiveStagingCopies) {
   // Ulysses forward (see AllGatherAndHeadParallel, 15 s without copies): a2a #1 of 48 bytes
   // copied twice = 2·2·48/16 = 12 s, a2a #2 of 32 bytes = 8 s → 35 s.
   EXPECT_DOUBLE_EQ(cost::simulate(cost::head_parallel_schedule(ctx, 10, false, false, 2, 2)).seconds, 35.0);
-  // TP forward (20 s without copies): (1 + P)·48 = 144 bytes → 18 s, (1 + P)·32 = 96 → 12 s.
-  EXPECT_DOUBLE_EQ(cost::simulate(cost::head_parallel_schedule(ctx, 10, false, true, 2, 2)).seconds, 50.0);
+  // headpar forward (20 s without copies): 2·48 = 96 bytes → 12 s, 2·32 = 64 → 8 s.
+  EXPECT_DOUBLE_EQ(cost::simulate(cost::head_parallel_schedule(ctx, 10, false, true, 2, 2)).seconds, 40.0);
+  // One rank: the kernel alone on both heads (2 × 10 s), for both.
+  const cost::Context one{&c, &w, 1};
+  EXPECT_DOUBLE_EQ(cost::simulate(cost::head_parallel_schedule(one, 10, false, true, 2, 4)).seconds, 20.0);
+  EXPECT_DOUBLE_EQ(cost::simulate(cost::head_parallel_schedule(one, 10, false, false, 2, 4)).seconds, 20.0);
   // All-gather forward, H = 1 (9 s without copies): P·16 = 32 bytes reordered → 4 s.
   w = toy_workload(4, 1, 1, 1);
   EXPECT_DOUBLE_EQ(cost::simulate(cost::allgather_schedule(ctx, kCausalContiguous, false)).seconds, 13.0);
