@@ -22,7 +22,7 @@ namespace {
 
 struct DistOptions {
   std::string strategy = "burst", layout = "zigzag", mask = "causal", pass = "both", backward_side = "auto";
-  std::string dtype = "fp32", usp_ring = "ring";
+  std::string dtype = "fp32", usp_ring = "ring", partials_dtype = "fp32";
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0, ulysses_degree = 0;
   double comm_timeout = 300;
@@ -82,6 +82,7 @@ void run_dist(const DistOptions& o) {
   cfg.overlap = !o.no_overlap;
   cfg.double_ring = !o.no_double_ring;
   cfg.mask_aware = !o.no_mask_aware;
+  cfg.partials_dtype = parse_partials_dtype(o.partials_dtype, cfg.strategy);
   cfg.comm_timeout_seconds = o.comm_timeout;
   cfg.backward_side = side_from(o.backward_side);
   const std::int64_t H_kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
@@ -182,6 +183,7 @@ void run_dist(const DistOptions& o) {
                         {"mask_aware", plan.forward().mask_aware},
                         {"visible_pairs", pairs},
                         {"dtype", to_string(shape.dtype)},
+                        {"partials_dtype", to_string(cfg.partials_dtype)},
                         {"warmup", o.warmup},
                         {"load_1m", load_average_1m()}};
     if (cfg.strategy == StrategyKind::Usp) {
@@ -252,6 +254,7 @@ void add_dist_bench(CLI::App& bench) {
   cmd->add_option("--dtype", o->dtype,
                   "fp32|bf16|fp16 storage of q, k, v, dout and results (burst, ring: on the wire)")
       ->capture_default_str();
+  add_partials_option(cmd, o->partials_dtype);
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")
       ->capture_default_str();

@@ -93,7 +93,8 @@ void bind_dist(py::module_& m) {
                        const std::string& backward_side, int ulysses_degree, int ranks_per_node,
                        bool double_ring, bool overlap, int num_threads, const std::string& impl,
                        const std::string& dtype, bool pad, std::vector<std::vector<std::int64_t>> positions,
-                       const std::string& usp_ring, bool mask_aware, double comm_timeout) {
+                       const std::string& usp_ring, bool mask_aware, double comm_timeout,
+                       const std::string& partials_dtype) {
              DistConfig cfg;
              cfg.strategy = strategy_from_string(strategy);
              cfg.layout = layout_from_string(layout);
@@ -104,6 +105,7 @@ void bind_dist(py::module_& m) {
              cfg.double_ring = double_ring;
              cfg.overlap = overlap;
              cfg.mask_aware = mask_aware;
+             cfg.partials_dtype = parse_dtype(partials_dtype);
              cfg.num_threads = num_threads;
              cfg.softmax_scale = softmax_scale;
              BURST_CHECK(impl == "tiled" || impl == "reference", InvalidArgument, "impl '", impl,
@@ -123,7 +125,7 @@ void bind_dist(py::module_& m) {
            py::arg("overlap") = true, py::arg("num_threads") = 0, py::arg("impl") = "tiled",
            py::arg("dtype") = "fp32", py::arg("pad") = false,
            py::arg("positions") = std::vector<std::vector<std::int64_t>>{}, py::arg("usp_ring") = "ring",
-           py::arg("mask_aware") = true, py::arg("comm_timeout") = 300.0)
+           py::arg("mask_aware") = true, py::arg("comm_timeout") = 300.0, py::arg("partials_dtype") = "fp32")
       .def_property_readonly("rank", [](const PyDist& d) { return d.comm.rank(); })
       .def_property_readonly("size", [](const PyDist& d) { return d.comm.size(); })
       .def_property_readonly("positions", [](const PyDist& d) { return to_array(d.dist.positions()); })

@@ -81,6 +81,8 @@ void Workload::validate() const {
   BURST_CHECK(model_width >= 0, InvalidArgument, "model_width=", model_width, " must be >= 0");
   BURST_CHECK(bytes_per_element == 2 || bytes_per_element == 4, InvalidArgument,
               "bytes_per_element=", bytes_per_element, " must be 2 or 4");
+  BURST_CHECK(partial_bytes_per_element == 2 || partial_bytes_per_element == 4, InvalidArgument,
+              "partial_bytes_per_element=", partial_bytes_per_element, " must be 2 or 4");
   BURST_CHECK(mask_length >= 0 && mask_length <= S_global, InvalidArgument, "mask_length=", mask_length,
               " must be in [0, S_global=", S_global, "]");
   BURST_CHECK(mask_length == 0 || S_global % mask_length == 0, InvalidArgument, "S_global=", S_global,
@@ -216,6 +218,7 @@ Sizes sizes_for(const Workload& w, std::int64_t H, std::int64_t H_kv, std::int64
   z.b_kv = bs * static_cast<double>(H_kv * w.D);
   z.r = bs * static_cast<double>(H);
   z.beta = w.bytes_per_element;
+  z.gamma = w.partial_bytes_per_element;
   return z;
 }
 
@@ -418,6 +421,10 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
     }
     case StrategyKind::Usp: {
       // Ring of R = P/u members (strided by u) over H/u heads; Ulysses a2a inside groups of u.
+      // usp's ring partials travel in fp32 (DistConfig::partials_dtype is burst and ring only).
+      Workload wu = w;
+      wu.partial_bytes_per_element = 4;
+      ctx.workload = &wu;
       const int R = P / u;
       const std::int64_t kv_u = kv_heads_for_split(w.H, w.H_kv, u);
       cost::Schedule ring = cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, u, backward), R,
@@ -442,8 +449,9 @@ bool prefer_query_side(const Workload& w, BackwardSide side) {
   const double beta = w.bytes_per_element;
   const double hq = static_cast<double>(w.H), hkv = static_cast<double>(w.H_kv);
   const double d = static_cast<double>(w.D);
-  const double query = hq * (3 * d * beta + 2 * cost::Sizes::kRowBytes);  // Q, dO, dQ + D, lse
-  const double kv = hkv * 4 * d * beta;                                   // K, V, dK, dV
+  const double gamma = w.partial_bytes_per_element;  // the write partials' wire bytes
+  const double query = hq * (2 * d * beta + d * gamma + 2 * cost::Sizes::kRowBytes);  // Q, dO, dQ + D, lse
+  const double kv = hkv * (2 * d * beta + 2 * d * gamma);                             // K, V, dK, dV
   return query < kv;
 }
 

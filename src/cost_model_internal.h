@@ -49,6 +49,7 @@ PassEstimate simulate(const Schedule& schedule);
 struct Sizes {
   double b_q = 0, b_kv = 0, r = 0;
   double beta = 4;                        ///< bytes per tensor element
+  double gamma = 4;                       ///< bytes per value of a ring write partial (dQ | dK, dV)
   static constexpr double kRowBytes = 4;  ///< lse / delta / fp32 accumulators
 };
 Sizes sizes_for(const Workload& w, std::int64_t H, std::int64_t H_kv, std::int64_t s);

@@ -48,10 +48,11 @@ double io_bytes(const Sizes& z, bool backward) {
 std::int64_t to_bytes(double b) { return static_cast<std::int64_t>(std::llround(b)); }
 
 /// Per-hop payloads of the ring family (docs/algorithm.md §4.1): forward K, V; backward read
-/// (Q, dO, D, lse | K, V) and write (dQ | dK, dV), gradients in fp32. {read, write} bytes.
+/// (Q, dO, D, lse | K, V) and write (dQ | dK, dV), the write partials in γ bytes per value (fp32,
+/// or bf16 with DistConfig::partials_dtype). {read, write} bytes.
 std::pair<double, double> ring_payloads(const Sizes& z, bool backward, bool query_side) {
-  if (backward && query_side) return {2 * z.b_q * z.beta + 2 * z.r * kAcc, z.b_q * kAcc};
-  return {2 * z.b_kv * z.beta, backward ? 2 * z.b_kv * kAcc : 0.0};
+  if (backward && query_side) return {2 * z.b_q * z.beta + 2 * z.r * kAcc, z.b_q * z.gamma};
+  return {2 * z.b_kv * z.beta, backward ? 2 * z.b_kv * z.gamma : 0.0};
 }
 
 }  // namespace

@@ -268,6 +268,8 @@ std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, cons
   mix(static_cast<std::int64_t>(cfg.backward_side));
   mix(cfg.overlap ? 1 : 0);
   mix(cfg.mask_aware ? 1 : 0);
+  // Mixed only when set, so fingerprints of the fp32-partials default stay as they were.
+  if (cfg.partials_dtype != DType::F32) mix(100 + static_cast<std::int64_t>(cfg.partials_dtype));
   mix(static_cast<std::int64_t>(cfg.kernel));
   mix(cfg.saved_contexts);
   mix(cfg.softmax_scale.has_value() ? 1 : 0);

@@ -30,6 +30,12 @@ Sizes sizes_of(const ProblemShape& s, int P) {
 /// Bytes per element of what burst and ring circulate (Q, K, V, dO): the problem's storage dtype.
 std::int64_t element_bytes(const ProblemShape& s) { return static_cast<std::int64_t>(dtype_size(s.dtype)); }
 
+/// Bytes on the wire of one write-ring partial of n floats: fp32, or bf16 padded to whole 4-byte
+/// words (what RingExecutor sends; DistConfig::partials_dtype).
+std::int64_t partial_bytes(std::int64_t n, DType partials_dtype) {
+  return partials_dtype == DType::BF16 ? kF32 * ((n + 1) / 2) : kF32 * n;
+}
+
 int mod(int a, int m) { return ((a % m) + m) % m; }
 
 /// Partition held by rank g at step t (0-based) of the (double) ring: docs/algorithm.md §7.
@@ -37,11 +43,13 @@ int ring_partition(int g, int t, int n, int L) { return ring::partition({n, L}, 
 
 /// Ring-family pass: read payload of `read` bytes circulates; an optional write accumulator
 /// of `write` bytes follows it one step behind (chain inside a node, home hop per round).
+/// `write` is the bytes of one write hop on the wire, `write_buf` the bytes of one write buffer
+/// in the buffer bound (the fp32 accumulator's: a bf16 wire copy is smaller).
 /// `query_rows` says whether the rank holds the circulating block's queries (backward query
 /// side) or its keys (forward, backward KV side) — it selects block_pairs[j][g] vs [g][j].
-PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, const std::string& payload,
-                   bool query_rows, const std::vector<std::vector<std::int64_t>>& pairs,
-                   std::int64_t work_bytes) {
+PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, std::int64_t write_buf,
+                   const std::string& payload, bool query_rows,
+                   const std::vector<std::vector<std::int64_t>>& pairs, std::int64_t work_bytes) {
   PassPlan pass;
   pass.bytes_sent.assign(static_cast<std::size_t>(P), 0);
   pass.visible_pairs.assign(static_cast<std::size_t>(P), 0);
@@ -94,7 +102,7 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
   // plus the step's working buffers (work_bytes).
   const std::int64_t read_bufs = P == 1 ? 1 : (n > 1 ? 4 : 2);
   const std::int64_t write_bufs = write > 0 ? 4 + n : 0;
-  const std::int64_t peak = read_bufs * read + write_bufs * write + work_bytes;
+  const std::int64_t peak = read_bufs * read + write_bufs * write_buf + work_bytes;
   pass.peak_buffer_bytes.assign(static_cast<std::size_t>(P), peak);
   return pass;
 }
@@ -103,9 +111,9 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, c
 /// receives block j's read payload only when it computes on it (need(g, j): a visible pair),
 /// straight from the owner, and sends its step contribution straight home. Per rank: read bytes
 /// for every other rank that needs its block, write bytes for every other block it computes on.
-PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write, const std::string& payload,
-                     bool query_rows, const std::vector<std::vector<std::int64_t>>& pairs,
-                     std::int64_t work_bytes) {
+PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write, std::int64_t write_buf,
+                     const std::string& payload, bool query_rows,
+                     const std::vector<std::vector<std::int64_t>>& pairs, std::int64_t work_bytes) {
   const auto at = [&](int q_rank, int k_rank) {
     return pairs[static_cast<std::size_t>(q_rank)][static_cast<std::size_t>(k_rank)];
   };
@@ -157,7 +165,7 @@ PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write,
   // Buffers: own + current + next read payload + one send copy; write: result, step partial and
   // every partial sent or received (held until the pass ends); plus the working buffers.
   for (int g = 0; g < P; ++g)
-    pass.peak_buffer_bytes.push_back(4 * read + (2 + partials[static_cast<std::size_t>(g)]) * write +
+    pass.peak_buffer_bytes.push_back(4 * read + (2 + partials[static_cast<std::size_t>(g)]) * write_buf +
                                      work_bytes);
   return pass;
 }
@@ -201,21 +209,22 @@ double PassPlan::balance() const {
   return mean > 0 ? mx / mean : 1.0;
 }
 
-std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P) {
+std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P, DType partials_dtype) {
   BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument,
               "ring_backward_bytes: S_global=", shape.S_global, " not divisible by P=", P);
   if (P == 1) return 0;
   const Sizes z = sizes_of(shape, P);
   const std::int64_t e = element_bytes(shape);
   // Q, dO (query side) or K, V (KV side) hop P − 1 times in the storage dtype; delta, lse and
-  // the dQ (or dK, dV) partials stay fp32 and make P hops (chain + home).
-  if (side == BackwardSide::QuerySide) return (P - 1) * (e * 2 * z.b_q + kF32 * 2 * z.r) + P * kF32 * z.b_q;
-  return (P - 1) * e * 2 * z.b_kv + P * kF32 * 2 * z.b_kv;
+  // the dQ (or dK, dV) partials (fp32, or bf16 on request) make P hops (chain + home).
+  if (side == BackwardSide::QuerySide)
+    return (P - 1) * (e * 2 * z.b_q + kF32 * 2 * z.r) + P * partial_bytes(z.b_q, partials_dtype);
+  return (P - 1) * e * 2 * z.b_kv + P * partial_bytes(2 * z.b_kv, partials_dtype);
 }
 
-BackwardSide choose_backward_side(const ProblemShape& shape, int P) {
-  return ring_backward_bytes(BackwardSide::QuerySide, shape, P) <=
-                 ring_backward_bytes(BackwardSide::KvSide, shape, P)
+BackwardSide choose_backward_side(const ProblemShape& shape, int P, DType partials_dtype) {
+  return ring_backward_bytes(BackwardSide::QuerySide, shape, P, partials_dtype) <=
+                 ring_backward_bytes(BackwardSide::KvSide, shape, P, partials_dtype)
              ? BackwardSide::QuerySide
              : BackwardSide::KvSide;
 }
@@ -262,19 +271,27 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       const auto make_pass =
           cfg.mask_aware && P > 1 && has_empty_block(plan.block_pairs_) ? direct_pass : ring_pass;
       plan.forward_ =
-          make_pass(P, n, L, e * 2 * z.b_kv, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
+          make_pass(P, n, L, e * 2 * z.b_kv, 0, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
       plan.forward_.side = "kv";
       BackwardSide side = BackwardSide::KvSide;
       if (cfg.strategy == StrategyKind::Burst)
-        side = cfg.backward_side == BackwardSide::Auto ? choose_backward_side(shape, P) : cfg.backward_side;
+        side = cfg.backward_side == BackwardSide::Auto ? choose_backward_side(shape, P, cfg.partials_dtype)
+                                                       : cfg.backward_side;
       plan.side_ = side;
+      // Write partials on the wire: fp32, or bf16 (DistConfig::partials_dtype), which the
+      // executor holds as wire copies besides its fp32 accumulators: the buffer bound counts every
+      // write buffer at the accumulator's fp32 size, an upper bound either way.
+      const DType pd = cfg.partials_dtype;
       if (side == BackwardSide::QuerySide) {
         // Read: Q, dO, delta, lse; write: dQ. Working: own delta (r) + packed own payload.
-        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, kF32 * z.b_q,
-                                   "Q,dO,delta,lse | dQ", true, plan.block_pairs_, kF32 * z.r);
+        plan.backward_ =
+            make_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, partial_bytes(z.b_q, pd), kF32 * z.b_q,
+                      pd == DType::BF16 ? "Q,dO,delta,lse | dQ bf16" : "Q,dO,delta,lse | dQ", true,
+                      plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "query";
       } else {
-        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_kv, kF32 * 2 * z.b_kv, "K,V | dK,dV", false,
+        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_kv, partial_bytes(2 * z.b_kv, pd), kF32 * 2 * z.b_kv,
+                                   pd == DType::BF16 ? "K,V | dK,dV bf16" : "K,V | dK,dV", false,
                                    plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "kv";
       }

@@ -57,6 +57,12 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
   if (cfg.softmax_scale)
     BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0, InvalidArgument,
                 "softmax_scale=", *cfg.softmax_scale, " must be finite and > 0");
+  BURST_CHECK(cfg.partials_dtype == DType::F32 || cfg.partials_dtype == DType::BF16, Unsupported,
+              "partials_dtype ", to_string(cfg.partials_dtype), " is not supported; use f32 or bf16");
+  BURST_CHECK(cfg.partials_dtype == DType::F32 || cfg.strategy == StrategyKind::Burst ||
+                  cfg.strategy == StrategyKind::Ring,
+              Unsupported, "partials_dtype bf16 (16-bit write-ring partials) runs with burst or ring, not ",
+              to_string(cfg.strategy), "; its partials travel in fp32");
   const ResolvedMask resolved(mask, s.S_global, s.S_global);  // throws on invalid slices
   (void)resolved;
   if (!cfg.positions.empty()) {

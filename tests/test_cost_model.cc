@@ -528,6 +528,17 @@ TEST(CostModel, BytesAndStepsMatchThePlanTheStrategiesExecute) {
         EXPECT_EQ(e16.forward.bytes_per_device, max_of(plan16.forward().bytes_sent)) << what << " bf16";
         EXPECT_EQ(e16.backward.bytes_per_device, max_of(plan16.backward().bytes_sent)) << what << " bf16";
         EXPECT_EQ(2 * e16.forward.bytes_per_device, e.forward.bytes_per_device) << what;
+        // bf16 write-ring partials (DistConfig::partials_dtype): the write payloads halve too.
+        Workload w16p = w16;
+        w16p.partial_bytes_per_element = 2;
+        DistConfig cfg16p = cfg;
+        cfg16p.partials_dtype = DType::BF16;
+        const Estimate e16p = estimate(c, w16p, cand);
+        const Plan plan16p = Plan::make(cfg16p, shape16, w.mask, P, c.devices_per_node);
+        EXPECT_EQ(e16p.backward.bytes_per_device, max_of(plan16p.backward().bytes_sent))
+            << what << " bf16 partials";
+        EXPECT_EQ(e16p.forward.bytes_per_device, e16.forward.bytes_per_device) << what;
+        EXPECT_LE(e16p.backward.bytes_per_device, e16.backward.bytes_per_device) << what;  // max over ranks
       }
     }
   }

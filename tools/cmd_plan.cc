@@ -17,7 +17,7 @@ namespace {
 
 struct PlanOptions {
   std::string strategy = "burst", layout = "zigzag", mask = "causal", backward_side = "auto", dtype = "fp32";
-  std::string usp_ring = "ring";
+  std::string usp_ring = "ring", partials_dtype = "fp32";
   int ranks = 2, ranks_per_node = 0, ulysses_degree = 0;
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   bool json = false, no_mask_aware = false;
@@ -47,6 +47,7 @@ void run_plan(const PlanOptions& o) {
   cfg.layout = layout_from_string(o.layout);
   cfg.ulysses_degree = o.ulysses_degree;
   cfg.mask_aware = !o.no_mask_aware;
+  cfg.partials_dtype = bench::parse_partials_dtype(o.partials_dtype, cfg.strategy);
   cfg.usp_ring = usp_ring_from_string(o.usp_ring);
   if (o.backward_side == "query")
     cfg.backward_side = BackwardSide::QuerySide;
@@ -75,6 +76,7 @@ void run_plan(const PlanOptions& o) {
                       {"H_kv", shape.H_kv},
                       {"D", shape.D},
                       {"dtype", to_string(shape.dtype)},
+                      {"partials_dtype", to_string(cfg.partials_dtype)},
                       {"mask", o.mask},
                       {"positions", plan.layout().positions},
                       {"forward", pass_json(plan.forward())},
@@ -103,6 +105,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "fp32|bf16|fp16 storage of q, k, v, dout (bytes per dtype)")
       ->capture_default_str();
+  bench::add_partials_option(cmd, o->partials_dtype);
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
   cmd->add_flag("--no-mask-aware", o->no_mask_aware, "burst, ring: plan the full ring even for sparse masks");
   cmd->callback([o] { run_plan(*o); });

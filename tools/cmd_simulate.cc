@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "bench/cli_options.h"
 #include "bench/cluster_spec_io.h"
 #include "burst/cost_model.h"
 #include "burst/error.h"
@@ -23,6 +24,7 @@ struct SimulateOptions {
   bool whole_layer = false;
   std::int64_t ffn_width = 0;
   std::string mask = "causal", pass = "fwd_bwd", dtype = "bf16", strategy, layout, format = "table";
+  std::string partials_dtype = "fp32";
   int ulysses_degree = 0;
   bool no_double_ring = false;
   std::int64_t mask_resolution = 8192;
@@ -115,6 +117,10 @@ void run_simulate(const SimulateOptions& o) {
   w.pass = pass_from_string(o.pass);
   w.bytes_per_element = o.dtype == "bf16" ? 2 : 4;
   w.bf16_arithmetic = o.dtype == "bf16";  // kernel rates × the spec's bf16_speedup_* (1 for GPU presets)
+  // Ranking every strategy: the option applies to burst and ring, the others' partials stay fp32.
+  const DType pd = bench::parse_partials_dtype(
+      o.partials_dtype, o.strategy.empty() ? StrategyKind::Burst : strategy_from_string(o.strategy));
+  w.partial_bytes_per_element = static_cast<int>(dtype_size(pd));
   w.mask_length = pick_mask_length(o.seq, o.mask_resolution, c.devices());
   w.mask = make_benchmark_mask(mask_type_from_string(o.mask), w.mask_length);
   std::vector<Estimate> ranked;
@@ -144,6 +150,7 @@ void run_simulate(const SimulateOptions& o) {
                    {"mask", o.mask},
                    {"pass", to_string(w.pass)},
                    {"dtype", o.dtype},
+                   {"partials_dtype", to_string(pd)},
                    {"bf16_arithmetic", w.bf16_arithmetic},
                    {"mask_length", w.mask_length},
                    {"model_width", w.model_width},
@@ -184,6 +191,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--mask", opt->mask, "one of the 14 benchmark masks")->capture_default_str();
   cmd->add_option("--pass", opt->pass, "fwd | bwd | fwd_bwd")->capture_default_str();
   cmd->add_option("--dtype", opt->dtype, "bf16 | fp32 tensor payloads")->capture_default_str();
+  bench::add_partials_option(cmd, opt->partials_dtype);
   cmd->add_option("--mask-resolution", opt->mask_resolution,
                   "count visible pairs at most at this length, scaled to S (exact for full/causal)")
       ->capture_default_str();

@@ -112,6 +112,10 @@ struct Workload {
   std::int64_t mask_length = 0;
   PassKind pass = PassKind::Forward;
   int bytes_per_element = 4;  ///< 4 fp32 (this library), 2 bf16 (GPU practice)
+  /// burst, ring: bytes per value of the dQ / dK, dV partials on the write ring's wire
+  /// (DistConfig::partials_dtype: 4 fp32, the default; 2 bf16). The other strategies' partials
+  /// travel in fp32 whatever this says.
+  int partial_bytes_per_element = 4;
   /// The kernels compute on bf16 operands (bf16 inputs on a CPU with AVX512_BF16): kernel rates
   /// × ClusterSpec::bf16_speedup_*. Separate from bytes_per_element: fp16 moves 2 bytes per value
   /// but computes in fp32.

@@ -101,6 +101,13 @@ struct DistConfig {
   /// blocks its mask needs, straight from their owners, and steps nobody needs move nothing
   /// (docs/strategies.md § Mask-aware rings). false: every block circulates the whole ring.
   bool mask_aware = true;
+  /// burst, ring: dtype of the write ring's wire copies — the dQ partials (query-side backward)
+  /// or dK, dV partials (KV side) on their chain and home hops. F32 (default): exact fp32 sums.
+  /// BF16: each hop sends its fp32 running sum rounded to bf16 (half the write bytes) and the
+  /// receiver adds it into its fp32 accumulator, so the sum is rounded once per hop and its
+  /// error grows with the hops (docs/strategies.md § bf16 write-ring partials). Other strategies
+  /// accept F32 only (Error(Unsupported)); F16 is rejected (its range would overflow partials).
+  DType partials_dtype = DType::F32;
   int num_threads = 0;  ///< kernel threads per rank; 0 → OpenMP default
   std::optional<float> softmax_scale;
   KernelImpl kernel = KernelImpl::Tiled;  ///< local kernel (Reference: the fp64 oracle, tests)
@@ -128,8 +135,8 @@ struct DistConfig {
 struct ProblemShape {
   std::int64_t B = 1, S_global = 0, H = 0, H_kv = 0, D = 0;
   /// Storage dtype of q, k, v, dout (F32, BF16 or F16; computed in fp32 either way). burst and
-  /// ring move Q, K, V, dO in it; lse, delta and the dQ/dK/dV partials stay fp32; the other
-  /// strategies move fp32 (docs/strategies.md § Bytes per dtype).
+  /// ring move Q, K, V, dO in it; lse, delta and the dQ/dK/dV partials stay fp32 (unless
+  /// DistConfig::partials_dtype); docs/strategies.md § Bytes per dtype gives every strategy's bytes.
   DType dtype = DType::F32;
 };
 
@@ -200,12 +207,15 @@ class Plan {
 };
 
 /// Predicted backward bytes per rank of the two circulations on a flat or double ring with P
-/// ranks, e = bytes per element of shape.dtype (4 f32, 2 bf16/f16), partials and rows fp32:
-/// query side (P−1)·(e·2·b_q + 4·2·r) + P·4·b_q, KV side (P−1)·e·2·b_kv + P·4·2·b_kv, where
-/// b_q = B·H·S_local·D, b_kv = B·H_kv·S_local·D, r = B·H·S_local (0 when P = 1). With e = 4
-/// these are 4·[(P−1)·(2·b_q + 2·r) + P·b_q] and 4·(2P−1)·2·b_kv. Source: docs/algorithm.md §4.2.
-std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P);
-/// The Auto rule: QuerySide iff its bytes are ≤ the KV side's.
-BackwardSide choose_backward_side(const ProblemShape& shape, int P);
+/// ranks, e = bytes per element of shape.dtype (4 f32, 2 bf16/f16), w = bytes of one partial
+/// word on the write ring (4 for F32 partials, 2 for BF16: DistConfig::partials_dtype), rows fp32:
+/// query side (P−1)·(e·2·b_q + 4·2·r) + P·w·b_q, KV side (P−1)·e·2·b_kv + P·w·2·b_kv, where
+/// b_q = B·H·S_local·D, b_kv = B·H_kv·S_local·D, r = B·H·S_local (0 when P = 1); a bf16 partial
+/// of odd length is padded to whole 4-byte words. With e = w = 4 these are
+/// 4·[(P−1)·(2·b_q + 2·r) + P·b_q] and 4·(2P−1)·2·b_kv. Source: docs/algorithm.md §4.2.
+std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P,
+                                 DType partials_dtype = DType::F32);
+/// The Auto rule: QuerySide iff its bytes are ≤ the KV side's (with the same partials dtype).
+BackwardSide choose_backward_side(const ProblemShape& shape, int P, DType partials_dtype = DType::F32);
 
 }  // namespace burst

@@ -73,7 +73,9 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     follow it (burst.shard). Extras: num_threads, impl ("tiled" / "reference": the kernel),
     backward_side ("auto" / "query" / "kv"), ulysses_degree, usp_ring ("ring" / "burst": usp's ring
     across the Ulysses groups; "burst" is BurstEngine's hybrid), ranks_per_node, double_ring, overlap, mask_aware (burst, ring: only the blocks the mask
-    needs move; False: the full ring), comm_timeout (seconds without communication progress before
+    needs move; False: the full ring), partials_dtype ("fp32" / "bf16": burst, ring — the
+    backward's dQ / dK, dV partials on the write ring in bf16, half those bytes, error growing
+    with P: docs/strategies.md § bf16 write-ring partials), comm_timeout (seconds without communication progress before
     the job is aborted with a message naming the rank, host, peer, strategy and ring step; default
     $BURST_COMM_TIMEOUT or 300).
     S_global: with comm, the real sequence length when the shards carry padding (burst.shard(x,

@@ -15,7 +15,7 @@ from . import _C
 from ._masks import build_mask, document_slices
 
 _KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "usp_ring", "ranks_per_node",
-             "double_ring", "overlap", "mask_aware", "comm_timeout")
+             "double_ring", "overlap", "mask_aware", "comm_timeout", "partials_dtype")
 
 
 def comm_timeout(extra):
@@ -220,6 +220,7 @@ def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, ext
                             double_ring=bool(extra.get("double_ring", True)),
                             overlap=bool(extra.get("overlap", True)),
                             mask_aware=bool(extra.get("mask_aware", True)),
+                            partials_dtype=str(extra.get("partials_dtype", "fp32")),
                             num_threads=int(extra.get("num_threads", 0)),
                             impl=extra.get("impl", "tiled"),
                             comm_timeout=comm_timeout(extra))

@@ -20,7 +20,8 @@ class DistAttention:
     dtype ("fp32", "bf16", "fp16" or a torch / numpy dtype; burst and ring move Q, K, V, dO in
     it; out and gradients come back in it, lse float32). pad: S_global need not split as the
     layout needs; local tensors then hold the padded layout's tokens (burst.shard(..., pad=True);
-    padding is masked). Raises ValueError / NotImplementedError on every rank for invalid or
+    padding is masked). extra: attn_func's extras, e.g. partials_dtype="bf16" (burst, ring: the
+    backward's write-ring partials in bf16; docs/strategies.md § bf16 write-ring partials). Raises ValueError / NotImplementedError on every rank for invalid or
     unsupported combinations.
     """
 

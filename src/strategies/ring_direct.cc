@@ -54,7 +54,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
         const int x = dest[static_cast<std::size_t>(t)];
         if (needs(x, g))
           home_index[static_cast<std::size_t>(t)] =
-              static_cast<int>(homes_in.add(home_.irecv(pool.get(W), x, kTagDirectHome)));
+              static_cast<int>(homes_in.add(home_.irecv(pool.get(wire_floats(W)), x, kTagDirectHome)));
       }
     // Posts step t's transfers into `set`: the receive of the block I need, the send of mine to
     // whoever needs it. Returns the receive's index, or −1.
@@ -101,7 +101,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
         if (t == 0)
           result = std::move(w_loc);
         else if (W > 0)
-          home_out.add(home_.isend(std::move(w_loc), j, kTagDirectHome));
+          home_out.add(home_.isend(to_wire(std::move(w_loc)), j, kTagDirectHome));
       }
       pool.put(std::move(got));
       const auto t1 = std::chrono::steady_clock::now();
@@ -120,7 +120,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
       const int i = home_index[static_cast<std::size_t>(t)];
       if (i < 0) continue;
       std::vector<float> part = homes_in.take(static_cast<std::size_t>(i));
-      for (std::size_t e = 0; e < result.size(); ++e) result[e] += part[e];
+      add_wire(result, part);  // fp32 sum; a bf16 wire part is widened as it is added
       pool.put(std::move(part));
     }
     stats.buffer_bytes = std::max(stats.buffer_bytes, pool.peak_bytes());

@@ -167,7 +167,8 @@ class RingFamilyStrategy final : public Strategy {
  public:
   RingFamilyStrategy(const Setup& setup, bool kv_side_backward)
       : setup_(setup),
-        exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap),
+        exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap,
+              setup.cfg.partials_dtype),
         kv_side_backward_(kv_side_backward) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

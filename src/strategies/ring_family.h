@@ -6,8 +6,9 @@
 // on the write chain, K, V, dK, dV stay; KvSide (RingAttention): K, V circulate, dK, dV partials
 // follow, Q, dO, lse, dQ stay. Blocks the plan marks empty (no visible pair) are skipped.
 // Dtypes: Q, K, V, dO circulate in their storage dtype (bf16/f16 as their 16-bit patterns, half
-// the bytes of fp32; the kernels read them directly); delta, lse and the dQ/dK/dV partials on
-// the write ring stay fp32, so nothing is summed in 16 bits. out, dq, dk, dv are fp32 here (the
+// the bytes of fp32; the kernels read them directly); delta and lse stay fp32, and so do the
+// dQ/dK/dV partials on the write ring unless DistConfig::partials_dtype asks for bf16 wire
+// copies (summed in fp32 at every hop), so nothing is summed in 16 bits. out, dq, dk, dv are fp32 here (the
 // façade rounds them once at the end).
 #pragma once
 

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
 
 #include "burst/error.h"
+#include "burst/tensor.h"
 #include "plan_ring.h"
 #include "strategies/common.h"
 
@@ -31,7 +33,8 @@ void add_into(std::vector<float>& acc, const std::vector<float>& x) {
 
 }  // namespace
 
-RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap)
+RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap,
+                           DType write_wire)
     : intra_(comm.channel()),
       inter_(comm.channel()),
       chain_(comm.channel()),
@@ -40,9 +43,36 @@ RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_no
       n_(nodes),
       L_(ranks_per_node),
       rank_(comm.rank()),
-      overlap_(overlap) {
+      overlap_(overlap),
+      wire_(write_wire) {
   BURST_CHECK(nodes >= 1 && ranks_per_node >= 1 && nodes * ranks_per_node == P_, Internal, "ring topology ",
               nodes, " x ", ranks_per_node, " does not match P=", P_);
+  BURST_CHECK(write_wire == DType::F32 || write_wire == DType::BF16, Internal, "write wire dtype ",
+              to_string(write_wire));
+}
+
+std::int64_t RingExecutor::wire_floats(std::int64_t w) const {
+  return wire_ == DType::BF16 ? (w + 1) / 2 : w;
+}
+
+std::vector<float> RingExecutor::to_wire(std::vector<float> acc) const {
+  if (wire_ == DType::F32) return acc;
+  const auto n = static_cast<std::int64_t>(acc.size());
+  std::vector<float> wire = pool_.get(wire_floats(n));
+  wire.back() = 0.0f;  // the pad half of an odd-length partial
+  auto* h = reinterpret_cast<std::uint16_t*>(wire.data());
+  for (std::int64_t i = 0; i < n; ++i) h[i] = bf16_from_float(acc[static_cast<std::size_t>(i)]);
+  pool_.put(std::move(acc));
+  return wire;
+}
+
+void RingExecutor::add_wire(std::vector<float>& acc, const std::vector<float>& wire) const {
+  if (wire_ == DType::F32) {
+    add_into(acc, wire);
+    return;
+  }
+  const auto* h = reinterpret_cast<const std::uint16_t*>(wire.data());
+  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += bf16_to_float(h[i]);
 }
 
 int RingExecutor::partition(int rank, int t) const { return ring::partition({n_, L_}, rank, t); }
@@ -72,14 +102,14 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         const int src = mod(a + k, n) * L + mod(b - 1, L);
         if (src != g)
           home_index[static_cast<std::size_t>(k)] =
-              static_cast<int>(homes_in.add(home_.irecv(pool.get(W), src, kTagHome + k)));
+              static_cast<int>(homes_in.add(home_.irecv(pool.get(wire_floats(W)), src, kTagHome + k)));
       }
     }
     auto send_home = [&](int k, int part, std::vector<float> acc) {
       if (part == g) {
         home_parts[static_cast<std::size_t>(k)] = std::move(acc);
       } else {
-        home_out.add(home_.isend(std::move(acc), part, kTagHome + k));
+        home_out.add(home_.isend(to_wire(std::move(acc)), part, kTagHome + k));
       }
     };
     for (int t = 0; t < P; ++t) {
@@ -109,8 +139,8 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       }
       if (W > 0 && P > 1) {
         if (u >= 1) {
-          i_chain_in = step_set.add(chain_.irecv(pool.get(W), left_intra, kTagChain));
-          i_chain_out = step_set.add(chain_.isend(std::move(w_acc), right_intra, kTagChain));
+          i_chain_in = step_set.add(chain_.irecv(pool.get(wire_floats(W)), left_intra, kTagChain));
+          i_chain_out = step_set.add(chain_.isend(to_wire(std::move(w_acc)), right_intra, kTagChain));
         } else if (t > 0) {
           send_home(k - 1, partition(g, t - 1), std::move(w_acc));
         }
@@ -143,7 +173,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       if (W > 0) {
         if (P > 1 && u >= 1) {
           std::vector<float> in = step_set.take(i_chain_in);
-          add_into(w_loc, in);  // w_acc = chain partial + this step's contribution
+          add_wire(w_loc, in);  // w_acc = chain partial + this step's contribution (fp32)
           pool.put(std::move(in));
           pool.put(step_set.take(i_chain_out));
         }
@@ -162,14 +192,21 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       homes_in.wait_all();
       home_out.wait_all();
       stats.exposed_comm_seconds += seconds_since(t1);
-      for (int k = 0; k < n; ++k)
-        if (home_index[static_cast<std::size_t>(k)] >= 0)
-          home_parts[static_cast<std::size_t>(k)] =
-              homes_in.take(static_cast<std::size_t>(home_index[static_cast<std::size_t>(k)]));
-      result = std::move(home_parts[0]);
-      for (int k = 1; k < n; ++k) {
-        add_into(result, home_parts[static_cast<std::size_t>(k)]);
-        pool.put(std::move(home_parts[static_cast<std::size_t>(k)]));
+      // The owner's sum in round order; a received part is a wire message, the own one fp32.
+      for (int k = 0; k < n; ++k) {
+        const int i = home_index[static_cast<std::size_t>(k)];
+        std::vector<float> part = i >= 0 ? homes_in.take(static_cast<std::size_t>(i))
+                                         : std::move(home_parts[static_cast<std::size_t>(k)]);
+        if (k == 0 && i < 0) {
+          result = std::move(part);
+          continue;
+        }
+        if (k == 0) result = pool.get_zeroed(W);
+        if (i >= 0)
+          add_wire(result, part);
+        else
+          add_into(result, part);
+        pool.put(std::move(part));
       }
     }
     inter_set.wait_all();

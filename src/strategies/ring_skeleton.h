@@ -10,7 +10,10 @@
 // the block's owner in one hop, and the owner sums its n node partials in round order
 // (deterministic). With one node this is exactly BurstAttention's dQ ring lagging one step plus
 // the final hop (docs/algorithm.md §3); bytes: n·(L−1) chain hops + n home hops per rank (minus one
-// when L = 1: round 0's block is the rank's own).
+// when L = 1: round 0's block is the rank's own). Write wire dtype (DistConfig::partials_dtype):
+// F32 sends the fp32 accumulator itself; BF16 sends a copy rounded to bf16 (two per word, half
+// the bytes) and the receiver adds it into its fp32 accumulator — only the wire copy is rounded,
+// once per hop, and no sum is ever formed in 16 bits.
 // Channels: intra read, inter read, chain, home — four MPI_Comm_dups so rings never match each
 // other's messages (docs/algorithm.md §6).
 // Failure policy: an exception inside a step with payload in flight aborts the communicator
@@ -43,8 +46,10 @@ class RingExecutor {
 
   /// Collective over `comm` (creates four channels sharing its counters). nodes·ranks_per_node
   /// must equal comm.size(); rank = node·L + local_rank. overlap = false waits for each
-  /// transfer before computing (the no-overlap ablation).
-  RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap);
+  /// transfer before computing (the no-overlap ablation). write_wire: F32 or BF16, the dtype the
+  /// write partials travel in (every rank the same).
+  RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap,
+               DType write_wire = DType::F32);
 
   /// Partition held by `rank` at step t (docs/algorithm.md §7; flat ring: (rank − t) mod P).
   int partition(int rank, int t) const;
@@ -74,11 +79,21 @@ class RingExecutor {
                                 const std::vector<std::vector<char>>& need, const StepFn& compute,
                                 RingRunStats& stats) const;
 
+  /// Floats of the wire copy of a write partial of w floats (w, or ⌈w/2⌉ for bf16).
+  std::int64_t wire_floats(std::int64_t w) const;
+
  private:
+  /// The message that carries write partial `acc`: acc itself (F32), or its bf16 rounding packed
+  /// two per word in a pool buffer (acc goes back to the pool).
+  std::vector<float> to_wire(std::vector<float> acc) const;
+  /// acc[i] += value i of a received wire message (widened from bf16 when the wire is BF16).
+  void add_wire(std::vector<float>& acc, const std::vector<float>& wire) const;
+
   Communicator intra_, inter_, chain_, home_;
   mutable BufferPool pool_;  // run() is logically const: the pool only caches memory
   int P_ = 1, n_ = 1, L_ = 1, rank_ = 0;
   bool overlap_ = true;
+  DType wire_ = DType::F32;
 };
 
 }  // namespace burst::strategies

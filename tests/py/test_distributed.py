@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import burst
+from mpi4py import MPI
 from conftest import (assert_close, errors_vs_oracle, make_inputs, mask_visible,
                       visible_reference)
 
@@ -163,3 +164,30 @@ def test_reusable_plan_and_ring_flash_attn_names(comm):
         assert probs is None
         assert_close(fn.__name__, out, ref["out"][:, p], err32["out"])
         assert_close(fn.__name__ + " lse", lse, ref["lse"][:, :, p], err32["lse"])
+
+
+def test_partials_dtype_kwarg(comm):
+    """partials_dtype="bf16" (burst, ring): the backward's write-ring partials travel in bf16 —
+    fewer bytes at P > 1, gradients within P roundings to bf16 (u = 2^-8) of the fp32-partials
+    run's (docs/strategies.md § bf16 write-ring partials); other strategies refuse it."""
+    P = comm.Get_size()
+    q, k, v, dout = make_inputs(1, S_GLOBAL, 4, 4, 8, 9)
+    local = [burst.shard(t, comm, "zigzag") for t in (q, k, v, dout)]
+    grads, sent = {}, {}
+    for partials in ("fp32", "bf16"):
+        attn = burst.DistAttention(comm, 1, S_GLOBAL, 4, 4, 8, causal=True, strategy="burst",
+                                   backward_side="query", partials_dtype=partials)
+        leaves = [t.clone().requires_grad_() for t in local[:3]]
+        attn(*leaves).backward(local[3])
+        grads[partials] = leaves[0].grad
+        sent[partials] = comm.allreduce(attn.last_stats()["bytes_sent"])
+    diff = (grads["bf16"] - grads["fp32"]).abs().max().item()
+    assert diff <= P * 2.0 ** -8 * grads["fp32"].abs().max().item() * 4, diff
+    if P > 1:
+        assert sent["bf16"] < sent["fp32"]
+        assert comm.allreduce(diff, op=MPI.MAX) > 0, "bf16 partials changed nothing"
+    else:
+        assert diff == 0 and sent["bf16"] == sent["fp32"] == 0
+    with pytest.raises((NotImplementedError, ValueError, RuntimeError), match="burst or ring"):
+        burst.DistAttention(comm, 1, S_GLOBAL, 4, 4, 8, strategy="ulysses", layout="contiguous",
+                            partials_dtype="bf16")
