@@ -20,9 +20,6 @@ std::int64_t padded_length(std::int64_t S, int P);
 /// Throws Error(InvalidArgument) for Local with P > 1; with seq_wise, for a layout other than
 /// striped when P > 1 (only striping makes each rank's first local half the global first half)
 /// and as first_half_mask. Same verdict on every rank (inputs are identical).
-/// Throws Error(Unsupported) for `--dtype bf16` with `--strategy tp` (Megatron tensor parallelism
-/// of the model, model_tp.h, runs fp32 only). Same verdict on every rank (options are identical).
-void check_dtype_supported(const RunOptions& run);
 
 std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Communicator& comm,
                                              const ModelConfig& model, std::int64_t S_padded,

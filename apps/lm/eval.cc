@@ -116,7 +116,6 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
   });
   Model model = model_from_checkpoint(ckpt);
   model.set_compute_dtype(to_torch(o.run.dtype));  // fp32 weights, bf16 GEMMs with --dtype bf16
-  check_dtype_supported(o.run);
   const ModelConfig& mcfg = model.config();
   // Tensor parallelism: this rank's shards of the checkpoint's full weights run the evaluation;
   // the full model stays for the single-rank self-check.
@@ -148,7 +147,7 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
     const Stopwatch sw;
     std::unique_ptr<AttentionEngine> engine;
     if (tp)
-      engine = std::make_unique<TpEngine>(comm, S_padded, w.mask, o.run.dist.num_threads);
+      engine = std::make_unique<TpEngine>(comm, S_padded, w.mask, o.run.dist.num_threads, o.run.dtype);
     else
       engine = make_engine(o.run, comm, mcfg, S_padded, w.mask);
     std::vector<std::int64_t> in, tg;

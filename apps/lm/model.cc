@@ -81,15 +81,12 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
   return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
 }
 
-namespace {
-constexpr auto kF32 = torch::kFloat32;
-
-// Autocast-style linear layer: x·wᵀ with both operands cast to `dt` (no-ops for fp32), the
-// product in `dt` (bf16: oneDNN's bf16 GEMM, fp32 accumulation, result rounded to bf16). The
-// cast of w is differentiable, so its gradient lands in the fp32 master weight.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, torch::ScalarType dt) {
   return torch::matmul(x.to(dt), w.to(dt).t());
 }
+
+namespace {
+constexpr auto kF32 = torch::kFloat32;
 
 // x + W2·(silu(W1·m) ∘ W3·m) with m = RMSNorm(x): the MLP block with its residual. The norm and
 // the residual stream are fp32; the three GEMMs and the gate run in `dt` (Model::compute_dtype).

@@ -50,6 +50,10 @@ std::pair<torch::Tensor, torch::Tensor> rope_tables(const std::vector<std::int64
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps);
 /// Rotates x [1, S, H, D] pairwise (first half with second half, the Llama/NeoX convention).
 torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+/// Autocast-style linear layer x·wᵀ, x [.., in], w [out, in]: both operands cast to `dt` (no-ops
+/// for fp32), the product in `dt` (bf16: oneDNN's bf16 GEMM, fp32 accumulation, result rounded to
+/// bf16). The cast of w is differentiable, so its gradient lands in the fp32 master weight.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, torch::ScalarType dt);
 
 class Model {
  public:

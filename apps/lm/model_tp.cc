@@ -71,6 +71,7 @@ torch::Tensor forward_tp(Model& model, const torch::Tensor& tokens, TpEngine& en
                          const Model::StageHook& on_stage) {
   const ModelConfig& c = model.config();
   const std::int64_t S = engine.attention_rows(), D = c.head_dim;
+  const torch::ScalarType dt = model.compute_dtype(), kF32 = torch::kFloat32;
   BURST_CHECK(tokens.dim() == 1 && tokens.size(0) == static_cast<std::int64_t>(engine.positions().size()),
               InvalidArgument, "forward_tp: want tokens [", engine.positions().size(), "], got ", tokens.sizes());
   auto stage = [&](int l, Model::Stage st) {
@@ -86,17 +87,20 @@ torch::Tensor forward_tp(Model& model, const torch::Tensor& tokens, TpEngine& en
                         &w2 = param(model, pre + "w2");
     const std::int64_t H = wq.size(0) / D, H_kv = wk.size(0) / D;  // this rank's heads
     stage(l, Model::Stage::Projections);
-    const auto h = sp_all_gather(rms_norm(x, param(model, pre + "attn_norm"), c.norm_eps), engine);  // [S, d]
-    const auto q = apply_rope(torch::matmul(h, wq.t()).view({1, S, H, D}), cos, sin);
-    const auto k = apply_rope(torch::matmul(h, wk.t()).view({1, S, H_kv, D}), cos, sin);
-    const auto v = torch::matmul(h, wv.t()).view({1, S, H_kv, D});
+    // The GEMMs in dt (Model::compute_dtype) as model.cc's blocks: the normed rows are cast to dt
+    // before their all-gather (bf16: half the bytes, the same values), q, k rotated in fp32, the
+    // row-parallel outputs reduce-scattered in fp32 and added to the fp32 residual stream.
+    const auto h = sp_all_gather(rms_norm(x, param(model, pre + "attn_norm"), c.norm_eps).to(dt), engine);
+    const auto q = apply_rope(linear(h, wq, dt).to(kF32).view({1, S, H, D}), cos, sin);  // h: [S, d]
+    const auto k = apply_rope(linear(h, wk, dt).to(kF32).view({1, S, H_kv, D}), cos, sin);
+    const auto v = linear(h, wv, dt).view({1, S, H_kv, D});
     stage(l, Model::Stage::Attention);
     const auto a = burst_attention(q, k, v, engine).reshape({S, H * D});
     stage(l, Model::Stage::Mlp);
-    x = x + sp_reduce_scatter(torch::matmul(a, wo.t()), engine);
-    const auto m = sp_all_gather(rms_norm(x, param(model, pre + "mlp_norm"), c.norm_eps), engine);
-    const auto gate = torch::silu(torch::matmul(m, w1.t())) * torch::matmul(m, w3.t());  // [S, F/P]
-    x = x + sp_reduce_scatter(torch::matmul(gate, w2.t()), engine);
+    x = x + sp_reduce_scatter(linear(a, wo, dt), engine);
+    const auto m = sp_all_gather(rms_norm(x, param(model, pre + "mlp_norm"), c.norm_eps).to(dt), engine);
+    const auto gate = torch::silu(linear(m, w1, dt)) * linear(m, w3, dt);  // [S, F/P]
+    x = x + sp_reduce_scatter(linear(gate, w2, dt), engine);
   }
   stage(c.layers, Model::Stage::Done);
   return rms_norm(x, param(model, "final_norm"), c.norm_eps);

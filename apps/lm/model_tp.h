@@ -66,6 +66,9 @@ void shard_model(Model& model, int rank, int P);
 /// (engine), output projection, reduce-scatter, residual; RMSNorm, all-gather, SwiGLU (F/P),
 /// down projection, reduce-scatter, residual. Autograd through everything (backward: the
 /// collectives swapped); runs without autograd state under InferenceMode/NoGradGuard.
+/// Dtypes as Model::forward: the GEMMs in model.compute_dtype() (bf16: the normed rows are all-
+/// gathered in bf16, the row-parallel partial sums reduce-scattered in fp32), attention in the
+/// engine's dtype, RMSNorm, RoPE and the residual stream fp32.
 /// Collective over the engine's ranks. `on_stage` as Model::forward.
 torch::Tensor forward_tp(Model& model, const torch::Tensor& tokens, TpEngine& engine,
                          const Model::StageHook& on_stage = {});

@@ -24,41 +24,51 @@ std::vector<std::int64_t> sequence_positions_of(std::int64_t S_global, int P) {
   return iota_positions(0, S_global);
 }
 
-void check_rows(const torch::Tensor& t, std::int64_t rows, const char* what) {
-  BURST_CHECK(t.dim() == 2 && t.size(0) == rows && t.scalar_type() == torch::kFloat32, InvalidArgument, what,
-              ": want fp32 [", rows, ", C], got ", t.sizes(), " ", t.scalar_type());
+void check_rows(const torch::Tensor& t, std::int64_t rows, bool allow_bf16, const char* what) {
+  const bool dtype_ok =
+      t.scalar_type() == torch::kFloat32 || (allow_bf16 && t.scalar_type() == torch::kBFloat16);
+  BURST_CHECK(t.dim() == 2 && t.size(0) == rows && dtype_ok, InvalidArgument, what, ": want ",
+              allow_bf16 ? "fp32 or bf16" : "fp32", " [", rows, ", C], got ", t.sizes(), " ",
+              t.scalar_type());
 }
 
 struct GatherRows : public torch::autograd::Function<GatherRows> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, TpEngine* e) {
     ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(e);
+    ctx->saved_data["dtype"] = static_cast<std::int64_t>(x.scalar_type());
     return e->all_gather_rows(x);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list g) {
     auto* e = reinterpret_cast<TpEngine*>(ctx->saved_data["engine"].toInt());
-    return {e->reduce_scatter_rows(g[0]), torch::Tensor()};
+    const auto dt = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {e->reduce_scatter_rows(g[0].to(torch::kFloat32)).to(dt), torch::Tensor()};
   }
 };
 
 struct ScatterRows : public torch::autograd::Function<ScatterRows> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& y, TpEngine* e) {
     ctx->saved_data["engine"] = reinterpret_cast<std::int64_t>(e);
-    return e->reduce_scatter_rows(y);
+    ctx->saved_data["dtype"] = static_cast<std::int64_t>(y.scalar_type());
+    return e->reduce_scatter_rows(y.to(torch::kFloat32));
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list g) {
     auto* e = reinterpret_cast<TpEngine*>(ctx->saved_data["engine"].toInt());
-    return {e->all_gather_rows(g[0]), torch::Tensor()};
+    const auto dt = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {e->all_gather_rows(g[0].to(dt)), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-TpEngine::TpEngine(const Communicator& comm, std::int64_t S_global, const Mask& mask, int num_threads)
+TpEngine::TpEngine(const Communicator& comm, std::int64_t S_global, const Mask& mask, int num_threads,
+                   DType dtype)
     : comm_(comm),
       S_global_(S_global),
-      sequence_(sequence_positions_of(S_global, comm.size()), mask, S_global, num_threads) {
+      sequence_(sequence_positions_of(S_global, comm.size()), mask, S_global, num_threads, KernelImpl::Tiled,
+                dtype) {
+  dtype_ = dtype;
   const std::int64_t P = comm_.size(), S_local = S_global / P, r = comm_.rank();
   shard_ = iota_positions(r * S_local, S_local);
   const std::int64_t pairs = sequence_.planned_forward_pairs();
@@ -71,6 +81,7 @@ void TpEngine::forward(const TensorView& q, const TensorView& k, const TensorVie
   sequence_.forward(q, k, v, out, lse);
   totals_.forward_seconds += since(t0);
   totals_.forward_pairs += pairs_share_;
+  count_pass(q.dtype);
 }
 
 void TpEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -81,22 +92,30 @@ void TpEngine::backward(const TensorView& dout, const TensorView& q, const Tenso
   totals_.backward_seconds += since(t0);
   totals_.backward_pairs += pairs_share_;
   totals_.backward_side = "local";
+  count_pass(q.dtype);
 }
 
 torch::Tensor TpEngine::all_gather_rows(const torch::Tensor& x) {
   const std::int64_t S_local = static_cast<std::int64_t>(shard_.size());
-  check_rows(x, S_local, "TpEngine::all_gather_rows");
+  check_rows(x, S_local, true, "TpEngine::all_gather_rows");
   const auto xc = x.contiguous();
   torch::Tensor out = torch::empty({S_global_, x.size(1)}, xc.options());
   const std::int64_t before = comm_.counters().bytes_sent;
-  comm_.all_gather(xc.data_ptr<float>(), xc.numel(), out.data_ptr<float>());
+  if (xc.scalar_type() == torch::kBFloat16) {  // the 16-bit patterns, two per float word
+    BURST_CHECK(xc.numel() % 2 == 0, InvalidArgument, "TpEngine::all_gather_rows: a bf16 block of ",
+                xc.numel(), " values must be even (whole 4-byte words)");
+    comm_.all_gather(static_cast<const float*>(xc.data_ptr()), xc.numel() / 2,
+                     static_cast<float*>(out.data_ptr()));
+  } else {
+    comm_.all_gather(xc.data_ptr<float>(), xc.numel(), out.data_ptr<float>());
+  }
   totals_.bytes_sent += comm_.counters().bytes_sent - before;
   return out;
 }
 
 torch::Tensor TpEngine::reduce_scatter_rows(const torch::Tensor& y) {
   const std::int64_t S_local = static_cast<std::int64_t>(shard_.size());
-  check_rows(y, S_global_, "TpEngine::reduce_scatter_rows");
+  check_rows(y, S_global_, false, "TpEngine::reduce_scatter_rows");
   const auto yc = y.contiguous();
   torch::Tensor out = torch::empty({S_local, y.size(1)}, yc.options());
   const std::vector<std::int64_t> counts(static_cast<std::size_t>(comm_.size()), S_local * y.size(1));

@@ -33,11 +33,13 @@ namespace burst::lm {
 ///   sequence's visible pairs (FLOP = 4·D·H·pairs summed over ranks stays the model's: each rank
 ///   computes H/P heads); bytes_sent = the payload of the collectives below
 ///   (Communicator's convention: all-gather (P−1)·own block, reduce-scatter the blocks of others).
+/// - dtype: the attention's input dtype (AttentionEngine::dtype; F32, or BF16 for `--dtype bf16`).
 /// Collective: constructor is not; every collective below is (all ranks of comm, same shapes).
-/// Throws Error(InvalidArgument) unless S_global % P == 0.
+/// Throws Error(InvalidArgument) unless S_global % P == 0, or for a dtype other than F32 / BF16.
 class TpEngine final : public AttentionEngine {
  public:
-  TpEngine(const Communicator& comm, std::int64_t S_global, const Mask& mask, int num_threads);
+  TpEngine(const Communicator& comm, std::int64_t S_global, const Mask& mask, int num_threads,
+           DType dtype = DType::F32);
   const std::vector<std::int64_t>& positions() const override { return shard_; }
   std::int64_t attention_rows() const override { return S_global_; }
   std::int64_t planned_forward_pairs() const override { return pairs_share_; }
@@ -53,12 +55,13 @@ class TpEngine final : public AttentionEngine {
   int size() const { return comm_.size(); }
   const Communicator& comm() const { return comm_; }
 
-  /// All-gather of rows: x [S_local, C] fp32 → [S_global, C], rank r's rows at r·S_local.
-  /// Collective. Bytes 4·(P−1)·S_local·C sent per rank.
+  /// All-gather of rows: x [S_local, C] fp32 or bf16 → [S_global, C] of x's dtype, rank r's rows
+  /// at r·S_local; bf16 moves its 16-bit patterns (S_local·C even). Collective.
+  /// Bytes e·(P−1)·S_local·C sent per rank (e = 4 fp32, 2 bf16).
   torch::Tensor all_gather_rows(const torch::Tensor& x);
   /// Reduce-scatter of rows: y [S_global, C] fp32 partial sums → Σ_ranks y, rows of this rank
-  /// [S_local, C] (summed in MPI's order, identical on every run). Collective.
-  /// Bytes 4·(P−1)·S_local·C sent per rank.
+  /// [S_local, C] (summed in fp32 in MPI's order, identical on every run; partial sums never
+  /// travel in 16 bits). Collective. Bytes 4·(P−1)·S_local·C sent per rank.
   torch::Tensor reduce_scatter_rows(const torch::Tensor& y);
 
  private:
@@ -70,12 +73,17 @@ class TpEngine final : public AttentionEngine {
 };
 
 /// Autograd all-gather of the sequence shard (Megatron-SP's g before a column-parallel GEMM):
-/// x [S_local, C] → [S_global, C]; backward reduce-scatters the gradient. Collective (forward and
-/// backward). The engine must outlive the autograd graph.
+/// x [S_local, C] fp32 or bf16 → [S_global, C] in x's dtype (a bf16 x moves half the bytes: the
+/// GEMM's input is bf16 either way, so gathering before or after the cast is the same values);
+/// backward reduce-scatters the gradient's partial sums in fp32 and returns it in x's dtype.
+/// Collective (forward and backward). The engine must outlive the autograd graph.
 torch::Tensor sp_all_gather(const torch::Tensor& x, TpEngine& engine);
 
 /// Autograd reduce-scatter of partial sums (Megatron-SP's ḡ after a row-parallel GEMM):
-/// y [S_global, C] → [S_local, C]; backward all-gathers the gradient. Collective.
+/// y [S_global, C] fp32 or bf16 → fp32 [S_local, C] (a bf16 y is widened first: the partial sums
+/// add in fp32 — bf16 GEMM output rounded per rank, never the sum); backward all-gathers the
+/// gradient in y's dtype (bf16: the rounding autograd applies to it anyway, done before the
+/// gather, half the bytes) and returns it in y's dtype. Collective.
 torch::Tensor sp_reduce_scatter(const torch::Tensor& y, TpEngine& engine);
 
 }  // namespace burst::lm

@@ -173,12 +173,6 @@ std::int64_t padded_length(std::int64_t S, int P) {
   return (S + m - 1) / m * m;
 }
 
-void check_dtype_supported(const RunOptions& run) {
-  BURST_CHECK(run.dtype == DType::F32 || !tensor_parallel(run), Unsupported, "--dtype ", to_string(run.dtype),
-              " with --strategy tp (Megatron tensor parallelism of the model) is not implemented: use "
-              "--dtype fp32, or a context-parallel strategy (burst, ring, ...) for bf16");
-}
-
 std::unique_ptr<AttentionEngine> make_engine(const RunOptions& run, const Communicator& comm,
                                              const ModelConfig& model, std::int64_t S_padded,
                                              const Mask& mask, bool seq_wise) {
@@ -228,7 +222,6 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
   Model model(mcfg);
   model.set_recompute(opts.recompute);
   model.set_compute_dtype(to_torch(opts.run.dtype));  // throws for f16/f64 (same verdict on every rank)
-  check_dtype_supported(opts.run);
   AdamW opt(model.parameters());
   const json fingerprint = run_fingerprint(opts, corpus);
   std::vector<StepRecord> history;
@@ -344,7 +337,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       std::unique_ptr<AttentionEngine> engine;
       TpEngine* tp_engine = nullptr;
       if (tp) {
-        auto e = std::make_unique<TpEngine>(comm, S_padded, w.mask, opts.run.dist.num_threads);
+        auto e =
+            std::make_unique<TpEngine>(comm, S_padded, w.mask, opts.run.dist.num_threads, opts.run.dtype);
         tp_engine = e.get();
         engine = std::move(e);
       } else {
