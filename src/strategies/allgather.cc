@@ -33,11 +33,17 @@ class AllGatherStrategy final : public Strategy {
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    Gathered g(setup_.shape, k.dtype);
-    std::vector<float> own;
-    gather(k, v, g, own, stats);
-    compute_forward(q, g.k, g.v, out, lse, stats);
-    stats.peak_buffer_bytes = e(k.dtype) * (2 * 2 * g.k.numel() + 2 * b_kv_);
+    if (setup_.P == 1) {  // one rank: its K, V are the whole sequence, nothing to gather
+      compute_forward(q, k, v, own_positions(), out, lse, stats);
+      stats.peak_buffer_bytes = 0;
+      return;
+    }
+    std::vector<float> ranked = gather(k, v, stats), g = pool_.get(ranked.size());
+    const Gathered kv = reorder(ranked, g, k.dtype);
+    compute_forward(q, kv.k, kv.v, nullptr, out, lse, stats);
+    stats.peak_buffer_bytes = e(k.dtype) * (2 * 2 * kv.k.numel() + 2 * b_kv_);
+    pool_.put(std::move(ranked));
+    pool_.put(std::move(g));
   }
 
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -45,95 +51,103 @@ class AllGatherStrategy final : public Strategy {
                 const TensorView& dv, DistStats& stats) override {
     const ProblemShape& s = setup_.shape;
     const int P = setup_.P;
-    Gathered gk(s, k.dtype);
-    std::vector<float> ranked;  // rank-order buffer: gathered K,V, then the dK,dV to scatter
-    gather(k, v, gk, ranked, stats);
-    Tensor delta({s.B, s.H, S_});
-    attention_delta(dout, out, delta.view());
-    Tensor dkg({s.B, s.S_global, s.H_kv, s.D}), dvg({s.B, s.S_global, s.H_kv, s.D});
+    std::vector<float> delta_mem = pool_.get(s.B * s.H * S_);
+    const TensorView delta = rows_view(delta_mem.data(), s.B, s.H, S_);
+    attention_delta(dout, out, delta);
+    stats.backward_side = "kv";
+    stats.visible_pairs = own_pairs();
+    if (P == 1) {  // one rank: dK, dV are complete, nothing to gather or reduce-scatter
+      const auto t0 = std::chrono::steady_clock::now();
+      AttentionParams p = step_params(setup_, own_positions(), own_positions(), nullptr);
+      attention_backward_with_delta(dout, q, k, v, lse, delta, dq, dk, dv, p, false);
+      stats.compute_seconds = seconds_since(t0);
+      stats.peak_buffer_bytes = 4 * static_cast<std::int64_t>(delta_mem.size());
+      pool_.put(std::move(delta_mem));
+      return;
+    }
+    std::vector<float> ranked = gather(k, v, stats), g = pool_.get(ranked.size());
+    const Gathered kv = reorder(ranked, g, k.dtype);
+    // dK, dV for the whole sequence (overwritten by the kernel), then rank-order blocks to scatter.
+    std::vector<float> dkv = pool_.get(2 * b_kv_ * P), send = pool_.get(2 * b_kv_ * P);
+    const TensorView dkg = bshd_view(dkv.data(), s.B, s.S_global, s.H_kv, s.D);
+    const TensorView dvg = bshd_view(dkv.data() + b_kv_ * P, s.B, s.S_global, s.H_kv, s.D);
     const auto t0 = std::chrono::steady_clock::now();
     if (own_pairs() > 0) {
-      const auto& pos = setup_.plan->layout().positions[static_cast<std::size_t>(setup_.rank)];
-      AttentionParams p = step_params(setup_, pos.data(), nullptr, nullptr);
-      attention_backward_with_delta(dout, q, gk.k, gk.v, lse, delta.view(), dq, dkg.view(), dvg.view(), p,
-                                    false);
+      AttentionParams p = step_params(setup_, own_positions(), nullptr, nullptr);
+      attention_backward_with_delta(dout, q, kv.k, kv.v, lse, delta, dq, dkg, dvg, p, false);
     } else {
       fill_view(dq, 0.0f);
+      fill_view(dkg, 0.0f);
+      fill_view(dvg, 0.0f);
     }
     stats.compute_seconds = seconds_since(t0);
     // Block r of the send buffer: [dK, dV] (fp32) at rank r's positions.
-    ranked.resize(static_cast<std::size_t>(2 * b_kv_ * P));
     for (int r = 0; r < P; ++r) {
-      float* block = ranked.data() + 2 * b_kv_ * r;
-      shard(setup_.plan->layout(), r, dkg.view(), bshd_view(block, s.B, S_, s.H_kv, s.D));
-      shard(setup_.plan->layout(), r, dvg.view(), bshd_view(block + b_kv_, s.B, S_, s.H_kv, s.D));
+      float* block = send.data() + 2 * b_kv_ * r;
+      shard(setup_.plan->layout(), r, dkg, bshd_view(block, s.B, S_, s.H_kv, s.D));
+      shard(setup_.plan->layout(), r, dvg, bshd_view(block + b_kv_, s.B, S_, s.H_kv, s.D));
     }
-    std::vector<float> mine(static_cast<std::size_t>(2 * b_kv_));
+    std::vector<float> mine = pool_.get(2 * b_kv_);
     const auto t1 = std::chrono::steady_clock::now();
-    setup_.comm.reduce_scatter(
-        ranked.data(), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_), mine.data());
+    setup_.comm.reduce_scatter(send.data(), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_),
+                               mine.data());
     stats.exposed_comm_seconds += seconds_since(t1);
     unpack_into(mine.data(), dk);
     unpack_into(mine.data() + b_kv_, dv);
     stats.peak_buffer_bytes =
-        e(k.dtype) * 2 * gk.k.numel() + 4 * (2 * 2 * gk.k.numel() + 4 * b_kv_ + delta.numel());
-    stats.backward_side = "kv";
-    stats.visible_pairs = own_pairs();
+        e(k.dtype) * 2 * kv.k.numel() + 4 * (2 * 2 * kv.k.numel() + 4 * b_kv_ + delta.numel());
+    for (std::vector<float>* x : {&delta_mem, &ranked, &g, &dkv, &send, &mine}) pool_.put(std::move(*x));
   }
 
  private:
   std::int64_t own_pairs() const {
     return setup_.plan->forward().visible_pairs[static_cast<std::size_t>(setup_.rank)];
   }
+  const std::int64_t* own_positions() const {
+    return setup_.plan->layout().positions[static_cast<std::size_t>(setup_.rank)].data();
+  }
 
   static std::int64_t e(DType dt) { return static_cast<std::int64_t>(dtype_size(dt)); }
 
   /// The whole sequence's K and V [B, S_global, H_kv, D] in the inputs' storage dtype.
   struct Gathered {
-    std::vector<float> f32;           // f32 storage
-    std::vector<std::uint16_t> bits;  // bf16 / f16 storage
     TensorView k, v;
-    Gathered(const ProblemShape& s, DType dt) {
-      const std::int64_t n = s.B * s.S_global * s.H_kv * s.D;
-      const void* base = nullptr;
-      if (dt == DType::F32) {
-        f32.resize(static_cast<std::size_t>(2 * n));
-        base = f32.data();
-      } else {
-        bits.resize(static_cast<std::size_t>(2 * n));
-        base = bits.data();
-      }
-      k = make_view(base, dt, {s.B, s.S_global, s.H_kv, s.D});
-      v = make_view(static_cast<const char*>(base) + n * e(dt), dt, {s.B, s.S_global, s.H_kv, s.D});
-    }
   };
 
-  /// All-gathers [K;V] of every rank in their storage dtype into `ranked` (rank order) and
-  /// reorders them into g.
-  void gather(const TensorView& k, const TensorView& v, Gathered& g, std::vector<float>& ranked,
-              DistStats& stats) const {
-    const ProblemShape& s = setup_.shape;
-    const DType dt = k.dtype;
-    const std::int64_t words = packed_pair_floats(b_kv_, dt);
-    std::vector<float> own;
+  /// All-gathers [K;V] of every rank in their storage dtype; returns them in rank order (a pool
+  /// buffer).
+  std::vector<float> gather(const TensorView& k, const TensorView& v, DistStats& stats) const {
+    const std::int64_t words = packed_pair_floats(b_kv_, k.dtype);
+    std::vector<float> own = pool_.get(words), ranked = pool_.get(words * setup_.P);
+    own.clear();  // capacity kept: packing below reuses the pooled memory
     append_packed_pair(k, v, own);
-    ranked.assign(static_cast<std::size_t>(words * setup_.P), 0.0f);
     const auto t0 = std::chrono::steady_clock::now();
     setup_.comm.all_gather(own.data(), words, ranked.data());
     stats.exposed_comm_seconds = seconds_since(t0);
-    for (int r = 0; r < setup_.P; ++r) {
-      const float* block = ranked.data() + words * r;
-      unshard(setup_.plan->layout(), r, bshd_view_at(block, 0, dt, s.B, S_, s.H_kv, s.D), g.k);
-      unshard(setup_.plan->layout(), r, bshd_view_at(block, b_kv_, dt, s.B, S_, s.H_kv, s.D), g.v);
-    }
+    pool_.put(std::move(own));
+    return ranked;
   }
 
-  void compute_forward(const TensorView& q, const TensorView& kg, const TensorView& vg, const TensorView& out,
-                       const TensorView& lse, DistStats& stats) const {
+  /// Reorders the rank-order blocks into position order in `g` (same size as `ranked`).
+  Gathered reorder(const std::vector<float>& ranked, std::vector<float>& g, DType dt) const {
+    const ProblemShape& s = setup_.shape;
+    const std::int64_t words = packed_pair_floats(b_kv_, dt), n = b_kv_ * setup_.P;
+    Gathered kv{bshd_view_at(g.data(), 0, dt, s.B, s.S_global, s.H_kv, s.D),
+                bshd_view_at(g.data(), n, dt, s.B, s.S_global, s.H_kv, s.D)};
+    for (int r = 0; r < setup_.P; ++r) {
+      const float* block = ranked.data() + words * r;
+      unshard(setup_.plan->layout(), r, bshd_view_at(block, 0, dt, s.B, S_, s.H_kv, s.D), kv.k);
+      unshard(setup_.plan->layout(), r, bshd_view_at(block, b_kv_, dt, s.B, S_, s.H_kv, s.D), kv.v);
+    }
+    return kv;
+  }
+
+  void compute_forward(const TensorView& q, const TensorView& kg, const TensorView& vg,
+                       const std::int64_t* kv_pos, const TensorView& out, const TensorView& lse,
+                       DistStats& stats) const {
     const auto t0 = std::chrono::steady_clock::now();
     if (own_pairs() > 0) {
-      const auto& pos = setup_.plan->layout().positions[static_cast<std::size_t>(setup_.rank)];
-      attention_forward(q, kg, vg, out, lse, step_params(setup_, pos.data(), nullptr, nullptr));
+      attention_forward(q, kg, vg, out, lse, step_params(setup_, own_positions(), kv_pos, nullptr));
     } else {
       fill_view(out, 0.0f);
       fill_view(lse, kNegInf);
@@ -144,6 +158,7 @@ class AllGatherStrategy final : public Strategy {
 
   Setup setup_;
   std::int64_t S_ = 0, b_kv_ = 0;
+  mutable BufferPool pool_;  // message, gathered and partial buffers kept across calls
 };
 
 }  // namespace
