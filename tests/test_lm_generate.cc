@@ -44,8 +44,7 @@ struct Fixture {
   }
 };
 
-TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
-  Fixture f;
+burst::lm::TrainOptions tiny_training(const Fixture& f) {
   burst::lm::TrainOptions t;
   t.run.data_dir = f.root / "data";
   t.run.verbose = false;
@@ -64,8 +63,13 @@ TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
   t.warmup_steps = 1;
   t.plot = false;
   t.resume = false;
-  burst::lm::run_train(t, f.comm);
+  return t;
+}
 
+// Trains the tiny model (collective) and returns greedy generation options for its checkpoint.
+burst::lm::GenerateOptions trained_generation(const Fixture& f) {
+  const burst::lm::TrainOptions t = tiny_training(f);
+  burst::lm::run_train(t, f.comm);
   burst::lm::GenerateOptions g;
   g.run = t.run;
   g.checkpoint = t.out_dir / "checkpoint.safetensors";
@@ -74,6 +78,12 @@ TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
   g.temperature = 0;  // greedy: the continuation is a function of the logits alone
   g.verify_tokens = 3;
   g.chunk_tokens = 64;  // several chunks per rank: the split-KV merge is exercised
+  return g;
+}
+
+TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
+  Fixture f;
+  burst::lm::GenerateOptions g = trained_generation(f);
   for (auto layout : {burst::LayoutKind::Zigzag, burst::LayoutKind::Striped}) {
     g.run.dist.layout = layout;
     const auto dist = burst::lm::run_generate(g, f.comm);
@@ -96,6 +106,32 @@ TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
     EXPECT_TRUE(local.at("verified").get<bool>()) << local.dump();
     EXPECT_EQ(dist.at("text"), local.at("text")) << burst::to_string(layout) << " P=" << f.comm.size();
   }
+}
+
+// `--dtype bf16`: the KV cache stored in bf16. The run verifies itself against fp64 attention
+// over the same rounded K/V (a cache that silently kept fp32 would differ from that oracle by
+// ~2^-9 relative and fail the 1e-5 logits check); the cache against the fp32 recomputation is
+// off by the rounding only (> 0, ≤ 2^-8 + verify_rtol); it holds and reads half the bytes of
+// the fp32 cache for the same tokens; the bytes sent per token (fp32 partials) do not change.
+TEST(LmGenerate, Bf16CacheVerifiesAgainstRoundedKvAndHalvesItsBytes) {
+  Fixture f;
+  burst::lm::GenerateOptions g = trained_generation(f);
+  const auto f32 = burst::lm::run_generate(g, f.comm);
+  g.run.dtype = burst::DType::BF16;
+  const auto b16 = burst::lm::run_generate(g, f.comm);
+  EXPECT_TRUE(f32.at("verified").get<bool>()) << f32.dump();
+  EXPECT_TRUE(b16.at("verified").get<bool>()) << b16.dump();
+  EXPECT_EQ(b16.at("kv_dtype"), "bf16");
+  EXPECT_LE(b16.at("verify_max_rel_err").get<double>(), 1e-5);
+  const double kv_err = b16.at("verify_kv_max_rel_err").get<double>();
+  EXPECT_GT(kv_err, 1e-5) << "the cache did not round";
+  EXPECT_LE(kv_err, 1.0 / 256 + 1e-5);
+  EXPECT_EQ(2 * b16.at("kv_bytes_per_rank").get<std::int64_t>(),
+            f32.at("kv_bytes_per_rank").get<std::int64_t>());
+  EXPECT_EQ(2 * b16.at("kv_bytes_read_per_token").get<std::int64_t>(),
+            f32.at("kv_bytes_read_per_token").get<std::int64_t>());
+  EXPECT_GT(b16.at("kv_bytes_read_per_token").get<std::int64_t>(), 0);
+  EXPECT_EQ(b16.at("bytes_per_token"), f32.at("bytes_per_token"));
 }
 
 }  // namespace

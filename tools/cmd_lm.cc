@@ -45,7 +45,7 @@ void add_run_options(CLI::App& cmd, RunArgs& a, const std::string& default_layou
   cmd.add_flag("--quiet", a.quiet, "no progress lines");
 }
 
-// `--dtype` of train and eval (generate runs fp32).
+// `--dtype` of train and eval (generate: add_generate_dtype_option).
 void add_dtype_option(CLI::App& cmd, RunArgs& a) {
   cmd.add_option("--dtype", a.dtype,
                  "fp32, or bf16: attention through burst on bf16 Q, K, V, dO (bf16 O, fp32 lse and "
@@ -179,6 +179,11 @@ void add_lm_commands(CLI::App& app) {
                                    "sample from a checkpoint with the whole KJV as context, KV cache "
                                    "sharded over the ranks (mpirun)");
   add_run_options(*g, *gargs, "zigzag");
+  g->add_option("--dtype", gargs->dtype,
+                "fp32, or bf16: the KV cache stored in bf16 (half the bytes kept and streamed per token; "
+                "decode widens it exactly and accumulates in fp32); the model and the prefill run fp32")
+      ->check(CLI::IsMember({"fp32", "f32", "bf16"}))
+      ->capture_default_str();
   g->add_option("--checkpoint", *gckpt)->capture_default_str();
   g->add_option("--context", *gctx, "context before the prompt: all (the whole KJV) or its first N tokens")
       ->capture_default_str();

@@ -83,32 +83,48 @@ class DecodeEngine final : public ForwardOnlyEngine {
     c.decode({0}, k, v, q, out, lse, true);  // append + decode under one agreement
     totals_.bytes_sent += c.last_stats().bytes_sent;
     totals_.forward_seconds += c.last_stats().seconds;
+    kv_bytes_read_ += c.last_stats().kv_bytes_read;
   }
+  /// K/V bytes this rank's decode kernels streamed in this step, all layers (DecodeStats).
+  std::int64_t kv_bytes_read() const { return kv_bytes_read_; }
 
  private:
   std::vector<DistKVCache>& caches_;
   std::vector<std::int64_t> positions_;
   std::size_t layer_ = 0;
+  std::int64_t kv_bytes_read_ = 0;
 };
 
+// x rounded to the cache's storage dtype and widened back (bf16: round to nearest even, as
+// DistKVCache stores it; f32: x).
+float as_stored(float x, DType dtype) { return dtype == DType::BF16 ? bf16_to_float(bf16_from_float(x)) : x; }
+
 // The oracle of the self-check, one process: each layer's whole K/V [L, H_kv, D] (gathered from
-// the ranks), extended by the new tokens, attended with the kernel API's fp64 Reference (causal,
-// global positions).
+// the ranks), extended by the new tokens (rounded to the cache's dtype, as the cache stores
+// them), attended with the kernel API's fp64 Reference (causal, global positions): with a bf16
+// cache, exact attention over the same rounded K/V the distributed decode reads.
 struct LayerKv {
   std::vector<float> k, v;
 };
 class GatheredEngine final : public ForwardOnlyEngine {
  public:
   GatheredEngine(std::vector<LayerKv>& kv, std::vector<std::int64_t> positions, std::int64_t H_kv,
-                 std::int64_t D, int threads)
-      : kv_(kv), positions_(std::move(positions)), H_kv_(H_kv), D_(D), threads_(threads) {}
+                 std::int64_t D, int threads, DType cache_dtype)
+      : kv_(kv),
+        positions_(std::move(positions)),
+        H_kv_(H_kv),
+        D_(D),
+        threads_(threads),
+        dtype_(cache_dtype) {}
   const std::vector<std::int64_t>& positions() const override { return positions_; }
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse) override {
     LayerKv& l = kv_.at(layer_++);
     const auto n = static_cast<std::size_t>(k.numel());
-    l.k.insert(l.k.end(), k.f32(), k.f32() + n);
-    l.v.insert(l.v.end(), v.f32(), v.f32() + n);
+    for (std::size_t i = 0; i < n; ++i) {
+      l.k.push_back(as_stored(k.f32()[i], dtype_));
+      l.v.push_back(as_stored(v.f32()[i], dtype_));
+    }
     const auto L = static_cast<std::int64_t>(l.k.size()) / (H_kv_ * D_);
     AttentionParams p;
     p.mask = Mask::causal_mask();
@@ -125,6 +141,7 @@ class GatheredEngine final : public ForwardOnlyEngine {
   std::vector<std::int64_t> positions_;
   std::int64_t H_kv_, D_;
   int threads_;
+  DType dtype_;
   std::size_t layer_ = 0;
 };
 
@@ -324,6 +341,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     kc.capacity_per_rank = S + o.max_new_tokens + 1;
     kc.chunk_tokens = o.chunk_tokens;
     kc.num_threads = o.run.dist.num_threads;
+    kc.dtype = o.run.dtype;  // F32 or BF16 storage; every call's inputs and outputs stay fp32
     std::vector<DistKVCache> caches;
     for (int l = 0; l < mc.layers; ++l) caches.emplace_back(comm, kc);
 
@@ -334,7 +352,9 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     const Mask mask = o.prefill_causal ? Mask::causal_mask() : Mask::document(docs, true);
     double attention_seconds = 0, cache_seconds = 0;
     if (S_p > 0) {
-      auto engine = make_engine(o.run, comm, mc, S_p, mask);
+      RunOptions prefill = o.run;
+      prefill.dtype = DType::F32;  // the model and the prefill run fp32; --dtype is the cache's
+      auto engine = make_engine(prefill, comm, mc, S_p, mask);
       PrefillEngine pe(*engine, caches, S_p);
       std::vector<std::int64_t> local;
       for (const auto p : engine->positions()) local.push_back(seq[static_cast<std::size_t>(p)]);
@@ -366,7 +386,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     std::vector<std::vector<std::int64_t>> fed;
     std::vector<std::vector<float>> logits_seen;
     std::vector<double> step_seconds;
-    std::int64_t bytes_per_token = 0, pos = S_p;
+    std::int64_t bytes_per_token = 0, kv_read_per_token = 0, pos = S_p;
     double tail_seconds = 0;
     for (int i = 0; i < o.max_new_tokens; ++i) {
       const Stopwatch sw;
@@ -382,6 +402,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
       } else {
         step_seconds.push_back(s);
         bytes_per_token = std::max(bytes_per_token, de.totals().bytes_sent);
+        kv_read_per_token = std::max(kv_read_per_token, de.kv_bytes_read());
       }
       if (i < o.verify_tokens) {
         fed.push_back(pending);
@@ -395,6 +416,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     tail_seconds = comm.all_reduce_max(tail_seconds);
     for (double& t : step_seconds) t = comm.all_reduce_max(t);
     bytes_per_token = comm.all_reduce_max(bytes_per_token);
+    kv_read_per_token = comm.all_reduce_max(kv_read_per_token);
 
     // Self-check on rank 0, one process, no sharding, no merge: (1) the K/V of self-contained ranges
     // of the prefill recomputed from the tokens (LocalEngine) against the distributed prefill's,
@@ -421,7 +443,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
               const std::size_t at = static_cast<std::size_t>(r.begin * row) + j;
               diff = std::max(diff, std::fabs(static_cast<double>(want[j]) - have[at]));
               scale = std::max(scale, std::fabs(static_cast<double>(want[j])));
-              have[at] = want[j];
+              have[at] = as_stored(want[j], o.run.dtype);  // what a correct cache holds
             }
             rel = std::max(rel, scale > 0 ? diff / scale : diff);
           }
@@ -438,7 +460,8 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
       for (std::size_t i = 0; i < fed.size(); ++i) {
         std::vector<std::int64_t> positions(fed[i].size());
         std::iota(positions.begin(), positions.end(), p);
-        GatheredEngine ge(gathered, positions, mc.kv_heads, mc.head_dim, std::max(1, o.run.dist.num_threads));
+        GatheredEngine ge(gathered, positions, mc.kv_heads, mc.head_dim, std::max(1, o.run.dist.num_threads),
+                          o.run.dtype);
         const auto want = last_logits(model, fed[i], ge);
         double diff = 0, scale = 0;
         for (std::size_t j = 0; j < want.size(); ++j) {
@@ -452,7 +475,10 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     verify_seconds = comm.all_reduce_max(verify_seconds + verify_sw.seconds());
     kv_rel = comm.all_reduce_max(kv_rel);
     max_rel = comm.all_reduce_max(max_rel);
-    const bool verified = o.verify_tokens > 0 && max_rel <= o.verify_rtol && kv_rel <= o.verify_rtol;
+    // The cache against K/V recomputed in fp32: equal within verify_rtol, plus with a bf16 cache
+    // its rounding — at most 2^-8 of each value, so of the largest (kv_rel is relative to it).
+    const double kv_tol = o.verify_rtol + (o.run.dtype == DType::BF16 ? 1.0 / 256 : 0.0);
+    const bool verified = o.verify_tokens > 0 && max_rel <= o.verify_rtol && kv_rel <= kv_tol;
     const double median = percentile(step_seconds, 0.5), p99 = percentile(step_seconds, 0.99);
     const double mean = step_seconds.empty()
                             ? 0
@@ -465,14 +491,16 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 << "generate: prefill " << prefill_seconds << " s (+ " << tail_seconds << " s for the last "
                 << S - S_p << " prompt tokens); per token median " << median * 1e3 << " ms, p99 " << p99 * 1e3
                 << " ms, " << (mean > 0 ? 1.0 / mean : 0.0) << " tokens/s, " << bytes_per_token
-                << " bytes/token sent per rank\n"
+                << " bytes/token sent per rank, " << kv_read_per_token << " K/V bytes/token read per rank ("
+                << to_string(o.run.dtype) << " cache)\n"
                 << "generate: self-check on one rank (" << verify_seconds << " s): K/V of " << checked.size()
                 << " recomputed prefill ranges " << checked.dump() << " max rel err " << kv_rel
                 << "; logits of " << fed.size() << " decode steps over the whole cache max rel err "
                 << max_rel << (verified ? " PASSED" : " FAILED") << "\n";
     }
     std::int64_t kv_bytes = 0;
-    for (const auto& c : caches) kv_bytes += c.local_tokens() * mc.kv_heads * mc.head_dim * 2 * 4;
+    const auto e = static_cast<std::int64_t>(dtype_size(o.run.dtype));
+    for (const auto& c : caches) kv_bytes += c.local_tokens() * mc.kv_heads * mc.head_dim * 2 * e;
     return json{{"ranks", P},
                 {"strategy", to_string(o.run.dist.strategy)},
                 {"layout", to_string(o.run.dist.layout)},
@@ -489,6 +517,8 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 {"seconds_per_token_p99", p99},
                 {"tokens_per_second", mean > 0 ? 1.0 / mean : 0.0},
                 {"bytes_per_token", bytes_per_token},
+                {"kv_dtype", to_string(o.run.dtype)},
+                {"kv_bytes_read_per_token", kv_read_per_token},
                 {"kv_bytes_per_rank", comm.all_reduce_max(kv_bytes)},
                 {"temperature", o.temperature},
                 {"top_k", o.top_k},
@@ -500,6 +530,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 {"verify_max_rel_err", max_rel},
                 {"verify_kv_ranges", checked},
                 {"verify_kv_max_rel_err", kv_rel},
+                {"verify_kv_tolerance", kv_tol},
                 {"verify_seconds", verify_seconds}};
   });
 }

@@ -24,7 +24,12 @@
 //  2. logits: the first verify_tokens decode steps recomputed over that whole gathered cache
 //     (rank 0 receives every rank's K/V), attention by the kernel API's fp64 Reference, no
 //     sharding, no merge.
-// verified = both within verify_rtol relative (max |Δ| / max |reference|).
+// verified = both within verify_rtol relative (max |Δ| / max |reference|); with a bf16 cache the
+// K/V check allows its rounding too (verify_rtol + 2^-8), and the oracle holds the recomputed K/V
+// and the new tokens' K/V rounded to bf16 — exact attention over the values the cache holds.
+// Dtype (run.dtype, `--dtype`): F32, or BF16 for the KV cache only (DistKVCache stores K/V rounded
+// to bf16: half the bytes kept and streamed per token; decode widens them exactly and
+// accumulates in fp32); the model and the prefill run fp32 either way.
 #pragma once
 
 #include <cstdint>
