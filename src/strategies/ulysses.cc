@@ -242,8 +242,12 @@ std::uint64_t context_key(const TensorView& q, const TensorView& k, const Tensor
 }
 
 std::vector<UlyssesContext> ContextStore::save(std::uint64_t key, UlyssesContext ctx) {
-  if (slots_ <= 0) return {};
-  std::vector<UlyssesContext> dropped = erase(key);
+  std::vector<UlyssesContext> dropped;
+  if (slots_ <= 0) {
+    dropped.push_back(std::move(ctx));
+    return dropped;
+  }
+  dropped = erase(key);
   if (static_cast<int>(entries_.size()) == slots_) {
     dropped.push_back(std::move(entries_.front().second));
     entries_.pop_front();
