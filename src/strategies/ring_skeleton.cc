@@ -193,11 +193,13 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       home_out.wait_all();
       stats.exposed_comm_seconds += seconds_since(t1);
       // The owner's sum in round order; a received part is a wire message, the own one fp32.
+      // Round 0's part becomes the result when it is fp32 (own, or an fp32 wire: as before the
+      // option existed); a bf16 one is widened into a zeroed accumulator.
       for (int k = 0; k < n; ++k) {
         const int i = home_index[static_cast<std::size_t>(k)];
         std::vector<float> part = i >= 0 ? homes_in.take(static_cast<std::size_t>(i))
                                          : std::move(home_parts[static_cast<std::size_t>(k)]);
-        if (k == 0 && i < 0) {
+        if (k == 0 && (i < 0 || wire_ == DType::F32)) {
           result = std::move(part);
           continue;
         }
