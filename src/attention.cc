@@ -14,6 +14,7 @@
 #include "kernels/convert.h"
 #include "kernels/kernels.h"
 #include "kernels/microkernels.h"
+#include "kernels/step.h"
 
 namespace burst {
 
@@ -328,66 +329,55 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
 
 // ---------------------------------------------------------------- problem building ---------
 
-template <typename Op>
-Op operand(const TensorView& t, bool varlen, std::int64_t row0) {
-  Op o;
-  o.dtype = t.dtype;
-  o.data = static_cast<char*>(t.data) +
-           (varlen ? row0 * t.stride[0] * static_cast<std::int64_t>(dtype_size(t.dtype)) : 0);
-  o.sb = varlen ? 0 : t.stride[0];
-  o.ss = varlen ? t.stride[0] : t.stride[1];
-  o.sh = varlen ? t.stride[1] : t.stride[2];
-  return o;
+// Rows [row0, row0 + n) of a varlen tensor as the BSHD view of one sequence: [T,H,D] → [1,n,H,D]
+// (rows [H,T] → [1,H,n]); BSHD tensors pass unchanged.
+TensorView sequence(const TensorView& t, bool varlen, std::int64_t row0, std::int64_t n) {
+  if (!varlen) return t;
+  TensorView s = t;
+  s.ndim = 4;
+  s.shape = {1, n, t.shape[1], t.shape[2]};
+  s.stride = {0, t.stride[0], t.stride[1], t.stride[2]};
+  s.data = static_cast<char*>(t.data) + row0 * t.stride[0] * static_cast<std::int64_t>(dtype_size(t.dtype));
+  return s;
+}
+TensorView sequence_rows(const TensorView& t, bool varlen, std::int64_t row0, std::int64_t n) {
+  if (!varlen) return t;
+  TensorView s = t;
+  s.ndim = 3;
+  s.shape = {1, t.shape[0], n, 0};
+  s.stride = {0, t.stride[0], t.stride[1], 0};
+  s.data = t.f32() + row0 * t.stride[1];
+  return s;
 }
 
-template <typename Op>
-Op rows(const TensorView& t, bool varlen, std::int64_t row0) {
-  Op o;
-  o.data = t.f32() + (varlen ? row0 * t.stride[1] : 0);
-  o.sb = varlen ? 0 : t.stride[0];
-  o.sh = varlen ? t.stride[0] : t.stride[1];
-  o.ss = varlen ? t.stride[1] : t.stride[2];
-  return o;
-}
+// Rows of one kernel call: q rows [q0, q0 + nq), k/v rows [kv0, kv0 + nkv) (varlen: a sequence).
+struct Seq {
+  std::int64_t q0 = 0, nq = 0, kv0 = 0, nkv = 0;
+};
 
-// Calls fn(problem, q_row0, kv_row0) once (BSHD) or once per sequence (varlen, B = 1 each).
+// Calls fn(step, seq) once (BSHD) or once per sequence (varlen, B = 1 each): the validated call
+// as the internal kernel entry's parameters (kernels/step.h).
 template <typename Fn>
-void for_each_problem(const Call& c, const TensorView& q, const TensorView& k, const TensorView& v,
-                      const AttentionParams& p, Fn&& fn) {
-  kernels::Problem pb;
-  pb.H = c.H;
-  pb.H_kv = c.H_kv;
-  pb.D = c.D;
-  pb.scale = c.scale;
-  pb.q_pos = c.q_pos.data();
-  pb.kv_pos = c.kv_pos.data();
-  pb.num_threads = c.threads;
-  pb.block_q = p.block_q;
-  pb.block_kv = p.block_kv;
-  pb.isa = c.isa;
-  pb.progress = p.progress ? &p.progress : nullptr;
+void for_each_problem(const Call& c, const AttentionParams& p, Fn&& fn) {
+  kernels::StepParams sp;
+  sp.softmax_scale = c.scale;
+  sp.q_positions = c.q_pos.data();
+  sp.kv_positions = c.kv_pos.data();
+  sp.num_threads = c.threads;
+  sp.impl = p.impl;
+  sp.isa = c.isa;
+  sp.block_q = p.block_q;
+  sp.block_kv = p.block_kv;
+  sp.progress = p.progress;
   if (!c.varlen) {
-    pb.B = c.B;
-    pb.S_q = c.S_q;
-    pb.S_kv = c.S_kv;
-    pb.q = operand<kernels::Operand>(q, false, 0);
-    pb.k = operand<kernels::Operand>(k, false, 0);
-    pb.v = operand<kernels::Operand>(v, false, 0);
-    pb.mask = &c.masks[0];
-    fn(pb, std::int64_t{0}, std::int64_t{0});
+    sp.mask = &c.masks[0];
+    fn(sp, Seq{0, c.S_q, 0, c.S_kv});
     return;
   }
   for (std::int64_t b = 0; b < c.B; ++b) {
     const auto u = static_cast<std::size_t>(b);
-    const std::int64_t q0 = c.cu_q[u], kv0 = c.cu_kv[u];
-    pb.B = 1;
-    pb.S_q = c.cu_q[u + 1] - q0;
-    pb.S_kv = c.cu_kv[u + 1] - kv0;
-    pb.q = operand<kernels::Operand>(q, true, q0);
-    pb.k = operand<kernels::Operand>(k, true, kv0);
-    pb.v = operand<kernels::Operand>(v, true, kv0);
-    pb.mask = &c.masks[c.masks.size() == 1 ? 0 : u];
-    fn(pb, q0, kv0);
+    sp.mask = &c.masks[c.masks.size() == 1 ? 0 : u];
+    fn(sp, Seq{c.cu_q[u], c.cu_q[u + 1] - c.cu_q[u], c.cu_kv[u], c.cu_kv[u + 1] - c.cu_kv[u]});
   }
 }
 
@@ -411,19 +401,13 @@ void backward_core(const char* api, const Call& c, const TensorView& dout, const
   check_no_alias(api, "dq", dq, "dk", dk);
   check_no_alias(api, "dq", dq, "dv", dv);
   check_no_alias(api, "dk", dk, "dv", dv);
-  for_each_problem(c, q, k, v, params, [&](const kernels::Problem& pb, std::int64_t q0, std::int64_t kv0) {
-    kernels::BackwardIO io;
-    io.dout = operand<kernels::Operand>(dout, c.varlen, q0);
-    io.lse = rows<kernels::RowOperand>(lse, c.varlen, q0);
-    io.delta = rows<kernels::RowOperand>(delta, c.varlen, q0);
-    io.dq = operand<kernels::MutOperand>(dq, c.varlen, q0);
-    io.dk = operand<kernels::MutOperand>(dk, c.varlen, kv0);
-    io.dv = operand<kernels::MutOperand>(dv, c.varlen, kv0);
-    io.accumulate = accumulate;
-    if (params.impl == KernelImpl::Reference)
-      kernels::backward_reference(pb, io);
-    else
-      kernels::backward_tiled(pb, io);
+  const bool vl = c.varlen;
+  for_each_problem(c, params, [&](const kernels::StepParams& sp, const Seq& s) {
+    kernels::step_backward(sequence(dout, vl, s.q0, s.nq), sequence(q, vl, s.q0, s.nq),
+                           sequence(k, vl, s.kv0, s.nkv), sequence(v, vl, s.kv0, s.nkv),
+                           sequence_rows(lse, vl, s.q0, s.nq), sequence_rows(delta, vl, s.q0, s.nq),
+                           sequence(dq, vl, s.q0, s.nq), sequence(dk, vl, s.kv0, s.nkv),
+                           sequence(dv, vl, s.kv0, s.nkv), sp, accumulate);
   });
 }
 
@@ -444,14 +428,11 @@ void attention_forward(const TensorView& q, const TensorView& k, const TensorVie
     check_no_alias(api, name, t, "v", v);
   }
   check_no_alias(api, "out", out, "lse", lse);
-  for_each_problem(c, q, k, v, params, [&](const kernels::Problem& pb, std::int64_t q0, std::int64_t) {
-    kernels::ForwardIO io;
-    io.out = operand<kernels::MutOperand>(out, c.varlen, q0);
-    io.lse = rows<kernels::MutRowOperand>(lse, c.varlen, q0);
-    if (params.impl == KernelImpl::Reference)
-      kernels::forward_reference(pb, io);
-    else
-      kernels::forward_tiled(pb, io);
+  const bool vl = c.varlen;
+  for_each_problem(c, params, [&](const kernels::StepParams& sp, const Seq& s) {
+    kernels::step_forward(sequence(q, vl, s.q0, s.nq), sequence(k, vl, s.kv0, s.nkv),
+                          sequence(v, vl, s.kv0, s.nkv), sequence(out, vl, s.q0, s.nq),
+                          sequence_rows(lse, vl, s.q0, s.nq), sp);
   });
 }
 
@@ -468,8 +449,9 @@ void attention_delta(const TensorView& dout, const TensorView& out, const Tensor
   const std::int64_t B = varlen ? 1 : out.shape[0], S = out.shape[varlen ? 0 : 1];
   const std::int64_t H = out.shape[varlen ? 1 : 2], D = out.shape[varlen ? 2 : 3];
   check_rows(api, "delta", delta, varlen, B, H, S);
-  const auto o = operand<kernels::Operand>(out, varlen, 0), g = operand<kernels::Operand>(dout, varlen, 0);
-  auto r = rows<kernels::MutRowOperand>(delta, varlen, 0);
+  const auto o = kernels::bshd_operand<kernels::Operand>(sequence(out, varlen, 0, S));
+  const auto g = kernels::bshd_operand<kernels::Operand>(sequence(dout, varlen, 0, S));
+  const auto r = kernels::row_operand<kernels::MutRowOperand>(sequence_rows(delta, varlen, 0, S));
   const kernels::Converters& cv = kernels::converters(detect_isa());
   std::vector<float> x(static_cast<std::size_t>(D)), y(x.size());
   for (std::int64_t b = 0; b < B; ++b)

@@ -142,6 +142,9 @@ struct DistAttention::Impl {
   DistConfig cfg;
   ProblemShape shape;
   std::shared_ptr<const Plan> plan;
+  /// The mask resolved once over (S_global, S_global): every kernel step of the strategy points
+  /// at it (kernels/step.h), so it outlives the strategy (declared before it).
+  std::shared_ptr<const ResolvedMask> resolved;
   std::unique_ptr<strategies::Strategy> strategy;
   DistStats stats;
   std::int64_t S_local = 0;
@@ -169,11 +172,12 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
   std::shared_ptr<const Plan> plan;
   c.agree_on(
       [&] { plan = std::make_shared<const Plan>(Plan::make(cfg, run, run_mask, P, topo.ranks_per_node)); });
+  impl_->resolved = std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global);
   strategies::Setup setup{c,
                           cfg,
                           run,
                           run_mask,
-                          std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global),
+                          impl_->resolved,
                           plan,
                           c.rank(),
                           P,

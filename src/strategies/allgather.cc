@@ -8,6 +8,7 @@
 // reduce-scatter sums them: never rounded to 16 bits before the end).
 #include <chrono>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "burst/error.h"
@@ -25,10 +26,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 class AllGatherStrategy final : public Strategy {
  public:
-  explicit AllGatherStrategy(const Setup& setup) : setup_(setup) {
+  explicit AllGatherStrategy(const Setup& setup) : setup_(setup), gathered_pos_(setup.shape.S_global) {
     const ProblemShape& s = setup.shape;
     S_ = s.S_global / setup.P;
     b_kv_ = s.B * S_ * s.H_kv * s.D;
+    std::iota(gathered_pos_.begin(), gathered_pos_.end(), std::int64_t{0});
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -40,7 +42,7 @@ class AllGatherStrategy final : public Strategy {
     }
     std::vector<float> ranked = gather(k, v, stats), g = pool_.get(ranked.size());
     const Gathered kv = reorder(ranked, g, k.dtype);
-    compute_forward(q, kv.k, kv.v, nullptr, out, lse, stats);
+    compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats);
     stats.peak_buffer_bytes = e(k.dtype) * (2 * 2 * kv.k.numel() + 2 * b_kv_);
     pool_.put(std::move(ranked));
     pool_.put(std::move(g));
@@ -58,8 +60,8 @@ class AllGatherStrategy final : public Strategy {
     stats.visible_pairs = own_pairs();
     if (P == 1) {  // one rank: dK, dV are complete, nothing to gather or reduce-scatter
       const auto t0 = std::chrono::steady_clock::now();
-      AttentionParams p = step_params(setup_, own_positions(), own_positions(), nullptr);
-      attention_backward_with_delta(dout, q, k, v, lse, delta, dq, dk, dv, p, false);
+      const kernels::StepParams p = step_params(setup_, own_positions(), own_positions(), nullptr);
+      kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, false);
       stats.compute_seconds = seconds_since(t0);
       stats.peak_buffer_bytes = 4 * static_cast<std::int64_t>(delta_mem.size());
       pool_.put(std::move(delta_mem));
@@ -73,8 +75,8 @@ class AllGatherStrategy final : public Strategy {
     const TensorView dvg = bshd_view(dkv.data() + b_kv_ * P, s.B, s.S_global, s.H_kv, s.D);
     const auto t0 = std::chrono::steady_clock::now();
     if (own_pairs() > 0) {
-      AttentionParams p = step_params(setup_, own_positions(), nullptr, nullptr);
-      attention_backward_with_delta(dout, q, kv.k, kv.v, lse, delta, dq, dkg, dvg, p, false);
+      const kernels::StepParams p = step_params(setup_, own_positions(), gathered_pos_.data(), nullptr);
+      kernels::step_backward(dout, q, kv.k, kv.v, lse, delta, dq, dkg, dvg, p, false);
     } else {
       fill_view(dq, 0.0f);
       fill_view(dkg, 0.0f);
@@ -147,7 +149,7 @@ class AllGatherStrategy final : public Strategy {
                        DistStats& stats) const {
     const auto t0 = std::chrono::steady_clock::now();
     if (own_pairs() > 0) {
-      attention_forward(q, kg, vg, out, lse, step_params(setup_, own_positions(), kv_pos, nullptr));
+      kernels::step_forward(q, kg, vg, out, lse, step_params(setup_, own_positions(), kv_pos, nullptr));
     } else {
       fill_view(out, 0.0f);
       fill_view(lse, kNegInf);
@@ -157,6 +159,7 @@ class AllGatherStrategy final : public Strategy {
   }
 
   Setup setup_;
+  std::vector<std::int64_t> gathered_pos_;  ///< 0 .. S_global − 1
   std::int64_t S_ = 0, b_kv_ = 0;
   mutable BufferPool pool_;  // message, gathered and partial buffers kept across calls
 };

@@ -1,6 +1,8 @@
 // Helpers shared by the strategy files (see common.h).
 #include "strategies/common.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -223,17 +225,16 @@ std::uint64_t content_fingerprint(std::initializer_list<TensorView> views) {
   return h;
 }
 
-AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
-                            const std::function<void()>* progress) {
-  AttentionParams p;
-  p.softmax_scale = setup.softmax_scale;
-  p.mask = setup.mask;
+kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
+                                const std::function<void()>* progress) {
+  kernels::StepParams p;
+  p.mask = setup.resolved.get();
   p.q_positions = q_pos;
   p.kv_positions = kv_pos;
-  p.seq_q_global = setup.shape.S_global;
-  p.seq_kv_global = setup.shape.S_global;
-  p.num_threads = setup.cfg.num_threads;
+  p.softmax_scale = setup.softmax_scale;
+  p.num_threads = setup.cfg.num_threads > 0 ? setup.cfg.num_threads : std::max(1, omp_get_max_threads());
   p.impl = setup.cfg.kernel;
+  p.isa = detect_isa();
   if (progress != nullptr && setup.cfg.overlap) p.progress = *progress;
   return p;
 }

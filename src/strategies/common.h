@@ -16,6 +16,7 @@
 
 #include "burst/attention.h"
 #include "burst/tensor.h"
+#include "kernels/step.h"
 #include "strategies/strategy_impl.h"
 
 namespace burst::strategies {
@@ -109,9 +110,12 @@ TypedTensor pooled_tensor(BufferPool& pool, std::vector<std::int64_t> shape, DTy
 /// Not collective. Cost: one read of every element (≈ 4 GB/s on one core).
 std::uint64_t content_fingerprint(std::initializer_list<TensorView> views);
 
-/// Kernel parameters of a step: queries at q_pos, keys at kv_pos (global, increasing).
-AttentionParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
-                            const std::function<void()>* progress);
+/// Kernel parameters of a step for the internal kernel entry (kernels/step.h): queries at q_pos,
+/// keys at kv_pos (global, increasing), the mask resolved once per DistAttention
+/// (setup.resolved, over (S_global, S_global)); the progress hook only when cfg.overlap.
+/// Cheap: no validation, no copy of the mask.
+kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
+                                const std::function<void()>* progress);
 
 /// Seconds a pass spent in kernels and blocked in communication (for DistStats).
 struct PassTimes {

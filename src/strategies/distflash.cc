@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <utility>
 
 #include "burst/attention.h"
@@ -48,13 +49,12 @@ Dims dims_of(const TensorView& q, const TensorView& k) {
   return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
 }
 
-AttentionParams block_params(const AttentionParams& base, const Dims& d, int P, const FlashBlock& blk) {
-  AttentionParams p = base;
-  p.q_positions = nullptr;
-  p.kv_positions = nullptr;
-  p.q_offset = blk.q * d.c;
-  p.kv_offset = blk.kv * d.c;
-  p.seq_q_global = p.seq_kv_global = P * d.c;
+/// The kernel parameters of block (q chunk, kv chunk): positions (0 .. P·c − 1) at the chunks.
+kernels::StepParams block_params(const kernels::StepParams& base, const std::int64_t* positions,
+                                 const Dims& d, const FlashBlock& blk) {
+  kernels::StepParams p = base;
+  p.q_positions = positions + blk.q * d.c;
+  p.kv_positions = positions + blk.kv * d.c;
   return p;
 }
 
@@ -101,9 +101,10 @@ void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t,
 
 }  // namespace
 
-void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
-                       const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-                       const TensorView& lse, bool overlap, PassTimes& times) {
+void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
+                       const std::int64_t* positions, const TensorView& q, const TensorView& k,
+                       const TensorView& v, const TensorView& out, const TensorView& lse, bool overlap,
+                       PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const Dims d = dims_of(q, k);
   std::vector<float> kv_payload, q_payload;
@@ -125,7 +126,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
     pending.progress();
   };
   const auto params = [&](const FlashBlock& blk) {
-    AttentionParams p = block_params(base, d, P, blk);
+    kernels::StepParams p = block_params(base, positions, d, blk);
     if (overlap) p.progress = poll;
     return p;
   };
@@ -141,7 +142,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
   };
   {
     Stopwatch w(&times.compute_seconds);
-    attention_forward(q, k, v, out, lse, params({me, me}));
+    kernels::step_forward(q, k, v, out, lse, params({me, me}));
   }
   std::vector<float> part_out(static_cast<std::size_t>(d.q())), part_lse(static_cast<std::size_t>(d.row()));
   for (int t = 1; t < s.steps; ++t) {
@@ -164,16 +165,17 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
       std::vector<float> qi = cur.set.take(static_cast<std::size_t>(cur.q_index));
       std::vector<float> result(static_cast<std::size_t>(d.q() + d.row()));
       Stopwatch w(&times.compute_seconds);
-      attention_forward(bshd_in(qi.data(), 0, dt, d, d.H), k, v, bshd(result.data(), d, d.H),
-                        rows(result.data() + d.q(), d), params(hb));
+      kernels::step_forward(bshd_in(qi.data(), 0, dt, d, d.H), k, v, bshd(result.data(), d, d.H),
+                            rows(result.data() + d.q(), d), params(hb));
       sends.add(comm.isend(std::move(result), hb.q, tag(t, kPartial)));
     }
     const FlashBlock& lb = at(s.local, t, me);
     if (lb.valid()) {
       std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
       Stopwatch w(&times.compute_seconds);
-      attention_forward(q, bshd_in(kv.data(), 0, dt, d, d.H_kv), bshd_in(kv.data(), d.kv(), dt, d, d.H_kv),
-                        bshd(part_out.data(), d, d.H), rows(part_lse.data(), d), params(lb));
+      kernels::step_forward(q, bshd_in(kv.data(), 0, dt, d, d.H_kv),
+                            bshd_in(kv.data(), d.kv(), dt, d, d.H_kv), bshd(part_out.data(), d, d.H),
+                            rows(part_lse.data(), d), params(lb));
       merge_forward(out, lse, bshd(part_out.data(), d, d.H), rows(part_lse.data(), d));
     }
     merge_pending();  // step t − 1's partial, which travelled during this step's compute
@@ -185,10 +187,11 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
   times.comm_seconds += sends.wait_all();
 }
 
-void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
-                        const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& out, const TensorView& lse, const TensorView& dq,
-                        const TensorView& dk, const TensorView& dv, bool overlap, PassTimes& times) {
+void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
+                        const std::int64_t* positions, const TensorView& dout, const TensorView& q,
+                        const TensorView& k, const TensorView& v, const TensorView& out,
+                        const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                        const TensorView& dv, bool overlap, PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const Dims d = dims_of(q, k);
   Tensor delta({d.B, d.H, d.c});
@@ -219,7 +222,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     pending.progress();
   };
   const auto params = [&](const FlashBlock& blk) {
-    AttentionParams p = block_params(base, d, P, blk);
+    kernels::StepParams p = block_params(base, positions, d, blk);
     if (overlap) p.progress = poll;
     return p;
   };
@@ -239,7 +242,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
   };
   {
     Stopwatch w(&times.compute_seconds);
-    attention_backward_with_delta(dout, q, k, v, lse, delta.view(), dq, dk, dv, params({me, me}), false);
+    kernels::step_backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, params({me, me}), false);
   }
   for (int t = 1; t < s.steps; ++t) {
     StepInputs cur = std::move(next);
@@ -267,9 +270,9 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
       float* base_ptr = qs.data();
       std::vector<float> dq_part(static_cast<std::size_t>(d.q()), 0.0f);
       Stopwatch w(&times.compute_seconds);
-      attention_backward_with_delta(bshd_in(base_ptr, d.q(), dt, d, d.H), bshd_in(base_ptr, 0, dt, d, d.H), k,
-                                    v, rows(base_ptr + qd_words, d), rows(base_ptr + qd_words + d.row(), d),
-                                    bshd(dq_part.data(), d, d.H), dk, dv, params(hb), true);
+      kernels::step_backward(bshd_in(base_ptr, d.q(), dt, d, d.H), bshd_in(base_ptr, 0, dt, d, d.H), k, v,
+                             rows(base_ptr + qd_words, d), rows(base_ptr + qd_words + d.row(), d),
+                             bshd(dq_part.data(), d, d.H), dk, dv, params(hb), true);
       sends.add(comm.isend(std::move(dq_part), hb.q, tag(t, kGrad)));
     }
     const FlashBlock& lb = at(s.local, t, me);
@@ -277,10 +280,10 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
       std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
       std::vector<float> dkv(static_cast<std::size_t>(2 * d.kv()), 0.0f);
       Stopwatch w(&times.compute_seconds);
-      attention_backward_with_delta(dout, q, bshd_in(kv.data(), 0, dt, d, d.H_kv),
-                                    bshd_in(kv.data(), d.kv(), dt, d, d.H_kv), lse, delta.view(), dq,
-                                    bshd(dkv.data(), d, d.H_kv), bshd(dkv.data() + d.kv(), d, d.H_kv),
-                                    params(lb), true);
+      kernels::step_backward(dout, q, bshd_in(kv.data(), 0, dt, d, d.H_kv),
+                             bshd_in(kv.data(), d.kv(), dt, d, d.H_kv), lse, delta.view(), dq,
+                             bshd(dkv.data(), d, d.H_kv), bshd(dkv.data() + d.kv(), d, d.H_kv), params(lb),
+                             true);
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
     add_pending();  // step t − 1's gradients, which travelled during this step's compute
@@ -302,24 +305,30 @@ class DistFlashStrategy final : public PlannedStrategy {
   explicit DistFlashStrategy(const Setup& setup)
       : PlannedStrategy(setup),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
+        positions_(static_cast<std::size_t>(setup.shape.S_global)),
         overlap_(setup.cfg.overlap),
-        schedule_(make_distflash_schedule(*setup.resolved, setup.shape.S_global, setup.P)) {}
+        schedule_(make_distflash_schedule(*setup.resolved, setup.shape.S_global, setup.P)) {
+    std::iota(positions_.begin(), positions_.end(), std::int64_t{0});
+  }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
-    run(peak_fwd_, stats,
-        [&](PassTimes& t) { distflash_forward(comm_, schedule_, base_, q, k, v, out, lse, overlap_, t); });
+    run(peak_fwd_, stats, [&](PassTimes& t) {
+      distflash_forward(comm_, schedule_, base_, positions_.data(), q, k, v, out, lse, overlap_, t);
+    });
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
     run(peak_bwd_, stats, [&](PassTimes& t) {
-      distflash_backward(comm_, schedule_, base_, dout, q, k, v, out, lse, dq, dk, dv, overlap_, t);
+      distflash_backward(comm_, schedule_, base_, positions_.data(), dout, q, k, v, out, lse, dq, dk, dv,
+                         overlap_, t);
     });
   }
 
  private:
-  AttentionParams base_;
+  kernels::StepParams base_;
+  std::vector<std::int64_t> positions_;  ///< 0 .. S_global − 1 (chunk i at i·c)
   bool overlap_ = true;
   DistFlashSchedule schedule_;
 };

@@ -10,6 +10,7 @@
 
 #include "burst/attention.h"
 #include "burst/comm.h"
+#include "kernels/step.h"
 #include "plan_strategies.h"
 
 namespace burst::strategies {
@@ -17,18 +18,20 @@ namespace burst::strategies {
 struct PassTimes;
 
 /// Forward under the schedule on the contiguous layout: q [B,c,H,D], k, v [B,c,H_kv,D] (chunk
-/// comm.rank()), out like q, lse [B,H,c] contiguous. `base` carries scale, mask, kernel; chunk
-/// offsets and S_global = P·c are set per block. Collective over comm (P = s.P ranks).
-/// Memory O(c): own payloads, one step's inbox, one partial buffer. overlap: the next step's
-/// inputs travel while this step computes (kernels poll MPI between tiles); false waits for
-/// them first (the no-overlap ablation).
-void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
-                       const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-                       const TensorView& lse, bool overlap, PassTimes& times);
+/// comm.rank()), out like q, lse [B,H,c] contiguous. `base` carries scale, mask (resolved over
+/// S_global = P·c) and kernel; each block's positions are taken from `positions` (0 .. P·c − 1).
+/// Collective over comm (P = s.P ranks). Memory O(c): own payloads, one step's inbox, one
+/// partial buffer. overlap: the next step's inputs travel while this step computes (kernels
+/// poll MPI between tiles); false waits for them first (the no-overlap ablation).
+void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
+                       const std::int64_t* positions, const TensorView& q, const TensorView& k,
+                       const TensorView& v, const TensorView& out, const TensorView& lse, bool overlap,
+                       PassTimes& times);
 /// Backward: dq like q, dk, dv like k (overwritten). Collective.
-void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const AttentionParams& base,
-                        const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& out, const TensorView& lse, const TensorView& dq,
-                        const TensorView& dk, const TensorView& dv, bool overlap, PassTimes& times);
+void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
+                        const std::int64_t* positions, const TensorView& dout, const TensorView& q,
+                        const TensorView& k, const TensorView& v, const TensorView& out,
+                        const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                        const TensorView& dv, bool overlap, PassTimes& times);
 
 }  // namespace burst::strategies

@@ -109,7 +109,6 @@ class HeadparStrategy final : public PlannedStrategy {
         shape_(setup.shape),
         me_(setup.rank) {
     base_.q_positions = base_.kv_positions = ex_.positions().data();
-    base_.seq_q_global = base_.seq_kv_global = shape_.S_global;
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -132,7 +131,7 @@ class HeadparStrategy final : public PlannedStrategy {
     PassTimes t;
     {
       Stopwatch w(&t.compute_seconds);
-      attention_forward(q, k, v, out, lse, base_);
+      kernels::step_forward(q, k, v, out, lse, base_);
     }
     fill_stats(stats, t, pairs_, 0);
   }
@@ -144,7 +143,7 @@ class HeadparStrategy final : public PlannedStrategy {
     {
       Stopwatch w(&t.compute_seconds);
       attention_delta(dout, out, delta.view());
-      attention_backward_with_delta(dout, q, k, v, lse, delta.view(), dq, dk, dv, base_, false);
+      kernels::step_backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, base_, false);
     }
     ex_.pool().put(delta.release());
     fill_stats(stats, t, pairs_, 4 * shape_.B * shape_.H * q.size(1));
@@ -172,7 +171,7 @@ class HeadparStrategy final : public PlannedStrategy {
     }
     {
       Stopwatch w(&t.compute_seconds);
-      attention_forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), base_);
+      kernels::step_forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), base_);
     }
     const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads},
                                          {true, h.H, h.q_lo(me_), h.heads}};
@@ -227,8 +226,8 @@ class HeadparStrategy final : public PlannedStrategy {
                 dvg = ex_.kv_heads(B, D, DType::F32);
     {
       Stopwatch w(&t.compute_seconds);
-      attention_backward_with_delta(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(),
-                                    dqg.view(), dkg.view(), dvg.view(), base_, false);
+      kernels::step_backward(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(),
+                             dqg.view(), dkg.view(), dvg.view(), base_, false);
     }
     const Part dqp{false, h.H, h.q_lo(me_), h.heads}, dkvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads};
     const std::vector<Part> out_parts = {dqp, dkvp, dkvp};
@@ -269,7 +268,7 @@ class HeadparStrategy final : public PlannedStrategy {
   }
 
   UlyssesExchange ex_;  // head split, position-sorted rows and the buffer pool (no all-to-all here)
-  AttentionParams base_;
+  kernels::StepParams base_;
   ProblemShape shape_;
   int me_ = 0;
   std::vector<float> rs_fwd_, rs_bwd_;  // reduce-scatter inputs (scatter_input)

@@ -68,13 +68,13 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
         if (pairs(setup, g, j) == 0) return;  // no visible pair: skip the block
         const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
         const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
-        const AttentionParams p =
+        const kernels::StepParams p =
             step_params(setup, positions(setup, g).data(), positions(setup, j).data(), &progress);
         if (first) {
-          attention_forward(q, kj, vj, out, lse, p);
+          kernels::step_forward(q, kj, vj, out, lse, p);
           first = false;
         } else {
-          attention_forward(q, kj, vj, out_part, lse_part, p);
+          kernels::step_forward(q, kj, vj, out_part, lse_part, p);
           merge_forward(out, lse, out_part, lse_part);
         }
       },
@@ -121,10 +121,10 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
           const TensorView doj = bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D);
           const TensorView deltaj = rows_view(read + qd, d.B, d.H, d.S);
           const TensorView lsej = rows_view(read + qd + d.r, d.B, d.H, d.S);
-          const AttentionParams p =
+          const kernels::StepParams p =
               step_params(setup, positions(setup, j).data(), positions(setup, g).data(), &progress);
-          attention_backward_with_delta(doj, qj, k, v, lsej, deltaj, bshd_view(write, d.B, d.S, d.H, d.D), dk,
-                                        dv, p, true);
+          kernels::step_backward(doj, qj, k, v, lsej, deltaj, bshd_view(write, d.B, d.S, d.H, d.D), dk, dv, p,
+                                 true);
         },
         rs);
     unpack_into(dq_home.data(), dq);
@@ -142,11 +142,10 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
           if (pairs(setup, g, j) == 0) return;
           const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
           const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
-          const AttentionParams p =
+          const kernels::StepParams p =
               step_params(setup, positions(setup, g).data(), positions(setup, j).data(), &progress);
-          attention_backward_with_delta(dout, q, kj, vj, lse, delta, dq,
-                                        bshd_view(write, d.B, d.S, d.H_kv, d.D),
-                                        bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), p, true);
+          kernels::step_backward(dout, q, kj, vj, lse, delta, dq, bshd_view(write, d.B, d.S, d.H_kv, d.D),
+                                 bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), p, true);
         },
         rs);
     unpack_into(dkv_home.data(), dk);

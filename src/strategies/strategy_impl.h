@@ -33,7 +33,9 @@ struct Setup {
   DistConfig cfg;
   ProblemShape shape;
   Mask mask;
-  std::shared_ptr<const ResolvedMask> resolved;  ///< mask against (S_global, S_global)
+  /// The mask against (S_global, S_global), resolved once per DistAttention (which keeps it alive);
+  /// every kernel step points at it (step_params, kernels/step.h).
+  std::shared_ptr<const ResolvedMask> resolved;
   std::shared_ptr<const Plan> plan;              ///< the pure plan (layout, steps, predicted bytes)
   int rank = 0, P = 1;
   NodeTopology topology;       ///< nodes × ranks_per_node (burst double ring)

@@ -221,13 +221,10 @@ namespace {
 double* comm_sink(PassTimes* t) { return t ? &t->comm_seconds : nullptr; }
 double* compute_sink(PassTimes* t) { return t ? &t->compute_seconds : nullptr; }
 
-AttentionParams gathered_params(const AttentionParams& base, const UlyssesExchange& ex,
-                                std::int64_t S_global) {
-  AttentionParams p = base;
+kernels::StepParams gathered_params(const kernels::StepParams& base, const UlyssesExchange& ex) {
+  kernels::StepParams p = base;
   p.q_positions = ex.positions().data();
   p.kv_positions = ex.positions().data();
-  p.q_offset = p.kv_offset = 0;
-  p.seq_q_global = p.seq_kv_global = S_global;
   return p;
 }
 
@@ -423,7 +420,7 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
 void LocalGroupAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v,
                                   const TensorView& out, const TensorView& lse, PassTimes* times) const {
   Stopwatch w(compute_sink(times));
-  attention_forward(q, k, v, out, lse, gathered_params(base_, ex_, S_global_));
+  kernels::step_forward(q, k, v, out, lse, gathered_params(base_, ex_));
 }
 
 void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
@@ -431,8 +428,7 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
                                    const TensorView& dq, const TensorView& dk, const TensorView& dv,
                                    PassTimes* times) const {
   Stopwatch w(compute_sink(times));
-  attention_backward_with_delta(dout, q, k, v, lse, delta, dq, dk, dv, gathered_params(base_, ex_, S_global_),
-                                false);
+  kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, gathered_params(base_, ex_), false);
 }
 
 // ---------------------------------------------------------------- registration
@@ -500,7 +496,7 @@ class UlyssesStrategy final : public HeadParallelStrategy {
       : HeadParallelStrategy(setup, "ulysses"),
         ex_(setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
-        attend_(ex_, step_params(setup, nullptr, nullptr, nullptr), setup.shape.S_global) {}
+        attend_(ex_, step_params(setup, nullptr, nullptr, nullptr)) {}
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {

@@ -97,12 +97,12 @@ class GroupAttention {
                         const TensorView& dk, const TensorView& dv, PassTimes* times) const = 0;
 };
 
-/// Local attention over the group's whole sequence (positions from the exchange, mask on
-/// global positions, resolved against S_global). Not collective. Keeps a reference to `ex`.
+/// Local attention over the group's whole sequence (positions from the exchange; `base` carries
+/// the mask resolved against S_global). Not collective. Keeps a reference to `ex`.
 class LocalGroupAttention final : public GroupAttention {
  public:
-  LocalGroupAttention(const UlyssesExchange& ex, AttentionParams base, std::int64_t S_global)
-      : ex_(ex), base_(std::move(base)), S_global_(S_global) {}
+  LocalGroupAttention(const UlyssesExchange& ex, kernels::StepParams base)
+      : ex_(ex), base_(std::move(base)) {}
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, PassTimes* times) const override;
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -111,8 +111,7 @@ class LocalGroupAttention final : public GroupAttention {
 
  private:
   const UlyssesExchange& ex_;
-  AttentionParams base_;
-  std::int64_t S_global_;
+  kernels::StepParams base_;
 };
 
 /// The head-sharded tensors of one forward pass, kept for its backward: DeepSpeed-Ulysses keeps

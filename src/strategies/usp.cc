@@ -55,7 +55,7 @@ class GroupRingAttention final : public GroupAttention {
  public:
   GroupRingAttention(const Communicator& ring, RingTopology topo, bool overlap, bool query_side,
                      std::vector<std::vector<std::int64_t>> groups, const ResolvedMask& mask,
-                     AttentionParams base)
+                     kernels::StepParams base)
       : exec_(ring, topo.nodes, topo.ranks_per_node, overlap),
         me_(ring.rank()),
         query_side_(query_side),
@@ -86,10 +86,10 @@ class GroupRingAttention final : public GroupAttention {
           if (visible(me_, j) == 0) return;
           const TensorView kj = at(read, 0, k), vj = at(read, n, v);
           if (first) {
-            attention_forward(q, kj, vj, out, lse, params(me_, j, progress));
+            kernels::step_forward(q, kj, vj, out, lse, params(me_, j, progress));
             first = false;
           } else {
-            attention_forward(q, kj, vj, part_out, part_lse, params(me_, j, progress));
+            kernels::step_forward(q, kj, vj, part_out, part_lse, params(me_, j, progress));
             merge_forward(out, lse, part_out, part_lse);
           }
         },
@@ -123,7 +123,7 @@ class GroupRingAttention final : public GroupAttention {
           std::move(own), dq.numel(),
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(j, me_) == 0) return;
-            attention_backward_with_delta(
+            kernels::step_backward(
                 at(read, n, dout), at(read, 0, q), k, v, make_view(read + qd + rf, shape_of(lse)),
                 make_view(read + qd, shape_of(delta)), make_view(write, shape_of(dq)), dk, dv,
                 params(j, me_, progress), true);
@@ -143,7 +143,7 @@ class GroupRingAttention final : public GroupAttention {
           std::move(own), 2 * n,
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(me_, j) == 0) return;
-            attention_backward_with_delta(dout, q, at(read, 0, k), at(read, n, v), lse, delta, dq,
+            kernels::step_backward(dout, q, at(read, 0, k), at(read, n, v), lse, delta, dq,
                                           make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
                                           params(me_, j, progress), true);
           },
@@ -163,8 +163,8 @@ class GroupRingAttention final : public GroupAttention {
   std::int64_t visible(int q_group, int kv_group) const {
     return pairs_[static_cast<std::size_t>(q_group)][static_cast<std::size_t>(kv_group)];
   }
-  AttentionParams params(int q_group, int kv_group, const std::function<void()>& progress) const {
-    AttentionParams p = base_;
+  kernels::StepParams params(int q_group, int kv_group, const std::function<void()>& progress) const {
+    kernels::StepParams p = base_;
     p.q_positions = groups_[static_cast<std::size_t>(q_group)].data();
     p.kv_positions = groups_[static_cast<std::size_t>(kv_group)].data();
     if (base_.progress) p.progress = progress;  // base carries the hook only when overlap is on
@@ -177,7 +177,7 @@ class GroupRingAttention final : public GroupAttention {
   std::vector<std::vector<std::int64_t>> groups_;
   std::vector<std::vector<std::int64_t>>
       pairs_;  ///< visible pairs of group i's queries against group j's keys
-  AttentionParams base_;
+  kernels::StepParams base_;
 };
 
 class UspStrategy final : public HeadParallelStrategy {
@@ -205,7 +205,7 @@ class UspStrategy final : public HeadParallelStrategy {
   static std::vector<std::vector<std::int64_t>> groups(const SequenceLayout& layout, int u) {
     return usp_ring_groups(layout, u);
   }
-  static AttentionParams ring_params(const Setup& setup) {
+  static kernels::StepParams ring_params(const Setup& setup) {
     const std::function<void()> marker = [] {};
     return step_params(setup, nullptr, nullptr, &marker);  // keeps a hook iff overlap is on
   }
