@@ -26,7 +26,7 @@ struct DistOptions {
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0, ulysses_degree = 0;
   double comm_timeout = 300;
-  bool no_overlap = false, no_double_ring = false, no_mask_aware = false;
+  bool no_overlap = false, no_return_overlap = false, no_double_ring = false, no_mask_aware = false;
 };
 
 struct Sample {
@@ -80,6 +80,7 @@ void run_dist(const DistOptions& o) {
   cfg.ulysses_degree = o.ulysses_degree;
   cfg.usp_ring = usp_ring_from_string(o.usp_ring);
   cfg.overlap = !o.no_overlap;
+  cfg.return_overlap = !o.no_return_overlap;
   cfg.double_ring = !o.no_double_ring;
   cfg.mask_aware = !o.no_mask_aware;
   cfg.partials_dtype = parse_partials_dtype(o.partials_dtype, cfg.strategy);
@@ -180,6 +181,7 @@ void run_dist(const DistOptions& o) {
                         {"D", o.dim},
                         {"mask", o.mask},
                         {"overlap", !o.no_overlap},
+                        {"return_overlap", !o.no_overlap && !o.no_return_overlap},
                         {"mask_aware", plan.forward().mask_aware},
                         {"visible_pairs", pairs},
                         {"dtype", to_string(shape.dtype)},
@@ -266,6 +268,8 @@ void add_dist_bench(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
+  cmd->add_flag("--no-return-overlap", o->no_return_overlap,
+                "distflash: wait for the returned partials (O/lse, dQ, dK/dV) inside the step that made them");
   cmd->add_flag("--no-double-ring", o->no_double_ring, "flat ring even across nodes");
   cmd->add_flag("--no-mask-aware", o->no_mask_aware,
                 "burst, ring: every block circulates the whole ring (no mask-aware schedule)");

@@ -267,6 +267,7 @@ std::uint64_t fingerprint(const DistConfig& cfg, const ProblemShape& shape, cons
   mix(static_cast<std::int64_t>(cfg.usp_ring));
   mix(static_cast<std::int64_t>(cfg.backward_side));
   mix(cfg.overlap ? 1 : 0);
+  if (!cfg.return_overlap) mix(200);  // default configurations keep their fingerprint
   mix(cfg.mask_aware ? 1 : 0);
   // Mixed only when set, so fingerprints of the fp32-partials default stay as they were.
   if (cfg.partials_dtype != DType::F32) mix(100 + static_cast<std::int64_t>(cfg.partials_dtype));

@@ -624,6 +624,34 @@ TEST(PeerStrategies, UspAutoDegreeAndNoOverlap) {
   run_case(cfg, 1, 2 * P, 2, Family::Causal);
 }
 
+TEST(PeerStrategies, DistFlashReturnOverlapOffWaitsInsideTheStepWithTheSameBits) {
+  // return_overlap = false: the returned partials are waited for in the step that made them
+  // (the ablation of docs/strategies.md § distflash); merged at the same point, so same bits.
+  const int P = world_size();
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::DistFlash;
+  cfg.layout = LayoutKind::Contiguous;
+  cfg.return_overlap = false;
+  run_case(cfg, 1, 2 * P, 2, Family::Causal);
+  const Reference& ref = reference(1, 2 * P, 2, Family::Causal);
+  const Communicator world = Communicator::world();
+  std::vector<Tensor> got[2];
+  for (bool returns : {true, false}) {
+    cfg.return_overlap = returns;
+    DistAttention attn(world, cfg, ref.shape, ref.mask);
+    const SequenceLayout& layout = attn.plan().layout();
+    const Tensor q = shard_of(layout, world.rank(), ref.q), k = shard_of(layout, world.rank(), ref.k);
+    const Tensor v = shard_of(layout, world.rank(), ref.v), dout = shard_of(layout, world.rank(), ref.dout);
+    Tensor out(q.shape()), lse({1, 2 * P, attn.local_length()}), dq(q.shape()), dk(k.shape()), dv(v.shape());
+    attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+    attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                  dv.view());
+    got[returns ? 0 : 1] = {out, lse, dq, dk, dv};
+  }
+  for (std::size_t i = 0; i < got[0].size(); ++i)
+    EXPECT_EQ(got[0][i].vec(), got[1][i].vec()) << "tensor " << i << " (out, lse, dq, dk, dv)";
+}
+
 // ctest label multinode: 2 emulated hosts × 2 ranks over TCP (scripts/cluster.sh). Every peer
 // strategy on every layout it takes, causal and a sparse (document) mask, forward and backward
 // against fp64; usp with its Ulysses groups inside a node and its ring across nodes (u = L).

@@ -96,6 +96,12 @@ struct DistConfig {
   bool double_ring = true;           ///< burst, ring, usp: topology-aware double ring when nodes > 1
   BackwardSide backward_side = BackwardSide::Auto;
   bool overlap = true;  ///< double buffering + progress polling between tiles
+  /// distflash: the partials a helper returns (O and lse forward; dQ, and dK, dV to the KV owner,
+  /// backward) travel during the next step's compute and are merged after it, as LightSeq does
+  /// (arXiv 2310.03294 §3.2). false waits for them inside the step that produced them (the
+  /// ablation docs/strategies.md § distflash measures). Results are bitwise the same either way
+  /// (merged in step order). No effect when overlap = false (then every transfer is waited for).
+  bool return_overlap = true;
   /// burst, ring: mask-aware communication (MagiAttention's zero-redundant communication): when
   /// the mask leaves some (q rank, kv rank) block with no visible pair, a rank receives only the
   /// blocks its mask needs, straight from their owners, and steps nobody needs move nothing

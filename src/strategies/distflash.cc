@@ -103,7 +103,7 @@ void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t,
 
 void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
                        const std::int64_t* positions, const TensorView& q, const TensorView& k,
-                       const TensorView& v, const TensorView& out, const TensorView& lse, bool overlap,
+                       const TensorView& v, const TensorView& out, const TensorView& lse, FlashOverlap ov,
                        PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const Dims d = dims_of(q, k);
@@ -115,7 +115,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
     append_packed_pair(k, v, kv_payload);
     append_packed(q, q_payload);
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
-    if (!overlap) times.comm_seconds += next.set.wait_all();
+    if (!ov.inputs) times.comm_seconds += next.set.wait_all();
   }
   // The partial a helper returns at step t travels during step t + 1's compute and is merged
   // after it (LightSeq overlaps the returned partials the same way); the last one at the end.
@@ -127,7 +127,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
   };
   const auto params = [&](const FlashBlock& blk) {
     kernels::StepParams p = block_params(base, positions, d, blk);
-    if (overlap) p.progress = poll;
+    if (ov.inputs) p.progress = poll;
     return p;
   };
   const auto merge_pending = [&] {
@@ -150,7 +150,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
     next = StepInputs{};
     times.comm_seconds += cur.set.wait_all();
     post_inputs(comm, s, t + 1, kv_payload, q_payload, next, sends);
-    if (!overlap) times.comm_seconds += next.set.wait_all();
+    if (!ov.inputs) times.comm_seconds += next.set.wait_all();
     RequestSet results;
     int result_index = -1;
     // A helper returns the partial of our block (me, j) at this step: post its receive first.
@@ -179,7 +179,8 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
       merge_forward(out, lse, bshd(part_out.data(), d, d.H), rows(part_lse.data(), d));
     }
     merge_pending();  // step t − 1's partial, which travelled during this step's compute
-    if (!overlap) times.comm_seconds += results.wait_all();
+    // Without return overlap this step's partial is waited for now (merged at the same point).
+    if (!ov.returns()) times.comm_seconds += results.wait_all();
     pending = std::move(results);
     pending_index = result_index;
   }
@@ -191,7 +192,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
                         const std::int64_t* positions, const TensorView& dout, const TensorView& q,
                         const TensorView& k, const TensorView& v, const TensorView& out,
                         const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                        const TensorView& dv, bool overlap, PassTimes& times) {
+                        const TensorView& dv, FlashOverlap ov, PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const Dims d = dims_of(q, k);
   Tensor delta({d.B, d.H, d.c});
@@ -211,7 +212,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     append_packed(lse, q_payload);
     append_packed(delta.view(), q_payload);
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
-    if (!overlap) times.comm_seconds += next.set.wait_all();
+    if (!ov.inputs) times.comm_seconds += next.set.wait_all();
   }
   // Gradients returned at step t (dK, dV to the KV owner, dQ to the query owner) travel during
   // step t + 1's compute and are added after it; the last ones at the end.
@@ -223,7 +224,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
   };
   const auto params = [&](const FlashBlock& blk) {
     kernels::StepParams p = block_params(base, positions, d, blk);
-    if (overlap) p.progress = poll;
+    if (ov.inputs) p.progress = poll;
     return p;
   };
   const auto add_pending = [&] {
@@ -249,7 +250,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     next = StepInputs{};
     times.comm_seconds += cur.set.wait_all();
     post_inputs(comm, s, t + 1, kv_payload, q_payload, next, sends);
-    if (!overlap) times.comm_seconds += next.set.wait_all();
+    if (!ov.inputs) times.comm_seconds += next.set.wait_all();
     // Gradients coming back this step: dK, dV of our KV chunk from the query owner of our
     // local block, dQ of our queries from the helper.
     RequestSet grads;
@@ -287,7 +288,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
     add_pending();  // step t − 1's gradients, which travelled during this step's compute
-    if (!overlap) times.comm_seconds += grads.wait_all();
+    if (!ov.returns()) times.comm_seconds += grads.wait_all();
     pending = std::move(grads);
     pending_dkv = dkv_index;
     pending_dq = dq_index;
@@ -306,7 +307,7 @@ class DistFlashStrategy final : public PlannedStrategy {
       : PlannedStrategy(setup),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         positions_(static_cast<std::size_t>(setup.shape.S_global)),
-        overlap_(setup.cfg.overlap),
+        overlap_{setup.cfg.overlap, setup.cfg.return_overlap},
         schedule_(make_distflash_schedule(*setup.resolved, setup.shape.S_global, setup.P)) {
     std::iota(positions_.begin(), positions_.end(), std::int64_t{0});
   }
@@ -329,7 +330,7 @@ class DistFlashStrategy final : public PlannedStrategy {
  private:
   kernels::StepParams base_;
   std::vector<std::int64_t> positions_;  ///< 0 .. S_global − 1 (chunk i at i·c)
-  bool overlap_ = true;
+  FlashOverlap overlap_;
   DistFlashSchedule schedule_;
 };
 

@@ -17,21 +17,31 @@ namespace burst::strategies {
 
 struct PassTimes;
 
+/// Which transfers of a pass overlap compute. inputs: the next step's inputs travel while this
+/// step computes (kernels poll MPI between tiles); false waits for them first (the no-overlap
+/// ablation, DistConfig::overlap). returns (only with inputs): the partials a helper returns
+/// travel during the next step's compute; false waits for them at the end of the step that
+/// produced them (DistConfig::return_overlap). Either way partials merge at the same point, so
+/// the results are bitwise the same.
+struct FlashOverlap {
+  bool inputs = true, return_partials = true;
+  bool returns() const { return inputs && return_partials; }
+};
+
 /// Forward under the schedule on the contiguous layout: q [B,c,H,D], k, v [B,c,H_kv,D] (chunk
 /// comm.rank()), out like q, lse [B,H,c] contiguous. `base` carries scale, mask (resolved over
 /// S_global = P·c) and kernel; each block's positions are taken from `positions` (0 .. P·c − 1).
 /// Collective over comm (P = s.P ranks). Memory O(c): own payloads, one step's inbox, one
-/// partial buffer. overlap: the next step's inputs travel while this step computes (kernels
-/// poll MPI between tiles); false waits for them first (the no-overlap ablation).
+/// partial buffer.
 void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
                        const std::int64_t* positions, const TensorView& q, const TensorView& k,
-                       const TensorView& v, const TensorView& out, const TensorView& lse, bool overlap,
+                       const TensorView& v, const TensorView& out, const TensorView& lse, FlashOverlap ov,
                        PassTimes& times);
 /// Backward: dq like q, dk, dv like k (overwritten). Collective.
 void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
                         const std::int64_t* positions, const TensorView& dout, const TensorView& q,
                         const TensorView& k, const TensorView& v, const TensorView& out,
                         const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                        const TensorView& dv, bool overlap, PassTimes& times);
+                        const TensorView& dv, FlashOverlap ov, PassTimes& times);
 
 }  // namespace burst::strategies
