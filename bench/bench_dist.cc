@@ -253,19 +253,13 @@ void add_dist_bench(CLI::App& bench) {
   add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
   cmd->add_option("--pass", o->pass, "fwd|bwd|both")->capture_default_str();
-  cmd->add_option("--dtype", o->dtype,
-                  "fp32|bf16|fp16 storage of q, k, v, dout and results (burst, ring: on the wire)")
-      ->capture_default_str();
+  add_dtype_option(cmd, o->dtype, "fp32|bf16|fp16", "storage of q, k, v, dout and results (burst, ring: on the wire)");
   add_partials_option(cmd, o->partials_dtype);
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")
       ->capture_default_str();
-  cmd->add_option("--ulysses-degree", o->ulysses_degree,
-                  "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)")
-      ->capture_default_str();
-  cmd->add_option("--usp-ring", o->usp_ring,
-                  "usp: ring across the Ulysses groups, ring|burst (burst: BurstEngine's hybrid)")
-      ->capture_default_str();
+  add_ulysses_degree_option(cmd, o->ulysses_degree);
+  add_usp_ring_option(cmd, o->usp_ring);
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
   cmd->add_flag("--no-return-overlap", o->no_return_overlap,

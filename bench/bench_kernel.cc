@@ -176,8 +176,7 @@ void add_kernel_bench(CLI::App& bench) {
   cmd->add_option("--pass", opt->pass, "fwd | bwd | both")->capture_default_str();
   add_timing_options(cmd, opt->threads, opt->repeats, opt->warmup);
   cmd->add_option("--impl", opt->impl, "tiled | reference")->capture_default_str();
-  cmd->add_option("--dtype", opt->dtype, "fp32 | bf16 | fp16 storage of q, k, v, dout and results (lse fp32)")
-      ->capture_default_str();
+  add_dtype_option(cmd, opt->dtype, "fp32|bf16|fp16", "storage of q, k, v, dout and results (lse fp32)");
   cmd->add_option("--isa", opt->isa, "auto | avx512bf16 | avx512 | avx2 | portable")->capture_default_str();
   cmd->add_option("--block-q", opt->block_q, "q tile rows (0 = kernel default)");
   cmd->add_option("--block-kv", opt->block_kv, "kv tile rows (0 = kernel default)");

@@ -406,8 +406,7 @@ void add_matrix_bench(CLI::App& bench) {
   cmd->add_option("--passes", o->passes, "fwd,bwd")->capture_default_str();
   add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
-  cmd->add_option("--dtype", o->dtype, "fp32 | bf16 | fp16 storage of q, k, v, dout and results (lse fp32)")
-      ->capture_default_str();
+  add_dtype_option(cmd, o->dtype, "fp32|bf16|fp16", "storage of q, k, v, dout and results (lse fp32)");
   cmd->add_option("--check-max-seq", o->check_max_seq, "check errors for S <= this")->capture_default_str();
   cmd->add_option("--cluster", o->cluster, "cluster spec for predicted_seconds (e.g. a calibrated one)");
   cmd->add_option("--memory-limit", o->memory_limit, "bytes per rank (0: 70% of RAM / P)");

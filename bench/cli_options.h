@@ -1,6 +1,7 @@
-// bench/cli_options.h — command-line options shared by the benchmarks and `burst plan`: the
-// attention shape and the timing loop, registered in one place so that names, help texts and
-// semantics agree across commands (each command keeps its own defaults in its options struct).
+// bench/cli_options.h — command-line options shared by the benchmarks, `burst plan` and `burst
+// simulate`: the attention shape, the timing loop, the storage dtype and usp's options,
+// registered in one place so that names, help texts and semantics agree across commands (each
+// command keeps its own defaults in its options struct).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -48,6 +49,39 @@ inline DType parse_partials_dtype(const std::string& name, StrategyKind strategy
               Unsupported, "--partials-dtype bf16 runs with --strategy burst or ring, not ",
               to_string(strategy));
   return d;
+}
+
+/// --dtype: the storage dtype of q, k, v and dout, in parse_dtype's spellings (fp32, bf16, fp16,
+/// ...); `choices` is the help's list (e.g. "fp32|bf16|fp16") and `what` what the dtype sets in
+/// this command. fp64 and unknown names are rejected when the command line is parsed.
+inline void add_dtype_option(CLI::App* cmd, std::string& dtype, const std::string& choices,
+                             const std::string& what) {
+  cmd->add_option("--dtype", dtype, choices + ": " + what)
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            try {
+              return parse_dtype(s) == DType::F64 ? "fp64 is not computed: fp32, bf16 or fp16" : "";
+            } catch (const Error& e) {
+              return e.message();
+            }
+          },
+          "DTYPE"))
+      ->capture_default_str();
+}
+
+/// --ulysses-degree u (usp; the plan and cost model of usp): 0 → the largest divisor of P that
+/// divides H_kv.
+inline void add_ulysses_degree_option(CLI::App* cmd, int& degree) {
+  cmd->add_option("--ulysses-degree", degree, "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)")
+      ->capture_default_str();
+}
+
+/// --usp-ring ring|burst: usp's ring across the Ulysses groups (burst: BurstEngine's hybrid, the
+/// query-side backward on the double ring). Checked when parsed.
+inline void add_usp_ring_option(CLI::App* cmd, std::string& ring) {
+  cmd->add_option("--usp-ring", ring, "usp: ring across the Ulysses groups, ring|burst (burst: BurstEngine's hybrid)")
+      ->check(CLI::IsMember({"ring", "burst"}))
+      ->capture_default_str();
 }
 
 }  // namespace burst::bench

@@ -95,16 +95,13 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--ranks", o->ranks, "P")->capture_default_str();
   cmd->add_option("--ranks-per-node", o->ranks_per_node,
                   "L for the burst / ring / usp double ring (0: one node)");
-  cmd->add_option("--ulysses-degree", o->ulysses_degree,
-                  "usp: Ulysses degree u (0: largest divisor of P dividing H_kv)");
-  cmd->add_option("--usp-ring", o->usp_ring, "usp: ring across the Ulysses groups, ring|burst")
-      ->capture_default_str();
+  bench::add_ulysses_degree_option(cmd, o->ulysses_degree);
+  bench::add_usp_ring_option(cmd, o->usp_ring);
   cmd->add_option("--seq", o->seq, "S_global")->capture_default_str();
   bench::add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv")->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "fp32|bf16|fp16 storage of q, k, v, dout (bytes per dtype)")
-      ->capture_default_str();
+  bench::add_dtype_option(cmd, o->dtype, "fp32|bf16|fp16", "storage of q, k, v, dout (bytes per dtype)");
   bench::add_partials_option(cmd, o->partials_dtype);
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
   cmd->add_flag("--no-mask-aware", o->no_mask_aware, "burst, ring: plan the full ring even for sparse masks");

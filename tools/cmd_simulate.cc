@@ -190,15 +190,14 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--ffn-width", opt->ffn_width, "SwiGLU hidden width f (0: 8h/3 rounded up to 256)");
   cmd->add_option("--mask", opt->mask, "one of the 14 benchmark masks")->capture_default_str();
   cmd->add_option("--pass", opt->pass, "fwd | bwd | fwd_bwd")->capture_default_str();
-  cmd->add_option("--dtype", opt->dtype, "bf16 | fp32 tensor payloads")->capture_default_str();
+  bench::add_dtype_option(cmd, opt->dtype, "bf16|fp32", "tensor payloads and kernel rates");
   bench::add_partials_option(cmd, opt->partials_dtype);
   cmd->add_option("--mask-resolution", opt->mask_resolution,
                   "count visible pairs at most at this length, scaled to S (exact for full/causal)")
       ->capture_default_str();
   cmd->add_option("--strategy", opt->strategy, "score only this strategy");
   cmd->add_option("--layout", opt->layout, "layout for --strategy (default zigzag)");
-  cmd->add_option("--ulysses-degree", opt->ulysses_degree,
-                  "usp with --strategy: Ulysses degree u (0: largest divisor of P dividing H_kv)");
+  bench::add_ulysses_degree_option(cmd, opt->ulysses_degree);
   cmd->add_flag("--no-double-ring", opt->no_double_ring, "with --strategy: the flat ring even across nodes");
   cmd->add_option("--format", opt->format, "table | jsonl")->capture_default_str();
   cmd->add_option("--output,-o", opt->output, "append JSON lines to this file");
