@@ -253,7 +253,8 @@ void add_dist_bench(CLI::App& bench) {
   add_shape_options(cmd, o->batch, o->heads, o->kv_heads, o->dim);
   cmd->add_option("--mask", o->mask, "benchmark mask name")->capture_default_str();
   cmd->add_option("--pass", o->pass, "fwd|bwd|both")->capture_default_str();
-  add_dtype_option(cmd, o->dtype, "fp32|bf16|fp16", "storage of q, k, v, dout and results (burst, ring: on the wire)");
+  add_dtype_option(cmd, o->dtype, "fp32|bf16|fp16",
+                   "storage of q, k, v, dout and results (burst, ring: on the wire)");
   add_partials_option(cmd, o->partials_dtype);
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
   cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")
@@ -262,8 +263,9 @@ void add_dist_bench(CLI::App& bench) {
   add_usp_ring_option(cmd, o->usp_ring);
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
-  cmd->add_flag("--no-return-overlap", o->no_return_overlap,
-                "distflash: wait for the returned partials (O/lse, dQ, dK/dV) inside the step that made them");
+  cmd->add_flag(
+      "--no-return-overlap", o->no_return_overlap,
+      "distflash: wait for the returned partials (O/lse, dQ, dK/dV) inside the step that made them");
   cmd->add_flag("--no-double-ring", o->no_double_ring, "flat ring even across nodes");
   cmd->add_flag("--no-mask-aware", o->no_mask_aware,
                 "burst, ring: every block circulates the whole ring (no mask-aware schedule)");

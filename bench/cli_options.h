@@ -61,9 +61,7 @@ inline void add_dtype_option(CLI::App* cmd, std::string& dtype, const std::strin
           [](std::string& s) -> std::string {
             try {
               return parse_dtype(s) == DType::F64 ? "fp64 is not computed: fp32, bf16 or fp16" : "";
-            } catch (const Error& e) {
-              return e.message();
-            }
+            } catch (const Error& e) { return e.message(); }
           },
           "DTYPE"))
       ->capture_default_str();
@@ -79,7 +77,8 @@ inline void add_ulysses_degree_option(CLI::App* cmd, int& degree) {
 /// --usp-ring ring|burst: usp's ring across the Ulysses groups (burst: BurstEngine's hybrid, the
 /// query-side backward on the double ring). Checked when parsed.
 inline void add_usp_ring_option(CLI::App* cmd, std::string& ring) {
-  cmd->add_option("--usp-ring", ring, "usp: ring across the Ulysses groups, ring|burst (burst: BurstEngine's hybrid)")
+  cmd->add_option("--usp-ring", ring,
+                  "usp: ring across the Ulysses groups, ring|burst (burst: BurstEngine's hybrid)")
       ->check(CLI::IsMember({"ring", "burst"}))
       ->capture_default_str();
 }

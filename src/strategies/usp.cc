@@ -123,10 +123,10 @@ class GroupRingAttention final : public GroupAttention {
           std::move(own), dq.numel(),
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(j, me_) == 0) return;
-            kernels::step_backward(
-                at(read, n, dout), at(read, 0, q), k, v, make_view(read + qd + rf, shape_of(lse)),
-                make_view(read + qd, shape_of(delta)), make_view(write, shape_of(dq)), dk, dv,
-                params(j, me_, progress), true);
+            kernels::step_backward(at(read, n, dout), at(read, 0, q), k, v,
+                                   make_view(read + qd + rf, shape_of(lse)),
+                                   make_view(read + qd, shape_of(delta)), make_view(write, shape_of(dq)), dk,
+                                   dv, params(j, me_, progress), true);
           },
           rs);
       unpack_into(dq_home.data(), dq);
@@ -144,8 +144,8 @@ class GroupRingAttention final : public GroupAttention {
           [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
             if (visible(me_, j) == 0) return;
             kernels::step_backward(dout, q, at(read, 0, k), at(read, n, v), lse, delta, dq,
-                                          make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
-                                          params(me_, j, progress), true);
+                                   make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
+                                   params(me_, j, progress), true);
           },
           rs);
       unpack_into(dkv.data(), dk);
