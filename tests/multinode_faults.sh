@@ -220,7 +220,7 @@ case $case_ in
     start=$(date +%s)
     # One layout (zigzag): the whole sweep takes ~4 min of round trips at 50 ms.
     BURST_TEST_NODES=2 BURST_TEST_LAYOUTS=zigzag OMP_NUM_THREADS=1 BURST_COMM_TIMEOUT=60 \
-      "$cluster" --name "$name" run --ranks-per-host 2 --timeout 150 -- \
+      "$cluster" --name "$name" run --ranks-per-host 2 --timeout 240 -- \
       "$tests_exe" --gtest_filter='Multinode.*' >"$log/out" 2>"$log/err" ||
       fail "Multinode.* failed under 50 ms delay and 1 % loss"
     grep -q "PASSED" "$log/out" || fail "no gtest verdict"
