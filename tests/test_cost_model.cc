@@ -205,6 +205,31 @@ TEST(CostSchedules, RingBackwardPayloadsBothSides) {
   EXPECT_DOUBLE_EQ(q.seconds, 27.0);
 }
 
+// A ring schedule of n members over pairs[i·n + j] = i·n + j + 1 (distinct per block, so a
+// step's compute seconds name the partition it ran on): checks that every member computes on each
+// partition exactly once and that the partition a feed's sender held when posting it is the one
+// the receiver computes on next. Returns part[i][t] (member i's partition at step t) and each
+// member's number of inter-node feeds.
+struct RingVisits {
+  std::vector<std::vector<int>> part;
+  std::vector<int> inter;
+};
+RingVisits check_ring_visits(const cost::Schedule& s, int n) {
+  RingVisits r{std::vector<std::vector<int>>(n, std::vector<int>(n)), std::vector<int>(n, 0)};
+  auto part_of = [&](int i, int t) { return static_cast<int>(s.ranks[i].compute[t]) - 1 - n * i; };
+  for (int i = 0; i < n; ++i) {
+    std::vector<int> seen(n, 0);
+    for (int t = 0; t < n; ++t) ++seen[r.part[i][t] = part_of(i, t)];
+    EXPECT_EQ(seen, std::vector<int>(n, 1)) << "member " << i;
+    for (int t = 1; t < n; ++t) {
+      const cost::Feed& f = s.ranks[i].feed[t];
+      EXPECT_EQ(part_of(f.src, f.step), part_of(i, t)) << "member " << i << " step " << t;
+      r.inter[i] += f.inter_node ? 1 : 0;
+    }
+  }
+  return r;
+}
+
 TEST(CostSchedules, DoubleRingVisitsEveryPartitionAndFeedsMatch) {
   // 2 nodes × 2: each rank must hold every partition exactly once, and the partition a feed's
   // sender held when posting it must be the one the receiver computes on next.
@@ -212,24 +237,11 @@ TEST(CostSchedules, DoubleRingVisitsEveryPartitionAndFeedsMatch) {
   const Workload w = toy_workload(8, 1, 1, 1);
   const cost::Context ctx{&c, &w, 4};
   std::vector<double> pairs(16);
-  std::iota(pairs.begin(), pairs.end(), 1.0);  // distinct per block: identifies the partition
-  const cost::Schedule s = cost::ring_schedule(ctx, pairs, 4, false, false, true, 1, 1, 1);
-  auto part_of = [&](int i, int t) {  // invert compute seconds = pairs[i][j]
-    return static_cast<int>(s.ranks[i].compute[t]) - 1 - 4 * i;
-  };
-  int inter = 0;
-  for (int i = 0; i < 4; ++i) {
-    std::vector<int> seen(4, 0);
-    for (int t = 0; t < 4; ++t) ++seen[part_of(i, t)];
-    EXPECT_EQ(seen, std::vector<int>(4, 1)) << "rank " << i;
-    EXPECT_EQ(part_of(i, 0), i);
-    for (int t = 1; t < 4; ++t) {
-      const cost::Feed& f = s.ranks[i].feed[t];
-      EXPECT_EQ(part_of(f.src, f.step), part_of(i, t)) << "rank " << i << " step " << t;
-      inter += f.inter_node ? 1 : 0;
-    }
-  }
-  EXPECT_EQ(inter, 4);  // (n−1) = 1 inter-node hop per rank, docs/algorithm.md §7
+  std::iota(pairs.begin(), pairs.end(), 1.0);
+  const RingVisits r = check_ring_visits(cost::ring_schedule(ctx, pairs, 4, false, false, true, 1, 1, 1), 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(r.part[i][0], i);
+  // (n−1) = 1 inter-node hop per rank, docs/algorithm.md §7
+  EXPECT_EQ(std::accumulate(r.inter.begin(), r.inter.end(), 0), 4);
 }
 
 TEST(CostSchedules, UspRingRunsOnTheDoubleRingAcrossNodes) {
@@ -241,25 +253,13 @@ TEST(CostSchedules, UspRingRunsOnTheDoubleRingAcrossNodes) {
   const Workload w = toy_workload(16, 2, 2, 1);
   const cost::Context ctx{&c, &w, 16};
   std::vector<double> pairs(64);
-  std::iota(pairs.begin(), pairs.end(), 1.0);  // distinct per block: identifies the partition
+  std::iota(pairs.begin(), pairs.end(), 1.0);
   for (bool dbl : {true, false}) {
-    const cost::Schedule s = cost::ring_schedule(ctx, pairs, 8, false, false, dbl, 1, 1, 2);
-    auto part_of = [&](int i, int t) { return static_cast<int>(s.ranks[i].compute[t]) - 1 - 8 * i; };
-    for (int i = 0; i < 8; ++i) {
-      std::vector<int> seen(8, 0);
-      int inter = 0;
-      for (int t = 0; t < 8; ++t) ++seen[part_of(i, t)];
-      EXPECT_EQ(seen, std::vector<int>(8, 1)) << "member " << i;
-      for (int t = 1; t < 8; ++t) {
-        const cost::Feed& f = s.ranks[i].feed[t];
-        EXPECT_EQ(part_of(f.src, f.step), part_of(i, t)) << "member " << i << " step " << t;
-        inter += f.inter_node ? 1 : 0;
-      }
-      if (dbl) {
-        EXPECT_EQ(inter, 3) << "member " << i;
-      } else if (i == 0) {
-        EXPECT_EQ(inter, 7);
-      }
+    const RingVisits r = check_ring_visits(cost::ring_schedule(ctx, pairs, 8, false, false, dbl, 1, 1, 2), 8);
+    if (dbl) {
+      for (int i = 0; i < 8; ++i) EXPECT_EQ(r.inter[i], 3) << "member " << i;
+    } else {
+      EXPECT_EQ(r.inter[0], 7);
     }
   }
   // Through estimate(): with the communication exposed (compute nearly free) on this cluster's
