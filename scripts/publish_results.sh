@@ -74,7 +74,7 @@ done
 
 # 2. The language model: tokens/s and peak RSS per rank of `burst train` per strategy and context.
 if [[ -n "$lm_strategies" ]]; then
-  if ! "$burst" --help 2>/dev/null | grep -q '^ *train'; then
+  if ! grep -q '^ *train' <<<"$("$burst" --help 2>/dev/null)"; then   # captured: no SIGPIPE under pipefail
     echo "publish: $burst has no 'train' (built without libtorch): the LM comparison is skipped" >&2
   else
     [[ -f "$data/tokens.bin" ]] || run "$(dirname "$burst")/../apps/kjv_prepare" --data "$data" --vocab 2048 > /dev/null

@@ -33,7 +33,8 @@ stamp "1/5 setup and build"
 scripts/setup.sh
 BURST_BUILD_DIR=$build scripts/build.sh
 burst=$build/tools/burst
-if ! "$burst" --help 2>/dev/null | grep -q '^ *train'; then
+# Captured first: under pipefail, grep -q quitting early would make --help die of SIGPIPE.
+if ! grep -q '^ *train' <<<"$("$burst" --help 2>/dev/null)"; then
   echo "run_main: $burst has no 'train' subcommand: the language-model app was not built." >&2
   echo "          It needs libtorch-dev and libsentencepiece-dev (scripts/setup.sh installs them) and" >&2
   echo "          -DBURST_WITH_TORCH=ON (the default); rebuild with scripts/build.sh." >&2

@@ -19,7 +19,7 @@ pkgs=("${core[@]}")
 if [[ "${BURST_SETUP_MINIMAL:-0}" != 1 ]]; then pkgs+=("${extra[@]}"); fi
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true) == *"install ok installed"* ]] || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2

@@ -102,7 +102,7 @@ up_opts=(--hosts 2)
 case $case_ in
   resume)
     corpus=$build/tests/lm_test_corpus
-    if [[ ! -x $corpus ]] || ! "$target" --help 2>/dev/null | grep -q '^ *train'; then
+    if [[ ! -x $corpus ]] || ! grep -q '^ *train' <<<"$("$target" --help 2>/dev/null)"; then
       echo "resume: SKIP: this build has no language model (burst train needs BURST_WITH_TORCH)"
       exit 77
     fi
@@ -187,7 +187,7 @@ case $case_ in
       grep -q "on host $name-h$h\] burst comm watchdog: no progress" "$log/rank_err" ||
         fail "no watchdog message from host $name-h$h"
     done
-    grep "burst comm watchdog" "$log/rank_err" | grep -vq "during strategy burst" &&
+    grep "burst comm watchdog" "$log/rank_err" | grep -v "during strategy burst" >/dev/null &&
       fail "a watchdog message does not name the strategy"
     grep -q "waiting on .*rank" "$log/rank_err" || fail "the watchdog's message does not name the peer"
     n=$(grep -c "burst comm watchdog" "$log/rank_err" || true)
@@ -209,7 +209,10 @@ case $case_ in
     tests_exe=$build/tests/test_strategies
     "$cluster" --name "$name" shape --host all --loss 1%
     "$cluster" --name "$name" status | grep -E "qdisc|==|Delay" || true
-    ip netns exec "$name-h0" nft list ruleset | grep -q "numgen random mod 1000 < 10 counter" ||
+    # The ruleset is captured before grep reads it: with pipefail, grep -q quitting at the match
+    # killed nft with SIGPIPE mid-listing (exit 141) in ~15 % of runs.
+    ruleset=$(ip netns exec "$name-h0" nft list ruleset)
+    grep -q "numgen random mod 1000 < 10 counter" <<<"$ruleset" ||
       fail "the 1 % loss rule is not installed"
     # The delay is in place: a TCP connect to a closed port of host 1 is refused after one round
     # trip (SYN out, RST back), 2 × 50 ms; the fastest of 3 (a lost SYN costs a 1 s retransmit).
@@ -225,7 +228,8 @@ case $case_ in
       fail "Multinode.* failed under 50 ms delay and 1 % loss"
     grep -q "PASSED" "$log/out" || fail "no gtest verdict"
     grep -q "SKIPPED" "$log/out" && fail "Multinode.* skipped"
-    drops=$(ip netns exec "$name-h0" nft list ruleset | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | head -n 1)
+    ruleset=$(ip netns exec "$name-h0" nft list ruleset)
+    drops=$(sed -n 's/.*counter packets \([0-9]*\).*/\1/p' <<<"$ruleset" | sed -n 1p)
     echo "lossy: Multinode.* passed (exact vs fp64) under 50 ms one-way delay (TCP round trip" \
          "$((rtt / 1000)) ms) and 1 % loss in $(( $(date +%s) - start )) s${drops:+; $drops packets dropped on host 0}"
     ;;
