@@ -57,6 +57,7 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "intra_latency", c.intra_latency);
   read_field(j, "inter_bandwidth", c.inter_bandwidth);
   read_field(j, "inter_latency", c.inter_latency);
+  read_field(j, "inter_links_per_node", c.inter_links_per_node);
   if (j.contains("sources") && j.at("sources").is_object()) {
     for (const auto& [key, value] : j.at("sources").items())
       c.source += key + ": " + (value.is_string() ? value.get<std::string>() : value.dump()) + "\n";
@@ -90,6 +91,7 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"intra_latency", c.intra_latency},
           {"inter_bandwidth", c.inter_bandwidth},
           {"inter_latency", c.inter_latency},
+          {"inter_links_per_node", c.inter_links_per_node},
           {"source", c.source}};
 }
 

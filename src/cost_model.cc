@@ -3,6 +3,7 @@
 #include "burst/cost_model.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -55,6 +56,8 @@ void ClusterSpec::validate() const {
   check_non_negative(intra_latency, "intra_latency");
   if (nodes > 1) check_positive(inter_bandwidth, "inter_bandwidth");
   check_non_negative(inter_latency, "inter_latency");
+  BURST_CHECK(inter_links_per_node >= 0, InvalidArgument, "cluster '", name,
+              "': inter_links_per_node must be >= 0 (0: one link per device), got ", inter_links_per_node);
 }
 
 const char* to_string(PassKind pass) noexcept {
@@ -149,7 +152,13 @@ double link_seconds(const ClusterSpec& c, double bytes, bool inter_node) {
 
 double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node) {
   if (P <= 1 || block_bytes <= 0) return 0;
-  return (P - 1) * link_seconds(c, block_bytes, inter_node);
+  const double ring = (P - 1) * link_seconds(c, block_bytes, inter_node);
+  const int k = c.devices_per_inter_link();
+  if (!inter_node || k == 1) return ring;
+  // Devices sharing an inter-node link all gather at once: each receives the P − L blocks of the
+  // other nodes, k of them through one link (L = the group's devices on a node).
+  const int L = std::min(P, c.devices_per_node);
+  return std::max(ring, (P - 1) * c.inter_latency + static_cast<double>(P - L) * k * block_bytes / c.inter_bandwidth);
 }
 
 double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, double bytes) {
@@ -159,7 +168,8 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
   const double inter_share = static_cast<double>(P - local) / P * bytes;
   double t = 0;
   if (local > 1) t += (local - 1) * c.intra_latency + intra_share / c.intra_bandwidth;
-  if (P > local) t += (P - local) * c.inter_latency + inter_share / c.inter_bandwidth;
+  // Every device of a node exchanges at once: the k sharing an inter-node link send in turn.
+  if (P > local) t += (P - local) * c.inter_latency + inter_share * c.devices_per_inter_link() / c.inter_bandwidth;
   return t;
 }
 
@@ -230,11 +240,60 @@ PassEstimate simulate(const Schedule& sch) {
   // start[i][t]: when rank i may begin step t.
   std::vector<std::vector<double>> start(P, std::vector<double>(T + 1, sch.pre_seconds));
   auto finish = [&](std::size_t i, std::size_t t) { return start[i][t] + sch.ranks[i].compute[t]; };
-  for (std::size_t t = 0; t + 1 < T; ++t) {
+  // One sender's messages on one link (its intra-node or its inter-node path) go out one after
+  // the other, as the library waits for its sends and the link serialises them: a message leaves
+  // at max(post, the link's previous message arrived) and arrives `seconds` later. Messages
+  // posted at step t (a step feed when the sender starts step t, an end feed when it finishes
+  // it) are all known once every rank's start of step t is, so step t's batch is scheduled, in
+  // post order, before any step t + 1 starts.
+  struct Message {
+    double post = 0;
+    int src = -1;
+    bool inter_node = false;
+    double seconds = 0;
+    double* arrival = nullptr;
+  };
+  std::vector<double> intra_free(P, 0.0);
+  std::map<int, double> inter_free;  // by inter-node link id
+  std::vector<std::vector<double>> feed_arrival(P, std::vector<double>(T + 1, 0.0));
+  std::vector<std::vector<double>> end_arrival(P);
+  for (std::size_t i = 0; i < P; ++i) end_arrival[i].assign(sch.ranks[i].end_feeds.size(), 0.0);
+  std::vector<Message> batch;
+  auto send_batch = [&](std::size_t t) {  // every message posted at step t, in post order
+    batch.clear();
+    for (std::size_t i = 0; i < P; ++i) {
+      const RankSchedule& rs = sch.ranks[i];
+      for (std::size_t u = t + 1; u < T; ++u) {
+        const cost::Feed& f = rs.feed[u];
+        if (f.src >= 0 && static_cast<std::size_t>(f.step) == t)
+          batch.push_back({start[static_cast<std::size_t>(f.src)][t], f.src, f.inter_node, f.seconds,
+                           &feed_arrival[i][u]});
+      }
+      for (std::size_t e = 0; e < rs.end_feeds.size(); ++e) {
+        const cost::Feed& f = rs.end_feeds[e];
+        if (f.src >= 0 && static_cast<std::size_t>(f.step) == t)
+          batch.push_back({finish(static_cast<std::size_t>(f.src), t), f.src, f.inter_node, f.seconds,
+                           &end_arrival[i][e]});
+      }
+    }
+    std::stable_sort(batch.begin(), batch.end(),
+                     [](const Message& a, const Message& b) { return a.post < b.post; });
+    for (const Message& m : batch) {
+      const auto src = static_cast<std::size_t>(m.src);
+      double& free = !m.inter_node                   ? intra_free[src]
+                     : sch.inter_link.size() == P ? inter_free[sch.inter_link[src]]
+                                                   : inter_free[m.src];
+      *m.arrival = std::max(m.post, free) + m.seconds;
+      free = *m.arrival;
+    }
+  };
+  for (std::size_t t = 0; t < T; ++t) {
+    send_batch(t);
+    if (t + 1 >= T) break;
     for (std::size_t i = 0; i < P; ++i) {
       const cost::Feed& f = sch.ranks[i].feed[t + 1];
       double ready = finish(i, t);
-      if (f.src >= 0) ready = std::max(ready, start[f.src][f.step] + f.seconds);
+      if (f.src >= 0) ready = std::max(ready, feed_arrival[i][t + 1]);
       start[i][t + 1] = ready;
     }
   }
@@ -243,8 +302,8 @@ PassEstimate simulate(const Schedule& sch) {
   std::size_t critical = 0;
   for (std::size_t i = 0; i < P; ++i) {
     end[i] = T ? finish(i, T - 1) : sch.pre_seconds;
-    for (const cost::Feed& f : sch.ranks[i].end_feeds)
-      if (f.src >= 0) end[i] = std::max(end[i], finish(f.src, f.step) + f.seconds);
+    for (std::size_t e = 0; e < sch.ranks[i].end_feeds.size(); ++e)
+      if (sch.ranks[i].end_feeds[e].src >= 0) end[i] = std::max(end[i], end_arrival[i][e]);
     busy[i] = std::accumulate(sch.ranks[i].compute.begin(), sch.ranks[i].compute.end(), 0.0);
     if (end[i] > worst_end) {
       worst_end = end[i];

@@ -34,12 +34,19 @@ struct Schedule {
   double post_seconds = 0;          ///< blocking collective after the last step
   double collective_bytes = 0;      ///< bytes each rank sends in those collectives
   std::vector<RankSchedule> ranks;  ///< [P'] (P' may be a representative subgroup, e.g. USP ring)
+  /// [P'] the inter-node link member i sends on (ClusterSpec::inter_link_of of its world rank;
+  /// members with equal ids share one link); empty → each member its own.
+  std::vector<int> inter_link;
   std::int64_t memory_bytes = 0;
 };
 
 /// Runs the recurrence
-///   start[i][0] = pre;  start[i][t+1] = max(start[i][t] + c[i][t], start[src][s] + x)
-///   end[i] = max(start[i][T−1] + c[i][T−1], finish[src][s] + x for end feeds)
+///   start[i][0] = pre;  start[i][t+1] = max(start[i][t] + c[i][t], arrival of feed[t+1])
+///   end[i] = max(start[i][T−1] + c[i][T−1], arrival of each end feed)
+/// where a message posted at post = start[src][s] (end feed: finish[src][s]) arrives at
+/// max(post, when src's previous message on the same link arrived) + x: one sender's messages
+/// on its intra-node link, and the messages of every sender on one inter-node link
+/// (Schedule::inter_link), go out one after the other
 /// and returns seconds = max_i end[i] + post, compute = max_i Σ_t c[i][t], exposed comm of the
 /// critical rank, balance = max/mean Σ_t c, bytes = max_i bytes + collective bytes, step summaries.
 PassEstimate simulate(const Schedule& schedule);

@@ -47,6 +47,13 @@ double io_bytes(const Sizes& z, bool backward) {
 
 std::int64_t to_bytes(double b) { return static_cast<std::int64_t>(std::llround(b)); }
 
+/// Schedule::inter_link for members 0..P−1 at world ranks i·stride.
+std::vector<int> inter_links(const ClusterSpec& c, int P, int stride) {
+  std::vector<int> ids(static_cast<std::size_t>(P));
+  for (int i = 0; i < P; ++i) ids[static_cast<std::size_t>(i)] = c.inter_link_of(i * stride);
+  return ids;
+}
+
 /// Per-hop payloads of the ring family (docs/algorithm.md §4.1): forward K, V; backward read
 /// (Q, dO, D, lse | K, V) and write (dQ | dK, dV), the write partials in γ bytes per value (fp32,
 /// or bf16 with DistConfig::partials_dtype). {read, write} bytes.
@@ -80,6 +87,17 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   const ring::Topology topo{rt.nodes, rt.ranks_per_node};
   Schedule s;
   s.ranks.resize(P);
+  s.inter_link = inter_links(c, P, rank_stride);
+  // With rank_stride u > 1 this ring stands for u rings running at once (usp: one per head
+  // slice, on world ranks i·u + g); the members of the others that send on member i's inter-node
+  // link at the same steps share it with i: its inter-node payloads take that many times longer.
+  auto concurrent = [&](int member, bool inter_node) {
+    if (!inter_node) return 1.0;
+    int n = 0;
+    for (int g = 0; g < rank_stride; ++g)
+      n += c.inter_link_of(member * rank_stride + g) == c.inter_link_of(member * rank_stride) ? 1 : 0;
+    return static_cast<double>(n);
+  };
   for (int i = 0; i < P; ++i) {
     RankSchedule& rs = s.ranks[i];
     rs.compute.resize(P);
@@ -97,7 +115,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
         f.src = from.rank;
         f.step = from.posted_step;
         f.inter_node = crosses_nodes(c, f.src * rank_stride, i * rank_stride);
-        f.seconds = link_seconds(c, read + (t >= 1 ? write : 0), f.inter_node);
+        f.seconds = link_seconds(c, (read + (t >= 1 ? write : 0)) * concurrent(f.src, f.inter_node), f.inter_node);
         rs.feed[t + 1] = f;
       }
     }
@@ -108,7 +126,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
       f.src = ring::holder(topo, i, P - 1);  // the last step's holder of my block
       f.step = P - 1;
       f.inter_node = crosses_nodes(c, f.src * rank_stride, i * rank_stride);
-      f.seconds = link_seconds(c, write, f.inter_node);
+      f.seconds = link_seconds(c, write * concurrent(f.src, f.inter_node), f.inter_node);
       rs.end_feeds.push_back(f);
     }
   }
@@ -140,6 +158,7 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
   };
   Schedule s;
   s.ranks.resize(P);
+  s.inter_link = inter_links(c, P, 1);
   for (int i = 0; i < P; ++i) {
     RankSchedule& rs = s.ranks[i];
     rs.compute.assign(P, 0.0);
@@ -292,6 +311,7 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   const double kv_ret = 2 * z.b_kv * kAcc;                                   // dK, dV partial
   Schedule s;
   s.ranks.resize(P);
+  s.inter_link = inter_links(c, P, 1);
   for (auto& rs : s.ranks) {
     rs.compute.assign(T, 0.0);
     rs.feed.assign(T, Feed{});

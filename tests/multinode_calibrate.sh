@@ -2,7 +2,8 @@
 # `burst calibrate` on the emulated cluster (issue 12 item 5; docs/multinode.md): 2 hosts × 2
 # ranks, each host's link limited to 200 Mbit/s (tc tbf). The written cluster spec must have
 # nodes = 2, devices_per_node = 2, an inter-node bandwidth within [0.7, 1.05] × 25 MB/s (the tbf
-# rate; measured 24.9 MB/s), the intra-node link faster than that, and an inter-node latency > 0.
+# rate; measured 24.9 MB/s), the intra-node link faster than that, an inter-node latency > 0, and
+# one inter-node link per host (the two ranks of a host crossing at once share its shaped link).
 # Usage: tests/multinode_calibrate.sh BUILD_DIR. Exit: 0 pass, 1 fail, 77 skipped (no
 # namespaces here). The cluster is removed on exit, whatever happens.
 set -euo pipefail
@@ -22,9 +23,11 @@ rate = 200e6 / 8
 checks = [("nodes == 2", c["nodes"] == 2), ("devices_per_node == 2", c["devices_per_node"] == 2),
           ("inter_bandwidth within [0.7, 1.05] x 25 MB/s", 0.7 * rate <= c["inter_bandwidth"] <= 1.05 * rate),
           ("intra_bandwidth > inter_bandwidth", c["intra_bandwidth"] > c["inter_bandwidth"]),
-          ("inter_latency > 0", c["inter_latency"] > 0)]
+          ("inter_latency > 0", c["inter_latency"] > 0),
+          # One tbf shapes each host's egress: both ranks of a host cross on one link.
+          ("inter_links_per_node == 1 (one shaped link per host)", c.get("inter_links_per_node") == 1)]
 print(f"calibrate on 2 emulated hosts at 200 Mbit/s: inter {c['inter_bandwidth'] / 1e6:.1f} MB/s, "
-      f"{c['inter_latency'] * 1e6:.0f} us; intra {c['intra_bandwidth'] / 1e6:.0f} MB/s, {c['intra_latency'] * 1e6:.0f} us")
+      f"{c['inter_latency'] * 1e6:.0f} us, {c.get('inter_links_per_node')} link(s) per host; intra {c['intra_bandwidth'] / 1e6:.0f} MB/s, {c['intra_latency'] * 1e6:.0f} us")
 bad = [what for what, ok in checks if not ok]
 if bad:
     print("FAIL: " + "; ".join(bad), file=sys.stderr)

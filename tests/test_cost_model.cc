@@ -157,6 +157,68 @@ TEST(CostSimulator, HandMadeSchedule) {
   EXPECT_NEAR(p.exposed_comm_seconds, 3.3, 1e-12);
 }
 
+// One sender's messages on one link go out one after the other: rank 0 posts a 3 s inter-node
+// message at each of its steps 0 and 1 (compute 0.5 s), to ranks 1 and 2. Overlapping, the
+// second would arrive at 0.5 + 3 = 3.5; serialised it leaves when the first arrives (3) and
+// arrives at 6. A message on rank 0's intra-node link is not held up by the inter-node ones.
+TEST(CostSimulator, OneSendersMessagesOnALinkAreSerialised) {
+  cost::Schedule s;
+  s.ranks.resize(3);
+  for (auto& r : s.ranks) {
+    r.compute = {0.5, 0.5, 0.5};
+    r.feed.assign(3, cost::Feed{});
+  }
+  s.ranks[1].feed[1] = cost::Feed{0, 0, 3.0, true};
+  s.ranks[2].feed[2] = cost::Feed{0, 1, 3.0, true};
+  PassEstimate p = cost::simulate(s);
+  // rank 1: starts step 1 at 3, ends 4; rank 2: starts step 2 at 6, ends 6.5.
+  EXPECT_DOUBLE_EQ(p.seconds, 6.5);
+  EXPECT_DOUBLE_EQ(p.exposed_comm_seconds, 6.5 - 1.5);
+  // The same second message on the intra-node link overlaps the first: 0.5 + 3 + 0.5.
+  s.ranks[2].feed[2].inter_node = false;
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 4.0);
+  // An end feed queues behind the step feed on the same link: rank 0 finishes step 2 at 1.5 and
+  // sends 1 s to rank 1, after the second 3 s message (arrival 6) → 7.
+  s.ranks[2].feed[2].inter_node = true;
+  s.ranks[1].end_feeds.push_back(cost::Feed{0, 2, 1.0, true});
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 7.0);
+}
+
+// Two senders on one shared inter-node link (a node with one NIC) go out in turn; on links of
+// their own they overlap. Ranks 0 and 1 each post a 2 s message at step 0, to ranks 2 and 3.
+TEST(CostSimulator, SendersSharingAnInterNodeLinkTakeTurns) {
+  cost::Schedule s;
+  s.ranks.resize(4);
+  for (auto& r : s.ranks) {
+    r.compute = {0.5, 0.5};
+    r.feed.assign(2, cost::Feed{});
+  }
+  s.ranks[2].feed[1] = cost::Feed{0, 0, 2.0, true};
+  s.ranks[3].feed[1] = cost::Feed{1, 0, 2.0, true};
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 2.5);  // own links: both arrive at 2
+  ClusterSpec c;
+  c.nodes = 2;
+  c.devices_per_node = 2;
+  c.inter_links_per_node = 1;
+  for (int r = 0; r < 4; ++r) s.inter_link.push_back(c.inter_link_of(r));
+  EXPECT_EQ(s.inter_link[0], s.inter_link[1]);
+  EXPECT_NE(s.inter_link[1], s.inter_link[2]);
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 4.5);  // the second arrives at 4
+  EXPECT_EQ(c.devices_per_inter_link(), 2);
+  c.inter_links_per_node = 0;  // one per device: every device its own id
+  EXPECT_EQ(c.inter_link_of(1), 1);
+  EXPECT_EQ(c.devices_per_inter_link(), 1);
+  // Collectives across nodes: the all-to-all's inter share and the all-gather's remote blocks
+  // pass k = 2 devices through one link.
+  c.inter_bandwidth = 1;
+  c.intra_bandwidth = 1e9;
+  EXPECT_NEAR(all_to_all_seconds(c, 4, 2, 8.0), 4.0, 1e-8);  // inter share (4 − 2)/4 · 8
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, true), 3.0);  // ring 3·1 ≥ (4 − 2)·1·1
+  c.inter_links_per_node = 1;
+  EXPECT_NEAR(all_to_all_seconds(c, 4, 2, 8.0), 8.0, 1e-8);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, true), 4.0);  // (4 − 2)·2·1
+}
+
 // Causal mask, S = 4, P = 2. Contiguous: rank 0 = {0,1}, rank 1 = {2,3}; pairs (q-rank, kv-rank):
 // (0,0) = 3, (0,1) = 0, (1,0) = 4, (1,1) = 3. Zigzag: rank 0 = {0,3}, rank 1 = {1,2}:
 // (0,0) = {(0,0),(3,0),(3,3)} = 3, (0,1) = {(3,1),(3,2)} = 2, (1,0) = {(1,0),(2,0)} = 2, (1,1) = 3.
@@ -273,6 +335,27 @@ TEST(CostSchedules, UspRingRunsOnTheDoubleRingAcrossNodes) {
         .seconds;
   };
   EXPECT_LT(usp(true), usp(false));
+  // The 2 rings of usp (one per head slice, members 2i and 2i + 1) run at once: on nodes whose
+  // devices share one inter-node link each inter-node payload takes twice as long; intra-node
+  // ones and the flat ring's intra hops are unchanged.
+  ClusterSpec shared = c;
+  shared.inter_links_per_node = 1;
+  const cost::Context sctx{&shared, &w, 16};
+  for (bool dbl : {true, false}) {
+    const cost::Schedule own = cost::ring_schedule(ctx, pairs, 8, false, false, dbl, 1, 1, 2);
+    const cost::Schedule one = cost::ring_schedule(sctx, pairs, 8, false, false, dbl, 1, 1, 2);
+    int inter = 0;
+    for (int i = 0; i < 8; ++i)
+      for (int t = 1; t < 8; ++t) {
+        const cost::Feed& a = own.ranks[i].feed[t];
+        const cost::Feed& b = one.ranks[i].feed[t];
+        inter += a.inter_node ? 1 : 0;
+        const double bw = a.inter_node ? c.inter_bandwidth : c.intra_bandwidth;
+        const double lat = a.inter_node ? c.inter_latency : c.intra_latency;
+        EXPECT_NEAR(b.seconds - lat, (a.inter_node ? 2.0 : 1.0) * (a.seconds - lat), 1e-12 * bw);
+      }
+    EXPECT_GT(inter, 0);
+  }
 }
 
 TEST(CostSchedules, AllGatherAndHeadParallel) {

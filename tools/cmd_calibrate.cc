@@ -68,7 +68,8 @@ struct Interleaved {
   }
 };
 
-/// Median seconds of the forward or backward kernel at length S, max over ranks: full mask, or
+/// Median over repeats of the slowest rank's seconds (the ranks start each repeat together) of
+/// the forward or backward kernel at length S: full mask, or
 /// (probe != nullptr) the causal masking probe on its interleaved positions; operands and results
 /// stored as `dtype` (BF16 on an AVX512_BF16 CPU: the bf16-arithmetic path).
 KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std::int64_t S, bool backward,
@@ -93,19 +94,25 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
     p.kv_positions = probe->k.data();
     p.seq_q_global = p.seq_kv_global = 2 * S;
   }
-  attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
-  comm.barrier();
-  const bench::Timing t = bench::time_runs(
-      [&] {
-        if (backward)
-          attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view,
-                             dv.view, p);
-        else
-          attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
-      },
-      {1, o.repeats});
+  auto run = [&] {
+    if (backward)
+      attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view, p);
+    else
+      attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
+  };
+  run();  // warm-up
+  // Every repeat starts on all ranks together and counts as its slowest rank's time, so the
+  // ranks always share the cores as they do inside a distributed pass (with more ranks than
+  // cores, ranks timing their repeats on their own drift apart and sometimes run alone).
+  std::vector<double> samples;
+  for (int r = 0; r < o.repeats; ++r) {
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    samples.push_back(comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+  }
   const double pairs = static_cast<double>(S) * static_cast<double>(S);
-  return {attention_flops(pairs, 1, H, D, backward), comm.all_reduce_max(t.median)};
+  return {attention_flops(pairs, 1, H, D, backward), bench::summarize(samples).median};
 }
 
 std::string seqs_text(const std::vector<std::int64_t>& seqs) {
@@ -204,6 +211,29 @@ double ping_pong_seconds(const Communicator& comm, int a, int b, std::size_t flo
   return comm.all_reduce_max(mine);
 }
 
+/// Median seconds for ranks a + i to send `floats` floats to b + i and hear a 1-float ack, for
+/// i < pairs, all pairs at once and in one direction (a node's devices all crossing to the next
+/// node: whether they share one inter-node link), max over the pairs. Others idle. Collective.
+double one_way_seconds(const Communicator& comm, int a, int b, std::size_t floats, int rounds, int pairs) {
+  std::vector<double> samples;
+  const int me = comm.rank();
+  const bool sender = me >= a && me < a + pairs, receiver = me >= b && me < b + pairs;
+  for (int i = 0; i < rounds + 1; ++i) {
+    comm.barrier();  // every pair's round starts together
+    const auto t0 = std::chrono::steady_clock::now();
+    if (sender) {
+      comm.isend(std::vector<float>(floats, 1.0f), b + (me - a), 9).wait();
+      comm.irecv(std::vector<float>(1), b + (me - a), 10).wait();
+    } else if (receiver) {
+      comm.irecv(std::vector<float>(floats), a + (me - b), 9).wait();
+      comm.isend(std::vector<float>(1, 1.0f), a + (me - b), 10).wait();
+    }
+    const double t = comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (i >= 1) samples.push_back(t);
+  }
+  return bench::summarize(samples).median;
+}
+
 struct Link {
   double latency = 0, bandwidth = 0;  ///< seconds (8 B one way); bytes per second
 };
@@ -254,6 +284,7 @@ void run_calibrate(const CalibrateOptions& o) {
   c.memory_capacity =
       static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;
   const int L = topo.ranks_per_node;
+  std::string inter_share_text;
   if (L >= 2) {
     const Link intra = measure_link(comm, 0, 1);
     c.intra_latency = intra.latency;
@@ -266,6 +297,20 @@ void run_calibrate(const CalibrateOptions& o) {
     const Link inter = measure_link(comm, 0, L);  // rank 0 of node 0 and of node 1
     c.inter_latency = inter.latency;
     c.inter_bandwidth = inter.bandwidth;
+    if (L >= 2) {
+      // Every device of node 0 crossing to node 1 at once: a per-pair bandwidth near the
+      // single pair's means a link each; near 1/L of it, one link the node's devices share.
+      const std::size_t big = std::size_t{1} << 20;
+      const double t_one = one_way_seconds(comm, 0, L, big, 6, 1);
+      const double t_all = one_way_seconds(comm, 0, L, big, 6, L);
+      const double shared_bw = static_cast<double>(big * sizeof(float)) / std::max(t_all - inter.latency, 1e-9);
+      const int links = static_cast<int>(std::lround(L * t_one / t_all));
+      c.inter_links_per_node = links >= L ? 0 : std::max(links, 1);
+      inter_share_text = "; " + std::to_string(L) + " pairs at once " + std::to_string(shared_bw / 1e6) +
+                         " MB/s each -> " + (c.inter_links_per_node == 0 ? std::string("a link per device")
+                                                                            : std::to_string(c.inter_links_per_node) +
+                                                                                  " link(s) per node");
+    }
   } else {
     c.inter_bandwidth = c.intra_bandwidth;  // one node: no inter-node link exists
     c.inter_latency = c.intra_latency;
@@ -288,7 +333,8 @@ void run_calibrate(const CalibrateOptions& o) {
       << c.partial_row_seconds_backward * 1e9 << " ns per Partial-tile row (fwd / bwd, causal probe on "
       << "interleaved positions at S=" << probe_S << "); copy bandwidth 2x64 MiB best of 3; MPI ping-pong "
       << "8 B and 4 MiB, " << c.nodes << " node(s) x " << L << " rank(s)"
-      << (L >= 2 ? ": intra ranks 0-1" : "") << (c.nodes > 1 ? ", inter ranks 0-" + std::to_string(L) : "");
+      << (L >= 2 ? ": intra ranks 0-1" : "") << (c.nodes > 1 ? ", inter ranks 0-" + std::to_string(L) : "")
+      << inter_share_text;
   c.source = src.str();
   c.validate();
   if (comm.rank() == 0) {

@@ -64,6 +64,24 @@ struct ClusterSpec {
   double intra_latency = 0;     ///< seconds per intra-node message
   double inter_bandwidth = 0;   ///< bytes/s per device to a peer in another node
   double inter_latency = 0;     ///< seconds per inter-node message
+  /// Inter-node links (NICs) per node that its devices share: 0 → one per device (rails, as on
+  /// GPU clusters). n in 1..devices_per_node−1: local device d sends on link d mod n, so the
+  /// messages of the devices sharing a link go out one after the other (a CPU node with one
+  /// NIC: n = 1). inter_bandwidth is what one link gives one sender. `burst calibrate` measures
+  /// it (docs/cost_model.md § Shared inter-node links).
+  int inter_links_per_node = 0;
+  /// Which inter-node link device `rank` (0-based over the cluster) sends on: its own when
+  /// inter_links_per_node is 0 or ≥ devices_per_node, else node·n + local mod n offset past
+  /// the devices (ids never collide with a device's own).
+  int inter_link_of(int rank) const {
+    if (inter_links_per_node <= 0 || inter_links_per_node >= devices_per_node) return rank;
+    return devices() + (rank / devices_per_node) * inter_links_per_node + (rank % devices_per_node) % inter_links_per_node;
+  }
+  /// Devices of a node sending on one inter-node link at once (1 with a link per device).
+  int devices_per_inter_link() const {
+    if (inter_links_per_node <= 0 || inter_links_per_node >= devices_per_node) return 1;
+    return (devices_per_node + inter_links_per_node - 1) / inter_links_per_node;
+  }
   std::string source;           ///< where the numbers come from (URLs, calibration run)
 
   int devices() const { return nodes * devices_per_node; }
@@ -227,11 +245,14 @@ KernelFit fit_kernel_time(const std::vector<std::pair<double, double>>& flops_se
 double link_seconds(const ClusterSpec& c, double bytes, bool inter_node);
 /// Ring all-gather (or reduce-scatter, same volume) of `block_bytes` per rank over `P` ranks,
 /// spanning nodes or not: (P−1)·(α + block/β) on the slowest link of the ring. Source: NCCL
-/// ring algorithm, docs/cost_model.md.
+/// ring algorithm, docs/cost_model.md. Across nodes whose devices share inter-node links
+/// (k = devices_per_inter_link() > 1) at least (P−1)·α + (P−L)·k·block/β_inter, L = min(P,
+/// devices_per_node): each device's remote blocks, k devices' through one link.
 double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node);
 /// Pairwise all-to-all where each of `P` ranks holds `bytes` to redistribute ((P−1)/P leave):
 /// (P−1)·α + intra share / β_intra + inter share / β_inter, intra share (L'−1)/P·bytes with
-/// L' = ranks of the group on one node (`group_per_node`), inter share the rest.
+/// L' = ranks of the group on one node (`group_per_node`), inter share the rest (× k when k
+/// devices share an inter-node link: they all exchange at once).
 double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, double bytes);
 
 /// P×P matrix, row-major: pairs[i·P + j] = visible (q, k) pairs with q on rank i and k on rank j
