@@ -135,7 +135,10 @@ nlohmann::json estimate_to_json(const Estimate& e) {
                       {"balance", e.balance},
                       {"flops", e.flops}};
   if (!e.feasible) j["reason"] = e.reason;
-  if (e.ulysses_degree > 0) j["ulysses_degree"] = e.ulysses_degree;
+  if (e.ulysses_degree > 0) {
+    j["ulysses_degree"] = e.ulysses_degree;
+    j["usp_ring"] = to_string(e.candidate.usp_ring);
+  }
   if (!e.backward_side.empty()) j["backward_side"] = e.backward_side;
   auto pass = [](const PassEstimate& p) {
     nlohmann::json steps = nlohmann::json::array();

@@ -535,10 +535,11 @@ Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Ca
   const bool ring_family = candidate.strategy == StrategyKind::Burst ||
                            candidate.strategy == StrategyKind::Ring ||
                            candidate.strategy == StrategyKind::Usp;
-  const bool query_side =
-      (candidate.strategy == StrategyKind::Ring || candidate.strategy == StrategyKind::Usp)
-          ? false
-          : prefer_query_side(workload, candidate.backward_side);
+  // ring: RingAttention's K,V-side backward; usp: its ring's (Burst-USP: burst's query side,
+  // always — src/strategies/usp.cc); burst: the side the GQA rule (or the caller) picks.
+  const bool query_side = candidate.strategy == StrategyKind::Ring  ? false
+                          : candidate.strategy == StrategyKind::Usp ? candidate.usp_ring == UspRing::Burst
+                                                                    : prefer_query_side(workload, candidate.backward_side);
   const bool want_fwd = workload.pass != PassKind::Backward;
   const bool want_bwd = workload.pass != PassKind::Forward;
   if (want_fwd) e.forward = score_pass(cluster, workload, candidate, u, false, query_side);

@@ -553,12 +553,22 @@ TEST(CostModel, BytesAndStepsMatchThePlanTheStrategiesExecute) {
       Workload w = toy_workload(24 * P, st.H, st.H_kv, 8);
       w.mask = make_benchmark_mask(mt, w.S_global);
       w.pass = PassKind::ForwardBackward;
-      for (const Candidate& cand : default_candidates(c)) {
+      std::vector<Candidate> cands = default_candidates(c);
+      for (const Candidate& base : default_candidates(c))
+        if (base.strategy == StrategyKind::Usp) {  // Burst-USP: burst's query-side ring backward
+          cands.push_back(base);
+          cands.back().usp_ring = UspRing::Burst;
+        }
+      for (const Candidate& cand : cands) {
         const Estimate e = estimate(c, w, cand);
         if (!e.feasible) continue;
+        if (cand.strategy == StrategyKind::Usp) {
+          EXPECT_EQ(e.backward_side, cand.usp_ring == UspRing::Burst ? "query" : "kv");
+        }
         DistConfig cfg;
         cfg.strategy = cand.strategy;
         cfg.layout = cand.layout;
+        cfg.usp_ring = cand.usp_ring;
         const ProblemShape shape{w.B, w.S_global, w.H, w.H_kv, w.D};
         const Plan plan = Plan::make(cfg, shape, w.mask, P, c.devices_per_node);
         auto max_of = [](const std::vector<std::int64_t>& v) {

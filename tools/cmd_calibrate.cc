@@ -68,8 +68,8 @@ struct Interleaved {
   }
 };
 
-/// Median over repeats of the slowest rank's seconds (the ranks start each repeat together) of
-/// the forward or backward kernel at length S: full mask, or
+/// Median over repeats of the seconds all ranks take to run the forward or backward kernel at
+/// length S together (between two barriers): full mask, or
 /// (probe != nullptr) the causal masking probe on its interleaved positions; operands and results
 /// stored as `dtype` (BF16 on an AVX512_BF16 CPU: the bf16-arithmetic path).
 KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std::int64_t S, bool backward,
@@ -101,14 +101,18 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
       attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
   };
   run();  // warm-up
-  // Every repeat starts on all ranks together and counts as its slowest rank's time, so the
-  // ranks always share the cores as they do inside a distributed pass (with more ranks than
-  // cores, ranks timing their repeats on their own drift apart and sometimes run alone).
+  // Every repeat runs on all ranks at once, between two barriers, and counts from a rank's
+  // leaving the first to the last rank's reaching the second (max over ranks): the ranks share
+  // the cores as they do inside a distributed pass. Timing each rank's kernel alone misses
+  // that: with more ranks than cores a rank the scheduler holds back starts its clock late, so
+  // every rank measures the solo time while the ranks in fact run in turn (and ranks timing
+  // their repeats on their own drift apart and sometimes run one to a core).
   std::vector<double> samples;
   for (int r = 0; r < o.repeats; ++r) {
     comm.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     run();
+    comm.barrier();
     samples.push_back(comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
   }
   const double pairs = static_cast<double>(S) * static_cast<double>(S);

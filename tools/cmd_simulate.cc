@@ -26,6 +26,7 @@ struct SimulateOptions {
   std::string mask = "causal", pass = "fwd_bwd", dtype = "bf16", strategy, layout, format = "table";
   std::string partials_dtype = "fp32";
   int ulysses_degree = 0;
+  std::string usp_ring = "ring";
   bool no_double_ring = false;
   std::int64_t mask_resolution = 8192;
   std::string output;
@@ -130,6 +131,7 @@ void run_simulate(const SimulateOptions& o) {
     cand.layout = o.layout.empty() ? LayoutKind::Zigzag : layout_from_string(o.layout);
     cand.ulysses_degree = o.ulysses_degree;
     cand.double_ring = !o.no_double_ring;
+    cand.usp_ring = usp_ring_from_string(o.usp_ring);
     ranked.push_back(estimate(c, w, cand));
   } else {
     ranked = rank_strategies(c, w);
@@ -198,6 +200,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--strategy", opt->strategy, "score only this strategy");
   cmd->add_option("--layout", opt->layout, "layout for --strategy (default zigzag)");
   bench::add_ulysses_degree_option(cmd, opt->ulysses_degree);
+  bench::add_usp_ring_option(cmd, opt->usp_ring);
   cmd->add_flag("--no-double-ring", opt->no_double_ring, "with --strategy: the flat ring even across nodes");
   cmd->add_option("--format", opt->format, "table | jsonl")->capture_default_str();
   cmd->add_option("--output,-o", opt->output, "append JSON lines to this file");

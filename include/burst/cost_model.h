@@ -153,6 +153,9 @@ struct Candidate {
   int ulysses_degree = 0;  ///< usp: u (P = u·r); 0 → largest divisor of P dividing H_kv
   BackwardSide backward_side = BackwardSide::Auto;
   bool double_ring = true;  ///< burst/ring: topology-aware double ring when nodes > 1
+  /// usp: the ring across the Ulysses groups; Burst (Burst-USP) runs burst's query-side
+  /// backward on it (DistConfig::usp_ring), Ring the K,V-side one.
+  UspRing usp_ring = UspRing::Ring;
 };
 
 /// Summary of one step of the forward (or backward) schedule, max over ranks.
