@@ -58,6 +58,9 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "inter_bandwidth", c.inter_bandwidth);
   read_field(j, "inter_latency", c.inter_latency);
   read_field(j, "inter_links_per_node", c.inter_links_per_node);
+  read_field(j, "inter_collective_bandwidth", c.inter_collective_bandwidth);
+  read_field(j, "inter_reduce_scatter_bandwidth", c.inter_reduce_scatter_bandwidth);
+  read_field(j, "compute_slots_per_node", c.compute_slots_per_node);
   if (j.contains("sources") && j.at("sources").is_object()) {
     for (const auto& [key, value] : j.at("sources").items())
       c.source += key + ": " + (value.is_string() ? value.get<std::string>() : value.dump()) + "\n";
@@ -92,6 +95,9 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"inter_bandwidth", c.inter_bandwidth},
           {"inter_latency", c.inter_latency},
           {"inter_links_per_node", c.inter_links_per_node},
+          {"inter_collective_bandwidth", c.inter_collective_bandwidth},
+          {"inter_reduce_scatter_bandwidth", c.inter_reduce_scatter_bandwidth},
+          {"compute_slots_per_node", c.compute_slots_per_node},
           {"source", c.source}};
 }
 

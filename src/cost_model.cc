@@ -56,6 +56,10 @@ void ClusterSpec::validate() const {
   check_non_negative(intra_latency, "intra_latency");
   if (nodes > 1) check_positive(inter_bandwidth, "inter_bandwidth");
   check_non_negative(inter_latency, "inter_latency");
+  check_non_negative(inter_collective_bandwidth, "inter_collective_bandwidth");
+  check_non_negative(inter_reduce_scatter_bandwidth, "inter_reduce_scatter_bandwidth");
+  BURST_CHECK(compute_slots_per_node >= 0, InvalidArgument, "cluster '", name,
+              "': compute_slots_per_node must be >= 0 (0: every device its own), got ", compute_slots_per_node);
   BURST_CHECK(inter_links_per_node >= 0, InvalidArgument, "cluster '", name,
               "': inter_links_per_node must be >= 0 (0: one link per device), got ", inter_links_per_node);
 }
@@ -150,15 +154,30 @@ double link_seconds(const ClusterSpec& c, double bytes, bool inter_node) {
                     : c.intra_latency + bytes / c.intra_bandwidth;
 }
 
-double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node) {
+namespace {
+
+/// all_gather_seconds / reduce_scatter_seconds with the inter-node blocks at `inter_bandwidth`.
+double gather_volume_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node,
+                             double inter_bandwidth) {
   if (P <= 1 || block_bytes <= 0) return 0;
-  const double ring = (P - 1) * link_seconds(c, block_bytes, inter_node);
+  if (!inter_node) return (P - 1) * link_seconds(c, block_bytes, false);
+  // Across nodes: the ring's P − 1 blocks on the slowest link, or — devices sharing an inter-node
+  // link all gathering at once — each device's P − L remote blocks, k of them through one link
+  // (L = the group's devices on a node); at the collectives' inter-node bandwidth.
   const int k = c.devices_per_inter_link();
-  if (!inter_node || k == 1) return ring;
-  // Devices sharing an inter-node link all gather at once: each receives the P − L blocks of the
-  // other nodes, k of them through one link (L = the group's devices on a node).
   const int L = std::min(P, c.devices_per_node);
-  return std::max(ring, (P - 1) * c.inter_latency + static_cast<double>(P - L) * k * block_bytes / c.inter_bandwidth);
+  const double blocks = std::max<double>(P - 1, k == 1 ? 0.0 : static_cast<double>(P - L) * k);
+  return (P - 1) * c.inter_latency + blocks * block_bytes / inter_bandwidth;
+}
+
+}  // namespace
+
+double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node) {
+  return gather_volume_seconds(c, P, block_bytes, inter_node, c.collective_inter_bandwidth());
+}
+
+double reduce_scatter_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node) {
+  return gather_volume_seconds(c, P, block_bytes, inter_node, c.reduce_scatter_inter_bandwidth());
 }
 
 double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, double bytes) {
@@ -169,7 +188,8 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
   double t = 0;
   if (local > 1) t += (local - 1) * c.intra_latency + intra_share / c.intra_bandwidth;
   // Every device of a node exchanges at once: the k sharing an inter-node link send in turn.
-  if (P > local) t += (P - local) * c.inter_latency + inter_share * c.devices_per_inter_link() / c.inter_bandwidth;
+  if (P > local)
+    t += (P - local) * c.inter_latency + inter_share * c.devices_per_inter_link() / c.collective_inter_bandwidth();
   return t;
 }
 
@@ -232,79 +252,104 @@ Sizes sizes_for(const Workload& w, std::int64_t H, std::int64_t H_kv, std::int64
   return z;
 }
 
+double LinkClock::send(int src, bool inter_node, double post, double seconds) {
+  double* free = nullptr;
+  if (!inter_node) {
+    free = &intra_free_[static_cast<std::size_t>(src)];
+  } else {
+    const int id = s_.inter_link.size() == s_.ranks.size() ? s_.inter_link[static_cast<std::size_t>(src)] : src;
+    for (auto& [link, at] : inter_free_)
+      if (link == id) free = &at;
+    if (free == nullptr) free = &inter_free_.emplace_back(id, 0.0).second;
+  }
+  *free = std::max(post, *free) + seconds;
+  return *free;
+}
+
+bool shares_cores(const Schedule& s) {
+  if (s.compute_slots <= 0 || s.node.size() != s.ranks.size()) return false;
+  std::map<int, int> ranks;
+  for (int n : s.node) ranks[n] += s.ranks_per_member;
+  for (const auto& [n, r] : ranks)
+    if (r > s.compute_slots) return true;
+  return false;
+}
+
 PassEstimate simulate(const Schedule& sch) {
   PassEstimate out;
   const std::size_t P = sch.ranks.size();
   if (P == 0) return out;
   const std::size_t T = sch.ranks[0].compute.size();
-  // start[i][t]: when rank i may begin step t.
+  // start[i][t] / fin[i][t]: when rank i begins / ends step t.
   std::vector<std::vector<double>> start(P, std::vector<double>(T + 1, sch.pre_seconds));
-  auto finish = [&](std::size_t i, std::size_t t) { return start[i][t] + sch.ranks[i].compute[t]; };
-  // One sender's messages on one link (its intra-node or its inter-node path) go out one after
-  // the other, as the library waits for its sends and the link serialises them: a message leaves
-  // at max(post, the link's previous message arrived) and arrives `seconds` later. Messages
-  // posted at step t (a step feed when the sender starts step t, an end feed when it finishes
-  // it) are all known once every rank's start of step t is, so step t's batch is scheduled, in
-  // post order, before any step t + 1 starts.
-  struct Message {
-    double post = 0;
-    int src = -1;
-    bool inter_node = false;
-    double seconds = 0;
-    double* arrival = nullptr;
-  };
-  std::vector<double> intra_free(P, 0.0);
-  std::map<int, double> inter_free;  // by inter-node link id
+  std::vector<std::vector<double>> fin(P, std::vector<double>(T, sch.pre_seconds));
   std::vector<std::vector<double>> feed_arrival(P, std::vector<double>(T + 1, 0.0));
   std::vector<std::vector<double>> end_arrival(P);
   for (std::size_t i = 0; i < P; ++i) end_arrival[i].assign(sch.ranks[i].end_feeds.size(), 0.0);
-  std::vector<Message> batch;
-  auto send_batch = [&](std::size_t t) {  // every message posted at step t, in post order
-    batch.clear();
-    for (std::size_t i = 0; i < P; ++i) {
-      const RankSchedule& rs = sch.ranks[i];
-      for (std::size_t u = t + 1; u < T; ++u) {
-        const cost::Feed& f = rs.feed[u];
-        if (f.src >= 0 && static_cast<std::size_t>(f.step) == t)
-          batch.push_back({start[static_cast<std::size_t>(f.src)][t], f.src, f.inter_node, f.seconds,
-                           &feed_arrival[i][u]});
+  const bool shared = shares_cores(sch);
+  if (shared) {
+    simulate_shared_cores(sch, start, fin, feed_arrival, end_arrival);
+  } else {
+    auto finish = [&](std::size_t i, std::size_t t) { return start[i][t] + sch.ranks[i].compute[t]; };
+    // One sender's messages on one link go out one after the other (LinkClock). Messages posted
+    // at step t (a step feed when the sender starts step t, an end feed when it finishes it) are
+    // all known once every rank's start of step t is, so step t's batch is scheduled, in post
+    // order, before any step t + 1 starts.
+    struct Message {
+      double post = 0;
+      int src = -1;
+      bool inter_node = false;
+      double seconds = 0;
+      double* arrival = nullptr;
+    };
+    LinkClock links(sch);
+    std::vector<Message> batch;
+    auto send_batch = [&](std::size_t t) {  // every message posted at step t, in post order
+      batch.clear();
+      for (std::size_t i = 0; i < P; ++i) {
+        const RankSchedule& rs = sch.ranks[i];
+        for (std::size_t u = t + 1; u < T; ++u) {
+          const cost::Feed& f = rs.feed[u];
+          if (f.src >= 0 && static_cast<std::size_t>(f.step) == t)
+            batch.push_back({start[static_cast<std::size_t>(f.src)][t], f.src, f.inter_node, f.seconds,
+                             &feed_arrival[i][u]});
+        }
+        for (std::size_t e = 0; e < rs.end_feeds.size(); ++e) {
+          const cost::Feed& f = rs.end_feeds[e];
+          if (f.src >= 0 && static_cast<std::size_t>(f.step) == t)
+            batch.push_back({finish(static_cast<std::size_t>(f.src), t), f.src, f.inter_node, f.seconds,
+                             &end_arrival[i][e]});
+        }
       }
-      for (std::size_t e = 0; e < rs.end_feeds.size(); ++e) {
-        const cost::Feed& f = rs.end_feeds[e];
-        if (f.src >= 0 && static_cast<std::size_t>(f.step) == t)
-          batch.push_back({finish(static_cast<std::size_t>(f.src), t), f.src, f.inter_node, f.seconds,
-                           &end_arrival[i][e]});
+      std::stable_sort(batch.begin(), batch.end(),
+                       [](const Message& a, const Message& b) { return a.post < b.post; });
+      for (const Message& m : batch) *m.arrival = links.send(m.src, m.inter_node, m.post, m.seconds);
+    };
+    for (std::size_t t = 0; t < T; ++t) {
+      send_batch(t);
+      for (std::size_t i = 0; i < P; ++i) fin[i][t] = finish(i, t);
+      if (t + 1 >= T) break;
+      for (std::size_t i = 0; i < P; ++i) {
+        const cost::Feed& f = sch.ranks[i].feed[t + 1];
+        double ready = finish(i, t);
+        if (f.src >= 0) ready = std::max(ready, feed_arrival[i][t + 1]);
+        start[i][t + 1] = ready;
       }
-    }
-    std::stable_sort(batch.begin(), batch.end(),
-                     [](const Message& a, const Message& b) { return a.post < b.post; });
-    for (const Message& m : batch) {
-      const auto src = static_cast<std::size_t>(m.src);
-      double& free = !m.inter_node                   ? intra_free[src]
-                     : sch.inter_link.size() == P ? inter_free[sch.inter_link[src]]
-                                                   : inter_free[m.src];
-      *m.arrival = std::max(m.post, free) + m.seconds;
-      free = *m.arrival;
-    }
-  };
-  for (std::size_t t = 0; t < T; ++t) {
-    send_batch(t);
-    if (t + 1 >= T) break;
-    for (std::size_t i = 0; i < P; ++i) {
-      const cost::Feed& f = sch.ranks[i].feed[t + 1];
-      double ready = finish(i, t);
-      if (f.src >= 0) ready = std::max(ready, feed_arrival[i][t + 1]);
-      start[i][t + 1] = ready;
     }
   }
   std::vector<double> end(P), busy(P);
   double worst_end = 0, max_busy = 0, sum_busy = 0;
   std::size_t critical = 0;
   for (std::size_t i = 0; i < P; ++i) {
-    end[i] = T ? finish(i, T - 1) : sch.pre_seconds;
+    end[i] = T ? fin[i][T - 1] : sch.pre_seconds;
     for (std::size_t e = 0; e < sch.ranks[i].end_feeds.size(); ++e)
       if (sch.ranks[i].end_feeds[e].src >= 0) end[i] = std::max(end[i], end_arrival[i][e]);
+    // Kernel wall time: the solo seconds, stretched where ranks share cores.
     busy[i] = std::accumulate(sch.ranks[i].compute.begin(), sch.ranks[i].compute.end(), 0.0);
+    if (shared) {
+      busy[i] = 0;
+      for (std::size_t t = 0; t < T; ++t) busy[i] += fin[i][t] - start[i][t];
+    }
     if (end[i] > worst_end) {
       worst_end = end[i];
       critical = i;

@@ -37,6 +37,14 @@ struct Schedule {
   /// [P'] the inter-node link member i sends on (ClusterSpec::inter_link_of of its world rank;
   /// members with equal ids share one link); empty → each member its own.
   std::vector<int> inter_link;
+  /// Ranks that share cores (ClusterSpec::compute_slots_per_node): member i runs on node
+  /// node[i] and stands for ranks_per_member ranks there that compute when it does (usp's
+  /// representative ring: the u rings at once; head parallel: one member for all). With
+  /// compute_slots > 0 the members busy on a node share that many cores: each computes at
+  /// min(1, slots / busy ranks) of its solo rate. Empty node or 0 slots: no sharing.
+  std::vector<int> node;
+  int ranks_per_member = 1;
+  int compute_slots = 0;
   std::int64_t memory_bytes = 0;
 };
 
@@ -50,6 +58,29 @@ struct Schedule {
 /// and returns seconds = max_i end[i] + post, compute = max_i Σ_t c[i][t], exposed comm of the
 /// critical rank, balance = max/mean Σ_t c, bytes = max_i bytes + collective bytes, step summaries.
 PassEstimate simulate(const Schedule& schedule);
+
+/// When one sender's messages on a link (intra-node: its own; inter-node: Schedule::inter_link)
+/// arrive: each leaves at max(post, the link's previous arrival) and takes its seconds. Messages
+/// must be sent in post order.
+class LinkClock {
+ public:
+  explicit LinkClock(const Schedule& s) : s_(s), intra_free_(s.ranks.size(), 0.0) {}
+  double send(int src, bool inter_node, double post, double seconds);
+
+ private:
+  const Schedule& s_;
+  std::vector<double> intra_free_;
+  std::vector<std::pair<int, double>> inter_free_;  // (link id, free at)
+};
+
+/// The step phase when ranks share cores (Schedule::compute_slots): an event simulation in which
+/// the members computing on a node share its slots. Fills start / finish [P][T] and the arrival
+/// of every step feed [P][T] and end feed. src/cost_model_shared_cores.cc.
+void simulate_shared_cores(const Schedule& s, std::vector<std::vector<double>>& start,
+                           std::vector<std::vector<double>>& finish, std::vector<std::vector<double>>& feed_arrival,
+                           std::vector<std::vector<double>>& end_arrival);
+/// Whether some node of `s` has more computing ranks than compute slots.
+bool shares_cores(const Schedule& s);
 
 /// Shapes shared by the builders (elements; see docs/algorithm.md §1): b_q = B·H·s·D, b_kv =
 /// B·H_kv·s·D, r = B·H·s for s = S/P local tokens.

@@ -54,6 +54,15 @@ std::vector<int> inter_links(const ClusterSpec& c, int P, int stride) {
   return ids;
 }
 
+/// Schedule's core sharing for members 0..P−1 at world ranks i·stride, each standing for
+/// `ranks_per_member` ranks computing at once on its node.
+void set_core_sharing(Schedule& s, const ClusterSpec& c, int P, int stride, int ranks_per_member) {
+  s.compute_slots = c.compute_slots_per_node;
+  s.ranks_per_member = ranks_per_member;
+  s.node.resize(static_cast<std::size_t>(P));
+  for (int i = 0; i < P; ++i) s.node[static_cast<std::size_t>(i)] = i * stride / c.devices_per_node;
+}
+
 /// Per-hop payloads of the ring family (docs/algorithm.md §4.1): forward K, V; backward read
 /// (Q, dO, D, lse | K, V) and write (dQ | dK, dV), the write partials in γ bytes per value (fp32,
 /// or bf16 with DistConfig::partials_dtype). {read, write} bytes.
@@ -88,6 +97,9 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
   Schedule s;
   s.ranks.resize(P);
   s.inter_link = inter_links(c, P, rank_stride);
+  // The u rings of usp compute at once on the members' nodes (u ranks per member there, at most
+  // the node's devices).
+  set_core_sharing(s, c, P, rank_stride, std::min(rank_stride, c.devices_per_node));
   // With rank_stride u > 1 this ring stands for u rings running at once (usp: one per head
   // slice, on world ranks i·u + g); the members of the others that send on member i's inter-node
   // link at the same steps share it with i: its inter-node payloads take that many times longer.
@@ -159,6 +171,7 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
   Schedule s;
   s.ranks.resize(P);
   s.inter_link = inter_links(c, P, 1);
+  set_core_sharing(s, c, P, 1, 1);
   for (int i = 0; i < P; ++i) {
     RankSchedule& rs = s.ranks[i];
     rs.compute.assign(P, 0.0);
@@ -218,10 +231,11 @@ Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs
   s.collective_bytes = (P - 1) * kv_block;
   if (backward) {  // K, V gathered again; dK, dV (fp32) reduce-scattered to their owners
     const double dkv_block = 2 * z.b_kv * kAcc;  // from the rank-order copy of the whole dK, dV
-    s.post_seconds = all_gather_seconds(c, P, dkv_block, inter) + copy_seconds(ctx, P * dkv_block);
+    s.post_seconds = reduce_scatter_seconds(c, P, dkv_block, inter) + copy_seconds(ctx, P * dkv_block);
     s.collective_bytes += (P - 1) * dkv_block;
   }
   s.ranks.resize(P);
+  set_core_sharing(s, c, P, 1, 1);
   for (int i = 0; i < P; ++i) {
     double row = 0;
     for (int j = 0; j < P; ++j) row += pair_at(pairs, P, i, j);
@@ -251,7 +265,7 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     const double h = static_cast<double>(w.model_width);
     const double block = static_cast<double>(w.B) * static_cast<double>(w.S_global / P) * h * z.beta;
     s.pre_seconds = all_gather_seconds(c, P, block, inter);
-    s.post_seconds = all_gather_seconds(c, P, block, inter);
+    s.post_seconds = reduce_scatter_seconds(c, P, block, inter);
     s.collective_bytes = 2.0 * (P - 1) * block;
     staging = P * block;  // the gathered [S, h] input
   } else if (tp) {
@@ -266,7 +280,7 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     // the head layout (one block's worth); this rank's heads written into the full-width
     // reduce-scatter buffer (zeroed once, kept across calls), the own block copied out.
     s.pre_seconds = all_gather_seconds(c, P, gather, inter) + copy_seconds(ctx, 2 * gather);
-    s.post_seconds = all_gather_seconds(c, P, scatter, inter) + copy_seconds(ctx, 2 * scatter);
+    s.post_seconds = reduce_scatter_seconds(c, P, scatter, inter) + copy_seconds(ctx, 2 * scatter);
     s.collective_bytes = (P - 1) * (gather + scatter);
     staging = P * std::max(gather, scatter);
   } else {
@@ -286,6 +300,7 @@ Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool bac
     staging = 0;
   }
   s.ranks.resize(1);  // every rank does the same: all S tokens for H/P heads
+  set_core_sharing(s, c, 1, 1, std::min(P, c.devices_per_node));
   s.ranks[0].compute = {block_seconds(ctx, total_pairs, w.H / P, backward) +
                         (backward && total_pairs > 0 ? delta_seconds(ctx, z) : 0.0)};
   s.ranks[0].feed = {Feed{}};
@@ -312,6 +327,7 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   Schedule s;
   s.ranks.resize(P);
   s.inter_link = inter_links(c, P, 1);
+  set_core_sharing(s, c, P, 1, 1);
   for (auto& rs : s.ranks) {
     rs.compute.assign(T, 0.0);
     rs.feed.assign(T, Feed{});

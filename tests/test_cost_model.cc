@@ -184,6 +184,36 @@ TEST(CostSimulator, OneSendersMessagesOnALinkAreSerialised) {
   EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 7.0);
 }
 
+// Ranks sharing cores (processor sharing): two ranks on a node with one compute slot run at half
+// speed while both compute, and a rank that waits lends the slot to the other.
+TEST(CostSimulator, RanksSharingACoreComputeAtTheirShare) {
+  cost::Schedule s;
+  s.ranks.resize(2);
+  s.ranks[0].compute = {1.0, 1.0};
+  s.ranks[1].compute = {0.5, 1.0};
+  for (auto& r : s.ranks) r.feed.assign(2, cost::Feed{});
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 2.0);  // no sharing: rank 0 alone 1 + 1
+  s.node = {0, 0};
+  s.compute_slots = 1;
+  // Both at 1/2 until rank 1's 0.5 s step ends at 1; rank 0 then has 0.5 left of step 0 but
+  // shares with rank 1's second step again: both at 1/2 — rank 0 ends step 0 at 2, rank 1 its
+  // step 1 (1 s of work, 0.5 done by 2) at 3 with rank 0's step 1 (at 1/2 until 3: 0.5 done,
+  // then alone) ending at 3.5. Total work 3.5 s on one slot.
+  PassEstimate p = cost::simulate(s);
+  EXPECT_NEAR(p.seconds, 3.5, 1e-12);
+  EXPECT_NEAR(p.compute_seconds, 3.5, 1e-12);  // rank 0's kernel wall time, stretched
+  // Rank 1's step 1 waits for a 3 s message from rank 0 posted at its step 0 (intra-node): rank 0
+  // computes at 1/2 until rank 1's step 0 ends at 1, then alone: step 0 ends at 1.5, step 1 at
+  // 2.5; rank 1 starts step 1 at 3 alone and ends at 4.
+  s.ranks[1].feed[1] = cost::Feed{0, 0, 3.0, false};
+  EXPECT_NEAR(cost::simulate(s).seconds, 4.0, 1e-12);
+  // Two slots: no sharing, the step recurrence's answer: max(2, 3 + 1).
+  s.compute_slots = 2;
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 4.0);
+  s.ranks[1].feed[1] = cost::Feed{};
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 2.0);
+}
+
 // Two senders on one shared inter-node link (a node with one NIC) go out in turn; on links of
 // their own they overlap. Ranks 0 and 1 each post a 2 s message at step 0, to ranks 2 and 3.
 TEST(CostSimulator, SendersSharingAnInterNodeLinkTakeTurns) {
@@ -217,6 +247,16 @@ TEST(CostSimulator, SendersSharingAnInterNodeLinkTakeTurns) {
   c.inter_links_per_node = 1;
   EXPECT_NEAR(all_to_all_seconds(c, 4, 2, 8.0), 8.0, 1e-8);
   EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, true), 4.0);  // (4 − 2)·2·1
+  // Collectives across nodes at their own calibrated bandwidth (half the point-to-point one):
+  // the inter-node parts take twice as long, the intra-node part of the all-to-all does not.
+  c.inter_collective_bandwidth = 0.5;
+  EXPECT_NEAR(all_to_all_seconds(c, 4, 2, 8.0), 16.0, 1e-8);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, true), 8.0);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, false), 3.0 / 1e9);
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, 4, 1.0, true), 8.0);  // falls back to the collectives'
+  c.inter_reduce_scatter_bandwidth = 0.25;  // a reduce-scatter's own: the all-gather unchanged
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, 4, 1.0, true), 16.0);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, true), 8.0);
 }
 
 // Causal mask, S = 4, P = 2. Contiguous: rank 0 = {0,1}, rank 1 = {2,3}; pairs (q-rank, kv-rank):

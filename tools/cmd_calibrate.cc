@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -238,6 +239,20 @@ double one_way_seconds(const Communicator& comm, int a, int b, std::size_t float
   return bench::summarize(samples).median;
 }
 
+/// Median seconds of `collective` over every rank (each round between barriers, max over ranks),
+/// after one warm-up. Collective.
+double collective_seconds(const Communicator& comm, const std::function<void()>& collective, int rounds) {
+  std::vector<double> samples;
+  for (int i = 0; i < rounds + 1; ++i) {
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    collective();
+    const double t = comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (i >= 1) samples.push_back(t);
+  }
+  return bench::summarize(samples).median;
+}
+
 struct Link {
   double latency = 0, bandwidth = 0;  ///< seconds (8 B one way); bytes per second
 };
@@ -285,6 +300,24 @@ void run_calibrate(const CalibrateOptions& o) {
   c.partial_row_seconds = partial_row_seconds(comm, o, c, probe_S, false);
   c.partial_row_seconds_backward = partial_row_seconds(comm, o, c, probe_S, true);
   c.memory_bandwidth = copy_bandwidth(comm);
+  // More ranks on a node than its cores hold (× threads): the kernels above ran with every rank
+  // of the node computing at once, each on slots/L of a core. The model wants one rank's solo
+  // rates and the slots it shares (ClusterSpec::compute_slots_per_node), so scale back.
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const int slots = static_cast<int>(std::max<long>(1, cpus / std::max(1, o.threads)));
+  std::string sharing_text;
+  if (slots < topo.ranks_per_node) {
+    const double share = static_cast<double>(slots) / topo.ranks_per_node;
+    c.compute_slots_per_node = slots;
+    c.matmul_flops /= share;
+    c.kernel_call_seconds *= share;
+    c.kernel_call_seconds_backward *= share;
+    c.partial_row_seconds *= share;
+    c.partial_row_seconds_backward *= share;
+    sharing_text = "; " + std::to_string(topo.ranks_per_node) + " ranks per node on " + std::to_string(slots) +
+                   " compute slot(s) (" + std::to_string(cpus) + " CPUs / " + std::to_string(o.threads) +
+                   " thread(s)): kernel rates and per-call / per-row costs scaled to one rank alone";
+  }
   c.memory_capacity =
       static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;
   const int L = topo.ranks_per_node;
@@ -315,6 +348,25 @@ void run_calibrate(const CalibrateOptions& o) {
                                                                             : std::to_string(c.inter_links_per_node) +
                                                                                   " link(s) per node");
     }
+    // Collectives across nodes: an all-gather and a reduce-scatter of 4 MiB blocks over every
+    // rank, each against what the model charges for it at the point-to-point bandwidth
+    // (cost::all_gather_seconds; a reduce-scatter moves the same volume).
+    const std::int64_t words = std::int64_t{1} << 20;
+    std::vector<float> block(static_cast<std::size_t>(words), 1.0f),
+        whole(static_cast<std::size_t>(words) * static_cast<std::size_t>(P), 1.0f);
+    const double t_gather =
+        collective_seconds(comm, [&] { comm.all_gather(block.data(), words, whole.data()); }, 3);
+    const double t_scatter = collective_seconds(
+        comm, [&] { comm.reduce_scatter(whole.data(), std::vector<std::int64_t>(static_cast<std::size_t>(P), words), block.data()); },
+        3);
+    const double latency = (P - 1) * c.inter_latency;
+    const double modelled = all_gather_seconds(c, P, static_cast<double>(words) * 4, true) - latency;
+    c.inter_collective_bandwidth = c.inter_bandwidth * modelled / std::max(t_gather - latency, 1e-9);
+    c.inter_reduce_scatter_bandwidth = c.inter_bandwidth * modelled / std::max(t_scatter - latency, 1e-9);
+    inter_share_text += "; 4 MiB blocks over all ranks: all-gather " + std::to_string(t_gather * 1e3) +
+                        " ms, reduce-scatter " + std::to_string(t_scatter * 1e3) + " ms -> " +
+                        std::to_string(c.inter_collective_bandwidth / 1e6) + " / " +
+                        std::to_string(c.inter_reduce_scatter_bandwidth / 1e6) + " MB/s per inter-node stream";
   } else {
     c.inter_bandwidth = c.intra_bandwidth;  // one node: no inter-node link exists
     c.inter_latency = c.intra_latency;
@@ -338,7 +390,7 @@ void run_calibrate(const CalibrateOptions& o) {
       << "interleaved positions at S=" << probe_S << "); copy bandwidth 2x64 MiB best of 3; MPI ping-pong "
       << "8 B and 4 MiB, " << c.nodes << " node(s) x " << L << " rank(s)"
       << (L >= 2 ? ": intra ranks 0-1" : "") << (c.nodes > 1 ? ", inter ranks 0-" + std::to_string(L) : "")
-      << inter_share_text;
+      << inter_share_text << sharing_text;
   c.source = src.str();
   c.validate();
   if (comm.rank() == 0) {

@@ -70,6 +70,28 @@ struct ClusterSpec {
   /// NIC: n = 1). inter_bandwidth is what one link gives one sender. `burst calibrate` measures
   /// it (docs/cost_model.md § Shared inter-node links).
   int inter_links_per_node = 0;
+  /// Bytes/s per inter-node link stream that collectives across nodes (all-gather,
+  /// reduce-scatter, all-to-all) reach, where it differs from point-to-point inter_bandwidth
+  /// (many concurrent flows through one link, the MPI library's own algorithms); 0 →
+  /// inter_bandwidth. `burst calibrate` measures it from an all-gather over every rank.
+  double inter_collective_bandwidth = 0;
+  /// The same for a reduce-scatter, whose algorithm differs (Open MPI's non-blocking one reduces
+  /// whole buffers up a tree, then scatters); 0 → collective_inter_bandwidth().
+  double inter_reduce_scatter_bandwidth = 0;
+  /// Devices of a node that can compute at once (cores ÷ threads per rank on a CPU node); 0 →
+  /// each device is its own. With more devices on a node than that (ranks oversubscribing a
+  /// machine's cores), the devices computing at a moment share the slots: each runs at
+  /// min(1, slots / busy) of the rates above, which are one device's alone. `burst calibrate`
+  /// sets it when it finds the ranks sharing cores.
+  int compute_slots_per_node = 0;
+  /// inter_collective_bandwidth, or inter_bandwidth when it is 0.
+  double collective_inter_bandwidth() const {
+    return inter_collective_bandwidth > 0 ? inter_collective_bandwidth : inter_bandwidth;
+  }
+  /// inter_reduce_scatter_bandwidth, or collective_inter_bandwidth() when it is 0.
+  double reduce_scatter_inter_bandwidth() const {
+    return inter_reduce_scatter_bandwidth > 0 ? inter_reduce_scatter_bandwidth : collective_inter_bandwidth();
+  }
   /// Which inter-node link device `rank` (0-based over the cluster) sends on: its own when
   /// inter_links_per_node is 0 or ≥ devices_per_node, else node·n + local mod n offset past
   /// the devices (ids never collide with a device's own).
@@ -250,12 +272,16 @@ double link_seconds(const ClusterSpec& c, double bytes, bool inter_node);
 /// spanning nodes or not: (P−1)·(α + block/β) on the slowest link of the ring. Source: NCCL
 /// ring algorithm, docs/cost_model.md. Across nodes whose devices share inter-node links
 /// (k = devices_per_inter_link() > 1) at least (P−1)·α + (P−L)·k·block/β_inter, L = min(P,
-/// devices_per_node): each device's remote blocks, k devices' through one link.
+/// devices_per_node): each device's remote blocks, k devices' through one link; inter-node
+/// blocks at ClusterSpec::collective_inter_bandwidth().
 double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node);
+/// Reduce-scatter of `block_bytes` per rank over `P` ranks: all_gather_seconds' volume, across
+/// nodes at ClusterSpec::reduce_scatter_inter_bandwidth().
+double reduce_scatter_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node);
 /// Pairwise all-to-all where each of `P` ranks holds `bytes` to redistribute ((P−1)/P leave):
 /// (P−1)·α + intra share / β_intra + inter share / β_inter, intra share (L'−1)/P·bytes with
 /// L' = ranks of the group on one node (`group_per_node`), inter share the rest (× k when k
-/// devices share an inter-node link: they all exchange at once).
+/// devices share an inter-node link: they all exchange at once; at collective_inter_bandwidth()).
 double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, double bytes);
 
 /// P×P matrix, row-major: pairs[i·P + j] = visible (q, k) pairs with q on rank i and k on rank j
