@@ -10,7 +10,7 @@
 #   RANKS ("1 2 4"; empty: no matrix), STRATEGIES (all), LAYOUTS (contiguous,zigzag,striped,balanced), MASKS (all),
 #   SEQS (4096), HEADS (4), DIM (64), REPEATS (3), BF16_RANKS ("2": bf16 runs at these P),
 #   BF16_MASKS (causal,full,causal_document,sliding_window_causal; "all" in the full grid),
-#   LM_STRATEGIES ("burst ring usp tp allgather"; empty: no LM runs), LM_SEQS (16384), LM_STEPS (3), LM_RANKS (2),
+#   LM_STRATEGIES ("burst ring usp tp allgather"; empty: no LM runs), LM_SEQS (16384), LM_STEPS (8: the median of 7 timed steps; 3 left the median of 2 at the noise), LM_RANKS (2),
 #   BURST (build/tools/burst).
 # Resumable: bench matrix skips cases already in OUTDIR/matrix_*.jsonl, and the LM runs already in
 # OUTDIR/lm.jsonl are skipped; an LM run recorded as failed is retried. Every record carries the
@@ -40,7 +40,7 @@ bf16_ranks=${BF16_RANKS:-2}
 bf16_masks=${BF16_MASKS:-$bf16_masks_default}
 lm_strategies=${LM_STRATEGIES-burst ring usp tp allgather}
 lm_seqs=${LM_SEQS:-$lm_seqs_default}
-lm_steps=${LM_STEPS:-3}
+lm_steps=${LM_STEPS:-8}
 lm_ranks=${LM_RANKS:-2}
 data=${BURST_LM_DATA:-data/kjv-v2048}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
