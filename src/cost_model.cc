@@ -3,8 +3,8 @@
 #include "burst/cost_model.h"
 
 #include <algorithm>
-#include <map>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <sstream>
 
@@ -266,6 +266,25 @@ double LinkClock::send(int src, bool inter_node, double post, double seconds) {
   return *free;
 }
 
+std::vector<std::vector<Post>> posts_by_step(const Schedule& s) {
+  const std::size_t T = s.ranks.empty() ? 0 : s.ranks[0].compute.size();
+  std::vector<std::vector<Post>> posts(T);
+  for (std::size_t i = 0; i < s.ranks.size(); ++i) {
+    const RankSchedule& rs = s.ranks[i];
+    for (std::size_t u = 1; u < T; ++u) {
+      const Feed& f = rs.feed[u];
+      if (f.src >= 0 && f.step >= 0 && static_cast<std::size_t>(f.step) < u)
+        posts[static_cast<std::size_t>(f.step)].push_back({f.src, false, f.inter_node, f.seconds, i, u});
+    }
+    for (std::size_t e = 0; e < rs.end_feeds.size(); ++e) {
+      const Feed& f = rs.end_feeds[e];
+      if (f.src >= 0 && f.step >= 0 && static_cast<std::size_t>(f.step) < T)
+        posts[static_cast<std::size_t>(f.step)].push_back({f.src, true, f.inter_node, f.seconds, i, e});
+    }
+  }
+  return posts;
+}
+
 bool shares_cores(const Schedule& s) {
   if (s.compute_slots <= 0 || s.node.size() != s.ranks.size()) return false;
   std::map<int, int> ranks;
@@ -286,44 +305,27 @@ PassEstimate simulate(const Schedule& sch) {
   std::vector<std::vector<double>> feed_arrival(P, std::vector<double>(T + 1, 0.0));
   std::vector<std::vector<double>> end_arrival(P);
   for (std::size_t i = 0; i < P; ++i) end_arrival[i].assign(sch.ranks[i].end_feeds.size(), 0.0);
+  const std::vector<std::vector<Post>> posts = posts_by_step(sch);
   const bool shared = shares_cores(sch);
   if (shared) {
-    simulate_shared_cores(sch, start, fin, feed_arrival, end_arrival);
+    simulate_shared_cores(sch, posts, start, fin, feed_arrival, end_arrival);
   } else {
     auto finish = [&](std::size_t i, std::size_t t) { return start[i][t] + sch.ranks[i].compute[t]; };
     // One sender's messages on one link go out one after the other (LinkClock). Messages posted
     // at step t (a step feed when the sender starts step t, an end feed when it finishes it) are
     // all known once every rank's start of step t is, so step t's batch is scheduled, in post
     // order, before any step t + 1 starts.
-    struct Message {
-      double post = 0;
-      int src = -1;
-      bool inter_node = false;
-      double seconds = 0;
-      double* arrival = nullptr;
-    };
     LinkClock links(sch);
-    std::vector<Message> batch;
+    std::vector<std::pair<double, const Post*>> batch;  // (post time, message)
     auto send_batch = [&](std::size_t t) {  // every message posted at step t, in post order
       batch.clear();
-      for (std::size_t i = 0; i < P; ++i) {
-        const RankSchedule& rs = sch.ranks[i];
-        for (std::size_t u = t + 1; u < T; ++u) {
-          const cost::Feed& f = rs.feed[u];
-          if (f.src >= 0 && static_cast<std::size_t>(f.step) == t)
-            batch.push_back({start[static_cast<std::size_t>(f.src)][t], f.src, f.inter_node, f.seconds,
-                             &feed_arrival[i][u]});
-        }
-        for (std::size_t e = 0; e < rs.end_feeds.size(); ++e) {
-          const cost::Feed& f = rs.end_feeds[e];
-          if (f.src >= 0 && static_cast<std::size_t>(f.step) == t)
-            batch.push_back({finish(static_cast<std::size_t>(f.src), t), f.src, f.inter_node, f.seconds,
-                             &end_arrival[i][e]});
-        }
+      for (const Post& m : posts[t]) {
+        const auto src = static_cast<std::size_t>(m.src);
+        batch.emplace_back(m.end_feed ? finish(src, t) : start[src][t], &m);
       }
-      std::stable_sort(batch.begin(), batch.end(),
-                       [](const Message& a, const Message& b) { return a.post < b.post; });
-      for (const Message& m : batch) *m.arrival = links.send(m.src, m.inter_node, m.post, m.seconds);
+      std::stable_sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (const auto& [post, m] : batch)
+        (m->end_feed ? end_arrival : feed_arrival)[m->to][m->slot] = links.send(m->src, m->inter_node, post, m->seconds);
     };
     for (std::size_t t = 0; t < T; ++t) {
       send_batch(t);

@@ -73,12 +73,25 @@ class LinkClock {
   std::vector<std::pair<int, double>> inter_free_;  // (link id, free at)
 };
 
+/// One message of a schedule: rank `to`'s feed[slot] (posted when `src` starts the feed's step)
+/// or, with end_feed, its end_feeds[slot] (posted when `src` finishes it).
+struct Post {
+  int src = -1;
+  bool end_feed = false;
+  bool inter_node = false;
+  double seconds = 0;
+  std::size_t to = 0, slot = 0;
+};
+/// Every message of `s` by the step at which it is posted [T], each step's in receiver order (rank,
+/// its step feeds, then its end feeds): the order in which a step's ties go out on a link.
+std::vector<std::vector<Post>> posts_by_step(const Schedule& s);
+
 /// The step phase when ranks share cores (Schedule::compute_slots): an event simulation in which
 /// the members computing on a node share its slots. Fills start / finish [P][T] and the arrival
 /// of every step feed [P][T] and end feed. src/cost_model_shared_cores.cc.
-void simulate_shared_cores(const Schedule& s, std::vector<std::vector<double>>& start,
-                           std::vector<std::vector<double>>& finish, std::vector<std::vector<double>>& feed_arrival,
-                           std::vector<std::vector<double>>& end_arrival);
+void simulate_shared_cores(const Schedule& s, const std::vector<std::vector<Post>>& posts,
+                           std::vector<std::vector<double>>& start, std::vector<std::vector<double>>& finish,
+                           std::vector<std::vector<double>>& feed_arrival, std::vector<std::vector<double>>& end_arrival);
 /// Whether some node of `s` has more computing ranks than compute slots.
 bool shares_cores(const Schedule& s);
 

@@ -12,51 +12,23 @@
 
 namespace burst::cost {
 
-namespace {
-
-struct Post {  // a message and where its arrival goes
-  int src = -1;
-  bool inter_node = false;
-  double seconds = 0;
-  double* arrival = nullptr;
-  char* known = nullptr;
-};
-
-}  // namespace
-
-void simulate_shared_cores(const Schedule& s, std::vector<std::vector<double>>& start,
-                           std::vector<std::vector<double>>& finish, std::vector<std::vector<double>>& feed_arrival,
-                           std::vector<std::vector<double>>& end_arrival) {
+void simulate_shared_cores(const Schedule& s, const std::vector<std::vector<Post>>& posts,
+                           std::vector<std::vector<double>>& start, std::vector<std::vector<double>>& finish,
+                           std::vector<std::vector<double>>& feed_arrival, std::vector<std::vector<double>>& end_arrival) {
   const std::size_t P = s.ranks.size();
   const std::size_t T = s.ranks[0].compute.size();
-  // Who posts what: at_start[src][t] when src starts step t, at_end[src][t] when it finishes it.
-  std::vector<std::vector<char>> feed_known(P, std::vector<char>(T + 1, 0));
-  std::vector<std::vector<char>> end_known(P);
-  std::vector<std::vector<std::vector<Post>>> at_start(P, std::vector<std::vector<Post>>(T)),
-      at_end(P, std::vector<std::vector<Post>>(T));
-  for (std::size_t i = 0; i < P; ++i) {
-    const RankSchedule& rs = s.ranks[i];
-    end_known[i].assign(rs.end_feeds.size(), 0);
-    for (std::size_t u = 1; u < T; ++u) {
-      const Feed& f = rs.feed[u];
-      if (f.src >= 0 && f.step >= 0 && static_cast<std::size_t>(f.step) < u)
-        at_start[static_cast<std::size_t>(f.src)][static_cast<std::size_t>(f.step)].push_back(
-            {f.src, f.inter_node, f.seconds, &feed_arrival[i][u], &feed_known[i][u]});
-      else
-        feed_known[i][u] = 1;  // no message gates this step
-    }
-    for (std::size_t e = 0; e < rs.end_feeds.size(); ++e) {
-      const Feed& f = rs.end_feeds[e];
-      if (f.src >= 0 && f.step >= 0 && static_cast<std::size_t>(f.step) < T)
-        at_end[static_cast<std::size_t>(f.src)][static_cast<std::size_t>(f.step)].push_back(
-            {f.src, f.inter_node, f.seconds, &end_arrival[i][e], &end_known[i][e]});
-    }
-  }
+  // Whether a step's feed has been posted (its arrival known); a step no message gates is known.
+  std::vector<std::vector<char>> feed_known(P, std::vector<char>(T + 1, 1));
+  for (const auto& at_step : posts)
+    for (const Post& m : at_step)
+      if (!m.end_feed) feed_known[m.to][m.slot] = 0;
   LinkClock links(s);
-  auto post = [&](const std::vector<Post>& posts, double now) {
-    for (const Post& m : posts) {
-      *m.arrival = links.send(m.src, m.inter_node, now, m.seconds);
-      *m.known = 1;
+  // Rank i starting (end_feed false) or finishing step t at `now` sends its messages of step t.
+  auto post = [&](std::size_t i, std::size_t t, bool end_feed, double now) {
+    for (const Post& m : posts[t]) {
+      if (static_cast<std::size_t>(m.src) != i || m.end_feed != end_feed) continue;
+      (end_feed ? end_arrival : feed_arrival)[m.to][m.slot] = links.send(m.src, m.inter_node, now, m.seconds);
+      if (!end_feed) feed_known[m.to][m.slot] = 1;
     }
   };
   // Per rank: the step it is on, whether it computes (else it waits for that step's feed), and
@@ -68,7 +40,7 @@ void simulate_shared_cores(const Schedule& s, std::vector<std::vector<double>>& 
   for (std::size_t i = 0; i < P; ++i) {
     start[i][0] = now;
     left[i] = s.ranks[i].compute[0];
-    post(at_start[i][0], now);
+    post(i, 0, false, now);
   }
   std::size_t finished = 0;
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -81,7 +53,7 @@ void simulate_shared_cores(const Schedule& s, std::vector<std::vector<double>>& 
         const std::size_t t = step[i];
         if (computing[i] && left[i] <= 1e-12 * std::max(1.0, s.ranks[i].compute[t])) {
           finish[i][t] = now;
-          post(at_end[i][t], now);
+          post(i, t, true, now);
           computing[i] = 0;
           moved = true;
           if (t + 1 == T) {
@@ -96,7 +68,7 @@ void simulate_shared_cores(const Schedule& s, std::vector<std::vector<double>>& 
           start[i][u] = now;
           left[i] = s.ranks[i].compute[u];
           computing[i] = 1;
-          post(at_start[i][u], now);
+          post(i, u, false, now);
           moved = true;
         }
       }

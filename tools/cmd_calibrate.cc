@@ -69,6 +69,20 @@ struct Interleaved {
   }
 };
 
+/// Median seconds of `collective` over every rank (each round between barriers, max over ranks),
+/// after one warm-up round. Collective.
+double collective_seconds(const Communicator& comm, const std::function<void()>& collective, int rounds) {
+  std::vector<double> samples;
+  for (int i = 0; i < rounds + 1; ++i) {
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    collective();
+    const double t = comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (i >= 1) samples.push_back(t);
+  }
+  return bench::summarize(samples).median;
+}
+
 /// Median over repeats of the seconds all ranks take to run the forward or backward kernel at
 /// length S together (between two barriers): full mask, or
 /// (probe != nullptr) the causal masking probe on its interleaved positions; operands and results
@@ -101,23 +115,21 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
     else
       attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
   };
-  run();  // warm-up
   // Every repeat runs on all ranks at once, between two barriers, and counts from a rank's
   // leaving the first to the last rank's reaching the second (max over ranks): the ranks share
   // the cores as they do inside a distributed pass. Timing each rank's kernel alone misses
   // that: with more ranks than cores a rank the scheduler holds back starts its clock late, so
   // every rank measures the solo time while the ranks in fact run in turn (and ranks timing
   // their repeats on their own drift apart and sometimes run one to a core).
-  std::vector<double> samples;
-  for (int r = 0; r < o.repeats; ++r) {
-    comm.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    comm.barrier();
-    samples.push_back(comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
-  }
+  const double seconds = collective_seconds(
+      comm,
+      [&] {
+        run();
+        comm.barrier();
+      },
+      o.repeats);
   const double pairs = static_cast<double>(S) * static_cast<double>(S);
-  return {attention_flops(pairs, 1, H, D, backward), bench::summarize(samples).median};
+  return {attention_flops(pairs, 1, H, D, backward), seconds};
 }
 
 std::string seqs_text(const std::vector<std::int64_t>& seqs) {
@@ -220,37 +232,20 @@ double ping_pong_seconds(const Communicator& comm, int a, int b, std::size_t flo
 /// i < pairs, all pairs at once and in one direction (a node's devices all crossing to the next
 /// node: whether they share one inter-node link), max over the pairs. Others idle. Collective.
 double one_way_seconds(const Communicator& comm, int a, int b, std::size_t floats, int rounds, int pairs) {
-  std::vector<double> samples;
   const int me = comm.rank();
   const bool sender = me >= a && me < a + pairs, receiver = me >= b && me < b + pairs;
-  for (int i = 0; i < rounds + 1; ++i) {
-    comm.barrier();  // every pair's round starts together
-    const auto t0 = std::chrono::steady_clock::now();
-    if (sender) {
-      comm.isend(std::vector<float>(floats, 1.0f), b + (me - a), 9).wait();
-      comm.irecv(std::vector<float>(1), b + (me - a), 10).wait();
-    } else if (receiver) {
-      comm.irecv(std::vector<float>(floats), a + (me - b), 9).wait();
-      comm.isend(std::vector<float>(1, 1.0f), a + (me - b), 10).wait();
-    }
-    const double t = comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (i >= 1) samples.push_back(t);
-  }
-  return bench::summarize(samples).median;
-}
-
-/// Median seconds of `collective` over every rank (each round between barriers, max over ranks),
-/// after one warm-up. Collective.
-double collective_seconds(const Communicator& comm, const std::function<void()>& collective, int rounds) {
-  std::vector<double> samples;
-  for (int i = 0; i < rounds + 1; ++i) {
-    comm.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    collective();
-    const double t = comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (i >= 1) samples.push_back(t);
-  }
-  return bench::summarize(samples).median;
+  return collective_seconds(
+      comm,
+      [&] {
+        if (sender) {
+          comm.isend(std::vector<float>(floats, 1.0f), b + (me - a), 9).wait();
+          comm.irecv(std::vector<float>(1), b + (me - a), 10).wait();
+        } else if (receiver) {
+          comm.irecv(std::vector<float>(floats), a + (me - b), 9).wait();
+          comm.isend(std::vector<float>(1, 1.0f), a + (me - b), 10).wait();
+        }
+      },
+      rounds);
 }
 
 struct Link {

@@ -96,14 +96,17 @@ struct ClusterSpec {
   /// inter_links_per_node is 0 or ≥ devices_per_node, else node·n + local mod n offset past
   /// the devices (ids never collide with a device's own).
   int inter_link_of(int rank) const {
-    if (inter_links_per_node <= 0 || inter_links_per_node >= devices_per_node) return rank;
+    if (!inter_links_shared()) return rank;
     return devices() + (rank / devices_per_node) * inter_links_per_node + (rank % devices_per_node) % inter_links_per_node;
   }
   /// Devices of a node sending on one inter-node link at once (1 with a link per device).
   int devices_per_inter_link() const {
-    if (inter_links_per_node <= 0 || inter_links_per_node >= devices_per_node) return 1;
+    if (!inter_links_shared()) return 1;
     return (devices_per_node + inter_links_per_node - 1) / inter_links_per_node;
   }
+  /// Whether some devices of a node share an inter-node link (0 < inter_links_per_node <
+  /// devices_per_node).
+  bool inter_links_shared() const { return inter_links_per_node > 0 && inter_links_per_node < devices_per_node; }
   std::string source;           ///< where the numbers come from (URLs, calibration run)
 
   int devices() const { return nodes * devices_per_node; }
