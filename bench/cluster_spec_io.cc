@@ -60,6 +60,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "inter_links_per_node", c.inter_links_per_node);
   read_field(j, "inter_collective_bandwidth", c.inter_collective_bandwidth);
   read_field(j, "inter_reduce_scatter_bandwidth", c.inter_reduce_scatter_bandwidth);
+  read_field(j, "intra_collective_bandwidth", c.intra_collective_bandwidth);
+  read_field(j, "intra_reduce_scatter_bandwidth", c.intra_reduce_scatter_bandwidth);
   read_field(j, "compute_slots_per_node", c.compute_slots_per_node);
   if (j.contains("sources") && j.at("sources").is_object()) {
     for (const auto& [key, value] : j.at("sources").items())
@@ -97,6 +99,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"inter_links_per_node", c.inter_links_per_node},
           {"inter_collective_bandwidth", c.inter_collective_bandwidth},
           {"inter_reduce_scatter_bandwidth", c.inter_reduce_scatter_bandwidth},
+          {"intra_collective_bandwidth", c.intra_collective_bandwidth},
+          {"intra_reduce_scatter_bandwidth", c.intra_reduce_scatter_bandwidth},
           {"compute_slots_per_node", c.compute_slots_per_node},
           {"source", c.source}};
 }

@@ -9,6 +9,7 @@
 #
 # Usage: scripts/bench_multinode.sh [--seq S] [--heads H] [--dim D] [--repeats R] [--rates "..."]
 #                                   [--out FILE] [--no-predict] [--no-ablation (skip --no-overlap)]
+#                                   [--strategies "burst ring ..." (only their cases; default all)]
 # Defaults: S = 8192, H = 4, D = 64, 2 repeats after 1 warm-up — smaller than the issue's
 # S = 16K–64K because 4 ranks share 2 cores with other work (one S = 16384 fwd+bwd of burst takes
 # minutes there); pass --seq 16384 (or more) on a quieter machine.
@@ -25,7 +26,7 @@
 # Exit 77 where the emulated cluster cannot be made (cluster.sh's skip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seq=8192 heads=4 dim=64 repeats=2 rates="0 10 1 0.2" out=bench_multinode.jsonl predict=1 ablation=1
+seq=8192 heads=4 dim=64 repeats=2 rates="0 10 1 0.2" out=bench_multinode.jsonl predict=1 ablation=1 only=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --seq) seq=$2; shift 2 ;;
@@ -36,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --no-predict) predict=0; shift ;;
     --no-ablation) ablation=0; shift ;;
+    --strategies) only=" $2 "; shift 2 ;;
     *) echo "bench_multinode.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +54,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # usp u = 2: Ulysses inside a host, its ring one member per host (the double ring's 2 x 1).
 cases=("burst 1 1" "burst 0 1 --no-double-ring" "ring 1 1" "ring 0 1 --no-double-ring" "usp 1 1 --ulysses-degree 2" "allgather 0 1")
 ((ablation)) && cases+=("burst 1 0 --no-overlap")
+if [[ -n $only ]]; then
+  kept=()
+  for c in "${cases[@]}"; do [[ $only == *" ${c%% *} "* ]] && kept+=("$c"); done
+  ((${#kept[@]})) || { echo "bench_multinode.sh: no case of strategies '$only'" >&2; exit 2; }
+  cases=("${kept[@]}")
+fi
 for gbit in $rates; do
   if [[ $gbit == 0 ]]; then
     cluster shape --host all --rate ""

@@ -58,8 +58,11 @@ void ClusterSpec::validate() const {
   check_non_negative(inter_latency, "inter_latency");
   check_non_negative(inter_collective_bandwidth, "inter_collective_bandwidth");
   check_non_negative(inter_reduce_scatter_bandwidth, "inter_reduce_scatter_bandwidth");
+  check_non_negative(intra_collective_bandwidth, "intra_collective_bandwidth");
+  check_non_negative(intra_reduce_scatter_bandwidth, "intra_reduce_scatter_bandwidth");
   BURST_CHECK(compute_slots_per_node >= 0, InvalidArgument, "cluster '", name,
-              "': compute_slots_per_node must be >= 0 (0: every device its own), got ", compute_slots_per_node);
+              "': compute_slots_per_node must be >= 0 (0: every device its own), got ",
+              compute_slots_per_node);
   BURST_CHECK(inter_links_per_node >= 0, InvalidArgument, "cluster '", name,
               "': inter_links_per_node must be >= 0 (0: one link per device), got ", inter_links_per_node);
 }
@@ -156,11 +159,12 @@ double link_seconds(const ClusterSpec& c, double bytes, bool inter_node) {
 
 namespace {
 
-/// all_gather_seconds / reduce_scatter_seconds with the inter-node blocks at `inter_bandwidth`.
+/// all_gather_seconds / reduce_scatter_seconds with the blocks at `intra_bandwidth` within a
+/// node and `inter_bandwidth` across nodes.
 double gather_volume_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node,
-                             double inter_bandwidth) {
+                             double intra_bandwidth, double inter_bandwidth) {
   if (P <= 1 || block_bytes <= 0) return 0;
-  if (!inter_node) return (P - 1) * link_seconds(c, block_bytes, false);
+  if (!inter_node) return (P - 1) * (c.intra_latency + block_bytes / intra_bandwidth);
   // Across nodes: the ring's P − 1 blocks on the slowest link, or — devices sharing an inter-node
   // link all gathering at once — each device's P − L remote blocks, k of them through one link
   // (L = the group's devices on a node); at the collectives' inter-node bandwidth.
@@ -173,11 +177,13 @@ double gather_volume_seconds(const ClusterSpec& c, int P, double block_bytes, bo
 }  // namespace
 
 double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node) {
-  return gather_volume_seconds(c, P, block_bytes, inter_node, c.collective_inter_bandwidth());
+  return gather_volume_seconds(c, P, block_bytes, inter_node, c.collective_intra_bandwidth(),
+                               c.collective_inter_bandwidth());
 }
 
 double reduce_scatter_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node) {
-  return gather_volume_seconds(c, P, block_bytes, inter_node, c.reduce_scatter_inter_bandwidth());
+  return gather_volume_seconds(c, P, block_bytes, inter_node, c.reduce_scatter_intra_bandwidth(),
+                               c.reduce_scatter_inter_bandwidth());
 }
 
 double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, double bytes) {
@@ -189,7 +195,8 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
   if (local > 1) t += (local - 1) * c.intra_latency + intra_share / c.intra_bandwidth;
   // Every device of a node exchanges at once: the k sharing an inter-node link send in turn.
   if (P > local)
-    t += (P - local) * c.inter_latency + inter_share * c.devices_per_inter_link() / c.collective_inter_bandwidth();
+    t += (P - local) * c.inter_latency +
+         inter_share * c.devices_per_inter_link() / c.collective_inter_bandwidth();
   return t;
 }
 
@@ -257,7 +264,8 @@ double LinkClock::send(int src, bool inter_node, double post, double seconds) {
   if (!inter_node) {
     free = &intra_free_[static_cast<std::size_t>(src)];
   } else {
-    const int id = s_.inter_link.size() == s_.ranks.size() ? s_.inter_link[static_cast<std::size_t>(src)] : src;
+    const int id =
+        s_.inter_link.size() == s_.ranks.size() ? s_.inter_link[static_cast<std::size_t>(src)] : src;
     for (auto& [link, at] : inter_free_)
       if (link == id) free = &at;
     if (free == nullptr) free = &inter_free_.emplace_back(id, 0.0).second;
@@ -317,15 +325,17 @@ PassEstimate simulate(const Schedule& sch) {
     // order, before any step t + 1 starts.
     LinkClock links(sch);
     std::vector<std::pair<double, const Post*>> batch;  // (post time, message)
-    auto send_batch = [&](std::size_t t) {  // every message posted at step t, in post order
+    auto send_batch = [&](std::size_t t) {              // every message posted at step t, in post order
       batch.clear();
       for (const Post& m : posts[t]) {
         const auto src = static_cast<std::size_t>(m.src);
         batch.emplace_back(m.end_feed ? finish(src, t) : start[src][t], &m);
       }
-      std::stable_sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::stable_sort(batch.begin(), batch.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
       for (const auto& [post, m] : batch)
-        (m->end_feed ? end_arrival : feed_arrival)[m->to][m->slot] = links.send(m->src, m->inter_node, post, m->seconds);
+        (m->end_feed ? end_arrival : feed_arrival)[m->to][m->slot] =
+            links.send(m->src, m->inter_node, post, m->seconds);
     };
     for (std::size_t t = 0; t < T; ++t) {
       send_batch(t);
@@ -584,9 +594,10 @@ Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Ca
                            candidate.strategy == StrategyKind::Usp;
   // ring: RingAttention's K,V-side backward; usp: its ring's (Burst-USP: burst's query side,
   // always — src/strategies/usp.cc); burst: the side the GQA rule (or the caller) picks.
-  const bool query_side = candidate.strategy == StrategyKind::Ring  ? false
-                          : candidate.strategy == StrategyKind::Usp ? candidate.usp_ring == UspRing::Burst
-                                                                    : prefer_query_side(workload, candidate.backward_side);
+  const bool query_side = candidate.strategy == StrategyKind::Ring ? false
+                          : candidate.strategy == StrategyKind::Usp
+                              ? candidate.usp_ring == UspRing::Burst
+                              : prefer_query_side(workload, candidate.backward_side);
   const bool want_fwd = workload.pass != PassKind::Backward;
   const bool want_bwd = workload.pass != PassKind::Forward;
   if (want_fwd) e.forward = score_pass(cluster, workload, candidate, u, false, query_side);

@@ -141,6 +141,28 @@ TEST(Comm, ReduceScatterAndAllReduce) {
   EXPECT_EQ(c.all_reduce_min(std::int64_t{r}), 0);
 }
 
+// The sum is taken in rank order in fp32 (reproducible bit for bit, whatever the arrival order),
+// and the reused scratch of a bigger call leaves a smaller one's result untouched.
+TEST(Comm, ReduceScatterSumsInRankOrder) {
+  const Communicator c = Communicator::world();
+  const int P = c.size(), r = c.rank();
+  for (const std::int64_t n : {std::int64_t{1000}, std::int64_t{3}}) {
+    const std::vector<std::int64_t> counts(static_cast<std::size_t>(P), n);
+    auto value = [](int rank, std::int64_t i) {
+      return 0.1f * static_cast<float>(rank + 1) + 1e-7f * static_cast<float>(i);
+    };
+    std::vector<float> send(static_cast<std::size_t>(n * P));
+    for (std::int64_t i = 0; i < n * P; ++i) send[static_cast<std::size_t>(i)] = value(r, i);
+    std::vector<float> recv(static_cast<std::size_t>(n), -1.0f);
+    c.reduce_scatter(send.data(), counts, recv.data());
+    for (std::int64_t i = 0; i < n; ++i) {
+      float expect = value(0, r * n + i);
+      for (int q = 1; q < P; ++q) expect += value(q, r * n + i);
+      ASSERT_EQ(recv[static_cast<std::size_t>(i)], expect) << "element " << i << " of " << n;
+    }
+  }
+}
+
 TEST(Comm, AgreeThrowsSameErrorOnEveryRank) {
   const Communicator c = Communicator::world();
   EXPECT_NO_THROW(c.agree(0xdeadbeefcafeULL, "shape"));

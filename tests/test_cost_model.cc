@@ -257,6 +257,15 @@ TEST(CostSimulator, SendersSharingAnInterNodeLinkTakeTurns) {
   c.inter_reduce_scatter_bandwidth = 0.25;  // a reduce-scatter's own: the all-gather unchanged
   EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, 4, 1.0, true), 16.0);
   EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, true), 8.0);
+  // Inside a node at the node's own collective bandwidths; the inter-node charges stay.
+  c.intra_collective_bandwidth = 0.5e9;
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, false), 3.0 / 0.5e9);
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, 4, 1.0, false), 3.0 / 0.5e9);  // falls back to it
+  c.intra_reduce_scatter_bandwidth = 0.25e9;
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, 4, 1.0, false), 3.0 / 0.25e9);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, false), 3.0 / 0.5e9);
+  EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, true), 8.0);
+  EXPECT_DOUBLE_EQ(reduce_scatter_seconds(c, 4, 1.0, true), 16.0);
 }
 
 // Causal mask, S = 4, P = 2. Contiguous: rank 0 = {0,1}, rank 1 = {2,3}; pairs (q-rank, kv-rank):

@@ -78,6 +78,13 @@ struct ClusterSpec {
   /// The same for a reduce-scatter, whose algorithm differs (Open MPI's non-blocking one reduces
   /// whole buffers up a tree, then scatters); 0 → collective_inter_bandwidth().
   double inter_reduce_scatter_bandwidth = 0;
+  /// Bytes/s per block that an all-gather among a node's devices reaches, where it differs from
+  /// point-to-point intra_bandwidth (every device of the node copying at once through shared
+  /// memory and caches, on cores they may share); 0 → intra_bandwidth. `burst calibrate`
+  /// measures it from an all-gather over node 0's ranks.
+  double intra_collective_bandwidth = 0;
+  /// The same for a reduce-scatter among a node's devices; 0 → collective_intra_bandwidth().
+  double intra_reduce_scatter_bandwidth = 0;
   /// Devices of a node that can compute at once (cores ÷ threads per rank on a CPU node); 0 →
   /// each device is its own. With more devices on a node than that (ranks oversubscribing a
   /// machine's cores), the devices computing at a moment share the slots: each runs at
@@ -88,6 +95,14 @@ struct ClusterSpec {
   double collective_inter_bandwidth() const {
     return inter_collective_bandwidth > 0 ? inter_collective_bandwidth : inter_bandwidth;
   }
+  /// intra_collective_bandwidth, or intra_bandwidth when it is 0.
+  double collective_intra_bandwidth() const {
+    return intra_collective_bandwidth > 0 ? intra_collective_bandwidth : intra_bandwidth;
+  }
+  /// intra_reduce_scatter_bandwidth, or collective_intra_bandwidth() when it is 0.
+  double reduce_scatter_intra_bandwidth() const {
+    return intra_reduce_scatter_bandwidth > 0 ? intra_reduce_scatter_bandwidth : collective_intra_bandwidth();
+  }
   /// inter_reduce_scatter_bandwidth, or collective_inter_bandwidth() when it is 0.
   double reduce_scatter_inter_bandwidth() const {
     return inter_reduce_scatter_bandwidth > 0 ? inter_reduce_scatter_bandwidth : collective_inter_bandwidth();
@@ -97,7 +112,8 @@ struct ClusterSpec {
   /// the devices (ids never collide with a device's own).
   int inter_link_of(int rank) const {
     if (!inter_links_shared()) return rank;
-    return devices() + (rank / devices_per_node) * inter_links_per_node + (rank % devices_per_node) % inter_links_per_node;
+    return devices() + (rank / devices_per_node) * inter_links_per_node +
+           (rank % devices_per_node) % inter_links_per_node;
   }
   /// Devices of a node sending on one inter-node link at once (1 with a link per device).
   int devices_per_inter_link() const {
@@ -106,8 +122,10 @@ struct ClusterSpec {
   }
   /// Whether some devices of a node share an inter-node link (0 < inter_links_per_node <
   /// devices_per_node).
-  bool inter_links_shared() const { return inter_links_per_node > 0 && inter_links_per_node < devices_per_node; }
-  std::string source;           ///< where the numbers come from (URLs, calibration run)
+  bool inter_links_shared() const {
+    return inter_links_per_node > 0 && inter_links_per_node < devices_per_node;
+  }
+  std::string source;  ///< where the numbers come from (URLs, calibration run)
 
   int devices() const { return nodes * devices_per_node; }
   /// kernel_call_seconds, or for a backward call kernel_call_seconds_backward when ≥ 0.
@@ -275,11 +293,12 @@ double link_seconds(const ClusterSpec& c, double bytes, bool inter_node);
 /// spanning nodes or not: (P−1)·(α + block/β) on the slowest link of the ring. Source: NCCL
 /// ring algorithm, docs/cost_model.md. Across nodes whose devices share inter-node links
 /// (k = devices_per_inter_link() > 1) at least (P−1)·α + (P−L)·k·block/β_inter, L = min(P,
-/// devices_per_node): each device's remote blocks, k devices' through one link; inter-node
-/// blocks at ClusterSpec::collective_inter_bandwidth().
+/// devices_per_node): each device's remote blocks, k devices' through one link; blocks at
+/// ClusterSpec::collective_intra_bandwidth() within a node, collective_inter_bandwidth() across.
 double all_gather_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node);
-/// Reduce-scatter of `block_bytes` per rank over `P` ranks: all_gather_seconds' volume, across
-/// nodes at ClusterSpec::reduce_scatter_inter_bandwidth().
+/// Reduce-scatter of `block_bytes` per rank over `P` ranks: all_gather_seconds' volume,
+/// at ClusterSpec::reduce_scatter_intra_bandwidth() within a node, reduce_scatter_inter_bandwidth()
+/// across nodes.
 double reduce_scatter_seconds(const ClusterSpec& c, int P, double block_bytes, bool inter_node);
 /// Pairwise all-to-all where each of `P` ranks holds `bytes` to redistribute ((P−1)/P leave):
 /// (P−1)·α + intra share / β_intra + inter share / β_inter, intra share (L'−1)/P·bytes with
@@ -301,8 +320,8 @@ std::vector<double> visible_pair_matrix(const ResolvedMask& mask, const Sequence
 // ---- The model ---------------------------------------------------------------------------------
 
 /// Scores one candidate; with workload.whole_layer also Estimate::layer (and memory_bytes then
-/// includes the layer's weights, sharded P ways for headpar). Infeasible candidates (strategy cannot express the
-/// mask, head counts not divisible, memory over capacity, layout divisibility) come back with feasible =
+/// includes the layer's weights, sharded P ways for headpar). Infeasible candidates (strategy cannot express
+/// the mask, head counts not divisible, memory over capacity, layout divisibility) come back with feasible =
 /// false and a reason — never an exception. Throws: Error(InvalidArgument) from cluster.validate() /
 /// workload.validate().
 Estimate estimate(const ClusterSpec& cluster, const Workload& workload, const Candidate& candidate);
