@@ -127,7 +127,8 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
         f.src = from.rank;
         f.step = from.posted_step;
         f.inter_node = crosses_nodes(c, f.src * rank_stride, i * rank_stride);
-        f.seconds = link_seconds(c, (read + (t >= 1 ? write : 0)) * concurrent(f.src, f.inter_node), f.inter_node);
+        f.seconds =
+            link_seconds(c, (read + (t >= 1 ? write : 0)) * concurrent(f.src, f.inter_node), f.inter_node);
         rs.feed[t + 1] = f;
       }
     }
@@ -226,24 +227,31 @@ Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs
   const bool inter = c.nodes > 1;
   const double kv_block = 2 * z.b_kv * z.beta;
   Schedule s;
-  // The gathered K, V (rank order) are reordered into position order: one copy of P blocks.
-  s.pre_seconds = all_gather_seconds(c, P, kv_block, inter) + copy_seconds(ctx, P * kv_block);
+  // Forward: the gathered K, V (rank order) are reordered into position order (one copy of P
+  // blocks) for one kernel call. Backward: K, V gathered again; one kernel call per non-empty
+  // rank block, writing its dK, dV (fp32) into the reduce-scatter's send buffer (no copies).
+  s.pre_seconds =
+      all_gather_seconds(c, P, kv_block, inter) + (backward ? 0.0 : copy_seconds(ctx, P * kv_block));
   s.collective_bytes = (P - 1) * kv_block;
-  if (backward) {  // K, V gathered again; dK, dV (fp32) reduce-scattered to their owners
-    const double dkv_block = 2 * z.b_kv * kAcc;  // from the rank-order copy of the whole dK, dV
-    s.post_seconds = reduce_scatter_seconds(c, P, dkv_block, inter) + copy_seconds(ctx, P * dkv_block);
+  if (backward) {
+    const double dkv_block = 2 * z.b_kv * kAcc;
+    s.post_seconds = reduce_scatter_seconds(c, P, dkv_block, inter);
     s.collective_bytes += (P - 1) * dkv_block;
   }
   s.ranks.resize(P);
   set_core_sharing(s, c, P, 1, 1);
   for (int i = 0; i < P; ++i) {
-    double row = 0;
-    for (int j = 0; j < P; ++j) row += pair_at(pairs, P, i, j);
-    s.ranks[i].compute = {block_seconds(ctx, row, w.H, backward) + (backward ? delta_seconds(ctx, z) : 0.0)};
+    double seconds = 0, row = 0;
+    for (int j = 0; j < P; ++j) {
+      const double pairs_ij = pair_at(pairs, P, i, j);
+      row += pairs_ij;
+      if (backward && pairs_ij > 0) seconds += block_seconds(ctx, pairs_ij, w.H, true);
+    }
+    s.ranks[i].compute = {backward ? seconds + delta_seconds(ctx, z) : block_seconds(ctx, row, w.H, false)};
     s.ranks[i].feed = {Feed{}};
   }
   double mem = io_bytes(z, backward) + P * kv_block;  // the gathered K, V
-  if (backward) mem += P * 2 * z.b_kv * kAcc;         // dK, dV for the whole sequence
+  if (backward) mem += P * 2 * z.b_kv * kAcc;         // dK, dV of every rank block
   s.memory_bytes = to_bytes(mem);
   return s;
 }
@@ -317,8 +325,8 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   const Sizes z = sizes_for(w, w.H, w.H_kv, w.S_global / P);
   // DistFlashAttn's schedule as the strategy runs it (plan_strategies.h): blocks without a visible
   // pair are neither computed nor shipped.
-  const strategies::DistFlashSchedule sched = strategies::make_distflash_schedule(
-      P, [&](int q, int kv) { return pair_at(pairs, P, q, kv) > 0; });
+  const strategies::DistFlashSchedule sched =
+      strategies::make_distflash_schedule(P, [&](int q, int kv) { return pair_at(pairs, P, q, kv) > 0; });
   const int T = sched.steps;
   const double kv_in = 2 * z.b_kv * z.beta;
   const double q_in = backward ? 2 * z.b_q * z.beta + 2 * z.r * kAcc : z.b_q * z.beta;
@@ -342,8 +350,10 @@ Schedule distflash_schedule(const Context& ctx, const std::vector<double>& pairs
   for (int t = 0; t < T; ++t) {
     for (int r = 0; r < P; ++r) {
       RankSchedule& rs = s.ranks[r];
-      const strategies::FlashBlock& local = sched.local[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
-      const strategies::FlashBlock& help = sched.help[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+      const strategies::FlashBlock& local =
+          sched.local[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
+      const strategies::FlashBlock& help =
+          sched.help[static_cast<std::size_t>(t)][static_cast<std::size_t>(r)];
       if (local.valid()) {  // my queries against kv chunk r − t, its K, V prefetched one step ahead
         rs.compute[t] = block_seconds(ctx, pair_at(pairs, P, r, local.kv), w.H, backward);
         if (t >= 1) send(local.kv, r, kv_in, rs.feed[t], t - 1);

@@ -124,7 +124,7 @@ PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write,
   pass.bytes_sent.assign(static_cast<std::size_t>(P), 0);
   pass.visible_pairs.assign(static_cast<std::size_t>(P), 0);
   std::vector<std::int64_t> partials(static_cast<std::size_t>(P), 0);  // write buffers held per rank
-  PlanStep own{payload, std::string(1, '-'), {}, {}, {}, {}};  // step 0: own blocks, nothing moves
+  PlanStep own{payload, std::string(1, '-'), {}, {}, {}, {}};          // step 0: own blocks, nothing moves
   for (int g = 0; g < P; ++g) {
     own.partition.push_back(g);
     own.send_to.push_back(-1);
@@ -299,8 +299,9 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
     }
     case StrategyKind::AllGather: {
       // Forward: all-gather K,V (rank order) then reorder into position order: 2 global K,V
-      // copies + the packed local K,V. Backward adds global dK,dV (the rank-order buffer is
-      // reused as the reduce-scatter send buffer), the received dK,dV and delta.
+      // copies + the packed local K,V. Backward: the rank-order K,V (one kernel call per rank
+      // block, no reorder), the fp32 rank-order dK,dV blocks (the reduce-scatter's send buffer),
+      // the received dK,dV and delta.
       // K, V gathered in the storage dtype (e bytes); dK, dV reduce-scattered in fp32.
       const std::int64_t e = element_bytes(shape);
       const std::int64_t fwd_bytes = e * (P - 1) * 2 * z.b_kv;
@@ -309,7 +310,7 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       plan.forward_.side = "kv";
       plan.backward_ =
           collective_pass(P, "all-gather K,V; reduce-scatter dK,dV", fwd_bytes + kF32 * (P - 1) * 2 * z.b_kv,
-                          e * 2 * kv_global + kF32 * (2 * 2 * kv_global + 4 * z.b_kv + z.r), own_pairs);
+                          e * 2 * kv_global + kF32 * (2 * kv_global + 2 * z.b_kv + z.r), own_pairs);
       plan.backward_.side = "kv";
       break;
     }

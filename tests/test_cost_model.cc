@@ -415,6 +415,14 @@ TEST(CostSchedules, AllGatherAndHeadParallel) {
   PassEstimate p = cost::simulate(cost::allgather_schedule(ctx, kCausalContiguous, false));
   EXPECT_DOUBLE_EQ(p.seconds, 9.0);
   EXPECT_EQ(p.bytes_per_device, 16);
+  {  // Backward: gather 2 s; rank 1 computes 2.5·(4 + 3) = 17.5 s in one call per non-empty
+     // block (2 calls; rank 0 has 1); reduce-scatter of dK, dV (2·2·4 = 16 bytes) 2 s.
+    ClusterSpec cb = c;
+    cost::Context ctx_b{&cb, &w, 2};
+    EXPECT_DOUBLE_EQ(cost::simulate(cost::allgather_schedule(ctx_b, kCausalContiguous, true)).seconds, 21.5);
+    cb.kernel_call_seconds_backward = 0.5;
+    EXPECT_DOUBLE_EQ(cost::simulate(cost::allgather_schedule(ctx_b, kCausalContiguous, true)).seconds, 22.5);
+  }
   // Ulysses, H = H_kv = 2, s = 2: b_q = b_kv = 4 elements, r = 4. Causal S = 4 has 10 pairs,
   // 1 head per rank → 10 s. a2a #1 of (b_q + 2·b_kv)·β = 48 bytes moves half = 24 bytes = 3 s;
   // a2a #2 of (O, lse) = 4·4 + 4·4 = 32 bytes moves 16 = 2 s. Total 15 s, 24 + 16 = 40 bytes.
