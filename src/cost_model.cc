@@ -315,8 +315,9 @@ PassEstimate simulate(const Schedule& sch) {
   for (std::size_t i = 0; i < P; ++i) end_arrival[i].assign(sch.ranks[i].end_feeds.size(), 0.0);
   const std::vector<std::vector<Post>> posts = posts_by_step(sch);
   const bool shared = shares_cores(sch);
+  std::vector<double> tail_end(P, sch.pre_seconds);
   if (shared) {
-    simulate_shared_cores(sch, posts, start, fin, feed_arrival, end_arrival);
+    simulate_shared_cores(sch, posts, start, fin, feed_arrival, end_arrival, tail_end);
   } else {
     auto finish = [&](std::size_t i, std::size_t t) { return start[i][t] + sch.ranks[i].compute[t]; };
     // One sender's messages on one link go out one after the other (LinkClock). Messages posted
@@ -353,13 +354,14 @@ PassEstimate simulate(const Schedule& sch) {
   double worst_end = 0, max_busy = 0, sum_busy = 0;
   std::size_t critical = 0;
   for (std::size_t i = 0; i < P; ++i) {
-    end[i] = T ? fin[i][T - 1] : sch.pre_seconds;
+    end[i] = shared ? tail_end[i] : (T ? fin[i][T - 1] : sch.pre_seconds) + sch.ranks[i].tail;
     for (std::size_t e = 0; e < sch.ranks[i].end_feeds.size(); ++e)
       if (sch.ranks[i].end_feeds[e].src >= 0) end[i] = std::max(end[i], end_arrival[i][e]);
     // Kernel wall time: the solo seconds, stretched where ranks share cores.
-    busy[i] = std::accumulate(sch.ranks[i].compute.begin(), sch.ranks[i].compute.end(), 0.0);
+    busy[i] =
+        std::accumulate(sch.ranks[i].compute.begin(), sch.ranks[i].compute.end(), 0.0) + sch.ranks[i].tail;
     if (shared) {
-      busy[i] = 0;
+      busy[i] = tail_end[i] - (T ? fin[i][T - 1] : sch.pre_seconds);
       for (std::size_t t = 0; t < T; ++t) busy[i] += fin[i][t] - start[i][t];
     }
     if (end[i] > worst_end) {
@@ -521,7 +523,7 @@ PassEstimate score_pass(const ClusterSpec& c, const Workload& w, const Candidate
     case StrategyKind::Burst:
     case StrategyKind::Ring:
       return cost::simulate(cost::ring_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), P,
-                                                backward, query_side, use_double, w.H, w.H_kv, 1));
+                                                backward, query_side, use_double, w.H, w.H_kv, 1, true));
     case StrategyKind::AllGather:
       return cost::simulate(
           cost::allgather_schedule(ctx, pair_matrix(c, w, cand.layout, P, 1, backward), backward));

@@ -25,6 +25,9 @@ struct RankSchedule {
   std::vector<double> compute;  ///< [T] kernel seconds
   std::vector<Feed> feed;       ///< [T] feed[t] gates the start of step t (feed[0] unused)
   std::vector<Feed> end_feeds;  ///< e.g. the final dQ / dKV hop, DistFlash partial returns
+  /// Kernel seconds computed after the last step, beside the end feeds (the ring backward's
+  /// second half of the own block, RingExecutor::run split_own); end feeds post before it.
+  double tail = 0;
   double bytes_sent = 0;
 };
 
@@ -50,7 +53,7 @@ struct Schedule {
 
 /// Runs the recurrence
 ///   start[i][0] = pre;  start[i][t+1] = max(start[i][t] + c[i][t], arrival of feed[t+1])
-///   end[i] = max(start[i][T−1] + c[i][T−1], arrival of each end feed)
+///   end[i] = max(start[i][T−1] + c[i][T−1] + tail[i], arrival of each end feed)
 /// where a message posted at post = start[src][s] (end feed: finish[src][s]) arrives at
 /// max(post, when src's previous message on the same link arrived) + x: one sender's messages
 /// on its intra-node link, and the messages of every sender on one inter-node link
@@ -88,10 +91,12 @@ std::vector<std::vector<Post>> posts_by_step(const Schedule& s);
 
 /// The step phase when ranks share cores (Schedule::compute_slots): an event simulation in which
 /// the members computing on a node share its slots. Fills start / finish [P][T] and the arrival
-/// of every step feed [P][T] and end feed. src/cost_model_shared_cores.cc.
+/// of every step feed [P][T] and end feed, and when each rank's tail ends [P] (its last step's
+/// finish when it has none). src/cost_model_shared_cores.cc.
 void simulate_shared_cores(const Schedule& s, const std::vector<std::vector<Post>>& posts,
                            std::vector<std::vector<double>>& start, std::vector<std::vector<double>>& finish,
-                           std::vector<std::vector<double>>& feed_arrival, std::vector<std::vector<double>>& end_arrival);
+                           std::vector<std::vector<double>>& feed_arrival,
+                           std::vector<std::vector<double>>& end_arrival, std::vector<double>& tail_end);
 /// Whether some node of `s` has more computing ranks than compute slots.
 bool shares_cores(const Schedule& s);
 
@@ -115,8 +120,11 @@ struct Context {
 /// Per-strategy builders. `pairs` is the P×P visible-pair matrix of the candidate's layout
 /// (USP: R×R of its ring layout). `backward` selects the pass. Each throws nothing; the caller
 /// has already checked feasibility.
+/// split_own (burst and ring, as ring_family.cc runs them): a backward computes half of its own
+/// block at step 0 and the other half as RankSchedule::tail, beside the last partials' trip home.
 Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
-                       bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv, int rank_stride);
+                       bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv, int rank_stride,
+                       bool split_own = false);
 /// The mask-aware schedule of burst and ring (docs/strategies.md § Mask-aware rings), used by
 /// ring_schedule when some off-diagonal block of `pairs` is empty (and rank_stride = 1, as the
 /// library does for burst and ring with DistConfig::mask_aware): rank i's step t + 1 waits for
@@ -124,7 +132,8 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
 /// starts its step t; every computed partial goes home after its step (end feeds); bytes
 /// out(i)·read + in(i)·write.
 Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
-                              bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv);
+                              bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
+                              bool split_own = false);
 Schedule allgather_schedule(const Context& ctx, const std::vector<double>& pairs, bool backward);
 /// ctx.P is the head-parallel group size; S_local the tokens each member holds.
 Schedule head_parallel_schedule(const Context& ctx, double total_pairs, bool backward, bool tp,

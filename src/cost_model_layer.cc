@@ -1,6 +1,6 @@
 // Cost model, whole-layer mode: the linear layers around one attention call and the
-// communication they cause (Megatron SP for headpar with a model width, the weight-gradient all-reduce for the sequence-
-// and context-parallel strategies). Formulas and sources: docs/cost_model.md § Whole layer.
+// communication they cause (Megatron SP for headpar with a model width, the weight-gradient all-reduce for
+// the sequence- and context-parallel strategies). Formulas and sources: docs/cost_model.md § Whole layer.
 #include <algorithm>
 
 #include "burst/cost_model.h"
@@ -27,7 +27,8 @@ double layer_weight_count(std::int64_t h, std::int64_t H, std::int64_t H_kv, std
 
 double all_reduce_seconds(const ClusterSpec& c, int P, double bytes, bool inter_node) {
   if (P <= 1 || bytes <= 0) return 0;
-  return reduce_scatter_seconds(c, P, bytes / P, inter_node) + all_gather_seconds(c, P, bytes / P, inter_node);
+  return reduce_scatter_seconds(c, P, bytes / P, inter_node) +
+         all_gather_seconds(c, P, bytes / P, inter_node);
 }
 
 namespace cost {
@@ -56,7 +57,8 @@ void add_layer_terms(const ClusterSpec& c, const Workload& w, Estimate& e) {
     // reduce-scatter after the last (the attention half is in the attention estimate already).
     const double block = tokens * static_cast<double>(w.model_width) * beta;
     const int passes = (want_fwd ? 1 : 0) + (want_bwd ? 1 : 0);
-    l.comm_seconds = passes * (all_gather_seconds(c, P, block, inter) + reduce_scatter_seconds(c, P, block, inter));
+    l.comm_seconds =
+        passes * (all_gather_seconds(c, P, block, inter) + reduce_scatter_seconds(c, P, block, inter));
     comm_bytes = passes * 2.0 * (P - 1) * block;
     l.weight_bytes = static_cast<std::int64_t>(weights / P * beta * (want_bwd ? 2 : 1));
   } else {

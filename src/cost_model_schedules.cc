@@ -28,6 +28,15 @@ double block_seconds(const Context& ctx, double pairs, std::int64_t H, bool back
                         w.bf16_arithmetic);
 }
 
+/// RingExecutor::run's split_own: the own block (step 0, `pairs` visible pairs) as two kernel
+/// calls over half its rows each, the second after the last step (RankSchedule::tail).
+void split_own_block(const Context& ctx, RankSchedule& rs, double pairs, std::int64_t H) {
+  if (pairs <= 0) return;  // an empty own block is skipped whole
+  const double half = block_seconds(ctx, pairs / 2, H, true);
+  rs.compute[0] = half;
+  rs.tail = half;
+}
+
 /// The backward's delta pass, memory-bound: rowsum(dO ∘ O) reads 2·b_q·β, writes r fp32.
 double delta_seconds(const Context& ctx, const Sizes& z) {
   return (2 * z.b_q * z.beta + z.r * kAcc) / ctx.cluster->memory_bandwidth;
@@ -74,13 +83,14 @@ std::pair<double, double> ring_payloads(const Sizes& z, bool backward, bool quer
 }  // namespace
 
 Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
-                       bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
-                       int rank_stride) {
+                       bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv, int rank_stride,
+                       bool split_own) {
   if (rank_stride == 1 && P > 1) {
     bool empty = false;
     for (int i = 0; i < P; ++i)
       for (int j = 0; j < P; ++j) empty |= i != j && pair_at(pairs, P, i, j) == 0;
-    if (empty) return direct_ring_schedule(ctx, pairs, P, backward, query_side, double_ring, H, H_kv);
+    if (empty)
+      return direct_ring_schedule(ctx, pairs, P, backward, query_side, double_ring, H, H_kv, split_own);
   }
   const ClusterSpec& c = *ctx.cluster;
   const Workload& w = *ctx.workload;
@@ -132,6 +142,7 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
         rs.feed[t + 1] = f;
       }
     }
+    if (backward && split_own && P > 1) split_own_block(ctx, rs, pair_at(pairs, P, i, i), H);
     if (backward) rs.compute[0] += delta_seconds(ctx, z);
     rs.bytes_sent = (P - 1) * read + (backward && P > 1 ? P * write : 0);
     if (backward && P > 1) {  // final hop: the accumulated dQ (dK, dV) goes home
@@ -157,7 +168,8 @@ Schedule ring_schedule(const Context& ctx, const std::vector<double>& pairs, int
 }
 
 Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pairs, int P, bool backward,
-                              bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv) {
+                              bool query_side, bool double_ring, std::int64_t H, std::int64_t H_kv,
+                              bool split_own) {
   const ClusterSpec& c = *ctx.cluster;
   const Workload& w = *ctx.workload;
   const Sizes z = sizes_for(w, H, H_kv, w.S_global / P);
@@ -177,7 +189,9 @@ Schedule direct_ring_schedule(const Context& ctx, const std::vector<double>& pai
     RankSchedule& rs = s.ranks[i];
     rs.compute.assign(P, 0.0);
     rs.feed.resize(P);
-    rs.compute[0] = block_seconds(ctx, pair(i, i), H, backward) + (backward ? delta_seconds(ctx, z) : 0.0);
+    rs.compute[0] = block_seconds(ctx, pair(i, i), H, backward);
+    if (backward && split_own && P > 1) split_own_block(ctx, rs, pair(i, i), H);
+    if (backward) rs.compute[0] += delta_seconds(ctx, z);
   }
   std::vector<double> held(static_cast<std::size_t>(P), 0);  // write partials sent or received
   // The steps and routing Plan::make lays out (plan_ring.h), timed.

@@ -14,7 +14,8 @@ namespace burst::cost {
 
 void simulate_shared_cores(const Schedule& s, const std::vector<std::vector<Post>>& posts,
                            std::vector<std::vector<double>>& start, std::vector<std::vector<double>>& finish,
-                           std::vector<std::vector<double>>& feed_arrival, std::vector<std::vector<double>>& end_arrival) {
+                           std::vector<std::vector<double>>& feed_arrival,
+                           std::vector<std::vector<double>>& end_arrival, std::vector<double>& tail_end) {
   const std::size_t P = s.ranks.size();
   const std::size_t T = s.ranks[0].compute.size();
   // Whether a step's feed has been posted (its arrival known); a step no message gates is known.
@@ -51,20 +52,37 @@ void simulate_shared_cores(const Schedule& s, const std::vector<std::vector<Post
       for (std::size_t i = 0; i < P; ++i) {
         if (done[i]) continue;
         const std::size_t t = step[i];
+        if (computing[i] && t == T) {  // the tail after the last step (RankSchedule::tail)
+          if (left[i] <= 1e-12 * std::max(1.0, s.ranks[i].tail)) {
+            tail_end[i] = now;
+            done[i] = 1;
+            ++finished;
+            moved = true;
+          }
+          continue;
+        }
         if (computing[i] && left[i] <= 1e-12 * std::max(1.0, s.ranks[i].compute[t])) {
           finish[i][t] = now;
           post(i, t, true, now);
           computing[i] = 0;
           moved = true;
           if (t + 1 == T) {
-            done[i] = 1;
-            ++finished;
+            tail_end[i] = now;
+            if (s.ranks[i].tail > 0) {  // computes on, beside its end feeds
+              step[i] = T;
+              left[i] = s.ranks[i].tail;
+              computing[i] = 1;
+            } else {
+              done[i] = 1;
+              ++finished;
+            }
             continue;
           }
           step[i] = t + 1;
         }
         const std::size_t u = step[i];
-        if (!computing[i] && !done[i] && feed_known[i][u] && (s.ranks[i].feed[u].src < 0 || feed_arrival[i][u] <= now)) {
+        if (!computing[i] && !done[i] && feed_known[i][u] &&
+            (s.ranks[i].feed[u].src < 0 || feed_arrival[i][u] <= now)) {
           start[i][u] = now;
           left[i] = s.ranks[i].compute[u];
           computing[i] = 1;

@@ -99,8 +99,9 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, s
   // Buffers (executor in strategies/ring_skeleton.cc): read current + next, plus the inter copy
   // and inter receive on a double ring; write: step partial, chain accumulator (in flight),
   // chain receive, the previous round's home send still in flight, one home receive per round;
-  // plus the step's working buffers (work_bytes).
-  const std::int64_t read_bufs = P == 1 ? 1 : (n > 1 ? 4 : 2);
+  // plus the step's working buffers (work_bytes). With a write accumulator the own read payload
+  // is kept for the own block's second half after the last step (RingExecutor::run, split_own).
+  const std::int64_t read_bufs = P == 1 ? 1 : (n > 1 ? 4 : 2) + (write > 0 ? 1 : 0);
   const std::int64_t write_bufs = write > 0 ? 4 + n : 0;
   const std::int64_t peak = read_bufs * read + write_bufs * write_buf + work_bytes;
   pass.peak_buffer_bytes.assign(static_cast<std::size_t>(P), peak);
@@ -162,10 +163,11 @@ PassPlan direct_pass(int P, int n, int L, std::int64_t read, std::int64_t write,
           step.link = moves ? "direct" : "-";
         }
       });
-  // Buffers: own + current + next read payload + one send copy; write: result, step partial and
-  // every partial sent or received (held until the pass ends); plus the working buffers.
+  // Buffers: own + current + next read payload + one send copy; write: result, step partial, the
+  // own block's second half and every partial sent or received (held until the pass ends); plus
+  // the working buffers.
   for (int g = 0; g < P; ++g)
-    pass.peak_buffer_bytes.push_back(4 * read + (2 + partials[static_cast<std::size_t>(g)]) * write_buf +
+    pass.peak_buffer_bytes.push_back(4 * read + (3 + partials[static_cast<std::size_t>(g)]) * write_buf +
                                      work_bytes);
   return pass;
 }

@@ -184,6 +184,32 @@ TEST(CostSimulator, OneSendersMessagesOnALinkAreSerialised) {
   EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 7.0);
 }
 
+// RankSchedule::tail (the ring backward's second half of the own block): computed after the last
+// step, beside the end feeds, which are posted at the last step's finish, not after the tail.
+TEST(CostSimulator, TailRunsBesideTheEndFeeds) {
+  cost::Schedule s;
+  s.ranks.resize(2);
+  for (int i = 0; i < 2; ++i) {
+    s.ranks[i].compute = {2.0};
+    s.ranks[i].feed.assign(1, cost::Feed{});
+    s.ranks[i].end_feeds = {cost::Feed{1 - i, 0, 3.0, false}};  // the other's partial, 3 s
+  }
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 5.0);  // 2 + 3: nothing hides the trip
+  for (auto& r : s.ranks) r.tail = 2.0;
+  PassEstimate p = cost::simulate(s);
+  EXPECT_DOUBLE_EQ(p.seconds, 5.0);  // the tail hides 2 of the 3 s
+  EXPECT_DOUBLE_EQ(p.compute_seconds, 4.0);
+  for (auto& r : s.ranks) r.tail = 4.0;
+  EXPECT_DOUBLE_EQ(cost::simulate(s).seconds, 6.0);  // longer than the trip: 2 + 4
+  // One slot for both: steps at 1/2 end at 4, the partials arrive at 7, the tails (4 s of work
+  // each, shared) end at 12.
+  s.node = {0, 0};
+  s.compute_slots = 1;
+  EXPECT_NEAR(cost::simulate(s).seconds, 12.0, 1e-12);
+  for (auto& r : s.ranks) r.tail = 1.0;  // tails end at 6, the partials at 7
+  EXPECT_NEAR(cost::simulate(s).seconds, 7.0, 1e-12);
+}
+
 // Ranks sharing cores (processor sharing): two ranks on a node with one compute slot run at half
 // speed while both compute, and a rank that waits lends the slot to the other.
 TEST(CostSimulator, RanksSharingACoreComputeAtTheirShare) {

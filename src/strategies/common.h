@@ -21,6 +21,9 @@
 
 namespace burst::strategies {
 
+/// Elements [begin, end) of dimension `dim` of `t` (same strides, data moved to element begin).
+TensorView narrow(const TensorView& t, int dim, std::int64_t begin, std::int64_t end);
+
 /// Contiguous BSHD view [B, S, H, D] over `data`.
 TensorView bshd_view(const float* data, std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t D);
 /// Contiguous row view [B, H, S] over `data`.

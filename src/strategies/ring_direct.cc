@@ -26,7 +26,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::int64_t write_floats,
                                             const std::vector<std::vector<char>>& need, const StepFn& compute,
-                                            RingRunStats& stats) const {
+                                            RingRunStats& stats, bool split_own) const {
   const int P = P_, g = rank_;
   const auto R = static_cast<std::int64_t>(own_read.size());
   const std::int64_t W = write_floats;
@@ -45,6 +45,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     dest[static_cast<std::size_t>(t)] = ring::holder({n_, L_}, g, t);
   }
   std::vector<float> own = std::move(own_read);
+  const bool defer = split_own && W > 0 && P > 1 && overlap_;  // as run(): the same sums, bit for bit
   RequestSet homes_in, home_out;
   std::vector<int> home_index(static_cast<std::size_t>(P), -1);
   int step = -1;
@@ -96,7 +97,8 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
           home_out.progress();
         };
         const auto t0 = std::chrono::steady_clock::now();
-        compute(t, j, t == 0 ? own.data() : got.data(), W > 0 ? w_loc.data() : nullptr, progress);
+        compute(t, j, t == 0 ? own.data() : got.data(), W > 0 ? w_loc.data() : nullptr, progress,
+                defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
         stats.compute_seconds += seconds_since(t0);
         if (t == 0)
           result = std::move(w_loc);
@@ -112,6 +114,17 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     }
     step = P;
     intra_.set_step(P, P);
+    std::vector<float> w_own;
+    if (defer) {  // the own block's second half while the partials travel home
+      w_own = pool.get_zeroed(W);
+      const std::function<void()> progress = [&] {
+        homes_in.progress();
+        home_out.progress();
+      };
+      const auto t0 = std::chrono::steady_clock::now();
+      compute(0, g, own.data(), w_own.data(), progress, RowSlice{1, 2});
+      stats.compute_seconds += seconds_since(t0);
+    }
     const auto t1 = std::chrono::steady_clock::now();
     homes_in.wait_all();
     home_out.wait_all();
@@ -122,6 +135,10 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
       std::vector<float> part = homes_in.take(static_cast<std::size_t>(i));
       add_wire(result, part);  // fp32 sum; a bf16 wire part is widened as it is added
       pool.put(std::move(part));
+    }
+    if (defer) {
+      for (std::size_t i = 0; i < result.size(); ++i) result[i] += w_own[i];
+      pool.put(std::move(w_own));
     }
     stats.buffer_bytes = std::max(stats.buffer_bytes, pool.peak_bytes());
     for (std::size_t i = 0; i < home_out.size(); ++i) pool.put(home_out.take(i));

@@ -32,10 +32,11 @@ std::int64_t pairs(const Setup& setup, int q_rank, int kv_rank) {
 /// Runs one pass on the plan's schedule: the mask-aware one (only needed blocks, owner to reader;
 /// ring_direct.cc) when the plan chose it, else the full ring. query_rows: the circulating block
 /// holds queries (backward query side), so rank g needs block j when j's queries see g's keys.
+/// split_own: the own block is computed in two halves (RingExecutor::run).
 std::vector<float> run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass,
                                 bool query_rows, std::vector<float> own, std::int64_t write_floats,
-                                const RingExecutor::StepFn& fn, RingRunStats& rs) {
-  if (!pass.mask_aware) return exec.run(std::move(own), write_floats, fn, rs);
+                                const RingExecutor::StepFn& fn, RingRunStats& rs, bool split_own = false) {
+  if (!pass.mask_aware) return exec.run(std::move(own), write_floats, fn, rs, split_own);
   const int P = setup.P;
   std::vector<std::vector<char>> need(static_cast<std::size_t>(P),
                                       std::vector<char>(static_cast<std::size_t>(P)));
@@ -43,7 +44,7 @@ std::vector<float> run_schedule(const Setup& setup, const RingExecutor& exec, co
     for (int j = 0; j < P; ++j)
       need[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)] =
           (query_rows ? pairs(setup, j, g) : pairs(setup, g, j)) > 0;
-  return exec.run_direct(std::move(own), write_floats, need, fn, rs);
+  return exec.run_direct(std::move(own), write_floats, need, fn, rs, split_own);
 }
 
 }  // namespace
@@ -64,7 +65,7 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   RingRunStats rs;
   run_schedule(
       setup, exec, setup.plan->forward(), false, std::move(own), 0,
-      [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
+      [&](int, int j, const float* read, float*, const std::function<void()>& progress, RowSlice) {
         if (pairs(setup, g, j) == 0) return;  // no visible pair: skip the block
         const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
         const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
@@ -115,18 +116,20 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
     fill_view(dv, 0.0f);
     std::vector<float> dq_home = run_schedule(
         setup, exec, setup.plan->backward(), true, std::move(own), d.b_q,
-        [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
+        [&](int, int j, const float* read, float* write, const std::function<void()>& progress,
+            RowSlice slice) {
           if (pairs(setup, j, g) == 0) return;
-          const TensorView qj = bshd_view_at(read, 0, dt, d.B, d.S, d.H, d.D);
-          const TensorView doj = bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D);
-          const TensorView deltaj = rows_view(read + qd, d.B, d.H, d.S);
-          const TensorView lsej = rows_view(read + qd + d.r, d.B, d.H, d.S);
+          const std::int64_t r0 = slice.begin(d.S), r1 = slice.end(d.S);  // the block's query rows
+          const TensorView qj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H, d.D), 1, r0, r1);
+          const TensorView doj = narrow(bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D), 1, r0, r1);
+          const TensorView deltaj = narrow(rows_view(read + qd, d.B, d.H, d.S), 2, r0, r1);
+          const TensorView lsej = narrow(rows_view(read + qd + d.r, d.B, d.H, d.S), 2, r0, r1);
           const kernels::StepParams p =
-              step_params(setup, positions(setup, j).data(), positions(setup, g).data(), &progress);
-          kernels::step_backward(doj, qj, k, v, lsej, deltaj, bshd_view(write, d.B, d.S, d.H, d.D), dk, dv, p,
-                                 true);
+              step_params(setup, positions(setup, j).data() + r0, positions(setup, g).data(), &progress);
+          kernels::step_backward(doj, qj, k, v, lsej, deltaj,
+                                 narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, r0, r1), dk, dv, p, true);
         },
-        rs);
+        rs, true);
     unpack_into(dq_home.data(), dq);
     pool.put(std::move(dq_home));
     stats.backward_side = "query";
@@ -138,16 +141,19 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
     fill_view(dq, 0.0f);
     std::vector<float> dkv_home = run_schedule(
         setup, exec, setup.plan->backward(), false, std::move(own), 2 * d.b_kv,
-        [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
+        [&](int, int j, const float* read, float* write, const std::function<void()>& progress,
+            RowSlice slice) {
           if (pairs(setup, g, j) == 0) return;
-          const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
-          const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
+          const std::int64_t r0 = slice.begin(d.S), r1 = slice.end(d.S);  // the block's key rows
+          const TensorView kj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D), 1, r0, r1);
+          const TensorView vj = narrow(bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D), 1, r0, r1);
           const kernels::StepParams p =
-              step_params(setup, positions(setup, g).data(), positions(setup, j).data(), &progress);
-          kernels::step_backward(dout, q, kj, vj, lse, delta, dq, bshd_view(write, d.B, d.S, d.H_kv, d.D),
-                                 bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), p, true);
+              step_params(setup, positions(setup, g).data(), positions(setup, j).data() + r0, &progress);
+          kernels::step_backward(
+              dout, q, kj, vj, lse, delta, dq, narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, r0, r1),
+              narrow(bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), 1, r0, r1), p, true);
         },
-        rs);
+        rs, true);
     unpack_into(dkv_home.data(), dk);
     unpack_into(dkv_home.data() + d.b_kv, dv);
     pool.put(std::move(dkv_home));

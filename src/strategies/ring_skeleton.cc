@@ -78,7 +78,7 @@ void RingExecutor::add_wire(std::vector<float>& acc, const std::vector<float>& w
 int RingExecutor::partition(int rank, int t) const { return ring::partition({n_, L_}, rank, t); }
 
 std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t write_floats,
-                                     const StepFn& compute, RingRunStats& stats) const {
+                                     const StepFn& compute, RingRunStats& stats, bool split_own) const {
   const int P = P_, n = n_, L = L_, g = rank_, a = g / L, b = g % L;
   const auto R = static_cast<std::int64_t>(own_read.size());
   const std::int64_t W = write_floats;
@@ -89,6 +89,9 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
 
   std::vector<float> cur = std::move(own_read);
   std::vector<float> w_acc;
+  // The own block's second half, kept for after the last step (RingExecutor::run, split_own).
+  const bool defer = split_own && W > 0 && P > 1 && overlap_;
+  std::vector<float> own_kept;
   std::vector<std::vector<float>> home_parts(static_cast<std::size_t>(n));  // by round
   RequestSet homes_in;  // one receive per round whose source is not self
   std::vector<int> home_index(static_cast<std::size_t>(n), -1);
@@ -156,7 +159,8 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         home_out.progress();
       };
       const auto t0 = std::chrono::steady_clock::now();
-      compute(t, partition(g, t), view, W > 0 ? w_loc.data() : nullptr, progress);
+      compute(t, partition(g, t), view, W > 0 ? w_loc.data() : nullptr, progress,
+              defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
       stats.compute_seconds += seconds_since(t0);
       const auto t1 = std::chrono::steady_clock::now();
       step_set.wait_all();
@@ -164,10 +168,18 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       if (last_of_round) inter_set.wait_all();
       stats.exposed_comm_seconds += seconds_since(t1);
       if (intra) {
-        pool.put(step_set.take(i_send));
+        std::vector<float> sent = step_set.take(i_send);
+        if (defer && t == 0)
+          own_kept = std::move(sent);
+        else
+          pool.put(std::move(sent));
         cur = step_set.take(i_recv);
       } else if (last_of_round) {
-        pool.put(inter_set.take(i_inter_send));
+        std::vector<float> sent = inter_set.take(i_inter_send);
+        if (defer && t == 0)
+          own_kept = std::move(sent);
+        else
+          pool.put(std::move(sent));
         cur = inter_set.take(i_inter_recv);
       }
       if (W > 0) {
@@ -188,6 +200,20 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         send_home(n - 1, partition(g, P - 1), std::move(w_acc));
       else
         home_parts[0] = std::move(w_acc);
+      std::vector<float> w_own;
+      if (defer) {  // the own block's second half while the last partials travel home
+        BURST_CHECK(!own_kept.empty(), Internal, "ring: the own block's payload was not kept");
+        w_own = pool.get_zeroed(W);
+        const std::function<void()> progress = [&] {
+          homes_in.progress();
+          home_out.progress();
+          inter_set.progress();
+        };
+        const auto t0 = std::chrono::steady_clock::now();
+        compute(0, g, own_kept.data(), w_own.data(), progress, RowSlice{1, 2});
+        stats.compute_seconds += seconds_since(t0);
+        pool.put(std::move(own_kept));
+      }
       const auto t1 = std::chrono::steady_clock::now();
       homes_in.wait_all();
       home_out.wait_all();
@@ -209,6 +235,10 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         else
           add_into(result, part);
         pool.put(std::move(part));
+      }
+      if (defer) {  // after the rounds: a fixed order, the same on every run
+        add_into(result, w_own);
+        pool.put(std::move(w_own));
       }
     }
     inter_set.wait_all();

@@ -36,13 +36,22 @@ struct RingRunStats {
   std::int64_t buffer_bytes = 0;    ///< all payload buffers the run allocated (its peak)
 };
 
+/// The part of a block's work a compute call does: the index-th of `count` equal ranges of the
+/// block's rows (the callback picks the dimension: query rows or key rows), {0, 1} = all of it.
+struct RowSlice {
+  int index = 0, count = 1;
+  std::int64_t begin(std::int64_t rows) const { return rows * index / count; }
+  std::int64_t end(std::int64_t rows) const { return rows * (index + 1) / count; }
+};
+
 class RingExecutor {
  public:
   /// Compute callback of one step: `partition` is the block whose read payload `read` holds;
   /// `write` (null when the run has no write accumulator) is a zeroed buffer for this step's
-  /// contribution to that block's accumulator; `progress` must be called between tiles.
+  /// contribution to that block's accumulator; `progress` must be called between tiles; `slice`
+  /// the part of the block to compute (always {0, 1} unless run() was asked to split_own).
   using StepFn = std::function<void(int step, int partition, const float* read, float* write,
-                                    const std::function<void()>& progress)>;
+                                    const std::function<void()>& progress, RowSlice slice)>;
 
   /// Collective over `comm` (creates four channels sharing its counters). nodes·ranks_per_node
   /// must equal comm.size(); rank = node·L + local_rank. overlap = false waits for each
@@ -64,8 +73,13 @@ class RingExecutor {
   /// accumulator (0 → none). Returns the summed write accumulator of this rank's own partition
   /// (empty when write_floats = 0), a pool buffer: hand it back with pool().put once read.
   /// Collective: every rank calls with equal sizes.
+  /// split_own (with a write accumulator, P > 1, overlap): step 0 computes only the first half of
+  /// the rank's own block ({0, 2}); the second half ({1, 2}) runs after the last step, while the
+  /// last round's partial crosses to its owner — the one transfer nothing else can hide — and
+  /// its write contribution is added at home (the block is the rank's own). compute must then
+  /// honour slices and accumulate (not overwrite) into resident results.
   std::vector<float> run(std::vector<float> own_read, std::int64_t write_floats, const StepFn& compute,
-                         RingRunStats& stats) const;
+                         RingRunStats& stats, bool split_own = false) const;
 
   /// The mask-aware schedule (MagiAttention's zero-redundant communication, docs/strategies.md
   /// § Mask-aware rings): the same steps and compute order as run(), but a rank receives a
@@ -74,10 +88,10 @@ class RingExecutor {
   /// each step's write contribution goes straight home to the block's owner, which sums them in
   /// step order (the order of run()'s chain on a flat ring). compute is called at step 0 and at
   /// the steps whose block is needed. Steps needed by no rank move nothing. Collective; need
-  /// (P × P) identical on every rank.
+  /// (P × P) identical on every rank. split_own as run() (its sums stay run()'s, bit for bit).
   std::vector<float> run_direct(std::vector<float> own_read, std::int64_t write_floats,
                                 const std::vector<std::vector<char>>& need, const StepFn& compute,
-                                RingRunStats& stats) const;
+                                RingRunStats& stats, bool split_own = false) const;
 
   /// Floats of the wire copy of a write partial of w floats (w, or ⌈w/2⌉ for bf16).
   std::int64_t wire_floats(std::int64_t w) const;

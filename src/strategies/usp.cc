@@ -82,7 +82,7 @@ class GroupRingAttention final : public GroupAttention {
     RingRunStats rs;
     exec_.run(
         std::move(own), 0,
-        [&](int, int j, const float* read, float*, const std::function<void()>& progress) {
+        [&](int, int j, const float* read, float*, const std::function<void()>& progress, RowSlice) {
           if (visible(me_, j) == 0) return;
           const TensorView kj = at(read, 0, k), vj = at(read, n, v);
           if (first) {
@@ -121,7 +121,7 @@ class GroupRingAttention final : public GroupAttention {
       append_packed(lse, own);
       std::vector<float> dq_home = exec_.run(
           std::move(own), dq.numel(),
-          [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
+          [&](int, int j, const float* read, float* write, const std::function<void()>& progress, RowSlice) {
             if (visible(j, me_) == 0) return;
             kernels::step_backward(at(read, n, dout), at(read, 0, q), k, v,
                                    make_view(read + qd + rf, shape_of(lse)),
@@ -141,7 +141,7 @@ class GroupRingAttention final : public GroupAttention {
       append_packed_pair(k, v, own);
       std::vector<float> dkv = exec_.run(
           std::move(own), 2 * n,
-          [&](int, int j, const float* read, float* write, const std::function<void()>& progress) {
+          [&](int, int j, const float* read, float* write, const std::function<void()>& progress, RowSlice) {
             if (visible(me_, j) == 0) return;
             kernels::step_backward(dout, q, at(read, 0, k), at(read, n, v), lse, delta, dq,
                                    make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
