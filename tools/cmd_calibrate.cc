@@ -131,25 +131,20 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
   // core (about a time slice), a fixed cost per repeat that the fit would charge to every kernel
   // call, where a distributed pass pays it once for its many calls. So run back-to-back calls
   // filling kSharedCoresBatchSeconds between the barriers and count per call.
+  auto per_call = [&](int calls, int rounds) {  // max over ranks: the same on every rank
+    return collective_seconds(
+               comm,
+               [&] {
+                 for (int i = 0; i < calls; ++i) run();
+                 comm.barrier();
+               },
+               rounds) /
+           calls;
+  };
   int calls = 1;
-  if (o.shared_cores) {
-    const double once = collective_seconds(
-        comm,
-        [&] {
-          run();
-          comm.barrier();
-        },
-        1);  // max over ranks: the same count on every rank
-    calls = std::max(1, static_cast<int>(std::ceil(kSharedCoresBatchSeconds / once)));
-  }
-  const double seconds = collective_seconds(
-                             comm,
-                             [&] {
-                               for (int i = 0; i < calls; ++i) run();
-                               comm.barrier();
-                             },
-                             o.repeats) /
-                         calls;
+  if (o.shared_cores)
+    calls = std::max(1, static_cast<int>(std::ceil(kSharedCoresBatchSeconds / per_call(1, 1))));
+  const double seconds = per_call(calls, o.repeats);
   const double pairs = static_cast<double>(S) * static_cast<double>(S);
   return {attention_flops(pairs, 1, H, D, backward), seconds};
 }
@@ -270,6 +265,41 @@ double one_way_seconds(const Communicator& comm, int a, int b, std::size_t float
       rounds);
 }
 
+/// An all-gather and a reduce-scatter of 4 MiB blocks over `group`'s ranks (median of 3 after a
+/// warm-up each, max over every rank of `world`: groups measuring at once give one verdict), and
+/// the bandwidths that make cost::all_gather_seconds over the group (inter_node: across nodes,
+/// else inside one) match them: `bandwidth` (the point-to-point one the model's charge used)
+/// × (that charge less its `latency` terms) ÷ (the measured time less them). Collective over world.
+struct CollectiveFit {
+  double gather_seconds = 0, scatter_seconds = 0, gather_bandwidth = 0, scatter_bandwidth = 0;
+  std::string text() const {
+    return "all-gather " + std::to_string(gather_seconds * 1e3) + " ms, reduce-scatter " +
+           std::to_string(scatter_seconds * 1e3) + " ms -> " + std::to_string(gather_bandwidth / 1e6) +
+           " / " + std::to_string(scatter_bandwidth / 1e6) + " MB/s";
+  }
+};
+CollectiveFit fit_collectives(const Communicator& world, const Communicator& group, const ClusterSpec& c,
+                              bool inter_node, double bandwidth, double latency) {
+  const int n = group.size();
+  const std::int64_t words = std::int64_t{1} << 20;
+  std::vector<float> block(static_cast<std::size_t>(words), 1.0f),
+      whole(static_cast<std::size_t>(words) * static_cast<std::size_t>(n), 1.0f);
+  CollectiveFit f;
+  f.gather_seconds = world.all_reduce_max(collective_seconds(
+      group, [&] { group.all_gather(block.data(), words, whole.data()); }, 3));
+  f.scatter_seconds = world.all_reduce_max(collective_seconds(
+      group,
+      [&] {
+        group.reduce_scatter(whole.data(), std::vector<std::int64_t>(static_cast<std::size_t>(n), words),
+                             block.data());
+      },
+      3));
+  const double modelled = all_gather_seconds(c, n, static_cast<double>(words) * 4, inter_node) - latency;
+  f.gather_bandwidth = bandwidth * modelled / std::max(f.gather_seconds - latency, 1e-9);
+  f.scatter_bandwidth = bandwidth * modelled / std::max(f.scatter_seconds - latency, 1e-9);
+  return f;
+}
+
 struct Link {
   double latency = 0, bandwidth = 0;  ///< seconds (8 B one way); bytes per second
 };
@@ -347,30 +377,14 @@ void run_calibrate(CalibrateOptions o) {
     const Link intra = measure_link(comm, 0, 1);
     c.intra_latency = intra.latency;
     c.intra_bandwidth = intra.bandwidth;
-    // Collectives inside a node: an all-gather and a reduce-scatter of 4 MiB blocks over each
-    // node's ranks (every node at once, slowest node), against the model's point-to-point charge.
-    const Communicator node = comm.split_shared();
-    const std::int64_t words = std::int64_t{1} << 20;
-    std::vector<float> block(static_cast<std::size_t>(words), 1.0f),
-        whole(static_cast<std::size_t>(words) * static_cast<std::size_t>(L), 1.0f);
-    const double t_gather = comm.all_reduce_max(collective_seconds(
-        node, [&] { node.all_gather(block.data(), words, whole.data()); }, 3));
-    const double t_scatter = comm.all_reduce_max(collective_seconds(
-        node,
-        [&] {
-          node.reduce_scatter(whole.data(), std::vector<std::int64_t>(static_cast<std::size_t>(L), words),
-                              block.data());
-        },
-        3));
-    const double latency = (L - 1) * c.intra_latency;
-    const double modelled = all_gather_seconds(c, L, static_cast<double>(words) * 4, false) - latency;
-    c.intra_collective_bandwidth = c.intra_bandwidth * modelled / std::max(t_gather - latency, 1e-9);
-    c.intra_reduce_scatter_bandwidth = c.intra_bandwidth * modelled / std::max(t_scatter - latency, 1e-9);
-    intra_collective_text =
-        "; 4 MiB blocks over each node's " + std::to_string(L) + " ranks: all-gather " +
-        std::to_string(t_gather * 1e3) + " ms, reduce-scatter " + std::to_string(t_scatter * 1e3) +
-        " ms -> " + std::to_string(c.intra_collective_bandwidth / 1e6) + " / " +
-        std::to_string(c.intra_reduce_scatter_bandwidth / 1e6) + " MB/s per intra-node block";
+    // Collectives inside a node: over each node's ranks (every node at once, slowest node),
+    // against the model's point-to-point charge.
+    const CollectiveFit f =
+        fit_collectives(comm, comm.split_shared(), c, false, c.intra_bandwidth, (L - 1) * c.intra_latency);
+    c.intra_collective_bandwidth = f.gather_bandwidth;
+    c.intra_reduce_scatter_bandwidth = f.scatter_bandwidth;
+    intra_collective_text = "; 4 MiB blocks over each node's " + std::to_string(L) + " ranks: " + f.text() +
+                            " per intra-node block";
   } else {
     c.intra_latency = 0;
     c.intra_bandwidth = 1e12;  // unused with one device per node
@@ -394,30 +408,13 @@ void run_calibrate(CalibrateOptions o) {
           (c.inter_links_per_node == 0 ? std::string("a link per device")
                                        : std::to_string(c.inter_links_per_node) + " link(s) per node");
     }
-    // Collectives across nodes: an all-gather and a reduce-scatter of 4 MiB blocks over every
-    // rank, each against what the model charges for it at the point-to-point bandwidth
-    // (cost::all_gather_seconds; a reduce-scatter moves the same volume).
-    const std::int64_t words = std::int64_t{1} << 20;
-    std::vector<float> block(static_cast<std::size_t>(words), 1.0f),
-        whole(static_cast<std::size_t>(words) * static_cast<std::size_t>(P), 1.0f);
-    const double t_gather = collective_seconds(
-        comm, [&] { comm.all_gather(block.data(), words, whole.data()); }, 3);
-    const double t_scatter = collective_seconds(
-        comm,
-        [&] {
-          comm.reduce_scatter(whole.data(), std::vector<std::int64_t>(static_cast<std::size_t>(P), words),
-                              block.data());
-        },
-        3);
-    const double latency = (P - 1) * c.inter_latency;
-    const double modelled = all_gather_seconds(c, P, static_cast<double>(words) * 4, true) - latency;
-    c.inter_collective_bandwidth = c.inter_bandwidth * modelled / std::max(t_gather - latency, 1e-9);
-    c.inter_reduce_scatter_bandwidth = c.inter_bandwidth * modelled / std::max(t_scatter - latency, 1e-9);
-    inter_share_text += "; 4 MiB blocks over all ranks: all-gather " + std::to_string(t_gather * 1e3) +
-                        " ms, reduce-scatter " + std::to_string(t_scatter * 1e3) + " ms -> " +
-                        std::to_string(c.inter_collective_bandwidth / 1e6) + " / " +
-                        std::to_string(c.inter_reduce_scatter_bandwidth / 1e6) +
-                        " MB/s per inter-node stream";
+    // Collectives across nodes: over every rank, each against what the model charges for it at
+    // the point-to-point bandwidth (cost::all_gather_seconds; a reduce-scatter moves the same volume).
+    const CollectiveFit f =
+        fit_collectives(comm, comm, c, true, c.inter_bandwidth, (P - 1) * c.inter_latency);
+    c.inter_collective_bandwidth = f.gather_bandwidth;
+    c.inter_reduce_scatter_bandwidth = f.scatter_bandwidth;
+    inter_share_text += "; 4 MiB blocks over all ranks: " + f.text() + " per inter-node stream";
   } else {
     c.inter_bandwidth = c.intra_bandwidth;  // one node: no inter-node link exists
     c.inter_latency = c.intra_latency;

@@ -149,7 +149,9 @@ class Communicator {
   /// from rank r. Collective; each pair's counts must match.
   void all_to_all_v(const float* send, const std::vector<std::int64_t>& send_counts, float* recv,
                     const std::vector<std::int64_t>& recv_counts) const;
-  /// Sum over ranks of send [Σ counts]; rank r receives block r (counts[r] floats) in recv.
+  /// Sum over ranks of send [Σ counts]; rank r receives block r (counts[r] floats) in recv,
+  /// summed in rank order in fp32 (the same bits on every run): an all-to-all of the blocks and a
+  /// local sum, not MPI_Ireduce_scatter (docs/cost_model.md § Calibration). Collective.
   void reduce_scatter(const float* send, const std::vector<std::int64_t>& counts, float* recv) const;
   /// In-place sum over ranks of data [count].
   void all_reduce_sum(float* data, std::int64_t count) const;

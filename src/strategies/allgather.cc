@@ -80,12 +80,11 @@ class AllGatherStrategy final : public Strategy {
     const auto t0 = std::chrono::steady_clock::now();
     if (own_pairs() > 0) {
       for (int r = 0; r < P; ++r) {
-        if (setup_.plan->block_pairs()[static_cast<std::size_t>(setup_.rank)][static_cast<std::size_t>(r)] ==
-            0)
-          continue;  // no query of this rank sees block r: its dK, dV stay zero
+        if (block_pairs(setup_, setup_.rank, r) == 0) continue;  // no query sees block r: dK, dV stay 0
         const float* block = ranked.data() + words * r;
         float* grad = send.data() + 2 * b_kv_ * r;
-        const kernels::StepParams p = step_params(setup_, own_positions(), positions(r), nullptr);
+        const kernels::StepParams p =
+            step_params(setup_, own_positions(), rank_positions(setup_, r).data(), nullptr);
         kernels::step_backward(dout, q, bshd_view_at(block, 0, k.dtype, s.B, S_, s.H_kv, s.D),
                                bshd_view_at(block, b_kv_, k.dtype, s.B, S_, s.H_kv, s.D), lse, delta, dq,
                                bshd_view(grad, s.B, S_, s.H_kv, s.D),
@@ -108,10 +107,7 @@ class AllGatherStrategy final : public Strategy {
   std::int64_t own_pairs() const {
     return setup_.plan->forward().visible_pairs[static_cast<std::size_t>(setup_.rank)];
   }
-  const std::int64_t* positions(int rank) const {
-    return setup_.plan->layout().positions[static_cast<std::size_t>(rank)].data();
-  }
-  const std::int64_t* own_positions() const { return positions(setup_.rank); }
+  const std::int64_t* own_positions() const { return rank_positions(setup_, setup_.rank).data(); }
 
   static std::int64_t e(DType dt) { return static_cast<std::int64_t>(dtype_size(dt)); }
 

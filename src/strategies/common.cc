@@ -26,6 +26,14 @@ TensorView narrow(const TensorView& t, int dim, std::int64_t begin, std::int64_t
   return v;
 }
 
+const std::vector<std::int64_t>& rank_positions(const Setup& setup, int rank) {
+  return setup.plan->layout().positions[static_cast<std::size_t>(rank)];
+}
+
+std::int64_t block_pairs(const Setup& setup, int q_rank, int kv_rank) {
+  return setup.plan->block_pairs()[static_cast<std::size_t>(q_rank)][static_cast<std::size_t>(kv_rank)];
+}
+
 TensorView rows_view(const float* data, std::int64_t B, std::int64_t H, std::int64_t S) {
   return make_view(data, {B, H, S});
 }

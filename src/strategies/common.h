@@ -24,6 +24,12 @@ namespace burst::strategies {
 /// Elements [begin, end) of dimension `dim` of `t` (same strides, data moved to element begin).
 TensorView narrow(const TensorView& t, int dim, std::int64_t begin, std::int64_t end);
 
+/// The global positions of rank `rank`'s tokens in the plan's layout [S_local].
+const std::vector<std::int64_t>& rank_positions(const Setup& setup, int rank);
+/// Visible (q, k) pairs per (batch, head) between rank q_rank's queries and rank kv_rank's keys
+/// (Plan::block_pairs).
+std::int64_t block_pairs(const Setup& setup, int q_rank, int kv_rank);
+
 /// Contiguous BSHD view [B, S, H, D] over `data`.
 TensorView bshd_view(const float* data, std::int64_t B, std::int64_t S, std::int64_t H, std::int64_t D);
 /// Contiguous row view [B, H, S] over `data`.

@@ -115,16 +115,14 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     step = P;
     intra_.set_step(P, P);
     std::vector<float> w_own;
-    if (defer) {  // the own block's second half while the partials travel home
-      w_own = pool.get_zeroed(W);
-      const std::function<void()> progress = [&] {
-        homes_in.progress();
-        home_out.progress();
-      };
-      const auto t0 = std::chrono::steady_clock::now();
-      compute(0, g, own.data(), w_own.data(), progress, RowSlice{1, 2});
-      stats.compute_seconds += seconds_since(t0);
-    }
+    if (defer)  // the own block's second half while the partials travel home
+      w_own = own_second_half(
+          compute, own.data(), W,
+          [&] {
+            homes_in.progress();
+            home_out.progress();
+          },
+          stats);
     const auto t1 = std::chrono::steady_clock::now();
     homes_in.wait_all();
     home_out.wait_all();
@@ -137,7 +135,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
       pool.put(std::move(part));
     }
     if (defer) {
-      for (std::size_t i = 0; i < result.size(); ++i) result[i] += w_own[i];
+      add_into(result, w_own);
       pool.put(std::move(w_own));
     }
     stats.buffer_bytes = std::max(stats.buffer_bytes, pool.peak_bytes());

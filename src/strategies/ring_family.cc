@@ -21,14 +21,6 @@ Dims dims_of(const Setup& setup) {
   return {s.B, S, s.H, s.H_kv, s.D, s.B * S * s.H * s.D, s.B * S * s.H_kv * s.D, s.B * s.H * S};
 }
 
-const std::vector<std::int64_t>& positions(const Setup& setup, int rank) {
-  return setup.plan->layout().positions[static_cast<std::size_t>(rank)];
-}
-
-std::int64_t pairs(const Setup& setup, int q_rank, int kv_rank) {
-  return setup.plan->block_pairs()[static_cast<std::size_t>(q_rank)][static_cast<std::size_t>(kv_rank)];
-}
-
 /// Runs one pass on the plan's schedule: the mask-aware one (only needed blocks, owner to reader;
 /// ring_direct.cc) when the plan chose it, else the full ring. query_rows: the circulating block
 /// holds queries (backward query side), so rank g needs block j when j's queries see g's keys.
@@ -43,7 +35,7 @@ std::vector<float> run_schedule(const Setup& setup, const RingExecutor& exec, co
   for (int g = 0; g < P; ++g)
     for (int j = 0; j < P; ++j)
       need[static_cast<std::size_t>(g)][static_cast<std::size_t>(j)] =
-          (query_rows ? pairs(setup, j, g) : pairs(setup, g, j)) > 0;
+          (query_rows ? block_pairs(setup, j, g) : block_pairs(setup, g, j)) > 0;
   return exec.run_direct(std::move(own), write_floats, need, fn, rs, split_own);
 }
 
@@ -66,11 +58,11 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   run_schedule(
       setup, exec, setup.plan->forward(), false, std::move(own), 0,
       [&](int, int j, const float* read, float*, const std::function<void()>& progress, RowSlice) {
-        if (pairs(setup, g, j) == 0) return;  // no visible pair: skip the block
+        if (block_pairs(setup, g, j) == 0) return;  // no visible pair: skip the block
         const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
         const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
         const kernels::StepParams p =
-            step_params(setup, positions(setup, g).data(), positions(setup, j).data(), &progress);
+            step_params(setup, rank_positions(setup, g).data(), rank_positions(setup, j).data(), &progress);
         if (first) {
           kernels::step_forward(q, kj, vj, out, lse, p);
           first = false;
@@ -118,14 +110,14 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
         setup, exec, setup.plan->backward(), true, std::move(own), d.b_q,
         [&](int, int j, const float* read, float* write, const std::function<void()>& progress,
             RowSlice slice) {
-          if (pairs(setup, j, g) == 0) return;
+          if (block_pairs(setup, j, g) == 0) return;
           const std::int64_t r0 = slice.begin(d.S), r1 = slice.end(d.S);  // the block's query rows
           const TensorView qj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H, d.D), 1, r0, r1);
           const TensorView doj = narrow(bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D), 1, r0, r1);
           const TensorView deltaj = narrow(rows_view(read + qd, d.B, d.H, d.S), 2, r0, r1);
           const TensorView lsej = narrow(rows_view(read + qd + d.r, d.B, d.H, d.S), 2, r0, r1);
-          const kernels::StepParams p =
-              step_params(setup, positions(setup, j).data() + r0, positions(setup, g).data(), &progress);
+          const kernels::StepParams p = step_params(setup, rank_positions(setup, j).data() + r0,
+                                                    rank_positions(setup, g).data(), &progress);
           kernels::step_backward(doj, qj, k, v, lsej, deltaj,
                                  narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, r0, r1), dk, dv, p, true);
         },
@@ -143,12 +135,12 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
         setup, exec, setup.plan->backward(), false, std::move(own), 2 * d.b_kv,
         [&](int, int j, const float* read, float* write, const std::function<void()>& progress,
             RowSlice slice) {
-          if (pairs(setup, g, j) == 0) return;
+          if (block_pairs(setup, g, j) == 0) return;
           const std::int64_t r0 = slice.begin(d.S), r1 = slice.end(d.S);  // the block's key rows
           const TensorView kj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D), 1, r0, r1);
           const TensorView vj = narrow(bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D), 1, r0, r1);
-          const kernels::StepParams p =
-              step_params(setup, positions(setup, g).data(), positions(setup, j).data() + r0, &progress);
+          const kernels::StepParams p = step_params(setup, rank_positions(setup, g).data(),
+                                                    rank_positions(setup, j).data() + r0, &progress);
           kernels::step_backward(
               dout, q, kj, vj, lse, delta, dq, narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, r0, r1),
               narrow(bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), 1, r0, r1), p, true);

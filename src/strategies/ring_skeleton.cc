@@ -27,10 +27,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void add_into(std::vector<float>& acc, const std::vector<float>& x) {
-  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
-}
-
 }  // namespace
 
 RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap,
@@ -73,6 +69,20 @@ void RingExecutor::add_wire(std::vector<float>& acc, const std::vector<float>& w
   }
   const auto* h = reinterpret_cast<const std::uint16_t*>(wire.data());
   for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += bf16_to_float(h[i]);
+}
+
+void RingExecutor::add_into(std::vector<float>& acc, const std::vector<float>& x) {
+  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
+}
+
+std::vector<float> RingExecutor::own_second_half(const StepFn& compute, const float* own, std::int64_t W,
+                                                 const std::function<void()>& progress,
+                                                 RingRunStats& stats) const {
+  std::vector<float> w_own = pool_.get_zeroed(W);
+  const auto t0 = std::chrono::steady_clock::now();
+  compute(0, rank_, own, w_own.data(), progress, RowSlice{1, 2});
+  stats.compute_seconds += seconds_since(t0);
+  return w_own;
 }
 
 int RingExecutor::partition(int rank, int t) const { return ring::partition({n_, L_}, rank, t); }
@@ -167,19 +177,19 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       const bool last_of_round = (u == L - 1) && k < n - 1 && P > 1;
       if (last_of_round) inter_set.wait_all();
       stats.exposed_comm_seconds += seconds_since(t1);
-      if (intra) {
-        std::vector<float> sent = step_set.take(i_send);
+      // A completed send's buffer goes back to the pool, except step 0's: the own payload that
+      // split_own computes on again after the last step.
+      auto retire = [&](std::vector<float> sent) {
         if (defer && t == 0)
           own_kept = std::move(sent);
         else
           pool.put(std::move(sent));
+      };
+      if (intra) {
+        retire(step_set.take(i_send));
         cur = step_set.take(i_recv);
       } else if (last_of_round) {
-        std::vector<float> sent = inter_set.take(i_inter_send);
-        if (defer && t == 0)
-          own_kept = std::move(sent);
-        else
-          pool.put(std::move(sent));
+        retire(inter_set.take(i_inter_send));
         cur = inter_set.take(i_inter_recv);
       }
       if (W > 0) {
@@ -203,15 +213,14 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       std::vector<float> w_own;
       if (defer) {  // the own block's second half while the last partials travel home
         BURST_CHECK(!own_kept.empty(), Internal, "ring: the own block's payload was not kept");
-        w_own = pool.get_zeroed(W);
-        const std::function<void()> progress = [&] {
-          homes_in.progress();
-          home_out.progress();
-          inter_set.progress();
-        };
-        const auto t0 = std::chrono::steady_clock::now();
-        compute(0, g, own_kept.data(), w_own.data(), progress, RowSlice{1, 2});
-        stats.compute_seconds += seconds_since(t0);
+        w_own = own_second_half(
+            compute, own_kept.data(), W,
+            [&] {
+              homes_in.progress();
+              home_out.progress();
+              inter_set.progress();
+            },
+            stats);
         pool.put(std::move(own_kept));
       }
       const auto t1 = std::chrono::steady_clock::now();

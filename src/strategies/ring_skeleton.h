@@ -102,6 +102,12 @@ class RingExecutor {
   std::vector<float> to_wire(std::vector<float> acc) const;
   /// acc[i] += value i of a received wire message (widened from bf16 when the wire is BF16).
   void add_wire(std::vector<float>& acc, const std::vector<float>& wire) const;
+  /// acc[i] += x[i] (fp32, same length).
+  static void add_into(std::vector<float>& acc, const std::vector<float>& x);
+  /// split_own's second half: computes RowSlice{1, 2} of the rank's own block (payload `own`)
+  /// into a zeroed write buffer of W floats (a pool buffer, returned), polling `progress`.
+  std::vector<float> own_second_half(const StepFn& compute, const float* own, std::int64_t W,
+                                     const std::function<void()>& progress, RingRunStats& stats) const;
 
   Communicator intra_, inter_, chain_, home_;
   mutable BufferPool pool_;  // run() is logically const: the pool only caches memory
