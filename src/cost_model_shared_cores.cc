@@ -55,6 +55,7 @@ void simulate_shared_cores(const Schedule& s, const std::vector<std::vector<Post
         if (computing[i] && t == T) {  // the tail after the last step (RankSchedule::tail)
           if (left[i] <= 1e-12 * std::max(1.0, s.ranks[i].tail)) {
             tail_end[i] = now;
+            computing[i] = 0;  // its slot goes to the ranks still computing
             done[i] = 1;
             ++finished;
             moved = true;

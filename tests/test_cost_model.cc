@@ -210,6 +210,23 @@ TEST(CostSimulator, TailRunsBesideTheEndFeeds) {
   EXPECT_NEAR(cost::simulate(s).seconds, 7.0, 1e-12);
 }
 
+// A rank whose tail has ended gives its share of the slots back: rank 0 (step 1 s, tail 1 s) and
+// rank 1 (step 4 s) on one slot run at 1/2 until rank 0's tail ends at 4; rank 1, 2 s of work
+// left, then runs alone and ends at 6 (the slot's total work), not at 8.
+TEST(CostSimulator, FinishedTailLendsItsSlot) {
+  cost::Schedule s;
+  s.ranks.resize(2);
+  s.ranks[0].compute = {1.0};
+  s.ranks[0].tail = 1.0;
+  s.ranks[1].compute = {4.0};
+  for (auto& r : s.ranks) r.feed.assign(1, cost::Feed{});
+  s.node = {0, 0};
+  s.compute_slots = 1;
+  const PassEstimate p = cost::simulate(s);
+  EXPECT_NEAR(p.seconds, 6.0, 1e-12);
+  EXPECT_NEAR(p.compute_seconds, 6.0, 1e-12);  // rank 1's kernel wall time, 2 s of it shared
+}
+
 // Ranks sharing cores (processor sharing): two ranks on a node with one compute slot run at half
 // speed while both compute, and a rank that waits lends the slot to the other.
 TEST(CostSimulator, RanksSharingACoreComputeAtTheirShare) {
