@@ -46,6 +46,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "kernel_call_seconds_backward", c.kernel_call_seconds_backward);
   read_field(j, "partial_row_seconds", c.partial_row_seconds);
   read_field(j, "partial_row_seconds_backward", c.partial_row_seconds_backward);
+  read_field(j, "partial_row_seconds_per_dim", c.partial_row_seconds_per_dim);
+  read_field(j, "partial_row_seconds_per_dim_backward", c.partial_row_seconds_per_dim_backward);
   read_field(j, "linear_efficiency", c.linear_efficiency);
   read_field(j, "kernel_tile_q", c.kernel_tile_q);
   read_field(j, "kernel_tile_kv", c.kernel_tile_kv);
@@ -85,6 +87,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"kernel_call_seconds_backward", c.kernel_call_seconds_backward},
           {"partial_row_seconds", c.partial_row_seconds},
           {"partial_row_seconds_backward", c.partial_row_seconds_backward},
+          {"partial_row_seconds_per_dim", c.partial_row_seconds_per_dim},
+          {"partial_row_seconds_per_dim_backward", c.partial_row_seconds_per_dim_backward},
           {"linear_efficiency", c.linear_efficiency},
           {"kernel_tile_q", c.kernel_tile_q},
           {"kernel_tile_kv", c.kernel_tile_kv},

@@ -44,6 +44,8 @@ void ClusterSpec::validate() const {
   check_non_negative(kernel_call_seconds, "kernel_call_seconds");
   check_positive(linear_efficiency, "linear_efficiency");
   check_non_negative(partial_row_seconds, "partial_row_seconds");
+  check_non_negative(partial_row_seconds_per_dim, "partial_row_seconds_per_dim");
+  check_non_negative(partial_row_seconds_per_dim_backward, "partial_row_seconds_per_dim_backward");
   BURST_CHECK(std::isfinite(partial_row_seconds_backward), InvalidArgument,
               "cluster field partial_row_seconds_backward must be finite, got ",
               partial_row_seconds_backward);
@@ -453,7 +455,7 @@ std::vector<double> pair_matrix(const ClusterSpec& c, const Workload& w, LayoutK
   const auto [tile_q, tile_kv] = c.kernel_tile(backward);  // each pass counts its own kernel's tiles
   std::vector<double> pairs =
       visible_pair_matrix(resolved, layout, ratio * ratio, tile(tile_q), tile(tile_kv), &rows);
-  const double t_row = c.partial_row_cost(backward);
+  const double t_row = c.partial_row_cost(backward, w.D);
   if (t_row > 0) {
     // Seconds → equivalent pairs at the rate this call's pairs are charged at (masking itself is
     // fp32 work, so with bf16 arithmetic one row is worth more pairs).

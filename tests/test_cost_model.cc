@@ -573,6 +573,21 @@ TEST(CostMask, TileGranularWorkCountsPartialTilesWhole) {
   EXPECT_NEAR(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 2.5 * 64.0 + 2.0, 1e-9);
   w.pass = PassKind::Forward;
   EXPECT_DOUBLE_EQ(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 52.0);
+  // The part that grows with D (partial_row_seconds_per_dim[_backward]): at D = 1 another 0.25 s
+  // per forward row (8 rows: 54 s) and 0.5 s per backward row (2.5·64 + 8·0.75 = 166 s); at
+  // D = 2 twice that per row (and the area twice: 2·48 + 8·(0.5 + 0.5) = 104 s forward).
+  ASSERT_EQ(w.D, 1);
+  c.partial_row_seconds_per_dim = 0.25;
+  c.partial_row_seconds_per_dim_backward = 0.5;
+  EXPECT_NEAR(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 54.0, 1e-9);
+  w.pass = PassKind::Backward;
+  EXPECT_NEAR(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 2.5 * 64.0 + 6.0, 1e-9);
+  w.pass = PassKind::Forward;
+  w.D = 2;
+  EXPECT_NEAR(estimate(c, w, {StrategyKind::Ring, LayoutKind::Contiguous}).seconds, 2 * 48.0 + 8.0, 1e-9);
+  EXPECT_DOUBLE_EQ(c.partial_row_cost(true, 2), 0.25 + 2 * 0.5);
+  c.partial_row_seconds_per_dim_backward = -1;
+  EXPECT_THROW(c.validate(), Error);
 }
 
 // Packing and unpacking around the collectives are memory-bound copies (read + write at the copy

@@ -23,6 +23,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct CalibrateOptions {
   std::vector<std::int64_t> seqs{512, 1024, 2048, 4096};
   std::string name = "calibrated", output;
   bool shared_cores = false;  // more ranks on a node than its cores (÷ threads) hold
+  // One rank per compute slot (shared cores, the per-call overhead's fit): barriers sleep between
+  // polls, and only ranks with `computes` run the kernel while the others sleep.
+  bool one_per_slot = false, computes = true;
 };
 
 void fill_uniform(std::vector<float>& x, std::uint64_t seed) {
@@ -72,6 +76,21 @@ struct Interleaved {
     }
   }
 };
+
+/// A barrier whose waiting ranks sleep between polls (0.1 ms) instead of spinning in MPI, so that
+/// ranks not being timed leave the cores to those that are. Collective.
+void sleeping_barrier(const Communicator& comm) {
+  auto sleep_until_done = [](Request r) {
+    while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  };
+  if (comm.rank() == 0) {
+    for (int r = 1; r < comm.size(); ++r) sleep_until_done(comm.irecv(std::vector<float>(1), r, 11));
+    for (int r = 1; r < comm.size(); ++r) sleep_until_done(comm.isend(std::vector<float>(1), r, 12));
+  } else {
+    sleep_until_done(comm.isend(std::vector<float>(1), 0, 11));
+    sleep_until_done(comm.irecv(std::vector<float>(1), 0, 12));
+  }
+}
 
 /// Median seconds of `collective` over every rank (each round between barriers, max over ranks),
 /// after one warm-up round. Collective.
@@ -131,15 +150,30 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
   // core (about a time slice), a fixed cost per repeat that the fit would charge to every kernel
   // call, where a distributed pass pays it once for its many calls. So run back-to-back calls
   // filling kSharedCoresBatchSeconds between the barriers and count per call.
+  // one_per_slot: the same between sleeping barriers, only the ranks that compute timed (the
+  // others sleep, so each computing rank has a core to itself).
   auto per_call = [&](int calls, int rounds) {  // max over ranks: the same on every rank
-    return collective_seconds(
-               comm,
-               [&] {
-                 for (int i = 0; i < calls; ++i) run();
-                 comm.barrier();
-               },
-               rounds) /
-           calls;
+    if (!o.one_per_slot)
+      return collective_seconds(
+                 comm,
+                 [&] {
+                   for (int i = 0; i < calls; ++i) run();
+                   comm.barrier();
+                 },
+                 rounds) /
+             calls;
+    std::vector<double> samples;
+    for (int i = 0; i < rounds + 1; ++i) {
+      sleeping_barrier(comm);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (o.computes)
+        for (int c = 0; c < calls; ++c) run();
+      sleeping_barrier(comm);
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double slowest = comm.all_reduce_max(o.computes ? t : 0.0);
+      if (i >= 1) samples.push_back(slowest);
+    }
+    return bench::summarize(samples).median / calls;
   };
   int calls = 1;
   if (o.shared_cores)
@@ -155,13 +189,14 @@ std::string seqs_text(const std::vector<std::int64_t>& seqs) {
   return out;
 }
 
-/// Seconds per query row of a Partial tile (ClusterSpec::partial_row_seconds): the masking
-/// probe's time minus that of the full-mask kernel scaled to the area the probe computes, over
-/// its Partial rows — area and rows counted with the spec's tiles as the model counts them.
-/// Probe and full run alternate over 3 rounds and the median round counts, so that a change of
-/// the machine's speed between them does not masquerade as masking cost.
-double partial_row_seconds(const Communicator& comm, const CalibrateOptions& o, const ClusterSpec& c,
-                           std::int64_t S, bool backward) {
+/// Seconds per query row of a Partial tile at head dim `D` (ClusterSpec::partial_row_cost): the
+/// masking probe's time minus that of the full-mask kernel scaled to the area the probe
+/// computes, over its Partial rows — area and rows counted with the spec's tiles as the model
+/// counts them. Probe and full run alternate over 5 rounds and the median round counts, so that
+/// a change of the machine's speed between them does not masquerade as masking cost.
+double partial_row_seconds(const Communicator& comm, CalibrateOptions o, const ClusterSpec& c, std::int64_t S,
+                           bool backward, std::int64_t D) {
+  o.head_dim = D;
   const Interleaved probe(S);
   SequenceLayout layout;
   layout.P = 2;
@@ -175,13 +210,59 @@ double partial_row_seconds(const Communicator& comm, const CalibrateOptions& o, 
   const double over = c.call_overhead(backward);
   const double share = area[1] / (static_cast<double>(S) * static_cast<double>(S));
   std::vector<double> rounds;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < 5; ++r) {
     const double t_full = time_kernel(comm, o, S, backward).seconds;
     const double t_probe = time_kernel(comm, o, S, backward, &probe).seconds;
     rounds.push_back((t_probe - over - (t_full - over) * share) / (rows[1] * static_cast<double>(o.heads)));
   }
   std::sort(rounds.begin(), rounds.end());
-  return std::max(0.0, rounds[1]);
+  return std::max(0.0, rounds[2]);
+}
+
+/// The per-Partial-row cost as a line in the head dim, t_row(D) = base + D · per_dim
+/// (ClusterSpec::partial_row_seconds[_per_dim]): the probe at 3/4, 1 and 3/2 of the calibration's
+/// head dim (multiples of 8), least squares; a negative slope is noise (the mean, flat) and a
+/// negative intercept becomes a line through the origin. The per-row cost of the backward grows
+/// with D (its Partial tiles cost more than their area in the five D-long products), the
+/// forward's much less; one head dim alone would carry either to other head dims wrongly.
+struct RowCost {
+  double base = 0, per_dim = 0;
+  std::vector<std::pair<std::int64_t, double>> points;  // (D, seconds per row)
+};
+RowCost partial_row_line(const Communicator& comm, const CalibrateOptions& o, const ClusterSpec& c,
+                         std::int64_t S, bool backward) {
+  RowCost f;
+  for (std::int64_t D : {o.head_dim * 3 / 4, o.head_dim, o.head_dim * 3 / 2}) {
+    D = std::max<std::int64_t>(8, (D + 4) / 8 * 8);
+    f.points.emplace_back(D, partial_row_seconds(comm, o, c, S, backward, D));
+  }
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [D, t] : f.points) {
+    const double x = static_cast<double>(D);
+    n += 1;
+    sx += x;
+    sy += t;
+    sxx += x * x;
+    sxy += x * t;
+  }
+  const double det = n * sxx - sx * sx;
+  f.per_dim = det > 0 ? (n * sxy - sx * sy) / det : 0.0;
+  f.base = (sy - f.per_dim * sx) / n;
+  if (f.per_dim < 0) {
+    f.per_dim = 0;
+    f.base = sy / n;
+  } else if (f.base < 0) {
+    f.base = 0;
+    f.per_dim = sxy / sxx;
+  }
+  return f;
+}
+
+std::string row_cost_text(const RowCost& f) {
+  std::string out;
+  for (const auto& [D, t] : f.points)
+    out += (out.empty() ? "" : ", ") + std::to_string(t * 1e9) + " at D=" + std::to_string(D);
+  return out + " -> " + std::to_string(f.base * 1e9) + " + " + std::to_string(f.per_dim * 1e9) + " * D";
 }
 
 /// Weighted least-squares fit (fit_kernel_time) over every calibration length.
@@ -329,12 +410,26 @@ void run_calibrate(CalibrateOptions o) {
   const bool shared_cores = comm.all_reduce_max(static_cast<std::int64_t>(slots < topo.ranks_per_node)) > 0;
   o.shared_cores = shared_cores;
   const KernelFit fwd = fit_lengths(comm, o, false), bwd = fit_lengths(comm, o, true);
+  // Ranks sharing cores: the fits above carry the contention of a distributed pass into the
+  // rates, but their per-call overheads scatter with the scheduler (2x between runs on 4 ranks
+  // over 2 cores) and came out above one rank's alone. The model charges each call its solo
+  // overhead and stretches it by the share of the slots (cost::simulate), so take the overheads
+  // from a second fit with one rank per compute slot (the node's first `slots` ranks) computing
+  // while the others sleep.
+  KernelFit solo_fwd = fwd, solo_bwd = bwd;
+  if (shared_cores) {
+    CalibrateOptions solo = o;
+    solo.one_per_slot = true;
+    solo.computes = comm.split_shared().rank() < slots;
+    solo_fwd = fit_lengths(comm, solo, false);
+    solo_bwd = fit_lengths(comm, solo, true);
+  }
   // The kernel rate IS the attention rate: matmul_flops holds it and efficiencies are relative.
   c.matmul_flops = fwd.rate;
   c.attention_efficiency_forward = 1.0;
   c.attention_efficiency_backward = bwd.rate / fwd.rate;
-  c.kernel_call_seconds = fwd.overhead;
-  c.kernel_call_seconds_backward = bwd.overhead;
+  c.kernel_call_seconds = solo_fwd.overhead;
+  c.kernel_call_seconds_backward = solo_bwd.overhead;
   // bf16 arithmetic: only where every rank's CPU runs vdpbf16ps (one verdict for all ranks, so
   // the collective timings below stay matched); elsewhere bf16 computes at the fp32 rate.
   const bool bf16 = comm.all_reduce_max(detect_isa() == Isa::Avx512Bf16 ? 0.0 : 1.0) == 0.0;
@@ -349,8 +444,12 @@ void run_calibrate(CalibrateOptions o) {
   c.kernel_tile_q_backward = 64;  // kBackwardBq × kBackwardBkv, src/kernels/attention_tiled_backward.cc
   c.kernel_tile_kv_backward = 96;
   const std::int64_t probe_S = o.seqs[o.seqs.size() / 2];  // a middle length: cheap, not tiny
-  c.partial_row_seconds = partial_row_seconds(comm, o, c, probe_S, false);
-  c.partial_row_seconds_backward = partial_row_seconds(comm, o, c, probe_S, true);
+  const RowCost row_fwd = partial_row_line(comm, o, c, probe_S, false);
+  const RowCost row_bwd = partial_row_line(comm, o, c, probe_S, true);
+  c.partial_row_seconds = row_fwd.base;
+  c.partial_row_seconds_per_dim = row_fwd.per_dim;
+  c.partial_row_seconds_backward = row_bwd.base;
+  c.partial_row_seconds_per_dim_backward = row_bwd.per_dim;
   c.memory_bandwidth = copy_bandwidth(comm);
   // More ranks on a node than its cores hold (× threads): the kernels above ran with every rank
   // of the node computing at once, each on slots/L of a core. The model wants one rank's solo
@@ -360,14 +459,17 @@ void run_calibrate(CalibrateOptions o) {
     const double share = static_cast<double>(slots) / topo.ranks_per_node;
     c.compute_slots_per_node = slots;
     c.matmul_flops /= share;
-    c.kernel_call_seconds *= share;
-    c.kernel_call_seconds_backward *= share;
     c.partial_row_seconds *= share;
     c.partial_row_seconds_backward *= share;
-    sharing_text = "; " + std::to_string(topo.ranks_per_node) + " ranks per node on " +
-                   std::to_string(slots) + " compute slot(s) (" + std::to_string(cpus) + " CPUs / " +
-                   std::to_string(o.threads) +
-                   " thread(s)): kernel rates and per-call / per-row costs scaled to one rank alone";
+    c.partial_row_seconds_per_dim *= share;
+    c.partial_row_seconds_per_dim_backward *= share;
+    sharing_text =
+        "; " + std::to_string(topo.ranks_per_node) + " ranks per node on " + std::to_string(slots) +
+        " compute slot(s) (" + std::to_string(cpus) + " CPUs / " + std::to_string(o.threads) +
+        " thread(s)): kernel rates and per-row costs scaled to one rank alone; per-call overheads " +
+        std::to_string(solo_fwd.overhead * 1e6) + " / " + std::to_string(solo_bwd.overhead * 1e6) +
+        " us (fwd / bwd) from one rank per slot while the others sleep (" +
+        std::to_string(solo_fwd.rate / 1e9) + " / " + std::to_string(solo_bwd.rate / 1e9) + " GFLOP/s there)";
   }
   c.memory_capacity =
       static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / P;
@@ -433,10 +535,10 @@ void run_calibrate(CalibrateOptions o) {
                      std::to_string(c.bf16_speedup_backward) +
                      " backward (vdpbf16ps; median over the lengths of fp32/bf16 times taken back to back)"
                : std::string("no AVX512_BF16 on every rank, fp32 rate"))
-      << "; per-element masking " << c.partial_row_seconds * 1e9 << " / "
-      << c.partial_row_seconds_backward * 1e9 << " ns per Partial-tile row (fwd / bwd, causal probe on "
-      << "interleaved positions at S=" << probe_S << "); copy bandwidth 2x64 MiB best of 3; MPI ping-pong "
-      << "8 B and 4 MiB, " << c.nodes << " node(s) x " << L << " rank(s)"
+      << "; per-element masking: ns per Partial-tile row forward " << row_cost_text(row_fwd) << ", backward "
+      << row_cost_text(row_bwd) << " (causal probe on interleaved positions at S=" << probe_S
+      << ", median of 5, before any scaling for shared cores); copy bandwidth 2x64 MiB best of 3; "
+      << "MPI ping-pong 8 B and 4 MiB, " << c.nodes << " node(s) x " << L << " rank(s)"
       << (L >= 2 ? ": intra ranks 0-1" : "") << (c.nodes > 1 ? ", inter ranks 0-" + std::to_string(L) : "")
       << intra_collective_text << inter_share_text << sharing_text;
   c.source = src.str();

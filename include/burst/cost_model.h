@@ -58,6 +58,12 @@ struct ClusterSpec {
   /// −inf); partial_row_seconds_backward < 0 → the forward value. 0: not charged.
   double partial_row_seconds = 0;
   double partial_row_seconds_backward = -1;
+  /// The part of that per-row cost that grows with the head dim D: seconds per Partial-tile row
+  /// per unit of D (forward; backward), added to the above as t_row(D) = partial_row_seconds +
+  /// D · partial_row_seconds_per_dim. `burst calibrate` fits the line through its masking probe
+  /// at three head dims (the backward's is mostly this part). 0: the same cost at every D.
+  double partial_row_seconds_per_dim = 0;
+  double partial_row_seconds_per_dim_backward = 0;
   double memory_bandwidth = 0;  ///< device memory bytes/s (elementwise passes)
   double memory_capacity = 0;   ///< device memory bytes (0 → unlimited)
   double intra_bandwidth = 0;   ///< bytes/s per device to a peer in its node
@@ -138,9 +144,13 @@ struct ClusterSpec {
       return {kernel_tile_q_backward, kernel_tile_kv_backward};
     return {kernel_tile_q, kernel_tile_kv};
   }
-  /// partial_row_seconds, or for a backward call partial_row_seconds_backward when ≥ 0.
-  double partial_row_cost(bool backward) const {
-    return backward && partial_row_seconds_backward >= 0 ? partial_row_seconds_backward : partial_row_seconds;
+  /// Seconds per Partial-tile row at head dim D: partial_row_seconds (for a backward call
+  /// partial_row_seconds_backward when ≥ 0) + D · partial_row_seconds_per_dim[_backward].
+  double partial_row_cost(bool backward, std::int64_t D) const {
+    const double base =
+        backward && partial_row_seconds_backward >= 0 ? partial_row_seconds_backward : partial_row_seconds;
+    const double per_dim = backward ? partial_row_seconds_per_dim_backward : partial_row_seconds_per_dim;
+    return base + static_cast<double>(D) * per_dim;
   }
   /// Throws Error(InvalidArgument) naming the first non-positive or non-finite field.
   void validate() const;
