@@ -192,7 +192,7 @@ std::string seqs_text(const std::vector<std::int64_t>& seqs) {
 /// Seconds per query row of a Partial tile at head dim `D` (ClusterSpec::partial_row_cost): the
 /// masking probe's time minus that of the full-mask kernel scaled to the area the probe
 /// computes, over its Partial rows — area and rows counted with the spec's tiles as the model
-/// counts them. Probe and full run alternate over 5 rounds and the median round counts, so that
+/// counts them. Probe and full run alternate over 3 rounds and the median round counts, so that
 /// a change of the machine's speed between them does not masquerade as masking cost.
 double partial_row_seconds(const Communicator& comm, CalibrateOptions o, const ClusterSpec& c, std::int64_t S,
                            bool backward, std::int64_t D) {
@@ -210,20 +210,20 @@ double partial_row_seconds(const Communicator& comm, CalibrateOptions o, const C
   const double over = c.call_overhead(backward);
   const double share = area[1] / (static_cast<double>(S) * static_cast<double>(S));
   std::vector<double> rounds;
-  for (int r = 0; r < 5; ++r) {
+  for (int r = 0; r < 3; ++r) {
     const double t_full = time_kernel(comm, o, S, backward).seconds;
     const double t_probe = time_kernel(comm, o, S, backward, &probe).seconds;
     rounds.push_back((t_probe - over - (t_full - over) * share) / (rows[1] * static_cast<double>(o.heads)));
   }
   std::sort(rounds.begin(), rounds.end());
-  return std::max(0.0, rounds[2]);
+  return std::max(0.0, rounds[1]);
 }
 
 /// The per-Partial-row cost as a line in the head dim, t_row(D) = base + D · per_dim
-/// (ClusterSpec::partial_row_seconds[_per_dim]): the probe at 3/4, 1 and 3/2 of the calibration's
-/// head dim (multiples of 8), least squares; a negative slope is noise (the mean, flat) and a
-/// negative intercept becomes a line through the origin. The per-row cost of the backward grows
-/// with D (its Partial tiles cost more than their area in the five D-long products), the
+/// (ClusterSpec::partial_row_seconds[_per_dim]): the probe at 5/8, 7/8, 1, 11/8 and 7/4 of the
+/// calibration's head dim (multiples of 8: 40, 56, 64, 88, 112 at D = 64), least squares; a negative slope is
+/// noise (the mean, flat) and a negative intercept becomes a line through the origin. The per-row cost of the
+/// backward grows with D (its Partial tiles cost more than their area in the five D-long products), the
 /// forward's much less; one head dim alone would carry either to other head dims wrongly.
 struct RowCost {
   double base = 0, per_dim = 0;
@@ -232,7 +232,8 @@ struct RowCost {
 RowCost partial_row_line(const Communicator& comm, const CalibrateOptions& o, const ClusterSpec& c,
                          std::int64_t S, bool backward) {
   RowCost f;
-  for (std::int64_t D : {o.head_dim * 3 / 4, o.head_dim, o.head_dim * 3 / 2}) {
+  for (std::int64_t D :
+       {o.head_dim * 5 / 8, o.head_dim * 7 / 8, o.head_dim, o.head_dim * 11 / 8, o.head_dim * 7 / 4}) {
     D = std::max<std::int64_t>(8, (D + 4) / 8 * 8);
     f.points.emplace_back(D, partial_row_seconds(comm, o, c, S, backward, D));
   }
@@ -416,9 +417,11 @@ void run_calibrate(CalibrateOptions o) {
   // overhead and stretches it by the share of the slots (cost::simulate), so take the overheads
   // from a second fit with one rank per compute slot (the node's first `slots` ranks) computing
   // while the others sleep.
+  // The masking probe below (a difference of two timings) runs that way too: with every rank
+  // computing, the scheduler's noise swamped it.
   KernelFit solo_fwd = fwd, solo_bwd = bwd;
+  CalibrateOptions solo = o;
   if (shared_cores) {
-    CalibrateOptions solo = o;
     solo.one_per_slot = true;
     solo.computes = comm.split_shared().rank() < slots;
     solo_fwd = fit_lengths(comm, solo, false);
@@ -444,8 +447,8 @@ void run_calibrate(CalibrateOptions o) {
   c.kernel_tile_q_backward = 64;  // kBackwardBq × kBackwardBkv, src/kernels/attention_tiled_backward.cc
   c.kernel_tile_kv_backward = 96;
   const std::int64_t probe_S = o.seqs[o.seqs.size() / 2];  // a middle length: cheap, not tiny
-  const RowCost row_fwd = partial_row_line(comm, o, c, probe_S, false);
-  const RowCost row_bwd = partial_row_line(comm, o, c, probe_S, true);
+  const RowCost row_fwd = partial_row_line(comm, solo, c, probe_S, false);
+  const RowCost row_bwd = partial_row_line(comm, solo, c, probe_S, true);
   c.partial_row_seconds = row_fwd.base;
   c.partial_row_seconds_per_dim = row_fwd.per_dim;
   c.partial_row_seconds_backward = row_bwd.base;
@@ -459,16 +462,12 @@ void run_calibrate(CalibrateOptions o) {
     const double share = static_cast<double>(slots) / topo.ranks_per_node;
     c.compute_slots_per_node = slots;
     c.matmul_flops /= share;
-    c.partial_row_seconds *= share;
-    c.partial_row_seconds_backward *= share;
-    c.partial_row_seconds_per_dim *= share;
-    c.partial_row_seconds_per_dim_backward *= share;
     sharing_text =
         "; " + std::to_string(topo.ranks_per_node) + " ranks per node on " + std::to_string(slots) +
         " compute slot(s) (" + std::to_string(cpus) + " CPUs / " + std::to_string(o.threads) +
-        " thread(s)): kernel rates and per-row costs scaled to one rank alone; per-call overheads " +
+        " thread(s)): kernel rates scaled to one rank alone; per-call overheads and masking " +
         std::to_string(solo_fwd.overhead * 1e6) + " / " + std::to_string(solo_bwd.overhead * 1e6) +
-        " us (fwd / bwd) from one rank per slot while the others sleep (" +
+        " us (fwd / bwd) timed with one rank per slot while the others sleep (" +
         std::to_string(solo_fwd.rate / 1e9) + " / " + std::to_string(solo_bwd.rate / 1e9) + " GFLOP/s there)";
   }
   c.memory_capacity =
@@ -537,7 +536,7 @@ void run_calibrate(CalibrateOptions o) {
                : std::string("no AVX512_BF16 on every rank, fp32 rate"))
       << "; per-element masking: ns per Partial-tile row forward " << row_cost_text(row_fwd) << ", backward "
       << row_cost_text(row_bwd) << " (causal probe on interleaved positions at S=" << probe_S
-      << ", median of 5, before any scaling for shared cores); copy bandwidth 2x64 MiB best of 3; "
+      << ", median of 3 each); copy bandwidth 2x64 MiB best of 3; "
       << "MPI ping-pong 8 B and 4 MiB, " << c.nodes << " node(s) x " << L << " rank(s)"
       << (L >= 2 ? ": intra ranks 0-1" : "") << (c.nodes > 1 ? ", inter ranks 0-" + std::to_string(L) : "")
       << intra_collective_text << inter_share_text << sharing_text;
