@@ -220,11 +220,16 @@ double partial_row_seconds(const Communicator& comm, CalibrateOptions o, const C
 }
 
 /// The per-Partial-row cost as a line in the head dim, t_row(D) = base + D · per_dim
-/// (ClusterSpec::partial_row_seconds[_per_dim]): the probe at 5/8, 7/8, 1, 11/8 and 7/4 of the
-/// calibration's head dim (multiples of 8: 40, 56, 64, 88, 112 at D = 64), least squares; a negative slope is
-/// noise (the mean, flat) and a negative intercept becomes a line through the origin. The per-row cost of the
-/// backward grows with D (its Partial tiles cost more than their area in the five D-long products), the
-/// forward's much less; one head dim alone would carry either to other head dims wrongly.
+/// (ClusterSpec::partial_row_seconds[_per_dim]).
+/// Backward: the probe at 5/8, 7/8, 1, 11/8 and 7/4 of the calibration's head dim (multiples of 8:
+/// 40, 56, 64, 88, 112 at D = 64), least squares; a negative slope is noise (the mean, flat) and a
+/// negative intercept becomes a line through the origin. Its Partial tiles cost about 2.5 ns per
+/// row per unit of D here (docs/cost_model.md): one head dim alone carried D = 64's cost to
+/// D = 32 at 1.22x and to D = 128 at 0.86x the measured pass.
+/// Forward: the probe at the calibration's head dim alone, the same cost at every D. Its probe
+/// also grows with D (about 1 ns per unit), but real masks' forward passes do not follow it: the
+/// line predicted D = 32 at 0.74-0.86x and D = 128 at 1.07-1.18x of the measured time, the flat
+/// cost within 2 % on average (the validation of docs/cost_model.md).
 struct RowCost {
   double base = 0, per_dim = 0;
   std::vector<std::pair<std::int64_t, double>> points;  // (D, seconds per row)
@@ -232,9 +237,12 @@ struct RowCost {
 RowCost partial_row_line(const Communicator& comm, const CalibrateOptions& o, const ClusterSpec& c,
                          std::int64_t S, bool backward) {
   RowCost f;
-  for (std::int64_t D :
-       {o.head_dim * 5 / 8, o.head_dim * 7 / 8, o.head_dim, o.head_dim * 11 / 8, o.head_dim * 7 / 4}) {
-    D = std::max<std::int64_t>(8, (D + 4) / 8 * 8);
+  const std::vector<std::int64_t> dims =
+      backward ? std::vector<std::int64_t>{o.head_dim * 5 / 8, o.head_dim * 7 / 8, o.head_dim,
+                                           o.head_dim * 11 / 8, o.head_dim * 7 / 4}
+               : std::vector<std::int64_t>{o.head_dim};
+  for (std::int64_t D : dims) {
+    if (backward) D = std::max<std::int64_t>(8, (D + 4) / 8 * 8);
     f.points.emplace_back(D, partial_row_seconds(comm, o, c, S, backward, D));
   }
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;

@@ -60,8 +60,9 @@ struct ClusterSpec {
   double partial_row_seconds_backward = -1;
   /// The part of that per-row cost that grows with the head dim D: seconds per Partial-tile row
   /// per unit of D (forward; backward), added to the above as t_row(D) = partial_row_seconds +
-  /// D · partial_row_seconds_per_dim. `burst calibrate` fits the line through its masking probe
-  /// at three head dims (the backward's is mostly this part). 0: the same cost at every D.
+  /// D · partial_row_seconds_per_dim. `burst calibrate` fits the backward's line through its
+  /// masking probe at five head dims (most of that cost is this part) and keeps the forward's
+  /// flat (docs/cost_model.md). 0: the same cost at every D.
   double partial_row_seconds_per_dim = 0;
   double partial_row_seconds_per_dim_backward = 0;
   double memory_bandwidth = 0;  ///< device memory bytes/s (elementwise passes)
