@@ -220,16 +220,16 @@ double partial_row_seconds(const Communicator& comm, CalibrateOptions o, const C
 }
 
 /// The per-Partial-row cost as a line in the head dim, t_row(D) = base + D · per_dim
-/// (ClusterSpec::partial_row_seconds[_per_dim]).
-/// Backward: the probe at 5/8, 7/8, 1, 11/8 and 7/4 of the calibration's head dim (multiples of 8:
-/// 40, 56, 64, 88, 112 at D = 64), least squares; a negative slope is noise (the mean, flat) and a
-/// negative intercept becomes a line through the origin. Its Partial tiles cost about 2.5 ns per
+/// (ClusterSpec::partial_row_seconds[_per_dim]), from the probe at 5/8, 7/8, 1, 11/8 and 7/4 of
+/// the calibration's head dim (multiples of 8: 40, 56, 64, 88, 112 at D = 64).
+/// Backward: least squares; a negative slope is noise (the mean, flat) and a negative intercept
+/// becomes a line through the origin. Its Partial tiles cost about 2.5 ns per
 /// row per unit of D here (docs/cost_model.md): one head dim alone carried D = 64's cost to
 /// D = 32 at 1.22x and to D = 128 at 0.86x the measured pass.
-/// Forward: the probe at the calibration's head dim alone, the same cost at every D. Its probe
-/// also grows with D (about 1 ns per unit), but real masks' forward passes do not follow it: the
-/// line predicted D = 32 at 0.74-0.86x and D = 128 at 1.07-1.18x of the measured time, the flat
-/// cost within 2 % on average (the validation of docs/cost_model.md).
+/// Forward: flat, the median of the five (robust to one noisy round; the probe at one head dim
+/// alone moved 59 <-> 113 ns between runs). Its probe also grows with D (about 1 ns per unit),
+/// but real masks' forward passes do not follow it: the line predicted D = 32 at 0.74-0.86x and
+/// D = 128 at 1.07-1.18x of the measured time (the validation of docs/cost_model.md).
 struct RowCost {
   double base = 0, per_dim = 0;
   std::vector<std::pair<std::int64_t, double>> points;  // (D, seconds per row)
@@ -237,13 +237,16 @@ struct RowCost {
 RowCost partial_row_line(const Communicator& comm, const CalibrateOptions& o, const ClusterSpec& c,
                          std::int64_t S, bool backward) {
   RowCost f;
-  const std::vector<std::int64_t> dims =
-      backward ? std::vector<std::int64_t>{o.head_dim * 5 / 8, o.head_dim * 7 / 8, o.head_dim,
-                                           o.head_dim * 11 / 8, o.head_dim * 7 / 4}
-               : std::vector<std::int64_t>{o.head_dim};
-  for (std::int64_t D : dims) {
-    if (backward) D = std::max<std::int64_t>(8, (D + 4) / 8 * 8);
+  for (std::int64_t D :
+       {o.head_dim * 5 / 8, o.head_dim * 7 / 8, o.head_dim, o.head_dim * 11 / 8, o.head_dim * 7 / 4}) {
+    D = std::max<std::int64_t>(8, (D + 4) / 8 * 8);
     f.points.emplace_back(D, partial_row_seconds(comm, o, c, S, backward, D));
+  }
+  if (!backward) {
+    std::vector<double> t;
+    for (const auto& point : f.points) t.push_back(point.second);
+    f.base = bench::summarize(t).median;
+    return f;
   }
   double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (const auto& [D, t] : f.points) {
