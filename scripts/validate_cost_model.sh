@@ -19,8 +19,9 @@
 # Calibration and benchmark run back to back so that they see the same machine load (the VM
 # is shared; every record carries load_1m); the calibration is repeated after the benchmark and a
 # run during which the machine changed speed (kernel rate moved > 8 %) is repeated (3 tries).
-# Run time: about 9 min on an idle 2-core Zen 5 (no attempt repeated); about 55 min at load 10-17 with ATTEMPTS=1 (benchmarks 164, 360, 511 s for P = 1, 2, 4;
-# the rest is two calibrations per P); each repeated attempt adds one P's time.
+# Run time: about 9 min on an idle 2-core Zen 5 (no attempt repeated); about 55 min at load 10-17
+# with ATTEMPTS=1 (benchmarks 164, 360, 511 s for P = 1, 2, 4; the rest is two calibrations per P);
+# each repeated attempt adds one P's time.
 # Exit status 0 even when cases miss the target: the table is the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."

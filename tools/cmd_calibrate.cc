@@ -92,17 +92,21 @@ void sleeping_barrier(const Communicator& comm) {
   }
 }
 
-/// Median seconds of `collective` over every rank (each round between barriers, max over ranks),
-/// after one warm-up round. Collective.
-double collective_seconds(const Communicator& comm, const std::function<void()>& collective, int rounds) {
+/// Median seconds of `collective` over every rank (each round after `barrier`, comm.barrier() when
+/// empty; max over the ranks whose clock `counts`), after one warm-up round. Collective.
+double collective_seconds(const Communicator& comm, const std::function<void()>& collective, int rounds,
+                          const std::function<void()>& barrier = {}, bool counts = true) {
   std::vector<double> samples;
   for (int i = 0; i < rounds + 1; ++i) {
-    comm.barrier();
+    if (barrier)
+      barrier();
+    else
+      comm.barrier();
     const auto t0 = std::chrono::steady_clock::now();
     collective();
-    const double t =
-        comm.all_reduce_max(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (i >= 1) samples.push_back(t);
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double slowest = comm.all_reduce_max(counts ? t : 0.0);
+    if (i >= 1) samples.push_back(slowest);
   }
   return bench::summarize(samples).median;
 }
@@ -152,28 +156,22 @@ KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std
   // filling kSharedCoresBatchSeconds between the barriers and count per call.
   // one_per_slot: the same between sleeping barriers, only the ranks that compute timed (the
   // others sleep, so each computing rank has a core to itself).
+  auto barrier = [&] {
+    if (o.one_per_slot)
+      sleeping_barrier(comm);
+    else
+      comm.barrier();
+  };
   auto per_call = [&](int calls, int rounds) {  // max over ranks: the same on every rank
-    if (!o.one_per_slot)
-      return collective_seconds(
-                 comm,
-                 [&] {
+    return collective_seconds(
+               comm,
+               [&] {
+                 if (o.computes)
                    for (int i = 0; i < calls; ++i) run();
-                   comm.barrier();
-                 },
-                 rounds) /
-             calls;
-    std::vector<double> samples;
-    for (int i = 0; i < rounds + 1; ++i) {
-      sleeping_barrier(comm);
-      const auto t0 = std::chrono::steady_clock::now();
-      if (o.computes)
-        for (int c = 0; c < calls; ++c) run();
-      sleeping_barrier(comm);
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const double slowest = comm.all_reduce_max(o.computes ? t : 0.0);
-      if (i >= 1) samples.push_back(slowest);
-    }
-    return bench::summarize(samples).median / calls;
+                 barrier();
+               },
+               rounds, barrier, o.computes) /
+           calls;
   };
   int calls = 1;
   if (o.shared_cores)
@@ -476,9 +474,9 @@ void run_calibrate(CalibrateOptions o) {
     sharing_text =
         "; " + std::to_string(topo.ranks_per_node) + " ranks per node on " + std::to_string(slots) +
         " compute slot(s) (" + std::to_string(cpus) + " CPUs / " + std::to_string(o.threads) +
-        " thread(s)): kernel rates scaled to one rank alone; per-call overheads and masking " +
+        " thread(s)): kernel rates scaled to one rank alone; per-call overheads " +
         std::to_string(solo_fwd.overhead * 1e6) + " / " + std::to_string(solo_bwd.overhead * 1e6) +
-        " us (fwd / bwd) timed with one rank per slot while the others sleep (" +
+        " us (fwd / bwd) and the masking probe timed with one rank per slot while the others sleep (" +
         std::to_string(solo_fwd.rate / 1e9) + " / " + std::to_string(solo_bwd.rate / 1e9) + " GFLOP/s there)";
   }
   c.memory_capacity =
