@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -261,8 +262,10 @@ class MatrixRunner {
     // ulysses / usp: each backward consumes the context its forward saved (DeepSpeed's autograd
     // context), so a timed backward follows an untimed forward, as in training.
     const bool saves = cfg.strategy == StrategyKind::Ulysses || cfg.strategy == StrategyKind::Usp;
-    const Timing t =
-        c.backward ? time_pass(bwd, saves ? std::function<void()>(fwd) : nullptr) : time_pass(fwd);
+    // The forward above is the first untimed forward: it counts toward the forward's warm-up (at
+    // S = 16K and more one pass is seconds).
+    const Timing t = c.backward ? time_pass(bwd, o_.warmup, saves ? std::function<void()>(fwd) : nullptr)
+                                : time_pass(fwd, std::max(0, o_.warmup - 1));
     const DistStats& st = da->last_stats();
     std::vector<float> compute(static_cast<std::size_t>(P_));
     const float mine = static_cast<float>(st.compute_seconds);
@@ -300,10 +303,11 @@ class MatrixRunner {
     return j;
   }
 
-  /// Median of o_.repeats timed calls of fn (max over ranks); `before`, when set, runs untimed
-  /// ahead of each call.
-  Timing time_pass(const std::function<void()>& fn, const std::function<void()>& before = nullptr) const {
-    for (int i = 0; i < o_.warmup; ++i) {
+  /// Median of o_.repeats timed calls of fn (max over ranks) after `warmup` untimed ones; `before`,
+  /// when set, runs untimed ahead of each call.
+  Timing time_pass(const std::function<void()>& fn, int warmup,
+                   const std::function<void()>& before = nullptr) const {
+    for (int i = 0; i < warmup; ++i) {
       if (before) before();
       fn();
     }
