@@ -19,7 +19,8 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ORDER = ["burst", "ring", "allgather", "ulysses", "usp", "distflash", "headpar"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import ORDER, save, strategy_color  # noqa: E402  (the report's colours and PNG palette)
 
 
 def main(out):
@@ -54,7 +55,7 @@ def main(out):
             if (s, m) in best:
                 xs.append(j + (i - (len(strategies) - 1) / 2) * width)
                 ys.append(best[(s, m)][0] / best[("burst", m)][0])
-        ax.bar(xs, ys, width, label=s)
+        ax.bar(xs, ys, width, label=s, color=strategy_color(s))
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(masks)))
     ax.set_xticklabels(masks, rotation=40, ha="right", fontsize=8)
@@ -62,7 +63,7 @@ def main(out):
     ax.set_title(f"P = {P}, S = {S}, fp32, each strategy at its fastest layout")
     ax.legend(fontsize=8, ncol=4)
     fig.tight_layout()
-    fig.savefig(os.path.join(out, "headline.png"), dpi=110)
+    save(fig, os.path.join(out, "headline.png"))
     lines = [f"# Headline: P = {P}, S = {S}, fp32 — forward + backward seconds (best layout) and ratio to burst", "",
              "| mask | " + " | ".join(strategies) + " |", "|---|" + "---:|" * len(strategies)]
     for m in masks:

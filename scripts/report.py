@@ -5,8 +5,9 @@ PNG figures and a markdown table.
 Usage: /usr/bin/python3 scripts/report.py RESULTS.jsonl [MORE.jsonl ...] -o OUTDIR
 Figures (one PNG each, MPLBACKEND=Agg):
   gflops_<pass>_P<P>.png   GFLOP/s per rank (mask-area FLOPs) vs sequence length, one panel per
-                           mask, one line per strategy/layout
-  balance_<pass>_P<P>.png  max/mean per-rank compute at the longest length, per mask and method
+                           mask, one line per strategy/layout/dtype (colour: strategy, marker:
+                           layout, line style: dtype); PNGs reduced to a 256-colour palette
+  balance_<pass>_P<P>.png  heat map, method x mask: max/mean per-rank compute at the longest length
   exposed_<pass>_P<P>.png  exposed communication as a share of the time, vs length
   memory_<pass>_P<P>.png   peak memory per rank vs length
   predicted_vs_measured.png  when records carry predicted_seconds
@@ -44,6 +45,48 @@ def load(paths):
     return records
 
 
+# One colour per strategy (the order of scripts/publish_headline.py, so colours agree across the
+# published figures), one marker per layout, one line style per dtype: with 7
+# strategies x 4 layouts x 2 dtypes in a panel, a colour per method would repeat after ten.
+ORDER = ["burst", "ring", "allgather", "ulysses", "usp", "distflash", "headpar"]
+LAYOUT_MARKERS = {"contiguous": "o", "zigzag": "s", "striped": "^", "balanced": "D"}
+DTYPE_LINES = {"f32": "-", "bf16": "--", "f16": ":"}
+
+
+def strategy_color(strategy):
+    i = ORDER.index(strategy) if strategy in ORDER else len(ORDER) + sum(map(ord, strategy)) % 3
+    return f"C{i}"
+
+
+def legend_handles(recs):
+    """Proxy artists: strategies (colour), layouts (marker), dtypes (line style) present in recs."""
+    from matplotlib.lines import Line2D
+    strategies = sorted({r.get("strategy", "?") for r in recs}, key=lambda s: (s not in ORDER, ORDER.index(s) if s in ORDER else 0, s))
+    layouts = [lay for lay in LAYOUT_MARKERS if any(r.get("layout") == lay for r in recs)]
+    dtypes = [d for d in DTYPE_LINES if any(r.get("dtype", "f32") == d for r in recs)]
+    h = [Line2D([], [], color=strategy_color(s), lw=2, label=s) for s in strategies]
+    h += [Line2D([], [], color="gray", marker=LAYOUT_MARKERS[lay], ls="none", label=lay) for lay in layouts]
+    if len(dtypes) > 1:
+        h += [Line2D([], [], color="gray", ls=DTYPE_LINES[d], label=d) for d in dtypes]
+    return h
+
+
+def save(fig, path):
+    """PNG at 110 dpi, reduced to a 256-colour palette (a fifth of the bytes; committed figures)."""
+    import io
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    try:
+        from PIL import Image
+    except ImportError:
+        with open(path, "wb") as f:
+            f.write(buf.getvalue())
+        return
+    buf.seek(0)
+    Image.open(buf).convert("RGB").quantize(colors=256).save(path, optimize=True)
+
+
 def method(r):
     dtype = r.get("dtype", "f32")
     return f"{r.get('strategy', '?')}/{r.get('layout', '?')}" + ("" if dtype == "f32" else f"/{dtype}")
@@ -63,13 +106,18 @@ def panel_figure(groups, title, ylabel, value, path, logy=False):
         ax.axis("off")
     for ax, mask in zip(axes.flat, masks):
         by_method = collections.defaultdict(list)
+        first = {}
         for r in groups[mask]:
             v = value(r)
             if v is not None:
                 by_method[method(r)].append((r["S_global"], v))
+                first.setdefault(method(r), r)
         for m, pts in sorted(by_method.items()):
             pts.sort()
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+            r = first[m]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], color=strategy_color(r.get("strategy", "?")),
+                    marker=LAYOUT_MARKERS.get(r.get("layout"), "o"), ls=DTYPE_LINES.get(r.get("dtype", "f32"), "-"),
+                    markersize=4, lw=1.1, alpha=0.85)
         ax.set_title(mask, fontsize=9)
         ax.set_xscale("log", base=2)
         if logy:
@@ -77,46 +125,47 @@ def panel_figure(groups, title, ylabel, value, path, logy=False):
         ax.set_xlabel("S_global")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-    handles, labels = [], []
-    for ax in axes.flat:
-        h, lab = ax.get_legend_handles_labels()
-        for hh, ll in zip(h, lab):
-            if ll not in labels:
-                handles.append(hh)
-                labels.append(ll)
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8)
+    handles = legend_handles([r for rs in groups.values() for r in rs])
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 0.97))
+    save(fig, path)
 
 
 def balance_figure(groups, title, path):
+    """A heat map: one row per method, one column per mask, the cell max/mean per-rank compute at
+    the longest length measured (1.0 = perfect balance), the value written in the cell."""
     masks = sorted(groups)
-    methods = sorted({method(r) for rs in groups.values() for r in rs})
+    order = {s: i for i, s in enumerate(ORDER)}
+    methods = sorted({method(r) for rs in groups.values() for r in rs},
+                     key=lambda m: (order.get(m.split("/")[0], len(ORDER)), m))
     if not masks or not methods:
         return
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(masks) * max(1, len(methods)) / 2), 4))
-    width = 0.8 / len(methods)
-    for k, m in enumerate(methods):
-        xs, ys = [], []
-        for i, mask in enumerate(masks):
+    grid_values = [[math.nan] * len(masks) for _ in methods]
+    for i, m in enumerate(methods):
+        for j, mask in enumerate(masks):
             rs = [r for r in groups[mask] if method(r) == m and r.get("balance") is not None]
             if rs:
-                longest = max(rs, key=lambda r: r["S_global"])
-                xs.append(i + k * width)
-                ys.append(longest["balance"])
-        ax.bar(xs, ys, width=width, label=m)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(masks))])
+                grid_values[i][j] = max(rs, key=lambda r: r["S_global"])["balance"]
+    fig, ax = plt.subplots(figsize=(2.2 + 0.62 * len(masks), 1.6 + 0.24 * len(methods)))
+    finite = [v for row in grid_values for v in row if not math.isnan(v)]
+    top = max([1.05] + finite)
+    im = ax.imshow(grid_values, cmap="viridis_r", vmin=1.0, vmax=top, aspect="auto")
+    for i, row in enumerate(grid_values):
+        for j, v in enumerate(row):
+            if not math.isnan(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
+                        color="white" if v > 1.0 + 0.6 * (top - 1.0) else "black")
+    ax.set_xticks(range(len(masks)))
     ax.set_xticklabels(masks, rotation=45, ha="right", fontsize=8)
-    ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_ylabel("max / mean per-rank compute")
-    ax.set_title(title)
-    ax.legend(fontsize=7, ncol=2)
+    ax.set_yticks(range(len(methods)))
+    ax.set_yticklabels(methods, fontsize=7)
+    for label, m in zip(ax.get_yticklabels(), methods):
+        label.set_color(strategy_color(m.split("/")[0]))
+    fig.colorbar(im, ax=ax, label="max / mean per-rank compute", fraction=0.04, pad=0.02)
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
 
 
 def predicted_figure(records, path):
@@ -127,7 +176,9 @@ def predicted_figure(records, path):
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for m in sorted({p[2] for p in pts}):
         sel = [p for p in pts if p[2] == m]
-        ax.scatter([p[0] for p in sel], [p[1] for p in sel], label=m, s=18)
+        strategy, layout, *dtype = m.split("/")
+        ax.scatter([p[0] for p in sel], [p[1] for p in sel], s=18, color=strategy_color(strategy),
+                   marker=LAYOUT_MARKERS.get(layout, "o"), alpha=0.5 if dtype else 0.85)
     lo = min(min(p[0], p[1]) for p in pts)
     hi = max(max(p[0], p[1]) for p in pts)
     xs = [lo, hi]
@@ -139,10 +190,10 @@ def predicted_figure(records, path):
     ax.set_xlabel("measured seconds")
     ax.set_ylabel("predicted seconds (cost model)")
     ax.set_title("cost model vs measurement (dashed: ±20 %)")
-    ax.legend(fontsize=7)
+    ax.legend(handles=legend_handles([r for r in records if r.get("status") == "ok" and r.get("predicted_seconds")]),
+              fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path)
     return True
 
 
