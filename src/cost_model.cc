@@ -10,6 +10,7 @@
 
 #include "burst/error.h"
 #include "cost_model_internal.h"
+#include "kernels/tiling.h"
 
 namespace burst {
 
@@ -204,17 +205,20 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
 
 namespace {
 
-/// Pairs a tiled kernel computes for query positions q × key positions k (both increasing);
-/// adds the rows of the Partial tiles to *partial_rows.
+/// Pairs a tiled kernel computes for query positions q × key positions k (both increasing),
+/// tiled as the kernels tile them (kernels/tiling.h); adds the rows of the Partial tiles to
+/// *partial_rows.
 double tiled_pairs(const ResolvedMask& mask, const std::vector<std::int64_t>& q,
                    const std::vector<std::int64_t>& k, std::int64_t tq, std::int64_t tk,
                    double* partial_rows) {
   double total = 0;
   const auto nq = static_cast<std::int64_t>(q.size()), nk = static_cast<std::int64_t>(k.size());
-  for (std::int64_t a = 0; a < nq; a += tq) {
-    const std::int64_t a_end = std::min(nq, a + tq);
-    for (std::int64_t b = 0; b < nk; b += tk) {
-      const std::int64_t b_end = std::min(nk, b + tk);
+  const std::vector<std::int64_t> qs = kernels::tiled::tile_starts(q.data(), nq, static_cast<int>(tq));
+  const std::vector<std::int64_t> ks = kernels::tiled::tile_starts(k.data(), nk, static_cast<int>(tk));
+  for (std::size_t qi = 0; qi + 1 < qs.size(); ++qi) {
+    const std::int64_t a = qs[qi], a_end = qs[qi + 1];
+    for (std::size_t ki = 0; ki + 1 < ks.size(); ++ki) {
+      const std::int64_t b = ks[ki], b_end = ks[ki + 1];
       const TileClass cls = mask.classify(q[a], q[a_end - 1], k[b], k[b_end - 1]);
       if (cls != TileClass::Empty) total += static_cast<double>((a_end - a) * (b_end - b));
       if (cls == TileClass::Partial) *partial_rows += static_cast<double>(a_end - a);

@@ -15,6 +15,7 @@
 #include "burst/attention.h"
 #include "burst/mask.h"
 #include "kernels/microkernels.h"
+#include "kernels/tiled_common.h"
 #include "test_util.h"
 
 namespace burst {
@@ -294,6 +295,53 @@ TEST(TiledVsOracle, StripedPositionArrays) {
     c.block_q = c.block_kv = 16;
     check_against_oracle(c);
   }
+}
+
+TEST(TiledGeometry, TilesSplitAtAFewFarJumpsOnly) {
+  using kernels::tiled::tile_starts;
+  using V = std::vector<std::int64_t>;
+  auto iota_from = [](V pos, std::int64_t a, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) pos.push_back(a + i);
+    return pos;
+  };
+  // Contiguous: plain tiles of 16 rows, the last one short.
+  EXPECT_EQ(tile_starts(iota_from({}, 0, 40).data(), 40, 16), (V{0, 16, 32, 40}));
+  // A zigzag block (chunks [0, 20) and [60, 80)): the seam starts a tile.
+  const V zig = iota_from(iota_from({}, 0, 20), 60, 20);
+  EXPECT_EQ(tile_starts(zig.data(), 40, 16), (V{0, 16, 20, 36, 40}));
+  // A jump no larger than a tile (striped at P = 4) keeps plain tiles.
+  V striped;
+  for (std::int64_t i = 0; i < 40; ++i) striped.push_back(3 + 4 * i);
+  EXPECT_EQ(tile_starts(striped.data(), 40, 16), (V{0, 16, 32, 40}));
+  // Many far jumps (striped at P = 32 > 16): splitting at each would make one-row tiles.
+  V wide;
+  for (std::int64_t i = 0; i < 40; ++i) wide.push_back(32 * i);
+  EXPECT_EQ(tile_starts(wide.data(), 40, 16), (V{0, 16, 32, 40}));
+  // No positions: plain tiles.
+  EXPECT_EQ(tile_starts(nullptr, 20, 16), (V{0, 16, 20}));
+}
+
+TEST(TiledVsOracle, ZigzagPositionArraysSplitAtTheSeam) {
+  // Rank 0 and 1 of 2 in the zigzag layout of a 200-token sequence (chunks of 50, not a multiple
+  // of the tiles): rank r holds chunks r and 3 − r, so each block has a seam tiles do not cross.
+  auto zigzag = [](std::int64_t r) {
+    std::vector<std::int64_t> pos;
+    for (std::int64_t c : {r, 3 - r})
+      for (std::int64_t i = 0; i < 50; ++i) pos.push_back(50 * c + i);
+    return pos;
+  };
+  for (const auto& [name, mask] : std::vector<std::pair<std::string, Mask>>{
+           {"causal", Mask::causal_mask()}, {"sliding window 40", Mask::sliding_window(40, 0)}})
+    for (const auto& [qr, kr] : std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 0}, {1, 0}, {0, 1}}) {
+      Case c;
+      c.name = name + " q rank " + std::to_string(qr) + ", kv rank " + std::to_string(kr);
+      c.S_q = c.S_kv = 100;
+      c.q_pos = zigzag(qr);
+      c.kv_pos = zigzag(kr);
+      c.seq_global = 200;
+      c.mask = mask;
+      check_against_oracle(c, {{16, 16}, {32, 48}});
+    }
 }
 
 TEST(TiledVsOracle, AccumulateAddsIntoGradients) {

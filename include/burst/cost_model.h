@@ -320,7 +320,9 @@ double all_to_all_seconds(const ClusterSpec& c, int P, int group_per_node, doubl
 /// P×P matrix, row-major: pairs[i·P + j] = visible (q, k) pairs with q on rank i and k on rank j
 /// of `layout`, scaled by `scale` (see Workload::mask_length). Cost: O(P² · S/P · slices).
 /// With tile_q, tile_kv > 0 it counts the pairs a tiled kernel computes instead: rank i's rows
-/// and rank j's keys are cut into consecutive tiles, and every tile that ResolvedMask::classify
+/// and rank j's keys are cut into tiles as the kernels cut them (consecutive rows, a new tile at
+/// each of a few jumps of more than a tile in the positions, such as a zigzag block's seam; see
+/// docs/design.md § Tiles follow the position runs), and every tile that ResolvedMask::classify
 /// does not call Empty on its position hulls counts its whole area (the kernel's own rule);
 /// then `partial_rows` (if given) receives the P×P matrix of query rows summed over the tiles
 /// classified Partial (those the kernel masks per element), unscaled.

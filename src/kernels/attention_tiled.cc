@@ -91,8 +91,8 @@ struct ForwardScratch {
 void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx) {
   const std::int64_t t = idx % g.n_kt, bh = idx / g.n_kt;
   const std::int64_t b = bh / p.H_kv, hk = bh % p.H_kv;
-  const std::int64_t j0 = t * g.bkv;
-  const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
+  const std::int64_t j0 = g.kv_begin(t);
+  const int nc = g.kv_rows(t);
   const int D = static_cast<int>(p.D);
   // Kᵀ panel: the transposed pack of rows j0..j0+nc (one row of Kᵀ = one of the D features).
   float* kt = packs.kt.data() + idx * packs.kt_tile;
@@ -112,8 +112,8 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
                   std::int64_t qt, bool call_progress) {
   const int D = static_cast<int>(p.D), Dp = g.Dp, bkv = g.bkv;
   const std::int64_t hk = h / g.G;
-  const std::int64_t i0 = qt * g.bq;
-  const int nr = static_cast<int>(std::min<std::int64_t>(g.bq, p.S_q - i0));
+  const std::int64_t i0 = g.q_begin(qt);
+  const int nr = g.q_rows(qt);
   const float c2 = p.scale * tiled::kLog2e;
   const Converters& cv = converters(p.isa);
   const bool bf16 = packs.kt16 != nullptr;
@@ -132,8 +132,8 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
   std::fill(w.l.begin(), w.l.end(), 0.0f);
 
   for (std::int64_t t = 0; t < g.n_kt; ++t) {
-    const std::int64_t j0 = t * bkv;
-    const int nc = static_cast<int>(std::min<std::int64_t>(bkv, p.S_kv - j0));
+    const std::int64_t j0 = g.kv_begin(t);
+    const int nc = g.kv_rows(t);
     const TileClass cls = tiled::classify_tile(p, i0, nr, j0, nc);
     if (cls == TileClass::Empty) continue;
 

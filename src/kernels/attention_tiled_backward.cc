@@ -198,8 +198,8 @@ void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64
   const Problem& p = cx.p;
   const Microkernels& mk = cx.mk;
   const int D = static_cast<int>(p.D), bq = cx.g.bq, bkv = cx.g.bkv, Dp = cx.g.Dp;
-  const std::int64_t j0 = t * bkv;
-  const int nc = static_cast<int>(std::min<std::int64_t>(bkv, p.S_kv - j0));
+  const std::int64_t j0 = cx.g.kv_begin(t);
+  const int nc = cx.g.kv_rows(t);
   const std::int64_t panel = ((b * p.H_kv + hk) * cx.g.n_kt + t) * cx.tile_elems;
   const float* K = cx.kpack + panel;
   const float* V = cx.vpack + panel;
@@ -238,12 +238,12 @@ void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::i
   for (int gi = 0; gi < g.G; ++gi) {
     const std::int64_t h = hk * g.G + gi;
     for (std::int64_t qt = 0; qt < g.n_qt; ++qt) {
-      const std::int64_t i0 = qt * g.bq;
-      const int nr = static_cast<int>(std::min<std::int64_t>(g.bq, p.S_q - i0));
+      const std::int64_t i0 = g.q_begin(qt);
+      const int nr = g.q_rows(qt);
       w.live.clear();
       for (std::int64_t t = kt0; t < kt1; ++t) {
-        const std::int64_t j0 = t * g.bkv;
-        const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
+        const std::int64_t j0 = g.kv_begin(t);
+        const int nc = g.kv_rows(t);
         const TileClass cls = tiled::classify_tile(p, i0, nr, j0, nc);
         if (cls != TileClass::Empty) w.live.emplace_back(t, cls);
       }
@@ -265,8 +265,8 @@ void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::i
     }
   }
   for (std::int64_t t = kt0; t < kt1; ++t) {
-    const std::int64_t j0 = t * g.bkv;
-    const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
+    const std::int64_t j0 = g.kv_begin(t);
+    const int nc = g.kv_rows(t);
     const std::int64_t off = (t - kt0) * g.bkv * Dp;
     write_rows(cx.cv, cx.io.dk, b, j0, hk, nc, D, w.dk.data() + off, Dp, p.scale, cx.io.accumulate);
     write_rows(cx.cv, cx.io.dv, b, j0, hk, nc, D, w.dv.data() + off, Dp, 1.0f, cx.io.accumulate);
@@ -353,8 +353,8 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
 #pragma omp for schedule(static)
     for (std::int64_t idx = 0; idx < n_pack; ++idx) {
       const std::int64_t t = idx % g.n_kt, bh = idx / g.n_kt;
-      const std::int64_t j0 = t * g.bkv;
-      const int nc = static_cast<int>(std::min<std::int64_t>(g.bkv, p.S_kv - j0));
+      const std::int64_t j0 = g.kv_begin(t);
+      const int nc = g.kv_rows(t);
       tiled::pack_rows(cx.cv, p.k, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv,
                        kpack.data() + idx * tile_elems);
       tiled::pack_rows(cx.cv, p.v, bh / p.H_kv, bh % p.H_kv, j0, nc, D, g.Dp, g.bkv,

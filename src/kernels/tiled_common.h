@@ -15,6 +15,7 @@
 #include "kernels/convert.h"
 #include "kernels/kernels.h"
 #include "kernels/microkernels.h"
+#include "kernels/tiling.h"
 
 namespace burst::kernels::tiled {
 
@@ -24,12 +25,18 @@ inline constexpr float kLn2 = 0.6931471805599453f;
 inline std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 
 /// Tile sizes and padded widths of one call. Tiles are multiples of the vector width so every
-/// padded row is whole vectors.
+/// padded row is whole vectors; a tile holds at most bq (bkv) rows, fewer at the end of the rows
+/// or of a run of close positions (tile_starts).
 struct Geometry {
-  int bq = 0, bkv = 0;  ///< q-tile and kv-tile rows
+  int bq = 0, bkv = 0;  ///< q-tile and kv-tile capacity (rows)
   int Dp = 0;           ///< D rounded up to the vector width
   std::int64_t n_qt = 0, n_kt = 0;
-  int G = 1;  ///< query heads per KV head (GQA group)
+  int G = 1;                                    ///< query heads per KV head (GQA group)
+  std::vector<std::int64_t> q_start, kv_start;  ///< tile t: rows [start[t], start[t + 1])
+  std::int64_t q_begin(std::int64_t t) const { return q_start[static_cast<std::size_t>(t)]; }
+  int q_rows(std::int64_t t) const { return static_cast<int>(q_begin(t + 1) - q_begin(t)); }
+  std::int64_t kv_begin(std::int64_t t) const { return kv_start[static_cast<std::size_t>(t)]; }
+  int kv_rows(std::int64_t t) const { return static_cast<int>(kv_begin(t + 1) - kv_begin(t)); }
 };
 
 inline Geometry make_geometry(const Problem& p, const Microkernels& mk, int default_bq, int default_bkv) {
@@ -38,8 +45,10 @@ inline Geometry make_geometry(const Problem& p, const Microkernels& mk, int defa
   g.bq = static_cast<int>(round_up(p.block_q > 0 ? p.block_q : default_bq, w));
   g.bkv = static_cast<int>(round_up(p.block_kv > 0 ? p.block_kv : default_bkv, w));
   g.Dp = static_cast<int>(round_up(p.D, w));
-  g.n_qt = (p.S_q + g.bq - 1) / g.bq;
-  g.n_kt = (p.S_kv + g.bkv - 1) / g.bkv;
+  g.q_start = tile_starts(p.q_pos, p.S_q, g.bq);
+  g.kv_start = tile_starts(p.kv_pos, p.S_kv, g.bkv);
+  g.n_qt = static_cast<std::int64_t>(g.q_start.size()) - 1;
+  g.n_kt = static_cast<std::int64_t>(g.kv_start.size()) - 1;
   g.G = static_cast<int>(p.H / p.H_kv);
   return g;
 }
