@@ -45,12 +45,17 @@ def load(paths):
     return records
 
 
-# One colour per strategy (the order of scripts/publish_headline.py, so colours agree across the
+# One colour per strategy (scripts/publish_headline.py imports these, so colours agree across the
 # published figures), one marker per layout, one line style per dtype: with 7
 # strategies x 4 layouts x 2 dtypes in a panel, a colour per method would repeat after ten.
 ORDER = ["burst", "ring", "allgather", "ulysses", "usp", "distflash", "headpar"]
 LAYOUT_MARKERS = {"contiguous": "o", "zigzag": "s", "striped": "^", "balanced": "D"}
 DTYPE_LINES = {"f32": "-", "bf16": "--", "f16": ":"}
+
+
+def strategy_order(strategy):
+    """Sort key: ORDER first, any other strategy after it by name."""
+    return (ORDER.index(strategy) if strategy in ORDER else len(ORDER), strategy)
 
 
 def strategy_color(strategy):
@@ -61,7 +66,7 @@ def strategy_color(strategy):
 def legend_handles(recs):
     """Proxy artists: strategies (colour), layouts (marker), dtypes (line style) present in recs."""
     from matplotlib.lines import Line2D
-    strategies = sorted({r.get("strategy", "?") for r in recs}, key=lambda s: (s not in ORDER, ORDER.index(s) if s in ORDER else 0, s))
+    strategies = sorted({r.get("strategy", "?") for r in recs}, key=strategy_order)
     layouts = [lay for lay in LAYOUT_MARKERS if any(r.get("layout") == lay for r in recs)]
     dtypes = [d for d in DTYPE_LINES if any(r.get("dtype", "f32") == d for r in recs)]
     h = [Line2D([], [], color=strategy_color(s), lw=2, label=s) for s in strategies]
@@ -136,9 +141,8 @@ def balance_figure(groups, title, path):
     """A heat map: one row per method, one column per mask, the cell max/mean per-rank compute at
     the longest length measured (1.0 = perfect balance), the value written in the cell."""
     masks = sorted(groups)
-    order = {s: i for i, s in enumerate(ORDER)}
     methods = sorted({method(r) for rs in groups.values() for r in rs},
-                     key=lambda m: (order.get(m.split("/")[0], len(ORDER)), m))
+                     key=lambda m: (strategy_order(m.split("/")[0]), m))
     if not masks or not methods:
         return
     grid_values = [[math.nan] * len(masks) for _ in methods]

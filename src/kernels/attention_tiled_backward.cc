@@ -110,7 +110,7 @@ struct Context {
   const BackwardIO& io;
   const Microkernels& mk;
   const Converters& cv;
-  Geometry g;
+  const Geometry& g;  // backward_tiled's, which outlives the context (not copied: it holds the tile starts)
   Chunking ch;
   const float* kpack;  // [B][H_kv][n_kt][bkv][Dp]
   const float* vpack;
