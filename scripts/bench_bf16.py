@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bf16 vs fp32 kernel speed on this host, alternated (the machine is shared): issue 11's targets.
+"""bf16 vs fp32 kernel speed on this host, alternated (the machine is shared): the bf16 targets (bf16 never slower than fp32).
 
 Runs `burst bench kernel` for B=1 H=8 S=4096 D=64, 1 thread pinned to one core (taskset), for
 forward full, forward causal and backward full, alternating fp32 / bf16 each round, and prints

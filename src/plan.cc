@@ -55,8 +55,8 @@ StrategyKind strategy_from_string(const std::string& name) {
   for (StrategyKind s : all_strategies())
     if (name == to_string(s)) return s;
   BURST_FAIL(InvalidArgument, "unknown strategy '", name,
-             "' (valid: burst, ring, allgather, ulysses, usp, distflash, headpar; `burst train|eval --strategy tp` is "
-             "the LM's Megatron tensor parallelism)");
+             "' (valid: burst, ring, allgather, ulysses, usp, distflash, headpar; tensor parallelism is not a "
+             "context-parallel strategy of this library)");
 }
 
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `burst calibrate` on the emulated cluster (issue 12 item 5; docs/multinode.md): 2 hosts × 2
+# `burst calibrate` on the emulated cluster (docs/multinode.md): 2 hosts × 2
 # ranks, each host's link limited to 200 Mbit/s (tc tbf). The written cluster spec must have
 # nodes = 2, devices_per_node = 2, an inter-node bandwidth within [0.7, 1.05] × 25 MB/s (the tbf
 # rate; measured 24.9 MB/s), the intra-node link faster than that, an inter-node latency > 0, and

@@ -12,7 +12,7 @@
 #   lossy    50 ms one-way delay (netem, or vde2 where the kernel has none: cluster.sh) and 1 %
 #            loss on every link: the Multinode.* tests of test_strategies (zigzag layout) complete,
 #            exact against fp64
-#   resume   (issue 12, 7(d)) `burst train` (tiny model, synthetic corpus from lm_test_corpus,
+#   resume   `burst train` (tiny model, synthetic corpus from lm_test_corpus,
 #            checkpoint every 3 steps) is killed with kill -9 of one rank on host 1 after its
 #            first checkpoint; rerun, it resumes from the checkpoint and ends bitwise equal to an
 #            uninterrupted run: every tensor of the final checkpoint (weights, AdamW moments),

@@ -381,7 +381,7 @@ TEST(LmExactness, TensorParallelBf16TracksFp32WithBf16AllGathers) {
 }
 
 // `--dtype bf16` (attention through burst on bf16 Q, K, V, dO; bf16 GEMMs; fp32 master weights)
-// tracks the fp32 run: every step's loss within 2 % of fp32's (issue 11's bound for the real
+// tracks the fp32 run: every step's loss within 2 % of fp32's (the bound for the real
 // model's 40 steps; these 4 steps on a tiny model stay far inside it). It really ran bf16: every
 // attention pass of every step took bf16 views (EngineTotals), the losses differ from fp32's
 // by more than fp32's own rank-to-rank noise (1e-5 above), and for P > 1 each step sent fewer
@@ -412,7 +412,7 @@ TEST(LmExactness, Bf16TrainingTracksFp32AndRunsBf16Attention) {
 }
 
 // `burst eval --dtype bf16` of an fp32 checkpoint: perplexity within 1 % of the fp32 eval
-// (issue 11's bound for the whole KJV), every attention pass on bf16 views (EngineTotals), and
+// (the bound for the whole KJV), every attention pass on bf16 views (EngineTotals), and
 // its self-check (sampled books recomputed on one rank, bf16 too) still passes.
 TEST(LmExactness, Bf16EvalTracksFp32AndVerifiesItself) {
   Fixture f;

@@ -22,7 +22,6 @@
 
 #include "burst/mask.h"
 #include "burst/plan.h"
-#include "burst/strategy.h"
 
 namespace burst {
 
