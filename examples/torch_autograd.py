@@ -5,7 +5,7 @@
 Every rank draws the same global q, k, v (one seed), keeps its tokens (burst.shard), runs
 burst.attn_func over MPI.COMM_WORLD and calls .backward(). Each rank then checks its shard of
 out and of the gradients against torch float64 attention on the whole sequence in one process.
-S = 1000 does not divide by 2P, so the shards are padded (pad=True) and the call names the real
+S = 1001 does not divide by 2P, so the shards are padded (pad=True) and the call names the real
 length (S_global=S): the padding is masked and burst.unshard strips it. Exits non-zero on a
 mismatch (ctest example_torch_autograd_np2).
 """
@@ -17,7 +17,7 @@ from mpi4py import MPI
 import burst
 
 comm = MPI.COMM_WORLD
-B, S, H, H_kv, D = 1, 1000, 4, 2, 32
+B, S, H, H_kv, D = 1, 1001, 4, 2, 32
 layout, causal = "zigzag", False
 
 torch.manual_seed(0)                      # the same global tensors on every rank
@@ -45,7 +45,7 @@ errors = {"out": (out.detach()[:, real] - ref.detach()[:, rows]).abs().max(),
           "padding out": out.detach()[:, ~real].abs().max() if (~real).any() else torch.tensor(0.0)}
 full = burst.unshard(out.detach(), comm, layout, S_global=S)     # collective: every rank
 errors["unshard"] = (full - ref.detach()).abs().max()
-# float32 against float64 at S = 1000: ~1e-6; 1e-4 fails a wrong or missing token.
+# float32 against float64 at S = 1001: ~1e-6; 1e-4 fails a wrong or missing token.
 worst = max(float(e) for e in errors.values())
 print(f"rank {comm.Get_rank()}: {len(rows)} real tokens, max |burst - fp64| "
       + ", ".join(f"{n} {float(e):.1e}" for n, e in errors.items()), flush=True)

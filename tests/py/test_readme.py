@@ -45,9 +45,9 @@ def test_single_process_block():
 def test_distributed_block(comm):
     s = _run(1)
     q, k, v, out, full, pos = s["q"], s["k"], s["v"], s["out"], s["full"], s["pos"]
-    assert full.shape == (1, 512, 8, 64) and out.shape == (1, len(pos), 8, 64)
-    ref, err32 = errors_vs_oracle(q, k, v, torch.ones(1, 512, 8, 64),
-                                  visible_reference(512, 512, True), 1 / math.sqrt(64))
+    assert full.shape == (1, 768, 8, 64) and out.shape == (1, len(pos), 8, 64)
+    ref, err32 = errors_vs_oracle(q, k, v, torch.ones(1, 768, 8, 64),
+                                  visible_reference(768, 768, True), 1 / math.sqrt(64))
     assert_close("README distributed out", full, ref["out"], err32["out"])
     assert_close("README distributed dq", s["ql"].grad, ref["dq"][:, torch.from_numpy(pos)],
                  err32["dq"])
