@@ -281,9 +281,16 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
     S_real = S_run if S_global is None else int(S_global)
     if varlen:
         cu = [int(c) for c in (cu_seqlens_q if doc_offsets is None else doc_offsets)]
+        if cu[-1] != S_run and doc_offsets is not None:     # the ring shims: LOCAL offsets
+            raise ValueError(f"cu_seqlens[-1]={cu[-1] // len(sizes)} but the ranks hold "
+                             f"{sizes} tokens: ring-flash-attention's varlen functions take "
+                             f"the LOCAL offsets, cu_seqlens_global // world_size (the global "
+                             f"ones go to burst.attn_varlen_func(..., comm=); docs/api.md § 5)")
         if cu[-1] != S_run:
             raise ValueError(f"cu_seqlens_q[-1]={cu[-1]} must equal the global token count "
-                             f"{S_run} (sum of every rank's local tokens)")
+                             f"{S_run} (sum of every rank's local tokens): attn_varlen_func(comm=) "
+                             f"takes the GLOBAL offsets of the whole packed sequence, not a "
+                             f"rank's local ones (docs/api.md § 5)")
         m = _C.Mask(slices=document_slices(cu, causal, window_size))
     else:
         m = build_mask(mask, causal, window_size, S_real)

@@ -118,11 +118,11 @@ def test_varlen_cu_seqlens_in_the_other_convention(comm):
     T_local = 8
     q = torch.randn(T_local, 2, 8)
     local_cu = torch.tensor([0, T_local], dtype=torch.int32)
-    with pytest.raises(ValueError, match="global token count"):
+    with pytest.raises(ValueError, match="GLOBAL offsets"):
         burst.attn_varlen_func(q, q, q, local_cu, local_cu, T_local, T_local, causal=True,
                                comm=comm, layout="contiguous")
     global_cu = local_cu * P
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="LOCAL offsets"):
         rfa.ring_flash_attn_varlen_func(q, q, q, global_cu, T_local * P, causal=True)
 
 
