@@ -1,6 +1,6 @@
 # Install rules (BURST_INSTALL, ON at top level): `cmake --install <build> [--prefix P]` puts
 #   include/burst/*.h (+ the generated version.h), lib/libburst.a, lib/cmake/burst/ (package config,
-#   target burst::burst), and with BURST_BUILD_TOOLS bin/burst + share/burst/ (cluster presets,
+#   target burst::burst), lib/pkgconfig/burst.pc, and with BURST_BUILD_TOOLS bin/burst + share/burst/ (cluster presets,
 #   report.py; the CLI finds them relative to its own binary: <bin>/../share/burst).
 # The Python module is the separate component `python`, installed only when asked
 # (`cmake --install <build> --component python`, python/CMakeLists.txt).
@@ -20,6 +20,13 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/burstConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/burstConfig.cmake ${PROJECT_BINARY_DIR}/burstConfigVersion.cmake
         DESTINATION ${BURST_CMAKE_INSTALL_DIR})
+
+# pkg-config: <libdir>/pkgconfig/burst.pc (`pkg-config --cflags --libs burst`). MPI comes through
+# Debian's mpi-cxx.pc (Open MPI or MPICH, whichever alternative is installed).
+set(BURST_PC_MPI mpi-cxx)
+file(RELATIVE_PATH BURST_PC_UP /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/burst.pc.in ${PROJECT_BINARY_DIR}/burst.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/burst.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 if(TARGET burst_cli)
   install(TARGETS burst_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -117,7 +117,9 @@ SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const 
   layout.positions.assign(static_cast<std::size_t>(P), {});
   const std::int64_t divisor = (kind == LayoutKind::Zigzag) ? 2LL * P : P;
   BURST_CHECK(S_global % divisor == 0, InvalidArgument, "layout ", to_string(kind),
-              " needs S_global=", S_global, " divisible by ", divisor, " (P=", P, ")");
+              " needs S_global=", S_global, " divisible by ", divisor, " (P=", P,
+              "); to run another length set DistConfig::pad = true (it pads to padded_length and "
+              "masks the padding)");
   const std::int64_t s = S_global / P;
   for (int r = 0; r < P; ++r) {
     auto& pos = layout.positions[static_cast<std::size_t>(r)];

@@ -159,6 +159,11 @@ TEST(DistErrors, LengthDoesNotFitTheLayout) {
   const ProblemShape odd{1, 3LL * P, 2, 2, kD};  // divisible by P, never by 2P
   expect_same_error([&] { DistAttention(world, c, odd, Mask::causal_mask()); }, ErrorKind::InvalidArgument,
                     "zigzag needs S % 2P == 0");
+  try {  // the message names the fix
+    DistAttention(world, c, odd, Mask::causal_mask());
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DistConfig::pad = true"), std::string::npos) << e.what();
+  }
   c.layout = LayoutKind::Striped;
   const ProblemShape ragged{1, 4LL * P + 1, 2, 2, kD};
   if (P > 1) {

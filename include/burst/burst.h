@@ -4,7 +4,8 @@
 // split across MPI ranks (context parallelism); each rank keeps its slice of Q, K, V; blocks
 // move in a ring (BurstAttention, RingAttention, striped / zigzag layouts), by all-to-all
 // (Ulysses, USP) or by all-gather (Llama-3), and partial results are merged with the online
-// softmax, so forward and backward equal single-process attention. CPU only, fp32 compute.
+// softmax, so forward and backward equal single-process attention. CPU only. Storage fp32, bf16
+// or fp16; accumulation always fp32 (bf16 on AVX512-BF16 multiplies bf16 operands, attention.h).
 //
 // The modules, bottom-up (each header is the manual of its module):
 //   error.h          burst::Error (kinds InvalidArgument / Unsupported / Communication / Internal);

@@ -5,9 +5,12 @@
     out = burst.attn_func(q, k, v, causal=True, comm=MPI.COMM_WORLD)  # q, k, v: this rank's shard
 
 Layout BSHD: q [B, S, H, D], k and v [B, S, H_kv, D] (GQA: H % H_kv == 0, query head h reads KV
-head h // (H // H_kv)); varlen THD: [total_tokens, H, D] with int32 cu_seqlens. float32 numpy
-arrays or CPU torch tensors; torch inputs get a real autograd Function whose backward runs burst's
-backward. lse is float32 natural log, [B, H, S_local] (varlen [H, T_local]).
+head h // (H // H_kv)); varlen THD: [total_tokens, H, D] with int32 cu_seqlens. CPU torch
+tensors (float32, bfloat16, float16) or numpy arrays (float32, float16); torch inputs get a real
+autograd Function whose backward runs burst's backward. out and gradients come back in the input
+dtype; lse is float32 natural log, [B, H, S_local] (varlen [H, T_local]). Accumulation is float32;
+bfloat16 on a CPU with AVX512-BF16 multiplies bf16 operands (docs/design.md § bf16 arithmetic),
+float16 is widened to float32. float64 raises NotImplementedError naming the conversion.
 
 With ``comm`` (an mpi4py communicator) the inputs are LOCAL shards: rank r holds the tokens
 ``burst.positions(S_global, comm, layout)`` (see ``burst.shard`` / ``burst.unshard``), and every
@@ -63,7 +66,8 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     """Exact attention softmax(softmax_scale · QKᵀ + mask)·V, flash_attn_func's arguments in its
     order, with ``comm`` appended (as ring-flash-attention appends ``group``).
 
-    q [B, S, H, D], k, v [B, S_kv, H_kv, D] float32 (numpy or CPU torch; D contiguous or copied).
+    q [B, S, H, D], k, v [B, S_kv, H_kv, D], one dtype: float32, bfloat16 or float16 (CPU torch)
+    or float32, float16 (numpy); D contiguous or copied. out in that dtype, lse float32.
     softmax_scale: default 1/sqrt(D). causal / window_size=(left, right): flash_attn semantics on
     global positions (bottom-right aligned, -1 = unbounded). mask: a general mask instead (a
     burst.Mask, a benchmark mask name, or a list of slices; see burst._masks).

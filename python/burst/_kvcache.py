@@ -29,16 +29,46 @@ def _is_torch(x):
 
 
 def _array(name, x):
-    """float32 numpy view of x (a CPU torch tensor shares its memory)."""
+    """float32 numpy array of x: a view for float32 (a CPU torch tensor shares its memory), a
+    widened copy for bfloat16 / float16 (exact: every 16-bit value is a float32 value).
+    Raises NotImplementedError for float64 and ValueError for other dtypes (check_dtype)."""
     check_dtype(name, x)
-    return x.detach().numpy() if _is_torch(x) else np.asarray(x)
+    if _is_torch(x):
+        x = x.detach()
+        return (x if str(x.dtype) == "torch.float32" else x.float()).numpy()
+    x = np.asarray(x)
+    return x if x.dtype == np.float32 else x.astype(np.float32)
 
 
 def _like(q, a):
+    """a (float32 numpy) as q's kind and dtype: out comes back in the input dtype, rounded once."""
     if _is_torch(q):
         import torch
-        return torch.from_numpy(a)
-    return a
+        return torch.from_numpy(a).to(q.dtype)
+    return a.astype(np.asarray(q).dtype, copy=False)
+
+
+def _dtype_error(named):
+    """ValueError when the named operands (name -> tensor / array / None) do not share one dtype,
+    naming the conversion; None when they do. float64 and other dtypes: check_dtype's error."""
+    given = [(n, x) for n, x in named if x is not None]
+    for n, x in given:
+        try:
+            check_dtype(n, x)
+        except (ValueError, NotImplementedError) as e:
+            return e
+    dtypes = {n: str(x.dtype).replace("torch.", "") for n, x in given}
+    first, want = given[0][0], dtypes[given[0][0]]
+    odd = [n for n in dtypes if dtypes[n] != want]
+    if not odd:
+        return None
+    n = odd[0]
+    return ValueError(f"attn_with_kvcache: {first} is {want} but {n} is {dtypes[n]}: q, k_cache, "
+                      f"v_cache, k and v must share one dtype (as in flash_attn_with_kvcache); "
+                      f"convert q to the cache's dtype, e.g. q.to({n}.dtype)"
+                      if first == "q" else
+                      f"attn_with_kvcache: {first} is {want} but {n} is {dtypes[n]}: convert them "
+                      f"to one dtype")
 
 
 class DistKVCache:
@@ -73,12 +103,14 @@ class DistKVCache:
     def decode(self, seq_ids, q, causal=True, return_softmax_lse=False):
         """Attention of q [B, S_q, H, D] (identical on every rank) over the cached sequences;
         causal: row i sits at position length - S_q + i (append the new K/V first). Returns out
-        like q (and lse [B, H, S_q] float32 natural log), the same on every rank."""
+        in q's kind and dtype (and lse [B, H, S_q] float32 natural log), the same on every rank.
+        float32, bfloat16 or float16 inputs; the cache stores float32 (16-bit K/V widened
+        exactly) and decode computes in float32."""
         qa = _array("q", q)
         out = np.empty(qa.shape, np.float32)
         lse = np.empty((qa.shape[0], qa.shape[2], qa.shape[1]) if qa.ndim == 4 else (0,), np.float32)
         self._c.decode(list(seq_ids), qa, out, lse, bool(causal))
-        return (_like(q, out), _like(q, lse)) if return_softmax_lse else _like(q, out)
+        return (_like(q, out), _lse_like(q, lse)) if return_softmax_lse else _like(q, out)
 
     def remove(self, seq_id):
         """Drops a sequence on this rank (no messages; every rank must do the same)."""
@@ -102,6 +134,14 @@ class DistKVCache:
         return self._c.last_stats()
 
 
+def _lse_like(q, lse):
+    """lse is float32 whatever q's dtype (as flash_attn); torch in, torch out."""
+    if _is_torch(q):
+        import torch
+        return torch.from_numpy(lse)
+    return lse
+
+
 def attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                       cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                       softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -113,7 +153,11 @@ def attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rota
     cache_seqlens[b] rows are in use (cache_seqlens: None = all, an int, or B ints). k, v
     [B, S_new, H_kv, D] (optional): written into the caches IN PLACE after the rows in use (as
     flash_attn does), then attended too. causal: the S_q query rows are the newest tokens
-    (bottom-right alignment). Returns out like q (and lse [B, H, S_q] with return_softmax_lse).
+    (bottom-right alignment). Returns out in q's kind and dtype (and lse [B, H, S_q] float32
+    with return_softmax_lse). dtypes: float32, bfloat16 or float16 (torch) / float32, float16
+    (numpy), one dtype for q, k_cache, v_cache, k, v (ValueError naming the conversion
+    otherwise, on every rank); computed in float32 (16-bit values widened exactly, out rounded
+    once), so out is float32 attention over the given values rounded to the input dtype.
     With comm (mpi4py): k_cache, v_cache and cache_seqlens are THIS RANK's shard of each
     sequence's cache (ranks in order hold consecutive parts of the sequence); q, k, v are the same
     on every rank; each new token is written on the rank holding the fewest tokens of its
@@ -130,27 +174,30 @@ def attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rota
             raise NotImplementedError(f"attn_with_kvcache: {name} is not supported")
     if tuple(window_size) != (-1, -1) or softcap != 0.0:
         raise NotImplementedError("attn_with_kvcache: window_size and softcap are not supported")
-    qa, kc, vc = _array("q", q), _array("k_cache", k_cache), _array("v_cache", v_cache)
-    kn = None if k is None else _array("k", k)
-    vn = None if v is None else _array("v", v)
-    B, S_q, H, D = qa.shape
-    sl = cache_seqlens.cpu().numpy() if _is_torch(cache_seqlens) else cache_seqlens
-    if sl is None:
-        lens = [kc.shape[1]] * B
-    elif np.ndim(sl) == 0:
-        lens = [int(sl)] * B
-    else:
-        lens = [int(x) for x in np.asarray(sl).reshape(-1)]
-    S_new = 0 if kn is None else kn.shape[1]
-    error = None
-    if (kn is None) != (vn is None):
-        error = ValueError("attn_with_kvcache: k and v must be given together")
-    elif len(lens) != B or kc.ndim != 4 or kc.shape[0] != B or vc.shape != kc.shape:
-        error = ValueError(f"attn_with_kvcache: k_cache {kc.shape}, v_cache {vc.shape} and "
-                           f"cache_seqlens ({len(lens)}) must match q's batch {B}")
-    elif any(n < 0 or n + S_new > kc.shape[1] for n in lens):
-        error = ValueError(f"attn_with_kvcache: cache_seqlens {lens} + {S_new} new tokens do not fit "
-                           f"in S_cache={kc.shape[1]}")
+    error = _dtype_error((("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k),
+                          ("v", v)))
+    lens = []
+    if error is None:     # else every rank raises it from the agreement below
+        qa, kc, vc = _array("q", q), _array("k_cache", k_cache), _array("v_cache", v_cache)
+        kn = None if k is None else _array("k", k)
+        vn = None if v is None else _array("v", v)
+        B, S_q, H, D = qa.shape
+        sl = cache_seqlens.cpu().numpy() if _is_torch(cache_seqlens) else cache_seqlens
+        if sl is None:
+            lens = [kc.shape[1]] * B
+        elif np.ndim(sl) == 0:
+            lens = [int(sl)] * B
+        else:
+            lens = [int(x) for x in np.asarray(sl).reshape(-1)]
+        S_new = 0 if kn is None else kn.shape[1]
+        if (kn is None) != (vn is None):
+            error = ValueError("attn_with_kvcache: k and v must be given together")
+        elif len(lens) != B or kc.ndim != 4 or kc.shape[0] != B or vc.shape != kc.shape:
+            error = ValueError(f"attn_with_kvcache: k_cache {kc.shape}, v_cache {vc.shape} and "
+                               f"cache_seqlens ({len(lens)}) must match q's batch {B}")
+        elif any(n < 0 or n + S_new > kc.shape[1] for n in lens):
+            error = ValueError(f"attn_with_kvcache: cache_seqlens {lens} + {S_new} new tokens do "
+                               f"not fit in S_cache={kc.shape[1]}")
     all_lens = agree(comm, error, lens)   # [rank][b]
     P = len(all_lens)
     rank = 0 if comm is None else comm.Get_rank()
@@ -168,7 +215,9 @@ def attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rota
         cache.append(ids, kn, vn)
         for b in ids:   # write this rank's new rows into the dense cache, after its rows in use
             new = [int(p) - old[b] for p in cache.local_positions(b) if p >= old[b]]
-            kc[b, lens[b]:lens[b] + len(new)] = kn[b, new]
-            vc[b, lens[b]:lens[b] + len(new)] = vn[b, new]
-    out = cache.decode(ids, qa, causal=causal, return_softmax_lse=True)
-    return (_like(q, out[0]), _like(q, out[1])) if return_softmax_lse else _like(q, out[0])
+            # in the caches' own dtype: k, v share it, so the copy is exact
+            k_cache[b, lens[b]:lens[b] + len(new)] = k[b, new]
+            v_cache[b, lens[b]:lens[b] + len(new)] = v[b, new]
+    out, lse = cache.decode(ids, qa, causal=causal, return_softmax_lse=True)   # float32 numpy
+    out, lse = _like(q, out), _lse_like(q, lse)
+    return (out, lse) if return_softmax_lse else out

@@ -72,16 +72,41 @@ def _pad_rows(x, dim, S_run):
     return np.concatenate([x, np.zeros(shape, dtype=x.dtype)], axis=dim)
 
 
+# Padded layouts this process has cut with shard(pad=True): (layout, P, rank, local length) ->
+# (real S_global, padded length). A distributed call that gets shards of such a length without
+# S_global is refused (padding_error): it would attend the padding as if it were real tokens.
+# Every rank records the same cuts (shard's contract: every rank passes the same global x).
+_padded_cuts = {}
+
+
+def padding_error(layout, P, rank, S_local):
+    """A ValueError when shards of S_local tokens on this rank are what shard(pad=True) made for
+    this layout and P (and the call gave no S_global), else None. Pure (reads the record)."""
+    cut = _padded_cuts.get((layout, int(P), int(rank), int(S_local)))
+    if cut is None:
+        return None
+    S_real, S_run = cut
+    return ValueError(f"these {layout} shards look padded by burst.shard(..., pad=True) "
+                      f"(S_global={S_real} padded to {S_run} tokens over {P} ranks): pass "
+                      f"S_global={S_real} so that the padding is masked (or S_global={S_run} "
+                      f"if all {S_run} tokens are real)")
+
+
 def shard(x, comm, layout="zigzag", dim=1, mask=None, pad=False):
     """This rank's tokens of a global tensor x (sequence along ``dim``: 1 for BSHD, 0 for THD).
     numpy or torch; with torch the result is differentiable (an index_select). pad: a length that
     does not split as the layout needs is padded with zero tokens first (see positions); pass
-    ``S_global=x.shape[dim]`` to attn_func / unshard so that the padding is masked / stripped.
+    ``S_global=x.shape[dim]`` to attn_func / unshard so that the padding is masked / stripped
+    (a distributed attn_func call on shards of the padded length without S_global raises
+    ValueError on every rank instead of attending the padding).
     Not collective: every rank passes the same global x and keeps its own part."""
     pos = positions(x.shape[dim], comm, layout, mask, pad=pad)
     if pad:
         P = 1 if comm is None else comm.Get_size()
-        x = _pad_rows(x, dim, padded_length(x.shape[dim], P, layout))
+        S_run = padded_length(x.shape[dim], P, layout)
+        if S_run != x.shape[dim] and comm is not None:
+            _padded_cuts[(layout, P, comm.Get_rank(), len(pos))] = (int(x.shape[dim]), S_run)
+        x = _pad_rows(x, dim, S_run)
     if _is_torch(x):
         import torch
         return x.index_select(dim, torch.from_numpy(pos))

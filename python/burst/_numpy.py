@@ -202,6 +202,24 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
     return reports[0][1], [s for s, _ in reports]
 
 
+def check_fits_layout(sizes, layout, mask):
+    """ValueError naming the fix when the ranks' local lengths (agreed, so every rank reaches the
+    same verdict) are not the layout's split of their sum: a length the layout cannot split
+    (zigzag: 2P | S, the others P | S) or shards cut some other way."""
+    P, S = len(sizes), int(sum(sizes))
+    fix = (f"cut the global tensor with burst.shard(x, comm, \"{layout}\", pad=True) and pass "
+           f"S_global=<the real length>")
+    if layout not in ("contiguous", "zigzag", "striped", "balanced"):
+        return      # the library names the known layouts
+    if int(_C.padded_length(layout, P, S)) != S:
+        raise ValueError(f"the ranks hold {sizes} tokens, {S} in all, which the {layout} layout "
+                         f"cannot split over {P} ranks: {fix}")
+    want = [len(p) for p in _C.make_layout(layout, P, S, mask)]
+    if list(sizes) != want:
+        raise ValueError(f"the ranks hold {sizes} tokens but the {layout} layout of S={S} over "
+                         f"{P} ranks gives them {want}: {fix}")
+
+
 def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, extra, varlen=False,
                 pad=False, positions=None, dtype="fp32"):
     """Builds the burst::DistAttention plan (collective: MPI_Comm_dup + agreement). pad: S_global
@@ -241,6 +259,10 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
     if comm is not None:
         from . import _cache
         check_comm(comm)
+        if local_error is None and S_global is None and not varlen and positions is None:
+            from ._layout import padding_error
+            local_error = padding_error(layout, comm.Get_size(), comm.Get_rank(),
+                                        q.shape[1] if getattr(q, "ndim", 0) == 4 else -1)
         key = _cache.plan_key(q, k, v, scale=softmax_scale, causal=causal, window=window_size,
                               strategy=strategy, layout=layout, mask=mask, varlen=varlen,
                               cu_q=cu_seqlens_q, cu_k=cu_seqlens_k, extra=extra, S=S_global,
@@ -259,12 +281,21 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
     S_real = S_run if S_global is None else int(S_global)
     if varlen:
         cu = [int(c) for c in (cu_seqlens_q if doc_offsets is None else doc_offsets)]
+        if cu[-1] != S_run and doc_offsets is not None:     # the ring shims: LOCAL offsets
+            raise ValueError(f"cu_seqlens[-1]={cu[-1] // len(sizes)} but the ranks hold "
+                             f"{sizes} tokens: ring-flash-attention's varlen functions take "
+                             f"the LOCAL offsets, cu_seqlens_global // world_size (the global "
+                             f"ones go to burst.attn_varlen_func(..., comm=); docs/api.md § 5)")
         if cu[-1] != S_run:
             raise ValueError(f"cu_seqlens_q[-1]={cu[-1]} must equal the global token count "
-                             f"{S_run} (sum of every rank's local tokens)")
+                             f"{S_run} (sum of every rank's local tokens): attn_varlen_func(comm=) "
+                             f"takes the GLOBAL offsets of the whole packed sequence, not a "
+                             f"rank's local ones (docs/api.md § 5)")
         m = _C.Mask(slices=document_slices(cu, causal, window_size))
     else:
         m = build_mask(mask, causal, window_size, S_real)
+        if S_global is None and positions is None:
+            check_fits_layout(sizes, layout, m)
     runner = dist_runner(comm, dims, S_real, m, softmax_scale, strategy, layout, extra, varlen,
                          pad=S_global is not None, positions=positions, dtype=dtype_name(q))
     _cache.store(comm, key, runner)

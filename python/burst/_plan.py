@@ -1,7 +1,7 @@
 """A reusable context-parallel attention plan for one layer shape (burst::DistAttention).
 
-attn_func(comm=...) builds a plan per call (an MPI_Comm_dup, the agreement and the step plan);
-a model calling attention every step with the same shapes can build it once:
+attn_func(comm=...) keeps its plans in a cache (_cache.py: one lookup allreduce per call); a
+model that wants the plan in its own hands, with no lookup, builds it once:
 
     attn = burst.DistAttention(comm, B, S_global, H, H_kv, D, causal=True)
     out = attn(q_local, k_local, v_local)          # torch: differentiable; numpy: arrays

@@ -7,8 +7,9 @@
 ``from flash_attn.flash_attn_interface import ...`` resolve here.) Same names, argument order and
 return conventions as flash_attn 2.x: out; (out, softmax_lse, None) with return_attn_probs; lse
 [B, H, S_q] (varlen [H, T_q]); causal / window_size bottom-right aligned. Single process, as in
-flash_attn; each function also accepts burst's keywords (comm=..., strategy=..., ...). CPU float32
-numpy arrays or torch tensors; dropout_p, softcap and alibi_slopes raise NotImplementedError.
+flash_attn; each function also accepts burst's keywords (comm=..., strategy=..., ...). CPU torch
+tensors (float32, bfloat16, float16) or numpy arrays (float32, float16), out in the input dtype,
+lse float32; dropout_p, softcap and alibi_slopes raise NotImplementedError.
 """
 import sys
 
@@ -32,7 +33,8 @@ flash_attn_interface = sys.modules[__name__]   # flash_attn.flash_attn_interface
 
 def install():
     """Makes ``import flash_attn`` and ``import flash_attn.flash_attn_interface`` resolve to this
-    module (process-wide), so code written for flash_attn runs unchanged. Returns the module."""
+    module (process-wide), so code calling flash_attn's functions runs without edits (single
+process; tests/py/test_dropin.py). Returns the module."""
     module = sys.modules[__name__]
     sys.modules["flash_attn"] = module
     sys.modules["flash_attn.flash_attn_interface"] = module

@@ -1,9 +1,10 @@
-# ctest cpp_package (cmake -P; BUILD, SOURCE, SCRATCH, CXX, GENERATOR):
+# ctest cpp_package (cmake -P; BUILD, SOURCE, SCRATCH, CXX, GENERATOR, LIBDIR):
 # 1. `cmake --install BUILD --prefix SCRATCH/prefix` (the C++ package);
 # 2. the installed CLI prints its version and finds its cluster presets relative to its binary;
 # 3. a consumer project finds the package (find_package(burst CONFIG)), links burst::burst,
 #    builds and runs;
-# 4. a project embedding the source tree with add_subdirectory defines only the library.
+# 4. the same consumer built with plain c++ and `pkg-config --cflags --libs burst`;
+# 5. a project embedding the source tree with add_subdirectory defines only the library.
 file(REMOVE_RECURSE ${SCRATCH})
 set(prefix ${SCRATCH}/prefix)
 function(run what)
@@ -15,7 +16,8 @@ function(run what)
 endfunction()
 
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix})
-foreach(f include/burst/burst.h include/burst/version.h lib/libburst.a lib/cmake/burst/burstConfig.cmake)
+foreach(f include/burst/burst.h include/burst/version.h ${LIBDIR}/libburst.a
+          ${LIBDIR}/cmake/burst/burstConfig.cmake ${LIBDIR}/pkgconfig/burst.pc)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "not installed: ${prefix}/${f}")
   endif()
@@ -37,6 +39,19 @@ run("consumer configure" ${CMAKE_COMMAND} -S ${SOURCE}/tests/package/consumer -B
 run("consumer build" ${CMAKE_COMMAND} --build ${SCRATCH}/consumer)
 run("consumer run" ${SCRATCH}/consumer/consumer)
 message(STATUS "${out}")
+
+find_program(PKG_CONFIG pkg-config)
+if(PKG_CONFIG)
+  set(ENV{PKG_CONFIG_PATH} ${prefix}/${LIBDIR}/pkgconfig)
+  run("pkg-config burst" ${PKG_CONFIG} --cflags --libs burst)
+  separate_arguments(pc_flags UNIX_COMMAND "${out}")
+  run("pkg-config consumer build" ${CXX} ${SOURCE}/tests/package/consumer/main.cc ${pc_flags}
+      -o ${SCRATCH}/consumer_pc)
+  run("pkg-config consumer run" ${SCRATCH}/consumer_pc)
+  message(STATUS "pkg-config: ${out}")
+else()
+  message(STATUS "pkg-config not installed: burst.pc installed but not exercised")
+endif()
 
 run("embed configure" ${CMAKE_COMMAND} -S ${SOURCE}/tests/package/embed -B ${SCRATCH}/embed -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX} -DBURST_SOURCE_DIR=${SOURCE})
