@@ -25,6 +25,7 @@
 #include "bench/cluster_spec_io.h"
 #include "bench/harness.h"
 #include "burst/cost_model.h"
+#include "burst/dispatch.h"
 #include "burst/error.h"
 #include "burst/splitmix64.h"
 #include "burst/strategy.h"
@@ -185,9 +186,10 @@ class MatrixRunner {
     return dtype_ != DType::F32 &&
            (s == StrategyKind::Burst || s == StrategyKind::Ring || s == StrategyKind::AllGather);
   }
-  // bf16 tensors reaching the kernels on a CPU with AVX512_BF16: bf16 operands (docs/design.md).
+  // bf16 tensors reaching the kernels on a path with bf16 operands (AMX, or vdpbf16ps where the
+  // dispatch rule keeps it: burst/dispatch.h; docs/design.md).
   bool bf16_arithmetic(StrategyKind s) const {
-    return keeps_16bit(s) && dtype_ == DType::BF16 && detect_isa() == Isa::Avx512Bf16;
+    return keeps_16bit(s) && bf16_operands(resolve_isa(Isa::Auto, DType::BF16, KernelPass::Forward), dtype_);
   }
 
   Estimate model(const Case& c, const Mask& mask) const {
