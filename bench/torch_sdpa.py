@@ -10,7 +10,9 @@ explicit matmul → softmax → matmul in the same dtype stands in, and every re
 formula does not credit, as burst's formula does not credit burst's skipped tiles either.
 Backward: the forward graph is built once (untimed) and out.backward(dout, retain_graph=True) is
 timed, gradients cleared between runs (untimed), so the pass timed is the gradient computation
-alone, like burst's backward from a saved forward. Median of --repeats after --warmup; wall time.
+alone, like burst's backward from a saved forward. Median of --repeats after --warmup: wall time
+(seconds, gflops) and process CPU time (cpu_seconds, gflops_cpu: flop per CPU-second, what
+`burst bench kernel` also reports, for a shared machine).
 
 Usage: bench/torch_sdpa.py [--seq 4096 --heads 8 --dim 64 --batch 1]
                            [--dtypes fp32,bf16] [--threads 1,16] [--masks full,causal]
@@ -61,18 +63,20 @@ def attention_fn(torch):
 
 
 def timed(fn, warmup, repeats, before=None):
+    """Wall and process-CPU seconds of each repeat (CPU time: for a shared, loaded machine)."""
     for _ in range(warmup):
         if before:
             before()
         fn()
-    times = []
+    times, cpu = [], []
     for _ in range(repeats):
         if before:
             before()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - t0)
-    return times
+        cpu.append(time.process_time() - c0)
+    return times, cpu
 
 
 def main():
@@ -119,7 +123,7 @@ def main():
                     try:
                         if pas == "fwd":
                             with torch.no_grad():
-                                times = timed(lambda: attend(q, k, v, causal), a.warmup, a.repeats)
+                                times, cpu = timed(lambda: attend(q, k, v, causal), a.warmup, a.repeats)
                             flop = fwd_flop
                         else:
                             for t in (q, k, v):
@@ -130,8 +134,8 @@ def main():
                                 for t in (q, k, v):
                                     t.grad = None
 
-                            times = timed(lambda: out.backward(dout, retain_graph=True), a.warmup, a.repeats,
-                                          clear)
+                            times, cpu = timed(lambda: out.backward(dout, retain_graph=True), a.warmup,
+                                               a.repeats, clear)
                             flop = 2.5 * fwd_flop
                     except RuntimeError as e:  # e.g. a dtype this torch has no CPU kernel for
                         record["error"] = str(e).splitlines()[0]
@@ -140,7 +144,8 @@ def main():
                     med = statistics.median(times)
                     record.update({"seconds": med, "seconds_min": min(times), "seconds_max": max(times),
                                    "flop": flop, "gflops": flop / med / 1e9, "gflops_best": flop / min(times) / 1e9,
-                                   "loadavg_1m": load_average()})
+                                   "cpu_seconds": statistics.median(cpu),
+                                   "gflops_cpu": flop / statistics.median(cpu) / 1e9, "loadavg_1m": load_average()})
                     print(json.dumps(record), flush=True)
     return 0
 

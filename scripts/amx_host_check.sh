@@ -14,6 +14,8 @@
 #              BURST_BUILD_DIR    build directory (default build-amx)
 #              BURST_CHECK_THREADS thread counts for the benchmarks (default "1 <nproc>")
 #              BURST_CHECK_REPEATS repeats per benchmark (default 3)
+#              BURST_PYTHON       Python with torch for the anchor (default: the first python3 with torch)
+#              BURST_CHECK_SEQ    S of the benchmarks (default 4096; smaller for a quick trial)
 # Budget: ≤ 5 minutes on a 16-core host (build ~35 s with -j16; benchmarks ~2-3 min).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +25,8 @@ if [[ ${1:-} == --pack ]]; then
   arch=lib/x86_64-linux-gnu
   mkdir -p "$dest"/include "$dest"/$arch/cmake "$dest"/share/cmake
   cp -r /usr/include/gtest /usr/include/CLI /usr/include/nlohmann "$dest"/include/
-  cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a "$dest"/$arch/
+  cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a /usr/$arch/libgmock.a /usr/$arch/libgmock_main.a "$dest"/$arch/
+  cp -r /usr/include/gmock "$dest"/include/
   # The config files locate their targets relative to themselves, so the layout is kept as is.
   cp -r /usr/$arch/cmake/GTest "$dest"/$arch/cmake/
   cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$dest"/share/cmake/
@@ -37,7 +40,15 @@ deps=${BURST_DEPS_PREFIX:-}
 [[ -z $deps && -d third_party_carry ]] && deps=$PWD/third_party_carry
 threads=${BURST_CHECK_THREADS:-"1 $(nproc)"}
 repeats=${BURST_CHECK_REPEATS:-3}
-py=$(command -v python3 || echo /usr/bin/python3)
+seq=${BURST_CHECK_SEQ:-4096}
+# The Python for JSON and the torch anchor: BURST_PYTHON, else the first python3 that imports torch.
+py=${BURST_PYTHON:-}
+if [[ -z $py ]]; then
+  for cand in python3 /usr/bin/python3; do
+    if "$cand" -c 'import torch' >/dev/null 2>&1; then py=$cand; break; fi
+  done
+  py=${py:-python3}
+fi
 : >"$out"
 t_start=$(date +%s)
 
@@ -73,7 +84,8 @@ command -v ninja >/dev/null && cmake_args+=(-G Ninja)
 [[ -n $deps ]] && cmake_args+=("-DCMAKE_PREFIX_PATH=$deps" "-DGTest_DIR=$deps/lib/x86_64-linux-gnu/cmake/GTest"
                                 "-DCLI11_DIR=$deps/share/cmake/CLI11"
                                 "-Dnlohmann_json_DIR=$deps/share/cmake/nlohmann_json")
-log=$build.log
+log=$build/amx_host_check.build.log
+mkdir -p "$build"
 if cmake "${cmake_args[@]}" >"$log" 2>&1 &&
    cmake --build "$build" -j "$(nproc)" --target burst_cli test_attention_amx test_dispatch \
      test_microkernels_bf16 test_strategies_bf16 >>"$log" 2>&1; then
@@ -106,8 +118,8 @@ emit dispatch_rule_test "rc=$?"
 for t in $threads; do
   for dt in fp32 bf16; do
     for mask in full causal; do
-      timeout 120 "$burst" bench kernel --batch 1 --heads 8 --seq 4096 --dim 64 --threads "$t" --dtype "$dt" \
-        --mask "$mask" --pass both --repeats "$repeats" --warmup 1 >>"$out" 2>>"$build.bench.err" ||
+      timeout 120 "$burst" bench kernel --batch 1 --heads 8 --seq "$seq" --dim 64 --threads "$t" --dtype "$dt" \
+        --mask "$mask" --pass both --repeats "$repeats" --warmup 1 >>"$out" 2>>"$build/amx_host_check.bench.err" ||
         emit bench_failed "threads=$t" "dtype=$dt" "mask=$mask"
     done
   done
@@ -115,7 +127,7 @@ done
 
 # PyTorch's CPU attention on the same shapes (skipped with a record when torch is missing).
 tlist=$(echo "$threads" | tr ' ' ',')
-timeout 150 "$py" bench/torch_sdpa.py --batch 1 --heads 8 --seq 4096 --dim 64 --dtypes fp32,bf16 \
+timeout 150 "$py" bench/torch_sdpa.py --batch 1 --heads 8 --seq "$seq" --dim 64 --dtypes fp32,bf16 \
   --threads "$tlist" --masks full,causal --passes fwd,bwd --repeats "$repeats" --warmup 1 >>"$out" ||
   emit torch_sdpa_failed "rc=$?"
 
