@@ -199,6 +199,24 @@ TEST(StrategiesBf16, BurstBothBackwardSides) {
 
 // One rank passes an f32 k to a bf16 plan: every rank throws the same InvalidArgument before any
 // payload moves (the façade's checks are agreed over ranks).
+// An ISA this CPU cannot run (AMX here when absent or refused) is refused on every rank with the
+// same verdict at set-up, before any message.
+TEST(StrategiesBf16, UnavailableIsaFailsOnEveryRank) {
+  if (isa_available(Isa::Amx)) GTEST_SKIP() << "this CPU runs AMX: no unavailable ISA above it to request";
+  ProblemShape shape{1, kS, kH, kHkv, kD};
+  shape.dtype = DType::BF16;
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Burst;
+  cfg.isa = Isa::Amx;
+  try {
+    DistAttention attn(Communicator::world(), cfg, shape, Mask::causal_mask());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("isa=amx"), std::string::npos) << e.what();
+  }
+}
+
 TEST(StrategiesBf16, MixedDtypesFailOnEveryRank) {
   const Communicator world = Communicator::world();
   ProblemShape shape{1, kS, kH, kHkv, kD};
