@@ -160,6 +160,8 @@ class MatrixRunner {
 
  private:
   nlohmann::json base_record(const Case& c, const std::string& key) const {
+    const bool amx = resolve_isa(Isa::Auto, DType::BF16, KernelPass::Forward) == Isa::Amx;
+    const char* arithmetic = !bf16_arithmetic(c.strategy) ? "fp32" : amx ? "bf16-amx" : "bf16-dot";
     return {{"bench", "matrix"},
             {"case", key},
             {"strategy", to_string(c.strategy)},
@@ -173,7 +175,7 @@ class MatrixRunner {
             {"H_kv", H_kv_},
             {"D", o_.dim},
             {"dtype", to_string(dtype_)},
-            {"arithmetic", bf16_arithmetic(c.strategy) ? "bf16-dot" : "fp32"},
+            {"arithmetic", arithmetic},
             {"threads", o_.threads},
             {"repeats", o_.repeats},
             {"warmup", o_.warmup},
@@ -189,7 +191,7 @@ class MatrixRunner {
   // bf16 tensors reaching the kernels on a path with bf16 operands (AMX, or vdpbf16ps where the
   // dispatch rule keeps it: burst/dispatch.h; docs/design.md).
   bool bf16_arithmetic(StrategyKind s) const {
-    return keeps_16bit(s) && bf16_operands(resolve_isa(Isa::Auto, DType::BF16, KernelPass::Forward), dtype_);
+    return keeps_16bit(s) && bf16_operands(resolve_isa(Isa::Auto, dtype_, KernelPass::Forward), dtype_);
   }
 
   Estimate model(const Case& c, const Mask& mask) const {
