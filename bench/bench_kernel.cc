@@ -16,6 +16,7 @@
 #include "bench/cli_options.h"
 #include "bench/harness.h"
 #include "burst/attention.h"
+#include "burst/dispatch.h"
 #include "burst/error.h"
 #include "burst/mask.h"
 #include "burst/splitmix64.h"
@@ -47,24 +48,17 @@ double fma_peak_now(Isa isa) {
   return flop / t.cpu_median / 1e9;
 }
 
-// vdpbf16ps rate of one core right now (same timing as fma_peak_now): the ceiling of the bf16
-// arithmetic path; 0 on a CPU without AVX512_BF16.
-double bf16_dot_peak_now() {
-  if (detect_isa() != Isa::Avx512Bf16) return 0;
-  const std::int64_t iters = std::int64_t{1} << 19;
+// bf16 ceiling of one core right now (same timing as fma_peak_now): the tdpbf16ps probe on the
+// AMX path, the vdpbf16ps probe on Avx512Bf16; 0 elsewhere.
+double bf16_peak_now(Isa isa) {
   double flop = 0;
-  const Timing t = time_runs([&] { flop = run_bf16_dot_probe(iters); }, TimingOptions{1, 3});
+  if (isa == Isa::Amx) {
+    const Timing t = time_runs([&] { flop = run_amx_probe(std::int64_t{1} << 16); }, TimingOptions{1, 3});
+    return flop / t.cpu_median / 1e9;
+  }
+  if (isa != Isa::Avx512Bf16) return 0;
+  const Timing t = time_runs([&] { flop = run_bf16_dot_probe(std::int64_t{1} << 19); }, TimingOptions{1, 3});
   return flop / t.cpu_median / 1e9;
-}
-
-Isa parse_isa(const std::string& s) {
-  if (s == "auto") return Isa::Auto;
-  if (s == "avx512bf16") return Isa::Avx512Bf16;
-  if (s == "avx512") return Isa::Avx512;
-  if (s == "avx2") return Isa::Avx2;
-  if (s == "portable") return Isa::Portable;
-  BURST_FAIL(InvalidArgument, "bench kernel: --isa=", s,
-             " (expected auto, avx512bf16, avx512, avx2 or portable)");
 }
 
 void run_kernel_bench(const KernelBenchOptions& o) {
@@ -82,14 +76,17 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   params.mask = make_benchmark_mask(type, o.seq);
   params.num_threads = o.threads;
   params.impl = o.impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
-  params.isa = parse_isa(o.isa);
+  params.isa = burst::parse_isa(o.isa);
   params.block_q = o.block_q;
   params.block_kv = o.block_kv;
-  const Isa isa = params.isa == Isa::Auto ? detect_isa() : params.isa;
   const std::int64_t pairs = ResolvedMask(params.mask, o.seq, S_kv).visible_pairs();
 
   const DType dtype = parse_dtype(o.dtype);
   BURST_CHECK(dtype != DType::F64, InvalidArgument, "bench kernel: --dtype must be fp32, bf16 or fp16");
+  // The path each pass takes (burst/dispatch.h); both passes resolve alike today.
+  const Isa isa = resolve_isa(params.isa, dtype, KernelPass::Forward);
+  BURST_CHECK(isa_available(isa), Unsupported, "bench kernel: --isa=", o.isa,
+              " is not available on this CPU");
   const std::vector<std::int64_t> q_shape{o.batch, o.seq, o.heads, o.dim},
       kv_shape{o.batch, S_kv, H_kv, o.dim};
   auto seeded = [](const std::vector<std::int64_t>& shape, std::uint64_t seed) {
@@ -120,6 +117,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     j["threads"] = o.threads;
     j["impl"] = o.impl;
     j["isa"] = to_string(isa);
+    j["isa_requested"] = o.isa;
     j["block_q"] = o.block_q;
     j["block_kv"] = o.block_kv;
     j["warmup"] = o.warmup;
@@ -129,12 +127,13 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     const double peak = std::max(peak_before, fma_peak_now(isa));
     j["fma_peak_gflops_1core"] = peak;
     j["fraction_of_peak"] = j["gflops_cpu"].get<double>() / peak;
-    // bf16 arithmetic (vdpbf16ps GEMMs, P rounded to bf16) runs for bf16 inputs on Avx512Bf16;
-    // its ceiling is the bf16 dot-product probe, timed beside the pass like the FMA one.
-    const bool bf16_dot = dtype == DType::BF16 && isa == Isa::Avx512Bf16;
-    j["arithmetic"] = bf16_dot ? "bf16-dot" : "fp32";
-    if (bf16_dot) {
-      const double bpeak = std::max(bf16_peak_before, bf16_dot_peak_now());
+    // bf16 arithmetic (bf16 GEMM operands, P rounded to bf16) runs for bf16 inputs on
+    // Avx512Bf16 (vdpbf16ps) and Amx (tdpbf16ps); its ceiling is that instruction's probe, timed
+    // beside the pass like the FMA one (none for the emulated tiles).
+    const bool bf16_dot = bf16_operands(isa, dtype);
+    j["arithmetic"] = !bf16_dot ? "fp32" : isa == Isa::Avx512Bf16 ? "bf16-dot" : "bf16-amx";
+    if (bf16_dot && isa != Isa::AmxEmulated) {
+      const double bpeak = std::max(bf16_peak_before, bf16_peak_now(isa));
       j["bf16_dot_peak_gflops_1core"] = bpeak;
       j["fraction_of_bf16_peak"] = j["gflops_cpu"].get<double>() / bpeak;
     }
@@ -144,7 +143,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
 
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
   peak_before = fma_peak_now(isa);
-  bf16_peak_before = bf16_dot_peak_now();
+  bf16_peak_before = bf16_peak_now(isa);
   const Timing tf =
       time_runs([&] { attention_forward(q.view, k.view, v.view, out.view, lse.view(), params); },
                 fwd ? topt : TimingOptions{0, 1});
@@ -152,7 +151,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     record("fwd", tf, attention_forward_flop(o.batch, o.heads, o.dim, pairs), kAttentionForwardFlopFormula);
   if (bwd) {
     peak_before = fma_peak_now(isa);
-    bf16_peak_before = bf16_dot_peak_now();
+    bf16_peak_before = bf16_peak_now(isa);
     const Timing tb = time_runs(
         [&] {
           attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view,
@@ -177,7 +176,12 @@ void add_kernel_bench(CLI::App& bench) {
   add_timing_options(cmd, opt->threads, opt->repeats, opt->warmup);
   cmd->add_option("--impl", opt->impl, "tiled | reference")->capture_default_str();
   add_dtype_option(cmd, opt->dtype, "fp32|bf16|fp16", "storage of q, k, v, dout and results (lse fp32)");
-  cmd->add_option("--isa", opt->isa, "auto | avx512bf16 | avx512 | avx2 | portable")->capture_default_str();
+  cmd->add_option(
+         "--isa", opt->isa,
+         "auto (the fastest path per dtype: burst info) | amx | amx-emulated | avx512bf16 | avx512 | avx2 | "
+         "portable")
+      ->envname("BURST_ISA")
+      ->capture_default_str();
   cmd->add_option("--block-q", opt->block_q, "q tile rows (0 = kernel default)");
   cmd->add_option("--block-kv", opt->block_kv, "kv tile rows (0 = kernel default)");
   cmd->add_option("--seed", opt->seed, "input seed")->capture_default_str();

@@ -25,6 +25,7 @@
 #include "bench/cluster_spec_io.h"
 #include "bench/harness.h"
 #include "burst/cost_model.h"
+#include "burst/dispatch.h"
 #include "burst/error.h"
 #include "burst/splitmix64.h"
 #include "burst/strategy.h"
@@ -159,6 +160,8 @@ class MatrixRunner {
 
  private:
   nlohmann::json base_record(const Case& c, const std::string& key) const {
+    const bool amx = resolve_isa(Isa::Auto, DType::BF16, KernelPass::Forward) == Isa::Amx;
+    const char* arithmetic = !bf16_arithmetic(c.strategy) ? "fp32" : amx ? "bf16-amx" : "bf16-dot";
     return {{"bench", "matrix"},
             {"case", key},
             {"strategy", to_string(c.strategy)},
@@ -172,7 +175,7 @@ class MatrixRunner {
             {"H_kv", H_kv_},
             {"D", o_.dim},
             {"dtype", to_string(dtype_)},
-            {"arithmetic", bf16_arithmetic(c.strategy) ? "bf16-dot" : "fp32"},
+            {"arithmetic", arithmetic},
             {"threads", o_.threads},
             {"repeats", o_.repeats},
             {"warmup", o_.warmup},
@@ -185,9 +188,10 @@ class MatrixRunner {
     return dtype_ != DType::F32 &&
            (s == StrategyKind::Burst || s == StrategyKind::Ring || s == StrategyKind::AllGather);
   }
-  // bf16 tensors reaching the kernels on a CPU with AVX512_BF16: bf16 operands (docs/design.md).
+  // bf16 tensors reaching the kernels on a path with bf16 operands (AMX, or vdpbf16ps where the
+  // dispatch rule keeps it: burst/dispatch.h; docs/design.md).
   bool bf16_arithmetic(StrategyKind s) const {
-    return keeps_16bit(s) && dtype_ == DType::BF16 && detect_isa() == Isa::Avx512Bf16;
+    return keeps_16bit(s) && bf16_operands(resolve_isa(Isa::Auto, dtype_, KernelPass::Forward), dtype_);
   }
 
   Estimate model(const Case& c, const Mask& mask) const {

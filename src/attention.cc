@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "burst/dispatch.h"
 #include "burst/error.h"
 #include "kernels/convert.h"
 #include "kernels/kernels.h"
@@ -26,6 +27,8 @@ const char* to_string(Isa isa) noexcept {
     case Isa::Avx512: return "avx512";
     case Isa::Avx2: return "avx2";
     case Isa::Portable: return "portable";
+    case Isa::Amx: return "amx";
+    case Isa::AmxEmulated: return "amx-emulated";
   }
   return "?";
 }
@@ -45,24 +48,48 @@ Isa detect_isa() noexcept {
   return Isa::Portable;
 }
 
+bool isa_available(Isa isa) noexcept {
+  const Isa best = detect_isa();
+  switch (isa) {
+    case Isa::Auto:
+    case Isa::Portable: return true;
+    case Isa::Amx: return detect_cpu_features().amx_usable();
+    case Isa::AmxEmulated: return best != Isa::Portable;  // the AVX2+F16C converters and a SIMD table
+    case Isa::Avx512Bf16:
+    case Isa::Avx512:
+    case Isa::Avx2: return static_cast<int>(isa) >= static_cast<int>(best);  // enum order: best first
+  }
+  return false;
+}
+
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::Avx512Bf16, Isa::Avx512, Isa::Avx2, Isa::Portable})
-    if (static_cast<int>(isa) >= static_cast<int>(detect_isa())) out.push_back(isa);
+  for (Isa isa : {Isa::Amx, Isa::Avx512Bf16, Isa::Avx512, Isa::Avx2, Isa::Portable, Isa::AmxEmulated})
+    if (isa_available(isa)) out.push_back(isa);
   return out;
 }
 
 double run_fma_probe(Isa isa, std::int64_t iters) {
   const Isa best = detect_isa();
-  if (isa == Isa::Auto) isa = best;
-  BURST_CHECK(static_cast<int>(isa) >= static_cast<int>(best), Unsupported,
-              "run_fma_probe: isa=", to_string(isa), " requested but this CPU supports at most ",
-              to_string(best));
+  if (isa == Isa::Auto || isa == Isa::Amx || isa == Isa::AmxEmulated) isa = best;
+  BURST_CHECK(isa_available(isa), Unsupported, "run_fma_probe: isa=", to_string(isa),
+              " requested but this CPU supports at most ", to_string(best));
   BURST_CHECK(iters >= 0, InvalidArgument, "run_fma_probe: iters=", iters, " must be >= 0");
   const kernels::Microkernels& mk = kernels::microkernels(isa);
   volatile float sink = mk.fma_probe(iters);  // the checksum keeps the chains from being elided
   (void)sink;
   return static_cast<double>(iters) * 16 * 2 * mk.width;
+}
+
+double run_amx_probe(std::int64_t iters) {
+  BURST_CHECK(isa_available(Isa::Amx), Unsupported,
+              "run_amx_probe: AMX is absent or refused on this CPU (amx_bf16=",
+              detect_cpu_features().amx_bf16, ", OS tile state=", detect_cpu_features().amx_os,
+              ", permitted=", detect_cpu_features().amx_permitted, ")");
+  BURST_CHECK(iters >= 0, InvalidArgument, "run_amx_probe: iters=", iters, " must be >= 0");
+  volatile float sink = kernels::microkernels(Isa::Amx).bf16_dot_probe(iters);
+  (void)sink;
+  return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
 }
 
 double run_bf16_dot_probe(std::int64_t iters) {
@@ -77,10 +104,9 @@ double run_bf16_dot_probe(std::int64_t iters) {
 
 double run_memory_read_probe(Isa isa, const float* data, std::int64_t n) {
   const Isa best = detect_isa();
-  if (isa == Isa::Auto) isa = best;
-  BURST_CHECK(static_cast<int>(isa) >= static_cast<int>(best), Unsupported,
-              "run_memory_read_probe: isa=", to_string(isa), " requested but this CPU supports at most ",
-              to_string(best));
+  if (isa == Isa::Auto || isa == Isa::Amx || isa == Isa::AmxEmulated) isa = best;
+  BURST_CHECK(isa_available(isa), Unsupported, "run_memory_read_probe: isa=", to_string(isa),
+              " requested but this CPU supports at most ", to_string(best));
   BURST_CHECK(n >= 0 && (data != nullptr || n == 0), InvalidArgument, "run_memory_read_probe: n=", n,
               " must be >= 0 with data");
   const kernels::Microkernels& mk = kernels::microkernels(isa);
@@ -235,7 +261,7 @@ struct Call {
 };
 
 Call validate(const char* api, const TensorView& q, const TensorView& k, const TensorView& v,
-              const AttentionParams& p) {
+              const AttentionParams& p, KernelPass pass) {
   Call c;
   c.varlen = !p.cu_seqlens_q.empty() || !p.cu_seqlens_kv.empty();
   const int nd = c.varlen ? 3 : 4;
@@ -270,10 +296,10 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
   c.threads = p.num_threads > 0 ? p.num_threads : std::max(1, omp_get_max_threads());
   BURST_CHECK(p.block_q >= 0 && p.block_kv >= 0, InvalidArgument, api, ": block_q=", p.block_q,
               " and block_kv=", p.block_kv, " must be >= 0 (0 = default)");
-  const Isa best = detect_isa();
-  c.isa = p.isa == Isa::Auto ? best : p.isa;
-  BURST_CHECK(static_cast<int>(c.isa) >= static_cast<int>(best), Unsupported, api, ": isa=", to_string(c.isa),
-              " requested but this CPU supports at most ", to_string(best));
+  c.isa = resolve_isa(p.isa, c.dtype, pass);  // Auto: the fastest path for this dtype (burst/dispatch.h)
+  BURST_CHECK(isa_available(c.isa), Unsupported, api, ": isa=", to_string(c.isa),
+              " requested but this CPU supports at most ", to_string(detect_isa()),
+              c.isa == Isa::Amx ? " (AMX absent or refused)" : "");
 
   if (!c.varlen) {
     c.B = q.shape[0];
@@ -418,7 +444,7 @@ void backward_core(const char* api, const Call& c, const TensorView& dout, const
 void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                        const TensorView& lse, const AttentionParams& params) {
   constexpr const char* api = "attention_forward";
-  const Call c = validate(api, q, k, v, params);
+  const Call c = validate(api, q, k, v, params, KernelPass::Forward);
   check_same_shape(api, "out", out, "q", q);
   check_output_dtype(api, "out", out, c.dtype, false);
   check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
@@ -470,7 +496,7 @@ void attention_backward_with_delta(const TensorView& dout, const TensorView& q, 
                                    const TensorView& dq, const TensorView& dk, const TensorView& dv,
                                    const AttentionParams& params, bool accumulate) {
   constexpr const char* api = "attention_backward_with_delta";
-  const Call c = validate(api, q, k, v, params);
+  const Call c = validate(api, q, k, v, params, KernelPass::Backward);
   check_same_shape(api, "dout", dout, "q", q);
   check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
   check_rows(api, "delta", delta, c.varlen, c.B, c.H, c.S_q);
@@ -481,7 +507,7 @@ void attention_backward(const TensorView& dout, const TensorView& q, const Tenso
                         const TensorView& out, const TensorView& lse, const TensorView& dq,
                         const TensorView& dk, const TensorView& dv, const AttentionParams& params) {
   constexpr const char* api = "attention_backward";
-  const Call c = validate(api, q, k, v, params);
+  const Call c = validate(api, q, k, v, params, KernelPass::Backward);
   check_same_shape(api, "dout", dout, "q", q);
   check_same_shape(api, "out", out, "q", q);
   check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);

@@ -240,9 +240,8 @@ DistKVCache::DistKVCache(const Communicator& comm, const KVCacheConfig& cfg) {
     if (cfg.softmax_scale)
       BURST_CHECK(std::isfinite(*cfg.softmax_scale) && *cfg.softmax_scale > 0.0f, InvalidArgument, api,
                   ": softmax_scale=", *cfg.softmax_scale, " must be finite and > 0");
-    const Isa best = detect_isa();
-    BURST_CHECK(cfg.isa == Isa::Auto || static_cast<int>(cfg.isa) >= static_cast<int>(best), Unsupported, api,
-                ": isa=", to_string(cfg.isa), " requested but this CPU supports at most ", to_string(best));
+    BURST_CHECK(isa_available(cfg.isa), Unsupported, api, ": isa=", to_string(cfg.isa),
+                " requested but this CPU supports at most ", to_string(detect_isa()));
   });
   Fnv f;
   for (auto x : {cfg.H, cfg.H_kv, cfg.D, cfg.capacity_per_rank, cfg.chunk_tokens})
@@ -255,7 +254,9 @@ DistKVCache::DistKVCache(const Communicator& comm, const KVCacheConfig& cfg) {
   impl->cfg = cfg;
   impl->Dp = (cfg.D + kernels::kDecodeMaxWidth - 1) / kernels::kDecodeMaxWidth * kernels::kDecodeMaxWidth;
   impl->scale = cfg.softmax_scale ? *cfg.softmax_scale : static_cast<float>(1.0 / std::sqrt(double(cfg.D)));
-  impl->isa = cfg.isa == Isa::Auto ? detect_isa() : cfg.isa;
+  // Decoding is memory-bound vector work: the AMX paths have no decode kernel of their own.
+  const bool amx = cfg.isa == Isa::Amx || cfg.isa == Isa::AmxEmulated;
+  impl->isa = cfg.isa == Isa::Auto || amx ? detect_isa() : cfg.isa;
   impl->threads = cfg.num_threads > 0 ? cfg.num_threads : std::max(1, omp_get_max_threads());
   impl->scratch.resize(static_cast<std::size_t>(impl->threads));
   impl_ = std::move(impl);

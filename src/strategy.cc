@@ -47,6 +47,9 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
               "ProblemShape::dtype ", to_string(s.dtype), " is not computed; use f32, bf16 or f16");
   BURST_CHECK(s.D <= 256, Unsupported, "head dim D=", s.D, " exceeds the kernels' limit 256");
   BURST_CHECK(cfg.num_threads >= 0, InvalidArgument, "num_threads=", cfg.num_threads, " must be >= 0");
+  BURST_CHECK(isa_available(cfg.isa), Unsupported, "isa=", to_string(cfg.isa),
+              " requested but this rank's CPU supports at most ", to_string(detect_isa()),
+              cfg.isa == Isa::Amx ? " (AMX absent or refused)" : "");
   BURST_CHECK(cfg.saved_contexts >= 0, InvalidArgument, "saved_contexts=", cfg.saved_contexts,
               " must be >= 0");
   BURST_CHECK(cfg.ranks_per_node >= 0, InvalidArgument, "ranks_per_node=", cfg.ranks_per_node,

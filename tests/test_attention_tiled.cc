@@ -21,12 +21,13 @@
 namespace burst {
 namespace {
 
-// Every fp32 table this CPU runs, best first. Avx512Bf16 is left out: for fp32 inputs it runs
-// the Avx512 entries (the same functions; its bf16 entries: test_microkernels_bf16).
+// Every fp32 table this CPU runs, best first. Avx512Bf16, Amx and AmxEmulated are left out: for
+// fp32 inputs they run the Avx512 (or AVX2) entries (the same functions; their bf16 entries:
+// test_microkernels_bf16, test_attention_amx).
 std::vector<Isa> isas_here() {
   std::vector<Isa> out;
   for (Isa isa : supported_isas())
-    if (isa != Isa::Avx512Bf16) out.push_back(isa);
+    if (isa != Isa::Avx512Bf16 && isa != Isa::Amx && isa != Isa::AmxEmulated) out.push_back(isa);
   return out;
 }
 

@@ -2,7 +2,9 @@
 // against scalar twins: the conversions bit for bit against the portable rounding rules of
 // burst/tensor.h, the vdpbf16ps GEMM against an fp64 dot product of the same bf16 values, over
 // edge sizes (rows 1..13 across the 6-row block, 1..5 vector columns across the 4-vector block,
-// odd and even K). Skipped on CPUs without AVX512_BF16 (the table is never selected there).
+// odd and even K; for the AMX tables also rows and K across the 16 × 32 tile edges), on every
+// table with bf16 entries this CPU runs: AVX512-BF16 (vdpbf16ps), AMX (tdpbf16ps) and the AMX
+// GEMM over the emulated tile layer (any AVX2 CPU).
 //
 // GEMM bound: the bf16 products are exact in fp32, so the only error is fp32 summation: at most
 // K additions into the accumulator, one multiply by alpha and one add of the old C, each
@@ -26,6 +28,14 @@ namespace {
 
 bool have_bf16() { return detect_isa() == Isa::Avx512Bf16; }
 
+// The tables with bf16 entries this CPU runs.
+std::vector<Isa> bf16_tables() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Avx512Bf16, Isa::Amx, Isa::AmxEmulated})
+    if (isa_available(isa)) out.push_back(isa);
+  return out;
+}
+
 std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint64_t seed) {
   std::vector<float> f(n);
   test::fill_uniform(f.data(), static_cast<std::int64_t>(n), seed, -2.0f, 2.0f);
@@ -35,90 +45,100 @@ std::vector<std::uint16_t> random_bf16(std::size_t n, std::uint64_t seed) {
 }
 
 TEST(MicrokernelsBf16, GemmMatchesFp64OnTheSameBf16Values) {
-  if (!have_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
-  const kernels::Microkernels& mk = kernels::microkernels(Isa::Avx512Bf16);
-  ASSERT_NE(mk.gemm_bf16, nullptr);
-  for (int M : {1, 5, 6, 7, 13})
-    for (int nv : {1, 3, 4, 5})
-      for (int K : {1, 2, 7, 64})
-        for (bool accumulate : {false, true}) {
-          SCOPED_TRACE(testing::Message()
-                       << "M=" << M << " N=" << nv * 16 << " K=" << K << " acc=" << accumulate);
-          const int N = nv * 16, K2 = K + (K & 1), lda = K2 + 2, ldb = 2 * N + 32, ldc = N + 16;
-          std::vector<std::uint16_t> A =
-              random_bf16(static_cast<std::size_t>(M * lda), 1 + static_cast<std::uint64_t>(K));
-          for (int r = 0; r < M; ++r)
-            if (K & 1) A[static_cast<std::size_t>(r * lda + K)] = 0;  // the caller's zero pad of an odd K
-          // B[k][n] as a plain matrix, then pair-packed by hand: the layout is part of the contract.
-          const std::vector<std::uint16_t> B = random_bf16(static_cast<std::size_t>(K * N), 7);
-          std::vector<std::uint16_t> Bp(static_cast<std::size_t>((K2 / 2) * ldb),
-                                        0xffff);  // NaN where unused
-          for (int kk = 0; kk < K2 / 2; ++kk)
-            for (int n = 0; n < N; ++n)
-              for (int e = 0; e < 2; ++e) {
-                const int k = 2 * kk + e;
-                Bp[static_cast<std::size_t>(kk * ldb + 2 * n + e)] =
-                    k < K ? B[static_cast<std::size_t>(k * N + n)] : 0;
-              }
-          std::vector<float> C(static_cast<std::size_t>(M * ldc));
-          test::fill_uniform(C.data(), static_cast<std::int64_t>(C.size()), 3);
-          const std::vector<float> C0 = C;
-          const float alpha = 0.375f;
-          mk.gemm_bf16(A.data(), lda, Bp.data(), ldb, C.data(), ldc, M, N, K2, accumulate, alpha);
-          for (int r = 0; r < M; ++r)
-            for (int n = 0; n < N; ++n) {
-              double exact = 0, mag = 0;
-              for (int k = 0; k < K; ++k) {
-                const double t =
-                    static_cast<double>(bf16_to_float(A[static_cast<std::size_t>(r * lda + k)])) *
-                    bf16_to_float(B[static_cast<std::size_t>(k * N + n)]);
-                exact += t;
-                mag += std::fabs(t);
-              }
-              const double old = accumulate ? C0[static_cast<std::size_t>(r * ldc + n)] : 0.0;
-              const double want = old + alpha * exact;
-              const double bound = (K + 2) * 0x1.0p-24 * (alpha * mag + std::fabs(old));
-              ASSERT_LE(std::fabs(C[static_cast<std::size_t>(r * ldc + n)] - want), bound)
-                  << "r=" << r << " n=" << n;
+  if (bf16_tables().empty()) GTEST_SKIP() << "no table with bf16 entries on this CPU";
+  for (Isa isa : bf16_tables()) {
+    const kernels::Microkernels& mk = kernels::microkernels(isa);
+    ASSERT_NE(mk.gemm_bf16, nullptr);
+    const bool tiles = isa != Isa::Avx512Bf16;
+    for (int M : tiles ? std::vector<int>{1, 7, 16, 17, 33} : std::vector<int>{1, 5, 6, 7, 13})
+      for (int nv : {1, 3, 4, 5})
+        for (int K : tiles ? std::vector<int>{1, 2, 31, 32, 34, 64, 97} : std::vector<int>{1, 2, 7, 64})
+          for (bool accumulate : {false, true})
+            for (float alpha : {0.375f, 1.0f}) {
+              SCOPED_TRACE(testing::Message() << to_string(isa) << " M=" << M << " N=" << nv * 16
+                                              << " K=" << K << " acc=" << accumulate << " alpha=" << alpha);
+              const int N = nv * 16, K2 = K + (K & 1), lda = K2 + 2, ldb = 2 * N + 32, ldc = N + 16;
+              std::vector<std::uint16_t> A =
+                  random_bf16(static_cast<std::size_t>(M * lda), 1 + static_cast<std::uint64_t>(K));
+              for (int r = 0; r < M; ++r)
+                if (K & 1) A[static_cast<std::size_t>(r * lda + K)] = 0;  // the caller's zero pad of an odd K
+              // B[k][n] as a plain matrix, then pair-packed by hand: the layout is part of the contract.
+              const std::vector<std::uint16_t> B = random_bf16(static_cast<std::size_t>(K * N), 7);
+              std::vector<std::uint16_t> Bp(static_cast<std::size_t>((K2 / 2) * ldb),
+                                            0xffff);  // NaN where unused
+              for (int kk = 0; kk < K2 / 2; ++kk)
+                for (int n = 0; n < N; ++n)
+                  for (int e = 0; e < 2; ++e) {
+                    const int k = 2 * kk + e;
+                    Bp[static_cast<std::size_t>(kk * ldb + 2 * n + e)] =
+                        k < K ? B[static_cast<std::size_t>(k * N + n)] : 0;
+                  }
+              std::vector<float> C(static_cast<std::size_t>(M * ldc));
+              test::fill_uniform(C.data(), static_cast<std::int64_t>(C.size()), 3);
+              const std::vector<float> C0 = C;
+              mk.gemm_bf16(A.data(), lda, Bp.data(), ldb, C.data(), ldc, M, N, K2, accumulate, alpha);
+              for (int r = 0; r < M; ++r)
+                for (int n = 0; n < N; ++n) {
+                  double exact = 0, mag = 0;
+                  for (int k = 0; k < K; ++k) {
+                    const double t =
+                        static_cast<double>(bf16_to_float(A[static_cast<std::size_t>(r * lda + k)])) *
+                        bf16_to_float(B[static_cast<std::size_t>(k * N + n)]);
+                    exact += t;
+                    mag += std::fabs(t);
+                  }
+                  const double old = accumulate ? C0[static_cast<std::size_t>(r * ldc + n)] : 0.0;
+                  const double want = old + alpha * exact;
+                  const double bound = (K + 2) * 0x1.0p-24 * (alpha * mag + std::fabs(old));
+                  ASSERT_LE(std::fabs(C[static_cast<std::size_t>(r * ldc + n)] - want), bound)
+                      << "r=" << r << " n=" << n;
+                }
+              for (int r = 0; r < M; ++r)  // nothing written beyond N in a row
+                for (int n = N; n < ldc; ++n)
+                  ASSERT_EQ(C[static_cast<std::size_t>(r * ldc + n)],
+                            C0[static_cast<std::size_t>(r * ldc + n)]);
             }
-        }
+  }
 }
 
 TEST(MicrokernelsBf16, ConversionsAreThePortableRoundingBitForBit) {
-  if (!have_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
-  const kernels::Microkernels& mk = kernels::microkernels(Isa::Avx512Bf16);
-  // Ties, values just above/below a tie, ±0, large and small normals (no denormals: the
-  // instruction flushes them, the kernels run with FTZ/DAZ anyway).
-  std::vector<float> x(48 * 7);
-  test::fill_uniform(x.data(), static_cast<std::int64_t>(x.size()), 5, -3.0f, 3.0f);
-  const float edge[] = {
-      1.0f + 0x1.0p-8f, 1.0f + 0x1.8p-8f, 1.0f + 0x1.0p-9f, -0.0f, 0.0f, 3.0e38f, 1.0e-37f, -1.5f};
-  for (std::size_t i = 0; i < sizeof edge / sizeof edge[0]; ++i) x[i * 5] = edge[i];
-  for (int cols : {1, 15, 16, 17, 33}) {  // narrow_rows: odd cols get a zero partner
-    const int rows = 3, lds = 48, ldd = 50;
-    std::vector<std::uint16_t> d(static_cast<std::size_t>(rows * ldd), 0x7777);
-    mk.narrow_rows_bf16(x.data(), lds, d.data(), ldd, rows, cols);
-    for (int r = 0; r < rows; ++r) {
-      for (int c = 0; c < cols; ++c)
-        ASSERT_EQ(d[static_cast<std::size_t>(r * ldd + c)],
-                  bf16_from_float(x[static_cast<std::size_t>(r * lds + c)]))
-            << "cols=" << cols << " r=" << r << " c=" << c;
-      if (cols & 1) { EXPECT_EQ(d[static_cast<std::size_t>(r * ldd + cols)], 0u); }
-      EXPECT_EQ(d[static_cast<std::size_t>(r * ldd + cols + (cols & 1))], 0x7777u) << "wrote past the row";
+  if (bf16_tables().empty()) GTEST_SKIP() << "no table with bf16 entries on this CPU";
+  for (Isa isa : bf16_tables()) {
+    SCOPED_TRACE(to_string(isa));
+    const kernels::Microkernels& mk = kernels::microkernels(isa);
+    // Ties, values just above/below a tie, ±0, large and small normals (no denormals: the
+    // instruction flushes them, the kernels run with FTZ/DAZ anyway).
+    std::vector<float> x(48 * 7);
+    test::fill_uniform(x.data(), static_cast<std::int64_t>(x.size()), 5, -3.0f, 3.0f);
+    const float edge[] = {
+        1.0f + 0x1.0p-8f, 1.0f + 0x1.8p-8f, 1.0f + 0x1.0p-9f, -0.0f, 0.0f, 3.0e38f, 1.0e-37f, -1.5f};
+    for (std::size_t i = 0; i < sizeof edge / sizeof edge[0]; ++i) x[i * 5] = edge[i];
+    for (int cols : {1, 15, 16, 17, 33}) {  // narrow_rows: odd cols get a zero partner
+      const int rows = 3, lds = 48, ldd = 50;
+      std::vector<std::uint16_t> d(static_cast<std::size_t>(rows * ldd), 0x7777);
+      mk.narrow_rows_bf16(x.data(), lds, d.data(), ldd, rows, cols);
+      for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < cols; ++c)
+          ASSERT_EQ(d[static_cast<std::size_t>(r * ldd + c)],
+                    bf16_from_float(x[static_cast<std::size_t>(r * lds + c)]))
+              << "cols=" << cols << " r=" << r << " c=" << c;
+        if (cols & 1) { EXPECT_EQ(d[static_cast<std::size_t>(r * ldd + cols)], 0u); }
+        EXPECT_EQ(d[static_cast<std::size_t>(r * ldd + cols + (cols & 1))], 0x7777u) << "wrote past the row";
+      }
     }
-  }
-  for (int K : {1, 2, 5}) {  // pack_pairs: row K of an odd K is zeros
-    const int N = 32, lds = 48, ldd = 2 * N;
-    std::vector<std::uint16_t> d(static_cast<std::size_t>(((K + 1) / 2) * ldd));
-    mk.pack_pairs_bf16(x.data(), lds, d.data(), ldd, K, N);
-    for (int kk = 0; kk < (K + 1) / 2; ++kk)
-      for (int n = 0; n < N; ++n)
-        for (int e = 0; e < 2; ++e) {
-          const int k = 2 * kk + e;
-          const std::uint16_t want = k < K ? bf16_from_float(x[static_cast<std::size_t>(k * lds + n)]) : 0;
-          ASSERT_EQ(d[static_cast<std::size_t>(kk * ldd + 2 * n + e)], want)
-              << "K=" << K << " k=" << k << " n=" << n;
-        }
+    for (int K : {1, 2, 5}) {  // pack_pairs: row K of an odd K is zeros
+      const int N = 32, lds = 48, ldd = 2 * N;
+      std::vector<std::uint16_t> d(static_cast<std::size_t>(((K + 1) / 2) * ldd));
+      mk.pack_pairs_bf16(x.data(), lds, d.data(), ldd, K, N);
+      for (int kk = 0; kk < (K + 1) / 2; ++kk)
+        for (int n = 0; n < N; ++n)
+          for (int e = 0; e < 2; ++e) {
+            const int k = 2 * kk + e;
+            const std::uint16_t want = k < K ? bf16_from_float(x[static_cast<std::size_t>(k * lds + n)]) : 0;
+            ASSERT_EQ(d[static_cast<std::size_t>(kk * ldd + 2 * n + e)], want)
+                << "K=" << K << " k=" << k << " n=" << n;
+          }
+    }
   }
 }
 

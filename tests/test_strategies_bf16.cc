@@ -46,12 +46,15 @@ struct Reference {
   Tensor out, lse, dq, dk, dv;  // fp64 oracle (backward from the rounded oracle out)
   double local[4] = {};         // single-process 16-bit error: out, dq, dk, dv
   double lse_tol = 0, lse_local = 0;
+  Isa isa = Isa::Auto;
 };
 
 double err(const Tensor& a, const Tensor& b) { return test::max_abs_diff(a, b); }
 
-Reference make_reference(DType dt) {
+// isa: the ISA of every Tiled call (single-process and distributed); Auto → the dispatch rule.
+Reference make_reference(DType dt, Isa isa = Isa::Auto) {
   Reference r;
+  r.isa = isa;
   r.dtype = dt;
   r.mask = Mask::causal_mask();
   r.q = round_to(test::random_tensor({1, kS, kH, kD}, 31), dt).wide;
@@ -75,6 +78,7 @@ Reference make_reference(DType dt) {
   // The single-process 16-bit kernel on the same inputs.
   p.impl = KernelImpl::Tiled;
   p.num_threads = 1;
+  p.isa = isa;
   Rounded q = round_to(r.q, dt), k = round_to(r.k, dt), v = round_to(r.v, dt), dout = round_to(r.dout, dt);
   Rounded out = empty_rounded(r.q.shape(), dt), dq = empty_rounded(r.q.shape(), dt);
   Rounded dk = empty_rounded(r.k.shape(), dt), dv = empty_rounded(r.k.shape(), dt);
@@ -103,10 +107,11 @@ const Reference& reference(DType dt) {
          << what << ": distributed 16-bit error " << e << " > 2 × single-process " << local << " + " << floor;
 }
 
-void run_case(const DistConfig& cfg, DType dt) {
-  const Reference& ref = reference(dt);
+void run_case(DistConfig cfg, const Reference& ref) {
+  const DType dt = ref.dtype;
+  cfg.isa = ref.isa;
   SCOPED_TRACE(std::string("strategy=") + to_string(cfg.strategy) + " layout=" + to_string(cfg.layout) + " " +
-               to_string(dt));
+               to_string(dt) + " isa=" + to_string(cfg.isa));
   const Communicator world = Communicator::world();
   ProblemShape shape{1, kS, kH, kHkv, kD};
   shape.dtype = dt;
@@ -136,18 +141,50 @@ void run_case(const DistConfig& cfg, DType dt) {
 
 TEST(StrategiesBf16, EveryStrategyErrorDoesNotGrowWithP) {
   const std::vector<std::pair<StrategyKind, LayoutKind>> cases = {
-      {StrategyKind::Burst, LayoutKind::Zigzag},         {StrategyKind::Burst, LayoutKind::Contiguous},
-      {StrategyKind::Ring, LayoutKind::Striped},         {StrategyKind::AllGather, LayoutKind::Contiguous},
-      {StrategyKind::Ulysses, LayoutKind::Contiguous},   {StrategyKind::Usp, LayoutKind::Zigzag},
-      {StrategyKind::DistFlash, LayoutKind::Contiguous}, {StrategyKind::HeadParallel, LayoutKind::Contiguous}};
+      {StrategyKind::Burst, LayoutKind::Zigzag},
+      {StrategyKind::Burst, LayoutKind::Contiguous},
+      {StrategyKind::Ring, LayoutKind::Striped},
+      {StrategyKind::AllGather, LayoutKind::Contiguous},
+      {StrategyKind::Ulysses, LayoutKind::Contiguous},
+      {StrategyKind::Usp, LayoutKind::Zigzag},
+      {StrategyKind::DistFlash, LayoutKind::Contiguous},
+      {StrategyKind::HeadParallel, LayoutKind::Contiguous}};
   for (DType dt : {DType::BF16, DType::F16})
     for (const auto& [strategy, layout] : cases) {
       DistConfig cfg;
       cfg.strategy = strategy;
       cfg.layout = layout;
       cfg.num_threads = 1;
-      run_case(cfg, dt);
+      run_case(cfg, reference(dt));
     }
+}
+
+// bf16 on the AMX path (tiles emulated here; the hardware where the CPU has AMX): the same
+// no-growth bound at P = 1..4 for every strategy.
+void amx_every_strategy(Isa isa) {
+  const Reference ref = make_reference(DType::BF16, isa);
+  const std::vector<std::pair<StrategyKind, LayoutKind>> cases = {
+      {StrategyKind::Burst, LayoutKind::Zigzag},         {StrategyKind::Ring, LayoutKind::Striped},
+      {StrategyKind::AllGather, LayoutKind::Contiguous}, {StrategyKind::Ulysses, LayoutKind::Contiguous},
+      {StrategyKind::Usp, LayoutKind::Zigzag},           {StrategyKind::DistFlash, LayoutKind::Contiguous}};
+  for (const auto& [strategy, layout] : cases) {
+    DistConfig cfg;
+    cfg.strategy = strategy;
+    cfg.layout = layout;
+    cfg.num_threads = 1;
+    run_case(cfg, ref);
+  }
+}
+
+TEST(StrategiesBf16, AmxEmulatedErrorDoesNotGrowWithP) {
+  if (!isa_available(Isa::AmxEmulated)) GTEST_SKIP() << "the emulated AMX tiles need AVX2+FMA+F16C";
+  amx_every_strategy(Isa::AmxEmulated);
+}
+
+TEST(StrategiesBf16, AmxHardwareErrorDoesNotGrowWithP) {
+  if (!isa_available(Isa::Amx))
+    GTEST_SKIP() << "no usable AMX on this CPU (CPUID, OS tile state or permission)";
+  amx_every_strategy(Isa::Amx);
 }
 
 TEST(StrategiesBf16, BurstBothBackwardSides) {
@@ -156,12 +193,30 @@ TEST(StrategiesBf16, BurstBothBackwardSides) {
     cfg.strategy = StrategyKind::Burst;
     cfg.backward_side = side;
     cfg.num_threads = 1;
-    run_case(cfg, DType::BF16);
+    run_case(cfg, reference(DType::BF16));
   }
 }
 
 // One rank passes an f32 k to a bf16 plan: every rank throws the same InvalidArgument before any
 // payload moves (the façade's checks are agreed over ranks).
+// An ISA this CPU cannot run (AMX here when absent or refused) is refused on every rank with the
+// same verdict at set-up, before any message.
+TEST(StrategiesBf16, UnavailableIsaFailsOnEveryRank) {
+  if (isa_available(Isa::Amx)) GTEST_SKIP() << "this CPU runs AMX: no unavailable ISA above it to request";
+  ProblemShape shape{1, kS, kH, kHkv, kD};
+  shape.dtype = DType::BF16;
+  DistConfig cfg;
+  cfg.strategy = StrategyKind::Burst;
+  cfg.isa = Isa::Amx;
+  try {
+    DistAttention attn(Communicator::world(), cfg, shape, Mask::causal_mask());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("isa=amx"), std::string::npos) << e.what();
+  }
+}
+
 TEST(StrategiesBf16, MixedDtypesFailOnEveryRank) {
   const Communicator world = Communicator::world();
   ProblemShape shape{1, kS, kH, kHkv, kD};
@@ -220,7 +275,7 @@ TEST(StrategiesBf16, UlyssesSavedAndStatelessBackward) {
     cfg.strategy = StrategyKind::Ulysses;
     cfg.saved_contexts = slots;
     cfg.num_threads = 1;
-    run_case(cfg, DType::BF16);
+    run_case(cfg, reference(DType::BF16));
   }
 }
 
@@ -239,7 +294,7 @@ TEST(StrategiesBf16, UspSavedStatelessAndRings) {
         cfg.usp_ring = ring;
         cfg.ulysses_degree = u;
         cfg.num_threads = 1;
-        run_case(cfg, DType::BF16);
+        run_case(cfg, reference(DType::BF16));
       }
 }
 

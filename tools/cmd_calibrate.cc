@@ -1,7 +1,8 @@
 // `burst calibrate` — measures this machine as the cost model sees it and writes a cluster spec:
 // attention-kernel rates and per-call overhead (the Tiled kernel, timed on every rank at once so
-// the ranks contend as they do in `burst bench`) — in fp32 and, where every rank's CPU has
-// AVX512_BF16, with bf16 operands (ClusterSpec::bf16_speedup_*) — STREAM-style copy bandwidth, and MPI
+// the ranks contend as they do in `burst bench`) — in fp32 and, where the dispatch rule gives every
+// rank a bf16-operand path (AMX tiles, or vdpbf16ps on AMD), the bf16 speed-up of that path per
+// pass (ClusterSpec::bf16_speedup_*) — STREAM-style copy bandwidth, and MPI
 // point-to-point latency and bandwidth (comm layer, ping-pong): inside a node between its ranks 0
 // and 1, and across nodes between rank 0 and the first rank of node 1.
 // Run under mpirun with the rank count and threads per rank the benchmarks will use, e.g.
@@ -32,6 +33,7 @@
 #include "burst/attention.h"
 #include "burst/comm.h"
 #include "burst/cost_model.h"
+#include "burst/dispatch.h"
 #include "burst/error.h"
 #include "burst/mask.h"
 #include "burst/plan.h"
@@ -442,9 +444,12 @@ void run_calibrate(CalibrateOptions o) {
   c.attention_efficiency_backward = bwd.rate / fwd.rate;
   c.kernel_call_seconds = solo_fwd.overhead;
   c.kernel_call_seconds_backward = solo_bwd.overhead;
-  // bf16 arithmetic: only where every rank's CPU runs vdpbf16ps (one verdict for all ranks, so
-  // the collective timings below stay matched); elsewhere bf16 computes at the fp32 rate.
-  const bool bf16 = comm.all_reduce_max(detect_isa() == Isa::Avx512Bf16 ? 0.0 : 1.0) == 0.0;
+  // bf16 arithmetic: only where the dispatch rule gives every rank a bf16-operand path (AMX tiles
+  // or vdpbf16ps; burst/dispatch.h) — one verdict for all ranks, so the collective timings below
+  // stay matched; elsewhere bf16 is widened and computes at the fp32 rate. The speed-up is that of
+  // the chosen path (bf16 requests run it: AttentionParams::isa = Auto).
+  const PathChoice bf16_path = choose_path(detect_cpu_features(), DType::BF16, KernelPass::Forward);
+  const bool bf16 = comm.all_reduce_max(bf16_operands(bf16_path.isa, DType::BF16) ? 0.0 : 1.0) == 0.0;
   if (bf16) {
     c.bf16_speedup_forward = bf16_speedup(comm, o, false);
     c.bf16_speedup_backward = bf16_speedup(comm, o, true);
@@ -540,9 +545,9 @@ void run_calibrate(CalibrateOptions o) {
       << fwd.overhead * 1e6 << " us/call, backward " << bwd.rate / 1e9 << " GFLOP/s + " << bwd.overhead * 1e6
       << " us/call; bf16 operands: "
       << (bf16 ? "x" + std::to_string(c.bf16_speedup_forward) + " forward, x" +
-                     std::to_string(c.bf16_speedup_backward) +
-                     " backward (vdpbf16ps; median over the lengths of fp32/bf16 times taken back to back)"
-               : std::string("no AVX512_BF16 on every rank, fp32 rate"))
+                     std::to_string(c.bf16_speedup_backward) + " backward (" + bf16_path.path +
+                     " path; median over the lengths of fp32/bf16 times taken back to back)"
+               : "bf16 widened to fp32 on some rank (" + bf16_path.path + " here), fp32 rate")
       << "; per-element masking: ns per Partial-tile row forward " << row_cost_text(row_fwd) << ", backward "
       << row_cost_text(row_bwd) << " (causal probe on interleaved positions at S=" << probe_S
       << ", median of 3 each); copy bandwidth 2x64 MiB best of 3; "

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "build_info.h"
 #include "burst/attention.h"
 #include "burst/comm.h"
+#include "burst/dispatch.h"
 #include "burst/version.h"
 #include "commands.h"
 
@@ -81,6 +83,34 @@ void add_info_command(CLI::App& app) {
     nlohmann::json paths = nlohmann::json::array();
     for (Isa isa : supported_isas()) paths.push_back(to_string(isa));
     j["isa_paths"] = paths;
+    // The path Auto takes per dtype and pass, and why (burst/dispatch.h); BURST_ISA (or --isa of
+    // `burst bench kernel`) overrides it.
+    const CpuFeatures& cpu = detect_cpu_features();
+    j["cpu"] = {{"vendor", cpu.vendor == CpuVendor::Intel ? "intel"
+                           : cpu.vendor == CpuVendor::Amd ? "amd"
+                                                          : "other"},
+                {"family", cpu.family},
+                {"model", cpu.model},
+                {"avx2", cpu.avx2},
+                {"avx512", cpu.avx512},
+                {"avx512_bf16", cpu.avx512_bf16},
+                {"avx512_fp16", cpu.avx512_fp16},
+                {"amx_bf16", cpu.amx_bf16},
+                {"amx_os_enabled", cpu.amx_os},
+                {"amx_permitted", cpu.amx_permitted}};
+    nlohmann::json dispatch = nlohmann::json::array();
+    for (DType dt : {DType::F32, DType::BF16, DType::F16})
+      for (KernelPass pass : {KernelPass::Forward, KernelPass::Backward}) {
+        const PathChoice c = choose_path(cpu, dt, pass);
+        dispatch.push_back({{"dtype", to_string(dt)},
+                            {"pass", pass == KernelPass::Forward ? "fwd" : "bwd"},
+                            {"isa", to_string(c.isa)},
+                            {"path", c.path},
+                            {"widened_to_fp32", c.widened},
+                            {"reason", c.reason}});
+      }
+    j["dispatch"] = dispatch;
+    if (const char* env = std::getenv("BURST_ISA")) j["isa_override"] = env;
     j["omp_max_threads"] = omp_get_max_threads();
     j["blas"] = blas_in_use();
     j["share_dir"] = bench::share_dir().string();

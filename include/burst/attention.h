@@ -22,17 +22,26 @@
 namespace burst {
 
 enum class KernelImpl : std::uint8_t { Tiled, Reference };
-/// Instruction set of the Tiled path. Auto picks the best the CPU supports at run time.
+/// Instruction set of the Tiled path. Auto picks the fastest path for the request's dtype and
+/// pass on this CPU (burst/dispatch.h: choose_path, by measured speed, not by what exists).
 /// Avx512Bf16 is Avx512 plus vdpbf16ps (AVX512_BF16): bf16 q, k, v run their GEMMs on bf16
 /// operands with fp32 accumulation and the probabilities P rounded to bf16 (as FlashAttention
 /// does; docs/design.md § bf16 arithmetic); F32 and F16 inputs run exactly the Avx512 path.
-enum class Isa : std::uint8_t { Auto, Avx512Bf16, Avx512, Avx2, Portable };
+/// Amx is Avx512Bf16 with the bf16 GEMMs on AMX tiles (tdpbf16ps; same operands, same
+/// rounding points); AmxEmulated runs that AMX kernel with its tile operations emulated in
+/// software, bit-for-bit the instruction's specification, so the AMX kernel logic is tested on
+/// any AVX2 CPU (slow: for tests, never chosen by Auto).
+enum class Isa : std::uint8_t { Auto, Avx512Bf16, Avx512, Avx2, Portable, Amx, AmxEmulated };
 
 const char* to_string(KernelImpl impl) noexcept;
 const char* to_string(Isa isa) noexcept;
-/// Best ISA this CPU supports (cpuid at run time).
+/// Best vector ISA this CPU supports (cpuid at run time): Avx512Bf16, Avx512, Avx2 or Portable
+/// (never Amx: AMX is reported by isa_available(Isa::Amx)).
 Isa detect_isa() noexcept;
-/// Every Tiled-path ISA this CPU can run, best first; Portable is always there (cpuid at run time).
+/// Whether this CPU (and OS, for AMX) can run `isa`; Auto is always available.
+bool isa_available(Isa isa) noexcept;
+/// Every Tiled-path ISA this CPU can run, best first (Amx first where usable); Portable is
+/// always there, AmxEmulated last wherever a SIMD ISA is (cpuid at run time).
 std::vector<Isa> supported_isas();
 
 /// FMA peak probe for benchmarks on a shared machine: 16 independent FMA chains of the `isa`
@@ -49,6 +58,13 @@ double run_fma_probe(Isa isa, std::int64_t iters);
 /// Throws: Error(Unsupported) on a CPU without AVX512_BF16 (detect_isa() != Avx512Bf16);
 ///         Error(InvalidArgument) for iters < 0.
 double run_bf16_dot_probe(std::int64_t iters);
+
+/// The AMX twin of run_fma_probe: 4 independent tdpbf16ps chains on 16×16 fp32 tiles with
+/// 16×32 bf16 operands, `iters` steps; returns the flop executed (iters · 4 · 16·16·32·2).
+/// Timing it gives the AMX bf16 ceiling of a core. Not collective.
+/// Throws: Error(Unsupported) where AMX is absent or refused (isa_available(Isa::Amx) false);
+///         Error(InvalidArgument) for iters < 0.
+double run_amx_probe(std::int64_t iters);
 
 /// Memory-read probe for benchmarks of memory-bound kernels (decode) on a shared machine: a
 /// vectorised max over n fp32 values at `data` with the `isa` path's loads (Auto → detect_isa()),

@@ -35,9 +35,10 @@ struct ClusterSpec {
   double attention_efficiency_forward = 1;   ///< attention-kernel FLOP/s ÷ matmul_flops, forward
   double attention_efficiency_backward = 1;  ///< same, backward (FLOPs counted as 2.5× forward)
   /// Attention-kernel FLOP/s with bf16 operands (Workload::bf16_arithmetic) ÷ the fp32 rate
-  /// above, forward and backward. 1: bf16 runs at the same rate (a CPU without AVX512_BF16, or a
-  /// GPU spec whose matmul_flops is already its bf16 rate). `burst calibrate` measures them on a
-  /// CPU with AVX512_BF16 (docs/cost_model.md).
+  /// above, forward and backward. 1: bf16 runs at the same rate (a CPU whose bf16 requests are
+  /// widened to fp32, or a GPU spec whose matmul_flops is already its bf16 rate). `burst
+  /// calibrate` measures them for the path the dispatch rule picks for bf16 on the CPU (AMX tiles
+  /// or vdpbf16ps; burst/dispatch.h, docs/cost_model.md).
   double bf16_speedup_forward = 1, bf16_speedup_backward = 1;
   double kernel_call_seconds = 0;  ///< fixed overhead per attention-kernel call (forward)
   /// Same for a backward call (delta, packing and accumulation are per-call costs too);
@@ -187,7 +188,8 @@ struct Workload {
   /// (DistConfig::partials_dtype: 4 fp32, the default; 2 bf16). The other strategies' partials
   /// travel in fp32 whatever this says.
   int partial_bytes_per_element = 4;
-  /// The kernels compute on bf16 operands (bf16 inputs on a CPU with AVX512_BF16): kernel rates
+  /// The kernels compute on bf16 operands (bf16 inputs on a bf16-operand path: AMX, or
+  /// vdpbf16ps where the dispatch rule keeps it): kernel rates
   /// × ClusterSpec::bf16_speedup_*. Separate from bytes_per_element: fp16 moves 2 bytes per value
   /// but computes in fp32.
   bool bf16_arithmetic = false;

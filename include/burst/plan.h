@@ -117,6 +117,10 @@ struct DistConfig {
   int num_threads = 0;  ///< kernel threads per rank; 0 → OpenMP default
   std::optional<float> softmax_scale;
   KernelImpl kernel = KernelImpl::Tiled;  ///< local kernel (Reference: the fp64 oracle, tests)
+  /// Tiled-path ISA of every local kernel call; Auto → the fastest path for the dtype on each
+  /// rank's CPU (burst/dispatch.h). An ISA some rank's CPU lacks is Error(Unsupported) on every
+  /// rank. Not part of the agreed fingerprint (heterogeneous ranks may resolve Auto differently).
+  Isa isa = Isa::Auto;
   /// S_global need not split as the layout needs: DistAttention pads the sequence to
   /// padded_length(layout, P, S_global) with tokens at positions ≥ S_global that are masked out
   /// (mask_without_padding); local tensors then hold the padded layout's tokens (S_padded / P

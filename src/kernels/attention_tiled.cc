@@ -7,7 +7,8 @@
 //            P = exp2(S − m·log₂e) and its sum (exp2_shift_sum); O ← α·O; l ← α·l + Σ P
 //   O += P·V                                                                   [gemm]
 // then out = O·(1/l), lse = m + log l (online_softmax_inv_sum / online_softmax_lse).
-// bf16 arithmetic (tiled::use_bf16_dot: Isa::Avx512Bf16 and bf16 q, k, v): the panels are also
+// bf16 arithmetic (tiled::use_bf16_dot: Isa::Avx512Bf16, Amx or AmxEmulated, whose gemm_bf16
+// runs on vdpbf16ps or on AMX tiles, and bf16 q, k, v): the panels are also
 // pair-packed in bf16 (Kᵀ [D/2][bkv][2], V [bkv/2][Dp][2]), the Q tile is kept in bf16 unscaled
 // (c₂ is applied to S in fp32 by the GEMM's alpha, so Q is not rounded twice), S = Q·Kᵀ and
 // O += P·V run on vdpbf16ps with fp32 accumulators, and P is rounded to bf16 after exp2 — the

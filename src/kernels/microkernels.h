@@ -90,8 +90,8 @@ struct Microkernels {
 };
 
 /// The table for `isa` (Auto is not allowed: the boundary resolves it). Tables are immutable.
-/// Precondition: the CPU supports `isa` (AVX-512F+BW+BF16 for Avx512Bf16, AVX-512F for Avx512,
-/// AVX2+FMA for Avx2).
+/// Precondition: isa_available(isa) (AVX-512F+BW+BF16 for Avx512Bf16, AVX-512F for Avx512,
+/// AVX2+FMA for Avx2, usable AMX for Amx, AVX2+FMA+F16C for AmxEmulated).
 const Microkernels& microkernels(Isa isa);
 
 // One per translation unit (microkernels_<isa>.cc).
@@ -99,6 +99,12 @@ const Microkernels& microkernels_avx512();
 const Microkernels& microkernels_avx512bf16();  ///< the AVX-512 table + the bf16 entries
 const Microkernels& microkernels_avx2();
 const Microkernels& microkernels_portable();
+/// The AVX512-BF16 table with gemm_bf16 on AMX tiles (tdpbf16ps) and bf16_dot_probe the AMX
+/// ceiling (microkernels_amx.cc). Precondition: isa_available(Isa::Amx).
+const Microkernels& microkernels_amx();
+/// The same GEMM over a software model of the tile instructions, on the best fp32 table here
+/// (microkernels_amx_emulated.cc; no bf16_dot_probe). Precondition: AVX2+FMA+F16C.
+const Microkernels& microkernels_amx_emulated();
 
 /// Sets FTZ/DAZ in MXCSR for the current thread and restores the caller's value on destruction:
 /// denormal operands in the rescale FMAs trigger microcode assists (docs/machine.md §4). Changes only

@@ -59,6 +59,8 @@ const Microkernels& microkernels(Isa isa) {
     case Isa::Avx512: return microkernels_avx512();
     case Isa::Avx2: return microkernels_avx2();
     case Isa::Portable: return microkernels_portable();
+    case Isa::Amx: return microkernels_amx();
+    case Isa::AmxEmulated: return microkernels_amx_emulated();
     case Isa::Auto: break;
   }
   BURST_FAIL(Internal, "microkernels: ISA must be resolved before dispatch (got Auto)");

@@ -53,8 +53,8 @@ inline Geometry make_geometry(const Problem& p, const Microkernels& mk, int defa
   return g;
 }
 
-/// True when the GEMMs of a call run on bf16 operands (vdpbf16ps, docs/design.md § bf16
-/// arithmetic): the table has the bf16 entries and the operands are stored in bf16 (F16 and F32
+/// True when the GEMMs of a call run on bf16 operands (vdpbf16ps or AMX tiles, docs/design.md §
+/// bf16 arithmetic): the table has the bf16 entries and the operands are stored in bf16 (F16 and F32
 /// inputs keep fp32 arithmetic: rounding them to bf16 would lose precision they carry).
 inline bool use_bf16_dot(const Microkernels& mk, DType dtype) {
   return mk.gemm_bf16 != nullptr && dtype == DType::BF16;

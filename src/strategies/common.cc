@@ -7,6 +7,7 @@
 #include <array>
 #include <cstring>
 
+#include "burst/dispatch.h"
 #include "burst/error.h"
 #include "plan_strategies.h"
 
@@ -252,7 +253,9 @@ kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, c
   p.softmax_scale = setup.softmax_scale;
   p.num_threads = setup.cfg.num_threads > 0 ? setup.cfg.num_threads : std::max(1, omp_get_max_threads());
   p.impl = setup.cfg.kernel;
-  p.isa = detect_isa();
+  // One resolution per DistAttention pass set-up; both passes follow the same rule today
+  // (burst/dispatch.h), so the forward's key stands for both.
+  p.isa = resolve_isa(setup.cfg.isa, setup.shape.dtype, KernelPass::Forward);
   if (progress != nullptr && setup.cfg.overlap) p.progress = *progress;
   return p;
 }

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The AMX host check: build burst without libtorch/Python, run the `amx` tests, the FMA and AMX
+# ceiling probes, `burst bench kernel` (fp32 / bf16, fwd / bwd, full / causal, 1 thread and all
+# cores, B=1 H=8 S=4096 D=64) and PyTorch's CPU attention on the same shapes
+# (bench/torch_sdpa.py), all as JSON lines in one file. Meant for an Intel AMX host without
+# network or apt; runs on any x86-64 Linux host (AMX then reported absent, its tests SKIPPED).
+#
+# Usage:  scripts/amx_host_check.sh [OUT.jsonl]          (default amx_host_check.jsonl)
+#         scripts/amx_host_check.sh --pack DIR           (on a Debian host with the -dev packages:
+#                                                        copy CLI11, nlohmann-json and GoogleTest
+#                                                        headers, CMake files and static libs to DIR)
+# Environment: BURST_DEPS_PREFIX  where --pack put them (default ./third_party_carry if present;
+#                                 else the system's own packages are used)
+#              BURST_BUILD_DIR    build directory (default build-amx)
+#              BURST_CHECK_THREADS thread counts for the benchmarks (default "1 <nproc>")
+#              BURST_CHECK_REPEATS repeats per benchmark (default 3)
+#              BURST_PYTHON       Python with torch for the anchor (default: the first python3 with torch)
+#              BURST_CHECK_SEQ    S of the benchmarks (default 4096; smaller for a quick trial)
+# Budget: ≤ 5 minutes on a 16-core host (build ~35 s with -j16; benchmarks ~2-3 min).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ ${1:-} == --pack ]]; then
+  dest=${2:?usage: --pack DIR}
+  arch=lib/x86_64-linux-gnu
+  mkdir -p "$dest"/include "$dest"/$arch/cmake "$dest"/share/cmake
+  cp -r /usr/include/gtest /usr/include/CLI /usr/include/nlohmann "$dest"/include/
+  cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a /usr/$arch/libgmock.a /usr/$arch/libgmock_main.a "$dest"/$arch/
+  cp -r /usr/include/gmock "$dest"/include/
+  # The config files locate their targets relative to themselves, so the layout is kept as is.
+  cp -r /usr/$arch/cmake/GTest "$dest"/$arch/cmake/
+  cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$dest"/share/cmake/
+  echo "packed into $dest ($(du -sh "$dest" | cut -f1)); copy it to the AMX host as third_party_carry/"
+  exit 0
+fi
+
+out=${1:-amx_host_check.jsonl}
+build=${BURST_BUILD_DIR:-build-amx}
+deps=${BURST_DEPS_PREFIX:-}
+[[ -z $deps && -d third_party_carry ]] && deps=$PWD/third_party_carry
+threads=${BURST_CHECK_THREADS:-"1 $(nproc)"}
+repeats=${BURST_CHECK_REPEATS:-3}
+seq=${BURST_CHECK_SEQ:-4096}
+# The Python for JSON and the torch anchor: BURST_PYTHON, else the first python3 that imports torch.
+py=${BURST_PYTHON:-}
+if [[ -z $py ]]; then
+  for cand in python3 /usr/bin/python3; do
+    if "$cand" -c 'import torch' >/dev/null 2>&1; then py=$cand; break; fi
+  done
+  py=${py:-python3}
+fi
+: >"$out"
+t_start=$(date +%s)
+
+# One JSON line per step: {"check": name, ...fields}; values are passed as JSON already.
+emit() {
+  "$py" - "$@" >>"$out" <<'EOF'
+import json, sys
+rec = {"check": sys.argv[1]}
+for kv in sys.argv[2:]:
+    k, v = kv.split("=", 1)
+    try:
+        rec[k] = json.loads(v)
+    except ValueError:
+        rec[k] = v
+print(json.dumps(rec))
+EOF
+}
+
+# The host.
+model=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
+flags=$(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2)
+has() { [[ " $flags " == *" $1 "* ]] && echo true || echo false; }
+emit host "cpu_model=$model" "nproc=$(nproc)" "amx_bf16=$(has amx_bf16)" "amx_tile=$(has amx_tile)" \
+  "amx_fp16=$(has amx_fp16)" "avx512_bf16=$(has avx512_bf16)" "avx512_fp16=$(has avx512fp16)" \
+  "avx512f=$(has avx512f)" "avx2=$(has avx2)" "kernel=$(uname -r)" "compiler=$(c++ --version | head -1)" \
+  "cmake=$(cmake --version | head -1)" "deps_prefix=${deps:-system}" "flags=$flags"
+
+# Build (only what the check runs).
+t0=$(date +%s)
+cmake_args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBURST_WITH_TORCH=OFF -DBURST_WITH_PYTHON=OFF
+            -DBURST_INSTALL=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+command -v ninja >/dev/null && cmake_args+=(-G Ninja)
+[[ -n $deps ]] && cmake_args+=("-DCMAKE_PREFIX_PATH=$deps" "-DGTest_DIR=$deps/lib/x86_64-linux-gnu/cmake/GTest"
+                                "-DCLI11_DIR=$deps/share/cmake/CLI11"
+                                "-Dnlohmann_json_DIR=$deps/share/cmake/nlohmann_json")
+log=$build/amx_host_check.build.log
+mkdir -p "$build"
+if cmake "${cmake_args[@]}" >"$log" 2>&1 &&
+   cmake --build "$build" -j "$(nproc)" --target burst_cli test_attention_amx test_dispatch \
+     test_microkernels_bf16 test_strategies_bf16 >>"$log" 2>&1; then
+  emit build "ok=true" "seconds=$(($(date +%s) - t0))"
+else
+  emit build "ok=false" "seconds=$(($(date +%s) - t0))" "log_tail=$(tail -20 "$log" | tr '\n' '|' | tr -d '"\\')"
+  echo "build failed: see $log" >&2
+  exit 1
+fi
+burst=$build/tools/burst
+[[ -x $burst ]] || burst=$(find "$build" -name burst -type f -perm -u+x | head -1)
+"$burst" info | "$py" -c 'import json,sys; r=json.load(sys.stdin); r["check"]="burst_info"; print(json.dumps(r))' >>"$out"
+
+# The amx tests (emulated tiles everywhere; hardware tiles SKIPPED without AMX) and the rule table.
+t0=$(date +%s)
+ctest_out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  timeout 150 ctest --test-dir "$build" -L amx -R 'test_attention_amx|test_strategies_bf16_np[12]$' \
+  --output-on-failure 2>&1)
+rc=$?
+summary=$(echo "$ctest_out" | grep -E 'tests passed|Skipped|\*\*\*' | tr '\n' '|' | tr -d '"\\')
+emit ctest_amx "rc=$rc" "seconds=$(($(date +%s) - t0))" "summary=$summary"
+hw=$("$build"/tests/test_attention_amx --gtest_filter='AmxHardware.*' 2>&1 | grep -m1 -E 'SKIPPED|PASSED|FAILED' |
+  tr -d '"\\')
+emit amx_hardware_tests "result=$hw"
+"$build"/tests/test_dispatch >/dev/null 2>&1
+emit dispatch_rule_test "rc=$?"
+
+# Benchmarks: each record carries the FMA probe and, for bf16 on AMX / AVX512-BF16, the tile or
+# vdpbf16ps probe timed beside it (fma_peak_gflops_1core, bf16_dot_peak_gflops_1core).
+for t in $threads; do
+  for dt in fp32 bf16; do
+    for mask in full causal; do
+      timeout 120 "$burst" bench kernel --batch 1 --heads 8 --seq "$seq" --dim 64 --threads "$t" --dtype "$dt" \
+        --mask "$mask" --pass both --repeats "$repeats" --warmup 1 >>"$out" 2>>"$build/amx_host_check.bench.err" ||
+        emit bench_failed "threads=$t" "dtype=$dt" "mask=$mask"
+    done
+  done
+done
+
+# PyTorch's CPU attention on the same shapes (skipped with a record when torch is missing).
+tlist=$(echo "$threads" | tr ' ' ',')
+timeout 150 "$py" bench/torch_sdpa.py --batch 1 --heads 8 --seq "$seq" --dim 64 --dtypes fp32,bf16 \
+  --threads "$tlist" --masks full,causal --passes fwd,bwd --repeats "$repeats" --warmup 1 >>"$out" ||
+  emit torch_sdpa_failed "rc=$?"
+
+emit done "seconds=$(($(date +%s) - t_start))"
+echo "wrote $(wc -l <"$out") JSON lines to $out in $(($(date +%s) - t_start)) s"
