@@ -8,6 +8,7 @@
 // runs the strategy under run_pass (abort-on-failure once payload may be in flight) and times it.
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "burst/error.h"
@@ -106,6 +107,30 @@ void check_bshd(const TensorView& t, const char* name, std::int64_t B, std::int6
       "] with D contiguous");
 }
 
+// Non-finite inputs are refused (docs/api.md § NaN and inf): a NaN key or value does not stay in
+// the rows that see it — a masked key inside a computed tile still meets V with weight 0, and
+// 0·NaN = NaN — so no result would be exact. One read of the operand (bits only, any dtype):
+// B·S·H·D elements against the pass's O(S²) work. `positions`: this rank's global positions.
+void check_finite(const TensorView& t, const char* name, const std::vector<std::int64_t>& positions) {
+  const auto* base = static_cast<const unsigned char*>(t.data);
+  const std::size_t es = dtype_size(t.dtype);
+  const std::uint32_t mask = t.dtype == DType::F32 ? 0x7f800000u : t.dtype == DType::BF16 ? 0x7f80u : 0x7c00u;
+  for (std::int64_t b = 0; b < t.size(0); ++b)
+    for (std::int64_t i = 0; i < t.size(1); ++i)
+      for (std::int64_t h = 0; h < t.size(2); ++h) {
+        const unsigned char* row = base + static_cast<std::size_t>(b * t.stride[0] + i * t.stride[1] + h * t.stride[2]) * es;
+        for (std::int64_t d = 0; d < t.size(3); ++d) {
+          std::uint32_t bits = 0;
+          std::memcpy(&bits, row + static_cast<std::size_t>(d) * es, es);
+          if ((bits & mask) != mask) continue;
+          BURST_FAIL(InvalidArgument, name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
+                     "] (global position ", positions[static_cast<std::size_t>(i)],
+                     "): exact attention needs finite q, k, v and dout, since a NaN would reach rows that do "
+                     "not see it; find where it came from (numpy.isfinite / torch.isfinite) or drop that token");
+        }
+      }
+}
+
 void check_rows(const TensorView& t, const char* name, std::int64_t B, std::int64_t H, std::int64_t S) {
   BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
   BURST_CHECK(t.dtype == DType::F32 && t.ndim == 3 && t.size(0) == B && t.size(1) == H && t.size(2) == S &&
@@ -153,10 +178,32 @@ struct DistAttention::Impl {
 
 DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
                              const Mask& mask) {
-  // A private communicator with its own counters (split keeps rank order). Collective.
-  impl_ = std::make_unique<Impl>(comm.split(0, comm.rank()));
+  // Every collective of the set-up runs under cfg's timeout (a rank that never arrives ends the
+  // job within it): the split's roll call on the caller's communicator too, whose setting is
+  // restored afterwards. An invalid value keeps the caller's until the agreed verdict refuses it.
+  const bool timeout_ok = std::isfinite(cfg.comm_timeout_seconds) && cfg.comm_timeout_seconds >= 0;
+  const std::string activity = std::string("DistAttention set-up (strategy ") + to_string(cfg.strategy) + ")";
+  {
+    const double caller_timeout = comm.timeout();
+    const std::string caller_activity = comm.activity();
+    if (timeout_ok) comm.set_timeout(cfg.comm_timeout_seconds);
+    comm.set_activity(activity);
+    const auto restore = [&] {
+      comm.set_timeout(caller_timeout);
+      comm.set_activity(caller_activity);
+    };
+    try {
+      // A private communicator with its own counters (split keeps rank order). Collective.
+      impl_ = std::make_unique<Impl>(comm.split(0, comm.rank()));
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
+  }
   const Communicator& c = impl_->comm;
-  c.set_activity(std::string("DistAttention set-up (strategy ") + to_string(cfg.strategy) + ")");
+  if (timeout_ok) c.set_timeout(cfg.comm_timeout_seconds);
+  c.set_activity(activity);
   const int P = c.size();
   c.agree(fingerprint(cfg, shape, mask), "DistAttention arguments (config, shape or mask)");
   const ProblemShape run = run_shape(cfg, shape, P);
@@ -165,7 +212,6 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
     validate_common(cfg, shape, mask, P);
     validate_run(cfg, run, run_mask, P);
   });
-  c.set_timeout(cfg.comm_timeout_seconds);  // validated above, verdict agreed
   c.learn_nodes();  // DistStats split bytes into intra- and inter-node (channels share the map)
   NodeTopology topo{1, P, 0, c.rank()};
   if (strategies::uses_node_topology(cfg)) topo = c.node_topology(cfg.ranks_per_node);
@@ -217,6 +263,9 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
     check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_bshd(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     if (want_lse) check_rows(lse, "lse", s.B, s.H, m.S_local);
+    const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
+    for (const auto& [t, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
+      check_finite(*t, name, pos);
   });
   m.comm.reset_counters();
   m.stats = DistStats{};
@@ -256,6 +305,9 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
     check_bshd(dq, "dq", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
     check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
+    const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
+    for (const auto& [t, name] : {std::pair{&dout, "dout"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
+      check_finite(*t, name, pos);
   });
   // Q, K, V, dO, out reach the strategy in their storage dtype; dQ, dK, dV are accumulated in
   // fp32 (partials on the write ring included) and rounded once at the end.
