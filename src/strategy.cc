@@ -131,6 +131,64 @@ void check_finite(const TensorView& t, const char* name, const std::vector<std::
       }
 }
 
+// After the fingerprint agreement failed (on every rank): which arguments differ, with every
+// rank's value, from an all-gather of each rank's "name=value" lines. Every rank sees every
+// rank's lines, so every rank throws the same message.
+std::uint64_t positions_hash(const std::vector<std::vector<std::int64_t>>& positions) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto& pos : positions) {
+    h = (h ^ pos.size()) * 1099511628211ull;
+    for (const std::int64_t x : pos) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+  }
+  return h;
+}
+
+[[noreturn]] void throw_differing_arguments(const Communicator& c, const DistConfig& cfg,
+                                            const ProblemShape& shape, const Mask& mask) {
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"strategy", to_string(cfg.strategy)},
+      {"layout", to_string(cfg.layout)},
+      {"mask", mask.describe()},
+      {"softmax_scale", cfg.softmax_scale ? std::to_string(*cfg.softmax_scale) : "default"},
+      {"B", std::to_string(shape.B)},
+      {"S_global", std::to_string(shape.S_global)},
+      {"H", std::to_string(shape.H)},
+      {"H_kv", std::to_string(shape.H_kv)},
+      {"D", std::to_string(shape.D)},
+      {"dtype", to_string(shape.dtype)},
+      {"pad", cfg.pad ? "true" : "false"},
+      {"kernel", to_string(cfg.kernel)},
+      {"ulysses_degree", std::to_string(cfg.ulysses_degree)},
+      {"usp_ring", to_string(cfg.usp_ring)},
+      {"ranks_per_node", std::to_string(cfg.ranks_per_node)},
+      {"double_ring / overlap / return_overlap / mask_aware",
+       std::to_string(cfg.double_ring) + std::to_string(cfg.overlap) + std::to_string(cfg.return_overlap) +
+           std::to_string(cfg.mask_aware)},
+      {"backward_side", std::to_string(static_cast<int>(cfg.backward_side))},
+      {"partials_dtype", to_string(cfg.partials_dtype)},
+      {"saved_contexts", std::to_string(cfg.saved_contexts)},
+      {"positions (explicit layout)", std::to_string(positions_hash(cfg.positions))}};
+  std::string mine;
+  for (const auto& [k, v] : fields) mine += v + '\n';
+  const auto all = c.all_gather_bytes(mine, "DistAttention: which arguments differ");
+  std::vector<std::vector<std::string>> values(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r)
+    for (std::size_t a = 0, b; (b = all[r].find('\n', a)) != std::string::npos; a = b + 1)
+      values[r].push_back(all[r].substr(a, b - a));
+  std::string diff;
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    bool same = true;
+    for (const auto& v : values) same = same && v.size() == fields.size() && v[f] == values[0][f];
+    if (same) continue;
+    diff += (diff.empty() ? "" : "; ") + fields[f].first + ":";
+    for (std::size_t r = 0; r < values.size(); ++r)
+      diff += std::string(r ? "," : "") + " rank " + std::to_string(r) + " '" +
+              (f < values[r].size() ? values[r][f] : "?") + "'";
+  }
+  BURST_FAIL(InvalidArgument, "DistAttention arguments differ between ranks (", diff.empty() ? "config" : diff,
+             "); every rank must pass identical arguments: the construction (and attn_func) is collective");
+}
+
 void check_rows(const TensorView& t, const char* name, std::int64_t B, std::int64_t H, std::int64_t S) {
   BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
   BURST_CHECK(t.dtype == DType::F32 && t.ndim == 3 && t.size(0) == B && t.size(1) == H && t.size(2) == S &&
@@ -205,7 +263,11 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
   if (timeout_ok) c.set_timeout(cfg.comm_timeout_seconds);
   c.set_activity(activity);
   const int P = c.size();
-  c.agree(fingerprint(cfg, shape, mask), "DistAttention arguments (config, shape or mask)");
+  try {
+    c.agree(fingerprint(cfg, shape, mask), "DistAttention arguments (config, shape or mask)");
+  } catch (const Error&) {
+    throw_differing_arguments(c, cfg, shape, mask);  // every rank is here: the agreement failed everywhere
+  }
   const ProblemShape run = run_shape(cfg, shape, P);
   const Mask run_mask = cfg.pad ? mask_without_padding(mask, shape.S_global) : mask;
   c.agree_on([&] {

@@ -190,8 +190,7 @@ def attn_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, so
     runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, deterministic=deterministic, comm=comm,
                          strategy=strategy, layout=layout, mask=None, varlen=True,
-                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, extra=extra,
-                         local_error=local_error(check_varlen))
+                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, extra=extra)
     return backward_numpy(runner, dout, q, k, v, out, lse)
 
 

@@ -220,7 +220,8 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
                     "attention arguments (shapes, dtypes, cu_seqlens)")
     if any(d != reports[0][1] for _, d in reports):
         raise ValueError("ranks disagree on (B, H, H_kv, D): " +
-                         ", ".join(f"rank {r}: {d}" for r, (_, d) in enumerate(reports)))
+                         ", ".join(f"rank {r}: {d}" for r, (_, d) in enumerate(reports)) +
+                         "; every rank must pass its shard of the same problem (the call is collective)")
     return reports[0][1], [s for s, _ in reports]
 
 

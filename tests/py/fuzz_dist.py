@@ -32,7 +32,7 @@ import burst
 
 STRATEGIES = burst.strategies()
 LAYOUTS = ["zigzag", "contiguous", "striped", "balanced"]
-TOL = {"fp32": (2e-5, 2e-4), "fp16": (2e-3, 2.0 ** -10), "bf16": (1e-2, 2.0 ** -7)}
+TOL = {"fp32": (2e-5, 1e-5), "fp16": (2e-3, 2.0 ** -10), "bf16": (1e-2, 2.0 ** -7)}
 
 
 def draw_problem(rng, P):
@@ -46,7 +46,7 @@ def draw_problem(rng, P):
     p["H"] = p["H_kv"] * int(rng.choice([1, 2]))
     p["D"] = int(rng.choice([8, 16, 24, 32, 64]))
     unit = 2 * P
-    p["S"] = int(rng.integers(1, 12)) * unit
+    p["S"] = int(rng.integers(1, 12) if rng.random() < 0.7 else rng.integers(12, 100)) * unit
     p["pad"] = p["api"] == "bshd" and rng.random() < 0.15
     if p["pad"]:
         p["S"] = p["S"] - int(rng.integers(1, unit))     # does not split: shards are padded
@@ -67,9 +67,8 @@ def draw_problem(rng, P):
     if u < 0.06:
         p["bad"] = str(rng.choice(["scale_neg", "window_bad", "dropout", "impl", "layout", "strategy", "gqa"]))
     elif u < 0.22:
-        p["differs"] = (int(rng.integers(0, P)),
-                        str(rng.choice(["S_local", "causal", "window", "scale", "strategy", "layout", "dtype",
-                                        "D", "H", "cu", "dropout"])))
+        kinds = ["S_local", "causal", "window", "scale", "strategy", "layout", "dtype", "D", "H", "dropout"]
+        p["differs"] = (int(rng.integers(0, P)), str(rng.choice(kinds + (["cu"] if p["api"] == "varlen" else []))))
     return p
 
 
@@ -217,7 +216,7 @@ def run_draw(p, comm, timeout):
     finl = np.isfinite(rl)
     err_l = float(np.max(np.abs(l[finl] - rl[finl]), initial=0.0))
     inf_ok = np.array_equal(np.isneginf(l), np.isneginf(rl))
-    if not (nan_ok and inf_ok and err_o <= atol * vmax and err_l <= 1e-3):
+    if not (nan_ok and inf_ok and err_o <= atol * vmax and err_l <= 1e-4):
         return ("ok",), (f"wrong result: NaN rows match {nan_ok}, -inf lse rows match {inf_ok}, "
                          f"out excess error {err_o:.3g} (atol {atol * vmax:.3g}), lse error {err_l:.3g}")
     if pad_rows := int((~real).sum()):
@@ -233,12 +232,14 @@ def main():
     ap.add_argument("--only", type=int, default=None, help="replay one draw")
     ap.add_argument("--timeout", type=float, default=60.0, help="the watchdog's seconds per call")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--show-errors", action="store_true", help="print each distinct error once")
     a = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()
     draws = [a.only] if a.only is not None else range(a.draws)
     counts = {"ok": 0, "errors": 0, "failures": 0, "nan_draws": 0, "differs_draws": 0, "bad_draws": 0}
     kinds = {}
+    shown = set()
     t0 = time.time()
     for d in draws:
         rng = np.random.default_rng([a.seed, d])
@@ -261,6 +262,11 @@ def main():
             fail = "; ".join(f"rank {r}: {pr}" for r, (_, pr) in enumerate(all_out) if pr)
         elif outcomes[0][0] == "error" and p["differs"] is None and p["bad"] is None and p["nan"] is None:
             kinds[outcomes[0][2][:90]] = kinds.get(outcomes[0][2][:90], 0) + 1
+        if a.show_errors and rank == 0 and outcomes[0][0] == "error":
+            key = (p["bad"], p["differs"][1] if p["differs"] else None, p["nan"] is not None)
+            if key not in shown:
+                shown.add(key)
+                print(f"draw {d} bad={key[0]} differs={key[1]} nan={key[2]}: {outcomes[0][1]}: {outcomes[0][2]}")
         if fail:
             counts["failures"] += 1
             if rank == 0:
