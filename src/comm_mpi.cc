@@ -224,6 +224,10 @@ int wait_state(Request::State& r, const char* call) {
   return wait_watched(*r.owner, &r.request, 1, call, [&](int) { return describe(r); });
 }
 
+std::string others(int P) {
+  return P == 2 ? std::string("the other rank") : "the other " + std::to_string(P - 1) + " ranks";
+}
+
 // A non-blocking collective started by `start` (its MPI return code), completed under the
 // watchdog: every rank of the communicator must join it.
 template <typename Start>
@@ -232,8 +236,8 @@ void collective(const Communicator::Impl& c, const char* call, Start&& start) {
   check_mpi(start(&request), call);
   check_mpi(wait_watched(c, &request, 1, call,
                          [&](int) {
-                           return "the other " + std::to_string(c.size - 1) +
-                                  " ranks; which of them never arrived is unknown (an MPI collective does "
+                           return others(c.size) +
+                                  "; which of them never arrived is unknown (an MPI collective does "
                                   "not tell; the last exchange every rank joined: " +
                                   (c.watch->last_roll_call.empty() ? std::string("none") : c.watch->last_roll_call) +
                                   ")";
@@ -348,8 +352,7 @@ std::shared_ptr<Communicator::Impl> watched_dup(MPI_Comm parent, std::shared_ptr
   int rc = MPI_Comm_idup(parent, &out, &request);
   if (rc == MPI_SUCCESS)
     rc = wait_watched(*impl, &request, 1, "MPI_Comm_idup", [&](int) {
-      return "the other " + std::to_string(impl->size - 1) +
-             " ranks; which of them never arrived is unknown (MPI_Comm_idup does not tell)";
+      return others(impl->size) + "; which of them never arrived is unknown (MPI_Comm_idup does not tell)";
     });
   impl->comm = MPI_COMM_NULL;  // never free the parent
   check_mpi(rc, "MPI_Comm_idup");

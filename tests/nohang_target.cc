@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     cfg.strategy = StrategyKind::Burst;
     cfg.num_threads = 1;
     cfg.comm_timeout_seconds = timeout;
-    const ProblemShape shape{1, 256, 2, 2, 16};
+    const ProblemShape shape{1, 64LL * world.size(), 2, 2, 16};
     DistAttention attn(world, cfg, shape, Mask::causal_mask());
     KVCacheConfig kc;
     kc.H = kc.H_kv = 2;

@@ -123,6 +123,15 @@ def visible_matrix(p):
     return vis
 
 
+def three_heads(k):
+    """k with 3 kv heads (its first repeated): H % H_kv != 0 for every drawn H."""
+    first = k[..., :1, :]
+    if hasattr(first, "repeat_interleave"):      # torch
+        import torch
+        return torch.cat([first] * 3, dim=-2)
+    return np.concatenate([first] * 3, axis=-2)
+
+
 def run_draw(p, comm, timeout):
     """This rank's call; returns (outcome, detail)."""
     rank, P = comm.Get_rank(), comm.Get_size()
@@ -178,6 +187,8 @@ def run_draw(p, comm, timeout):
             sh = {n: burst.shard(ops[n][0], comm, kw["layout"] if layout_ok else "zigzag", dim=0) for n in ops}
             if what == "S_local":
                 sh = {n: t[:-1] for n, t in sh.items()}
+            if bad == "gqa":
+                sh["k"] = three_heads(sh["k"])
             out, lse = burst.attn_varlen_func(sh["q"], sh["k"], sh["v"], cu, cu, S, S, **kw)
         else:
             mask = burst._masks.build_mask(None, kw["causal"], kw["window_size"], S) if kw["layout"] == "balanced" else None
@@ -186,8 +197,7 @@ def run_draw(p, comm, timeout):
             if what == "S_local":
                 sh = {n: t[:, :-1] for n, t in sh.items()}
             if bad == "gqa":
-                sh["k"] = sh["k"][:, :, :1].repeat(3, axis=2) if not hasattr(sh["k"], "repeat_interleave") \
-                    else sh["k"][:, :, :1].repeat(1, 1, 3, 1)
+                sh["k"] = three_heads(sh["k"])
             if p["pad"]:
                 kw["S_global"] = S
             out, lse = burst.attn_func(sh["q"], sh["k"], sh["v"], mask=None, **kw)
