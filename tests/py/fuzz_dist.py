@@ -29,6 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 import burst
+from conftest import visible_reference
 
 STRATEGIES = burst.strategies()
 LAYOUTS = ["zigzag", "contiguous", "striped", "balanced"]
@@ -103,23 +104,13 @@ def reference(q, k, v, visible, scale):
 
 
 def visible_matrix(p):
+    """[S, S] bool: flash_attn's causal / window on positions (conftest.visible_reference); varlen:
+    within each document only (windows compare differences of positions, the same within one)."""
     S = p["S"]
-    i, j = np.arange(S)[:, None], np.arange(S)[None, :]
-    vis = np.ones((S, S), bool)
+    vis = visible_reference(S, S, p["causal"], p["window"]).numpy()
     if p["api"] == "varlen":
         doc = np.searchsorted(np.array(p["cu"][1:]), np.arange(S), side="right")
         vis &= doc[:, None] == doc[None, :]
-        start = np.array(p["cu"])[doc]
-        ii, jj = (np.arange(S) - start)[:, None], (np.arange(S) - start)[None, :]
-    else:
-        ii, jj = i, j
-    left, right = p["window"]
-    if p["causal"]:
-        right = 0 if right < 0 else min(right, 0)
-    if left >= 0:
-        vis &= jj >= ii - left
-    if right >= 0:
-        vis &= jj <= ii + right
     return vis
 
 
