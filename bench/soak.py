@@ -6,9 +6,10 @@ per-call time for growth.
            [--check-memory 0.05] [--check-time 1.05]
 
 The problems: --problems combinations drawn once (seeded) from the strategies, S_global in
-{256, 512, 768, 1024}, H = H_kv in {2, 4}, D in {32, 64}, dtype fp32 / fp16 / bf16 (torch),
+{128, 256, 384, 512}, H = H_kv in {2, 4}, D in {32, 64}, dtype fp32 / fp16 / bf16 (torch),
 causal or not; call i runs problem i mod --problems (forward; every 4th call also attn_backward)
-so after the first round every call is a plan-cache hit. Measured on every rank, reported as
+so after the first round every call is a plan-cache hit (backward: attn_backward for numpy,
+autograd for the torch bf16 problems, dq only). Measured on every rank, reported as
 the max over ranks (rank 0 prints JSON lines):
   rss_growth = RSS after the last call / RSS after call 100 - 1        (VmRSS, /proc/self/status)
   time_ratio = wall time of the last 1,000 calls / wall time of calls 100..1,099
@@ -37,15 +38,26 @@ def rss_bytes():
     return 0
 
 
+def cpu_name():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
 def make_problems(n, seed, P):
     rng = np.random.default_rng(seed)
     strategies = burst.strategies()
     out = []
     for i in range(n):
-        H = int(rng.choice([2, 4]))
-        out.append(dict(strategy=strategies[i % len(strategies)], S=int(rng.choice([256, 512, 768, 1024])),
-                        H=H, D=int(rng.choice([32, 64])), dtype=str(rng.choice(["fp32", "fp16", "bf16"])),
-                        causal=bool(rng.random() < 0.7), layout="zigzag" if i % 3 else "contiguous"))
+        s = strategies[i % len(strategies)]
+        p = dict(strategy=s, S=int(rng.choice([128, 256, 384, 512])), H=int(rng.choice([2, 4])),
+                 D=int(rng.choice([32, 64])), dtype=str(rng.choice(["fp32", "fp16", "bf16"])),
+                 causal=bool(rng.random() < 0.7), layout="zigzag" if i % 3 else "contiguous")
+        if s == "distflash":        # its schedule: contiguous layout, causal masks
+            p.update(layout="contiguous", causal=True)
+        out.append(p)
     return out
 
 
@@ -80,10 +92,17 @@ def main():
     for i in range(a.calls):
         p, (q, k, v, dout) = problems[i % len(problems)], ops[i % len(problems)]
         kw = dict(comm=comm, causal=p["causal"], strategy=p["strategy"], layout=p["layout"], num_threads=1)
+        backward = i % 4 == 3
         t0 = time.perf_counter()
-        out, lse = burst.attn_func(q, k, v, return_lse=True, **kw)
-        if i % 4 == 3:
-            burst.attn_backward(dout, q, k, v, out, lse, **kw)
+        if hasattr(q, "requires_grad"):            # torch (bf16): autograd runs the backward
+            q.requires_grad_(backward)
+            out = burst.attn_func(q, k, v, **kw)
+            if backward:
+                out.backward(dout)
+        else:
+            out, lse = burst.attn_func(q, k, v, return_lse=True, **kw)
+            if backward:
+                burst.attn_backward(dout, q, k, v, out, lse, **kw)
         times[i] = time.perf_counter() - t0
         if i + 1 in (100, a.calls) or (i + 1) % 1000 == 0:
             rss_at[i + 1] = rss_bytes()
@@ -107,7 +126,7 @@ def main():
                    last_window_seconds=round(comm.allreduce(last, MPI.MAX), 3),
                    time_ratio=round(comm.allreduce(last / first, MPI.MAX), 4),
                    median_call_ms=round(comm.allreduce(float(np.median(times)) * 1e3, MPI.MAX), 3),
-                   plans_built=stats["plans_built"], cache_hits=stats["hits"], cpu=platform.processor() or platform.machine(),
+                   plans_built=stats["plans_built"], cache_hits=stats["hits"], cpu=cpu_name(),
                    problem_set=problems)
     if rank == 0:
         print(json.dumps(summary), flush=True)

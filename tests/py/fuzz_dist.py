@@ -234,6 +234,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=60.0, help="the watchdog's seconds per call")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--show-errors", action="store_true", help="print each distinct error once")
+    ap.add_argument("--progress", type=int, default=0, help="print the counts every N draws")
     a = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()
@@ -276,6 +277,8 @@ def main():
             counts["ok"] += 1
         else:
             counts["errors"] += 1
+        if a.progress and (d + 1) % a.progress == 0 and rank == 0:
+            print(json.dumps(dict(counts, done=d + 1, seconds=round(time.time() - t0, 1))), flush=True)
     summary = dict(counts, draws=len(draws), P=P, seed=a.seed, seconds=round(time.time() - t0, 2),
                    valid_draws_refused=kinds)
     if rank == 0:
