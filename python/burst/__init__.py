@@ -86,8 +86,9 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     (attention probabilities are never materialised). A row with no visible key gives out = 0
     and lse = -inf.
     Collective over comm; the plan is cached per (communicator, shapes, mask, strategy, layout,
-    extras), so repeated calls cost one two-integer MPI_Allreduce besides the pass itself
-    (burst.plan_cache_stats()). Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
+    extras), so repeated calls cost one small control exchange besides the pass itself
+    (burst.plan_cache_stats()). Every collective runs under the watchdog (comm_timeout): a rank
+    that never arrives ends the job with a message naming it, never a hang. Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
     alibi_slopes, float64 inputs) / RuntimeError, identically on every rank.
     Cost: 4·D·H·(visible pairs) flop forward, 2.5x that backward; O(tile) extra memory.
     """

@@ -104,5 +104,5 @@ def clear():
 
 def stats():
     """Counters since import: plans_built (each one MPI_Comm_split plus channel dups and the
-    setup agreements), hits, misses, lookups (one two-int64 MPI_Allreduce each), cached."""
+    setup agreements), hits, misses, lookups (one control exchange each), cached."""
     return dict(_stats, cached=len(_entries))

@@ -258,8 +258,8 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
     """Validates arguments (agreed over comm) and builds the runner for one attention problem.
     q, k, v are anything with .ndim / .shape (numpy arrays or torch tensors).
     With comm: the runner is cached (_cache.py), so after the first call with a problem the only
-    collective is one two-int64 MPI_Allreduce; the first call is collective (allgather +
-    MPI_Comm_dup + plan). S_global: the real length when the shards carry padding (pad);
+    collective is one control exchange of the plan id; the first call is collective (the
+    agreement's all-gather + MPI_Comm_split and dups + plan), all under the watchdog (_comm.py). S_global: the real length when the shards carry padding (pad);
     positions: an explicit layout, with doc_offsets the GLOBAL varlen offsets it was cut from."""
     extra = dict(extra or {})
     key = None
