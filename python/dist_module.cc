@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,18 +37,25 @@ py::array_t<std::int64_t> to_array(const std::vector<std::int64_t>& v) {
   return a;
 }
 
-Communicator communicator_from(std::int64_t fortran_handle) {
+Communicator communicator_from(std::int64_t fortran_handle, double timeout) {
   py::gil_scoped_release release;
-  return Communicator::from_fortran(fortran_handle);
+  return Communicator::from_fortran(fortran_handle, timeout);
 }
 
-// Owns the communicator dup next to the plan that uses it (declared first, destroyed last).
+// The communicator a DistAttention is built over: an existing _C.Communicator (shared, no new
+// dup), or an mpi4py Fortran handle (dup'd here under the watchdog with `timeout`).
+Communicator communicator_of(const py::object& comm, double timeout) {
+  if (py::isinstance<Communicator>(comm)) return comm.cast<Communicator>();
+  return communicator_from(comm.cast<std::int64_t>(), timeout);
+}
+
+// Owns the communicator next to the plan that uses it (declared first, destroyed last).
 struct PyDist {
   Communicator comm;
   DistAttention dist;
 
-  PyDist(std::int64_t fortran_handle, const DistConfig& cfg, const ProblemShape& shape, const Mask& mask)
-      : comm(communicator_from(fortran_handle)), dist(make(comm, cfg, shape, mask)) {}
+  PyDist(Communicator c, const DistConfig& cfg, const ProblemShape& shape, const Mask& mask)
+      : comm(std::move(c)), dist(make(comm, cfg, shape, mask)) {}
 
   static DistAttention make(const Communicator& c, const DistConfig& cfg, const ProblemShape& shape,
                             const Mask& mask) {
@@ -59,6 +67,40 @@ struct PyDist {
 }  // namespace
 
 void bind_dist(py::module_& m) {
+  py::class_<Communicator>(m, "Communicator",
+                           "burst::Communicator: an MPI_Comm_idup (under the watchdog) of the mpi4py "
+                           "communicator given by its Fortran handle. The Python module's own collectives "
+                           "(agreement, plan-cache lookup, unshard) run on it, watched.")
+      .def(py::init(&communicator_from), py::arg("fortran_handle"), py::arg("comm_timeout") = 300.0,
+           "Collective over the communicator. comm_timeout: the watchdog's seconds (0: wait forever).")
+      .def_property_readonly("rank", &Communicator::rank)
+      .def_property_readonly("size", &Communicator::size)
+      .def("set_timeout", &Communicator::set_timeout, py::arg("seconds"), "Not collective.")
+      .def_property_readonly("timeout", &Communicator::timeout)
+      .def("set_activity", &Communicator::set_activity, py::arg("activity"),
+           "What the ranks do, for the watchdog's message. Not collective.")
+      .def(
+          "exchange",
+          [](const Communicator& c, const std::vector<std::int64_t>& values, const std::string& what) {
+            py::gil_scoped_release release;
+            return c.exchange(values, what);
+          },
+          py::arg("values"), py::arg("what"),
+          "Every rank's values (at most 6 int64), rank-major. Collective; a timeout names the absent ranks.")
+      .def(
+          "all_gather_bytes",
+          [](const Communicator& c, const py::bytes& mine, const std::string& what) {
+            std::string in = mine;
+            std::vector<std::string> all;
+            {
+              py::gil_scoped_release release;
+              all = c.all_gather_bytes(in, what);
+            }
+            py::list out;
+            for (const auto& s : all) out.append(py::bytes(s));
+            return out;
+          },
+          py::arg("mine"), py::arg("what"), "Every rank's bytes, in rank order. Collective.");
   m.def("all_strategies", [] {
     std::vector<std::string> names;
     for (StrategyKind s : all_strategies()) names.emplace_back(to_string(s));
@@ -87,7 +129,7 @@ void bind_dist(py::module_& m) {
   py::class_<PyDist>(m, "DistAttention",
                      "burst::DistAttention bound to an MPI communicator given by its Fortran handle. "
                      "Construction and passes are collective over that communicator.")
-      .def(py::init([](std::int64_t fortran_handle, const std::string& strategy, const std::string& layout,
+      .def(py::init([](const py::object& fortran_handle, const std::string& strategy, const std::string& layout,
                        std::int64_t B, std::int64_t S_global, std::int64_t H, std::int64_t H_kv,
                        std::int64_t D, const Mask& mask, std::optional<float> softmax_scale,
                        const std::string& backward_side, int ulysses_degree, int ranks_per_node,
@@ -95,28 +137,37 @@ void bind_dist(py::module_& m) {
                        const std::string& dtype, bool pad, std::vector<std::vector<std::int64_t>> positions,
                        const std::string& usp_ring, bool mask_aware, double comm_timeout,
                        const std::string& partials_dtype) {
+             // The names are parsed under an agreed verdict: a name bad on one rank only raises
+             // the same error on every rank instead of leaving the others in the set-up.
+             const bool timeout_ok = std::isfinite(comm_timeout) && comm_timeout >= 0;
+             Communicator comm = communicator_of(fortran_handle, timeout_ok ? comm_timeout : 300.0);
              DistConfig cfg;
-             cfg.strategy = strategy_from_string(strategy);
-             cfg.layout = layout_from_string(layout);
-             cfg.backward_side = side_from_string(backward_side);
+             ProblemShape shape{B, S_global, H, H_kv, D};
+             {
+               py::gil_scoped_release release;
+               comm.agree_on([&] {
+                 cfg.strategy = strategy_from_string(strategy);
+                 cfg.layout = layout_from_string(layout);
+                 cfg.backward_side = side_from_string(backward_side);
+                 cfg.usp_ring = usp_ring_from_string(usp_ring);
+                 cfg.partials_dtype = parse_dtype(partials_dtype);
+                 BURST_CHECK(impl == "tiled" || impl == "reference", InvalidArgument, "impl '", impl,
+                             "' is not one of tiled, reference");
+                 shape.dtype = parse_dtype(dtype);
+               });
+             }
              cfg.ulysses_degree = ulysses_degree;
-             cfg.usp_ring = usp_ring_from_string(usp_ring);
              cfg.ranks_per_node = ranks_per_node;
              cfg.double_ring = double_ring;
              cfg.overlap = overlap;
              cfg.mask_aware = mask_aware;
-             cfg.partials_dtype = parse_dtype(partials_dtype);
              cfg.num_threads = num_threads;
              cfg.softmax_scale = softmax_scale;
-             BURST_CHECK(impl == "tiled" || impl == "reference", InvalidArgument, "impl '", impl,
-                         "' is not one of tiled, reference");
              cfg.kernel = impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
              cfg.pad = pad;
              cfg.positions = std::move(positions);
              cfg.comm_timeout_seconds = comm_timeout;
-             ProblemShape shape{B, S_global, H, H_kv, D};
-             shape.dtype = parse_dtype(dtype);
-             return std::make_unique<PyDist>(fortran_handle, cfg, shape, mask);
+             return std::make_unique<PyDist>(std::move(comm), cfg, shape, mask);
            }),
            py::arg("fortran_handle"), py::arg("strategy"), py::arg("layout"), py::arg("B"),
            py::arg("S_global"), py::arg("H"), py::arg("H_kv"), py::arg("D"), py::arg("mask"),

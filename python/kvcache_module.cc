@@ -25,11 +25,11 @@ struct PyCache {
   Communicator comm;
   DistKVCache cache;
 
-  PyCache(std::int64_t fortran_handle, const KVCacheConfig& cfg)
-      : comm(make_comm(fortran_handle)), cache(make(comm, cfg)) {}
-  static Communicator make_comm(std::int64_t handle) {
+  PyCache(std::int64_t fortran_handle, double comm_timeout, const KVCacheConfig& cfg)
+      : comm(make_comm(fortran_handle, comm_timeout)), cache(make(comm, cfg)) {}
+  static Communicator make_comm(std::int64_t handle, double comm_timeout) {
     py::gil_scoped_release release;
-    return Communicator::from_fortran(handle);
+    return Communicator::from_fortran(handle, comm_timeout);
   }
   static DistKVCache make(const Communicator& c, const KVCacheConfig& cfg) {
     py::gil_scoped_release release;
@@ -51,7 +51,8 @@ void bind_kvcache(py::module_& m) {
                       "method except the queries is collective with identical arguments.")
       .def(py::init([](std::int64_t handle, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                        std::int64_t capacity_per_rank, std::int64_t chunk_tokens, const std::string& policy,
-                       std::optional<float> softmax_scale, int num_threads, const std::string& impl) {
+                       std::optional<float> softmax_scale, int num_threads, const std::string& impl,
+                       double comm_timeout) {
              KVCacheConfig cfg;
              cfg.H = H;
              cfg.H_kv = H_kv;
@@ -66,11 +67,12 @@ void bind_kvcache(py::module_& m) {
              BURST_CHECK(impl == "tiled" || impl == "reference", InvalidArgument, "impl '", impl,
                          "' is not one of tiled, reference");
              cfg.kernel = impl == "tiled" ? KernelImpl::Tiled : KernelImpl::Reference;
-             return std::make_unique<PyCache>(handle, cfg);
+             return std::make_unique<PyCache>(handle, comm_timeout, cfg);
            }),
            py::arg("fortran_handle"), py::arg("H"), py::arg("H_kv"), py::arg("D"),
            py::arg("capacity_per_rank"), py::arg("chunk_tokens") = 1024, py::arg("policy") = "least_loaded",
-           py::arg("softmax_scale") = py::none(), py::arg("num_threads") = 0, py::arg("impl") = "tiled")
+           py::arg("softmax_scale") = py::none(), py::arg("num_threads") = 0, py::arg("impl") = "tiled",
+           py::arg("comm_timeout") = 300.0)
       .def_property_readonly("rank", [](const PyCache& c) { return c.comm.rank(); })
       .def_property_readonly("size", [](const PyCache& c) { return c.comm.size(); })
       .def(

@@ -1,6 +1,8 @@
 // The only translation unit that includes <mpi.h> (docs/style.md layers): Communicator, Request
 // and RequestSet over MPI. Every MPI return code is checked and turned into
-// Error(Communication) naming the call. Every wait is the watchdog's (wait_watched below).
+// Error(Communication) naming the call. Every wait is the watchdog's (wait_watched below); the
+// control exchanges (control_exchange) let it name the ranks that never arrived. Longer than the
+// ~500-line aim because it is the one file allowed to include <mpi.h>.
 #include <mpi.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <thread>
@@ -24,6 +27,7 @@ struct Watch {
   double timeout_seconds = 300;
   std::string activity;
   int step = -1, steps = 0;
+  std::string last_roll_call;  // the last control exchange every rank joined (for the message)
 };
 
 struct Communicator::Impl {
@@ -75,16 +79,6 @@ int to_int_count(std::int64_t count, const char* what) {
   BURST_CHECK(count >= 0 && count <= INT_MAX, Unsupported, what, ": element count ", count,
               " exceeds MPI's int count limit ", INT_MAX);
   return static_cast<int>(count);
-}
-
-std::shared_ptr<Communicator::Impl> dup_of(MPI_Comm parent) {
-  auto impl = std::make_shared<Communicator::Impl>();
-  check_mpi(MPI_Comm_dup(parent, &impl->comm), "MPI_Comm_dup");
-  // Errors come back as return codes so they become burst::Error instead of aborting.
-  check_mpi(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-  MPI_Comm_rank(impl->comm, &impl->rank);
-  MPI_Comm_size(impl->comm, &impl->size);
-  return impl;
 }
 
 std::shared_ptr<Communicator::Impl> adopt(MPI_Comm comm) {
@@ -166,9 +160,10 @@ std::string describe(const Request::State& r) {
          std::to_string(kF32 * static_cast<std::int64_t>(r.buffer.size())) + " B";
 }
 
-// The watchdog fired: say who waits on whom during what, then end the job (docs/multinode.md
-// § No hang). MPI_Abort reaches the other ranks through mpirun; ranks it cannot reach (a cut
-// link) fire their own watchdog.
+// The watchdog fired: say which operation, which ranks never arrived (or that a collective cannot
+// tell), during what, and the timeout; then end the job (docs/multinode.md § No hang). MPI_Abort
+// reaches the other ranks through mpirun; ranks it cannot reach (a cut link) fire their own
+// watchdog.
 [[noreturn]] void watchdog_abort(const Communicator::Impl& c, const char* call, double seconds,
                                  const std::string& waiting_on) {
   char host[MPI_MAX_PROCESSOR_NAME] = {};
@@ -181,11 +176,12 @@ std::string describe(const Request::State& r) {
   else if (w.step >= 0)
     during += ", after the last ring step (partial sums going home to their owners)";
   std::fprintf(stderr,
-               "[rank %d/%d (world %d) on host %s] burst comm watchdog: no progress for %.0f s in %s, "
-               "waiting on %s; during %s. Aborting the job (timeout: DistConfig::comm_timeout_seconds, "
-               "BURST_COMM_TIMEOUT).\n",
-               c.rank, c.size, world_rank_of(c, c.rank), host, seconds, call, waiting_on.c_str(),
-               during.c_str());
+               "[rank %d/%d (world %d) on host %s] burst comm watchdog: %s did not complete within the "
+               "timeout of %g s (no progress for %.1f s), waiting on %s; during %s. Aborting the job "
+               "(a rank that is only slow needs a longer timeout: DistConfig::comm_timeout_seconds, "
+               "comm_timeout= in Python, BURST_COMM_TIMEOUT).\n",
+               c.rank, c.size, world_rank_of(c, c.rank), host, call, w.timeout_seconds, seconds,
+               waiting_on.c_str(), during.c_str());
   std::fflush(stderr);
   MPI_Abort(c.comm, 5);
   std::abort();
@@ -213,8 +209,10 @@ int wait_watched(const Communicator::Impl& c, MPI_Request* handles, int n, const
     const double idle = std::chrono::duration<double>(now - last).count();
     if (idle > limit) {
       std::string pending;
-      for (int i = 0; i < n; ++i)
-        if (handles[i] != MPI_REQUEST_NULL) pending += (pending.empty() ? "" : "; ") + describe_pending(i);
+      for (int i = 0; i < n; ++i) {
+        const std::string d = handles[i] != MPI_REQUEST_NULL ? describe_pending(i) : std::string();
+        if (!d.empty()) pending += (pending.empty() ? "" : "; ") + d;
+      }
       watchdog_abort(c, call, idle, pending);
     }
     std::this_thread::yield();
@@ -228,6 +226,10 @@ int wait_state(Request::State& r, const char* call) {
   return wait_watched(*r.owner, &r.request, 1, call, [&](int) { return describe(r); });
 }
 
+std::string others(int P) {
+  return P == 2 ? std::string("the other rank") : "the other " + std::to_string(P - 1) + " ranks";
+}
+
 // A non-blocking collective started by `start` (its MPI return code), completed under the
 // watchdog: every rank of the communicator must join it.
 template <typename Start>
@@ -236,10 +238,131 @@ void collective(const Communicator::Impl& c, const char* call, Start&& start) {
   check_mpi(start(&request), call);
   check_mpi(wait_watched(c, &request, 1, call,
                          [&](int) {
-                           return "the other " + std::to_string(c.size - 1) +
-                                  " ranks of the communicator (a collective completes when all have joined)";
+                           return others(c.size) +
+                                  "; which of them never arrived is unknown (an MPI collective does "
+                                  "not tell; the last exchange every rank joined: " +
+                                  (c.watch->last_roll_call.empty() ? std::string("none") : c.watch->last_roll_call) +
+                                  ")";
                          }),
             call);
+}
+
+// Control exchanges: every rank sends every other one fixed-size record on a reserved tag, so a
+// wait knows exactly which ranks have not arrived (their receive is pending), and a rank that
+// arrived at another control exchange is recognised by its label. P − 1 messages per rank of
+// ~250 B, where MPI_Iallreduce would send log P; they carry control data only (agreements,
+// verdicts, scalar reductions), never payload.
+constexpr int kControlTag = 32767;
+constexpr const char* kCreating = "creating a Communicator (MPI_Comm_idup)";  // payload tags are below it (isend / irecv check)
+constexpr int kControlValues = 6;
+struct ControlRecord {
+  std::uint64_t op = 0;  // FNV-1a of `what`: the call site
+  std::int64_t count = 0;
+  std::int64_t values[kControlValues] = {};
+  char what[112] = {};
+  char activity[112] = {};
+};
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const char ch : text) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  return h;
+}
+
+template <std::size_t N>
+void copy_text(char (&dst)[N], const std::string& src) {
+  const std::size_t n = std::min(src.size(), N - 1);
+  std::copy(src.data(), src.data() + n, dst);
+  dst[n] = '\0';
+}
+
+std::string rank_name(const Communicator::Impl& c, int r) {
+  return std::to_string(r) + " (world " + std::to_string(world_rank_of(c, r)) + ")";
+}
+
+// Every rank's n values, rank-major [P·n]. Collective over c; every rank passes the same `what`
+// and n, else every rank throws the same Error naming each rank's call (all hold all records).
+std::vector<std::int64_t> control_exchange(const Communicator::Impl& c, const std::string& what,
+                                           const std::int64_t* values, int n) {
+  BURST_CHECK(n >= 0 && n <= kControlValues, Internal, "control exchange of ", n, " values");
+  const int P = c.size, me = c.rank;
+  std::vector<ControlRecord> all(static_cast<std::size_t>(P));
+  ControlRecord& mine = all[static_cast<std::size_t>(me)];
+  mine.op = fnv1a(what);
+  mine.count = n;
+  std::copy(values, values + n, mine.values);
+  copy_text(mine.what, what);
+  copy_text(mine.activity, c.watch->activity);
+  // Receives first (indices 0..P−2), then sends (P−1..2P−3), peer order.
+  std::vector<MPI_Request> req(static_cast<std::size_t>(2 * (P - 1)), MPI_REQUEST_NULL);
+  std::vector<int> peer;
+  constexpr int kBytes = static_cast<int>(sizeof(ControlRecord));
+  for (int r = 0; r < P; ++r) {
+    if (r == me) continue;
+    check_mpi(MPI_Irecv(&all[static_cast<std::size_t>(r)], kBytes, MPI_BYTE, r, kControlTag, c.comm,
+                        &req[peer.size()]),
+              "MPI_Irecv(control)");
+    peer.push_back(r);
+  }
+  for (std::size_t i = 0; i < peer.size(); ++i)
+    check_mpi(MPI_Isend(&mine, kBytes, MPI_BYTE, peer[i], kControlTag, c.comm, &req[peer.size() + i]),
+              "MPI_Isend(control)");
+  const std::size_t m = peer.size();
+  const std::string call = "the control exchange '" + what + "'";
+  check_mpi(wait_watched(c, req.data(), static_cast<int>(req.size()), call.c_str(),
+                         [&](int i) {
+                           // Each peer posts its receives before its sends: a peer that arrived has
+                           // sent, so a pending receive names an absent rank and sends add nothing.
+                           const auto k = static_cast<std::size_t>(i);
+                           return k < m ? "rank " + rank_name(c, peer[k]) + " never arrived" : std::string();
+                         }),
+            "MPI_Waitall(control)");
+  bool same = true;
+  for (auto& r : all) {
+    r.what[sizeof(r.what) - 1] = r.activity[sizeof(r.activity) - 1] = '\0';
+    same = same && r.op == mine.op && r.count == n;
+  }
+  if (!same) {
+    std::string calls;
+    for (int r = 0; r < P; ++r) {
+      const ControlRecord& x = all[static_cast<std::size_t>(r)];
+      calls += (r ? "; rank " : "rank ") + std::to_string(r) + ": '" + x.what + "' during '" + x.activity + "'";
+    }
+    BURST_FAIL(InvalidArgument, "ranks are in different collective calls (", calls,
+               "); every rank must make the same collective calls on a communicator in the same order");
+  }
+  c.watch->last_roll_call = what;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(P * n));
+  for (int r = 0; r < P; ++r)
+    std::copy(all[static_cast<std::size_t>(r)].values, all[static_cast<std::size_t>(r)].values + n,
+              out.begin() + static_cast<std::ptrdiff_t>(r) * n);
+  return out;
+}
+
+// MPI_Comm_idup of `parent` completed under the watchdog of `watch` (MPI_Comm_dup cannot be
+// interrupted); the result uses `watch`. Collective over parent; the ranks that have not joined
+// are unknown to a rank waiting on it.
+std::shared_ptr<Communicator::Impl> watched_dup(MPI_Comm parent, std::shared_ptr<Watch> watch) {
+  auto impl = std::make_shared<Communicator::Impl>();
+  impl->watch = std::move(watch);
+  // While the dup is pending, the watchdog reports and aborts on the parent.
+  impl->comm = parent;
+  MPI_Comm_rank(parent, &impl->rank);
+  MPI_Comm_size(parent, &impl->size);
+  MPI_Comm out = MPI_COMM_NULL;
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = MPI_Comm_idup(parent, &out, &request);
+  if (rc == MPI_SUCCESS)
+    rc = wait_watched(*impl, &request, 1, "MPI_Comm_idup", [&](int) {
+      return others(impl->size) + "; which of them never arrived is unknown (MPI_Comm_idup does not tell)";
+    });
+  impl->comm = MPI_COMM_NULL;  // never free the parent
+  check_mpi(rc, "MPI_Comm_idup");
+  impl->comm = out;
+  if (impl->watch->activity == kCreating) impl->watch->activity.clear();
+  // Errors come back as return codes so they become burst::Error instead of aborting.
+  check_mpi(MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  return impl;
 }
 
 }  // namespace
@@ -347,30 +470,45 @@ void RequestSet::clear() {
 
 Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Communicator Communicator::world() {
+namespace {
+std::shared_ptr<Watch> watch_of(double timeout_seconds) {
+  BURST_CHECK(std::isfinite(timeout_seconds) && timeout_seconds >= 0, InvalidArgument, "communication timeout ",
+              timeout_seconds, " s must be finite and >= 0 (0: wait forever)");
+  auto w = std::make_shared<Watch>();
+  w->timeout_seconds = timeout_seconds;
+  w->activity = kCreating;
+  return w;
+}
+}  // namespace
+
+Communicator Communicator::world(double timeout_seconds) {
   require_initialized();
-  return Communicator(dup_of(MPI_COMM_WORLD));
+  return Communicator(watched_dup(MPI_COMM_WORLD, watch_of(timeout_seconds)));
 }
 
-Communicator Communicator::from_fortran(std::int64_t handle) {
+Communicator Communicator::from_fortran(std::int64_t handle, double timeout_seconds) {
   require_initialized();
   const MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(handle));
   BURST_CHECK(comm != MPI_COMM_NULL, Communication, "Fortran handle ", handle, " is MPI_COMM_NULL");
-  return Communicator(dup_of(comm));
+  return Communicator(watched_dup(comm, watch_of(timeout_seconds)));
 }
 
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 
 Communicator Communicator::channel() const {
-  auto impl = dup_of(impl_->comm);
+  control_exchange(*impl_, "channel (MPI_Comm_idup)", nullptr, 0);
+  auto impl = watched_dup(impl_->comm, impl_->watch);
   impl->counters = impl_->counters;
   impl->watch = impl_->watch;
   impl->node_of = impl_->node_of;
   return Communicator(std::move(impl));
 }
 
+// MPI_Comm_split has no non-blocking form: a control exchange first makes sure every rank has
+// arrived (or names those that have not), then the split completes without waiting on anyone.
 Communicator Communicator::split(int color, int key) const {
+  control_exchange(*impl_, "split (MPI_Comm_split)", nullptr, 0);
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
   auto impl = adopt(out);
@@ -380,6 +518,7 @@ Communicator Communicator::split(int color, int key) const {
 }
 
 Communicator Communicator::split_channel(int color, int key) const {
+  control_exchange(*impl_, "split_channel (MPI_Comm_split)", nullptr, 0);
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
   auto impl = adopt(out);
@@ -393,15 +532,13 @@ void Communicator::learn_nodes() const {
   const Communicator shared = split_shared();
   // A node's id: the lowest rank of this communicator on it (rank order is the caller's).
   const std::int64_t lowest = shared.all_reduce_min(std::int64_t{rank()});
-  std::vector<int> ids(static_cast<std::size_t>(size()));
-  int mine = static_cast<int>(lowest);
-  collective(*impl_, "MPI_Allgather(node ids)", [&](MPI_Request* rq) {
-    return MPI_Iallgather(&mine, 1, MPI_INT, ids.data(), 1, MPI_INT, impl_->comm, rq);
-  });
+  const auto all = control_exchange(*impl_, "learn_nodes (node ids)", &lowest, 1);
+  const std::vector<int> ids(all.begin(), all.end());
   impl_->node_of = std::make_shared<const std::vector<int>>(std::move(ids));
 }
 
 Communicator Communicator::split_shared() const {
+  control_exchange(*impl_, "split_shared (MPI_Comm_split_type)", nullptr, 0);
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, impl_->rank, MPI_INFO_NULL, &out),
             "MPI_Comm_split_type(SHARED)");
@@ -444,6 +581,7 @@ NodeTopology Communicator::node_topology(int ranks_per_node) const {
 
 Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const {
   BURST_CHECK(dest >= 0 && dest < size(), InvalidArgument, "isend to rank ", dest, " of ", size());
+  BURST_CHECK(tag >= 0 && tag < kControlTag, InvalidArgument, "isend tag ", tag, " outside [0, ", kControlTag, ")");
   const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "isend");
   Request r;
   r.state_->buffer = std::move(buffer);
@@ -461,6 +599,7 @@ Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const 
 
 Request Communicator::irecv(std::vector<float> buffer, int source, int tag) const {
   BURST_CHECK(source >= 0 && source < size(), InvalidArgument, "irecv from rank ", source, " of ", size());
+  BURST_CHECK(tag >= 0 && tag < kControlTag, InvalidArgument, "irecv tag ", tag, " outside [0, ", kControlTag, ")");
   const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "irecv");
   Request r;
   r.state_->buffer = std::move(buffer);
@@ -569,34 +708,57 @@ void Communicator::all_reduce_sum(float* data, std::int64_t count) const {
 }
 
 double Communicator::all_reduce_max(double value) const {
-  double out = 0;
-  collective(*impl_, "MPI_Allreduce(max)", [&](MPI_Request* rq) {
-    return MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, impl_->comm, rq);
-  });
+  std::int64_t bits = 0;
+  static_assert(sizeof(bits) == sizeof(value));
+  std::memcpy(&bits, &value, sizeof(bits));
+  const auto all = control_exchange(*impl_, "all_reduce_max(double)", &bits, 1);
+  double out = -HUGE_VAL;
+  for (const std::int64_t b : all) {
+    double x = 0;
+    std::memcpy(&x, &b, sizeof(x));
+    out = std::max(out, x);
+  }
   return out;
 }
 
 std::int64_t Communicator::all_reduce_max(std::int64_t value) const {
-  std::int64_t out = 0;
-  collective(*impl_, "MPI_Allreduce(max)", [&](MPI_Request* rq) {
-    return MPI_Iallreduce(&value, &out, 1, MPI_INT64_T, MPI_MAX, impl_->comm, rq);
-  });
-  return out;
+  const auto all = control_exchange(*impl_, "all_reduce_max", &value, 1);
+  return *std::max_element(all.begin(), all.end());
 }
 
 std::int64_t Communicator::all_reduce_min(std::int64_t value) const {
-  std::int64_t out = 0;
-  collective(*impl_, "MPI_Allreduce(min)", [&](MPI_Request* rq) {
-    return MPI_Iallreduce(&value, &out, 1, MPI_INT64_T, MPI_MIN, impl_->comm, rq);
-  });
-  return out;
+  const auto all = control_exchange(*impl_, "all_reduce_min", &value, 1);
+  return *std::min_element(all.begin(), all.end());
 }
 
 std::int64_t Communicator::all_reduce_sum(std::int64_t value) const {
-  std::int64_t out = 0;
-  collective(*impl_, "MPI_Allreduce(sum)", [&](MPI_Request* rq) {
-    return MPI_Iallreduce(&value, &out, 1, MPI_INT64_T, MPI_SUM, impl_->comm, rq);
+  const auto all = control_exchange(*impl_, "all_reduce_sum", &value, 1);
+  return std::accumulate(all.begin(), all.end(), std::int64_t{0});
+}
+
+std::vector<std::int64_t> Communicator::exchange(const std::vector<std::int64_t>& values,
+                                                 const std::string& what) const {
+  BURST_CHECK(values.size() <= static_cast<std::size_t>(kControlValues), InvalidArgument, "exchange '", what,
+              "': ", values.size(), " values, at most ", kControlValues);
+  return control_exchange(*impl_, what, values.data(), static_cast<int>(values.size()));
+}
+
+void Communicator::roll_call(const std::string& what) const { control_exchange(*impl_, what, nullptr, 0); }
+
+std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine, const std::string& what) const {
+  const int n = to_int_count(static_cast<std::int64_t>(mine.size()), "all_gather_bytes");
+  const auto sizes = control_exchange(*impl_, what, std::vector<std::int64_t>{n}.data(), 1);
+  std::vector<int> counts(sizes.size());
+  for (std::size_t r = 0; r < sizes.size(); ++r) counts[r] = to_int_count(sizes[r], "all_gather_bytes");
+  const auto displ = displacements(counts);
+  std::string all(static_cast<std::size_t>(displ.back()) + static_cast<std::size_t>(counts.back()), '\0');
+  collective(*impl_, "MPI_Allgatherv(bytes)", [&](MPI_Request* rq) {
+    return MPI_Iallgatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displ.data(), MPI_CHAR,
+                           impl_->comm, rq);
   });
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < counts.size(); ++r)
+    out.push_back(all.substr(static_cast<std::size_t>(displ[r]), static_cast<std::size_t>(counts[r])));
   return out;
 }
 
@@ -605,44 +767,33 @@ void Communicator::barrier() const {
 }
 
 void Communicator::agree(std::uint64_t fingerprint, const std::string& what) const {
-  // min and max of the fingerprint in one reduction: max(x) and max(−x) = −min(x), done on the
-  // unsigned value split into two non-negative halves so no overflow can alias two values.
-  const std::int64_t hi = static_cast<std::int64_t>(fingerprint >> 32);
-  const std::int64_t lo = static_cast<std::int64_t>(fingerprint & 0xffffffffu);
-  std::int64_t in[4] = {hi, lo, -hi, -lo}, out[4] = {};
-  collective(*impl_, "MPI_Allreduce(agree)", [&](MPI_Request* rq) {
-    return MPI_Iallreduce(in, out, 4, MPI_INT64_T, MPI_MAX, impl_->comm, rq);
-  });
-  if (out[0] == -out[2] && out[1] == -out[3]) return;
-  // Failure path only: name the lowest rank whose value differs from rank 0's, identically on
-  // every rank (the message must not depend on the local value).
-  std::uint64_t fp0 = fingerprint;
-  collective(*impl_, "MPI_Bcast(agree)",
-             [&](MPI_Request* rq) { return MPI_Ibcast(&fp0, 1, MPI_UINT64_T, 0, impl_->comm, rq); });
-  int mine = fingerprint != fp0 ? rank() : size(), first = 0;
-  collective(*impl_, "MPI_Allreduce(agree)", [&](MPI_Request* rq) {
-    return MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm, rq);
-  });
-  BURST_FAIL(InvalidArgument, what, " differs between ranks (rank ", first,
-             " disagrees with rank 0); every "
-             "rank must pass identical values");
+  // The fingerprint in two non-negative halves (int64 control values); every rank sees every
+  // rank's, so the lowest rank that differs from rank 0 is named identically everywhere.
+  const std::int64_t halves[2] = {static_cast<std::int64_t>(fingerprint >> 32),
+                                  static_cast<std::int64_t>(fingerprint & 0xffffffffu)};
+  const auto all = control_exchange(*impl_, "agree: " + what, halves, 2);
+  for (int r = 1; r < size(); ++r)
+    if (all[static_cast<std::size_t>(2 * r)] != all[0] || all[static_cast<std::size_t>(2 * r + 1)] != all[1])
+      BURST_FAIL(InvalidArgument, what, " differs between ranks (rank ", r,
+                 " disagrees with rank 0); every rank must pass identical values");
 }
 
 void Communicator::agree_verdict(bool ok, const std::string& message, ErrorKind kind) const {
-  int mine = ok ? size() : rank(), first = 0;
-  collective(*impl_, "MPI_Allreduce(verdict)", [&](MPI_Request* rq) {
-    return MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, impl_->comm, rq);
-  });
-  if (first == size()) return;
-  // Ship the lowest failing rank's kind and message so every rank throws the same Error.
-  int header[2] = {static_cast<int>(kind), static_cast<int>(message.size())};
-  collective(*impl_, "MPI_Bcast(verdict)",
-             [&](MPI_Request* rq) { return MPI_Ibcast(header, 2, MPI_INT, first, impl_->comm, rq); });
-  std::string text = (rank() == first) ? message : std::string(static_cast<std::size_t>(header[1]), ' ');
+  const std::int64_t mine[3] = {ok ? 1 : 0, static_cast<std::int64_t>(kind),
+                                static_cast<std::int64_t>(message.size())};
+  const auto all = control_exchange(*impl_, "agree_verdict", mine, 3);
+  int first = -1;
+  for (int r = 0; r < size() && first < 0; ++r)
+    if (all[static_cast<std::size_t>(3 * r)] == 0) first = r;
+  if (first < 0) return;
+  // Ship the lowest failing rank's message so every rank throws the same Error.
+  const auto f = static_cast<std::size_t>(3 * first);
+  const int len = to_int_count(all[f + 2], "agree_verdict message");
+  std::string text = (rank() == first) ? message : std::string(static_cast<std::size_t>(len), ' ');
   collective(*impl_, "MPI_Bcast(verdict)", [&](MPI_Request* rq) {
-    return MPI_Ibcast(text.data(), header[1], MPI_CHAR, first, impl_->comm, rq);
+    return MPI_Ibcast(text.data(), len, MPI_CHAR, first, impl_->comm, rq);
   });
-  throw Error(static_cast<ErrorKind>(header[0]), "rank " + std::to_string(first) + ": " + text);
+  throw Error(static_cast<ErrorKind>(all[f + 1]), "rank " + std::to_string(first) + ": " + text);
 }
 
 void Communicator::abort(const std::string& message) const {
@@ -662,6 +813,7 @@ void Communicator::set_activity(const std::string& activity) const {
   impl_->watch->activity = activity;
   impl_->watch->step = -1;
 }
+const std::string& Communicator::activity() const { return impl_->watch->activity; }
 void Communicator::set_step(int step, int steps) const {
   impl_->watch->step = step;
   impl_->watch->steps = steps;

@@ -125,15 +125,16 @@ struct DistKVCache::Impl {
       msg = e.message();
       kind = e.kind();
     }
+    comm.set_activity(api);
     const std::uint64_t fp = state_fingerprint(args);
-    float mine[5] = {ok ? 1.0f : 0.0f};
-    for (int i = 0; i < 4; ++i) mine[i + 1] = static_cast<float>((fp >> (16 * i)) & 0xffffu);
-    std::vector<float> all(static_cast<std::size_t>(5 * P));
-    comm.all_gather(mine, 5, all.data());
+    // A control exchange: a rank absent from (or at another call than) this one is named.
+    std::vector<std::int64_t> mine = {ok ? 1 : 0};
+    for (int i = 0; i < 4; ++i) mine.push_back(static_cast<std::int64_t>((fp >> (16 * i)) & 0xffffu));
+    const std::vector<std::int64_t> all = comm.exchange(mine, std::string(api) + " agreement");
     bool all_ok = true;
     int differs = -1;
     for (int r = 0; r < P; ++r) {
-      all_ok = all_ok && all[static_cast<std::size_t>(5 * r)] == 1.0f;
+      all_ok = all_ok && all[static_cast<std::size_t>(5 * r)] == 1;
       if (differs < 0 && !std::equal(all.begin() + 5 * r + 1, all.begin() + 5 * r + 5, all.begin() + 1))
         differs = r;
     }
@@ -301,25 +302,24 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
         }
       },
       args);
-  // Per-rank counts (exact as two fp32 halves < 2^24) and position checksums mod a prime.
-  const float mine[2] = {static_cast<float>(S_local >> 24), static_cast<float>(S_local & 0xffffff)};
-  std::vector<float> all(static_cast<std::size_t>(2 * m.P));
-  m.comm.all_gather(mine, 2, all.data());
+  // Per-rank counts and position checksums mod a prime, in one control exchange.
   constexpr std::int64_t kPrime = 1000000007;
   std::int64_t s1 = 0, s2 = 0;
   for (auto t : positions) {
     s1 = (s1 + t % kPrime) % kPrime;
     s2 = (s2 + (t % kPrime) * (t % kPrime) % kPrime) % kPrime;
   }
-  s1 = m.comm.all_reduce_sum(s1) % kPrime;
-  s2 = m.comm.all_reduce_sum(s2) % kPrime;
+  const std::vector<std::int64_t> all =
+      m.comm.exchange({S_local, s1, s2}, "DistKVCache prefill: per-rank lengths and checksums");
   std::vector<std::int64_t> counts(static_cast<std::size_t>(m.P));
   std::int64_t total = 0, e1 = 0, e2 = 0;
+  s1 = s2 = 0;
   for (int r = 0; r < m.P; ++r) {
-    counts[static_cast<std::size_t>(r)] =
-        (static_cast<std::int64_t>(all[static_cast<std::size_t>(2 * r)]) << 24) +
-        static_cast<std::int64_t>(all[static_cast<std::size_t>(2 * r + 1)]);
-    total += counts[static_cast<std::size_t>(r)];
+    const auto i = static_cast<std::size_t>(3 * r);
+    counts[static_cast<std::size_t>(r)] = all[i];
+    total += all[i];
+    s1 = (s1 + all[i + 1]) % kPrime;
+    s2 = (s2 + all[i + 2]) % kPrime;
   }
   for (std::int64_t t = 0; t < S_global; ++t) {
     e1 = (e1 + t % kPrime) % kPrime;

@@ -8,6 +8,7 @@
 // runs the strategy under run_pass (abort-on-failure once payload may be in flight) and times it.
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "burst/error.h"
@@ -109,6 +110,88 @@ void check_bshd(const TensorView& t, const char* name, std::int64_t B, std::int6
       "] with D contiguous");
 }
 
+// Non-finite inputs are refused (docs/api.md § NaN and inf): a NaN key or value does not stay in
+// the rows that see it — a masked key inside a computed tile still meets V with weight 0, and
+// 0·NaN = NaN — so no result would be exact. One read of the operand (bits only, any dtype):
+// B·S·H·D elements against the pass's O(S²) work. `positions`: this rank's global positions.
+void check_finite(const TensorView& t, const char* name, const std::vector<std::int64_t>& positions) {
+  const auto* base = static_cast<const unsigned char*>(t.data);
+  const std::size_t es = dtype_size(t.dtype);
+  const std::uint32_t mask = t.dtype == DType::F32 ? 0x7f800000u : t.dtype == DType::BF16 ? 0x7f80u : 0x7c00u;
+  for (std::int64_t b = 0; b < t.size(0); ++b)
+    for (std::int64_t i = 0; i < t.size(1); ++i)
+      for (std::int64_t h = 0; h < t.size(2); ++h) {
+        const unsigned char* row = base + static_cast<std::size_t>(b * t.stride[0] + i * t.stride[1] + h * t.stride[2]) * es;
+        for (std::int64_t d = 0; d < t.size(3); ++d) {
+          std::uint32_t bits = 0;
+          std::memcpy(&bits, row + static_cast<std::size_t>(d) * es, es);
+          if ((bits & mask) != mask) continue;
+          BURST_FAIL(InvalidArgument, name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
+                     "] (global position ", positions[static_cast<std::size_t>(i)],
+                     "): exact attention needs finite q, k, v and dout, since a NaN would reach rows that do "
+                     "not see it; find where it came from (numpy.isfinite / torch.isfinite) or drop that token");
+        }
+      }
+}
+
+// After the fingerprint agreement failed (on every rank): which arguments differ, with every
+// rank's value, from an all-gather of each rank's "name=value" lines. Every rank sees every
+// rank's lines, so every rank throws the same message.
+std::uint64_t positions_hash(const std::vector<std::vector<std::int64_t>>& positions) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto& pos : positions) {
+    h = (h ^ pos.size()) * 1099511628211ull;
+    for (const std::int64_t x : pos) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ull;
+  }
+  return h;
+}
+
+[[noreturn]] void throw_differing_arguments(const Communicator& c, const DistConfig& cfg,
+                                            const ProblemShape& shape, const Mask& mask) {
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"strategy", to_string(cfg.strategy)},
+      {"layout", to_string(cfg.layout)},
+      {"mask", mask.describe()},
+      {"softmax_scale", cfg.softmax_scale ? std::to_string(*cfg.softmax_scale) : "default"},
+      {"B", std::to_string(shape.B)},
+      {"S_global", std::to_string(shape.S_global)},
+      {"H", std::to_string(shape.H)},
+      {"H_kv", std::to_string(shape.H_kv)},
+      {"D", std::to_string(shape.D)},
+      {"dtype", to_string(shape.dtype)},
+      {"pad", cfg.pad ? "true" : "false"},
+      {"kernel", to_string(cfg.kernel)},
+      {"ulysses_degree", std::to_string(cfg.ulysses_degree)},
+      {"usp_ring", to_string(cfg.usp_ring)},
+      {"ranks_per_node", std::to_string(cfg.ranks_per_node)},
+      {"double_ring / overlap / return_overlap / mask_aware",
+       std::to_string(cfg.double_ring) + std::to_string(cfg.overlap) + std::to_string(cfg.return_overlap) +
+           std::to_string(cfg.mask_aware)},
+      {"backward_side", std::to_string(static_cast<int>(cfg.backward_side))},
+      {"partials_dtype", to_string(cfg.partials_dtype)},
+      {"saved_contexts", std::to_string(cfg.saved_contexts)},
+      {"positions (explicit layout)", std::to_string(positions_hash(cfg.positions))}};
+  std::string mine;
+  for (const auto& [k, v] : fields) mine += v + '\n';
+  const auto all = c.all_gather_bytes(mine, "DistAttention: which arguments differ");
+  std::vector<std::vector<std::string>> values(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r)
+    for (std::size_t a = 0, b; (b = all[r].find('\n', a)) != std::string::npos; a = b + 1)
+      values[r].push_back(all[r].substr(a, b - a));
+  std::string diff;
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    bool same = true;
+    for (const auto& v : values) same = same && v.size() == fields.size() && v[f] == values[0][f];
+    if (same) continue;
+    diff += (diff.empty() ? "" : "; ") + fields[f].first + ":";
+    for (std::size_t r = 0; r < values.size(); ++r)
+      diff += std::string(r ? "," : "") + " rank " + std::to_string(r) + " '" +
+              (f < values[r].size() ? values[r][f] : "?") + "'";
+  }
+  BURST_FAIL(InvalidArgument, "DistAttention arguments differ between ranks (", diff.empty() ? "config" : diff,
+             "); every rank must pass identical arguments: the construction (and attn_func) is collective");
+}
+
 void check_rows(const TensorView& t, const char* name, std::int64_t B, std::int64_t H, std::int64_t S) {
   BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
   BURST_CHECK(t.dtype == DType::F32 && t.ndim == 3 && t.size(0) == B && t.size(1) == H && t.size(2) == S &&
@@ -156,19 +239,44 @@ struct DistAttention::Impl {
 
 DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
                              const Mask& mask) {
-  // A private communicator with its own counters (split keeps rank order). Collective.
-  impl_ = std::make_unique<Impl>(comm.split(0, comm.rank()));
+  // Every collective of the set-up runs under cfg's timeout (a rank that never arrives ends the
+  // job within it): the split's roll call on the caller's communicator too, whose setting is
+  // restored afterwards. An invalid value keeps the caller's until the agreed verdict refuses it.
+  const bool timeout_ok = std::isfinite(cfg.comm_timeout_seconds) && cfg.comm_timeout_seconds >= 0;
+  const std::string activity = std::string("DistAttention set-up (strategy ") + to_string(cfg.strategy) + ")";
+  {
+    const double caller_timeout = comm.timeout();
+    const std::string caller_activity = comm.activity();
+    if (timeout_ok) comm.set_timeout(cfg.comm_timeout_seconds);
+    comm.set_activity(activity);
+    const auto restore = [&] {
+      comm.set_timeout(caller_timeout);
+      comm.set_activity(caller_activity);
+    };
+    try {
+      // A private communicator with its own counters (split keeps rank order). Collective.
+      impl_ = std::make_unique<Impl>(comm.split(0, comm.rank()));
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
+  }
   const Communicator& c = impl_->comm;
-  c.set_activity(std::string("DistAttention set-up (strategy ") + to_string(cfg.strategy) + ")");
+  if (timeout_ok) c.set_timeout(cfg.comm_timeout_seconds);
+  c.set_activity(activity);
   const int P = c.size();
-  c.agree(fingerprint(cfg, shape, mask), "DistAttention arguments (config, shape or mask)");
+  try {
+    c.agree(fingerprint(cfg, shape, mask), "DistAttention arguments (config, shape or mask)");
+  } catch (const Error&) {
+    throw_differing_arguments(c, cfg, shape, mask);  // every rank is here: the agreement failed everywhere
+  }
   const ProblemShape run = run_shape(cfg, shape, P);
   const Mask run_mask = cfg.pad ? mask_without_padding(mask, shape.S_global) : mask;
   c.agree_on([&] {
     validate_common(cfg, shape, mask, P);
     validate_run(cfg, run, run_mask, P);
   });
-  c.set_timeout(cfg.comm_timeout_seconds);  // validated above, verdict agreed
   c.learn_nodes();  // DistStats split bytes into intra- and inter-node (channels share the map)
   NodeTopology topo{1, P, 0, c.rank()};
   if (strategies::uses_node_topology(cfg)) topo = c.node_topology(cfg.ranks_per_node);
@@ -220,6 +328,9 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
     check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_bshd(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     if (want_lse) check_rows(lse, "lse", s.B, s.H, m.S_local);
+    const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
+    for (const auto& [t, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
+      check_finite(*t, name, pos);
   });
   m.comm.reset_counters();
   m.stats = DistStats{};
@@ -259,6 +370,9 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
     check_bshd(dq, "dq", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
     check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
+    const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
+    for (const auto& [t, name] : {std::pair{&dout, "dout"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
+      check_finite(*t, name, pos);
   });
   // Q, K, V, dO, out reach the strategy in their storage dtype; dQ, dK, dV are accumulated in
   // fp32 (partials on the write ring included) and rounded once at the end.

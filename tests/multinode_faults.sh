@@ -184,7 +184,7 @@ case $case_ in
     # killed by it before their own watchdog fires; the message names the host).
     find "$log/ranks" -name stderr -exec cat {} + > "$log/rank_err" 2>/dev/null || true
     for h in 0 1; do
-      grep -q "on host $name-h$h\] burst comm watchdog: no progress" "$log/rank_err" ||
+      grep -q "on host $name-h$h\] burst comm watchdog: .* did not complete within the timeout" "$log/rank_err" ||
         fail "no watchdog message from host $name-h$h"
     done
     grep "burst comm watchdog" "$log/rank_err" | grep -v "during strategy burst" >/dev/null &&

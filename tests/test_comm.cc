@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -286,6 +288,77 @@ TEST(Comm, WatchedWaitsCompleteWhenAPeerIsLate) {
     c.barrier();
   }
   c.set_timeout(300);
+}
+
+// Control exchanges (the watchdog can name the ranks that never arrive): every rank's values in
+// rank order; a rank at another call makes every rank throw the same error naming each call,
+// and the communicator stays usable.
+TEST(Comm, ExchangeGathersValuesAndNamesRanksAtOtherCalls) {
+  const Communicator c = Communicator::world();
+  const int P = c.size(), r = c.rank();
+  const auto all = c.exchange({r, 10 * r, -1}, "test exchange");
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(3 * P));
+  for (int q = 0; q < P; ++q) {
+    EXPECT_EQ(all[static_cast<std::size_t>(3 * q)], q);
+    EXPECT_EQ(all[static_cast<std::size_t>(3 * q + 1)], 10 * q);
+    EXPECT_EQ(all[static_cast<std::size_t>(3 * q + 2)], -1);
+  }
+  EXPECT_NO_THROW(c.roll_call("test roll call"));
+  EXPECT_THROW(c.exchange(std::vector<std::int64_t>(7, 0), "too many"), Error);
+  if (P > 1) {
+    c.set_activity(r == P - 1 ? "decoding" : "forward");
+    std::string first;
+    for (int round = 0; round < 2; ++round) {  // another call name, then another value count
+      try {
+        if (round == 0)
+          c.exchange({1}, r == P - 1 ? "kv decode agreement" : "forward agreement");
+        else
+          c.exchange(r == P - 1 ? std::vector<std::int64_t>{1, 2} : std::vector<std::int64_t>{1}, "counts");
+        ADD_FAILURE() << "mismatched calls accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+        const std::string m = e.message();
+        EXPECT_NE(m.find("ranks are in different collective calls"), std::string::npos) << m;
+        if (round == 0) {
+          EXPECT_NE(m.find("rank 0: 'forward agreement' during 'forward'"), std::string::npos) << m;
+          EXPECT_NE(m.find("rank " + std::to_string(P - 1) + ": 'kv decode agreement' during 'decoding'"),
+                    std::string::npos)
+              << m;
+        }
+        const auto h = static_cast<std::int64_t>(std::hash<std::string>{}(m) & 0x7fffffffffffffffULL);
+        EXPECT_EQ(c.all_reduce_min(h), c.all_reduce_max(h)) << "ranks threw different messages: " << m;
+      }
+    }
+  }
+  EXPECT_EQ(c.all_reduce_sum(std::int64_t{1}), P);
+  EXPECT_EQ(c.all_reduce_max(static_cast<double>(r) + 0.5), P - 0.5);
+}
+
+TEST(Comm, AllGatherBytesKeepsEveryRanksLength) {
+  const Communicator c = Communicator::world();
+  const std::string mine(static_cast<std::size_t>(3 * c.rank()), static_cast<char>('a' + c.rank()));
+  const auto all = c.all_gather_bytes(mine, "test bytes");
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(c.size()));
+  for (int q = 0; q < c.size(); ++q)
+    EXPECT_EQ(all[static_cast<std::size_t>(q)], std::string(static_cast<std::size_t>(3 * q), static_cast<char>('a' + q)));
+}
+
+TEST(Comm, PayloadTagsStayBelowTheControlTag) {
+  const Communicator c = Communicator::world();
+  EXPECT_THROW(c.isend(std::vector<float>(1), 0, 32767), Error);
+  EXPECT_THROW(c.irecv(std::vector<float>(1), 0, -1), Error);
+}
+
+TEST(Comm, AgreeNamesTheLowestRankThatDiffers) {
+  const Communicator c = Communicator::world();
+  if (c.size() < 2) return;
+  try {
+    c.agree(c.rank() == c.size() - 1 ? 5 : 4, "the problem shape");
+    ADD_FAILURE() << "agree did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "the problem shape differs between ranks (rank " + std::to_string(c.size() - 1) +
+                               " disagrees with rank 0); every rank must pass identical values");
+  }
 }
 
 TEST(Comm, SplitGroups) {

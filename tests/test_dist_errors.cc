@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "burst/attention.h"
@@ -110,6 +111,60 @@ TEST(DistErrors, ParamsDifferBetweenRanks) {
   if (world.rank() == 0) d.layout = LayoutKind::Striped;
   expect_same_error([&] { DistAttention(world, d, shape_for(P), Mask::full()); }, ErrorKind::InvalidArgument,
                     "layout differs");
+  expect_healthy();
+}
+
+// The error names the argument and every rank's value (found by tests/py/fuzz_dist.py: the
+// message used to say only "config, shape or mask").
+TEST(DistErrors, DifferingArgumentIsNamedWithEveryRanksValue) {
+  const Communicator world = Communicator::world();
+  const int P = world.size();
+  if (P == 1) return;
+  DistConfig c = config(StrategyKind::Burst);
+  if (world.rank() == P - 1) c.softmax_scale = 0.5f;
+  try {
+    DistAttention(world, c, shape_for(P), Mask::full());
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    const std::string m = e.message();
+    EXPECT_NE(m.find("softmax_scale: rank 0 'default'"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank " + std::to_string(P - 1) + " '0.500000'"), std::string::npos) << m;
+    EXPECT_EQ(m.find("layout"), std::string::npos) << "names an argument that does not differ: " << m;
+  }
+  expect_healthy();
+}
+
+// A NaN or infinity in one rank's input is refused on every rank (docs/api.md § NaN and inf),
+// naming the tensor and its global position; the plan keeps working.
+TEST(DistErrors, NonFiniteInputOnOneRankIsRefusedEverywhere) {
+  const Communicator world = Communicator::world();
+  const int P = world.size();
+  DistAttention attn(world, config(StrategyKind::Burst), shape_for(P), Mask::causal_mask());
+  const std::int64_t n = attn.local_length();
+  Tensor q({1, n, 4, kD}), k({1, n, 2, kD}), v({1, n, 2, kD}), out({1, n, 4, kD}), lse({1, 4, n});
+  Tensor dq({1, n, 4, kD}), dk({1, n, 2, kD}), dv({1, n, 2, kD});
+  Tensor bad = v;
+  if (world.rank() == P - 1) bad.data()[bad.numel() - 1] = std::numeric_limits<float>::quiet_NaN();
+  expect_same_error([&] { attn.forward(q.view(), k.view(), bad.view(), out.view(), lse.view()); },
+                    ErrorKind::InvalidArgument, "NaN in v on the last rank");
+  try {
+    attn.forward(q.view(), k.view(), bad.view(), out.view(), lse.view());
+  } catch (const Error& e) {
+    const std::int64_t last = attn.plan().layout().positions[static_cast<std::size_t>(P - 1)].back();
+    EXPECT_NE(e.message().find("v holds a NaN or infinity at [0," + std::to_string(n - 1) +
+                               ",1,7] (global position " + std::to_string(last) + ")"),
+              std::string::npos)
+        << e.message();
+  }
+  EXPECT_NO_THROW(attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view()));
+  Tensor dout({1, n, 4, kD});
+  if (world.rank() == 0) dout.data()[0] = std::numeric_limits<float>::infinity();
+  expect_same_error(
+      [&] {
+        attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                      dv.view());
+      },
+      ErrorKind::InvalidArgument, "inf in dout on rank 0");
   expect_healthy();
 }
 

@@ -49,6 +49,7 @@ struct CalibrateOptions {
   std::int64_t heads = 8, head_dim = 64;
   std::vector<std::int64_t> seqs{512, 1024, 2048, 4096};
   std::string name = "calibrated", output;
+  double comm_timeout = 300;  // the communication watchdog (burst/comm.h): a rank that never comes
   bool shared_cores = false;  // more ranks on a node than its cores (÷ threads) hold
   // One rank per compute slot (shared cores, the per-call overhead's fit): barriers sleep between
   // polls, and only ranks with `computes` run the kernel while the others sleep.
@@ -409,7 +410,7 @@ Link measure_link(const Communicator& comm, int a, int b) {
 }
 
 void run_calibrate(CalibrateOptions o) {
-  const Communicator comm = Communicator::world();
+  const Communicator comm = Communicator::world(o.comm_timeout);
   const int P = comm.size();
   ClusterSpec c;
   c.name = o.name;
@@ -583,6 +584,11 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--repeats", opt->repeats, "timed repeats per point")->capture_default_str();
   cmd->add_option("--name", opt->name, "name of the written spec")->capture_default_str();
   cmd->add_option("--output,-o", opt->output, "write the spec JSON here (rank 0)");
+  cmd->add_option("--comm-timeout", opt->comm_timeout,
+                  "seconds without communication progress before the job is aborted, naming the ranks "
+                  "that never arrived (0: wait forever)")
+      ->envname("BURST_COMM_TIMEOUT")
+      ->capture_default_str();
   cmd->callback([opt] { run_calibrate(*opt); });
 }
 

@@ -13,10 +13,17 @@
 // all-reduce = 2·(P−1)/P·count (ring); barrier / agreement traffic is not counted.
 // Failure policy: agreement helpers let every rank reach the same verdict before any payload
 // moves; once payload is in flight a failure should call abort() (rank-tagged, no hang).
-// Watchdog: every wait (Request, RequestSet, each collective) polls its requests; when none
-// completes for timeout() seconds (a dead peer, a cut link) the rank prints what it waits on
-// and aborts the job (docs/multinode.md § No hang). The collectives therefore run as MPI-3
-// non-blocking collectives (MPI_Iallreduce, ...) completed by that watched wait.
+// Watchdog: every wait (Request, RequestSet, each collective, communicator creation) polls its
+// requests; when none completes for timeout() seconds (a dead or absent peer, a cut link) the
+// rank prints the operation, the ranks that never arrived and the timeout, and aborts the job
+// (docs/multinode.md § No hang). Nothing blocks outside it: payload collectives run as MPI-3
+// non-blocking collectives (MPI_Iallreduce, ...), dups as MPI_Comm_idup, and the splits (which
+// have no non-blocking form) only after a control exchange showed every rank present.
+// Control exchanges (agree, agree_verdict, the scalar reductions, exchange, roll_call) are
+// point-to-point on a reserved tag (32767), one fixed ~250 B record to every peer: a waiting
+// rank knows exactly which peers have not arrived, and a peer that arrived at a different
+// control exchange is recognised (every rank throws the same Error naming each rank's call).
+// Payload collectives cannot tell which ranks are missing; their message says so.
 // Does not: know about attention, masks or layouts.
 #pragma once
 
@@ -101,13 +108,15 @@ class RequestSet {
 
 class Communicator {
  public:
-  /// Dup of MPI_COMM_WORLD. Collective over MPI_COMM_WORLD. Throws Error(Communication) if MPI
-  /// is not initialised.
-  static Communicator world();
-  /// Dup of the communicator whose Fortran handle is `handle` (MPI_Comm_c2f / mpi4py py2f()).
-  /// Collective over that communicator. Throws Error(Communication) if MPI is not initialised
-  /// or the handle is MPI_COMM_NULL.
-  static Communicator from_fortran(std::int64_t handle);
+  /// Dup of MPI_COMM_WORLD (MPI_Comm_idup under the watchdog with `timeout_seconds`, which
+  /// becomes the new communicator's timeout()). Collective over MPI_COMM_WORLD. Throws
+  /// Error(Communication) if MPI is not initialised, Error(InvalidArgument) for a negative or
+  /// non-finite timeout.
+  static Communicator world(double timeout_seconds = 300);
+  /// Dup of the communicator whose Fortran handle is `handle` (MPI_Comm_c2f / mpi4py py2f()),
+  /// watched like world(). Collective over that communicator. Throws Error(Communication) if MPI
+  /// is not initialised or the handle is MPI_COMM_NULL.
+  static Communicator from_fortran(std::int64_t handle, double timeout_seconds = 300);
 
   int rank() const;
   int size() const;
@@ -132,8 +141,9 @@ class Communicator {
   /// or ranks are not node-contiguous (rank = node·L + local_rank).
   NodeTopology node_topology(int ranks_per_node) const;
 
-  /// Non-blocking point-to-point; the request owns `buffer` until take(). Tags < 2^15.
-  /// Throws Error(InvalidArgument) for a peer outside [0, P).
+  /// Non-blocking point-to-point; the request owns `buffer` until take(). Tags in [0, 32767)
+  /// (32767 carries control exchanges). Throws Error(InvalidArgument) for a peer outside [0, P)
+  /// or a tag outside that range.
   Request isend(std::vector<float> buffer, int dest, int tag) const;
   /// Receives exactly buffer.size() floats from `source` into `buffer`.
   Request irecv(std::vector<float> buffer, int source, int tag) const;
@@ -155,16 +165,31 @@ class Communicator {
   void reduce_scatter(const float* send, const std::vector<std::int64_t>& counts, float* recv) const;
   /// In-place sum over ranks of data [count].
   void all_reduce_sum(float* data, std::int64_t count) const;
-  /// Max / min / sum of a value over ranks (control data; not counted as payload).
+  /// Max / min / sum of a value over ranks (control data; not counted as payload; a control
+  /// exchange, so a timeout names the absent ranks). Collective.
   double all_reduce_max(double value) const;
   std::int64_t all_reduce_max(std::int64_t value) const;
   std::int64_t all_reduce_min(std::int64_t value) const;
   std::int64_t all_reduce_sum(std::int64_t value) const;
+  /// MPI_Ibarrier under the watchdog (tight synchronisation for timing; a timeout cannot name
+  /// the absent ranks: use roll_call for that). Collective.
   void barrier() const;
+  /// Control all-gather: every rank's `values` (at most 6 int64, the same count on every rank),
+  /// rank-major [P·n]. `what` names the call site in the watchdog's message and must be the same
+  /// on every rank. Collective. Throws Error(InvalidArgument) on every rank when ranks are at
+  /// different calls (another `what` or count), naming each rank's call and activity.
+  std::vector<std::int64_t> exchange(const std::vector<std::int64_t>& values, const std::string& what) const;
+  /// An exchange of no values: returns once every rank has arrived at `what`; on a timeout the
+  /// watchdog names those that did not. Collective.
+  void roll_call(const std::string& what) const;
+  /// Every rank's byte string, in rank order (sizes by exchange, then MPI_Iallgatherv; not
+  /// counted as payload). For control data of any length (the Python module's agreement).
+  /// Collective; throws like exchange.
+  std::vector<std::string> all_gather_bytes(const std::string& mine, const std::string& what) const;
 
   /// Agreement: every rank passes a fingerprint of the arguments that must be identical; if
-  /// any differs, every rank throws the same Error(InvalidArgument) naming `what` (MPI_Allreduce
-  /// of min and max — never a hang). Collective.
+  /// any differs, every rank throws the same Error(InvalidArgument) naming `what` and the lowest
+  /// rank that differs from rank 0 (one control exchange — never a hang). Collective.
   void agree(std::uint64_t fingerprint, const std::string& what) const;
   /// Verdict agreement: each rank reports whether its local checks passed and, if not, why.
   /// If any rank failed, every rank throws the same Error(kind, "rank R: <message of the lowest
@@ -201,6 +226,7 @@ class Communicator {
   /// of the ring, e.g. the write accumulators' home hops; −1: none). Shared like set_timeout.
   /// Not collective.
   void set_activity(const std::string& activity) const;
+  const std::string& activity() const;
   void set_step(int step, int steps) const;
 
   /// Aborts every rank of the communicator after printing "[rank r/P] message" to stderr.

@@ -22,7 +22,8 @@ from . import _C
 from ._cache import clear as clear_plan_cache, stats as plan_cache_stats
 from ._layout import padded_length, positions, shard, unshard
 from ._masks import Mask, benchmark_mask, mask_names
-from ._numpy import (backward_numpy, check_extra, check_unsupported, forward_numpy, make_runner)
+from ._numpy import (backward_numpy, check_extra, check_unsupported, forward_numpy, local_error,
+                     make_runner)
 from ._plan import DistAttention
 from ._kvcache import DistKVCache, attn_with_kvcache
 from ._C import __version__, release_kernel_workspace, retain_freed_memory
@@ -89,16 +90,19 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     (attention probabilities are never materialised). A row with no visible key gives out = 0
     and lse = -inf.
     Collective over comm; the plan is cached per (communicator, shapes, mask, strategy, layout,
-    extras), so repeated calls cost one two-integer MPI_Allreduce besides the pass itself
-    (burst.plan_cache_stats()). Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
+    extras), so repeated calls cost one small control exchange besides the pass itself
+    (burst.plan_cache_stats()). Every collective runs under the watchdog (comm_timeout): a rank
+    that never arrives ends the job with a message naming it, never a hang. Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
     alibi_slopes, float64 inputs) / RuntimeError, identically on every rank.
     Cost: 4·D·H·(visible pairs) flop forward, 2.5x that backward; O(tile) extra memory.
     """
-    check_unsupported(dropout_p, softcap, alibi_slopes)
+    # An unsupported argument on one rank only must not leave the others in the agreement:
+    # the error travels through it (make_runner's local_error) and every rank raises it.
     runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, deterministic=deterministic, comm=comm,
                          strategy=strategy, layout=layout, mask=mask, extra=extra,
-                         S_global=S_global)
+                         S_global=S_global,
+                         local_error=local_error(check_unsupported, dropout_p, softcap, alibi_slopes))
     return _run(q, k, v, runner, False, return_lse, return_attn_probs)
 
 
@@ -135,16 +139,18 @@ def attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     cu_seqlens are the GLOBAL offsets (cu_seqlens_q == cu_seqlens_k, cu[-1] == T_global); it runs
     as B = 1 attention with a document mask. Collective; errors as attn_func.
     """
-    check_unsupported(dropout_p, softcap, alibi_slopes)
-    for name, cu, mx in (("q", cu_seqlens_q, max_seqlen_q), ("k", cu_seqlens_k, max_seqlen_k)):
-        lens = [int(b) - int(a) for a, b in zip(list(cu), list(cu)[1:])]
-        if lens and mx is not None and int(mx) < max(lens):
-            raise ValueError(f"max_seqlen_{name}={mx} is smaller than the longest sequence "
-                             f"{max(lens)} in cu_seqlens_{name}")
+    def check_varlen():
+        check_unsupported(dropout_p, softcap, alibi_slopes)
+        for name, cu, mx in (("q", cu_seqlens_q, max_seqlen_q), ("k", cu_seqlens_k, max_seqlen_k)):
+            lens = [int(b) - int(a) for a, b in zip(list(cu), list(cu)[1:])]
+            if lens and mx is not None and int(mx) < max(lens):
+                raise ValueError(f"max_seqlen_{name}={mx} is smaller than the longest sequence "
+                                 f"{max(lens)} in cu_seqlens_{name}")
     runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, deterministic=deterministic, comm=comm,
                          strategy=strategy, layout=layout, mask=None, varlen=True,
-                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, extra=extra)
+                         cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, extra=extra,
+                         local_error=local_error(check_varlen))
     return _run(q, k, v, runner, True, return_lse, return_attn_probs)
 
 

@@ -9,11 +9,11 @@ explicit layout).
 
 Agreement: a rank may only take a cached plan when every rank takes the SAME plan, or a rank
 whose call differs (another shape, a new sequence length on one rank only) would enter a pass
-its peers never join. So each lookup is one MPI_Allreduce of two int64 (MIN of the plan id and
-of its negation: all equal iff min == -min(-id)) on the caller's communicator; on any
-disagreement every rank takes the full path, whose agreement raises the same error everywhere.
-After the first call that is the only collective outside the pass itself, and no communicator
-is duplicated. Plan ids are issued in build order, and builds are collective, so equal ids on
+its peers never join. So each lookup is one control exchange of the plan id (burst/comm.h:
+one small message to every peer, under the watchdog, _comm.py) on a kept dup of the caller's
+communicator; on any disagreement every rank takes the full path, whose agreement raises the
+same error everywhere. After the first call that is the only collective outside the pass
+itself, and no communicator is duplicated. Plan ids are issued in build order, and builds are collective, so equal ids on
 all ranks mean the same plan.
 """
 import atexit
@@ -21,6 +21,7 @@ import hashlib
 from collections import OrderedDict
 
 import numpy as np
+
 
 _MAX_PLANS = 32
 _entries = OrderedDict()      # key digest -> (comm, plan id, runner); least recently used first
@@ -62,16 +63,17 @@ def _same_comm(a, b):
                       MPI.Comm.Compare(a, b) == MPI.IDENT)
 
 
-def lookup(comm, key):
+def lookup(comm, key, timeout=300.0):
     """The cached runner for key when every rank of comm has the same cached plan, else None.
-    Collective over comm (one MPI_Allreduce of two int64)."""
-    from mpi4py import MPI
+    Collective over comm (one control exchange of an int64 under the watchdog, timeout seconds:
+    a rank that never arrives ends the job with a message naming it, see _comm.py)."""
+    from . import _comm
     _stats["lookups"] += 1
     entry = _entries.get(key) if key is not None else None
     pid = entry[1] if entry is not None and _same_comm(entry[0], comm) else -1
-    vote = np.array([pid, -pid], dtype=np.int64)
-    comm.Allreduce(MPI.IN_PLACE, vote, op=MPI.MIN)
-    if pid < 0 or vote[0] != pid or -vote[1] != pid:
+    votes = _comm.watched(comm, timeout, "burst Python: plan cache lookup").exchange(
+        [pid], "burst Python: plan cache lookup")
+    if pid < 0 or any(v != pid for v in votes):
         _stats["misses"] += 1
         return None
     _entries.move_to_end(key)
@@ -96,9 +98,11 @@ def store(comm, key, runner):
 def clear():
     """Drops every cached plan (their communicator dups are freed). Call on every rank."""
     _entries.clear()
+    from . import _comm
+    _comm.clear()
 
 
 def stats():
     """Counters since import: plans_built (each one MPI_Comm_split plus channel dups and the
-    setup agreements), hits, misses, lookups (one two-int64 MPI_Allreduce each), cached."""
+    setup agreements), hits, misses, lookups (one control exchange each), cached."""
     return dict(_stats, cached=len(_entries))

@@ -113,11 +113,13 @@ def shard(x, comm, layout="zigzag", dim=1, mask=None, pad=False):
     return np.take(x, pos, axis=dim)
 
 
-def unshard(x_local, comm, layout="zigzag", dim=1, mask=None, S_global=None):
+def unshard(x_local, comm, layout="zigzag", dim=1, mask=None, S_global=None, comm_timeout=None):
     """Inverse of shard: gathers every rank's local tensor into the global one, on every rank.
     S_global: the real length when the shards were padded (shard(..., pad=True)); the padding is
-    stripped. Collective over comm (an Allgatherv). numpy in, numpy out; torch in, torch out
-    (detached: no gradient flows through unshard)."""
+    stripped. Collective over comm (an allgather under burst's watchdog: comm_timeout seconds,
+    None = $BURST_COMM_TIMEOUT or 300; a rank that never arrives ends the job with a message
+    naming it). numpy in, numpy out; torch in, torch out (detached: no gradient flows through
+    unshard)."""
     is_torch = _is_torch(x_local)
     bf16 = is_torch and str(x_local.dtype) == "torch.bfloat16"   # numpy has no bfloat16: move the bits
     if is_torch:
@@ -130,14 +132,19 @@ def unshard(x_local, comm, layout="zigzag", dim=1, mask=None, S_global=None):
         out = np.ascontiguousarray(np.take(xn, np.arange(S_global or xn.shape[dim]), axis=dim))
         return _as_input_kind(out, is_torch, bf16)
     rows = np.ascontiguousarray(np.moveaxis(xn, dim, 0))
-    counts = comm.allgather(rows.shape[0])
-    tails = comm.allgather(rows.shape[1:])
-    if any(t != tails[0] for t in tails):
-        raise ValueError(f"unshard: local shapes differ across ranks beyond dim {dim}: {tails}")
+    # Under the watchdog (_comm.py): a rank that never arrives ends the job, naming it.
+    from . import _comm
+    from ._numpy import comm_timeout as timeout_of
+    timeout = timeout_of({}) if comm_timeout is None else comm_timeout
+    shapes = _comm.allgather(comm, (rows.shape, rows.dtype.str), timeout, "unshard: local shapes")
+    if any((s[1:], d) != (shapes[0][0][1:], shapes[0][1]) for s, d in shapes):
+        raise ValueError(f"unshard: local shapes differ across ranks beyond dim {dim} or dtypes differ: "
+                         + ", ".join(f"rank {r}: {s} {d}" for r, (s, d) in enumerate(shapes))
+                         + "; every rank passes its shard of the same global tensor")
+    counts = [s[0] for s, _ in shapes]
     S_run = int(sum(counts))
-    gathered = np.empty((S_run,) + rows.shape[1:], dtype=rows.dtype)
-    row_elems = int(np.prod(rows.shape[1:], dtype=np.int64))
-    comm.Allgatherv(rows, [gathered, [c * row_elems for c in counts]])
+    parts = _comm.watched(comm, timeout, "unshard: gather").all_gather_bytes(rows.tobytes(), "unshard: gather")
+    gathered = np.frombuffer(b"".join(parts), dtype=rows.dtype).reshape((S_run,) + rows.shape[1:])
     P = comm.Get_size()
     pad = S_global is not None and int(S_global) != S_run
     S_real = int(S_global) if S_global is not None else S_run

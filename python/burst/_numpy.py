@@ -20,8 +20,13 @@ _KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "usp_ring
 
 def comm_timeout(extra):
     """The communication watchdog's seconds (DistConfig::comm_timeout_seconds): the
-    comm_timeout keyword, else $BURST_COMM_TIMEOUT, else 300; 0 waits forever."""
-    return float(extra.get("comm_timeout", os.environ.get("BURST_COMM_TIMEOUT", 300)))
+    comm_timeout keyword, else $BURST_COMM_TIMEOUT, else 300; 0 waits forever. Not validated
+    here: the value reaches DistConfig, whose agreed validation refuses a bad one on every rank."""
+    value = extra.get("comm_timeout", os.environ.get("BURST_COMM_TIMEOUT", 300))
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def check_unsupported(dropout_p, softcap, alibi_slopes):
@@ -36,22 +41,38 @@ def check_unsupported(dropout_p, softcap, alibi_slopes):
         raise NotImplementedError("alibi_slopes: ALiBi biases are not implemented")
 
 
+def local_error(check, *args):
+    """The ValueError / TypeError / NotImplementedError check(*args) raises, else None: a local
+    check's verdict to carry into the agreement (make_runner's local_error), so that every rank
+    raises it rather than only the rank that found it."""
+    try:
+        check(*args)
+    except (ValueError, TypeError, NotImplementedError) as e:
+        return e
+    return None
+
+
 def check_extra(extra):
     unknown = sorted(set(extra) - set(_KNOWN_KW))
     if unknown:
         raise TypeError(f"unexpected keyword arguments {unknown}; known extras: {list(_KNOWN_KW)}")
 
 
-def agree(comm, local_error, payload):
+def agree(comm, local_error, payload, timeout=None, activity="argument agreement"):
     """Collective over comm (when not None): exchanges this rank's validation error (or None) and a
     small payload; every rank raises the first error found (same type, message tagged with the
-    rank), so no rank enters a collective its peers skip. Returns all ranks' payloads."""
+    rank), so no rank enters a collective its peers skip. Returns all ranks' payloads. Runs under
+    the watchdog (_comm.py): timeout seconds (None: $BURST_COMM_TIMEOUT or 300), then a job
+    abort naming the ranks that never arrived."""
     if comm is None:
         if local_error is not None:
             raise local_error
         return [payload]
-    reports = comm.allgather((None if local_error is None else
-                              (type(local_error), str(local_error)), payload))
+    from . import _comm
+    timeout = comm_timeout({}) if timeout is None else timeout
+    reports = _comm.allgather(comm, (None if local_error is None else
+                                     (type(local_error), str(local_error)), payload),
+                              timeout, "burst Python: " + activity)
     for rank, (err, _) in enumerate(reports):
         if err is not None:
             kind, msg = err
@@ -195,10 +216,12 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
                                  "cu_seqlens_q must equal cu_seqlens_k")
     except (ValueError, TypeError, NotImplementedError) as e:
         error = e
-    reports = agree(comm, error, (S_local, dims))
+    reports = agree(comm, error, (S_local, dims), comm_timeout(extra or {}),
+                    "attention arguments (shapes, dtypes, cu_seqlens)")
     if any(d != reports[0][1] for _, d in reports):
         raise ValueError("ranks disagree on (B, H, H_kv, D): " +
-                         ", ".join(f"rank {r}: {d}" for r, (_, d) in enumerate(reports)))
+                         ", ".join(f"rank {r}: {d}" for r, (_, d) in enumerate(reports)) +
+                         "; every rank must pass its shard of the same problem (the call is collective)")
     return reports[0][1], [s for s, _ in reports]
 
 
@@ -228,7 +251,9 @@ def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, ext
     "bf16", "fp16"); burst and ring move them in it."""
     B, H, H_kv, D = dims
     explicit = [] if positions is None else [[int(p) for p in pos] for pos in positions]
-    dist = _C.DistAttention(int(comm.py2f()), strategy, layout, B, S_global, H, H_kv, D, mask,
+    from . import _comm
+    timeout = comm_timeout(extra)
+    dist = _C.DistAttention(_comm.watched(comm, timeout, "DistAttention set-up"), strategy, layout, B, S_global, H, H_kv, D, mask,
                             dtype=dtype, pad=bool(pad), positions=explicit,
                             softmax_scale=softmax_scale,
                             backward_side=extra.get("backward_side", "auto"),
@@ -241,7 +266,7 @@ def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, ext
                             partials_dtype=str(extra.get("partials_dtype", "fp32")),
                             num_threads=int(extra.get("num_threads", 0)),
                             impl=extra.get("impl", "tiled"),
-                            comm_timeout=comm_timeout(extra))
+                            comm_timeout=timeout)
     return DistRunner(dist, varlen)
 
 
@@ -251,8 +276,8 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
     """Validates arguments (agreed over comm) and builds the runner for one attention problem.
     q, k, v are anything with .ndim / .shape (numpy arrays or torch tensors).
     With comm: the runner is cached (_cache.py), so after the first call with a problem the only
-    collective is one two-int64 MPI_Allreduce; the first call is collective (allgather +
-    MPI_Comm_dup + plan). S_global: the real length when the shards carry padding (pad);
+    collective is one control exchange of the plan id; the first call is collective (the
+    agreement's all-gather + MPI_Comm_split and dups + plan), all under the watchdog (_comm.py). S_global: the real length when the shards carry padding (pad);
     positions: an explicit layout, with doc_offsets the GLOBAL varlen offsets it was cut from."""
     extra = dict(extra or {})
     key = None
@@ -267,7 +292,7 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
                               strategy=strategy, layout=layout, mask=mask, varlen=varlen,
                               cu_q=cu_seqlens_q, cu_k=cu_seqlens_k, extra=extra, S=S_global,
                               pos=positions, docs=doc_offsets)
-        runner = _cache.lookup(comm, None if local_error is not None else key)
+        runner = _cache.lookup(comm, None if local_error is not None else key, comm_timeout(extra))
         if runner is not None:
             return runner
     dims, sizes = check_operands(q, k, v, comm, varlen, cu_seqlens_q, cu_seqlens_k, extra,

@@ -34,6 +34,7 @@ class DistAttention:
                              "for one process")
         check_extra(extra)
         self.comm = comm
+        self.extra = dict(extra)
         self.dims = (int(B), int(H), int(H_kv), int(D))
         self.mask = build_mask(mask, causal, window_size, int(S_global))
         self.dtype = canonical_dtype(dtype)
@@ -55,7 +56,7 @@ class DistAttention:
         return self._runner.dist.last_stats()
 
     def _check(self, q, k, v):
-        dims, _ = check_operands(q, k, v, self.comm, False)
+        dims, _ = check_operands(q, k, v, self.comm, False, extra=self.extra)
         if dims != self.dims:
             raise ValueError(f"operands have (B, H, H_kv, D) = {dims}, the plan was built for "
                              f"{self.dims}")

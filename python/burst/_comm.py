@@ -1,0 +1,63 @@
+"""The watched communicator behind the Python module's own collectives.
+
+The module agrees on arguments (an allgather of each rank's verdict and shapes), votes on the
+plan cache (_cache.py) and gathers shards (unshard). Done with mpi4py's blocking calls, a rank
+that never arrives would hang its peers forever. They run instead on a burst._C.Communicator: an
+MPI_Comm_idup of the caller's communicator made once per communicator and kept, whose
+collectives are control exchanges under burst's watchdog (burst/comm.h): when a peer does not
+arrive within the timeout, every waiting rank prints the operation, the ranks that never arrived
+and the timeout, and aborts the job (MPI_Abort).
+"""
+import atexit
+import math
+import pickle
+
+from . import _C
+
+_comms = {}             # Fortran handle -> (mpi4py communicator, burst._C.Communicator)
+_atexit = [False]
+
+
+def _same_comm(a, b):
+    from mpi4py import MPI
+    return a == b or (a != MPI.COMM_NULL and b != MPI.COMM_NULL and
+                      MPI.Comm.Compare(a, b) == MPI.IDENT)
+
+
+def usable_timeout(seconds, default=300.0):
+    """seconds as a float when it is a valid watchdog timeout (finite, >= 0), else default: a bad
+    value must still reach the agreed validation that rejects it on every rank."""
+    try:
+        t = float(seconds)
+    except (TypeError, ValueError):
+        return default
+    return t if math.isfinite(t) and t >= 0 else default
+
+
+def watched(comm, timeout, activity):
+    """The burst._C.Communicator of mpi4py comm (made on first use: collective), with its
+    watchdog set to timeout seconds and its activity label set. Not collective afterwards."""
+    handle = int(comm.py2f())
+    entry = _comms.get(handle)
+    t = usable_timeout(timeout)
+    if entry is None or not _same_comm(entry[0], comm):
+        if not _atexit[0]:      # free the dups before mpi4py finalizes MPI (atexit is LIFO)
+            atexit.register(clear)
+            _atexit[0] = True
+        entry = (comm, _C.Communicator(handle, t))
+        _comms[handle] = entry
+    c = entry[1]
+    c.set_timeout(t)
+    c.set_activity(activity)
+    return c
+
+
+def allgather(comm, obj, timeout, activity):
+    """Every rank's obj (pickled), in rank order. Collective over comm, under the watchdog."""
+    c = watched(comm, timeout, activity)
+    return [pickle.loads(b) for b in c.all_gather_bytes(pickle.dumps(obj), activity)]
+
+
+def clear():
+    """Drops the kept communicators (their dups are freed). Call on every rank."""
+    _comms.clear()
