@@ -2,6 +2,7 @@
 #include "strategies/common.h"
 
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -32,6 +33,32 @@ const std::vector<std::int64_t>& rank_positions(const Setup& setup, int rank) {
 
 std::int64_t block_pairs(const Setup& setup, int q_rank, int kv_rank) {
   return setup.plan->block_pairs()[static_cast<std::size_t>(q_rank)][static_cast<std::size_t>(kv_rank)];
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+void record_timeline(const Setup& setup, const char* pass, const std::vector<StepTimes>& steps,
+                     bool whole_pass) {
+  if (!setup.cfg.timeline) return;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const StepTimes& s = steps[i];
+    StepRecord r;
+    r.pass = pass;
+    r.rank = setup.rank;
+    r.step = static_cast<int>(i);
+    r.whole_pass = whole_pass;
+    r.compute_seconds = s.compute;
+    r.compute_cpu_seconds = s.compute_cpu;
+    r.wait_seconds = s.wait;
+    r.copy_seconds = s.copy;
+    r.bytes_sent = s.sent;
+    r.bytes_received = s.received;
+    setup.cfg.timeline->add(std::move(r));
+  }
 }
 
 TensorView rows_view(const float* data, std::int64_t B, std::int64_t H, std::int64_t S) {

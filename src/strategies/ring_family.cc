@@ -55,6 +55,8 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   const TensorView lse_part = rows_view(lse_mem.data(), d.B, d.H, d.S);
   bool first = true;
   RingRunStats rs;
+  std::vector<StepTimes> steps;
+  if (setup.cfg.timeline) rs.steps = &steps;
   run_schedule(
       setup, exec, setup.plan->forward(), false, std::move(own), 0,
       [&](int, int j, const float* read, float*, const std::function<void()>& progress, RowSlice) {
@@ -78,6 +80,7 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   }
   pool.put(std::move(out_mem));
   pool.put(std::move(lse_mem));
+  record_timeline(setup, "fwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
   stats.peak_buffer_bytes = rs.buffer_bytes + 4 * (d.b_q + d.r);
@@ -95,6 +98,8 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   const TensorView delta = rows_view(delta_mem.data(), d.B, d.H, d.S);
   attention_delta(dout, out, delta);
   RingRunStats rs;
+  std::vector<StepTimes> steps;
+  if (setup.cfg.timeline) rs.steps = &steps;
   const DType dt = q.dtype;  // Q, dO, K, V travel in their storage dtype; delta, lse, partials fp32
   if (side == BackwardSide::QuerySide) {
     // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
@@ -152,6 +157,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
     stats.backward_side = "kv";
   }
   pool.put(std::move(delta_mem));
+  record_timeline(setup, "bwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
   stats.peak_buffer_bytes = rs.buffer_bytes + 4 * d.r;
