@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""burst report: JSON lines from `burst bench matrix` (and optionally `burst simulate`) ->
-PNG figures and a markdown table.
+"""burst report: JSON lines from `burst bench matrix` (and optionally `burst simulate`), and
+`burst bench dist --timeline` records -> PNG figures and a markdown table.
 
 Usage: /usr/bin/python3 scripts/report.py RESULTS.jsonl [MORE.jsonl ...] -o OUTDIR
 Figures (one PNG each, MPLBACKEND=Agg):
