@@ -44,8 +44,9 @@ struct DistStats {
 
 /// One step of one pass on one rank (DistConfig::timeline). Steps are the plan's: record i of a
 /// pass is PassPlan::steps[i] (ring family: ring step t, then the final hop of the write ring;
-/// allgather: its one collective step). Strategies without a per-step executor record the
-/// whole pass as step 0 with `whole_pass` set. Times are what this rank spent during the step
+/// allgather: its one collective step). Strategies without a per-step executor (ulysses, usp,
+/// distflash, headpar) record nothing (`burst bench dist --timeline` then writes one record per
+/// pass with `whole_pass` set, from DistStats). Times are what this rank spent during the step
 /// (a prefetch posted during step t for step t + 1 counts its bytes at t + 1, as the plan does).
 struct StepRecord {
   std::string pass;  ///< "fwd" or "bwd"
