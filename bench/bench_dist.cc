@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/cli_options.h"
+#include "bench/bench_timeline.h"
 #include "bench/harness.h"
 #include "burst/comm.h"
 #include "burst/error.h"
@@ -22,7 +23,7 @@ namespace {
 
 struct DistOptions {
   std::string strategy = "burst", layout = "zigzag", mask = "causal", pass = "both", backward_side = "auto";
-  std::string dtype = "fp32", usp_ring = "ring", partials_dtype = "fp32";
+  std::string dtype = "fp32", usp_ring = "ring", partials_dtype = "fp32", timeline;
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0, ulysses_degree = 0;
   double comm_timeout = 300;
@@ -91,6 +92,12 @@ void run_dist(const DistOptions& o) {
   shape.dtype = parse_dtype(o.dtype);
   BURST_CHECK(shape.dtype != DType::F64, InvalidArgument, "--dtype must be fp32, bf16 or fp16");
   const Mask mask = make_benchmark_mask(mask_type_from_string(o.mask), o.seq);
+  Timeline timeline;  // per-step records of the timed passes (--timeline)
+  TimelineCollector collected;
+  if (!o.timeline.empty()) {
+    TimelineCollector::check_path(world, o.timeline);
+    cfg.timeline = &timeline;
+  }
   DistAttention attn(world, cfg, shape, mask);
   const std::int64_t n = attn.local_length();
   Tensor q32({o.batch, n, o.heads, o.dim}), k32({o.batch, n, H_kv, o.dim}), v32({o.batch, n, H_kv, o.dim});
@@ -116,8 +123,10 @@ void run_dist(const DistOptions& o) {
   // ulysses / usp: a backward consumes the context its forward saved; a backward-only run
   // re-runs the forward untimed so that every timed backward is the one training runs.
   const bool saves = cfg.strategy == StrategyKind::Ulysses || cfg.strategy == StrategyKind::Usp;
+  int repeat = -1;  // the timed repeat running (−1: warm-up, whose records are dropped)
   auto run_pass = [&](bool backward) {
     if (backward && saves && o.pass == "bwd") attn.forward(q.view, k.view, v.view, out.view, lse.view());
+    timeline.clear();
     const double cpu0 = cpu_now();
     if (backward)
       attn.backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view);
@@ -127,6 +136,7 @@ void run_dist(const DistOptions& o) {
     Sample sample{s.seconds,    s.exposed_comm_seconds, s.compute_seconds, cpu_now() - cpu0,
                   s.bytes_sent, s.peak_buffer_bytes,    s.backward_side};
     sample.inter = s.bytes_sent_inter_node;
+    if (repeat >= 0 && cfg.timeline) collected.add_pass(timeline, backward ? "bwd" : "fwd", world.rank(), repeat, s);
     return sample;
   };
   attn.forward(q.view, k.view, v.view, out.view, lse.view());  // out, lse for the backward
@@ -138,6 +148,7 @@ void run_dist(const DistOptions& o) {
   Reduced last_f, last_b;
   std::string side;
   for (int i = 0; i < o.repeats; ++i) {
+    repeat = i;
     world.barrier();
     if (fwd) {
       last_f = reduce(world, run_pass(false));
@@ -159,6 +170,16 @@ void run_dist(const DistOptions& o) {
       t_fb.push_back(t_f.back() + t_b.back());
       c_fb.push_back(c_f.back() + c_b.back());
     }
+  }
+  if (cfg.timeline) {
+    const Plan& plan = attn.plan();
+    collected.write(world,
+                    {{"strategy", o.strategy}, {"layout", o.layout}, {"mask", o.mask}, {"ranks", world.size()},
+                     {"nodes", plan.nodes()}, {"threads", o.threads}, {"B", o.batch}, {"S_global", o.seq},
+                     {"H", o.heads}, {"H_kv", H_kv}, {"D", o.dim}, {"dtype", to_string(shape.dtype)},
+                     {"overlap", !o.no_overlap}, {"mask_aware", plan.forward().mask_aware},
+                     {"cpu", cpu_model_name()}, {"load_1m", load_average_1m()}},
+                    o.timeline);
   }
   if (world.rank() != 0) return;
   const std::int64_t pairs = ResolvedMask(mask, o.seq, o.seq).visible_pairs();
@@ -263,6 +284,9 @@ void add_dist_bench(CLI::App& bench) {
   add_usp_ring_option(cmd, o->usp_ring);
   cmd->add_option("--backward-side", o->backward_side, "auto|query|kv (burst)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap, "wait for each transfer before computing");
+  cmd->add_option("--timeline", o->timeline,
+                  "write per rank, pass and step of the timed repeats: compute (wall, thread CPU), wait, "
+                  "copy seconds and bytes as JSON lines to this file (`burst report` draws them)");
   cmd->add_flag(
       "--no-return-overlap", o->no_return_overlap,
       "distflash: wait for the returned partials (O/lse, dQ, dK/dV) inside the step that made them");

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""burst report: JSON lines from `burst bench matrix` (and optionally `burst simulate`) ->
-PNG figures and a markdown table.
+"""burst report: JSON lines from `burst bench matrix` (and optionally `burst simulate`), and
+`burst bench dist --timeline` records -> PNG figures and a markdown table.
 
 Usage: /usr/bin/python3 scripts/report.py RESULTS.jsonl [MORE.jsonl ...] -o OUTDIR
 Figures (one PNG each, MPLBACKEND=Agg):
@@ -11,7 +11,13 @@ Figures (one PNG each, MPLBACKEND=Agg):
   exposed_<pass>_P<P>.png  exposed communication as a share of the time, vs length
   memory_<pass>_P<P>.png   peak memory per rank vs length
   predicted_vs_measured.png  when records carry predicted_seconds
-and report.md: one table row per case (skipped cases with their reason).
+  timeline_<strategy>_<layout>_<mask>_S<S>_P<P>.png  from `burst bench dist --timeline` records
+                           (bench="timeline"): per pass, one row per rank, its steps laid end to
+                           end (copy, compute, wait) in the last timed repeat — a Gantt chart of
+                           where each rank's time goes
+and report.md: one table row per case (skipped cases with their reason), and per timeline one
+row per pass: compute balance by wall and by thread CPU time (max/mean over ranks), the largest
+wait and copy per rank, and bytes per rank.
 Records are the matrix benchmark's: bench="matrix", strategy, layout, mask, S_global, P, pass,
 status ("ok" | "skipped"), seconds, gflops_per_rank, bytes_sent_per_rank, exposed_comm_seconds,
 balance, peak_memory_bytes, max_error, [predicted_seconds], reason.
@@ -201,6 +207,87 @@ def predicted_figure(records, path):
     return True
 
 
+TIMELINE_PARTS = [("copy_seconds", "copy", "#9467bd"), ("compute_seconds", "compute", "#2ca02c"),
+                  ("wait_seconds", "wait", "#d62728")]
+
+
+def timeline_key(r):
+    return (r.get("strategy", "?"), r.get("layout", "?"), r.get("mask", "?"), r.get("S_global", 0),
+            r.get("ranks", 1), r.get("dtype", "f32"), r.get("threads", 1))
+
+
+def timeline_groups(records):
+    """(config key) -> pass -> rank -> step records of the last timed repeat, in step order."""
+    out = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
+    last = collections.defaultdict(int)
+    for r in records:
+        last[timeline_key(r)] = max(last[timeline_key(r)], r.get("repeat", 0))
+    for r in records:
+        if r.get("repeat", 0) == last[timeline_key(r)]:
+            out[timeline_key(r)][r.get("pass", "fwd")][r.get("rank", 0)].append(r)
+    for passes in out.values():
+        for ranks in passes.values():
+            for steps in ranks.values():
+                steps.sort(key=lambda r: r.get("step", 0))
+    return out
+
+
+def balance(values):
+    mean = sum(values) / len(values) if values else 0
+    return max(values) / mean if mean > 0 else None
+
+
+def timeline_figure(key, passes, path):
+    """One panel per pass: rank rows, each step's copy / compute / wait bars end to end."""
+    names = sorted(passes)
+    fig, axes = plt.subplots(len(names), 1, figsize=(9, 0.9 + 0.32 * key[4] * len(names) + 0.6 * len(names)),
+                             squeeze=False)
+    for ax, name in zip(axes[:, 0], names):
+        ranks = passes[name]
+        for rank, steps in sorted(ranks.items()):
+            x = 0.0
+            for i, st in enumerate(steps):
+                for field, _, colour in TIMELINE_PARTS:
+                    w = st.get(field) or 0.0
+                    if w > 0:
+                        ax.barh(rank, w, left=x, height=0.7, color=colour, edgecolor="white" if i % 2 else colour,
+                                linewidth=0.3)
+                    x += w
+            wall = steps[0].get("pass_seconds") if steps else None
+            if wall:
+                ax.plot([wall, wall], [rank - 0.4, rank + 0.4], color="black", lw=1)
+        ax.set_yticks(sorted(ranks))
+        ax.invert_yaxis()
+        ax.set_ylabel("rank")
+        ax.set_xlabel("seconds (steps end to end; black tick: the pass's wall time)")
+        comp = [sum(s.get("compute_seconds") or 0 for s in st) for st in ranks.values()]
+        ax.set_title(f"{key[0]}/{key[1]} {key[2]} S={key[3]} P={key[4]} {key[5]} threads={key[6]}: {name}, "
+                     f"compute balance {fmt(balance(comp), '.3f')}", fontsize=9)
+    from matplotlib.patches import Patch
+    axes[0, 0].legend(handles=[Patch(color=c, label=lab) for _, lab, c in TIMELINE_PARTS], fontsize=7,
+                      loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    save(fig, path)
+
+
+def timeline_rows(groups):
+    lines = ["", "## Timelines (last timed repeat)", "",
+             "| strategy | layout | mask | S_global | P | dtype | threads | pass | steps/rank | balance (wall) | "
+             "balance (CPU) | max wait s | max copy s | MiB sent/rank (max) |",
+             "|---|---|---|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for key, passes in sorted(groups.items()):
+        for name, ranks in sorted(passes.items()):
+            per = list(ranks.values())
+            tot = lambda f: [sum(s.get(f) or 0 for s in st) for st in per]
+            cpu = [sum(s.get("compute_cpu_seconds") or 0 for s in st) for st in per]
+            lines.append("| " + " | ".join([
+                str(key[0]), str(key[1]), str(key[2]), str(key[3]), str(key[4]), str(key[5]), str(key[6]), name,
+                str(max(len(st) for st in per)), fmt(balance(tot("compute_seconds")), ".3f"),
+                fmt(balance(cpu) if any(cpu) else None, ".3f"), fmt(max(tot("wait_seconds")), ".4f"),
+                fmt(max(tot("copy_seconds")), ".4f"), fmt(max(tot("bytes_sent")) / 2**20, ".2f")]) + " |")
+    return lines
+
+
 def fmt(v, spec):
     return "" if v is None else format(v, spec)
 
@@ -235,9 +322,12 @@ def main(argv):
     ap.add_argument("inputs", nargs="+", help="JSON lines files")
     ap.add_argument("-o", "--out", default="report", help="output directory")
     args = ap.parse_args(argv)
-    records = [r for r in load(args.inputs) if r.get("bench") == "matrix"]
-    if not records:
-        print("report: no matrix records (bench=\"matrix\") in the inputs", file=sys.stderr)
+    loaded = load(args.inputs)
+    records = [r for r in loaded if r.get("bench") == "matrix"]
+    timelines = timeline_groups([r for r in loaded if r.get("bench") == "timeline"])
+    if not records and not timelines:
+        print("report: no matrix (bench=\"matrix\") or timeline (bench=\"timeline\") records in the inputs",
+              file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
     ok = [r for r in records if r.get("status") == "ok"]
@@ -263,8 +353,15 @@ def main(argv):
         figures.append(name)
     if predicted_figure(records, os.path.join(args.out, "predicted_vs_measured.png")):
         figures.append("predicted_vs_measured.png")
+    for key, passes in sorted(timelines.items()):
+        name = f"timeline_{key[0]}_{key[1]}_{key[2]}_S{key[3]}_P{key[4]}_{key[5]}_t{key[6]}.png"
+        timeline_figure(key, passes, os.path.join(args.out, name))
+        figures.append(name)
     with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write(markdown(records, figures))
+        text = markdown(records, figures)
+        if timelines:
+            text += "\n".join(timeline_rows(timelines)) + "\n"
+        f.write(text)
     print(f"report: {len(records)} records ({len(ok)} ok) -> {args.out}/report.md and {len(figures)} figures",
           file=sys.stderr)
     return 0

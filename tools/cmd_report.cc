@@ -1,4 +1,5 @@
-// `burst report` — turns matrix-benchmark JSON lines into PNG figures and a markdown table by
+// `burst report` — turns matrix-benchmark JSON lines (and `burst bench dist --timeline` records:
+// a Gantt chart per pass) into PNG figures and a markdown table by
 // running report.py from the data directory (<share dir>/report.py, a copy of scripts/report.py)
 // with Debian's /usr/bin/python3 (matplotlib, MPLBACKEND=Agg).
 // Rank 0 only; other ranks return at once.
@@ -56,7 +57,7 @@ void run_report(const ReportOptions& o) {
 
 void add_report_command(CLI::App& app) {
   auto opt = std::make_shared<ReportOptions>();
-  auto* cmd = app.add_subcommand("report", "JSON lines of `burst bench matrix` -> PNG figures + report.md");
+  auto* cmd = app.add_subcommand("report", "JSON lines of `burst bench matrix` or `bench dist --timeline` -> PNG figures + report.md");
   cmd->add_option("inputs", opt->inputs, "JSON lines files")->required()->check(CLI::ExistingFile);
   cmd->add_option("--out,-o", opt->out, "output directory")->capture_default_str();
   cmd->add_option("--python", opt->python, "Python with matplotlib")->capture_default_str();

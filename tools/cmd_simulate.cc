@@ -30,6 +30,7 @@ struct SimulateOptions {
   bool no_double_ring = false;
   std::int64_t mask_resolution = 8192;
   std::string output;
+  int cores_per_node = 0;  ///< > 0: rank the ranks x threads splits of this many cores
 };
 
 /// Largest length ≤ limit that divides S and is a multiple of 2P (every layout's divisor), or S.
@@ -98,6 +99,53 @@ void print_table(const ClusterSpec& c, const Workload& w, const std::vector<Esti
                 to_string(ranked[0].candidate.layout));
 }
 
+/// --cores-per-node: every ranks x threads split of the node's cores (rank_thread_splits), the
+/// cluster's device taken as one single-threaded rank on one core; a table (or JSON lines, one
+/// per split) and the recommended split.
+void run_splits(const SimulateOptions& o, const ClusterSpec& c, const Workload& w,
+                const std::vector<Candidate>& candidates, std::ostream* file) {
+  const std::vector<RankThreadSplit> splits = rank_thread_splits(c, w, o.cores_per_node, candidates);
+  if (o.format != "jsonl")
+    std::printf("%d node(s) x %d cores, one device = one single-threaded rank of '%s'; workload S=%lld H=%lld "
+                "H_kv=%lld D=%lld mask=%s pass=%s\n%-14s %8s %8s %-10s %-10s %11s %11s %11s\n",
+                c.nodes, o.cores_per_node, c.name.c_str(), static_cast<long long>(w.S_global),
+                static_cast<long long>(w.H), static_cast<long long>(w.H_kv), static_cast<long long>(w.D),
+                o.mask.c_str(), to_string(w.pass), "ranks x thr", "eff fwd", "eff bwd", "strategy", "layout",
+                "ms/layer", "compute ms", "exposed ms");
+  for (const RankThreadSplit& s : splits) {
+    nlohmann::json j = s.best.feasible ? bench::estimate_to_json(s.best) : nlohmann::json::object();
+    j["bench"] = "simulate_split";
+    j["cluster"] = c.name;
+    j["nodes"] = c.nodes;
+    j["cores_per_node"] = o.cores_per_node;
+    j["ranks_per_node"] = s.ranks_per_node;
+    j["threads"] = s.threads;
+    j["efficiency_forward"] = s.efficiency_forward;
+    j["efficiency_backward"] = s.efficiency_backward;
+    j["feasible"] = s.best.feasible;
+    j["recommended"] = &s == &splits.front() && s.best.feasible;
+    j["config"] = {{"B", w.B},       {"S_global", w.S_global}, {"H", w.H},       {"H_kv", w.H_kv},
+                   {"D", w.D},       {"mask", o.mask},         {"pass", to_string(w.pass)},
+                   {"dtype", o.dtype}, {"mask_length", w.mask_length}};
+    if (o.format == "jsonl") std::cout << j.dump() << "\n";
+    if (file) *file << j.dump() << "\n";
+    if (o.format == "jsonl") continue;
+    const std::string split = std::to_string(s.ranks_per_node) + " x " + std::to_string(s.threads);
+    if (!s.best.feasible) {
+      std::printf("%-14s %8.3f %8.3f  n/a: %s\n", split.c_str(), s.efficiency_forward, s.efficiency_backward,
+                  s.best.reason.c_str());
+      continue;
+    }
+    std::printf("%-14s %8.3f %8.3f %-10s %-10s %11.3f %11.3f %11.3f\n", split.c_str(), s.efficiency_forward,
+                s.efficiency_backward, to_string(s.best.candidate.strategy), to_string(s.best.candidate.layout),
+                s.seconds * 1e3, s.best.compute_seconds * 1e3, s.best.exposed_comm_seconds * 1e3);
+  }
+  if (o.format != "jsonl" && !splits.empty() && splits.front().best.feasible)
+    std::printf("recommendation: %d ranks x %d threads per node, %s on the %s layout\n",
+                splits.front().ranks_per_node, splits.front().threads,
+                to_string(splits.front().best.candidate.strategy), to_string(splits.front().best.candidate.layout));
+}
+
 void run_simulate(const SimulateOptions& o) {
   ClusterSpec c = bench::load_cluster(o.cluster);
   if (o.nodes > 0) c.nodes = o.nodes;
@@ -122,9 +170,12 @@ void run_simulate(const SimulateOptions& o) {
   const DType pd = bench::parse_partials_dtype(
       o.partials_dtype, o.strategy.empty() ? StrategyKind::Burst : strategy_from_string(o.strategy));
   w.partial_bytes_per_element = static_cast<int>(dtype_size(pd));
-  w.mask_length = pick_mask_length(o.seq, o.mask_resolution, c.devices());
+  // With --cores-per-node the largest P is nodes x cores: a mask length splitting into it splits
+  // into every smaller split's P too.
+  const int max_P = o.cores_per_node > 0 ? c.nodes * o.cores_per_node : c.devices();
+  w.mask_length = pick_mask_length(o.seq, o.mask_resolution, max_P);
   w.mask = make_benchmark_mask(mask_type_from_string(o.mask), w.mask_length);
-  std::vector<Estimate> ranked;
+  std::vector<Candidate> only;
   if (!o.strategy.empty()) {
     Candidate cand;
     cand.strategy = strategy_from_string(o.strategy);
@@ -132,12 +183,16 @@ void run_simulate(const SimulateOptions& o) {
     cand.ulysses_degree = o.ulysses_degree;
     cand.double_ring = !o.no_double_ring;
     cand.usp_ring = usp_ring_from_string(o.usp_ring);
-    ranked.push_back(estimate(c, w, cand));
-  } else {
-    ranked = rank_strategies(c, w);
+    only.push_back(cand);
   }
   std::unique_ptr<std::ofstream> file;
   if (!o.output.empty()) file = std::make_unique<std::ofstream>(o.output, std::ios::app);
+  if (o.cores_per_node > 0) {
+    run_splits(o, c, w, only, file.get());
+    std::cout.flush();
+    return;
+  }
+  const std::vector<Estimate> ranked = only.empty() ? rank_strategies(c, w) : std::vector<Estimate>{estimate(c, w, only[0])};
   for (const Estimate& e : ranked) {
     nlohmann::json j = bench::estimate_to_json(e);
     j["cluster"] = c.name;
@@ -203,6 +258,10 @@ void add_simulate_command(CLI::App& app) {
   bench::add_usp_ring_option(cmd, opt->usp_ring);
   cmd->add_flag("--no-double-ring", opt->no_double_ring, "with --strategy: the flat ring even across nodes");
   cmd->add_option("--format", opt->format, "table | jsonl")->capture_default_str();
+  cmd->add_option("--cores-per-node", opt->cores_per_node,
+                  "rank every ranks x threads split of this many cores per node (the cluster's device = "
+                  "one single-threaded rank on one core; with --strategy: that strategy only) and "
+                  "recommend one");
   cmd->add_option("--output,-o", opt->output, "append JSON lines to this file");
   cmd->callback([opt] { run_simulate(*opt); });
 }

@@ -348,4 +348,40 @@ std::vector<Estimate> rank_strategies(const ClusterSpec& cluster, const Workload
 /// The candidates rank_strategies() scores, for P = cluster.devices().
 std::vector<Candidate> default_candidates(const ClusterSpec& cluster);
 
+// ---- Ranks × threads on a node's cores ---------------------------------------------------------
+
+/// Share of `threads` kernel threads a tiled kernel call keeps busy: its parallel items (forward:
+/// B·H·q tiles of the rank's S_global/P rows; backward: B·H_kv (b, kv-head) items, split into
+/// kv chunks up to 8 items when there are fewer — src/kernels/attention_tiled*.cc) dealt to the
+/// threads in rounds: items / (threads·⌈items/threads⌉). Pure. 1 for threads = 1.
+double kernel_thread_efficiency(const ClusterSpec& per_core, const Workload& w, int P, int threads,
+                                bool backward);
+
+/// One way to run every node's cores: ranks_per_node ranks of `threads` kernel threads each.
+struct RankThreadSplit {
+  int ranks_per_node = 1, threads = 1;
+  ClusterSpec cluster;  ///< the cluster the model scored: a device is one rank of `threads` cores
+  double efficiency_forward = 1, efficiency_backward = 1;  ///< kernel_thread_efficiency
+  Estimate best;        ///< the fastest feasible candidate at this split (infeasible if none is)
+  double seconds = 0;   ///< best's seconds (whole-layer mode: layer seconds); +inf when infeasible
+};
+
+/// The cluster of ranks_per_node ranks × `threads` threads on the nodes of `per_core`, a spec
+/// whose device is one single-threaded rank on one core (what `burst calibrate` measures): the
+/// attention and linear kernel rates × threads × kernel_thread_efficiency, the per-element
+/// masking cost of Partial tiles ÷ the same, every device its own cores (compute_slots_per_node
+/// 0). Unchanged: per-call overheads, links and memory bandwidth (a rank's copies, merges and
+/// messages run on one thread). Pure. Throws Error(InvalidArgument) for ranks_per_node or
+/// threads < 1.
+ClusterSpec cluster_for_split(const ClusterSpec& per_core, const Workload& w, int ranks_per_node, int threads);
+
+/// Every split of `cores_per_node` cores into ranks × threads (ranks_per_node · threads =
+/// cores_per_node, ranks_per_node a divisor), each scored on cluster_for_split: the fastest of
+/// `candidates` (empty: default_candidates of that cluster), ranked by seconds — feasible first,
+/// so the front is the recommendation. The workload's mask_length must split into every P the
+/// splits make (a multiple of 2·nodes·cores_per_node), else those candidates are infeasible.
+/// Pure. Throws as estimate(), and Error(InvalidArgument) for cores_per_node < 1.
+std::vector<RankThreadSplit> rank_thread_splits(const ClusterSpec& per_core, const Workload& w, int cores_per_node,
+                                                const std::vector<Candidate>& candidates = {});
+
 }  // namespace burst

@@ -16,6 +16,8 @@
 
 namespace burst {
 
+class Timeline;  // strategy.h
+
 enum class LayoutKind : std::uint8_t { Contiguous, Zigzag, Striped, Balanced };
 const char* to_string(LayoutKind kind) noexcept;
 LayoutKind layout_from_string(const std::string& name);  ///< Throws Error(InvalidArgument)
@@ -140,6 +142,12 @@ struct DistConfig {
   /// 0 = wait forever. Not part of the agreed fingerprint (ranks may differ). Tools and the
   /// Python module take the default from BURST_COMM_TIMEOUT.
   double comm_timeout_seconds = 300;
+  /// Per-step measurements (strategy.h, Timeline): when set, every pass appends one StepRecord
+  /// per step of its plan for this rank (compute, wait and copy seconds, bytes). Not owned: it
+  /// must outlive the passes that write to it. nullptr (default): nothing is recorded and no
+  /// clock beyond the pass's usual ones is read. Not part of the agreed fingerprint (ranks may
+  /// differ: a rank that records and one that does not run the same messages).
+  Timeline* timeline = nullptr;
 };
 
 struct ProblemShape {

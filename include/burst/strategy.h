@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "burst/attention.h"
@@ -39,6 +40,38 @@ struct DistStats {
   std::int64_t visible_pairs = 0;      ///< (q, k) pairs this rank computed (FLOP = 4·D·pairs·H fwd)
   std::int64_t peak_buffer_bytes = 0;  ///< largest communication/working buffers held at once
   std::string backward_side;           ///< "query" or "kv" (backward passes)
+};
+
+/// One step of one pass on one rank (DistConfig::timeline). Steps are the plan's: record i of a
+/// pass is PassPlan::steps[i] (ring family: ring step t, then the final hop of the write ring;
+/// allgather: its one collective step). Strategies without a per-step executor (ulysses, usp,
+/// distflash, headpar) record nothing (`burst bench dist --timeline` then writes one record per
+/// pass with `whole_pass` set, from DistStats). Times are what this rank spent during the step
+/// (a prefetch posted during step t for step t + 1 counts its bytes at t + 1, as the plan does).
+struct StepRecord {
+  std::string pass;  ///< "fwd" or "bwd"
+  int rank = 0, step = 0;
+  bool whole_pass = false;         ///< the strategy records passes, not steps
+  double compute_seconds = 0;      ///< wall seconds inside attention kernels (progress polls included)
+  /// CPU seconds of the calling thread inside the kernels (CLOCK_THREAD_CPUTIME_ID): unlike the
+  /// wall time it does not grow when ranks share a core. With num_threads > 1: thread 0's share.
+  double compute_cpu_seconds = 0;
+  double wait_seconds = 0;  ///< blocked waiting for transfers or collectives
+  double copy_seconds = 0;  ///< outside kernels and waits: copies, wire conversion, partial sums
+  std::int64_t bytes_sent = 0;      ///< payload bytes this rank sent for the step (the plan's count)
+  std::int64_t bytes_received = 0;  ///< payload bytes this rank received for the step
+};
+
+/// Collects a rank's StepRecords over passes (DistConfig::timeline points at one). Not
+/// thread-safe and not collective: one per rank, written by the rank's passes.
+class Timeline {
+ public:
+  void add(StepRecord record) { records_.push_back(std::move(record)); }
+  const std::vector<StepRecord>& records() const { return records_; }
+  void clear() { records_.clear(); }
+
+ private:
+  std::vector<StepRecord> records_;
 };
 
 class DistAttention {

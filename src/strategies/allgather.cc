@@ -36,17 +36,24 @@ class AllGatherStrategy final : public Strategy {
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
+    PassRecord rec(setup_, "fwd");
     if (setup_.P == 1) {  // one rank: its K, V are the whole sequence, nothing to gather
-      compute_forward(q, k, v, own_positions(), out, lse, stats);
+      compute_forward(q, k, v, own_positions(), out, lse, stats, rec.log);
       stats.peak_buffer_bytes = 0;
+      rec.finish();
       return;
     }
-    std::vector<float> ranked = gather(k, v, stats), g = pool_.get(ranked.size());
-    const Gathered kv = reorder(ranked, g, k.dtype);
-    compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats);
+    std::vector<float> ranked = gather(k, v, stats, rec.at()), g = pool_.get(ranked.size());
+    Gathered kv;
+    {
+      Stopwatch sw(&rec.at().copy);
+      kv = reorder(ranked, g, k.dtype);
+    }
+    compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats, rec.log);
     stats.peak_buffer_bytes = e(k.dtype) * (2 * 2 * kv.k.numel() + 2 * b_kv_);
     pool_.put(std::move(ranked));
     pool_.put(std::move(g));
+    rec.finish();
   }
 
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -59,13 +66,15 @@ class AllGatherStrategy final : public Strategy {
     attention_delta(dout, out, delta);
     stats.backward_side = "kv";
     stats.visible_pairs = own_pairs();
+    PassRecord rec(setup_, "bwd");
     if (P == 1) {  // one rank: dK, dV are complete, nothing to gather or reduce-scatter
-      const auto t0 = std::chrono::steady_clock::now();
       const kernels::StepParams p = step_params(setup_, own_positions(), own_positions(), nullptr);
-      kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, false);
-      stats.compute_seconds = seconds_since(t0);
+      stats.compute_seconds = 0;
+      rec.log.compute(0, stats.compute_seconds,
+                      [&] { kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, false); });
       stats.peak_buffer_bytes = 4 * static_cast<std::int64_t>(delta_mem.size());
       pool_.put(std::move(delta_mem));
+      rec.finish();
       return;
     }
     // One kernel call per gathered rank block, dQ accumulated over them in rank order and each
@@ -74,11 +83,15 @@ class AllGatherStrategy final : public Strategy {
     // S_global rows per query tile: past the last-level cache (S = 32768, H 2, D 64: 4 × 17 MB)
     // the backward ran 1.42× the ring's time; blocks of S_global / P rows run at the ring's.
     const std::int64_t words = packed_pair_floats(b_kv_, k.dtype);
-    std::vector<float> ranked = gather(k, v, stats), send = pool_.get(2 * b_kv_ * P);
-    std::fill(send.begin(), send.end(), 0.0f);
-    fill_view(dq, 0.0f);
-    const auto t0 = std::chrono::steady_clock::now();
-    if (own_pairs() > 0) {
+    std::vector<float> ranked = gather(k, v, stats, rec.at()), send = pool_.get(2 * b_kv_ * P);
+    {
+      Stopwatch sw(&rec.at().copy);
+      std::fill(send.begin(), send.end(), 0.0f);
+      fill_view(dq, 0.0f);
+    }
+    stats.compute_seconds = 0;
+    rec.log.compute(0, stats.compute_seconds, [&] {
+      if (own_pairs() == 0) return;
       for (int r = 0; r < P; ++r) {
         if (block_pairs(setup_, setup_.rank, r) == 0) continue;  // no query sees block r: dK, dV stay 0
         const float* block = ranked.data() + words * r;
@@ -90,17 +103,22 @@ class AllGatherStrategy final : public Strategy {
                                bshd_view(grad, s.B, S_, s.H_kv, s.D),
                                bshd_view(grad + b_kv_, s.B, S_, s.H_kv, s.D), p, true);
       }
-    }
-    stats.compute_seconds = seconds_since(t0);
+    });
     std::vector<float> mine = pool_.get(2 * b_kv_);
     const auto t1 = std::chrono::steady_clock::now();
     setup_.comm.reduce_scatter(send.data(), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_),
                                mine.data());
-    stats.exposed_comm_seconds += seconds_since(t1);
-    unpack_into(mine.data(), dk);
-    unpack_into(mine.data() + b_kv_, dv);
+    const double waited = seconds_since(t1);
+    stats.exposed_comm_seconds += waited;
+    rec.at().wait += waited;
+    {
+      Stopwatch sw(&rec.at().copy);
+      unpack_into(mine.data(), dk);
+      unpack_into(mine.data() + b_kv_, dv);
+    }
     stats.peak_buffer_bytes = 4 * (words * P + 2 * b_kv_ * P + 2 * b_kv_ + delta.numel());
     for (std::vector<float>* x : {&delta_mem, &ranked, &send, &mine}) pool_.put(std::move(*x));
+    rec.finish();
   }
 
  private:
@@ -111,6 +129,28 @@ class AllGatherStrategy final : public Strategy {
 
   static std::int64_t e(DType dt) { return static_cast<std::int64_t>(dtype_size(dt)); }
 
+  /// The pass's one timeline record (the plan's one collective step): times recorded into it,
+  /// bytes sent from the communicator's counter; finish() appends it (DistConfig::timeline).
+  /// Received = sent: the all-gather and the equal-block reduce-scatter bring every rank P − 1
+  /// blocks of the size it sends P − 1 times.
+  struct PassRecord {
+    PassRecord(const Setup& s, const char* name)
+        : setup(s), pass(name), log(s.cfg.timeline ? &steps : nullptr, 1), sent0(s.comm.counters().bytes_sent) {}
+    void finish() {
+      if (!log.on()) return;
+      at().sent = setup.comm.counters().bytes_sent - sent0;
+      at().received = at().sent;
+      record_timeline(setup, pass, steps);
+    }
+    StepTimes& at() { return log.at(0); }
+
+    const Setup& setup;
+    const char* pass;
+    std::vector<StepTimes> steps;
+    StepLog log;
+    std::int64_t sent0;
+  };
+
   /// The whole sequence's K and V [B, S_global, H_kv, D] in the inputs' storage dtype.
   struct Gathered {
     TensorView k, v;
@@ -118,14 +158,18 @@ class AllGatherStrategy final : public Strategy {
 
   /// All-gathers [K;V] of every rank in their storage dtype; returns them in rank order (a pool
   /// buffer).
-  std::vector<float> gather(const TensorView& k, const TensorView& v, DistStats& stats) const {
+  std::vector<float> gather(const TensorView& k, const TensorView& v, DistStats& stats, StepTimes& rec) const {
     const std::int64_t words = packed_pair_floats(b_kv_, k.dtype);
     std::vector<float> own = pool_.get(words), ranked = pool_.get(words * setup_.P);
-    own.clear();  // capacity kept: packing below reuses the pooled memory
-    append_packed_pair(k, v, own);
+    {
+      Stopwatch sw(&rec.copy);
+      own.clear();  // capacity kept: packing below reuses the pooled memory
+      append_packed_pair(k, v, own);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     setup_.comm.all_gather(own.data(), words, ranked.data());
     stats.exposed_comm_seconds = seconds_since(t0);
+    rec.wait += stats.exposed_comm_seconds;
     pool_.put(std::move(own));
     return ranked;
   }
@@ -146,15 +190,16 @@ class AllGatherStrategy final : public Strategy {
 
   void compute_forward(const TensorView& q, const TensorView& kg, const TensorView& vg,
                        const std::int64_t* kv_pos, const TensorView& out, const TensorView& lse,
-                       DistStats& stats) const {
-    const auto t0 = std::chrono::steady_clock::now();
-    if (own_pairs() > 0) {
-      kernels::step_forward(q, kg, vg, out, lse, step_params(setup_, own_positions(), kv_pos, nullptr));
-    } else {
-      fill_view(out, 0.0f);
-      fill_view(lse, kNegInf);
-    }
-    stats.compute_seconds = seconds_since(t0);
+                       DistStats& stats, StepLog& log) const {
+    stats.compute_seconds = 0;
+    log.compute(0, stats.compute_seconds, [&] {
+      if (own_pairs() > 0) {
+        kernels::step_forward(q, kg, vg, out, lse, step_params(setup_, own_positions(), kv_pos, nullptr));
+      } else {
+        fill_view(out, 0.0f);
+        fill_view(lse, kNegInf);
+      }
+    });
     stats.visible_pairs = own_pairs();
   }
 

@@ -2,6 +2,7 @@
 #include "strategies/common.h"
 
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -33,6 +34,79 @@ const std::vector<std::int64_t>& rank_positions(const Setup& setup, int rank) {
 
 std::int64_t block_pairs(const Setup& setup, int q_rank, int kv_rank) {
   return setup.plan->block_pairs()[static_cast<std::size_t>(q_rank)][static_cast<std::size_t>(kv_rank)];
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+void record_timeline(const Setup& setup, const char* pass, const std::vector<StepTimes>& steps,
+                     bool whole_pass) {
+  if (!setup.cfg.timeline) return;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const StepTimes& s = steps[i];
+    StepRecord r;
+    r.pass = pass;
+    r.rank = setup.rank;
+    r.step = static_cast<int>(i);
+    r.whole_pass = whole_pass;
+    r.compute_seconds = s.compute;
+    r.compute_cpu_seconds = s.compute_cpu;
+    r.wait_seconds = s.wait;
+    r.copy_seconds = s.copy;
+    r.bytes_sent = s.sent;
+    r.bytes_received = s.received;
+    setup.cfg.timeline->add(std::move(r));
+  }
+}
+
+namespace {
+
+/// Row starts of the runs of consecutive positions in pos[0, n), then n.
+std::vector<std::int64_t> position_runs(const std::int64_t* pos, std::int64_t n) {
+  std::vector<std::int64_t> starts = {0};
+  for (std::int64_t i = 1; i < n; ++i)
+    if (pos[i] != pos[i - 1] + 1) starts.push_back(i);
+  starts.push_back(n);
+  return starts;
+}
+
+/// runs (≤ 2, from position_runs) cut at n/2 too: every piece holds at most half the rows, so a
+/// rank whose zigzag chunks are adjacent (rank P − 1: chunks P − 1 and P) is cut like the others.
+std::vector<std::int64_t> halves(std::vector<std::int64_t> runs, std::int64_t n) {
+  const std::int64_t mid = n / 2;
+  if (mid > 0 && std::find(runs.begin(), runs.end(), mid) == runs.end()) {
+    runs.push_back(mid);
+    std::sort(runs.begin(), runs.end());
+  }
+  return runs;
+}
+
+}  // namespace
+
+std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
+                                       const std::int64_t* kv_pos, std::int64_t n_kv) {
+  const std::vector<KernelSpan> whole = {{0, n_q, 0, n_kv}};
+  if (n_q == 0 || n_kv == 0) return whole;
+  std::vector<std::int64_t> qr = position_runs(q_pos, n_q), kr = position_runs(kv_pos, n_kv);
+  if (qr.size() > 3 || kr.size() > 3) return whole;  // at most two runs each
+  qr = halves(std::move(qr), n_q);
+  kr = halves(std::move(kr), n_kv);
+  std::vector<KernelSpan> out;
+  for (std::size_t b = 0; b + 1 < kr.size(); ++b) {
+    const std::int64_t k0 = kr[b], k1 = kr[b + 1];
+    std::int64_t q0 = -1, q1 = -1;
+    for (std::size_t a = 0; a + 1 < qr.size(); ++a) {
+      if (mask.classify(q_pos[qr[a]], q_pos[qr[a + 1] - 1], kv_pos[k0], kv_pos[k1 - 1]) == TileClass::Empty)
+        continue;
+      if (q0 < 0) q0 = qr[a];
+      q1 = qr[a + 1];
+    }
+    if (q0 >= 0) out.push_back({q0, q1, k0, k1});
+  }
+  return out;
 }
 
 TensorView rows_view(const float* data, std::int64_t B, std::int64_t H, std::int64_t S) {

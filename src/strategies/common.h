@@ -126,6 +126,27 @@ std::uint64_t content_fingerprint(std::initializer_list<TensorView> views);
 kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
                                 const std::function<void()>* progress);
 
+/// Rows [q0, q1) × [k0, k1) of one kernel call (backward_spans).
+struct KernelSpan {
+  std::int64_t q0 = 0, q1 = 0, k0 = 0, k1 = 0;
+};
+
+/// How a backward step's kernel work is cut into calls: one call per piece of the key rows,
+/// each on the query rows from the first to the last query piece that the mask does not leave
+/// Empty against it (hull classification, ResolvedMask::classify); key pieces nobody sees are
+/// dropped. Pieces: the runs of consecutive positions (a zigzag block's two chunks), cut at the
+/// middle row too (so adjacent chunks, or a contiguous block, are halves as well). More than two
+/// runs on either side (striped), or an empty side: the whole block in one call,
+/// [0, n_q) × [0, n_kv).
+/// Why: the backward kernel keeps the dK, dV accumulators and packed K, V of every kv tile of
+/// its call live while it sweeps each q tile, so a call over both chunks of a zigzag block
+/// streams twice the kv-side state per q tile of a call over one (past L2: a step with two
+/// live key chunks ran slower than one with two live query chunks of the same work), and
+/// query rows that see no key of the call cost packing and a zero dQ write. Pure; exact (only
+/// the order of dQ's fp32 sums over the calls changes). The positions are increasing.
+std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
+                                       const std::int64_t* kv_pos, std::int64_t n_kv);
+
 /// Seconds a pass spent in kernels and blocked in communication (for DistStats).
 struct PassTimes {
   double compute_seconds = 0, comm_seconds = 0;
@@ -154,6 +175,50 @@ class Stopwatch {
   double* sink_;
   std::chrono::steady_clock::time_point t0_;
 };
+
+/// One step's measurements on this rank (DistConfig::timeline; StepRecord gives the meaning of
+/// each field): seconds in kernels (wall and thread CPU), blocked in waits, in copies; bytes.
+struct StepTimes {
+  double compute = 0, compute_cpu = 0, wait = 0, copy = 0;
+  std::int64_t sent = 0, received = 0;
+};
+
+/// CPU seconds of the calling thread (CLOCK_THREAD_CPUTIME_ID).
+double thread_cpu_seconds();
+
+/// Where a pass writes its per-step measurements: `steps` (resized to n zeroed records) when the
+/// caller records, else one scratch record, so that the step loop writes unconditionally and
+/// only the thread CPU clock is read on request (on()).
+class StepLog {
+ public:
+  StepLog(std::vector<StepTimes>* steps, int n) : steps_(steps) {
+    if (steps_) steps_->assign(static_cast<std::size_t>(n), StepTimes{});
+  }
+  bool on() const { return steps_ != nullptr; }
+  StepTimes& at(int t) { return steps_ ? (*steps_)[static_cast<std::size_t>(t)] : scratch_; }
+  /// Runs fn() as step t's kernel work: its wall seconds go to the record and to *total.
+  template <typename F>
+  void compute(int t, double& total, F&& fn) {
+    const double c0 = on() ? thread_cpu_seconds() : 0.0;
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    total += s;
+    StepTimes& r = at(t);
+    r.compute += s;
+    if (on()) r.compute_cpu += thread_cpu_seconds() - c0;
+  }
+
+ private:
+  std::vector<StepTimes>* steps_;
+  StepTimes scratch_;
+};
+
+/// Appends `steps` to setup.cfg.timeline as pass `pass` ("fwd" / "bwd") of this rank, record i
+/// being step i (no-op when the configuration has no timeline). whole_pass: one record that
+/// stands for the whole pass (StepRecord::whole_pass).
+void record_timeline(const Setup& setup, const char* pass, const std::vector<StepTimes>& steps,
+                     bool whole_pass = false);
 
 /// The shell the peer strategies share: the numbers they report come from their pure plan
 /// (plan_strategies.h); a pass's times are measured here (the façade aborts on failure).

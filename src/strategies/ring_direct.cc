@@ -48,26 +48,38 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
   const bool defer = split_own && W > 0 && P > 1 && overlap_;  // as run(): the same sums, bit for bit
   RequestSet homes_in, home_out;
   std::vector<int> home_index(static_cast<std::size_t>(P), -1);
+  StepLog log(stats.steps, P);  // one record per step; the end-of-pass work counts to the last
+  const std::int64_t read_bytes = 4 * R, write_bytes = 4 * wire_floats(W);
   int step = -1;
   try {
     if (W > 0)
       for (int t = 1; t < P; ++t) {
         const int x = dest[static_cast<std::size_t>(t)];
-        if (needs(x, g))
+        if (needs(x, g)) {
           home_index[static_cast<std::size_t>(t)] =
               static_cast<int>(homes_in.add(home_.irecv(pool.get(wire_floats(W)), x, kTagDirectHome)));
+          log.at(t).received += write_bytes;
+        }
       }
     // Posts step t's transfers into `set`: the receive of the block I need, the send of mine to
-    // whoever needs it. Returns the receive's index, or −1.
-    const auto post = [&](int t, RequestSet& set) -> int {
+    // whoever needs it (bytes counted to step t, the copy's time to `now`, the step posting it).
+    // Returns the receive's index, or −1.
+    const auto post = [&](int t, RequestSet& set, StepTimes& now) -> int {
       if (t <= 0 || t >= P) return -1;
       int i_recv = -1;
       const int j = src[static_cast<std::size_t>(t)], x = dest[static_cast<std::size_t>(t)];
-      if (needs(g, j)) i_recv = static_cast<int>(set.add(intra_.irecv(pool.get(R), j, kTagDirect)));
+      if (needs(g, j)) {
+        i_recv = static_cast<int>(set.add(intra_.irecv(pool.get(R), j, kTagDirect)));
+        log.at(t).received += read_bytes;
+      }
       if (needs(x, g)) {
         std::vector<float> copy = pool.get(R);
-        std::memcpy(copy.data(), own.data(), static_cast<std::size_t>(R) * sizeof(float));
+        {
+          Stopwatch sw(&now.copy);
+          std::memcpy(copy.data(), own.data(), static_cast<std::size_t>(R) * sizeof(float));
+        }
         set.add(intra_.isend(std::move(copy), x, kTagDirect));
+        log.at(t).sent += read_bytes;
       }
       return i_recv;
     };
@@ -78,9 +90,12 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
       step = t;
       intra_.set_step(t, P);  // named by the communication watchdog (shared by the channels)
       const int j = src[static_cast<std::size_t>(t)];
+      StepTimes& rec = log.at(t);
       if (!overlap_) {  // the no-overlap ablation: this step's transfers complete before it computes
-        i_cur = post(t, cur_set);
-        stats.exposed_comm_seconds += cur_set.wait_all();
+        i_cur = post(t, cur_set, rec);
+        const double waited = cur_set.wait_all();
+        stats.exposed_comm_seconds += waited;
+        rec.wait += waited;
       }
       // This step's payload (received during the last step), its completed send copies returned
       // first: at most own + this + the next step's receive and send copy are held (4 payloads).
@@ -88,27 +103,39 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
           i_cur >= 0 ? cur_set.take(static_cast<std::size_t>(i_cur)) : std::vector<float>{};
       for (std::size_t i = 0; i < cur_set.size(); ++i) pool.put(cur_set.take(i));
       RequestSet next_set;
-      const int i_next = overlap_ ? post(t + 1, next_set) : -1;
+      const int i_next = overlap_ ? post(t + 1, next_set, rec) : -1;
       if (t == 0 || needs(g, j)) {
-        std::vector<float> w_loc =
-            W > 0 ? (t == 0 ? std::move(result) : pool.get_zeroed(W)) : std::vector<float>{};
+        std::vector<float> w_loc;
+        {
+          Stopwatch sw(&rec.copy);
+          if (W > 0) w_loc = t == 0 ? std::move(result) : pool.get_zeroed(W);
+        }
         const std::function<void()> progress = [&] {
           next_set.progress();
           home_out.progress();
         };
-        const auto t0 = std::chrono::steady_clock::now();
-        compute(t, j, t == 0 ? own.data() : got.data(), W > 0 ? w_loc.data() : nullptr, progress,
-                defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
-        stats.compute_seconds += seconds_since(t0);
-        if (t == 0)
+        log.compute(t, stats.compute_seconds, [&] {
+          compute(t, j, t == 0 ? own.data() : got.data(), W > 0 ? w_loc.data() : nullptr, progress,
+                  defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
+        });
+        if (t == 0) {
           result = std::move(w_loc);
-        else if (W > 0)
-          home_out.add(home_.isend(to_wire(std::move(w_loc)), j, kTagDirectHome));
+        } else if (W > 0) {
+          std::vector<float> wire;
+          {
+            Stopwatch sw(&rec.copy);
+            wire = to_wire(std::move(w_loc));
+          }
+          home_out.add(home_.isend(std::move(wire), j, kTagDirectHome));
+          rec.sent += write_bytes;
+        }
       }
       pool.put(std::move(got));
       const auto t1 = std::chrono::steady_clock::now();
       next_set.wait_all();
-      stats.exposed_comm_seconds += seconds_since(t1);
+      const double waited = seconds_since(t1);
+      stats.exposed_comm_seconds += waited;
+      rec.wait += waited;
       cur_set = std::move(next_set);
       i_cur = i_next;
     }
@@ -122,11 +149,15 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
             homes_in.progress();
             home_out.progress();
           },
-          stats);
+          stats, log, P - 1);
+    StepTimes& fin = log.at(P - 1);
     const auto t1 = std::chrono::steady_clock::now();
     homes_in.wait_all();
     home_out.wait_all();
-    stats.exposed_comm_seconds += seconds_since(t1);
+    const double waited = seconds_since(t1);
+    stats.exposed_comm_seconds += waited;
+    fin.wait += waited;
+    Stopwatch sw(&fin.copy);  // the owner's sums
     for (int t = 1; t < P; ++t) {  // step order: the chain's order on a flat ring
       const int i = home_index[static_cast<std::size_t>(t)];
       if (i < 0) continue;

@@ -55,6 +55,8 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   const TensorView lse_part = rows_view(lse_mem.data(), d.B, d.H, d.S);
   bool first = true;
   RingRunStats rs;
+  std::vector<StepTimes> steps;
+  if (setup.cfg.timeline) rs.steps = &steps;
   run_schedule(
       setup, exec, setup.plan->forward(), false, std::move(own), 0,
       [&](int, int j, const float* read, float*, const std::function<void()>& progress, RowSlice) {
@@ -78,6 +80,7 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   }
   pool.put(std::move(out_mem));
   pool.put(std::move(lse_mem));
+  record_timeline(setup, "fwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
   stats.peak_buffer_bytes = rs.buffer_bytes + 4 * (d.b_q + d.r);
@@ -95,6 +98,8 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   const TensorView delta = rows_view(delta_mem.data(), d.B, d.H, d.S);
   attention_delta(dout, out, delta);
   RingRunStats rs;
+  std::vector<StepTimes> steps;
+  if (setup.cfg.timeline) rs.steps = &steps;
   const DType dt = q.dtype;  // Q, dO, K, V travel in their storage dtype; delta, lse, partials fp32
   if (side == BackwardSide::QuerySide) {
     // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
@@ -112,14 +117,20 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
             RowSlice slice) {
           if (block_pairs(setup, j, g) == 0) return;
           const std::int64_t r0 = slice.begin(d.S), r1 = slice.end(d.S);  // the block's query rows
-          const TensorView qj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H, d.D), 1, r0, r1);
-          const TensorView doj = narrow(bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D), 1, r0, r1);
-          const TensorView deltaj = narrow(rows_view(read + qd, d.B, d.H, d.S), 2, r0, r1);
-          const TensorView lsej = narrow(rows_view(read + qd + d.r, d.B, d.H, d.S), 2, r0, r1);
-          const kernels::StepParams p = step_params(setup, rank_positions(setup, j).data() + r0,
-                                                    rank_positions(setup, g).data(), &progress);
-          kernels::step_backward(doj, qj, k, v, lsej, deltaj,
-                                 narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, r0, r1), dk, dv, p, true);
+          const std::int64_t* q_pos = rank_positions(setup, j).data();
+          const std::int64_t* kv_pos = rank_positions(setup, g).data();
+          // One call per key chunk, on the query rows that see it (backward_spans).
+          for (const KernelSpan& sp : backward_spans(*setup.resolved, q_pos + r0, r1 - r0, kv_pos, d.S)) {
+            const std::int64_t a = r0 + sp.q0, e = r0 + sp.q1;
+            const TensorView qj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H, d.D), 1, a, e);
+            const TensorView doj = narrow(bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D), 1, a, e);
+            const TensorView deltaj = narrow(rows_view(read + qd, d.B, d.H, d.S), 2, a, e);
+            const TensorView lsej = narrow(rows_view(read + qd + d.r, d.B, d.H, d.S), 2, a, e);
+            const kernels::StepParams p = step_params(setup, q_pos + a, kv_pos + sp.k0, &progress);
+            kernels::step_backward(doj, qj, narrow(k, 1, sp.k0, sp.k1), narrow(v, 1, sp.k0, sp.k1), lsej, deltaj,
+                                   narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, a, e),
+                                   narrow(dk, 1, sp.k0, sp.k1), narrow(dv, 1, sp.k0, sp.k1), p, true);
+          }
         },
         rs, true);
     unpack_into(dq_home.data(), dq);
@@ -137,13 +148,20 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
             RowSlice slice) {
           if (block_pairs(setup, g, j) == 0) return;
           const std::int64_t r0 = slice.begin(d.S), r1 = slice.end(d.S);  // the block's key rows
-          const TensorView kj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D), 1, r0, r1);
-          const TensorView vj = narrow(bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D), 1, r0, r1);
-          const kernels::StepParams p = step_params(setup, rank_positions(setup, g).data(),
-                                                    rank_positions(setup, j).data() + r0, &progress);
-          kernels::step_backward(
-              dout, q, kj, vj, lse, delta, dq, narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, r0, r1),
-              narrow(bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), 1, r0, r1), p, true);
+          const std::int64_t* q_pos = rank_positions(setup, g).data();
+          const std::int64_t* kv_pos = rank_positions(setup, j).data();
+          // One call per key chunk, on the query rows that see it (backward_spans).
+          for (const KernelSpan& sp : backward_spans(*setup.resolved, q_pos, d.S, kv_pos + r0, r1 - r0)) {
+            const std::int64_t a = r0 + sp.k0, e = r0 + sp.k1;
+            const TensorView kj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D), 1, a, e);
+            const TensorView vj = narrow(bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D), 1, a, e);
+            const kernels::StepParams p = step_params(setup, q_pos + sp.q0, kv_pos + a, &progress);
+            kernels::step_backward(narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
+                                   narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1),
+                                   narrow(dq, 1, sp.q0, sp.q1),
+                                   narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, a, e),
+                                   narrow(bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
+          }
         },
         rs, true);
     unpack_into(dkv_home.data(), dk);
@@ -152,6 +170,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
     stats.backward_side = "kv";
   }
   pool.put(std::move(delta_mem));
+  record_timeline(setup, "bwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
   stats.peak_buffer_bytes = rs.buffer_bytes + 4 * d.r;

@@ -77,11 +77,10 @@ void RingExecutor::add_into(std::vector<float>& acc, const std::vector<float>& x
 
 std::vector<float> RingExecutor::own_second_half(const StepFn& compute, const float* own, std::int64_t W,
                                                  const std::function<void()>& progress,
-                                                 RingRunStats& stats) const {
+                                                 RingRunStats& stats, StepLog& log, int record) const {
   std::vector<float> w_own = pool_.get_zeroed(W);
-  const auto t0 = std::chrono::steady_clock::now();
-  compute(0, rank_, own, w_own.data(), progress, RowSlice{1, 2});
-  stats.compute_seconds += seconds_since(t0);
+  log.compute(record, stats.compute_seconds,
+              [&] { compute(0, rank_, own, w_own.data(), progress, RowSlice{1, 2}); });
   return w_own;
 }
 
@@ -96,6 +95,10 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
   pool.begin_pass(R);
   const int right_intra = a * L + mod(b + 1, L), left_intra = a * L + mod(b - 1, L);
   const int right_inter = mod(a + 1, n) * L + b, left_inter = mod(a - 1, n) * L + b;
+  // One record per plan step: P ring steps, then the final hop when partials travel home.
+  const int records = P + (W > 0 && P > 1 ? 1 : 0);
+  StepLog log(stats.steps, records);
+  const std::int64_t read_bytes = 4 * R, write_bytes = 4 * wire_floats(W);
 
   std::vector<float> cur = std::move(own_read);
   std::vector<float> w_acc;
@@ -113,16 +116,19 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       for (int k = 0; k < n; ++k) {
         // The chain of my block ends in round k on rank (a + k, b − 1).
         const int src = mod(a + k, n) * L + mod(b - 1, L);
-        if (src != g)
+        if (src != g) {
           home_index[static_cast<std::size_t>(k)] =
               static_cast<int>(homes_in.add(home_.irecv(pool.get(wire_floats(W)), src, kTagHome + k)));
+          log.at((k + 1) * L).received += write_bytes;  // sent at the step that ends round k
+        }
       }
     }
-    auto send_home = [&](int k, int part, std::vector<float> acc) {
+    auto send_home = [&](int k, int part, std::vector<float> acc, StepTimes& rec) {
       if (part == g) {
         home_parts[static_cast<std::size_t>(k)] = std::move(acc);
       } else {
         home_out.add(home_.isend(to_wire(std::move(acc)), part, kTagHome + k));
+        rec.sent += write_bytes;
       }
     };
     for (int t = 0; t < P; ++t) {
@@ -130,6 +136,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       intra_.set_step(t, P);  // named by the communication watchdog (shared by the channels)
       const int u = t % L, k = t / L;
       const bool intra = P > 1 && u<L - 1, inter = P> 1 && u == 0 && k < n - 1;
+      StepTimes& rec = log.at(t);
       RequestSet step_set;
       std::size_t i_recv = 0, i_send = 0, i_chain_in = 0, i_chain_out = 0;
       const float* view = cur.data();
@@ -137,46 +144,63 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         i_recv = step_set.add(intra_.irecv(pool.get(R), left_intra, kTagRead));
         i_send = step_set.add(intra_.isend(std::move(cur), right_intra, kTagRead));
         view = step_set[i_send].data();
+        rec.sent += read_bytes;
+        rec.received += read_bytes;
       }
       if (inter) {
         inter_set.clear();
         if (intra) {
           std::vector<float> copy = pool.get(R);
-          std::memcpy(copy.data(), view, static_cast<std::size_t>(R) * sizeof(float));
+          {
+            Stopwatch sw(&rec.copy);
+            std::memcpy(copy.data(), view, static_cast<std::size_t>(R) * sizeof(float));
+          }
           i_inter_send = inter_set.add(inter_.isend(std::move(copy), right_inter, kTagRead));
         } else {
           i_inter_send = inter_set.add(inter_.isend(std::move(cur), right_inter, kTagRead));
           view = inter_set[i_inter_send].data();
         }
         i_inter_recv = inter_set.add(inter_.irecv(pool.get(R), left_inter, kTagRead));
+        rec.sent += read_bytes;
+        rec.received += read_bytes;
       }
-      if (W > 0 && P > 1) {
-        if (u >= 1) {
-          i_chain_in = step_set.add(chain_.irecv(pool.get(wire_floats(W)), left_intra, kTagChain));
-          i_chain_out = step_set.add(chain_.isend(to_wire(std::move(w_acc)), right_intra, kTagChain));
-        } else if (t > 0) {
-          send_home(k - 1, partition(g, t - 1), std::move(w_acc));
+      std::vector<float> w_loc;
+      {
+        Stopwatch sw(&rec.copy);  // wire copies of the partial and the zeroed step partial
+        if (W > 0 && P > 1) {
+          if (u >= 1) {
+            i_chain_in = step_set.add(chain_.irecv(pool.get(wire_floats(W)), left_intra, kTagChain));
+            i_chain_out = step_set.add(chain_.isend(to_wire(std::move(w_acc)), right_intra, kTagChain));
+            rec.sent += write_bytes;
+            rec.received += write_bytes;
+          } else if (t > 0) {
+            send_home(k - 1, partition(g, t - 1), std::move(w_acc), rec);
+          }
         }
+        if (W > 0) w_loc = pool.get_zeroed(W);
       }
-      std::vector<float> w_loc = W > 0 ? pool.get_zeroed(W) : std::vector<float>{};
       if (!overlap_) {
-        stats.exposed_comm_seconds += step_set.wait_all();
-        if (u == L - 1) stats.exposed_comm_seconds += inter_set.wait_all();
+        double waited = step_set.wait_all();
+        if (u == L - 1) waited += inter_set.wait_all();
+        stats.exposed_comm_seconds += waited;
+        rec.wait += waited;
       }
       const std::function<void()> progress = [&] {
         step_set.progress();
         inter_set.progress();
         home_out.progress();
       };
-      const auto t0 = std::chrono::steady_clock::now();
-      compute(t, partition(g, t), view, W > 0 ? w_loc.data() : nullptr, progress,
-              defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
-      stats.compute_seconds += seconds_since(t0);
+      log.compute(t, stats.compute_seconds, [&] {
+        compute(t, partition(g, t), view, W > 0 ? w_loc.data() : nullptr, progress,
+                defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
+      });
       const auto t1 = std::chrono::steady_clock::now();
       step_set.wait_all();
       const bool last_of_round = (u == L - 1) && k < n - 1 && P > 1;
       if (last_of_round) inter_set.wait_all();
-      stats.exposed_comm_seconds += seconds_since(t1);
+      const double waited = seconds_since(t1);
+      stats.exposed_comm_seconds += waited;
+      rec.wait += waited;
       // A completed send's buffer goes back to the pool, except step 0's: the own payload that
       // split_own computes on again after the last step.
       auto retire = [&](std::vector<float> sent) {
@@ -195,6 +219,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       if (W > 0) {
         if (P > 1 && u >= 1) {
           std::vector<float> in = step_set.take(i_chain_in);
+          Stopwatch sw(&rec.copy);
           add_wire(w_loc, in);  // w_acc = chain partial + this step's contribution (fp32)
           pool.put(std::move(in));
           pool.put(step_set.take(i_chain_out));
@@ -206,10 +231,13 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
     if (W > 0) {
       step = P;
       intra_.set_step(P, P);
-      if (P > 1)
-        send_home(n - 1, partition(g, P - 1), std::move(w_acc));
-      else
+      StepTimes& fin = log.at(records - 1);
+      if (P > 1) {
+        Stopwatch sw(&fin.copy);  // the wire copy
+        send_home(n - 1, partition(g, P - 1), std::move(w_acc), fin);
+      } else {
         home_parts[0] = std::move(w_acc);
+      }
       std::vector<float> w_own;
       if (defer) {  // the own block's second half while the last partials travel home
         BURST_CHECK(!own_kept.empty(), Internal, "ring: the own block's payload was not kept");
@@ -220,13 +248,16 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
               home_out.progress();
               inter_set.progress();
             },
-            stats);
+            stats, log, records - 1);
         pool.put(std::move(own_kept));
       }
       const auto t1 = std::chrono::steady_clock::now();
       homes_in.wait_all();
       home_out.wait_all();
-      stats.exposed_comm_seconds += seconds_since(t1);
+      const double waited = seconds_since(t1);
+      stats.exposed_comm_seconds += waited;
+      fin.wait += waited;
+      Stopwatch sw(&fin.copy);  // the owner's sums
       // The owner's sum in round order; a received part is a wire message, the own one fp32.
       // Round 0's part becomes the result when it is fp32 (own, or an fp32 wire: as before the
       // option existed); a bf16 one is widened into a zeroed accumulator.
@@ -250,7 +281,10 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         pool.put(std::move(w_own));
       }
     }
-    inter_set.wait_all();
+    {
+      Stopwatch sw(&log.at(records - 1).wait);
+      inter_set.wait_all();
+    }
     stats.buffer_bytes = std::max(stats.buffer_bytes, pool.peak_bytes());
     // Every buffer goes back to the pool for the next run (sends are complete after the waits).
     pool.put(std::move(cur));

@@ -34,6 +34,10 @@ struct RingRunStats {
   double compute_seconds = 0;       ///< inside the compute callback
   double exposed_comm_seconds = 0;  ///< blocked in waits after compute
   std::int64_t buffer_bytes = 0;    ///< all payload buffers the run allocated (its peak)
+  /// Per-step record (DistConfig::timeline), filled when non-null: run() writes P records plus
+  /// the write ring's final hop (with a write accumulator and P > 1: the plan's steps), and
+  /// run_direct() P records, its end-of-pass work (second half, home sums) in the last one.
+  std::vector<StepTimes>* steps = nullptr;
 };
 
 /// The part of a block's work a compute call does: the index-th of `count` equal ranges of the
@@ -107,7 +111,8 @@ class RingExecutor {
   /// split_own's second half: computes RowSlice{1, 2} of the rank's own block (payload `own`)
   /// into a zeroed write buffer of W floats (a pool buffer, returned), polling `progress`.
   std::vector<float> own_second_half(const StepFn& compute, const float* own, std::int64_t W,
-                                     const std::function<void()>& progress, RingRunStats& stats) const;
+                                     const std::function<void()>& progress, RingRunStats& stats,
+                                     StepLog& log, int record) const;
 
   Communicator intra_, inter_, chain_, home_;
   mutable BufferPool pool_;  // run() is logically const: the pool only caches memory

@@ -1,0 +1,91 @@
+// backward_spans (src/strategies/common.h): how a ring backward step's kernel work is cut into
+// calls — one per run of consecutive key positions, on the query rows that see it. Pure; the
+// distributed exactness tests (test_strategies) hold the results of the split calls to the fp64
+// oracle, this holds the cut itself to hand-worked zigzag cases.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "burst/mask.h"
+#include "strategies/common.h"
+
+namespace burst::strategies {
+namespace {
+
+/// Rank r's zigzag positions: chunks r and 2P−1−r of c tokens each.
+std::vector<std::int64_t> zigzag(int P, int r, std::int64_t c) {
+  std::vector<std::int64_t> pos;
+  for (std::int64_t i = 0; i < c; ++i) pos.push_back(r * c + i);
+  for (std::int64_t i = 0; i < c; ++i) pos.push_back((2 * P - 1 - r) * c + i);
+  return pos;
+}
+
+bool same(const KernelSpan& a, const KernelSpan& b) {
+  return a.q0 == b.q0 && a.q1 == b.q1 && a.k0 == b.k0 && a.k1 == b.k1;
+}
+
+TEST(BackwardSpans, ZigzagCausalOneCallPerKeyChunk) {
+  const std::int64_t c = 8, S = 2 * 4 * c;  // P = 4
+  const ResolvedMask causal(Mask::causal_mask(), S, S);
+  // Queries of rank 0 (chunks 0, 7) against keys of rank 2 (chunks 2, 5): chunk 0 sees neither,
+  // chunk 7 sees both: two calls on query rows [c, 2c).
+  const auto q = zigzag(4, 0, c), k = zigzag(4, 2, c);
+  auto spans = backward_spans(causal, q.data(), 2 * c, k.data(), 2 * c);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_TRUE(same(spans[0], {c, 2 * c, 0, c}));
+  EXPECT_TRUE(same(spans[1], {c, 2 * c, c, 2 * c}));
+  // Queries of rank 2 (chunks 2, 5) against keys of rank 0 (chunks 0, 7): key chunk 0 is seen
+  // by both query chunks, key chunk 7 by none: one call.
+  spans = backward_spans(causal, k.data(), 2 * c, q.data(), 2 * c);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_TRUE(same(spans[0], {0, 2 * c, 0, c}));
+  // The own block: key chunk 0 is seen by both query chunks, key chunk 7 by chunk 7 only.
+  spans = backward_spans(causal, q.data(), 2 * c, q.data(), 2 * c);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_TRUE(same(spans[0], {0, 2 * c, 0, c}));
+  EXPECT_TRUE(same(spans[1], {c, 2 * c, c, 2 * c}));
+}
+
+TEST(BackwardSpans, ContiguousStripedAndFull) {
+  const std::int64_t S = 64;
+  const ResolvedMask causal(Mask::causal_mask(), S, S), full(Mask::full(), S, S);
+  std::vector<std::int64_t> lo(16), hi(16);
+  std::iota(lo.begin(), lo.end(), 0);
+  std::iota(hi.begin(), hi.end(), 48);
+  // Contiguous: one run each, cut in halves; queries before the keys see nothing.
+  EXPECT_TRUE(backward_spans(causal, lo.data(), 16, hi.data(), 16).empty());
+  auto spans = backward_spans(causal, hi.data(), 16, lo.data(), 16);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_TRUE(same(spans[0], {0, 16, 0, 8}));
+  EXPECT_TRUE(same(spans[1], {0, 16, 8, 16}));
+  // The diagonal block: key half [0, 8) is seen by both query halves, [8, 16) by the second.
+  spans = backward_spans(causal, lo.data(), 16, lo.data(), 16);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_TRUE(same(spans[0], {0, 16, 0, 8}));
+  EXPECT_TRUE(same(spans[1], {8, 16, 8, 16}));
+  // Striped (every position a run of one): the whole block in one call.
+  std::vector<std::int64_t> striped;
+  for (std::int64_t i = 1; i < S; i += 4) striped.push_back(i);
+  spans = backward_spans(causal, striped.data(), 16, lo.data(), 16);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_TRUE(same(spans[0], {0, 16, 0, 16}));
+  // Full mask, zigzag: every chunk sees every chunk.
+  const auto q = zigzag(4, 0, 8), k = zigzag(4, 1, 8);  // positions 0-7, 56-63 and 8-15, 48-55
+  spans = backward_spans(full, q.data(), 16, k.data(), 16);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_TRUE(same(spans[0], {0, 16, 0, 8}));
+  EXPECT_TRUE(same(spans[1], {0, 16, 8, 16}));
+  // Adjacent chunks (rank P − 1 of a zigzag layout) are one run, cut at the middle all the same.
+  const auto last = zigzag(2, 1, 16);  // 16-31, 32-47
+  spans = backward_spans(full, q.data(), 16, last.data(), 32);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_TRUE(same(spans[0], {0, 16, 0, 16}));
+  EXPECT_TRUE(same(spans[1], {0, 16, 16, 32}));
+  // An empty side: the one whole (empty) call, as before the split.
+  EXPECT_EQ(backward_spans(full, q.data(), 0, k.data(), 16).size(), 1u);
+}
+
+}  // namespace
+}  // namespace burst::strategies
