@@ -1,7 +1,7 @@
 // Exactness of the distributed language model (MPI; run at 1..4 ranks): with the same seeds and
-// data, `burst train` on P ranks gives the same loss at every step as the single-process run
+// data, `burst-lm train` on P ranks gives the same loss at every step as the single-process run
 // through the local kernel engine — for the burst and ring strategies on the contiguous, zigzag
-// and striped layouts — and `burst eval` on P ranks (balanced layout) reproduces the
+// and striped layouts — and `burst-lm eval` on P ranks (balanced layout) reproduces the
 // single-process perplexity and passes its own self-check; under Megatron tensor parallelism
 // (--strategy tp) loss, gradients, bytes and checkpoints match the single process. Tiny model,
 // synthetic corpus.
@@ -411,7 +411,7 @@ TEST(LmExactness, Bf16TrainingTracksFp32AndRunsBf16Attention) {
   EXPECT_THROW(burst::lm::run_train(o, f.comm), burst::Error);
 }
 
-// `burst eval --dtype bf16` of an fp32 checkpoint: perplexity within 1 % of the fp32 eval
+// `burst-lm eval --dtype bf16` of an fp32 checkpoint: perplexity within 1 % of the fp32 eval
 // (issue 11's bound for the whole KJV), every attention pass on bf16 views (EngineTotals), and
 // its self-check (sampled books recomputed on one rank, bf16 too) still passes.
 TEST(LmExactness, Bf16EvalTracksFp32AndVerifiesItself) {

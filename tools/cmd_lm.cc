@@ -1,15 +1,19 @@
-// tools/cmd_lm.cc — `burst train | eval | generate`: the long-context language model on the KJV
-// (apps/lm, issue 4; the token cache comes from build/apps/kjv_prepare). Compiled only with
-// BURST_WITH_TORCH (BURST_HAVE_LM). Every rank parses the same argv; rank 0 prints progress
-// (stderr) and eval's JSON summary (last stdout line).
-#include <torch/torch.h>
+// tools/cmd_lm.cc — `burst-lm train | eval | generate | info`: the long-context language model on
+// the KJV (apps/lm; the token cache comes from build/apps/kjv_prepare). Part of burst-lm only
+// (lm_main.cc), built with BURST_WITH_TORCH. Every rank parses the same argv; rank 0 prints
+// progress (stderr) and the JSON summary (last stdout line).
+#include <dlfcn.h>
+#include <torch/utils.h>
+#include <torch/version.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include "burst/comm.h"
 #include "burst/error.h"
@@ -19,6 +23,32 @@
 
 namespace burst::cli {
 namespace {
+
+// The BLAS libtorch calls through libblas.so.3 (a Debian alternative: netlib reference BLAS, or
+// OpenBLAS from libopenblas0-*): the file the Fortran symbol sgemm_ resolved to in this process
+// and, for OpenBLAS, its build line and threading model (`burst-lm info`, the train/eval logs).
+nlohmann::json blas_in_use() {
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info where{};
+  if (sgemm == nullptr || dladdr(sgemm, &where) == 0 || where.dli_fname == nullptr)
+    return {{"library", "not loaded (sgemm_ unresolved)"}};
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(where.dli_fname, ec);
+  nlohmann::json j = {{"library", ec ? std::string(where.dli_fname) : real.string()}};
+  using ConfigFn = const char* (*)();
+  using ParallelFn = int (*)();
+  if (auto* config = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+    j["name"] = "OpenBLAS";
+    j["config"] = config();
+    if (auto* parallel = reinterpret_cast<ParallelFn>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"))) {
+      const int p = parallel();
+      j["threading"] = p == 0 ? "sequential" : p == 1 ? "pthreads" : p == 2 ? "openmp" : "unknown";
+    }
+  } else {
+    j["name"] = real.string().find("/blas/") != std::string::npos ? "reference BLAS (netlib)" : "unknown";
+  }
+  return j;
+}
 
 struct RunArgs {
   std::string data = "data/kjv", strategy = "burst", layout, engine = "dist", dtype = "fp32";
@@ -214,6 +244,10 @@ void add_lm_commands(CLI::App& app) {
     const nlohmann::json summary = lm::run_generate(*gopt, comm);
     if (comm.rank() == 0) std::printf("%s\n", summary.dump().c_str());
     std::fflush(stdout);
+  });
+  app.add_subcommand("info", "print the libtorch version and the BLAS it calls as JSON")->callback([] {
+    if (Communicator::world().rank() == 0)
+      std::printf("%s\n", nlohmann::json{{"torch", TORCH_VERSION}, {"blas", blas_in_use()}}.dump().c_str());
   });
 }
 
