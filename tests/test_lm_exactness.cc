@@ -154,23 +154,23 @@ TEST(LmExactness, ResumeContinuesWithoutLosingSteps) {
   }
 }
 
-// The time budget fixes the step count (the cosine schedule's length) after the second step; the
+// The time budget fixes the step count (the cosine schedule's length) after the third step; the
 // checkpoint keeps it, so a resumed run continues that schedule instead of fitting its own (a
 // killed, budgeted run then ends as the uninterrupted one would).
 TEST(LmExactness, ResumeKeepsTheTimeBudgetsSchedule) {
   Fixture f;
   auto o = f.train_options("budget");
-  o.steps = 4;
-  o.time_budget_seconds = 1e-6;  // spent by step 2: the fit ends the run there (schedule of 2 steps)
+  o.steps = 5;
+  o.time_budget_seconds = 1e-6;  // spent by step 3: the fit ends the run there (schedule of 3 steps)
   const auto first = burst::lm::run_train(o, f.comm);
-  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(first.size(), 3u);
   EXPECT_EQ(
-      burst::lm::load_checkpoint(o.out_dir / "checkpoint.safetensors").header.value("schedule_steps", 0), 2);
+      burst::lm::load_checkpoint(o.out_dir / "checkpoint.safetensors").header.value("schedule_steps", 0), 3);
   o.resume = true;
-  o.time_budget_seconds = 1e6;  // would fit all 4 steps if the resumed run fitted anew
+  o.time_budget_seconds = 1e6;  // would fit all 5 steps if the resumed run fitted anew
   const auto resumed = burst::lm::run_train(o, f.comm);
-  ASSERT_EQ(resumed.size(), 2u);
-  EXPECT_EQ(resumed[1].loss, first[1].loss);
+  ASSERT_EQ(resumed.size(), 3u);
+  EXPECT_EQ(resumed[2].loss, first[2].loss);
 }
 
 TEST(LmExactness, EvalMatchesSingleProcessAndVerifiesItself) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <system_error>
 
+#include "burst/attention.h"
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "commands.h"
@@ -135,8 +136,8 @@ void add_lm_commands(CLI::App& app) {
   t->add_option("--ffn", topt->model.ffn_hidden, "SwiGLU hidden width")->capture_default_str();
   t->add_option("--checkpoint-every", topt->checkpoint_every)->capture_default_str();
   t->add_option("--time-budget", topt->time_budget_seconds,
-                "seconds for the training loop: after 2 steps the step count (at most --steps) and the "
-                "cosine schedule are set to what fits at the longest step (0: no budget)")
+                "seconds for the training loop: after 3 steps the step count (at most --steps) and the "
+                "cosine schedule are set to what fits at the mean step (0: no budget)")
       ->capture_default_str();
   t->add_option("--stop-after", topt->stop_after,
                 "return after this many steps (checkpointed; rerun to resume)");
@@ -245,10 +246,15 @@ void add_lm_commands(CLI::App& app) {
     if (comm.rank() == 0) std::printf("%s\n", summary.dump().c_str());
     std::fflush(stdout);
   });
-  app.add_subcommand("info", "print the libtorch version and the BLAS it calls as JSON")->callback([] {
-    if (Communicator::world().rank() == 0)
-      std::printf("%s\n", nlohmann::json{{"torch", TORCH_VERSION}, {"blas", blas_in_use()}}.dump().c_str());
-  });
+  app.add_subcommand("info", "print the libtorch version, the BLAS it calls and burst's kernel ISA as JSON")
+      ->callback([] {
+        if (Communicator::world().rank() == 0)
+          std::printf("%s\n", nlohmann::json{{"torch", TORCH_VERSION},
+                                              {"blas", blas_in_use()},
+                                              {"isa", to_string(detect_isa())}}
+                                   .dump()
+                                   .c_str());
+      });
 }
 
 }  // namespace burst::cli
