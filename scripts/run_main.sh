@@ -132,9 +132,11 @@ if [[ "$generate" == 1 ]]; then
 fi
 
 elapsed=$(($(date +%s) - start))
-host=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
+cpu() { grep -m1 "^$1" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'; }
+# getconf, not nproc: nproc obeys the OMP_NUM_THREADS=1 exported above.
+host="$(cpu 'model name') (family $(cpu 'cpu family'), model $(cpu 'model\s'))"
 isa=$("$lm" info 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["isa"])' || echo "?")
-/usr/bin/python3 - "$out" "$seq_len" "$steps" "$elapsed" "$budget" "$host, $(nproc) cores, kernels: $isa" <<'PY'
+/usr/bin/python3 - "$out" "$seq_len" "$steps" "$elapsed" "$budget" "$host, $(getconf _NPROCESSORS_ONLN) cores, kernels: $isa" <<'PY'
 import json, math, os, sys
 out, seq_len, steps, elapsed, budget, host = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 b = json.load(open(f"{out}/eval_before.json")) if os.path.exists(f"{out}/eval_before.json") else None
