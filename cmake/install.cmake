@@ -1,7 +1,8 @@
 # Install rules (BURST_INSTALL, ON at top level): `cmake --install <build> [--prefix P]` puts
 #   include/burst/*.h (+ the generated version.h), lib/libburst.a, lib/cmake/burst/ (package config,
 #   target burst::burst), lib/pkgconfig/burst.pc, and with BURST_BUILD_TOOLS bin/burst + share/burst/ (cluster presets,
-#   report.py; the CLI finds them relative to its own binary: <bin>/../share/burst).
+#   report.py; the CLI finds them relative to its own binary: <bin>/../share/burst), and with the
+#   language model bin/burst-lm.
 # The Python module is the separate component `python`, installed only when asked
 # (`cmake --install <build> --component python`, python/CMakeLists.txt).
 include(CMakePackageConfigHelpers)
@@ -32,4 +33,7 @@ if(TARGET burst_cli)
   install(TARGETS burst_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   install(FILES ${BURST_SHARE_FILES} DESTINATION ${CMAKE_INSTALL_DATADIR}/burst/clusters)
   install(FILES ${PROJECT_SOURCE_DIR}/scripts/report.py DESTINATION ${CMAKE_INSTALL_DATADIR}/burst)
+endif()
+if(TARGET burst_lm_cli)   # beside bin/burst: `burst train|eval|generate` exec it from there
+  install(TARGETS burst_lm_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds burst into ${BURST_BUILD_DIR:-build} (Release, Ninja).
+# Usage: scripts/build.sh [TARGET...]: only those targets (and what they need), e.g.
+# `scripts/build.sh burst_cli burst_lm_cli kjv_prepare` (scripts/run_main.sh); no target: all
+# of them, tests and the Python module included (scripts/run_tests.sh).
 # Extra CMake arguments come from BURST_CMAKE_ARGS (e.g. -DBURST_WERROR=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,4 +10,6 @@ build=${BURST_BUILD_DIR:-build}
 # shellcheck disable=SC2086
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DPython3_EXECUTABLE=/usr/bin/python3 ${BURST_CMAKE_ARGS:-} >/dev/null
-cmake --build "$build" -j "$(nproc)"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "$build" -j "$(nproc)" "${targets[@]}"

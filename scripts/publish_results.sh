@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The published comparison (docs/results/): every strategy x layout x benchmark mask x length x rank
 # count through `burst bench matrix`, fp32 and bf16, plus the language-model comparison
-# (`burst train` tokens/s and peak RSS per strategy), then `burst report` tables and figures, a
+# (`burst-lm train` tokens/s and peak RSS per strategy), then `burst report` tables and figures, a
 # headline figure and a README.md naming the date, the host and the exact commands.
 #
 # Usage: scripts/publish_results.sh [OUTDIR]            (default: docs/results)
@@ -72,10 +72,11 @@ for P in $ranks; do
   done
 done
 
-# 2. The language model: tokens/s and peak RSS per rank of `burst train` per strategy and context.
+# 2. The language model: tokens/s and peak RSS per rank of `burst-lm train` per strategy and context.
 if [[ -n "$lm_strategies" ]]; then
-  if ! grep -q '^ *train' <<<"$("$burst" --help 2>/dev/null)"; then   # captured: no SIGPIPE under pipefail
-    echo "publish: $burst has no 'train' (built without libtorch): the LM comparison is skipped" >&2
+  burst_lm=$(dirname "$burst")/burst-lm
+  if [[ ! -x $burst_lm ]]; then
+    echo "publish: no $burst_lm (built without libtorch): the LM comparison is skipped" >&2
   else
     [[ -f "$data/tokens.bin" ]] || run "$(dirname "$burst")/../apps/kjv_prepare" --data "$data" --vocab 2048 > /dev/null
     touch "$out/lm.jsonl"
@@ -90,7 +91,7 @@ if [[ -n "$lm_strategies" ]]; then
         dir=$(mktemp -d)
         # Each rank under GNU time: its peak RSS (KiB) in rss.<rank>.
         if run mpirun -n "$lm_ranks" --bind-to none sh -c "exec /usr/bin/time -f %M -o $dir/rss.\$OMPI_COMM_WORLD_RANK \
-             $burst train --data $data --out $dir/run --steps $lm_steps --seq-len $S --strategy $s \
+             $burst_lm train --data $data --out $dir/run --steps $lm_steps --seq-len $S --strategy $s \
              --layers 2 --d-model 128 --heads 4 --kv-heads 4 --head-dim 16 --ffn 256" > "$dir/train.log" 2>&1; then
           /usr/bin/python3 - "$dir" "$s" "$S" "$lm_ranks" >> "$out/lm.jsonl" <<'PY'
 import glob, json, os, sys
@@ -137,7 +138,7 @@ lines = [f"# Published comparison ({datetime.date.today().isoformat()})", "",
          "Headline numbers: [headline.md](headline.md). Tables and per-pass figures: [report.md](report.md). Raw JSON lines: `matrix_P*_*.jsonl`, `lm.jsonl`. "
          "Exact commands, in order: [commands.txt](commands.txt) (`scripts/publish_results.sh` ran them).", ""]
 if lm:
-    lines += ["## Language model (`burst train`, 2 layers, d 128, H 4, D 16)", "",
+    lines += ["## Language model (`burst-lm train`, 2 layers, d 128, H 4, D 16)", "",
               "| strategy | context | ranks | tokens/s (median) | peak RSS per rank | bytes sent per rank and step | status | load |",
               "|---|---:|---:|---:|---:|---:|---|---:|"]
     for r in lm:

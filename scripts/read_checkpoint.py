@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Load a `burst train` checkpoint (safetensors layout) into torch, without the safetensors package.
+"""Load a `burst-lm train` checkpoint (safetensors layout) into torch, without the safetensors package.
 
 Layout (apps/lm/checkpoint.h): u64 little-endian N, N bytes of JSON header, then raw
 little-endian tensor data. The header maps tensor names to {"dtype", "shape", "data_offsets"

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Are two `burst train` runs the same run? Exit 0 when they are bitwise equal, 1 (naming the
+"""Are two `burst-lm train` runs the same run? Exit 0 when they are bitwise equal, 1 (naming the
 first difference) when not.
 
     /usr/bin/python3 tests/lm_runs_equal.py RUN_DIR_A RUN_DIR_B

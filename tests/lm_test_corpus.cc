@@ -1,5 +1,5 @@
 // lm_test_corpus: writes the language-model tests' synthetic token cache (tests/lm_test_corpus.h)
-// for tests that run `burst train` as a program (tests/multinode_faults.sh resume).
+// for tests that run `burst-lm train` as a program (tests/multinode_faults.sh resume).
 // Usage: lm_test_corpus DATA_DIR [SEED BOOKS BASE_LEN LEN_STEP]   (defaults 11 5 150 70)
 #include <cstdio>
 #include <cstdlib>

@@ -12,7 +12,7 @@
 #   lossy    50 ms one-way delay (netem, or vde2 where the kernel has none: cluster.sh) and 1 %
 #            loss on every link: the Multinode.* tests of test_strategies (zigzag layout) complete,
 #            exact against fp64
-#   resume   `burst train` (tiny model, synthetic corpus from lm_test_corpus,
+#   resume   `burst-lm train` (tiny model, synthetic corpus from lm_test_corpus,
 #            checkpoint every 3 steps) is killed with kill -9 of one rank on host 1 after its
 #            first checkpoint; rerun, it resumes from the checkpoint and ends bitwise equal to an
 #            uninterrupted run: every tensor of the final checkpoint (weights, AdamW moments),
@@ -25,7 +25,7 @@ case_=${1:?case: kill, cut, lossy or resume}
 build=$(cd "${2:?build directory}" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=$build/tests/fault_target
-[[ $case_ == resume ]] && target=$build/tools/burst
+[[ $case_ == resume ]] && target=$build/tools/burst-lm
 cluster=$root/scripts/cluster.sh
 name=burstf$$
 state=/run/burst-cluster/$name
@@ -102,8 +102,8 @@ up_opts=(--hosts 2)
 case $case_ in
   resume)
     corpus=$build/tests/lm_test_corpus
-    if [[ ! -x $corpus ]] || ! grep -q '^ *train' <<<"$("$target" --help 2>/dev/null)"; then
-      echo "resume: SKIP: this build has no language model (burst train needs BURST_WITH_TORCH)"
+    if [[ ! -x $corpus || ! -x $target ]]; then
+      echo "resume: SKIP: this build has no language model (burst-lm needs BURST_WITH_TORCH)"
       exit 77
     fi
     "$corpus" "$log/data" 11 6 700 140

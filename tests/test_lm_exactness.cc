@@ -1,7 +1,7 @@
 // Exactness of the distributed language model (MPI; run at 1..4 ranks): with the same seeds and
-// data, `burst train` on P ranks gives the same loss at every step as the single-process run
+// data, `burst-lm train` on P ranks gives the same loss at every step as the single-process run
 // through the local kernel engine — for the burst and ring strategies on the contiguous, zigzag
-// and striped layouts — and `burst eval` on P ranks (balanced layout) reproduces the
+// and striped layouts — and `burst-lm eval` on P ranks (balanced layout) reproduces the
 // single-process perplexity and passes its own self-check; under Megatron tensor parallelism
 // (--strategy tp) loss, gradients, bytes and checkpoints match the single process. Tiny model,
 // synthetic corpus.
@@ -154,23 +154,23 @@ TEST(LmExactness, ResumeContinuesWithoutLosingSteps) {
   }
 }
 
-// The time budget fixes the step count (the cosine schedule's length) after the second step; the
+// The time budget fixes the step count (the cosine schedule's length) after the third step; the
 // checkpoint keeps it, so a resumed run continues that schedule instead of fitting its own (a
 // killed, budgeted run then ends as the uninterrupted one would).
 TEST(LmExactness, ResumeKeepsTheTimeBudgetsSchedule) {
   Fixture f;
   auto o = f.train_options("budget");
-  o.steps = 4;
-  o.time_budget_seconds = 1e-6;  // spent by step 2: the fit ends the run there (schedule of 2 steps)
+  o.steps = 5;
+  o.time_budget_seconds = 1e-6;  // spent by step 3: the fit ends the run there (schedule of 3 steps)
   const auto first = burst::lm::run_train(o, f.comm);
-  ASSERT_EQ(first.size(), 2u);
+  ASSERT_EQ(first.size(), 3u);
   EXPECT_EQ(
-      burst::lm::load_checkpoint(o.out_dir / "checkpoint.safetensors").header.value("schedule_steps", 0), 2);
+      burst::lm::load_checkpoint(o.out_dir / "checkpoint.safetensors").header.value("schedule_steps", 0), 3);
   o.resume = true;
-  o.time_budget_seconds = 1e6;  // would fit all 4 steps if the resumed run fitted anew
+  o.time_budget_seconds = 1e6;  // would fit all 5 steps if the resumed run fitted anew
   const auto resumed = burst::lm::run_train(o, f.comm);
-  ASSERT_EQ(resumed.size(), 2u);
-  EXPECT_EQ(resumed[1].loss, first[1].loss);
+  ASSERT_EQ(resumed.size(), 3u);
+  EXPECT_EQ(resumed[2].loss, first[2].loss);
 }
 
 TEST(LmExactness, EvalMatchesSingleProcessAndVerifiesItself) {
@@ -411,7 +411,7 @@ TEST(LmExactness, Bf16TrainingTracksFp32AndRunsBf16Attention) {
   EXPECT_THROW(burst::lm::run_train(o, f.comm), burst::Error);
 }
 
-// `burst eval --dtype bf16` of an fp32 checkpoint: perplexity within 1 % of the fp32 eval
+// `burst-lm eval --dtype bf16` of an fp32 checkpoint: perplexity within 1 % of the fp32 eval
 // (the bound for the whole KJV), every attention pass on bf16 views (EngineTotals), and
 // its self-check (sampled books recomputed on one rank, bf16 too) still passes.
 TEST(LmExactness, Bf16EvalTracksFp32AndVerifiesItself) {

@@ -1,4 +1,4 @@
-// `burst generate` (apps/lm/generate.h) at 1..4 ranks on a tiny model and a synthetic corpus:
+// `burst-lm generate` (apps/lm/generate.h) at 1..4 ranks on a tiny model and a synthetic corpus:
 // the distributed run (prefill through DistAttention into sharded DistKVCaches, last layer's
 // attention skipped, distributed decode) passes its own single-rank self-check — recomputed K/V
 // of whole documents, one crossing ranks, and the logits of the first decode steps over the whole

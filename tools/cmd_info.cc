@@ -1,8 +1,6 @@
 // `burst info` and `burst --version`: what this build is and what it runs on — version, git
-// describe, compiler, MPI library, the kernel ISA paths this CPU can run, OpenMP threads, and the
-// BLAS that libtorch calls when the language model is built in, and the data directory (one
-// JSON line).
-#include <dlfcn.h>
+// describe, compiler, MPI library, the kernel ISA paths this CPU can run, OpenMP threads and the
+// data directory (one JSON line). The BLAS libtorch calls: `burst-lm info` (cmd_lm.cc).
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -11,7 +9,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <system_error>
 
 #include "bench/cluster_spec_io.h"
 #include "build_info.h"
@@ -36,33 +33,6 @@ std::string compiler() {
 }
 
 }  // namespace
-
-nlohmann::json blas_in_use() {
-#ifdef BURST_HAVE_LM
-  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
-  Dl_info where{};
-  if (sgemm == nullptr || dladdr(sgemm, &where) == 0 || where.dli_fname == nullptr)
-    return {{"library", "not loaded (sgemm_ unresolved)"}};
-  std::error_code ec;
-  const std::filesystem::path real = std::filesystem::canonical(where.dli_fname, ec);
-  nlohmann::json j = {{"library", ec ? std::string(where.dli_fname) : real.string()}};
-  using ConfigFn = const char* (*)();
-  using ParallelFn = int (*)();
-  if (auto* config = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
-    j["name"] = "OpenBLAS";
-    j["config"] = config();
-    if (auto* parallel = reinterpret_cast<ParallelFn>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"))) {
-      const int p = parallel();
-      j["threading"] = p == 0 ? "sequential" : p == 1 ? "pthreads" : p == 2 ? "openmp" : "unknown";
-    }
-  } else {
-    j["name"] = real.string().find("/blas/") != std::string::npos ? "reference BLAS (netlib)" : "unknown";
-  }
-  return j;
-#else
-  return {{"library", "none (built without libtorch)"}};
-#endif
-}
 
 std::string version_line() {
   return std::string("burst ") + BURST_VERSION_STRING + " (git " + build_git_describe() + ")";
@@ -112,7 +82,6 @@ void add_info_command(CLI::App& app) {
     j["dispatch"] = dispatch;
     if (const char* env = std::getenv("BURST_ISA")) j["isa_override"] = env;
     j["omp_max_threads"] = omp_get_max_threads();
-    j["blas"] = blas_in_use();
     j["share_dir"] = bench::share_dir().string();
     std::cout << j.dump() << std::endl;
   });

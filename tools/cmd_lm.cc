@@ -1,16 +1,21 @@
-// tools/cmd_lm.cc — `burst train | eval | generate`: the long-context language model on the KJV
-// (apps/lm, issue 4; the token cache comes from build/apps/kjv_prepare). Compiled only with
-// BURST_WITH_TORCH (BURST_HAVE_LM). Every rank parses the same argv; rank 0 prints progress
-// (stderr) and eval's JSON summary (last stdout line).
-#include <torch/torch.h>
+// tools/cmd_lm.cc — `burst-lm train | eval | generate | info`: the long-context language model on
+// the KJV (apps/lm; the token cache comes from build/apps/kjv_prepare). Part of burst-lm only
+// (lm_main.cc), built with BURST_WITH_TORCH. Every rank parses the same argv; rank 0 prints
+// progress (stderr) and the JSON summary (last stdout line).
+#include <dlfcn.h>
+#include <torch/utils.h>
+#include <torch/version.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 
+#include "burst/attention.h"
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "commands.h"
@@ -19,6 +24,32 @@
 
 namespace burst::cli {
 namespace {
+
+// The BLAS libtorch calls through libblas.so.3 (a Debian alternative: netlib reference BLAS, or
+// OpenBLAS from libopenblas0-*): the file the Fortran symbol sgemm_ resolved to in this process
+// and, for OpenBLAS, its build line and threading model (`burst-lm info`, the train/eval logs).
+nlohmann::json blas_in_use() {
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info where{};
+  if (sgemm == nullptr || dladdr(sgemm, &where) == 0 || where.dli_fname == nullptr)
+    return {{"library", "not loaded (sgemm_ unresolved)"}};
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(where.dli_fname, ec);
+  nlohmann::json j = {{"library", ec ? std::string(where.dli_fname) : real.string()}};
+  using ConfigFn = const char* (*)();
+  using ParallelFn = int (*)();
+  if (auto* config = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
+    j["name"] = "OpenBLAS";
+    j["config"] = config();
+    if (auto* parallel = reinterpret_cast<ParallelFn>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"))) {
+      const int p = parallel();
+      j["threading"] = p == 0 ? "sequential" : p == 1 ? "pthreads" : p == 2 ? "openmp" : "unknown";
+    }
+  } else {
+    j["name"] = real.string().find("/blas/") != std::string::npos ? "reference BLAS (netlib)" : "unknown";
+  }
+  return j;
+}
 
 struct RunArgs {
   std::string data = "data/kjv", strategy = "burst", layout, engine = "dist", dtype = "fp32";
@@ -105,8 +136,8 @@ void add_lm_commands(CLI::App& app) {
   t->add_option("--ffn", topt->model.ffn_hidden, "SwiGLU hidden width")->capture_default_str();
   t->add_option("--checkpoint-every", topt->checkpoint_every)->capture_default_str();
   t->add_option("--time-budget", topt->time_budget_seconds,
-                "seconds for the training loop: after 2 steps the step count (at most --steps) and the "
-                "cosine schedule are set to what fits at the longest step (0: no budget)")
+                "seconds for the training loop: after 3 steps the step count (at most --steps) and the "
+                "cosine schedule are set to what fits at the mean step (0: no budget)")
       ->capture_default_str();
   t->add_option("--stop-after", topt->stop_after,
                 "return after this many steps (checkpointed; rerun to resume)");
@@ -215,6 +246,15 @@ void add_lm_commands(CLI::App& app) {
     if (comm.rank() == 0) std::printf("%s\n", summary.dump().c_str());
     std::fflush(stdout);
   });
+  app.add_subcommand("info", "print the libtorch version, the BLAS it calls and burst's kernel ISA as JSON")
+      ->callback([] {
+        if (Communicator::world().rank() == 0)
+          std::printf("%s\n", nlohmann::json{{"torch", TORCH_VERSION},
+                                              {"blas", blas_in_use()},
+                                              {"isa", to_string(detect_isa())}}
+                                   .dump()
+                                   .c_str());
+      });
 }
 
 }  // namespace burst::cli

@@ -1,71 +1,62 @@
-// The `burst` executable: the only reader of argv; owns MPI init, finalize and abort.
-// Every rank parses the same argv (no broadcast). Errors: rank-tagged message on stderr;
-// with more than one rank a failure after communication started aborts the job so no peer
-// hangs (docs/style.md rule 5); library calls validate collectively before the first message.
-#include <mpi.h>
+// The `burst` executable: the only reader of argv; owns MPI init, finalize and abort
+// (cli_main.h). Every rank parses the same argv (no broadcast). Errors: rank-tagged message on
+// stderr; with more than one rank a failure after communication started aborts the job so no
+// peer hangs (docs/style.md rule 5); library calls validate collectively before the first message.
+// `burst` does not link libtorch: the language model is the program `burst-lm` (lm_main.cc), and
+// `burst train | eval | generate ...` replaces this process with it (before MPI starts).
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
-#include <exception>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include "build_info.h"
-#include "burst/attention.h"
-#include "burst/error.h"
+#include "cli_main.h"
 #include "commands.h"
 
 namespace {
 
-class MpiSession {
- public:
-  MpiSession(int& argc, char**& argv) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  }
-  ~MpiSession() { MPI_Finalize(); }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+bool is_lm_command(const char* arg) {
+  return std::strcmp(arg, "train") == 0 || std::strcmp(arg, "eval") == 0 || std::strcmp(arg, "generate") == 0;
+}
 
- private:
-  int rank_ = 0, size_ = 1;
-};
+// Runs `burst-lm <argv[1..]>` in place of this process. burst-lm sits beside burst, in the build
+// tree (<build>/tools/) and when installed (<prefix>/bin/). Returns only on failure.
+int exec_burst_lm(char** argv) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::filesystem::path lm = (ec ? std::filesystem::path(argv[0]) : self).parent_path() / "burst-lm";
+  std::vector<char*> args{const_cast<char*>(lm.c_str())};
+  for (char** a = argv + 1; *a != nullptr; ++a) args.push_back(*a);
+  args.push_back(nullptr);
+  execv(lm.c_str(), args.data());
+  std::fprintf(stderr,
+               "burst %s: the language model is the program burst-lm, expected at %s (%s). It is built "
+               "with libtorch-dev and libsentencepiece-dev (scripts/setup.sh installs them; "
+               "-DBURST_WITH_TORCH=AUTO or ON).\n",
+               argv[1], lm.c_str(), std::strerror(errno));
+  return 2;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  MpiSession mpi(argc, argv);
+  if (argc > 1 && is_lm_command(argv[1])) return exec_burst_lm(argv);
   CLI::App app{"burst: exact context-parallel attention over MPI (BurstAttention and peers)"};
   app.set_version_flag("--version", burst::cli::version_line());
   app.require_subcommand(1);
+  app.footer("The KJV language model is the program burst-lm (train, eval, generate); "
+             "`burst train|eval|generate ...` runs it.");
   burst::cli::add_info_command(app);
   burst::cli::add_plan_command(app);
   burst::cli::add_bench_command(app);
   burst::cli::add_simulate_command(app);
   burst::cli::add_calibrate_command(app);
   burst::cli::add_report_command(app);
-#ifdef BURST_HAVE_LM
-  burst::cli::add_lm_commands(app);
-#endif
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = (mpi.rank() == 0) ? app.exit(e) : (e.get_exit_code());
-    return code;
-  } catch (const burst::Error& e) {
-    std::fprintf(stderr, "[rank %d/%d] error: %s\n", mpi.rank(), mpi.size(), e.what());
-    // Library errors raised before communication carry the same verdict on every rank, so all
-    // ranks reach this point; an abort is needed only when a peer may be blocked in MPI.
-    if (e.kind() == burst::ErrorKind::Communication || e.kind() == burst::ErrorKind::Internal) {
-      if (mpi.size() > 1) MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d/%d] fatal: %s\n", mpi.rank(), mpi.size(), e.what());
-    if (mpi.size() > 1) MPI_Abort(MPI_COMM_WORLD, 3);
-    return 3;
-  }
-  return 0;
+  return burst::cli::run_with_mpi(app, argc, argv);
 }

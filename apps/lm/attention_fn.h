@@ -10,7 +10,7 @@
 // tokens in increasing global position (engine.positions()). Does not: own weights.
 #pragma once
 
-#include <torch/torch.h>
+#include "torch_api.h"
 
 #include <cstdint>
 #include <memory>

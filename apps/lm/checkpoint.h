@@ -13,7 +13,7 @@
 // good checkpoint with a torn one.
 #pragma once
 
-#include <torch/torch.h>
+#include "torch_api.h"
 
 #include <filesystem>
 #include <string>

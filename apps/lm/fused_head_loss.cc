@@ -94,8 +94,7 @@ torch::Tensor head_token_losses(const torch::Tensor& x, const torch::Tensor& W, 
 torch::Tensor head_loss_reference(const torch::Tensor& x, const torch::Tensor& W, const torch::Tensor& target,
                                   const torch::Tensor& weight) {
   const auto logits = torch::matmul(x, W.t());
-  const auto ce = torch::nn::functional::cross_entropy(
-      logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  const auto ce = torch::cross_entropy_loss(logits, target, {}, at::Reduction::None);
   return (ce * weight).sum();
 }
 

@@ -7,7 +7,7 @@
 // chunk·V instead of S_local·V. Reference twin: head_loss_reference (full logits, torch autograd).
 #pragma once
 
-#include <torch/torch.h>
+#include "torch_api.h"
 
 #include <cstdint>
 

@@ -8,7 +8,7 @@
 // Does not: communicate except through the attention engine; own the optimizer (train.cc).
 #pragma once
 
-#include <torch/torch.h>
+#include "torch_api.h"
 
 #include <cstdint>
 #include <functional>

@@ -20,7 +20,7 @@
 // (TpEngine), with the model's mask. docs/strategies.md § Megatron tensor parallelism in the LM.
 #pragma once
 
-#include <torch/torch.h>
+#include "torch_api.h"
 
 #include <cstdint>
 #include <string>

@@ -11,7 +11,7 @@
 // Does not: own weights (model_tp.h) or split heads (the caller passes H/P-head tensors).
 #pragma once
 
-#include <torch/torch.h>
+#include "torch_api.h"
 
 #include <cstdint>
 #include <vector>

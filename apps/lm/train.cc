@@ -316,9 +316,11 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     std::vector<std::int64_t> in, tg;
     std::vector<float> wt;
     int last = opts.stop_after > 0 ? std::min(opts.steps, start + opts.stop_after) : opts.steps;
-    // The time budget: after the second step of this invocation, the step count becomes what the
-    // budget left fits at the longest step since the first (the first pays one-time costs); the
-    // cosine schedule then decays over that count. A later step that would overrun ends the run.
+    // The time budget: after the third step of this invocation, the step count becomes what the
+    // budget left fits at the mean of the steps since the first (the first pays one-time costs;
+    // fitting at the longest one made a run on a loaded host stop minutes early); the cosine
+    // schedule then decays over that count. A later step that would overrun, at the longest step
+    // seen, ends the run.
     // A resumed run keeps the schedule its first invocation fitted (bitwise the same steps as an
     // uninterrupted run; tests/multinode_faults.sh resume).
     TrainOptions sched = opts;  // lr_at's view of the total step count
@@ -327,7 +329,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       last = std::min(last, sched.steps);
     }
     const Stopwatch budget_clock;
-    double longest = 0;
+    double longest = 0, timed_seconds = 0;
+    int timed_steps = 0;
     for (int step = start + 1; step <= last; ++step) {
       const Stopwatch sw;
       const auto span = static_cast<std::uint64_t>(corpus.num_tokens() - opts.seq_len);
@@ -400,18 +403,22 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       const double attn = at.forward_seconds + at.backward_seconds;
       r.seconds = comm.all_reduce_max(sw.seconds());
       if (opts.time_budget_seconds > 0) {
-        if (step > start + 1 || last == start + 1) longest = std::max(longest, r.seconds);
+        if (step > start + 1 || last == start + 1) {
+          longest = std::max(longest, r.seconds);
+          timed_seconds += r.seconds;
+          ++timed_steps;
+        }
         const double elapsed = comm.all_reduce_max(budget_clock.seconds());  // one verdict on every rank
-        if (step == start + 2 && schedule_steps == 0) {
-          const int fit = static_cast<int>((opts.time_budget_seconds - elapsed) / longest);
+        if (step == start + 3 && schedule_steps == 0) {
+          const int fit = static_cast<int>((opts.time_budget_seconds - elapsed) / (timed_seconds / timed_steps));
           last = std::max(step, std::min(last, step + fit));
           sched.steps = std::min(sched.steps, last);
           schedule_steps = sched.steps;
           if (log)
             std::cerr << "train: time budget " << opts.time_budget_seconds << " s: " << elapsed
-                      << " s used, longest step " << longest << " s -> " << last << " steps (at most "
+                      << " s used, mean step " << timed_seconds / timed_steps << " s -> " << last << " steps (at most "
                       << opts.steps << ")\n";
-        } else if (step > start + 2 && step < last && elapsed + longest > opts.time_budget_seconds) {
+        } else if (step > start + 3 && step < last && elapsed + longest > opts.time_budget_seconds) {
           last = step;
           if (log)
             std::cerr << "train: time budget " << opts.time_budget_seconds << " s reached after step " << step
