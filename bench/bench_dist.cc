@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/cli_options.h"
 #include "bench/bench_timeline.h"
+#include "bench/cli_options.h"
 #include "bench/harness.h"
 #include "burst/comm.h"
 #include "burst/error.h"
@@ -136,7 +136,8 @@ void run_dist(const DistOptions& o) {
     Sample sample{s.seconds,    s.exposed_comm_seconds, s.compute_seconds, cpu_now() - cpu0,
                   s.bytes_sent, s.peak_buffer_bytes,    s.backward_side};
     sample.inter = s.bytes_sent_inter_node;
-    if (repeat >= 0 && cfg.timeline) collected.add_pass(timeline, backward ? "bwd" : "fwd", world.rank(), repeat, s);
+    if (repeat >= 0 && cfg.timeline)
+      collected.add_pass(timeline, backward ? "bwd" : "fwd", world.rank(), repeat, s);
     return sample;
   };
   attn.forward(q.view, k.view, v.view, out.view, lse.view());  // out, lse for the backward
@@ -174,11 +175,22 @@ void run_dist(const DistOptions& o) {
   if (cfg.timeline) {
     const Plan& plan = attn.plan();
     collected.write(world,
-                    {{"strategy", o.strategy}, {"layout", o.layout}, {"mask", o.mask}, {"ranks", world.size()},
-                     {"nodes", plan.nodes()}, {"threads", o.threads}, {"B", o.batch}, {"S_global", o.seq},
-                     {"H", o.heads}, {"H_kv", H_kv}, {"D", o.dim}, {"dtype", to_string(shape.dtype)},
-                     {"overlap", !o.no_overlap}, {"mask_aware", plan.forward().mask_aware},
-                     {"cpu", cpu_model_name()}, {"load_1m", load_average_1m()}},
+                    {{"strategy", o.strategy},
+                     {"layout", o.layout},
+                     {"mask", o.mask},
+                     {"ranks", world.size()},
+                     {"nodes", plan.nodes()},
+                     {"threads", o.threads},
+                     {"B", o.batch},
+                     {"S_global", o.seq},
+                     {"H", o.heads},
+                     {"H_kv", H_kv},
+                     {"D", o.dim},
+                     {"dtype", to_string(shape.dtype)},
+                     {"overlap", !o.no_overlap},
+                     {"mask_aware", plan.forward().mask_aware},
+                     {"cpu", cpu_model_name()},
+                     {"load_1m", load_average_1m()}},
                     o.timeline);
   }
   if (world.rank() != 0) return;

@@ -129,14 +129,14 @@ void bind_dist(py::module_& m) {
   py::class_<PyDist>(m, "DistAttention",
                      "burst::DistAttention bound to an MPI communicator given by its Fortran handle. "
                      "Construction and passes are collective over that communicator.")
-      .def(py::init([](const py::object& fortran_handle, const std::string& strategy, const std::string& layout,
-                       std::int64_t B, std::int64_t S_global, std::int64_t H, std::int64_t H_kv,
-                       std::int64_t D, const Mask& mask, std::optional<float> softmax_scale,
-                       const std::string& backward_side, int ulysses_degree, int ranks_per_node,
-                       bool double_ring, bool overlap, int num_threads, const std::string& impl,
-                       const std::string& dtype, bool pad, std::vector<std::vector<std::int64_t>> positions,
-                       const std::string& usp_ring, bool mask_aware, double comm_timeout,
-                       const std::string& partials_dtype) {
+      .def(py::init([](const py::object& fortran_handle, const std::string& strategy,
+                       const std::string& layout, std::int64_t B, std::int64_t S_global, std::int64_t H,
+                       std::int64_t H_kv, std::int64_t D, const Mask& mask,
+                       std::optional<float> softmax_scale, const std::string& backward_side,
+                       int ulysses_degree, int ranks_per_node, bool double_ring, bool overlap,
+                       int num_threads, const std::string& impl, const std::string& dtype, bool pad,
+                       std::vector<std::vector<std::int64_t>> positions, const std::string& usp_ring,
+                       bool mask_aware, double comm_timeout, const std::string& partials_dtype) {
              // The names are parsed under an agreed verdict: a name bad on one rank only raises
              // the same error on every rank instead of leaving the others in the set-up.
              const bool timeout_ok = std::isfinite(comm_timeout) && comm_timeout >= 0;

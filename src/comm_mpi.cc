@@ -241,7 +241,8 @@ void collective(const Communicator::Impl& c, const char* call, Start&& start) {
                            return others(c.size) +
                                   "; which of them never arrived is unknown (an MPI collective does "
                                   "not tell; the last exchange every rank joined: " +
-                                  (c.watch->last_roll_call.empty() ? std::string("none") : c.watch->last_roll_call) +
+                                  (c.watch->last_roll_call.empty() ? std::string("none")
+                                                                   : c.watch->last_roll_call) +
                                   ")";
                          }),
             call);
@@ -253,7 +254,8 @@ void collective(const Communicator::Impl& c, const char* call, Start&& start) {
 // ~250 B, where MPI_Iallreduce would send log P; they carry control data only (agreements,
 // verdicts, scalar reductions), never payload.
 constexpr int kControlTag = 32767;
-constexpr const char* kCreating = "creating a Communicator (MPI_Comm_idup)";  // payload tags are below it (isend / irecv check)
+constexpr const char* kCreating =
+    "creating a Communicator (MPI_Comm_idup)";  // payload tags are below it (isend / irecv check)
 constexpr int kControlValues = 6;
 struct ControlRecord {
   std::uint64_t op = 0;  // FNV-1a of `what`: the call site
@@ -326,7 +328,8 @@ std::vector<std::int64_t> control_exchange(const Communicator::Impl& c, const st
     std::string calls;
     for (int r = 0; r < P; ++r) {
       const ControlRecord& x = all[static_cast<std::size_t>(r)];
-      calls += (r ? "; rank " : "rank ") + std::to_string(r) + ": '" + x.what + "' during '" + x.activity + "'";
+      calls +=
+          (r ? "; rank " : "rank ") + std::to_string(r) + ": '" + x.what + "' during '" + x.activity + "'";
     }
     BURST_FAIL(InvalidArgument, "ranks are in different collective calls (", calls,
                "); every rank must make the same collective calls on a communicator in the same order");
@@ -472,8 +475,8 @@ Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) 
 
 namespace {
 std::shared_ptr<Watch> watch_of(double timeout_seconds) {
-  BURST_CHECK(std::isfinite(timeout_seconds) && timeout_seconds >= 0, InvalidArgument, "communication timeout ",
-              timeout_seconds, " s must be finite and >= 0 (0: wait forever)");
+  BURST_CHECK(std::isfinite(timeout_seconds) && timeout_seconds >= 0, InvalidArgument,
+              "communication timeout ", timeout_seconds, " s must be finite and >= 0 (0: wait forever)");
   auto w = std::make_shared<Watch>();
   w->timeout_seconds = timeout_seconds;
   w->activity = kCreating;
@@ -581,7 +584,8 @@ NodeTopology Communicator::node_topology(int ranks_per_node) const {
 
 Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const {
   BURST_CHECK(dest >= 0 && dest < size(), InvalidArgument, "isend to rank ", dest, " of ", size());
-  BURST_CHECK(tag >= 0 && tag < kControlTag, InvalidArgument, "isend tag ", tag, " outside [0, ", kControlTag, ")");
+  BURST_CHECK(tag >= 0 && tag < kControlTag, InvalidArgument, "isend tag ", tag, " outside [0, ", kControlTag,
+              ")");
   const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "isend");
   Request r;
   r.state_->buffer = std::move(buffer);
@@ -599,7 +603,8 @@ Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const 
 
 Request Communicator::irecv(std::vector<float> buffer, int source, int tag) const {
   BURST_CHECK(source >= 0 && source < size(), InvalidArgument, "irecv from rank ", source, " of ", size());
-  BURST_CHECK(tag >= 0 && tag < kControlTag, InvalidArgument, "irecv tag ", tag, " outside [0, ", kControlTag, ")");
+  BURST_CHECK(tag >= 0 && tag < kControlTag, InvalidArgument, "irecv tag ", tag, " outside [0, ", kControlTag,
+              ")");
   const int count = to_int_count(static_cast<std::int64_t>(buffer.size()), "irecv");
   Request r;
   r.state_->buffer = std::move(buffer);
@@ -745,7 +750,8 @@ std::vector<std::int64_t> Communicator::exchange(const std::vector<std::int64_t>
 
 void Communicator::roll_call(const std::string& what) const { control_exchange(*impl_, what, nullptr, 0); }
 
-std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine, const std::string& what) const {
+std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine,
+                                                        const std::string& what) const {
   const int n = to_int_count(static_cast<std::int64_t>(mine.size()), "all_gather_bytes");
   const auto sizes = control_exchange(*impl_, what, std::vector<std::int64_t>{n}.data(), 1);
   std::vector<int> counts(sizes.size());
@@ -790,9 +796,8 @@ void Communicator::agree_verdict(bool ok, const std::string& message, ErrorKind 
   const auto f = static_cast<std::size_t>(3 * first);
   const int len = to_int_count(all[f + 2], "agree_verdict message");
   std::string text = (rank() == first) ? message : std::string(static_cast<std::size_t>(len), ' ');
-  collective(*impl_, "MPI_Bcast(verdict)", [&](MPI_Request* rq) {
-    return MPI_Ibcast(text.data(), len, MPI_CHAR, first, impl_->comm, rq);
-  });
+  collective(*impl_, "MPI_Bcast(verdict)",
+             [&](MPI_Request* rq) { return MPI_Ibcast(text.data(), len, MPI_CHAR, first, impl_->comm, rq); });
   throw Error(static_cast<ErrorKind>(all[f + 1]), "rank " + std::to_string(first) + ": " + text);
 }
 

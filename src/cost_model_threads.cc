@@ -33,7 +33,8 @@ double kernel_thread_efficiency(const ClusterSpec& per_core, const Workload& w, 
   return static_cast<double>(items) / static_cast<double>(T * ceil_div(items, T));
 }
 
-ClusterSpec cluster_for_split(const ClusterSpec& per_core, const Workload& w, int ranks_per_node, int threads) {
+ClusterSpec cluster_for_split(const ClusterSpec& per_core, const Workload& w, int ranks_per_node,
+                              int threads) {
   BURST_CHECK(ranks_per_node >= 1 && threads >= 1, InvalidArgument, "ranks x threads ", ranks_per_node, " x ",
               threads, ": both must be >= 1");
   ClusterSpec c = per_core;
@@ -54,7 +55,8 @@ ClusterSpec cluster_for_split(const ClusterSpec& per_core, const Workload& w, in
   return c;
 }
 
-std::vector<RankThreadSplit> rank_thread_splits(const ClusterSpec& per_core, const Workload& w, int cores_per_node,
+std::vector<RankThreadSplit> rank_thread_splits(const ClusterSpec& per_core, const Workload& w,
+                                                int cores_per_node,
                                                 const std::vector<Candidate>& candidates) {
   BURST_CHECK(cores_per_node >= 1, InvalidArgument, "cores per node must be >= 1, got ", cores_per_node);
   std::vector<RankThreadSplit> out;

@@ -47,16 +47,17 @@ UspRing usp_ring_from_string(const std::string& name) {
 }
 
 std::vector<StrategyKind> all_strategies() {
-  return {StrategyKind::Burst, StrategyKind::Ring,      StrategyKind::AllGather, StrategyKind::Ulysses,
+  return {StrategyKind::Burst, StrategyKind::Ring,      StrategyKind::AllGather,   StrategyKind::Ulysses,
           StrategyKind::Usp,   StrategyKind::DistFlash, StrategyKind::HeadParallel};
 }
 
 StrategyKind strategy_from_string(const std::string& name) {
   for (StrategyKind s : all_strategies())
     if (name == to_string(s)) return s;
-  BURST_FAIL(InvalidArgument, "unknown strategy '", name,
-             "' (valid: burst, ring, allgather, ulysses, usp, distflash, headpar; tensor parallelism is not a "
-             "context-parallel strategy of this library)");
+  BURST_FAIL(
+      InvalidArgument, "unknown strategy '", name,
+      "' (valid: burst, ring, allgather, ulysses, usp, distflash, headpar; tensor parallelism is not a "
+      "context-parallel strategy of this library)");
 }
 
 namespace {

@@ -1,5 +1,5 @@
-// Pure planning of ulysses, usp, headpar and distflash (plan_strategies.h): head split, DistFlashAttn schedule and
-// support check, and the per-rank byte formulas of ulysses, usp, headpar and distflash.
+// Pure planning of ulysses, usp, headpar and distflash (plan_strategies.h): head split, DistFlashAttn
+// schedule and support check, and the per-rank byte formulas of ulysses, usp, headpar and distflash.
 #include "plan_strategies.h"
 
 #include <algorithm>

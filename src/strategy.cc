@@ -121,15 +121,17 @@ void check_finite(const TensorView& t, const char* name, const std::vector<std::
   for (std::int64_t b = 0; b < t.size(0); ++b)
     for (std::int64_t i = 0; i < t.size(1); ++i)
       for (std::int64_t h = 0; h < t.size(2); ++h) {
-        const unsigned char* row = base + static_cast<std::size_t>(b * t.stride[0] + i * t.stride[1] + h * t.stride[2]) * es;
+        const unsigned char* row =
+            base + static_cast<std::size_t>(b * t.stride[0] + i * t.stride[1] + h * t.stride[2]) * es;
         for (std::int64_t d = 0; d < t.size(3); ++d) {
           std::uint32_t bits = 0;
           std::memcpy(&bits, row + static_cast<std::size_t>(d) * es, es);
           if ((bits & mask) != mask) continue;
-          BURST_FAIL(InvalidArgument, name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
-                     "] (global position ", positions[static_cast<std::size_t>(i)],
-                     "): exact attention needs finite q, k, v and dout, since a NaN would reach rows that do "
-                     "not see it; find where it came from (numpy.isfinite / torch.isfinite) or drop that token");
+          BURST_FAIL(
+              InvalidArgument, name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
+              "] (global position ", positions[static_cast<std::size_t>(i)],
+              "): exact attention needs finite q, k, v and dout, since a NaN would reach rows that do "
+              "not see it; find where it came from (numpy.isfinite / torch.isfinite) or drop that token");
         }
       }
 }
@@ -188,7 +190,8 @@ std::uint64_t positions_hash(const std::vector<std::vector<std::int64_t>>& posit
       diff += std::string(r ? "," : "") + " rank " + std::to_string(r) + " '" +
               (f < values[r].size() ? values[r][f] : "?") + "'";
   }
-  BURST_FAIL(InvalidArgument, "DistAttention arguments differ between ranks (", diff.empty() ? "config" : diff,
+  BURST_FAIL(InvalidArgument, "DistAttention arguments differ between ranks (",
+             diff.empty() ? "config" : diff,
              "); every rank must pass identical arguments: the construction (and attn_func) is collective");
 }
 
@@ -371,7 +374,8 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
     check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
     check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
     const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
-    for (const auto& [t, name] : {std::pair{&dout, "dout"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
+    for (const auto& [t, name] :
+         {std::pair{&dout, "dout"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
       check_finite(*t, name, pos);
   });
   // Q, K, V, dO, out reach the strategy in their storage dtype; dQ, dK, dV are accumulated in

@@ -70,8 +70,7 @@ int main(int argc, char** argv) {
     } else if (last && mode == "mismatch") {
       cache.decode({7}, q1.view(), o1.view(), l1.view());
     } else {
-      if (last && mode == "late")
-        std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 4));
+      if (last && mode == "late") std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 4));
       if (!last) {
         std::fprintf(stderr, "nohang: rank %d waits from %.3f\n", world.rank(), epoch_seconds());
         std::fflush(stderr);

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -325,7 +325,7 @@ TEST(Comm, ExchangeGathersValuesAndNamesRanksAtOtherCalls) {
                     std::string::npos)
               << m;
         }
-        const auto h = static_cast<std::int64_t>(std::hash<std::string>{}(m) & 0x7fffffffffffffffULL);
+        const auto h = static_cast<std::int64_t>(std::hash<std::string>{}(m)&0x7fffffffffffffffULL);
         EXPECT_EQ(c.all_reduce_min(h), c.all_reduce_max(h)) << "ranks threw different messages: " << m;
       }
     }
@@ -340,7 +340,8 @@ TEST(Comm, AllGatherBytesKeepsEveryRanksLength) {
   const auto all = c.all_gather_bytes(mine, "test bytes");
   ASSERT_EQ(all.size(), static_cast<std::size_t>(c.size()));
   for (int q = 0; q < c.size(); ++q)
-    EXPECT_EQ(all[static_cast<std::size_t>(q)], std::string(static_cast<std::size_t>(3 * q), static_cast<char>('a' + q)));
+    EXPECT_EQ(all[static_cast<std::size_t>(q)],
+              std::string(static_cast<std::size_t>(3 * q), static_cast<char>('a' + q)));
 }
 
 TEST(Comm, PayloadTagsStayBelowTheControlTag) {

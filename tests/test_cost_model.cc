@@ -285,7 +285,7 @@ TEST(CostSimulator, SendersSharingAnInterNodeLinkTakeTurns) {
   // pass k = 2 devices through one link.
   c.inter_bandwidth = 1;
   c.intra_bandwidth = 1e9;
-  EXPECT_NEAR(all_to_all_seconds(c, 4, 2, 8.0), 4.0, 1e-8);  // inter share (4 − 2)/4 · 8
+  EXPECT_NEAR(all_to_all_seconds(c, 4, 2, 8.0), 4.0, 1e-8);    // inter share (4 − 2)/4 · 8
   EXPECT_DOUBLE_EQ(all_gather_seconds(c, 4, 1.0, true), 3.0);  // ring 3·1 ≥ (4 − 2)·1·1
   c.inter_links_per_node = 1;
   EXPECT_NEAR(all_to_all_seconds(c, 4, 2, 8.0), 8.0, 1e-8);
@@ -423,7 +423,8 @@ TEST(CostSchedules, UspRingRunsOnTheDoubleRingAcrossNodes) {
   fast.matmul_flops = 1e9;
   const Workload big = toy_workload(64, 2, 2, 4);
   auto usp = [&](bool dbl) {
-    return estimate(fast, big, Candidate{StrategyKind::Usp, LayoutKind::Contiguous, 2, BackwardSide::Auto, dbl})
+    return estimate(fast, big,
+                    Candidate{StrategyKind::Usp, LayoutKind::Contiguous, 2, BackwardSide::Auto, dbl})
         .seconds;
   };
   EXPECT_LT(usp(true), usp(false));
@@ -704,20 +705,22 @@ TEST(CostModel, BytesAndStepsMatchThePlanTheStrategiesExecute) {
           const PassEstimate& pe = backward ? e.backward : e.forward;
           std::size_t steps = 1;  // collectives around one local step
           if (ring_family)        // the plan's ring steps; its "final hop" is an end feed here
-            steps = static_cast<std::size_t>(std::count_if(pp.steps.begin(), pp.steps.end(),
-                                                           [](const PlanStep& s) { return s.payload != "final hop"; }));
+            steps = static_cast<std::size_t>(
+                std::count_if(pp.steps.begin(), pp.steps.end(),
+                              [](const PlanStep& s) { return s.payload != "final hop"; }));
           else if (cand.strategy == StrategyKind::DistFlash)
-            steps = static_cast<std::size_t>(strategies::make_distflash_schedule(ResolvedMask(w.mask, w.S_global, w.S_global), w.S_global, P).steps);
+            steps = static_cast<std::size_t>(strategies::make_distflash_schedule(
+                                                 ResolvedMask(w.mask, w.S_global, w.S_global), w.S_global, P)
+                                                 .steps);
           else if (cand.strategy == StrategyKind::Usp)
             steps = static_cast<std::size_t>(P / e.ulysses_degree);  // the ring across the groups
           EXPECT_EQ(pe.steps.size(), steps) << what << (backward ? " bwd" : " fwd");
           if (!ring_family && cand.strategy != StrategyKind::DistFlash) continue;
           const cost::Context ctx{&c, &w, P};
           const bool query_side = backward && plan.backward_side() == BackwardSide::QuerySide;
-          const cost::Schedule sched =
-              ring_family ? cost::ring_schedule(ctx, pairs, P, backward, query_side, cand.double_ring, w.H,
-                                                w.H_kv, 1)
-                          : cost::distflash_schedule(ctx, pairs, backward);
+          const cost::Schedule sched = ring_family ? cost::ring_schedule(ctx, pairs, P, backward, query_side,
+                                                                         cand.double_ring, w.H, w.H_kv, 1)
+                                                   : cost::distflash_schedule(ctx, pairs, backward);
           ASSERT_EQ(sched.ranks.size(), pp.bytes_sent.size()) << what;
           for (int g = 0; g < P; ++g)
             EXPECT_EQ(static_cast<std::int64_t>(sched.ranks[static_cast<std::size_t>(g)].bytes_sent),

@@ -73,9 +73,7 @@ void expect_consistent(const ClusterSpec& per_core, const Workload& w, int cores
     for (const Estimate& e : rank_strategies(c, w))
       if (e.feasible) best = std::min(best, e.seconds);
     EXPECT_DOUBLE_EQ(s.seconds, best) << s.ranks_per_node << " x " << s.threads;
-    if (s.best.feasible) {
-      EXPECT_DOUBLE_EQ(estimate(c, w, s.best.candidate).seconds, s.seconds);
-    }
+    if (s.best.feasible) { EXPECT_DOUBLE_EQ(estimate(c, w, s.best.candidate).seconds, s.seconds); }
   }
 }
 
@@ -97,17 +95,15 @@ TEST(CostThreads, FewKernelItemsRecommendRanksOverThreads) {
   const auto splits = rank_thread_splits(c, w, 16);
   expect_consistent(c, w, 16, splits);
   EXPECT_GT(splits.front().ranks_per_node, 1);
-  const auto one = std::find_if(splits.begin(), splits.end(), [](const RankThreadSplit& s) {
-    return s.ranks_per_node == 1;
-  });
+  const auto one = std::find_if(splits.begin(), splits.end(),
+                                [](const RankThreadSplit& s) { return s.ranks_per_node == 1; });
   ASSERT_NE(one, splits.end());
   EXPECT_GT(one->seconds, splits.front().seconds);
   // A candidate list restricts the scoring to it.
-  const std::vector<Candidate> burst = {{StrategyKind::Burst, LayoutKind::Zigzag, 0, BackwardSide::Auto, true}};
+  const std::vector<Candidate> burst = {
+      {StrategyKind::Burst, LayoutKind::Zigzag, 0, BackwardSide::Auto, true}};
   for (const RankThreadSplit& s : rank_thread_splits(c, w, 16, burst))
-    if (s.best.feasible) {
-      EXPECT_EQ(s.best.candidate.strategy, StrategyKind::Burst);
-    }
+    if (s.best.feasible) { EXPECT_EQ(s.best.candidate.strategy, StrategyKind::Burst); }
 }
 
 }  // namespace

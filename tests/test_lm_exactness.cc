@@ -241,8 +241,8 @@ TEST(LmExactness, TensorParallelLossAndGradientsMatchSingleProcess) {
   for (std::int64_t i = 0; i < S_padded; ++i) all[static_cast<std::size_t>(i)] = i;
   burst::lm::LocalEngine local(all, w.mask, S_padded, 1);
   burst::lm::gather_window(corpus, w, local.positions(), in, tg, wt);
-  const auto ref_loss = loss_of(
-      ref.forward(torch::from_blob(in.data(), {S_padded}, torch::kInt64), local), ref);
+  const auto ref_loss =
+      loss_of(ref.forward(torch::from_blob(in.data(), {S_padded}, torch::kInt64), local), ref);
   ref_loss.backward();
 
   // The same weights split over P ranks.
@@ -296,8 +296,8 @@ TEST(LmExactness, TensorParallelTrainingMatchesAndItsCheckpointLoadsInOneProcess
   // all-gather of the split gradients' squared norm.
   const std::int64_t S = burst::lm::padded_length(o.seq_len, P), d = o.model.d_model, V = 48;
   const std::int64_t replicated = 2 * V * d + (2 * o.model.layers + 1) * d;
-  const std::int64_t want_bytes = o.model.layers * 8 * 4 * (P - 1) * (S / P) * d +
-                                  4 * 2 * replicated * (P - 1) / P + 4 * 2 * (P - 1);
+  const std::int64_t want_bytes =
+      o.model.layers * 8 * 4 * (P - 1) * (S / P) * d + 4 * 2 * replicated * (P - 1) / P + 4 * 2 * (P - 1);
   for (std::size_t s = 0; s < ref.size(); ++s) {
     EXPECT_NEAR(got[s].loss, ref[s].loss, kRtol * std::abs(ref[s].loss)) << "step " << s + 1 << " P=" << P;
     EXPECT_EQ(got[s].bytes_sent, want_bytes) << "step " << s + 1;

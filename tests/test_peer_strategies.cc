@@ -660,7 +660,8 @@ TEST(Multinode, PeerStrategiesOverTcp) {
   if (nodes == 0) GTEST_SKIP() << "runs on the emulated cluster only (ctest -L multinode)";
   ASSERT_TRUE(test::discovered_topology_is(nodes));
   const int P = world_size();
-  for (StrategyKind s : {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::HeadParallel, StrategyKind::DistFlash})
+  for (StrategyKind s :
+       {StrategyKind::Ulysses, StrategyKind::Usp, StrategyKind::HeadParallel, StrategyKind::DistFlash})
     for (LayoutKind layout : kAllLayouts) {
       if (s == StrategyKind::DistFlash && layout != LayoutKind::Contiguous) continue;  // contiguous only
       for (Family f : {Family::Causal, Family::Document}) {

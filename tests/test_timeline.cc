@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "burst/comm.h"
@@ -39,12 +39,19 @@ Outputs run(const Communicator& world, DistConfig cfg, const Mask& mask, Timelin
   const Tensor k = test::shard_of(layout, g, test::random_tensor({1, kS, kH, kD}, 12));
   const Tensor v = test::shard_of(layout, g, test::random_tensor({1, kS, kH, kD}, 13));
   const Tensor dout = test::shard_of(layout, g, test::random_tensor({1, kS, kH, kD}, 14));
-  Outputs o{Tensor(q.shape()), Tensor({1, kH, attn.local_length()}), Tensor(q.shape()), Tensor(k.shape()),
-            Tensor(k.shape()), {}, {}, attn.plan().forward(), attn.plan().backward()};
+  Outputs o{Tensor(q.shape()),
+            Tensor({1, kH, attn.local_length()}),
+            Tensor(q.shape()),
+            Tensor(k.shape()),
+            Tensor(k.shape()),
+            {},
+            {},
+            attn.plan().forward(),
+            attn.plan().backward()};
   attn.forward(q.view(), k.view(), v.view(), o.out.view(), o.lse.view());
   o.fwd = attn.last_stats();
-  attn.backward(dout.view(), q.view(), k.view(), v.view(), o.out.view(), o.lse.view(), o.dq.view(), o.dk.view(),
-                o.dv.view());
+  attn.backward(dout.view(), q.view(), k.view(), v.view(), o.out.view(), o.lse.view(), o.dq.view(),
+                o.dk.view(), o.dv.view());
   o.bwd = attn.last_stats();
   return o;
 }
@@ -105,8 +112,9 @@ TEST(Timeline, OneRecordPerRankPerStepWithThePlansBytes) {
           cfg.layout = layout;
           cfg.overlap = overlap;
           cfg.num_threads = 1;
-          const std::string tag = std::string(to_string(strategy)) + "/" + to_string(layout) + "/" + mask_name +
-                                  (overlap ? "" : "/no-overlap") + " P=" + std::to_string(world.size());
+          const std::string tag = std::string(to_string(strategy)) + "/" + to_string(layout) + "/" +
+                                  mask_name + (overlap ? "" : "/no-overlap") +
+                                  " P=" + std::to_string(world.size());
           Timeline timeline;
           const Outputs with = run(world, cfg, mask, &timeline);
           const Outputs without = run(world, cfg, mask, nullptr);

@@ -249,11 +249,11 @@ void add_lm_commands(CLI::App& app) {
   app.add_subcommand("info", "print the libtorch version, the BLAS it calls and burst's kernel ISA as JSON")
       ->callback([] {
         if (Communicator::world().rank() == 0)
-          std::printf("%s\n", nlohmann::json{{"torch", TORCH_VERSION},
-                                              {"blas", blas_in_use()},
-                                              {"isa", to_string(detect_isa())}}
-                                   .dump()
-                                   .c_str());
+          std::printf("%s\n",
+                      nlohmann::json{
+                          {"torch", TORCH_VERSION}, {"blas", blas_in_use()}, {"isa", to_string(detect_isa())}}
+                          .dump()
+                          .c_str());
       });
 }
 

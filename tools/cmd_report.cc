@@ -57,7 +57,8 @@ void run_report(const ReportOptions& o) {
 
 void add_report_command(CLI::App& app) {
   auto opt = std::make_shared<ReportOptions>();
-  auto* cmd = app.add_subcommand("report", "JSON lines of `burst bench matrix` or `bench dist --timeline` -> PNG figures + report.md");
+  auto* cmd = app.add_subcommand(
+      "report", "JSON lines of `burst bench matrix` or `bench dist --timeline` -> PNG figures + report.md");
   cmd->add_option("inputs", opt->inputs, "JSON lines files")->required()->check(CLI::ExistingFile);
   cmd->add_option("--out,-o", opt->out, "output directory")->capture_default_str();
   cmd->add_option("--python", opt->python, "Python with matplotlib")->capture_default_str();

@@ -106,12 +106,13 @@ void run_splits(const SimulateOptions& o, const ClusterSpec& c, const Workload& 
                 const std::vector<Candidate>& candidates, std::ostream* file) {
   const std::vector<RankThreadSplit> splits = rank_thread_splits(c, w, o.cores_per_node, candidates);
   if (o.format != "jsonl")
-    std::printf("%d node(s) x %d cores, one device = one single-threaded rank of '%s'; workload S=%lld H=%lld "
-                "H_kv=%lld D=%lld mask=%s pass=%s\n%-14s %8s %8s %-10s %-10s %11s %11s %11s\n",
-                c.nodes, o.cores_per_node, c.name.c_str(), static_cast<long long>(w.S_global),
-                static_cast<long long>(w.H), static_cast<long long>(w.H_kv), static_cast<long long>(w.D),
-                o.mask.c_str(), to_string(w.pass), "ranks x thr", "eff fwd", "eff bwd", "strategy", "layout",
-                "ms/layer", "compute ms", "exposed ms");
+    std::printf(
+        "%d node(s) x %d cores, one device = one single-threaded rank of '%s'; workload S=%lld H=%lld "
+        "H_kv=%lld D=%lld mask=%s pass=%s\n%-14s %8s %8s %-10s %-10s %11s %11s %11s\n",
+        c.nodes, o.cores_per_node, c.name.c_str(), static_cast<long long>(w.S_global),
+        static_cast<long long>(w.H), static_cast<long long>(w.H_kv), static_cast<long long>(w.D),
+        o.mask.c_str(), to_string(w.pass), "ranks x thr", "eff fwd", "eff bwd", "strategy", "layout",
+        "ms/layer", "compute ms", "exposed ms");
   for (const RankThreadSplit& s : splits) {
     nlohmann::json j = s.best.feasible ? bench::estimate_to_json(s.best) : nlohmann::json::object();
     j["bench"] = "simulate_split";
@@ -124,9 +125,15 @@ void run_splits(const SimulateOptions& o, const ClusterSpec& c, const Workload& 
     j["efficiency_backward"] = s.efficiency_backward;
     j["feasible"] = s.best.feasible;
     j["recommended"] = &s == &splits.front() && s.best.feasible;
-    j["config"] = {{"B", w.B},       {"S_global", w.S_global}, {"H", w.H},       {"H_kv", w.H_kv},
-                   {"D", w.D},       {"mask", o.mask},         {"pass", to_string(w.pass)},
-                   {"dtype", o.dtype}, {"mask_length", w.mask_length}};
+    j["config"] = {{"B", w.B},
+                   {"S_global", w.S_global},
+                   {"H", w.H},
+                   {"H_kv", w.H_kv},
+                   {"D", w.D},
+                   {"mask", o.mask},
+                   {"pass", to_string(w.pass)},
+                   {"dtype", o.dtype},
+                   {"mask_length", w.mask_length}};
     if (o.format == "jsonl") std::cout << j.dump() << "\n";
     if (file) *file << j.dump() << "\n";
     if (o.format == "jsonl") continue;
@@ -137,13 +144,15 @@ void run_splits(const SimulateOptions& o, const ClusterSpec& c, const Workload& 
       continue;
     }
     std::printf("%-14s %8.3f %8.3f %-10s %-10s %11.3f %11.3f %11.3f\n", split.c_str(), s.efficiency_forward,
-                s.efficiency_backward, to_string(s.best.candidate.strategy), to_string(s.best.candidate.layout),
-                s.seconds * 1e3, s.best.compute_seconds * 1e3, s.best.exposed_comm_seconds * 1e3);
+                s.efficiency_backward, to_string(s.best.candidate.strategy),
+                to_string(s.best.candidate.layout), s.seconds * 1e3, s.best.compute_seconds * 1e3,
+                s.best.exposed_comm_seconds * 1e3);
   }
   if (o.format != "jsonl" && !splits.empty() && splits.front().best.feasible)
     std::printf("recommendation: %d ranks x %d threads per node, %s on the %s layout\n",
                 splits.front().ranks_per_node, splits.front().threads,
-                to_string(splits.front().best.candidate.strategy), to_string(splits.front().best.candidate.layout));
+                to_string(splits.front().best.candidate.strategy),
+                to_string(splits.front().best.candidate.layout));
 }
 
 void run_simulate(const SimulateOptions& o) {
@@ -192,7 +201,8 @@ void run_simulate(const SimulateOptions& o) {
     std::cout.flush();
     return;
   }
-  const std::vector<Estimate> ranked = only.empty() ? rank_strategies(c, w) : std::vector<Estimate>{estimate(c, w, only[0])};
+  const std::vector<Estimate> ranked =
+      only.empty() ? rank_strategies(c, w) : std::vector<Estimate>{estimate(c, w, only[0])};
   for (const Estimate& e : ranked) {
     nlohmann::json j = bench::estimate_to_json(e);
     j["cluster"] = c.name;

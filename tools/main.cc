@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
   CLI::App app{"burst: exact context-parallel attention over MPI (BurstAttention and peers)"};
   app.set_version_flag("--version", burst::cli::version_line());
   app.require_subcommand(1);
-  app.footer("The KJV language model is the program burst-lm (train, eval, generate); "
-             "`burst train|eval|generate ...` runs it.");
+  app.footer(
+      "The KJV language model is the program burst-lm (train, eval, generate); "
+      "`burst train|eval|generate ...` runs it.");
   burst::cli::add_info_command(app);
   burst::cli::add_plan_command(app);
   burst::cli::add_bench_command(app);

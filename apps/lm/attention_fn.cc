@@ -170,10 +170,10 @@ Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half) {
 
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               AttentionEngine& engine, AttentionCache* cache) {
-  BURST_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 &&
-                  q.size(1) == engine.attention_rows(),
-              InvalidArgument, "burst_attention: q must be [1, S_local, H, D] with S_local = ",
-              engine.attention_rows(), " rows; got q.dim()=", q.dim(), " S=", q.dim() > 1 ? q.size(1) : -1);
+  BURST_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(1) == engine.attention_rows(),
+              InvalidArgument,
+              "burst_attention: q must be [1, S_local, H, D] with S_local = ", engine.attention_rows(),
+              " rows; got q.dim()=", q.dim(), " S=", q.dim() > 1 ? q.size(1) : -1);
   return AttentionFunction::apply(q, k, v, &engine, cache);
 }
 

@@ -140,8 +140,8 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
               << S_padded - N << " padding tokens), " << P << " ranks, "
               << (tp ? std::string("tp (Megatron tensor parallelism) / contiguous")
                      : std::string(to_string(o.run.dist.strategy)) + " / " + to_string(o.run.dist.layout))
-              << ", model step " << ckpt.header.at("step")
-              << ", dtype " << to_string(o.run.dtype) << ", BLAS " << blas_summary(o.run.blas) << "\n";
+              << ", model step " << ckpt.header.at("step") << ", dtype " << to_string(o.run.dtype)
+              << ", BLAS " << blas_summary(o.run.blas) << "\n";
 
   return abort_on_failure(comm, "burst eval", [&]() -> json {
     const Stopwatch sw;

@@ -29,12 +29,11 @@ TpSplit tp_split(const std::string& name) {
   return TpSplit::Replicated;
 }
 
-bool tensor_parallel(const RunOptions& run) {
-  return run.tensor_parallel && run.engine == EngineKind::Dist;
-}
+bool tensor_parallel(const RunOptions& run) { return run.tensor_parallel && run.engine == EngineKind::Dist; }
 
 void validate_tp(const ModelConfig& cfg, int P) {
-  BURST_CHECK(P >= 1 && cfg.heads % P == 0 && cfg.kv_heads % P == 0 && cfg.ffn_hidden % P == 0, InvalidArgument,
+  BURST_CHECK(P >= 1 && cfg.heads % P == 0 && cfg.kv_heads % P == 0 && cfg.ffn_hidden % P == 0,
+              InvalidArgument,
               "--strategy tp splits whole heads and the SwiGLU width over the ranks: heads=", cfg.heads,
               ", kv_heads=", cfg.kv_heads, " and ffn_hidden=", cfg.ffn_hidden, " must be multiples of P=", P);
 }
@@ -73,7 +72,8 @@ torch::Tensor forward_tp(Model& model, const torch::Tensor& tokens, TpEngine& en
   const std::int64_t S = engine.attention_rows(), D = c.head_dim;
   const torch::ScalarType dt = model.compute_dtype(), kF32 = torch::kFloat32;
   BURST_CHECK(tokens.dim() == 1 && tokens.size(0) == static_cast<std::int64_t>(engine.positions().size()),
-              InvalidArgument, "forward_tp: want tokens [", engine.positions().size(), "], got ", tokens.sizes());
+              InvalidArgument, "forward_tp: want tokens [", engine.positions().size(), "], got ",
+              tokens.sizes());
   auto stage = [&](int l, Model::Stage st) {
     if (on_stage) on_stage(l, st);
   };

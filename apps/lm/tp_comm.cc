@@ -19,8 +19,9 @@ std::vector<std::int64_t> iota_positions(std::int64_t begin, std::int64_t n) {
 
 // The whole sequence's positions, after checking that P ranks split it evenly.
 std::vector<std::int64_t> sequence_positions_of(std::int64_t S_global, int P) {
-  BURST_CHECK(S_global > 0 && S_global % P == 0, InvalidArgument, "tensor parallelism needs the sequence length ",
-              S_global, " to be a positive multiple of the ", P, " ranks");
+  BURST_CHECK(S_global > 0 && S_global % P == 0, InvalidArgument,
+              "tensor parallelism needs the sequence length ", S_global, " to be a positive multiple of the ",
+              P, " ranks");
   return iota_positions(0, S_global);
 }
 
@@ -125,7 +126,9 @@ torch::Tensor TpEngine::reduce_scatter_rows(const torch::Tensor& y) {
   return out;
 }
 
-torch::Tensor sp_all_gather(const torch::Tensor& x, TpEngine& engine) { return GatherRows::apply(x, &engine); }
+torch::Tensor sp_all_gather(const torch::Tensor& x, TpEngine& engine) {
+  return GatherRows::apply(x, &engine);
+}
 
 torch::Tensor sp_reduce_scatter(const torch::Tensor& y, TpEngine& engine) {
   return ScatterRows::apply(y, &engine);

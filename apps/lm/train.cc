@@ -290,9 +290,10 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       opt.v[i] = tp_shard(opt.v[i], split, comm.rank(), comm.size());
     }
   }
-  const std::string strategy_name = tp                                        ? "tp"
-                                    : opts.run.engine == EngineKind::Local ? "local"
-                                                                           : to_string(opts.run.dist.strategy);
+  const std::string strategy_name = tp ? "tp"
+                                    : opts.run.engine == EngineKind::Local
+                                        ? "local"
+                                        : to_string(opts.run.dist.strategy);
   const double unigram_loss = std::log(unigram_perplexity(corpus));
   if (log) {
     std::cerr << "train: " << corpus.num_tokens() << " tokens, vocab " << corpus.vocab_size << ", model "
@@ -300,7 +301,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
               << ", H " << mcfg.heads << ", H_kv " << mcfg.kv_heads << ", D " << mcfg.head_dim << "), "
               << opts.seq_len << " tokens per step on " << comm.size() << " ranks ("
               << (tp ? "tp: Megatron tensor parallelism, sequence-parallel contiguous shards"
-                     : std::string(to_string(opts.run.dist.strategy)) + ", " + to_string(opts.run.dist.layout))
+                     : std::string(to_string(opts.run.dist.strategy)) + ", " +
+                           to_string(opts.run.dist.layout))
               << "); dtype " << to_string(opts.run.dtype)
               << (opts.run.dtype == DType::BF16 ? " (bf16 attention and GEMMs, fp32 master weights)" : "")
               << "; unigram loss " << unigram_loss << "; BLAS " << blas_summary(opts.run.blas) << "\n";
@@ -410,14 +412,15 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
         }
         const double elapsed = comm.all_reduce_max(budget_clock.seconds());  // one verdict on every rank
         if (step == start + 3 && schedule_steps == 0) {
-          const int fit = static_cast<int>((opts.time_budget_seconds - elapsed) / (timed_seconds / timed_steps));
+          const int fit =
+              static_cast<int>((opts.time_budget_seconds - elapsed) / (timed_seconds / timed_steps));
           last = std::max(step, std::min(last, step + fit));
           sched.steps = std::min(sched.steps, last);
           schedule_steps = sched.steps;
           if (log)
             std::cerr << "train: time budget " << opts.time_budget_seconds << " s: " << elapsed
-                      << " s used, mean step " << timed_seconds / timed_steps << " s -> " << last << " steps (at most "
-                      << opts.steps << ")\n";
+                      << " s used, mean step " << timed_seconds / timed_steps << " s -> " << last
+                      << " steps (at most " << opts.steps << ")\n";
         } else if (step > start + 3 && step < last && elapsed + longest > opts.time_budget_seconds) {
           last = step;
           if (log)

@@ -4,9 +4,9 @@
 // ranks by burst's layout, document-causal mask over the books inside the window; AdamW with
 // warm-up + cosine decay and global-norm clipping; weight gradients all-reduced (sum) over the
 // ranks, so every rank holds identical weights (under tensor parallelism, model_tp.h, each rank
-// holds its shards and only the replicated weights' gradients are summed). Rank 0 writes the checkpoint, a JSON-lines log
-// and a loss-curve PNG. A run resumes from <out>/checkpoint.safetensors without losing steps and
-// ends bitwise equal to an uninterrupted run: window choice depends only on (seed, step), and the
+// holds its shards and only the replicated weights' gradients are summed). Rank 0 writes the checkpoint, a
+// JSON-lines log and a loss-curve PNG. A run resumes from <out>/checkpoint.safetensors without losing steps
+// and ends bitwise equal to an uninterrupted run: window choice depends only on (seed, step), and the
 // checkpoint holds the weights, AdamW's moments and step count, the history and the time budget's
 // fitted step count (tests/multinode_faults.sh resume kills a rank mid-run to show it).
 // Evaluation: the whole KJV as ONE sequence (document-causal over its 66 books), balanced
@@ -75,8 +75,8 @@ struct StepRecord {
   int step = 0;
   double loss = 0, seconds = 0, tokens_per_second = 0, attention_share = 0, lr = 0;
   std::int64_t window_begin = 0, bytes_sent = 0;
-  std::string backward_side;  ///< EngineTotals::backward_side of the step
-  std::string strategy;       ///< "tp" for tensor parallelism, else the attention strategy
+  std::string backward_side;        ///< EngineTotals::backward_side of the step
+  std::string strategy;             ///< "tp" for tensor parallelism, else the attention strategy
   std::int64_t peak_rss_bytes = 0;  ///< peak resident set so far, max over ranks
   /// Dtype of the q, k, v, dO every attention pass of the step received (EngineTotals): "bf16" or
   /// "f32" ("mixed" would be a bug).

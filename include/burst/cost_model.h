@@ -362,8 +362,8 @@ struct RankThreadSplit {
   int ranks_per_node = 1, threads = 1;
   ClusterSpec cluster;  ///< the cluster the model scored: a device is one rank of `threads` cores
   double efficiency_forward = 1, efficiency_backward = 1;  ///< kernel_thread_efficiency
-  Estimate best;        ///< the fastest feasible candidate at this split (infeasible if none is)
-  double seconds = 0;   ///< best's seconds (whole-layer mode: layer seconds); +inf when infeasible
+  Estimate best;       ///< the fastest feasible candidate at this split (infeasible if none is)
+  double seconds = 0;  ///< best's seconds (whole-layer mode: layer seconds); +inf when infeasible
 };
 
 /// The cluster of ranks_per_node ranks × `threads` threads on the nodes of `per_core`, a spec
@@ -373,7 +373,8 @@ struct RankThreadSplit {
 /// 0). Unchanged: per-call overheads, links and memory bandwidth (a rank's copies, merges and
 /// messages run on one thread). Pure. Throws Error(InvalidArgument) for ranks_per_node or
 /// threads < 1.
-ClusterSpec cluster_for_split(const ClusterSpec& per_core, const Workload& w, int ranks_per_node, int threads);
+ClusterSpec cluster_for_split(const ClusterSpec& per_core, const Workload& w, int ranks_per_node,
+                              int threads);
 
 /// Every split of `cores_per_node` cores into ranks × threads (ranks_per_node · threads =
 /// cores_per_node, ranks_per_node a divisor), each scored on cluster_for_split: the fastest of
@@ -381,7 +382,8 @@ ClusterSpec cluster_for_split(const ClusterSpec& per_core, const Workload& w, in
 /// so the front is the recommendation. The workload's mask_length must split into every P the
 /// splits make (a multiple of 2·nodes·cores_per_node), else those candidates are infeasible.
 /// Pure. Throws as estimate(), and Error(InvalidArgument) for cores_per_node < 1.
-std::vector<RankThreadSplit> rank_thread_splits(const ClusterSpec& per_core, const Workload& w, int cores_per_node,
+std::vector<RankThreadSplit> rank_thread_splits(const ClusterSpec& per_core, const Workload& w,
+                                                int cores_per_node,
                                                 const std::vector<Candidate>& candidates = {});
 
 }  // namespace burst

@@ -5,16 +5,14 @@
 // backward passes on each rank's local shards. Strategies: burst (BurstAttention, arXiv
 // 2403.09347), ring (RingAttention), allgather (Llama-3), ulysses (DeepSpeed-Ulysses), usp
 // (Ulysses × ring), distflash (DistFlashAttn), headpar (head-parallel attention: all-gather Q, K, V,
-// reduce-scatter O — the attention of a Megatron-TP layer started from Q, K, V instead of X). Striped / zigzag
-// attention = ring or burst on the striped / zigzag layout. See docs/strategies.md.
-// Conventions: local tensors are BSHD [B, S_local, H, D] holding this rank's tokens in
-// increasing global position (positions() lists them); lse is [B, H, S_local] fp32 natural log.
-// The mask is on global positions. Results equal single-process attention on the unsharded
-// sequence (within fp32 rounding).
-// Failure policy: constructor and passes check everything that could differ between ranks
-// before the first message and every rank throws the same burst::Error; a failure after
-// messages are in flight aborts the communicator with a rank-tagged message.
-// Does not: call MPI_Init, own model weights, or support dropout.
+// reduce-scatter O — the attention of a Megatron-TP layer started from Q, K, V instead of X). Striped /
+// zigzag attention = ring or burst on the striped / zigzag layout. See docs/strategies.md. Conventions: local
+// tensors are BSHD [B, S_local, H, D] holding this rank's tokens in increasing global position (positions()
+// lists them); lse is [B, H, S_local] fp32 natural log. The mask is on global positions. Results equal
+// single-process attention on the unsharded sequence (within fp32 rounding). Failure policy: constructor and
+// passes check everything that could differ between ranks before the first message and every rank throws the
+// same burst::Error; a failure after messages are in flight aborts the communicator with a rank-tagged
+// message. Does not: call MPI_Init, own model weights, or support dropout.
 #pragma once
 
 #include <cstdint>
@@ -51,13 +49,13 @@ struct DistStats {
 struct StepRecord {
   std::string pass;  ///< "fwd" or "bwd"
   int rank = 0, step = 0;
-  bool whole_pass = false;         ///< the strategy records passes, not steps
-  double compute_seconds = 0;      ///< wall seconds inside attention kernels (progress polls included)
+  bool whole_pass = false;     ///< the strategy records passes, not steps
+  double compute_seconds = 0;  ///< wall seconds inside attention kernels (progress polls included)
   /// CPU seconds of the calling thread inside the kernels (CLOCK_THREAD_CPUTIME_ID): unlike the
   /// wall time it does not grow when ranks share a core. With num_threads > 1: thread 0's share.
   double compute_cpu_seconds = 0;
-  double wait_seconds = 0;  ///< blocked waiting for transfers or collectives
-  double copy_seconds = 0;  ///< outside kernels and waits: copies, wire conversion, partial sums
+  double wait_seconds = 0;          ///< blocked waiting for transfers or collectives
+  double copy_seconds = 0;          ///< outside kernels and waits: copies, wire conversion, partial sums
   std::int64_t bytes_sent = 0;      ///< payload bytes this rank sent for the step (the plan's count)
   std::int64_t bytes_received = 0;  ///< payload bytes this rank received for the step
 };

@@ -135,7 +135,10 @@ class AllGatherStrategy final : public Strategy {
   /// blocks of the size it sends P − 1 times.
   struct PassRecord {
     PassRecord(const Setup& s, const char* name)
-        : setup(s), pass(name), log(s.cfg.timeline ? &steps : nullptr, 1), sent0(s.comm.counters().bytes_sent) {}
+        : setup(s),
+          pass(name),
+          log(s.cfg.timeline ? &steps : nullptr, 1),
+          sent0(s.comm.counters().bytes_sent) {}
     void finish() {
       if (!log.on()) return;
       at().sent = setup.comm.counters().bytes_sent - sent0;
@@ -158,7 +161,8 @@ class AllGatherStrategy final : public Strategy {
 
   /// All-gathers [K;V] of every rank in their storage dtype; returns them in rank order (a pool
   /// buffer).
-  std::vector<float> gather(const TensorView& k, const TensorView& v, DistStats& stats, StepTimes& rec) const {
+  std::vector<float> gather(const TensorView& k, const TensorView& v, DistStats& stats,
+                            StepTimes& rec) const {
     const std::int64_t words = packed_pair_floats(b_kv_, k.dtype);
     std::vector<float> own = pool_.get(words), ranked = pool_.get(words * setup_.P);
     {

@@ -157,7 +157,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     const double waited = seconds_since(t1);
     stats.exposed_comm_seconds += waited;
     fin.wait += waited;
-    Stopwatch sw(&fin.copy);  // the owner's sums
+    Stopwatch sw(&fin.copy);       // the owner's sums
     for (int t = 1; t < P; ++t) {  // step order: the chain's order on a flat ring
       const int i = home_index[static_cast<std::size_t>(t)];
       if (i < 0) continue;

@@ -127,8 +127,8 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
             const TensorView deltaj = narrow(rows_view(read + qd, d.B, d.H, d.S), 2, a, e);
             const TensorView lsej = narrow(rows_view(read + qd + d.r, d.B, d.H, d.S), 2, a, e);
             const kernels::StepParams p = step_params(setup, q_pos + a, kv_pos + sp.k0, &progress);
-            kernels::step_backward(doj, qj, narrow(k, 1, sp.k0, sp.k1), narrow(v, 1, sp.k0, sp.k1), lsej, deltaj,
-                                   narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, a, e),
+            kernels::step_backward(doj, qj, narrow(k, 1, sp.k0, sp.k1), narrow(v, 1, sp.k0, sp.k1), lsej,
+                                   deltaj, narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, a, e),
                                    narrow(dk, 1, sp.k0, sp.k1), narrow(dv, 1, sp.k0, sp.k1), p, true);
           }
         },
@@ -156,11 +156,11 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
             const TensorView kj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D), 1, a, e);
             const TensorView vj = narrow(bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D), 1, a, e);
             const kernels::StepParams p = step_params(setup, q_pos + sp.q0, kv_pos + a, &progress);
-            kernels::step_backward(narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
-                                   narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1),
-                                   narrow(dq, 1, sp.q0, sp.q1),
-                                   narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, a, e),
-                                   narrow(bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
+            kernels::step_backward(
+                narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
+                narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1), narrow(dq, 1, sp.q0, sp.q1),
+                narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, a, e),
+                narrow(bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
           }
         },
         rs, true);

@@ -76,11 +76,12 @@ void RingExecutor::add_into(std::vector<float>& acc, const std::vector<float>& x
 }
 
 std::vector<float> RingExecutor::own_second_half(const StepFn& compute, const float* own, std::int64_t W,
-                                                 const std::function<void()>& progress,
-                                                 RingRunStats& stats, StepLog& log, int record) const {
+                                                 const std::function<void()>& progress, RingRunStats& stats,
+                                                 StepLog& log, int record) const {
   std::vector<float> w_own = pool_.get_zeroed(W);
-  log.compute(record, stats.compute_seconds,
-              [&] { compute(0, rank_, own, w_own.data(), progress, RowSlice{1, 2}); });
+  log.compute(record, stats.compute_seconds, [&] {
+    compute(0, rank_, own, w_own.data(), progress, RowSlice{1, 2});
+  });
   return w_own;
 }
 

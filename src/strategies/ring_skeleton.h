@@ -111,8 +111,8 @@ class RingExecutor {
   /// split_own's second half: computes RowSlice{1, 2} of the rank's own block (payload `own`)
   /// into a zeroed write buffer of W floats (a pool buffer, returned), polling `progress`.
   std::vector<float> own_second_half(const StepFn& compute, const float* own, std::int64_t W,
-                                     const std::function<void()>& progress, RingRunStats& stats,
-                                     StepLog& log, int record) const;
+                                     const std::function<void()>& progress, RingRunStats& stats, StepLog& log,
+                                     int record) const;
 
   Communicator intra_, inter_, chain_, home_;
   mutable BufferPool pool_;  // run() is logically const: the pool only caches memory

@@ -36,7 +36,7 @@ struct Setup {
   /// The mask against (S_global, S_global), resolved once per DistAttention (which keeps it alive);
   /// every kernel step points at it (step_params, kernels/step.h).
   std::shared_ptr<const ResolvedMask> resolved;
-  std::shared_ptr<const Plan> plan;              ///< the pure plan (layout, steps, predicted bytes)
+  std::shared_ptr<const Plan> plan;  ///< the pure plan (layout, steps, predicted bytes)
   int rank = 0, P = 1;
   NodeTopology topology;       ///< nodes × ranks_per_node (burst double ring)
   float softmax_scale = 1.0f;  ///< resolved τ
