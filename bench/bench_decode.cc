@@ -32,10 +32,6 @@ void fill_random(std::vector<float>& x, std::uint64_t seed) {
   for (float& e : x) e = static_cast<float>(2 * rng.uniform() - 1);
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Read bandwidth of this rank while every rank reads at once: run_memory_read_probe over a buffer
 // far larger than the last-level cache (the same streaming pattern as the decode kernels' loads).
 double dram_read_gbs(const Communicator& world, const std::vector<float>& buf) {

@@ -32,12 +32,6 @@ struct KernelBenchOptions {
   std::uint64_t seed = 1;
 };
 
-void fill(Tensor& t, std::uint64_t seed) {
-  // SplitMix64 → uniform [−1, 1): deterministic inputs, no dependence on <random> versions.
-  SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
-  for (float& x : t.vec()) x = static_cast<float>(2 * rng.uniform() - 1);
-}
-
 // FMA rate of one core right now (GFLOP/s per CPU-second, median of 3 × ~5 ms): this machine is
 // shared, so each record carries the peak measured next to it and the kernel's fraction of it
 // (fraction_of_peak uses CPU time for both: gflops_cpu / (peak · threads)).
@@ -91,7 +85,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
       kv_shape{o.batch, S_kv, H_kv, o.dim};
   auto seeded = [](const std::vector<std::int64_t>& shape, std::uint64_t seed) {
     Tensor t(shape);
-    fill(t, seed);
+    fill_uniform(t, seed);
     return t;
   };
   const StoredTensor q(seeded(q_shape, o.seed), dtype), k(seeded(kv_shape, o.seed + 1), dtype);

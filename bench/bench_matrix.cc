@@ -67,11 +67,6 @@ std::vector<LayoutKind> default_layouts(StrategyKind s) {
   }
 }
 
-void fill(Tensor& t, std::uint64_t seed) {  // SplitMix64 → uniform [−1, 1), same on every rank
-  SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
-  for (float& x : t.vec()) x = static_cast<float>(2 * rng.uniform() - 1);
-}
-
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   double m = 0;
   for (std::size_t i = 0; i < a.vec().size(); ++i)
@@ -241,10 +236,10 @@ class MatrixRunner {
     const std::int64_t S_local = da->local_length();
     Tensor gq({o_.batch, c.S, o_.heads, o_.dim}), gk({o_.batch, c.S, H_kv_, o_.dim}), gv(gk.shape()),
         gdo(gq.shape());
-    fill(gq, 11);
-    fill(gk, 12);
-    fill(gv, 13);
-    fill(gdo, 14);
+    fill_uniform(gq, 11);
+    fill_uniform(gk, 12);
+    fill_uniform(gv, 13);
+    fill_uniform(gdo, 14);
     for (Tensor* t : {&gq, &gk, &gv, &gdo}) round_in_place(*t, dtype_);
     auto local = [&](const Tensor& global, std::int64_t heads) {
       Tensor t({o_.batch, S_local, heads, o_.dim});

@@ -7,6 +7,7 @@
 // repeat) and then call summarize() — the harness itself never communicates.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -14,9 +15,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "burst/splitmix64.h"
 #include "burst/tensor.h"
 
 namespace burst::bench {
+
+/// Seconds of steady_clock since t0.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Fills t with uniform [−1, 1) from SplitMix64 (seeded: the same values on every rank and
+/// platform, no dependence on <random> versions).
+inline void fill_uniform(Tensor& t, std::uint64_t seed) {
+  SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 1);
+  for (float& x : t.vec()) x = static_cast<float>(2 * rng.uniform() - 1);
+}
 
 /// A benchmark operand stored as `dtype`: the given fp32 values, rounded once (to nearest even)
 /// for bf16/f16. `view` points at the stored data (f32 → values' own memory). Not copyable.

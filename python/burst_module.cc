@@ -130,7 +130,7 @@ struct ParamArgs {
   Positions q_positions, kv_positions;
   std::int64_t seq_q_global, seq_kv_global;
   std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_kv;
-  bool deterministic;
+  bool deterministic;  // flash_attn's keyword, accepted: burst's results never depend on threads
   int num_threads;
   std::string impl;
 };
@@ -157,7 +157,6 @@ AttentionParams make_params(const ParamArgs& a, std::int64_t S_q, std::int64_t S
   p.seq_kv_global = a.seq_kv_global;
   p.cu_seqlens_q = a.cu_seqlens_q;
   p.cu_seqlens_kv = a.cu_seqlens_kv;
-  p.deterministic = a.deterministic;
   p.num_threads = a.num_threads;
   p.impl = impl_from_string(a.impl);
   return p;
@@ -227,11 +226,6 @@ void bind_local(py::module_& m) {
       .def("describe", &Mask::describe)
       .def("__repr__", [](const Mask& mask) { return "burst.Mask(" + mask.describe() + ")"; });
 
-  m.def("retain_freed_memory", &retain_freed_memory,
-        "Process-wide glibc heap policy (mallopt: blocks up to 32 MiB from the heap, freed memory "
-        "kept). Kept for compatibility: the distributed passes now reuse their buffers from a "
-        "pool by default (burst/attention.h). Returns False when the C library is not glibc. "
-        "Not collective.");
   m.def("release_kernel_workspace", &release_kernel_workspace,
         "Free the calling thread's kernel workspace (kept between calls for speed). Not collective.");
   m.def("mask_names", [] {

@@ -220,10 +220,6 @@ void finish(const TensorView& t, const Tensor& store) {
 /// backward without it from a saved context.
 bool lse_optional(StrategyKind s) { return s == StrategyKind::Ulysses || s == StrategyKind::Usp; }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 struct DistAttention::Impl {
@@ -348,7 +344,7 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
   strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " forward",
                        [&] { m.strategy->forward(q, k, v, oa, lse_out, m.stats); });
   finish(out, out32);
-  m.stats.seconds = seconds_since(t0);
+  m.stats.seconds = strategies::seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
   m.stats.bytes_sent_inter_node = m.comm.counters().bytes_sent_inter_node;
   m.stats.messages_sent = m.comm.counters().messages_sent;
@@ -398,7 +394,7 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
   finish(dq, dq32);
   finish(dk, dk32);
   finish(dv, dv32);
-  m.stats.seconds = seconds_since(t0);
+  m.stats.seconds = strategies::seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
   m.stats.bytes_sent_inter_node = m.comm.counters().bytes_sent_inter_node;
   m.stats.messages_sent = m.comm.counters().messages_sent;

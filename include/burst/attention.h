@@ -96,8 +96,8 @@ struct AttentionParams {
   /// against (seq_q_global, seq_kv_global) for all sequences when both are set. Offsets and
   /// explicit positions must be unset.
   std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_kv;
-  bool deterministic = true;  ///< bitwise-identical results for any thread count (always true today)
-  int num_threads = 0;        ///< OpenMP threads; 0 → omp_get_max_threads()
+  /// OpenMP threads; 0 → omp_get_max_threads(). Results are bitwise identical for any count.
+  int num_threads = 0;
   KernelImpl impl = KernelImpl::Tiled;
   Isa isa = Isa::Auto;
   int block_q = 0, block_kv = 0;  ///< tile sizes in rows; 0 → implementation default
@@ -156,17 +156,6 @@ void attention_delta(const TensorView& dout, const TensorView& out, const Tensor
 /// cost up to 30 % of a call and most of the 2-thread speed-up here; docs/design.md).
 /// Not collective. Never throws.
 void release_kernel_workspace() noexcept;
-
-/// Process-wide allocator policy (kept for compatibility; no longer needed): asks glibc malloc to
-/// serve blocks up to 32 MiB from the heap and to keep freed memory (M_MMAP_THRESHOLD = 32 MiB,
-/// M_TRIM_THRESHOLD = 1 GiB). The distributed passes used to allocate message and partial
-/// buffers per call, which this avoided re-page-faulting; they now keep them in a per-plan
-/// buffer pool (src/strategies/common.h), so every embedder gets that speed by default
-/// (docs/design.md § Memory reuse). The `burst` executable no longer calls it; it remains for
-/// programs that want the heap policy for their own allocations.
-/// Returns false when the C library is not glibc (nothing changed).
-/// Not collective. Never throws.
-bool retain_freed_memory() noexcept;
 
 /// Owning results, for callers that prefer return values.
 struct AttentionOutput {

@@ -26,7 +26,7 @@ from ._numpy import (backward_numpy, check_extra, check_unsupported, forward_num
                      make_runner)
 from ._plan import DistAttention
 from ._kvcache import DistKVCache, attn_with_kvcache
-from ._C import __version__, release_kernel_workspace, retain_freed_memory
+from ._C import __version__, release_kernel_workspace
 
 __all__ = ["attn_func", "attn_varlen_func", "attn_qkvpacked_func", "attn_kvpacked_func",
            "attn_varlen_qkvpacked_func", "attn_varlen_kvpacked_func", "attn_backward",
@@ -34,7 +34,7 @@ __all__ = ["attn_func", "attn_varlen_func", "attn_qkvpacked_func", "attn_kvpacke
            "plan_cache_stats", "clear_plan_cache", "Mask", "benchmark_mask", "mask_names",
            "strategies", "layouts",
            "DistAttention", "ring_flash_attn_func", "zigzag_ring_flash_attn_func",
-           "stripe_flash_attn_func", "retain_freed_memory", "release_kernel_workspace",
+           "stripe_flash_attn_func", "release_kernel_workspace",
            "DistKVCache", "attn_with_kvcache"]
 
 layouts = ("contiguous", "zigzag", "striped", "balanced")

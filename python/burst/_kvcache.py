@@ -9,6 +9,7 @@ DistAttention; flash-decoding's split-KV inside a rank).
 ``attn_with_kvcache`` is flash_attn_with_kvcache with ``comm`` appended: dense caches, optionally
 appending new k, v in place, then attention of q over the cached prefix.
 """
+import os
 import numpy as np
 
 from . import _C
@@ -80,12 +81,18 @@ class DistKVCache:
     policy: "least_loaded" (new tokens go to the rank holding fewest tokens of the sequence) or
     "round_robin" (token t to rank t mod P). Every method except the queries is collective with
     identical arguments; errors are raised identically on every rank and leave the cache unchanged.
+    comm_timeout: seconds without communication progress before the watchdog aborts the job
+    naming the ranks that never arrived (None: $BURST_COMM_TIMEOUT, else 300; 0 waits forever).
     """
 
     def __init__(self, comm, heads, kv_heads, head_dim, capacity_per_rank, chunk_tokens=1024,
-                 policy="least_loaded", softmax_scale=None, num_threads=0, impl="tiled"):
+                 policy="least_loaded", softmax_scale=None, num_threads=0, impl="tiled", *,
+                 comm_timeout=None):
+        if comm_timeout is None:
+            comm_timeout = float(os.environ.get("BURST_COMM_TIMEOUT", 300))
         self._c = _C.DistKVCache(_handle(comm), heads, kv_heads, head_dim, capacity_per_rank,
-                                 chunk_tokens, policy, softmax_scale, num_threads, impl)
+                                 chunk_tokens, policy, softmax_scale, num_threads, impl,
+                                 float(comm_timeout))
         self.heads = heads
 
     def prefill(self, seq_ids, k_local, v_local, positions, seqlen_global):
@@ -146,7 +153,8 @@ def attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rota
                       cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                       softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                       rotary_interleaved=True, alibi_slopes=None, num_splits=0,
-                      return_softmax_lse=False, comm=None, *, num_threads=0, impl="tiled"):
+                      return_softmax_lse=False, comm=None, *, num_threads=0, impl="tiled",
+                      comm_timeout=None):
     """flash_attn_with_kvcache's arguments in its order, with ``comm`` appended.
 
     q [B, S_q, H, D]; k_cache, v_cache [B, S_cache, H_kv, D] dense caches whose first
@@ -203,7 +211,8 @@ def attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rota
     rank = 0 if comm is None else comm.Get_rank()
     total = sum(sum(r) for r in all_lens) + B * S_new
     cache = DistKVCache(comm, H, kc.shape[2], D, max(1, total), policy="least_loaded",
-                        softmax_scale=softmax_scale, num_threads=num_threads, impl=impl)
+                        softmax_scale=softmax_scale, num_threads=num_threads, impl=impl,
+                        comm_timeout=comm_timeout)
     ids = list(range(B))
     for b in ids:   # ranks in order hold consecutive parts of sequence b
         offset = sum(all_lens[r][b] for r in range(rank))

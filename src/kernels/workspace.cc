@@ -3,9 +3,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <limits>
 #include <memory>
 #include <new>
@@ -57,15 +54,5 @@ void release_thread_workspace() noexcept {
 namespace burst {
 
 void release_kernel_workspace() noexcept { kernels::release_thread_workspace(); }
-
-bool retain_freed_memory() noexcept {
-#if defined(__GLIBC__)
-  constexpr int kMmapThreshold = 32 << 20;  // glibc's maximum for M_MMAP_THRESHOLD on 64-bit
-  constexpr int kTrimThreshold = 1 << 30;
-  return mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
-#else
-  return false;
-#endif
-}
 
 }  // namespace burst

@@ -21,10 +21,6 @@ namespace burst::strategies {
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 class AllGatherStrategy final : public Strategy {
  public:
   explicit AllGatherStrategy(const Setup& setup) : setup_(setup), gathered_pos_(setup.shape.S_global) {

@@ -18,10 +18,6 @@ namespace {
 
 constexpr int kTagDirect = 3, kTagDirectHome = 4;
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::int64_t write_floats,

@@ -23,10 +23,6 @@ constexpr int kTagRead = 1, kTagChain = 2, kTagHome = 16;
 
 int mod(int a, int m) { return ((a % m) + m) % m; }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap,

@@ -16,6 +16,7 @@
 // A new strategy adds its own file with one validate_* / make_* pair below.
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <string>
@@ -26,6 +27,11 @@
 #include "burst/strategy.h"
 
 namespace burst::strategies {
+
+/// Seconds of steady_clock since t0 (the strategies' and DistAttention's per-pass timings).
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 /// Everything fixed at construction. Identical on every rank except `rank` and `topology`.
 struct Setup {
