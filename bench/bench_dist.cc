@@ -172,55 +172,43 @@ void run_dist(const DistOptions& o) {
       c_fb.push_back(c_f.back() + c_b.back());
     }
   }
+  // The configuration every record of this run carries (the timeline's on every rank, the
+  // summary records on rank 0).
+  const Plan& plan = attn.plan();
+  nlohmann::json config = {{"strategy", o.strategy},
+                           {"layout", o.layout},
+                           {"mask", o.mask},
+                           {"ranks", world.size()},
+                           {"nodes", plan.nodes()},
+                           {"threads", o.threads},
+                           {"B", o.batch},
+                           {"S_global", o.seq},
+                           {"H", o.heads},
+                           {"H_kv", H_kv},
+                           {"D", o.dim},
+                           {"dtype", to_string(shape.dtype)},
+                           {"overlap", !o.no_overlap},
+                           {"mask_aware", plan.forward().mask_aware},
+                           {"load_1m", load_average_1m()}};
   if (cfg.timeline) {
-    const Plan& plan = attn.plan();
-    collected.write(world,
-                    {{"strategy", o.strategy},
-                     {"layout", o.layout},
-                     {"mask", o.mask},
-                     {"ranks", world.size()},
-                     {"nodes", plan.nodes()},
-                     {"threads", o.threads},
-                     {"B", o.batch},
-                     {"S_global", o.seq},
-                     {"H", o.heads},
-                     {"H_kv", H_kv},
-                     {"D", o.dim},
-                     {"dtype", to_string(shape.dtype)},
-                     {"overlap", !o.no_overlap},
-                     {"mask_aware", plan.forward().mask_aware},
-                     {"cpu", cpu_model_name()},
-                     {"load_1m", load_average_1m()}},
-                    o.timeline);
+    nlohmann::json timeline_config = config;
+    timeline_config["cpu"] = cpu_model_name();
+    collected.write(world, timeline_config, o.timeline);
   }
   if (world.rank() != 0) return;
   const std::int64_t pairs = ResolvedMask(mask, o.seq, o.seq).visible_pairs();
   const double flop_f = attention_forward_flop(o.batch, o.heads, o.dim, pairs);
   const double flop_b = attention_backward_flop(o.batch, o.heads, o.dim, pairs);
-  const Plan& plan = attn.plan();
   auto base = [&](const char* pass) {
-    nlohmann::json j = {{"bench", "dist"},
-                        {"strategy", o.strategy},
-                        {"layout", o.layout},
-                        {"pass", pass},
-                        {"ranks", world.size()},
-                        {"nodes", plan.nodes()},
-                        {"ranks_per_node", plan.ranks_per_node()},
-                        {"threads", o.threads},
-                        {"B", o.batch},
-                        {"S_global", o.seq},
-                        {"H", o.heads},
-                        {"H_kv", H_kv},
-                        {"D", o.dim},
-                        {"mask", o.mask},
-                        {"overlap", !o.no_overlap},
-                        {"return_overlap", !o.no_overlap && !o.no_return_overlap},
-                        {"mask_aware", plan.forward().mask_aware},
-                        {"visible_pairs", pairs},
-                        {"dtype", to_string(shape.dtype)},
-                        {"partials_dtype", to_string(cfg.partials_dtype)},
-                        {"warmup", o.warmup},
-                        {"load_1m", load_average_1m()}};
+    nlohmann::json j = config;
+    j["bench"] = "dist";
+    j["pass"] = pass;
+    j["ranks_per_node"] = plan.ranks_per_node();
+    j["return_overlap"] = !o.no_overlap && !o.no_return_overlap;
+    j["visible_pairs"] = pairs;
+    j["partials_dtype"] = to_string(cfg.partials_dtype);
+    j["warmup"] = o.warmup;
+    j["load_1m"] = load_average_1m();
     if (cfg.strategy == StrategyKind::Usp) {
       j["ulysses_degree"] = o.ulysses_degree;
       j["usp_ring"] = o.usp_ring;
