@@ -6,6 +6,7 @@
 # network or apt; runs on any x86-64 Linux host (AMX then reported absent, its tests SKIPPED).
 #
 # Usage:  scripts/amx_host_check.sh [OUT.jsonl]          (default amx_host_check.jsonl)
+#         (the ctest output of the amx tests goes beside it, as OUT.ctest.log)
 #         scripts/amx_host_check.sh --pack DIR           (on a Debian host with the -dev packages:
 #                                                        copy CLI11, nlohmann-json and GoogleTest
 #                                                        headers, CMake files and static libs to DIR)
@@ -105,6 +106,7 @@ ctest_out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   timeout 150 ctest --test-dir "$build" -L amx -R 'test_attention_amx|test_strategies_bf16_np[12]$' \
   --output-on-failure 2>&1)
 rc=$?
+echo "$ctest_out" >"${out%.jsonl}.ctest.log"
 summary=$(echo "$ctest_out" | grep -E 'tests passed|Skipped|\*\*\*' | tr '\n' '|' | tr -d '"\\')
 emit ctest_amx "rc=$rc" "seconds=$(($(date +%s) - t0))" "summary=$summary"
 hw=$("$build"/tests/test_attention_amx --gtest_filter='AmxHardware.*' 2>&1 | grep -m1 -E 'SKIPPED|PASSED|FAILED' |

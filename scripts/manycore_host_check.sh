@@ -22,6 +22,9 @@
 #                                 skipped), default 450 (the check must end within 8 minutes)
 #              BURST_CORES        cores to use (default 16; P and the splits stop there)
 #              BURST_BIN          an already built `burst` to use instead of building one
+#              BURST_CHECK_RANKS  the P of the strong-scaling cases (default "1 2 4 8 16")
+#              BURST_CHECK_STRATEGIES  strategies at P > 2 (default "burst ring usp allgather ulysses")
+#              BURST_CHECK_SPLITS ranks x threads splits (default "8x2 4x4 2x8")
 # Repeats: P = 1, 2, 4 one timed run without warm-up (a P = 1 fwd+bwd is ~45 s on a 16-core Xeon),
 # P = 8, 16 and the splits 1 warm-up + 1 timed run. Budget: build ~40 s with -j16, calibrate
 # ~30 s, cases ~5 min on that host.
@@ -54,7 +57,8 @@ if ((quick)); then
   seq=2048 heads=4 cores=4 ranks_list="1 2 4" splits="2x2 1x4" calib_seqs=256,512
   bind=(--oversubscribe --bind-to none)
 else
-  seq=32768 heads=8 ranks_list="1 2 4 8 16" splits="8x2 4x4 2x8" calib_seqs=512,1024,2048
+  seq=32768 heads=8 ranks_list=${BURST_CHECK_RANKS:-"1 2 4 8 16"} splits=${BURST_CHECK_SPLITS-"8x2 4x4 2x8"}
+  calib_seqs=512,1024,2048
   bind=(--bind-to core --map-by core)
 fi
 : >"$out"
@@ -178,7 +182,7 @@ for P in $ranks_list; do
     run_case "burst_P1" 1 1 0 1 --strategy burst
     continue
   fi
-  strategies="burst ring usp allgather ulysses"
+  strategies=${BURST_CHECK_STRATEGIES:-"burst ring usp allgather ulysses"}
   ((P <= 2 && !quick)) && strategies="burst ring"
   for s in $strategies; do
     if [[ $s == ulysses ]] && ((heads % P != 0)); then
