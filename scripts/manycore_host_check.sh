@@ -66,7 +66,8 @@ t_start=$(date +%s)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# One JSON line: {"check": name, ...fields}; values that parse as JSON are kept as JSON.
+# One JSON line: {"check": name, ...fields}; values that parse as JSON are kept as JSON, and a
+# value "@FILE" is that file's JSON (a calibrated spec is too long for an argument).
 emit() {
   "$py" - "$@" >>"$out" <<'EOF'
 import json, sys
@@ -74,7 +75,7 @@ rec = {"check": sys.argv[1]}
 for kv in sys.argv[2:]:
     k, v = kv.split("=", 1)
     try:
-        rec[k] = json.loads(v)
+        rec[k] = json.load(open(v[1:])) if v.startswith("@") else json.loads(v)
     except ValueError:
         rec[k] = v
 print(json.dumps(rec))
@@ -153,7 +154,7 @@ t0=$(date +%s)
 spec=$tmp/spec.json
 if mpirun -n "$cores" "${bind[@]}" "$burst" calibrate --threads 1 --heads "$heads" --seqs "$calib_seqs" \
      --repeats 3 --name "manycore_${cores}" -o "$spec" >"$tmp/calib.out" 2>"$tmp/calib.err"; then
-  emit calibrate "ok=true" "seconds=$(($(date +%s) - t0))" "spec=$(cat "$spec")"
+  emit calibrate "ok=true" "seconds=$(($(date +%s) - t0))" "spec=@$spec"
   for only in burst ""; do
     args=(--cluster "$spec" --nodes 1 --devices-per-node "$cores" --cores-per-node "$cores" --seq "$seq"
           --heads "$heads" --head-dim 64 --mask causal --pass fwd_bwd --dtype fp32 --format jsonl)
@@ -171,7 +172,7 @@ fi
 for P in $ranks_list; do
   ((P > 1)) || continue
   "$burst" plan --strategy burst --layout zigzag --ranks "$P" --seq "$seq" --heads "$heads" --dim 64 --mask causal \
-    --json >"$tmp/plan.json" 2>/dev/null && emit plan "ranks=$P" "strategy=burst" "plan=$(cat "$tmp/plan.json")"
+    --json >"$tmp/plan.json" 2>/dev/null && emit plan "ranks=$P" "strategy=burst" "plan=@$tmp/plan.json"
 done
 
 # Strong scaling, 1 thread per rank. P = 1: one strategy (every strategy is one local call).

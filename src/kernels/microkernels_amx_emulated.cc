@@ -3,10 +3,15 @@
 // the AMX path's logic — tile blocking, staging of edge tiles, the VNNI pair layout, the fused
 // kernels around it — runs and is tested on any CPU with AVX2+F16C (compiled for baseline
 // x86-64, no extra flags). Slow: a test path, never chosen by Auto.
-// The model follows the Intel SDM's pseudocode: a tile is rows × colsb bytes of a 16 × 64-byte
-// register (a load zeroes the rest); TDPBF16PS adds, for each reduction pair k in order, the
-// even then the odd product to the fp32 accumulator, each add rounded to nearest even; bf16
-// inputs are denormals-as-zero and fp32 results flushed to zero (it ignores MXCSR).
+// The model: a tile is rows × colsb bytes of a 16 × 64-byte register (a load zeroes the rest);
+// TDPBF16PS forms, for each reduction pair k in order, the sum of the pair's two (exact)
+// products rounded to fp32, then adds it to the fp32 accumulator, rounded to nearest even; bf16
+// inputs are denormals-as-zero and fp32 results flushed to zero (it ignores MXCSR). The Intel
+// SDM's pseudocode adds the two products one after the other; on an Emerald Rapids Xeon (family
+// 6, model 207) the hardware matched pair-first on every one of 12,800 single-pair outputs, the
+// SDM's order on 97 %. Across pairs the hardware's order and internal precision are not
+// documented and match no sequential fp32 model (docs/design.md, "The AMX path"), so the hardware
+// tiles equal this model within fp32 accumulation error, bit for bit only for one pair.
 // The fp32 entries are the best SIMD table here (AVX-512 or AVX2); the bf16 conversions are the
 // scalar round-to-nearest-even of burst/tensor.h with vcvtneps2bf16's denormal flush.
 #include <cassert>
@@ -76,8 +81,9 @@ struct TilesT {
         std::memcpy(b, reg_[B] + k * 64, sizeof b);
         const float a0 = widen_daz(a[0]), a1 = widen_daz(a[1]);
         for (int n = 0; n < N; ++n) {
-          acc[n] = ftz(acc[n] + a0 * widen_daz(b[2 * n]));  // the product is exact in fp32
-          acc[n] = ftz(acc[n] + a1 * widen_daz(b[2 * n + 1]));
+          // Each product is exact in fp32 (8-bit significands); their sum is rounded once.
+          const float pair = ftz(a0 * widen_daz(b[2 * n]) + a1 * widen_daz(b[2 * n + 1]));
+          acc[n] = ftz(acc[n] + pair);
         }
       }
       std::memcpy(reg_[C] + m * 64, acc, sizeof acc);
