@@ -136,9 +136,9 @@ TEST(AmxHardware, TilesMatchTheEmulatedTiles) {
               const std::size_t at = static_cast<std::size_t>(m * ldc + n);
               double magnitude = acc ? std::abs(static_cast<double>(c0[at])) : 0.0;
               for (int k = 0; k < K; ++k)
-                magnitude += std::abs(static_cast<double>(bf16_to_float(A[static_cast<std::size_t>(m * lda + k)])) *
-                                      bf16_to_float(B[static_cast<std::size_t>((k / 2) * ldb + 2 * n + (k & 1))]) *
-                                      alpha);
+                magnitude += std::abs(
+                    static_cast<double>(bf16_to_float(A[static_cast<std::size_t>(m * lda + k)])) *
+                    bf16_to_float(B[static_cast<std::size_t>((k / 2) * ldb + 2 * n + (k & 1))]) * alpha);
               const double bound = K == 2 ? 0.0 : 2.0 * (K + 2) * 0x1.0p-24 * magnitude;
               ASSERT_LE(std::abs(static_cast<double>(c1[at]) - c2[at]), bound)
                   << "M=" << M << " N=" << N << " K=" << K << " acc=" << acc << " at (" << m << ", " << n
