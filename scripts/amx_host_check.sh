@@ -21,24 +21,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# shellcheck source=scripts/host_check_common.sh
+source scripts/host_check_common.sh
+check_args "$0" "$@"
 if [[ ${1:-} == --pack ]]; then
-  dest=${2:?usage: --pack DIR}
-  arch=lib/x86_64-linux-gnu
-  mkdir -p "$dest"/include "$dest"/$arch/cmake "$dest"/share/cmake
-  cp -r /usr/include/gtest /usr/include/CLI /usr/include/nlohmann "$dest"/include/
-  cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a /usr/$arch/libgmock.a /usr/$arch/libgmock_main.a "$dest"/$arch/
-  cp -r /usr/include/gmock "$dest"/include/
-  # The config files locate their targets relative to themselves, so the layout is kept as is.
-  cp -r /usr/$arch/cmake/GTest "$dest"/$arch/cmake/
-  cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$dest"/share/cmake/
-  echo "packed into $dest ($(du -sh "$dest" | cut -f1)); copy it to the AMX host as third_party_carry/"
+  pack_deps "${2:?usage: --pack DIR}"
   exit 0
 fi
 
 out=${1:-amx_host_check.jsonl}
 build=${BURST_BUILD_DIR:-build-amx}
-deps=${BURST_DEPS_PREFIX:-}
-[[ -z $deps && -d third_party_carry ]] && deps=$PWD/third_party_carry
+deps=$(deps_prefix)
 threads=${BURST_CHECK_THREADS:-"1 $(nproc)"}
 repeats=${BURST_CHECK_REPEATS:-3}
 seq=${BURST_CHECK_SEQ:-4096}
@@ -53,20 +46,6 @@ fi
 : >"$out"
 t_start=$(date +%s)
 
-# One JSON line per step: {"check": name, ...fields}; values are passed as JSON already.
-emit() {
-  "$py" - "$@" >>"$out" <<'EOF'
-import json, sys
-rec = {"check": sys.argv[1]}
-for kv in sys.argv[2:]:
-    k, v = kv.split("=", 1)
-    try:
-        rec[k] = json.loads(v)
-    except ValueError:
-        rec[k] = v
-print(json.dumps(rec))
-EOF
-}
 
 # The host.
 model=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
@@ -82,9 +61,7 @@ t0=$(date +%s)
 cmake_args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBURST_WITH_TORCH=OFF -DBURST_WITH_PYTHON=OFF
             -DBURST_INSTALL=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 command -v ninja >/dev/null && cmake_args+=(-G Ninja)
-[[ -n $deps ]] && cmake_args+=("-DCMAKE_PREFIX_PATH=$deps" "-DGTest_DIR=$deps/lib/x86_64-linux-gnu/cmake/GTest"
-                                "-DCLI11_DIR=$deps/share/cmake/CLI11"
-                                "-Dnlohmann_json_DIR=$deps/share/cmake/nlohmann_json")
+mapfile -t -O "${#cmake_args[@]}" cmake_args < <(deps_cmake_args "$deps")
 log=$build/amx_host_check.build.log
 mkdir -p "$build"
 if cmake "${cmake_args[@]}" >"$log" 2>&1 &&

@@ -31,15 +31,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# shellcheck source=scripts/host_check_common.sh
+source scripts/host_check_common.sh
+check_args "$0" "$@"
 if [[ ${1:-} == --pack ]]; then
-  dest=${2:?usage: --pack DIR}
-  arch=lib/x86_64-linux-gnu
-  mkdir -p "$dest"/include "$dest"/$arch/cmake "$dest"/share/cmake
-  cp -r /usr/include/gtest /usr/include/CLI /usr/include/nlohmann "$dest"/include/
-  cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a "$dest"/$arch/
-  cp -r /usr/$arch/cmake/GTest "$dest"/$arch/cmake/
-  cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$dest"/share/cmake/
-  echo "packed into $dest ($(du -sh "$dest" | cut -f1)); copy it to the host as third_party_carry/"
+  pack_deps "${2:?usage: --pack DIR}"
   exit 0
 fi
 
@@ -47,8 +43,7 @@ quick=0
 if [[ ${1:-} == --quick ]]; then quick=1; shift; fi
 out=${1:-manycore_host_check.jsonl}
 build=${BURST_BUILD_DIR:-build-manycore}
-deps=${BURST_DEPS_PREFIX:-}
-[[ -z $deps && -d third_party_carry ]] && deps=$PWD/third_party_carry
+deps=$(deps_prefix)
 budget=${BURST_CHECK_BUDGET:-450}
 cores=${BURST_CORES:-16}
 py=$(command -v python3 || echo /usr/bin/python3)
@@ -66,21 +61,6 @@ t_start=$(date +%s)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# One JSON line: {"check": name, ...fields}; values that parse as JSON are kept as JSON, and a
-# value "@FILE" is that file's JSON (a calibrated spec is too long for an argument).
-emit() {
-  "$py" - "$@" >>"$out" <<'EOF'
-import json, sys
-rec = {"check": sys.argv[1]}
-for kv in sys.argv[2:]:
-    k, v = kv.split("=", 1)
-    try:
-        rec[k] = json.load(open(v[1:])) if v.startswith("@") else json.loads(v)
-    except ValueError:
-        rec[k] = v
-print(json.dumps(rec))
-EOF
-}
 # Appends the JSON lines of file $2 to the output with "case": $1 added.
 append_tagged() {
   "$py" - "$1" "$2" >>"$out" <<'EOF'
@@ -106,9 +86,7 @@ t0=$(date +%s)
 cmake_args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBURST_WITH_TORCH=OFF -DBURST_WITH_PYTHON=OFF
             -DBURST_INSTALL=OFF -DBURST_BUILD_TESTS=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 command -v ninja >/dev/null && cmake_args+=(-G Ninja)
-[[ -n $deps ]] && cmake_args+=("-DCMAKE_PREFIX_PATH=$deps" "-DGTest_DIR=$deps/lib/x86_64-linux-gnu/cmake/GTest"
-                                "-DCLI11_DIR=$deps/share/cmake/CLI11"
-                                "-Dnlohmann_json_DIR=$deps/share/cmake/nlohmann_json")
+mapfile -t -O "${#cmake_args[@]}" cmake_args < <(deps_cmake_args "$deps")
 [[ -n ${CMAKE_CXX_COMPILER_LAUNCHER:-} ]] && cmake_args+=("-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER")
 log=$build.log
 if [[ -n ${BURST_BIN:-} ]]; then

@@ -102,6 +102,30 @@ void print_table(const ClusterSpec& c, const Workload& w, const std::vector<Esti
 /// --cores-per-node: every ranks x threads split of the node's cores (rank_thread_splits), the
 /// cluster's device taken as one single-threaded rank on one core; a table (or JSON lines, one
 /// per split) and the recommended split.
+DType partials_dtype(const SimulateOptions& o) {
+  return bench::parse_partials_dtype(
+      o.partials_dtype, o.strategy.empty() ? StrategyKind::Burst : strategy_from_string(o.strategy));
+}
+
+/// The workload of a record, the same keys in the per-strategy and the per-split records.
+nlohmann::json workload_config(const SimulateOptions& o, const Workload& w) {
+  return {{"layers", w.layers},
+          {"B", w.B},
+          {"S_global", w.S_global},
+          {"H", w.H},
+          {"H_kv", w.H_kv},
+          {"D", w.D},
+          {"mask", o.mask},
+          {"pass", to_string(w.pass)},
+          {"dtype", o.dtype},
+          {"partials_dtype", to_string(partials_dtype(o))},
+          {"bf16_arithmetic", w.bf16_arithmetic},
+          {"mask_length", w.mask_length},
+          {"model_width", w.model_width},
+          {"whole_layer", w.whole_layer},
+          {"ffn_width", w.whole_layer ? w.resolved_ffn_width() : 0}};
+}
+
 void run_splits(const SimulateOptions& o, const ClusterSpec& c, const Workload& w,
                 const std::vector<Candidate>& candidates, std::ostream* file) {
   const std::vector<RankThreadSplit> splits = rank_thread_splits(c, w, o.cores_per_node, candidates);
@@ -125,15 +149,7 @@ void run_splits(const SimulateOptions& o, const ClusterSpec& c, const Workload& 
     j["efficiency_backward"] = s.efficiency_backward;
     j["feasible"] = s.best.feasible;
     j["recommended"] = &s == &splits.front() && s.best.feasible;
-    j["config"] = {{"B", w.B},
-                   {"S_global", w.S_global},
-                   {"H", w.H},
-                   {"H_kv", w.H_kv},
-                   {"D", w.D},
-                   {"mask", o.mask},
-                   {"pass", to_string(w.pass)},
-                   {"dtype", o.dtype},
-                   {"mask_length", w.mask_length}};
+    j["config"] = workload_config(o, w);
     if (o.format == "jsonl") std::cout << j.dump() << "\n";
     if (file) *file << j.dump() << "\n";
     if (o.format == "jsonl") continue;
@@ -176,9 +192,7 @@ void run_simulate(const SimulateOptions& o) {
   w.bytes_per_element = o.dtype == "bf16" ? 2 : 4;
   w.bf16_arithmetic = o.dtype == "bf16";  // kernel rates × the spec's bf16_speedup_* (1 for GPU presets)
   // Ranking every strategy: the option applies to burst and ring, the others' partials stay fp32.
-  const DType pd = bench::parse_partials_dtype(
-      o.partials_dtype, o.strategy.empty() ? StrategyKind::Burst : strategy_from_string(o.strategy));
-  w.partial_bytes_per_element = static_cast<int>(dtype_size(pd));
+  w.partial_bytes_per_element = static_cast<int>(dtype_size(partials_dtype(o)));
   // With --cores-per-node the largest P is nodes x cores: a mask length splitting into it splits
   // into every smaller split's P too.
   const int max_P = o.cores_per_node > 0 ? c.nodes * o.cores_per_node : c.devices();
@@ -208,21 +222,7 @@ void run_simulate(const SimulateOptions& o) {
     j["cluster"] = c.name;
     j["nodes"] = c.nodes;
     j["devices_per_node"] = c.devices_per_node;
-    j["config"] = {{"layers", w.layers},
-                   {"B", w.B},
-                   {"S_global", w.S_global},
-                   {"H", w.H},
-                   {"H_kv", w.H_kv},
-                   {"D", w.D},
-                   {"mask", o.mask},
-                   {"pass", to_string(w.pass)},
-                   {"dtype", o.dtype},
-                   {"partials_dtype", to_string(pd)},
-                   {"bf16_arithmetic", w.bf16_arithmetic},
-                   {"mask_length", w.mask_length},
-                   {"model_width", w.model_width},
-                   {"whole_layer", w.whole_layer},
-                   {"ffn_width", w.whole_layer ? w.resolved_ffn_width() : 0}};
+    j["config"] = workload_config(o, w);
     if (o.format == "jsonl") std::cout << j.dump() << "\n";
     if (file) *file << j.dump() << "\n";
   }

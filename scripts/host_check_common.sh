@@ -1,0 +1,65 @@
+# Sourced by scripts/amx_host_check.sh and scripts/manycore_host_check.sh: the dependency pack for
+# a host without network or apt, the JSON-line writer, and the CMake arguments for the pack.
+
+# pack_deps DIR: on a Debian host with the -dev packages, copy the CLI11, nlohmann-json and
+# GoogleTest headers, CMake files and static libraries to DIR (the config files locate their
+# targets relative to themselves, so the layout is kept as is).
+pack_deps() {
+  local dest=$1 arch=lib/x86_64-linux-gnu
+  mkdir -p "$dest"/include "$dest"/$arch/cmake "$dest"/share/cmake
+  cp -r /usr/include/gtest /usr/include/gmock /usr/include/CLI /usr/include/nlohmann "$dest"/include/
+  cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a /usr/$arch/libgmock.a /usr/$arch/libgmock_main.a "$dest"/$arch/
+  cp -r /usr/$arch/cmake/GTest "$dest"/$arch/cmake/
+  cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$dest"/share/cmake/
+  echo "packed into $dest ($(du -sh "$dest" | cut -f1)); copy it to the host as third_party_carry/"
+}
+
+# emit NAME KEY=VALUE...: appends {"check": NAME, KEY: VALUE...} to $out with the Python in $py;
+# values that parse as JSON are kept as JSON, and "@FILE" is that file's JSON (for values too
+# long for an argument).
+emit() {
+  "$py" - "$@" >>"$out" <<'PYEOF'
+import json, sys
+rec = {"check": sys.argv[1]}
+for kv in sys.argv[2:]:
+    k, v = kv.split("=", 1)
+    try:
+        rec[k] = json.load(open(v[1:])) if v.startswith("@") else json.loads(v)
+    except ValueError:
+        rec[k] = v
+print(json.dumps(rec))
+PYEOF
+}
+
+# The pack to build against: BURST_DEPS_PREFIX, else ./third_party_carry if present, else none
+# (the system's own packages).
+deps_prefix() {
+  local deps=${BURST_DEPS_PREFIX:-}
+  [[ -z $deps && -d third_party_carry ]] && deps=$PWD/third_party_carry
+  echo "$deps"
+}
+
+# deps_cmake_args PREFIX: the -D arguments that make CMake find the pack at PREFIX (none if empty).
+deps_cmake_args() {
+  [[ -n $1 ]] && printf '%s\n' "-DCMAKE_PREFIX_PATH=$1" "-DGTest_DIR=$1/lib/x86_64-linux-gnu/cmake/GTest" \
+    "-DCLI11_DIR=$1/share/cmake/CLI11" "-Dnlohmann_json_DIR=$1/share/cmake/nlohmann_json"
+  return 0
+}
+
+# check_args SCRIPT ARG...: --help prints SCRIPT's header comment and exits; an unknown option
+# (anything else starting with "-" that the script does not take: --pack, --quick) is an error.
+check_args() {
+  local script=$1
+  shift
+  case ${1:-} in
+    -h | --help)
+      sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$script"
+      exit 0
+      ;;
+    --pack | --quick | "") ;;
+    -*)
+      echo "$(basename "$script"): unknown option '$1' (see --help)" >&2
+      exit 2
+      ;;
+  esac
+}
