@@ -13,7 +13,8 @@
 // (c₂ is applied to S in fp32 by the GEMM's alpha, so Q is not rounded twice), S = Q·Kᵀ and
 // O += P·V run on vdpbf16ps with fp32 accumulators, and P is rounded to bf16 after exp2 — the
 // row sum l is taken from the fp32 P before that rounding, as FlashAttention-2 does.
-// K is packed transposed [D][bkv] and V padded [bkv][Dp] once per (b, kv-head, kv-tile) in a
+// K is packed transposed [D][bkv] and V padded [bkv][Dp] (tables with gemm_packed, AVX2: then
+// into column panels, contiguous per 16 columns) once per (b, kv-head, kv-tile) in a
 // first parallel loop and shared by the G = H/H_kv query heads of the group (never copied per
 // query head). Items are independent, so out/lse are bitwise identical for any thread count.
 // Memory: packed K and V (≈ size of k and v) + per thread Q, S, O tiles and m, l rows, all in

@@ -9,6 +9,9 @@
 //   dQᵀ_tile += Kᵀ·dSᵀ  (Kᵀ panels packed like the forward's, so dSᵀ is never transposed;
 //   the dQᵀ tile is transposed once per q tile when written)
 // (5 GEMMs per tile pair, P recomputed from the FINAL lse, so rows with lse = −inf give P = 0).
+// Tables with gemm_packed (AVX2): the q-side B operands Qᵀ, dOᵀ, Q, dO are packed in column
+// panels once per q tile and four of the five products run on them (dSᵀ, made per pair, stays
+// row-major for dQᵀ += Kᵀ·dSᵀ).
 // bf16 arithmetic (tiled::use_bf16_dot with q, k, v and dout all bf16): the five GEMMs run on
 // vdpbf16ps with fp32 accumulators. K, V rows and Kᵀ are kept in bf16, the q-side operands
 // pair-packed (Qᵀ, dOᵀ over D; Q, dO over q rows). Pᵀ and dSᵀ are computed in fp32 (dSᵀ from the
