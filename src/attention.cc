@@ -78,7 +78,7 @@ double run_fma_probe(Isa isa, std::int64_t iters) {
   const kernels::Microkernels& mk = kernels::microkernels(isa);
   volatile float sink = mk.fma_probe(iters);  // the checksum keeps the chains from being elided
   (void)sink;
-  return static_cast<double>(iters) * 16 * 2 * mk.width;
+  return static_cast<double>(iters) * mk.fma_probe_chains * 2 * mk.width;
 }
 
 double run_amx_probe(std::int64_t iters) {

@@ -44,10 +44,11 @@ bool isa_available(Isa isa) noexcept;
 /// always there, AmxEmulated last wherever a SIMD ISA is (cpuid at run time).
 std::vector<Isa> supported_isas();
 
-/// FMA peak probe for benchmarks on a shared machine: 16 independent FMA chains of the `isa`
-/// path's vector width (Auto → detect_isa()), `iters` steps. Returns the flop executed
-/// (iters · 16 · 2 · width); timing the call next to a kernel gives the FMA rate a core offers at
-/// that moment (docs/machine.md). Not collective.
+/// FMA peak probe for benchmarks on a shared machine: independent FMA chains of the `isa` path's
+/// vector width (Auto → detect_isa()), `iters` steps — 12 ymm chains on AVX2 (16 would spill on
+/// 16 registers), 16 on AVX-512 and portable. Returns the flop executed (iters · chains · 2 ·
+/// width); timing the call next to a kernel gives the FMA rate a core offers at that moment
+/// (docs/machine.md). Not collective.
 /// Throws: Error(Unsupported) for an ISA this CPU lacks; Error(InvalidArgument) for iters < 0.
 double run_fma_probe(Isa isa, std::int64_t iters);
 

@@ -13,7 +13,8 @@
 // (c₂ is applied to S in fp32 by the GEMM's alpha, so Q is not rounded twice), S = Q·Kᵀ and
 // O += P·V run on vdpbf16ps with fp32 accumulators, and P is rounded to bf16 after exp2 — the
 // row sum l is taken from the fp32 P before that rounding, as FlashAttention-2 does.
-// K is packed transposed [D][bkv] and V padded [bkv][Dp] once per (b, kv-head, kv-tile) in a
+// K is packed transposed [D][bkv] and V padded [bkv][Dp] (tables with gemm_packed, AVX2: then
+// into column panels, contiguous per 16 columns) once per (b, kv-head, kv-tile) in a
 // first parallel loop and shared by the G = H/H_kv query heads of the group (never copied per
 // query head). Items are independent, so out/lse are bitwise identical for any thread count.
 // Memory: packed K and V (≈ size of k and v) + per thread Q, S, O tiles and m, l rows, all in
@@ -44,9 +45,11 @@ constexpr int kForwardBq = 96;
 constexpr int kForwardBkv = 128;
 
 struct ForwardPacks {
-  std::span<float> kt;  // [B][H_kv][n_kt][D][bkv]
-  std::span<float> v;   // [B][H_kv][n_kt][bkv][Dp]
+  std::span<float> kt;  // [B][H_kv][n_kt][D][bkv] (panels: Kᵀ of each tile in column panels)
+  std::span<float> v;   // [B][H_kv][n_kt][bkv][Dp] (panels: V of each tile in column panels)
   std::int64_t kt_tile = 0, v_tile = 0;
+  bool panels = false;            // tiled::use_panels: B operands packed for gemm_packed
+  std::int64_t kt_ld = 0, v_ld = 0;  // row stride, or panel stride when panels
   // bf16 path only: pair-packed copies (bf16 elements per tile: D2·bkv and bkv·Dp).
   std::uint16_t* kt16 = nullptr;
   std::uint16_t* v16 = nullptr;
@@ -65,10 +68,11 @@ struct ForwardPacks {
 struct ForwardScratch {
   std::span<float> q, s, o, m, l;
   std::span<float> q16, p16;  // bf16 path: Q tile [bq][D2] and P tile [bq][bkv] in bf16
+  std::span<float> pack;      // panels: one row-major Kᵀ or V tile on its way to the panels
   struct Slots {
-    WorkspaceSlot q, s, o, m, l, q16, p16;
+    WorkspaceSlot q, s, o, m, l, q16, p16, pack;
   };
-  static Slots plan(WorkspacePlan& plan, const Geometry& g, int D, bool bf16) {
+  static Slots plan(WorkspacePlan& plan, const Geometry& g, int D, bool bf16, bool panels) {
     const auto bq = static_cast<std::size_t>(g.bq);
     const std::int64_t D2 = D + (D & 1);
     return {plan.add(bq * static_cast<std::size_t>(D)),
@@ -77,7 +81,8 @@ struct ForwardScratch {
             plan.add(bq),
             plan.add(bq),
             plan.add(bf16 ? tiled::bf16_floats(g.bq * D2) : 0),
-            plan.add(bf16 ? tiled::bf16_floats(g.bq * g.bkv) : 0)};
+            plan.add(bf16 ? tiled::bf16_floats(g.bq * g.bkv) : 0),
+            plan.add(panels ? static_cast<std::size_t>(g.bkv) * static_cast<std::size_t>(std::max(D, g.Dp)) : 0)};
   }
   ForwardScratch(float* base, const Slots& s_)
       : q(slice(base, s_.q)),
@@ -86,10 +91,11 @@ struct ForwardScratch {
         m(slice(base, s_.m)),
         l(slice(base, s_.l)),
         q16(slice(base, s_.q16)),
-        p16(slice(base, s_.p16)) {}
+        p16(slice(base, s_.p16)),
+        pack(slice(base, s_.pack)) {}
 };
 
-void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx) {
+void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx, float* tmp) {
   const std::int64_t t = idx % g.n_kt, bh = idx / g.n_kt;
   const std::int64_t b = bh / p.H_kv, hk = bh % p.H_kv;
   const std::int64_t j0 = g.kv_begin(t);
@@ -98,8 +104,16 @@ void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs,
   // Kᵀ panel: the transposed pack of rows j0..j0+nc (one row of Kᵀ = one of the D features).
   float* kt = packs.kt.data() + idx * packs.kt_tile;
   const Converters& cv = converters(p.isa);
-  tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, kt);
   float* v = packs.v.data() + idx * packs.v_tile;
+  if (packs.panels) {  // row-major through tmp, then into panels
+    const Microkernels& mk = microkernels(p.isa);
+    tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, tmp);
+    mk.pack_panels(tmp, g.bkv, kt, packs.kt_ld, D, g.bkv);
+    tiled::pack_rows(cv, p.v, b, hk, j0, nc, D, g.Dp, g.bkv, tmp);
+    mk.pack_panels(tmp, g.Dp, v, packs.v_ld, g.bkv, g.Dp);
+    return;
+  }
+  tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, kt);
   tiled::pack_rows(cv, p.v, b, hk, j0, nc, D, g.Dp, g.bkv, v);
   if (packs.kt16 != nullptr) {  // exact: the fp32 values are widened bf16
     const Microkernels& mk = microkernels(p.isa);
@@ -143,7 +157,8 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
       mk.gemm_bf16(tiled::as_bf16(w.q16), D2, packs.kt16 + (pack_base + t) * packs.kt16_tile, 2 * bkv, S, bkv,
                    nr, bkv, D2, false, c2);
     else
-      mk.gemm(w.q.data(), D, packs.kt_panel(g, b, hk, p.H_kv, t), bkv, S, bkv, nr, bkv, D, false);
+      tiled::gemm(mk, w.q.data(), D, {packs.kt_panel(g, b, hk, p.H_kv, t), packs.kt_ld, packs.panels}, S, bkv,
+                  nr, bkv, D, false);
     if (cls == TileClass::Partial) {
       for (int r = 0; r < nr; ++r)
         tiled::mask_line(*p.mask, p.q_pos[i0 + r], p.kv_pos + j0, nc, bkv,
@@ -174,7 +189,8 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
       mk.gemm_bf16(P16, bkv, packs.v16 + (pack_base + t) * packs.v16_tile, 2 * Dp, w.o.data(), Dp, nr, Dp,
                    nc + (nc & 1), true, 1.0f);
     } else {
-      mk.gemm(S, bkv, packs.v_panel(g, b, hk, p.H_kv, t), Dp, w.o.data(), Dp, nr, Dp, nc, true);
+      tiled::gemm(mk, S, bkv, {packs.v_panel(g, b, hk, p.H_kv, t), packs.v_ld, packs.panels}, w.o.data(), Dp,
+                  nr, Dp, nc, true);
     }
     if (call_progress) (*p.progress)();
   }
@@ -204,14 +220,18 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
         }
     return;
   }
+  const bool bf16 = tiled::use_bf16_dot(mk, p.q.dtype);
+  const int D = static_cast<int>(p.D);
   ForwardPacks packs;
-  packs.kt_tile = p.D * g.bkv;
-  packs.v_tile = static_cast<std::int64_t>(g.bkv) * g.Dp;
+  packs.panels = tiled::use_panels(mk, bf16);
+  packs.kt_tile = packs.panels ? tiled::panels_floats(mk, D, g.bkv) : p.D * g.bkv;
+  packs.v_tile = packs.panels ? tiled::panels_floats(mk, g.bkv, g.Dp) : static_cast<std::int64_t>(g.bkv) * g.Dp;
+  packs.kt_ld = packs.panels ? tiled::panel_stride(mk, D) : g.bkv;
+  packs.v_ld = packs.panels ? tiled::panel_stride(mk, g.bkv) : g.Dp;
   const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;
   const std::int64_t n_items = p.B * p.H * g.n_qt;
   // One workspace block of the calling thread, reused across calls (kernels/workspace.h), taken
   // before the parallel region so an allocation failure throws in the caller's thread.
-  const bool bf16 = tiled::use_bf16_dot(mk, p.q.dtype);
   packs.kt16_tile = bf16 ? (p.D + (p.D & 1)) * g.bkv : 0;
   packs.v16_tile = bf16 ? static_cast<std::int64_t>(g.bkv) * g.Dp : 0;
   WorkspacePlan plan;
@@ -221,7 +241,7 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   const WorkspaceSlot v16_slot = plan.add(tiled::bf16_floats(n_pack * packs.v16_tile));
   std::vector<ForwardScratch::Slots> slots;
   for (int t = 0; t < p.num_threads; ++t)
-    slots.push_back(ForwardScratch::plan(plan, g, static_cast<int>(p.D), bf16));
+    slots.push_back(ForwardScratch::plan(plan, g, D, bf16, packs.panels));
   float* base = thread_workspace(plan.floats());
   packs.kt = slice(base, kt_slot);
   packs.v = slice(base, v_slot);
@@ -236,10 +256,10 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
 #pragma omp parallel num_threads(p.num_threads)
   {
     FlushDenormals ftz;
-#pragma omp for schedule(static)
-    for (std::int64_t idx = 0; idx < n_pack; ++idx) pack_forward_tile(p, g, packs, idx);
-
     ForwardScratch& w = scratch[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+    for (std::int64_t idx = 0; idx < n_pack; ++idx) pack_forward_tile(p, g, packs, idx, w.pack.data());
+
     const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;
     if (progress) (*p.progress)();  // at least once per call, even if thread 0 gets no item
       // Dynamic: causal-like masks make late q-tiles heavier; items run last tile first so the

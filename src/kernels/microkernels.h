@@ -26,9 +26,23 @@ struct Microkernels {
 
   /// C[M×N] (+)= A[M×K] · B[K×N]. A is read element-wise (row r at A + r·lda), B and C by rows.
   /// N must be a multiple of `width`; M, K ≥ 0 arbitrary. accumulate=false overwrites C.
-  /// Register-blocked: rows × vectors (AVX-512 6×4 zmm, AVX2 6×2 ymm), A broadcast, B streamed.
+  /// Register-blocked: rows × vectors (AVX-512 6×4 zmm, AVX2 3×4 ymm), A broadcast, B streamed.
   void (*gemm)(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float* C, std::int64_t ldc,
                int M, int N, int K, bool accumulate) = nullptr;
+
+  // ---- GEMM on B packed in column panels (AVX2 table only; panel = 0 and null elsewhere, where
+  // callers use gemm). Panel p holds columns [p·panel, p·panel + w_p) of B, w_p = min(panel,
+  // N − p·panel), as K_packed rows of w_p floats: Bp[p·ldp + k·w_p + c] = B[k][p·panel + c], with
+  // ldp ≥ K_packed·panel (floats between panels). Results are bitwise those of gemm on B.
+  int panel = 0;  ///< columns per panel, a multiple of width
+
+  /// Packs B[K×N] (rows at B + k·ldb, N a multiple of width) into panels at Bp, panel stride ldp.
+  void (*pack_panels)(const float* B, std::int64_t ldb, float* Bp, std::int64_t ldp, int K, int N) = nullptr;
+
+  /// gemm with B packed by pack_panels (K ≤ the K_packed it was packed with: the first K rows
+  /// of each panel). Register-blocked 6 rows × 2 ymm over contiguous panel rows.
+  void (*gemm_packed)(const float* A, std::int64_t lda, const float* Bp, std::int64_t ldp, float* C,
+                      std::int64_t ldc, int M, int N, int K, bool accumulate) = nullptr;
 
   /// max_j x[j] over n values (n a multiple of width); −inf for an all −inf row.
   float (*row_max)(const float* x, int n) = nullptr;
@@ -57,10 +71,16 @@ struct Microkernels {
   void (*transpose)(const float* src, std::int64_t lds, float* dst, std::int64_t ldd, int rows,
                     int cols) = nullptr;
 
-  /// Calibration for benchmarks on a shared machine: 16 independent FMA chains of `width` lanes,
-  /// iters steps (= iters·16·2·width flop); returns a checksum so the work is not elided. Timing
-  /// it next to a kernel gives the FMA peak available at that moment (docs/machine.md §2.1).
+  /// Calibration for benchmarks on a shared machine: fma_probe_chains independent FMA chains of
+  /// `width` lanes, iters steps (= iters·fma_probe_chains·2·width flop); returns a checksum so the
+  /// work is not elided. Timing it next to a kernel gives the FMA peak available at that moment
+  /// (docs/machine.md §2.1).
   float (*fma_probe)(std::int64_t iters) = nullptr;
+  /// Chains of fma_probe: enough to cover FMA latency × pipes (4 cycles × 2 on Zen 3 and on
+  /// AVX-512 cores) while every chain and both constants stay in registers — 16 of the 32 zmm
+  /// (AVX-512), 12 of the 16 ymm (AVX2: 16 chains spill 3 of them to the stack and read ~53 of
+  /// the ~99 GFLOP/s of a Zen 3 core), 16 for portable.
+  int fma_probe_chains = 16;
 
   // ---- bf16 dot products (AVX512-BF16 table only; null elsewhere). Operands are bf16 bit
   // patterns (uint16_t). "Pair-packed" B: the reduction index k is split in pairs, pair row kk

@@ -1,5 +1,7 @@
 // AVX2 + FMA microkernels (compiled with -mavx2 -mfma only; see src/CMakeLists.txt).
-// 6 rows × 2 ymm GEMM block = 12 accumulators + 2 B vectors + 1 broadcast of 16 ymm registers.
+// 3 rows × 4 ymm GEMM block = 12 accumulators + 3 B vectors + 1 broadcast of the 16 ymm registers
+// (the 4th B vector is the FMAs' memory operand): each k step reads its B row as two whole cache
+// lines (6×2: one), which measured 1.2–1.35× the 6×2 block in the S = 4096 forward (see git log).
 // exp2 builds 2^n in the exponent field and zero-masks x < −126.
 #include <immintrin.h>
 
@@ -13,7 +15,9 @@ namespace {
 struct VecT {
   using V = __m256;
   static constexpr int W = 8;
-  static constexpr int kMaxR = 6, kMaxNV = 2;
+  static constexpr int kMaxR = 3, kMaxNV = 4;
+  static constexpr int kProbeChains = 12;  // 12 + 2 constants of 16 ymm (Microkernels::fma_probe_chains)
+  static constexpr int kPanelR = 6, kPanelNV = 2;  // gemm_packed: 12 accumulators + 2 B + 1 broadcast
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V set1(float x) { return _mm256_set1_ps(x); }

@@ -18,6 +18,8 @@ struct VecT {
   using V = __m512;
   static constexpr int W = 16;
   static constexpr int kMaxR = 6, kMaxNV = 4;
+  static constexpr int kProbeChains = 16;
+  static constexpr int kPanelR = 0, kPanelNV = 0;  // no packed-B entries
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V set1(float x) { return _mm512_set1_ps(x); }

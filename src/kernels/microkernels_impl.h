@@ -6,6 +6,8 @@
 // linker into code that runs on a lesser CPU. For the same reason this body calls no std::
 // templates — only VecT's intrinsics wrappers.
 // VecT provides: V, W (floats per vector), kMaxR × kMaxNV (GEMM register block, rows × vectors),
+// kProbeChains (independent FMA chains of fma_probe: all in registers, at least latency × pipes),
+// kPanelR × kPanelNV (register block of gemm_packed; kPanelNV = 0: no packed entries),
 // load/store/set1/zero/fma/add/sub/mul/max, hmax/hsum (fixed lane order), exp2.
 // (No #pragma once: intentionally included once per ISA translation unit.)
 
@@ -60,17 +62,19 @@ void gemm_block(const float* A, std::int64_t lda, const float* B, std::int64_t l
   }
 }
 
-template <int R>
+template <int R, int MaxNV = VecT::kMaxNV>
 void gemm_rows(int nv, const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float* C,
                std::int64_t ldc, int K, bool accumulate) {
   switch (nv) {
     case 1: gemm_block<R, 1>(A, lda, B, ldb, C, ldc, K, accumulate); break;
-    case 2: gemm_block<R, 2>(A, lda, B, ldb, C, ldc, K, accumulate); break;
+    case 2:
+      if constexpr (MaxNV >= 2) gemm_block<R, 2>(A, lda, B, ldb, C, ldc, K, accumulate);
+      break;
     case 3:
-      if constexpr (VecT::kMaxNV >= 3) gemm_block<R, 3>(A, lda, B, ldb, C, ldc, K, accumulate);
+      if constexpr (MaxNV >= 3) gemm_block<R, 3>(A, lda, B, ldb, C, ldc, K, accumulate);
       break;
     default:
-      if constexpr (VecT::kMaxNV >= 4) gemm_block<R, 4>(A, lda, B, ldb, C, ldc, K, accumulate);
+      if constexpr (MaxNV >= 4) gemm_block<R, 4>(A, lda, B, ldb, C, ldc, K, accumulate);
       break;
   }
 }
@@ -99,6 +103,49 @@ void gemm(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, fl
           break;
       }
     }
+  }
+}
+
+// gemm on B packed in panels (Microkernels::pack_panels): each kPanelNV-vector column panel is one
+// contiguous K × panel block, so the block's B loads walk memory linearly (no strided rows that
+// alias in L1 sets) and the rows × panel register block is the widest the registers hold.
+template <int NVp, int Rp>
+void gemm_packed(const float* A, std::int64_t lda, const float* Bp, std::int64_t ldp, float* C, std::int64_t ldc,
+                 int M, int N, int K, bool accumulate) {
+  constexpr int W = VecT::W;
+  const int nv_total = N / W;
+  for (int v0 = 0; v0 < nv_total; v0 += NVp) {
+    const int nv = imin(NVp, nv_total - v0);
+    const float* Bv = Bp + (v0 / NVp) * ldp;
+    const std::int64_t ldb = static_cast<std::int64_t>(nv) * W;
+    float* Cv = C + v0 * W;
+    for (int m0 = 0; m0 < M; m0 += Rp) {
+      const float* Am = A + m0 * lda;
+      float* Cm = Cv + m0 * ldc;
+      switch (imin(Rp, M - m0)) {
+        case 1: gemm_rows<1, NVp>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
+        case 2: gemm_rows<2, NVp>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
+        case 3: gemm_rows<3, NVp>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
+        case 4: gemm_rows<4, NVp>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate); break;
+        case 5:
+          if constexpr (Rp >= 5) gemm_rows<5, NVp>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate);
+          break;
+        default:
+          if constexpr (Rp >= 6) gemm_rows<6, NVp>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate);
+          break;
+      }
+    }
+  }
+}
+
+template <int NVp>
+void pack_panels(const float* B, std::int64_t ldb, float* Bp, std::int64_t ldp, int K, int N) {
+  constexpr int W = VecT::W;
+  for (int c0 = 0, panel = 0; c0 < N; c0 += NVp * W, ++panel) {
+    const int width = imin(NVp * W, N - c0);
+    float* dst = Bp + panel * ldp;
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < width; c += W) VecT::store(dst + k * width + c, VecT::load(B + k * ldb + c0 + c));
   }
 }
 
@@ -184,15 +231,16 @@ void transpose(const float* src, std::int64_t lds, float* dst, std::int64_t ldd,
 }
 
 float fma_probe(std::int64_t iters) {
-  typename VecT::V a[16];
-  for (int j = 0; j < 16; ++j) a[j] = VecT::set1(1.0f + 1e-3f * static_cast<float>(j));
+  constexpr int kChains = VecT::kProbeChains;
+  typename VecT::V a[kChains];
+  for (int j = 0; j < kChains; ++j) a[j] = VecT::set1(1.0f + 1e-3f * static_cast<float>(j));
   const typename VecT::V b = VecT::set1(0.999999f), c = VecT::set1(1e-7f);
   for (std::int64_t i = 0; i < iters; ++i) {
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) a[j] = VecT::fma(a[j], b, c);
+    for (int j = 0; j < kChains; ++j) a[j] = VecT::fma(a[j], b, c);
   }
   typename VecT::V s = VecT::zero();
-  for (int j = 0; j < 16; ++j) s = VecT::add(s, a[j]);
+  for (int j = 0; j < kChains; ++j) s = VecT::add(s, a[j]);
   return VecT::hsum(s);
 }
 
@@ -209,5 +257,11 @@ Microkernels make_table(Isa isa) {
   t.dscores_t = &dscores_t;
   t.transpose = &transpose;
   t.fma_probe = &fma_probe;
+  t.fma_probe_chains = VecT::kProbeChains;
+  if constexpr (VecT::kPanelNV > 0) {
+    t.panel = VecT::kPanelNV * VecT::W;
+    t.pack_panels = &pack_panels<VecT::kPanelNV>;
+    t.gemm_packed = &gemm_packed<VecT::kPanelNV, VecT::kPanelR>;
+  }
   return t;
 }

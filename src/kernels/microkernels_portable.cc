@@ -19,6 +19,8 @@ struct VecT {
   using V = float;
   static constexpr int W = 1;
   static constexpr int kMaxR = 4, kMaxNV = 4;
+  static constexpr int kProbeChains = 16;
+  static constexpr int kPanelR = 0, kPanelNV = 0;  // no packed-B entries
   static V load(const float* p) { return *p; }
   static void store(float* p, V v) { *p = v; }
   static V set1(float x) { return x; }

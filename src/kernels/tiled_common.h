@@ -66,6 +66,34 @@ inline std::uint16_t* as_bf16(std::span<float> s) { return reinterpret_cast<std:
 /// Floats that hold n bf16 elements.
 inline std::size_t bf16_floats(std::int64_t n) { return static_cast<std::size_t>((n + 1) / 2); }
 
+/// True when the fp32 GEMMs take their B operands packed in column panels (Microkernels::
+/// gemm_packed: the AVX2 table); elsewhere B stays row-major and gemm runs on it.
+inline bool use_panels(const Microkernels& mk, bool bf16) { return mk.gemm_packed != nullptr && !bf16; }
+
+/// Floats between panels of a B operand of K rows packed by pack_panels, and floats of the whole
+/// packed K × N operand.
+inline std::int64_t panel_stride(const Microkernels& mk, int K) { return static_cast<std::int64_t>(K) * mk.panel; }
+inline std::int64_t panels_floats(const Microkernels& mk, int K, int N) {
+  return (N + mk.panel - 1) / mk.panel * panel_stride(mk, K);
+}
+
+/// A B operand of the fp32 GEMMs: row-major with leading dimension ld, or (packed) in panels of
+/// stride ld (pack_panels).
+struct BOperand {
+  const float* data = nullptr;
+  std::int64_t ld = 0;
+  bool packed = false;
+};
+
+/// C[M×N] (+)= A[M×K]·B on either layout of B (Microkernels::gemm / gemm_packed).
+inline void gemm(const Microkernels& mk, const float* A, std::int64_t lda, const BOperand& B, float* C,
+                 std::int64_t ldc, int M, int N, int K, bool accumulate) {
+  if (B.packed)
+    mk.gemm_packed(A, lda, B.data, B.ld, C, ldc, M, N, K, accumulate);
+  else
+    mk.gemm(A, lda, B.data, B.ld, C, ldc, M, N, K, accumulate);
+}
+
 /// Packs one kv tile of (b, kv-head hk) as fp32 rows [bkv][Dp], zero padded (V for O += P·V; K
 /// and V for the backward products), widening 16-bit storage. dst holds bkv·Dp floats.
 inline void pack_rows(const Converters& cv, const Operand& x, std::int64_t b, std::int64_t hk,
