@@ -498,8 +498,8 @@ void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const T
   const std::int64_t H = cfg.H, D = cfg.D, S_q = q.shape[1];
   const auto before = comm.counters().bytes_sent;
   const auto t0 = Clock::now();
-  std::vector<float> qc;
-  strategies::append_packed(q, qc);
+  std::vector<float> qc(static_cast<std::size_t>(q.numel()));
+  convert(q, make_view(qc.data(), {B, S_q, H, D}));  // contiguous (q is fp32: a copy)
   const std::int64_t count = B * S_q * H * (D + 1);
   std::vector<float> part(static_cast<std::size_t>(count));
   decode_local(ids, qc, S_q, causal, part.data());
@@ -507,7 +507,7 @@ void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const T
   const auto t1 = Clock::now();
   std::vector<float> all(static_cast<std::size_t>(count * P));
   if (P > 1)
-    comm.all_gather(part.data(), count, all.data());
+    comm.all_gather(std::as_bytes(std::span(part)), std::as_writable_bytes(std::span(all)));
   else
     all = std::move(part);
   // Rank merge in rank order (identical on every rank): out starts at (0, −inf).

@@ -11,12 +11,14 @@
 #include "burst/plan.h"
 #include "plan_ring.h"
 #include "plan_strategies.h"
+#include "wire_layout.h"
 
 namespace burst {
 
 namespace {
 
 constexpr std::int64_t kF32 = 4;
+using ring::mod;
 
 struct Sizes {
   std::int64_t b_q = 0, b_kv = 0, r = 0;  // floats of one local Q, K, and one row vector
@@ -30,13 +32,14 @@ Sizes sizes_of(const ProblemShape& s, int P) {
 /// Bytes per element of what burst and ring circulate (Q, K, V, dO): the problem's storage dtype.
 std::int64_t element_bytes(const ProblemShape& s) { return static_cast<std::int64_t>(dtype_size(s.dtype)); }
 
-/// Bytes on the wire of one write-ring partial of n floats: fp32, or bf16 padded to whole 4-byte
-/// words (what RingExecutor sends; DistConfig::partials_dtype).
-std::int64_t partial_bytes(std::int64_t n, DType partials_dtype) {
-  return partials_dtype == DType::BF16 ? kF32 * ((n + 1) / 2) : kF32 * n;
+/// The ring family's messages (what RingExecutor and ring_family.cc send; wire_layout.h): the
+/// K,V read payload, the query side's Q,dO,delta,lse payload, and a write partial of n values
+/// in the partials dtype (DistConfig::partials_dtype).
+std::int64_t kv_bytes(const ProblemShape& s, const Sizes& z) { return wire::kv_block(s.dtype, z.b_kv).bytes(); }
+std::int64_t query_bytes(const ProblemShape& s, const Sizes& z) {
+  return wire::query_block(s.dtype, z.b_q, z.r).bytes();
 }
-
-int mod(int a, int m) { return ((a % m) + m) % m; }
+std::int64_t partial_bytes(std::int64_t n, DType partials_dtype) { return wire::partial(partials_dtype, n).bytes(); }
 
 /// Partition held by rank g at step t (0-based) of the (double) ring: docs/algorithm.md §7.
 int ring_partition(int g, int t, int n, int L) { return ring::partition({n, L}, g, t); }
@@ -216,12 +219,11 @@ std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, i
               "ring_backward_bytes: S_global=", shape.S_global, " not divisible by P=", P);
   if (P == 1) return 0;
   const Sizes z = sizes_of(shape, P);
-  const std::int64_t e = element_bytes(shape);
   // Q, dO (query side) or K, V (KV side) hop P − 1 times in the storage dtype; delta, lse and
   // the dQ (or dK, dV) partials (fp32, or bf16 on request) make P hops (chain + home).
   if (side == BackwardSide::QuerySide)
-    return (P - 1) * (e * 2 * z.b_q + kF32 * 2 * z.r) + P * partial_bytes(z.b_q, partials_dtype);
-  return (P - 1) * e * 2 * z.b_kv + P * partial_bytes(2 * z.b_kv, partials_dtype);
+    return (P - 1) * query_bytes(shape, z) + P * partial_bytes(z.b_q, partials_dtype);
+  return (P - 1) * kv_bytes(shape, z) + P * partial_bytes(2 * z.b_kv, partials_dtype);
 }
 
 BackwardSide choose_backward_side(const ProblemShape& shape, int P, DType partials_dtype) {
@@ -269,11 +271,10 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
     case StrategyKind::Ring: {
       // Forward: K,V circulate in the storage dtype; working buffers: one fp32 partial out + lse.
       // Mask-aware (DistConfig::mask_aware): only needed blocks move, owner to reader.
-      const std::int64_t e = element_bytes(shape);
       const auto make_pass =
           cfg.mask_aware && P > 1 && has_empty_block(plan.block_pairs_) ? direct_pass : ring_pass;
       plan.forward_ =
-          make_pass(P, n, L, e * 2 * z.b_kv, 0, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
+          make_pass(P, n, L, kv_bytes(shape, z), 0, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
       plan.forward_.side = "kv";
       BackwardSide side = BackwardSide::KvSide;
       if (cfg.strategy == StrategyKind::Burst)
@@ -287,12 +288,12 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       if (side == BackwardSide::QuerySide) {
         // Read: Q, dO, delta, lse; write: dQ. Working: own delta (r) + packed own payload.
         plan.backward_ =
-            make_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, partial_bytes(z.b_q, pd), kF32 * z.b_q,
+            make_pass(P, n, L, query_bytes(shape, z), partial_bytes(z.b_q, pd), kF32 * z.b_q,
                       pd == DType::BF16 ? "Q,dO,delta,lse | dQ bf16" : "Q,dO,delta,lse | dQ", true,
                       plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "query";
       } else {
-        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_kv, partial_bytes(2 * z.b_kv, pd), kF32 * 2 * z.b_kv,
+        plan.backward_ = make_pass(P, n, L, kv_bytes(shape, z), partial_bytes(2 * z.b_kv, pd), kF32 * 2 * z.b_kv,
                                    pd == DType::BF16 ? "K,V | dK,dV bf16" : "K,V | dK,dV", false,
                                    plan.block_pairs_, kF32 * z.r);
         plan.backward_.side = "kv";
@@ -306,7 +307,7 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       // the received dK,dV and delta.
       // K, V gathered in the storage dtype (e bytes); dK, dV reduce-scattered in fp32.
       const std::int64_t e = element_bytes(shape);
-      const std::int64_t fwd_bytes = e * (P - 1) * 2 * z.b_kv;
+      const std::int64_t fwd_bytes = (P - 1) * kv_bytes(shape, z);
       plan.forward_ =
           collective_pass(P, "all-gather K,V", fwd_bytes, e * (2 * 2 * kv_global + 2 * z.b_kv), own_pairs);
       plan.forward_.side = "kv";
