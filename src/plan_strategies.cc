@@ -272,19 +272,18 @@ DistFlashSchedule make_distflash_schedule(const ResolvedMask& mask, std::int64_t
   return make_distflash_schedule(P, [&](int i, int j) { return distflash_block_pairs(mask, c, i, j) > 0; });
 }
 
-void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const Mask& mask, int P) {
+void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const ResolvedMask& resolved, int P) {
   BURST_CHECK(layout == LayoutKind::Contiguous, Unsupported, "distflash: its schedule is defined ",
               "on the contiguous layout (rank r owns chunk r; it balances causal work itself), got layout=",
               to_string(layout));
   BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument, "distflash: S_global=", shape.S_global,
               " is not divisible by P=", P);
-  const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
   const std::int64_t c = shape.S_global / P;
   for (int i = 0; i < P; ++i)
     for (int j = i + 1; j < P; ++j)
       BURST_CHECK(
           distflash_block_pairs(resolved, c, i, j) == 0, Unsupported, "distflash computes only blocks at ",
-          "or below the diagonal (causal-like masks), but mask ", mask.describe(), " has visible ",
+          "or below the diagonal (causal-like masks), but mask ", resolved.describe(), " has visible ",
           "pairs in block (q chunk ", i, ", kv chunk ", j, ") at P=", P, "; use ring, burst or allgather");
 }
 
@@ -326,13 +325,15 @@ std::int64_t ulysses_peak_floats(const HeadSplit& sp, const std::vector<std::int
 }  // namespace
 
 StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                           const Mask& mask, int ranks_per_node) {
+                           const ResolvedMask& resolved, int ranks_per_node) {
   StrategyPlan out;
   const int P = layout.P;
   if (ranks_per_node <= 0) ranks_per_node = P;
   const std::int64_t B = shape.B, D = shape.D;
+  BURST_CHECK(resolved.seq_q() == shape.S_global && resolved.seq_kv() == shape.S_global, Internal,
+              "strategy plan of S_global=", shape.S_global, " under a mask resolved for (", resolved.seq_q(), ", ",
+              resolved.seq_kv(), ")");
   try {
-    const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
     switch (cfg.strategy) {
       case StrategyKind::Ulysses: {
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "ulysses");
@@ -421,7 +422,7 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         break;
       }
       case StrategyKind::DistFlash: {
-        check_distflash_support(layout.kind, shape, mask, P);
+        check_distflash_support(layout.kind, shape, resolved, P);
         const DistFlashSchedule sched = make_distflash_schedule(resolved, shape.S_global, P);
         out.forward_payload =
             std::to_string(sched.steps) + " steps: K,V to late ranks; Q to helpers, (O,lse) back";
@@ -459,7 +460,7 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
 }
 
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                          const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward) {
+                          const ResolvedMask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward) {
   const StrategyPlan peer = strategy_plan(cfg, shape, layout, mask, ranks_per_node);
   if (peer.empty()) {
     forward.bytes_sent.clear();

@@ -210,7 +210,7 @@ class AllGatherStrategy final : public Strategy {
 
 }  // namespace
 
-void validate_allgather(const DistConfig& cfg, const ProblemShape&, const Mask&, int) {
+void validate_allgather(const DistConfig& cfg, const ProblemShape&, const ResolvedMask&, int) {
   BURST_CHECK(cfg.backward_side != BackwardSide::QuerySide, Unsupported,
               "strategy 'allgather' reduce-scatters dK,dV (KV side); the query-side backward is "
               "strategy 'burst'");

@@ -307,7 +307,7 @@ kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, c
 
 PlannedStrategy::PlannedStrategy(const Setup& setup) : comm_(setup.comm) {
   const StrategyPlan plan =
-      strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask, setup.plan->ranks_per_node());
+      strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), *setup.resolved, setup.plan->ranks_per_node());
   BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy),
               ": no strategy plan for a validated configuration");
   const auto r = static_cast<std::size_t>(setup.rank);

@@ -344,7 +344,7 @@ class DistFlashStrategy final : public PlannedStrategy {
 
 }  // namespace
 
-void validate_distflash(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P) {
+void validate_distflash(const DistConfig& cfg, const ProblemShape& shape, const ResolvedMask& mask, int P) {
   check_distflash_support(cfg.layout, shape, mask, P);
 }
 

@@ -96,9 +96,9 @@ void pack_scatter(float* buf, const UlyssesExchange& ex, const std::vector<Part>
   }
 }
 
-class HeadparStrategy final : public PlannedStrategy {
+class HeadParallelStrategy final : public PlannedStrategy {
  public:
-  explicit HeadparStrategy(const Setup& setup)
+  explicit HeadParallelStrategy(const Setup& setup)
       : PlannedStrategy(setup),
         ex_(setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "headpar")),
@@ -282,13 +282,13 @@ class HeadparStrategy final : public PlannedStrategy {
 
 }  // namespace
 
-void validate_headpar(const DistConfig&, const ProblemShape& shape, const Mask&, int P) {
+void validate_headpar(const DistConfig&, const ProblemShape& shape, const ResolvedMask&, int P) {
   // Every layout and every mask: each rank sees the whole sequence for its heads.
   make_head_split(shape.H, shape.H_kv, P, "headpar");
 }
 
 std::unique_ptr<Strategy> make_headpar(const Setup& setup) {
-  return std::make_unique<HeadparStrategy>(setup);
+  return std::make_unique<HeadParallelStrategy>(setup);
 }
 
 }  // namespace burst::strategies

@@ -11,11 +11,13 @@ namespace burst::strategies {
 
 namespace {
 
-struct Dims {
-  std::int64_t B, S, H, H_kv, D, b_q, b_kv, r;
+/// One rank's block: its dimensions (S = S_local) and element counts of its Q (or O, dQ), its K
+/// (or V, dK, dV) and one row vector (lse, delta).
+struct LocalBlock {
+  std::int64_t B, S, H, H_kv, D, q_numel, kv_numel, row_numel;
 };
 
-Dims dims_of(const Setup& setup) {
+LocalBlock local_block(const Setup& setup) {
   const ProblemShape& s = setup.shape;
   const std::int64_t S = s.S_global / setup.P;
   return {s.B, S, s.H, s.H_kv, s.D, s.B * S * s.H * s.D, s.B * S * s.H_kv * s.D, s.B * s.H * S};
@@ -43,11 +45,11 @@ ByteBuffer run_schedule(const Setup& setup, const RingExecutor& exec, const Pass
 
 void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView& q, const TensorView& k,
                   const TensorView& v, const TensorView& out, const TensorView& lse, DistStats& stats) {
-  const Dims d = dims_of(setup);
+  const LocalBlock d = local_block(setup);
   const int g = setup.rank;
   const DType dt = k.dtype;  // K, V travel in their storage dtype (bf16/f16: half the bytes)
   BufferPool& pool = exec.pool();
-  const WireLayout kv = wire::kv_block(dt, d.b_kv);
+  const WireLayout kv = wire::kv_block(dt, d.kv_numel);
   ByteBuffer own = pool.get(kv.bytes());
   pack_field(kv, wire::kK, k, own.data());
   pack_field(kv, wire::kV, v, own.data());
@@ -84,7 +86,7 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   record_timeline(setup, "fwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
-  stats.peak_buffer_bytes = rs.buffer_bytes + kF32 * (d.b_q + d.r);
+  stats.peak_buffer_bytes = rs.buffer_bytes + kF32 * (d.q_numel + d.row_numel);
   stats.visible_pairs = setup.plan->forward().visible_pairs[static_cast<std::size_t>(g)];
 }
 
@@ -92,7 +94,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
                    const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                    const TensorView& lse, const TensorView& dq, const TensorView& dk, const TensorView& dv,
                    DistStats& stats) {
-  const Dims d = dims_of(setup);
+  const LocalBlock d = local_block(setup);
   const int g = setup.rank;
   BufferPool& pool = exec.pool();
   TypedTensor delta_mem = pooled_tensor(pool, {d.B, d.H, d.S}, DType::F32);
@@ -104,7 +106,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   const DType dt = q.dtype;  // Q, dO, K, V travel in their storage dtype; delta, lse, partials fp32
   if (side == BackwardSide::QuerySide) {
     // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
-    const WireLayout qb = wire::query_block(dt, d.b_q, d.r);
+    const WireLayout qb = wire::query_block(dt, d.q_numel, d.row_numel);
     ByteBuffer own = pool.get(qb.bytes());
     pack_field(qb, wire::kQ, q, own.data());
     pack_field(qb, wire::kDout, dout, own.data());
@@ -113,7 +115,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
     fill_view(dk, 0.0f);
     fill_view(dv, 0.0f);
     ByteBuffer dq_home = run_schedule(
-        setup, exec, setup.plan->backward(), true, std::move(own), d.b_q,
+        setup, exec, setup.plan->backward(), true, std::move(own), d.q_numel,
         [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
             RowSlice slice) {
           if (block_pairs(setup, j, g) == 0) return;
@@ -139,13 +141,13 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
     stats.backward_side = "query";
   } else {
     // Read payload: K, V of the block's owner; write: that block's dK, dV partials.
-    const WireLayout kv = wire::kv_block(dt, d.b_kv);
+    const WireLayout kv = wire::kv_block(dt, d.kv_numel);
     ByteBuffer own = pool.get(kv.bytes());
     pack_field(kv, wire::kK, k, own.data());
     pack_field(kv, wire::kV, v, own.data());
     fill_view(dq, 0.0f);
     ByteBuffer dkv_home = run_schedule(
-        setup, exec, setup.plan->backward(), false, std::move(own), 2 * d.b_kv,
+        setup, exec, setup.plan->backward(), false, std::move(own), 2 * d.kv_numel,
         [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
             RowSlice slice) {
           if (block_pairs(setup, g, j) == 0) return;
@@ -162,12 +164,12 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
                 narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
                 narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1), narrow(dq, 1, sp.q0, sp.q1),
                 narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, a, e),
-                narrow(bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
+                narrow(bshd_view(write + d.kv_numel, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
           }
         },
         rs, true);
     unpack_into(f32_data(dkv_home), dk);
-    unpack_into(f32_data(dkv_home) + d.b_kv, dv);
+    unpack_into(f32_data(dkv_home) + d.kv_numel, dv);
     pool.put(std::move(dkv_home));
     stats.backward_side = "kv";
   }
@@ -175,7 +177,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   record_timeline(setup, "bwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
-  stats.peak_buffer_bytes = rs.buffer_bytes + kF32 * d.r;
+  stats.peak_buffer_bytes = rs.buffer_bytes + kF32 * d.row_numel;
   stats.visible_pairs = setup.plan->backward().visible_pairs[static_cast<std::size_t>(g)];
 }
 

@@ -435,7 +435,7 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
 
 // ---------------------------------------------------------------- registration
 
-void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesExchange& ex,
+void UlyssesFamilyBase::forward_in(const Communicator& group, const UlyssesExchange& ex,
                                       const GroupAttention& attend, const TensorView& q, const TensorView& k,
                                       const TensorView& v, const TensorView& out, const TensorView& lse,
                                       DistStats& stats) {
@@ -451,7 +451,7 @@ void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesEx
       recycle(ex.pool(), std::move(c));
 }
 
-const UlyssesContext* HeadParallelStrategy::agreed_context(const TensorView& q, const TensorView& k,
+const UlyssesContext* UlyssesFamilyBase::agreed_context(const TensorView& q, const TensorView& k,
                                                            const TensorView& v, const TensorView& out,
                                                            std::uint64_t& key) const {
   key = store_.slots() > 0 ? context_key(q, k, v, out) : 0;
@@ -460,13 +460,13 @@ const UlyssesContext* HeadParallelStrategy::agreed_context(const TensorView& q, 
   return comm_.all_reduce_min(std::int64_t{ctx != nullptr ? 1 : 0}) == 1 ? ctx : nullptr;
 }
 
-bool HeadParallelStrategy::backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
+bool UlyssesFamilyBase::backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
                                                 const TensorView& out) {
   std::uint64_t key = 0;
   return agreed_context(q, k, v, out, key) != nullptr;
 }
 
-void HeadParallelStrategy::backward_in(const Communicator& group, const UlyssesExchange& ex,
+void UlyssesFamilyBase::backward_in(const Communicator& group, const UlyssesExchange& ex,
                                        const GroupAttention& attend, const TensorView& dout,
                                        const TensorView& q, const TensorView& k, const TensorView& v,
                                        const TensorView& out, const TensorView& lse, const TensorView& dq,
@@ -492,10 +492,10 @@ void HeadParallelStrategy::backward_in(const Communicator& group, const UlyssesE
 
 namespace {
 
-class UlyssesStrategy final : public HeadParallelStrategy {
+class UlyssesStrategy final : public UlyssesFamilyBase {
  public:
   explicit UlyssesStrategy(const Setup& setup)
-      : HeadParallelStrategy(setup, "ulysses"),
+      : UlyssesFamilyBase(setup, "ulysses"),
         ex_(setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
         attend_(ex_, step_params(setup, nullptr, nullptr, nullptr)) {}
@@ -517,7 +517,7 @@ class UlyssesStrategy final : public HeadParallelStrategy {
 
 }  // namespace
 
-void validate_ulysses(const DistConfig&, const ProblemShape& shape, const Mask&, int P) {
+void validate_ulysses(const DistConfig&, const ProblemShape& shape, const ResolvedMask&, int P) {
   // Every layout and every mask: tokens are regathered in global order, the kernel sees positions.
   make_head_split(shape.H, shape.H_kv, P, "ulysses");
 }

@@ -180,10 +180,10 @@ class GroupRingAttention final : public GroupAttention {
   kernels::StepParams base_;
 };
 
-class UspStrategy final : public HeadParallelStrategy {
+class UspStrategy final : public UlyssesFamilyBase {
  public:
   UspStrategy(const Setup& setup, int u)
-      : HeadParallelStrategy(setup, "usp"),
+      : UlyssesFamilyBase(setup, "usp"),
         layout_(setup.plan->layout()),
         groups_(groups(layout_, u)),
         ulysses_(setup.comm.split_channel(setup.rank / u, setup.rank % u)),
@@ -228,7 +228,7 @@ class UspStrategy final : public HeadParallelStrategy {
 
 }  // namespace
 
-void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P) {
+void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const ResolvedMask& mask, int P) {
   BURST_CHECK(cfg.ulysses_degree >= 0, InvalidArgument, "usp: ulysses_degree=", cfg.ulysses_degree,
               " must be ≥ 0 (0 picks the largest divisor of P dividing H_kv)");
   const int u = resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
