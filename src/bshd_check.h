@@ -16,10 +16,10 @@ namespace burst {
 inline void check_bshd(const TensorView& t, const std::string& what, std::int64_t B, std::int64_t S,
                        std::int64_t H, std::int64_t D) {
   BURST_CHECK(t.data != nullptr || (t.ndim == 4 && t.numel() == 0), InvalidArgument, what, " is null");
-  BURST_CHECK(t.ndim == 4 && t.size(0) == B && (S < 0 || t.size(1) == S) && t.size(2) == H && t.size(3) == D &&
-                  (t.stride[3] == 1 || D == 1),
-              InvalidArgument, what, " is ", t.describe(), ", expected [", B, ",", S < 0 ? std::string("S") : std::to_string(S),
-              ",", H, ",", D, "] with D contiguous");
+  BURST_CHECK(t.ndim == 4 && t.size(0) == B && (S < 0 || t.size(1) == S) && t.size(2) == H &&
+                  t.size(3) == D && (t.stride[3] == 1 || D == 1),
+              InvalidArgument, what, " is ", t.describe(), ", expected [", B, ",",
+              S < 0 ? std::string("S") : std::to_string(S), ",", H, ",", D, "] with D contiguous");
 }
 
 }  // namespace burst

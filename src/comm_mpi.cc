@@ -611,9 +611,8 @@ Request Communicator::irecv(ByteBuffer buffer, int source, int tag) const {
   r.state_->owner = impl_;
   r.state_->peer = source;
   r.state_->tag = tag;
-  check_mpi(
-      MPI_Irecv(r.state_->buffer.data(), count, MPI_BYTE, source, tag, impl_->comm, &r.state_->request),
-      "MPI_Irecv");
+  check_mpi(MPI_Irecv(r.state_->buffer.data(), count, MPI_BYTE, source, tag, impl_->comm, &r.state_->request),
+            "MPI_Irecv");
   impl_->counters->bytes_received += count;
   return r;
 }
@@ -637,8 +636,10 @@ void Communicator::all_gather_v(std::span<const std::byte> send, const std::vect
   const auto displ = displacements(n);
   const std::int64_t mine = bytes[static_cast<std::size_t>(rank())];
   BURST_CHECK(static_cast<std::int64_t>(send.size()) == mine &&
-                  static_cast<std::int64_t>(recv.size()) == std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0}),
-              Internal, "all_gather_v: send ", send.size(), " B / recv ", recv.size(), " B do not match the sizes");
+                  static_cast<std::int64_t>(recv.size()) ==
+                      std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0}),
+              Internal, "all_gather_v: send ", send.size(), " B / recv ", recv.size(),
+              " B do not match the sizes");
   collective(*impl_, "MPI_Allgatherv", [&](MPI_Request* rq) {
     return MPI_Iallgatherv(send.data(), n[static_cast<std::size_t>(rank())], MPI_BYTE, recv.data(), n.data(),
                            displ.data(), MPI_BYTE, impl_->comm, rq);
@@ -663,7 +664,8 @@ void Communicator::all_to_all(std::span<const std::byte> send, std::span<std::by
 }
 
 void Communicator::all_to_all_v(std::span<const std::byte> send, const std::vector<std::int64_t>& send_bytes,
-                                std::span<std::byte> recv, const std::vector<std::int64_t>& recv_bytes) const {
+                                std::span<std::byte> recv,
+                                const std::vector<std::int64_t>& recv_bytes) const {
   const auto sn = int_counts(send_bytes, size(), "all_to_all_v send");
   const auto rn = int_counts(recv_bytes, size(), "all_to_all_v recv");
   const auto sd = displacements(sn), rd = displacements(rn);
@@ -671,7 +673,8 @@ void Communicator::all_to_all_v(std::span<const std::byte> send, const std::vect
                       std::accumulate(send_bytes.begin(), send_bytes.end(), std::int64_t{0}) &&
                   static_cast<std::int64_t>(recv.size()) ==
                       std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::int64_t{0}),
-              Internal, "all_to_all_v: send ", send.size(), " B / recv ", recv.size(), " B do not match the sizes");
+              Internal, "all_to_all_v: send ", send.size(), " B / recv ", recv.size(),
+              " B do not match the sizes");
   collective(*impl_, "MPI_Alltoallv", [&](MPI_Request* rq) {
     return MPI_Ialltoallv(send.data(), sn.data(), sd.data(), MPI_BYTE, recv.data(), rn.data(), rd.data(),
                           MPI_BYTE, impl_->comm, rq);

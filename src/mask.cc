@@ -164,8 +164,8 @@ std::string Mask::describe() const {
 // ---------------------------------------------------------------- ResolvedMask -------------
 
 void ResolvedMask::validate(const Mask& mask, std::int64_t S_q, std::int64_t S_kv) {
-  BURST_CHECK(S_q >= 0 && S_kv >= 0, InvalidArgument, "mask global lengths must be >= 0, got S_q_global=", S_q,
-              " S_kv_global=", S_kv);
+  BURST_CHECK(S_q >= 0 && S_kv >= 0, InvalidArgument,
+              "mask global lengths must be >= 0, got S_q_global=", S_q, " S_kv_global=", S_kv);
   BURST_CHECK(mask.window_left >= -1 && mask.window_right >= -1, InvalidArgument, "window_size=(",
               mask.window_left, ", ", mask.window_right, ") must have entries >= -1");
   if (mask.is_shorthand()) return;

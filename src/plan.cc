@@ -81,8 +81,9 @@ std::vector<std::int64_t> iota_range(std::int64_t lo, std::int64_t hi) {
 void assign_balanced(SequenceLayout& layout, const ResolvedMask& resolved) {
   const int P = layout.P;
   const std::int64_t S = layout.S_global, C = balanced_chunks(P, S), c = S / C;
-  BURST_CHECK(resolved.seq_q() == S && resolved.seq_kv() == S, InvalidArgument, "balanced layout of S_global=",
-              S, " under a mask resolved for (", resolved.seq_q(), ", ", resolved.seq_kv(), ")");
+  BURST_CHECK(resolved.seq_q() == S && resolved.seq_kv() == S, InvalidArgument,
+              "balanced layout of S_global=", S, " under a mask resolved for (", resolved.seq_q(), ", ",
+              resolved.seq_kv(), ")");
   const std::vector<std::int64_t> all = iota_range(0, S);
   std::vector<std::int64_t> work(static_cast<std::size_t>(C));
   for (std::int64_t i = 0; i < C; ++i)

@@ -36,11 +36,15 @@ std::int64_t element_bytes(const ProblemShape& s) { return static_cast<std::int6
 /// The ring family's messages (what RingExecutor and ring_family.cc send; wire_layout.h): the
 /// K,V read payload, the query side's Q,dO,delta,lse payload, and a write partial of n values
 /// in the partials dtype (DistConfig::partials_dtype).
-std::int64_t kv_bytes(const ProblemShape& s, const Sizes& z) { return wire::kv_block(s.dtype, z.kv_numel).bytes(); }
+std::int64_t kv_bytes(const ProblemShape& s, const Sizes& z) {
+  return wire::kv_block(s.dtype, z.kv_numel).bytes();
+}
 std::int64_t query_bytes(const ProblemShape& s, const Sizes& z) {
   return wire::query_block(s.dtype, z.q_numel, z.row_numel).bytes();
 }
-std::int64_t partial_bytes(std::int64_t n, DType partials_dtype) { return wire::partial(partials_dtype, n).bytes(); }
+std::int64_t partial_bytes(std::int64_t n, DType partials_dtype) {
+  return wire::partial(partials_dtype, n).bytes();
+}
 
 /// Partition held by rank g at step t (0-based) of the (double) ring: docs/algorithm.md §7.
 int ring_partition(int g, int t, int n, int L) { return ring::partition({n, L}, g, t); }
@@ -281,8 +285,8 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Resolved
       // Mask-aware (DistConfig::mask_aware): only needed blocks move, owner to reader.
       const auto make_pass =
           cfg.mask_aware && P > 1 && has_empty_block(plan.block_pairs_) ? direct_pass : ring_pass;
-      plan.forward_ =
-          make_pass(P, n, L, kv_bytes(shape, z), 0, 0, "K,V", false, plan.block_pairs_, kF32 * (z.q_numel + z.row_numel));
+      plan.forward_ = make_pass(P, n, L, kv_bytes(shape, z), 0, 0, "K,V", false, plan.block_pairs_,
+                                kF32 * (z.q_numel + z.row_numel));
       plan.forward_.side = "kv";
       BackwardSide side = BackwardSide::KvSide;
       if (cfg.strategy == StrategyKind::Burst)
@@ -301,9 +305,10 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Resolved
                       plan.block_pairs_, kF32 * z.row_numel);
         plan.backward_.side = "query";
       } else {
-        plan.backward_ = make_pass(P, n, L, kv_bytes(shape, z), partial_bytes(2 * z.kv_numel, pd), kF32 * 2 * z.kv_numel,
-                                   pd == DType::BF16 ? "K,V | dK,dV bf16" : "K,V | dK,dV", false,
-                                   plan.block_pairs_, kF32 * z.row_numel);
+        plan.backward_ =
+            make_pass(P, n, L, kv_bytes(shape, z), partial_bytes(2 * z.kv_numel, pd), kF32 * 2 * z.kv_numel,
+                      pd == DType::BF16 ? "K,V | dK,dV bf16" : "K,V | dK,dV", false, plan.block_pairs_,
+                      kF32 * z.row_numel);
         plan.backward_.side = "kv";
       }
       break;
@@ -316,12 +321,12 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Resolved
       // K, V gathered in the storage dtype (e bytes); dK, dV reduce-scattered in fp32.
       const std::int64_t e = element_bytes(shape);
       const std::int64_t fwd_bytes = (P - 1) * kv_bytes(shape, z);
-      plan.forward_ =
-          collective_pass(P, "all-gather K,V", fwd_bytes, e * (2 * 2 * kv_global + 2 * z.kv_numel), own_pairs);
+      plan.forward_ = collective_pass(P, "all-gather K,V", fwd_bytes,
+                                      e * (2 * 2 * kv_global + 2 * z.kv_numel), own_pairs);
       plan.forward_.side = "kv";
-      plan.backward_ =
-          collective_pass(P, "all-gather K,V; reduce-scatter dK,dV", fwd_bytes + kF32 * (P - 1) * 2 * z.kv_numel,
-                          e * 2 * kv_global + kF32 * (2 * kv_global + 2 * z.kv_numel + z.row_numel), own_pairs);
+      plan.backward_ = collective_pass(
+          P, "all-gather K,V; reduce-scatter dK,dV", fwd_bytes + kF32 * (P - 1) * 2 * z.kv_numel,
+          e * 2 * kv_global + kF32 * (2 * kv_global + 2 * z.kv_numel + z.row_numel), own_pairs);
       plan.backward_.side = "kv";
       break;
     }
@@ -332,8 +337,8 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Resolved
       plan.backward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
       // ulysses, usp, distflash, headpar: per-rank bytes, work and buffers from their own formulas
       // (src/plan_strategies.h); bytes cleared when the configuration is rejected.
-      strategies::fill_strategy_passes(cfg, shape, plan.layout_, resolved, plan.ranks_per_node_, plan.forward_,
-                                       plan.backward_);
+      strategies::fill_strategy_passes(cfg, shape, plan.layout_, resolved, plan.ranks_per_node_,
+                                       plan.forward_, plan.backward_);
       break;
     }
   }

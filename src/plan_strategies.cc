@@ -44,7 +44,8 @@ std::int64_t ulysses_forward_bytes(const HeadSplit& s, const std::vector<std::in
   // The segments UlyssesExchange sends (strategies/ulysses.cc segment_layout), field by field.
   const DType dt = dtype_of_size(e);
   const std::int64_t mine = B * S_local[static_cast<std::size_t>(me)];
-  const WireLayout qkv{{"q", dt, mine * s.heads * D}, {"k", dt, mine * s.kv_heads * D}, {"v", dt, mine * s.kv_heads * D}};
+  const WireLayout qkv{
+      {"q", dt, mine * s.heads * D}, {"k", dt, mine * s.kv_heads * D}, {"v", dt, mine * s.kv_heads * D}};
   std::int64_t bytes = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
@@ -61,13 +62,11 @@ std::int64_t ulysses_backward_bytes(const HeadSplit& s, const std::vector<std::i
   // The segments UlyssesExchange sends (strategies/ulysses.cc segment_layout), field by field.
   const DType dt = dtype_of_size(e);
   const std::int64_t mine = B * S_local[static_cast<std::size_t>(me)];
-  const WireLayout in = saved ? WireLayout{{"dout", dt, mine * s.heads * D}}
-                              : WireLayout{{"q", dt, mine * s.heads * D},
-                                           {"dout", dt, mine * s.heads * D},
-                                           {"k", dt, mine * s.kv_heads * D},
-                                           {"v", dt, mine * s.kv_heads * D},
-                                           {"lse", DType::F32, mine * s.heads},
-                                           {"delta", DType::F32, mine * s.heads}};
+  const WireLayout in =
+      saved ? WireLayout{{"dout", dt, mine * s.heads * D}}
+            : WireLayout{{"q", dt, mine * s.heads * D},       {"dout", dt, mine * s.heads * D},
+                         {"k", dt, mine * s.kv_heads * D},    {"v", dt, mine * s.kv_heads * D},
+                         {"lse", DType::F32, mine * s.heads}, {"delta", DType::F32, mine * s.heads}};
   std::int64_t bytes = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
@@ -179,7 +178,7 @@ std::int64_t headpar_backward_bytes(const SequenceLayout& layout, const ProblemS
   // Q, dO, K, V in their dtype, lse, delta fp32: one block per rank (headpar.cc block_layout).
   const WireLayout in{{"q", s.dtype, s.B * mine * s.H * s.D},    {"dout", s.dtype, s.B * mine * s.H * s.D},
                       {"k", s.dtype, s.B * mine * s.H_kv * s.D}, {"v", s.dtype, s.B * mine * s.H_kv * s.D},
-                      {"lse", DType::F32, s.B * mine * s.H},      {"delta", DType::F32, s.B * mine * s.H}};
+                      {"lse", DType::F32, s.B * mine * s.H},     {"delta", DType::F32, s.B * mine * s.H}};
   std::int64_t bytes = (layout.P - 1) * in.bytes();
   for (int i = 0; i < layout.P; ++i) {  // reduce-scatter dQ, dK, dV (fp32)
     if (i == rank) continue;
@@ -243,7 +242,8 @@ std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloa
 std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
   const DType dt = dtype_of_size(c.e);
   const std::int64_t kv = wire::kv_block(dt, c.kv).bytes(), q = wire::query_block(dt, c.q, c.row).bytes(),
-                     dkv = wire::partial(DType::F32, 2 * c.kv).bytes(), dq = wire::partial(DType::F32, c.q).bytes();
+                     dkv = wire::partial(DType::F32, 2 * c.kv).bytes(),
+                     dq = wire::partial(DType::F32, c.q).bytes();
   std::int64_t bytes = 0;
   for (int t = 1; t < s.steps; ++t) {
     for (int r = 0; r < s.P; ++r) {
@@ -272,7 +272,8 @@ DistFlashSchedule make_distflash_schedule(const ResolvedMask& mask, std::int64_t
   return make_distflash_schedule(P, [&](int i, int j) { return distflash_block_pairs(mask, c, i, j) > 0; });
 }
 
-void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const ResolvedMask& resolved, int P) {
+void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const ResolvedMask& resolved,
+                             int P) {
   BURST_CHECK(layout == LayoutKind::Contiguous, Unsupported, "distflash: its schedule is defined ",
               "on the contiguous layout (rank r owns chunk r; it balances causal work itself), got layout=",
               to_string(layout));
@@ -331,8 +332,8 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
   if (ranks_per_node <= 0) ranks_per_node = P;
   const std::int64_t B = shape.B, D = shape.D;
   BURST_CHECK(resolved.seq_q() == shape.S_global && resolved.seq_kv() == shape.S_global, Internal,
-              "strategy plan of S_global=", shape.S_global, " under a mask resolved for (", resolved.seq_q(), ", ",
-              resolved.seq_kv(), ")");
+              "strategy plan of S_global=", shape.S_global, " under a mask resolved for (", resolved.seq_q(),
+              ", ", resolved.seq_kv(), ")");
   try {
     switch (cfg.strategy) {
       case StrategyKind::Ulysses: {
@@ -460,7 +461,8 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
 }
 
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                          const ResolvedMask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward) {
+                          const ResolvedMask& mask, int ranks_per_node, PassPlan& forward,
+                          PassPlan& backward) {
   const StrategyPlan peer = strategy_plan(cfg, shape, layout, mask, ranks_per_node);
   if (peer.empty()) {
     forward.bytes_sent.clear();

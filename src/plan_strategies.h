@@ -223,6 +223,7 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
 /// visible pairs and peak per rank, in the pass and in its single step. Leaves the passes alone
 /// (bytes_sent cleared) when strategy_plan is empty.
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                          const ResolvedMask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward);
+                          const ResolvedMask& mask, int ranks_per_node, PassPlan& forward,
+                          PassPlan& backward);
 
 }  // namespace burst::strategies

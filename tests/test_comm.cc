@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <span>
 #include <numeric>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>

@@ -181,9 +181,8 @@ TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
   // Rejected configurations plan no bytes instead of throwing.
   DistConfig cfg;
   cfg.strategy = StrategyKind::Ulysses;
-  const auto none = strategies::strategy_plan(cfg, {1, 12, 3, 1, 8},
-                                              make_layout(LayoutKind::Contiguous, 2, 12),
-                                              ResolvedMask(Mask::full(), 12, 12));
+  const auto none = strategies::strategy_plan(
+      cfg, {1, 12, 3, 1, 8}, make_layout(LayoutKind::Contiguous, 2, 12), ResolvedMask(Mask::full(), 12, 12));
   EXPECT_TRUE(none.empty() && none.backward_bytes.empty() && none.visible_pairs.empty());
 }
 

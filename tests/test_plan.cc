@@ -151,9 +151,9 @@ TEST(WireLayout, OffsetsAlignToElementSizeAndSizeToLargest) {
   EXPECT_EQ(odd[0].offset, 0);
   EXPECT_EQ(odd[1].offset, 8);  // 6 bytes of bf16, then the next multiple of 4
   EXPECT_EQ(odd[2].offset, 16);
-  EXPECT_EQ(odd.bytes(), 20);  // 18 rounded to 4
-  EXPECT_EQ(wire::kv_block(DType::BF16, 5).bytes(), 20);    // 16-bit only: exact, odd counts too
-  EXPECT_EQ(wire::partial(DType::BF16, 7).bytes(), 14);     // was padded to 16 on a float wire
+  EXPECT_EQ(odd.bytes(), 20);                                  // 18 rounded to 4
+  EXPECT_EQ(wire::kv_block(DType::BF16, 5).bytes(), 20);       // 16-bit only: exact, odd counts too
+  EXPECT_EQ(wire::partial(DType::BF16, 7).bytes(), 14);        // was padded to 16 on a float wire
   EXPECT_EQ(wire::query_block(DType::F16, 3, 2).bytes(), 28);  // Q, dO: 12 B; delta at 12, lse at 20
   EXPECT_EQ(wire::query_block(DType::F16, 3, 2)[wire::kDelta].offset, 12);
   EXPECT_EQ(wire::query_block(DType::F32, 3, 2).bytes(), 4 * (6 + 4));

@@ -380,7 +380,8 @@ CollectiveFit fit_collectives(const Communicator& world, const Communicator& gro
       whole(static_cast<std::size_t>(words) * static_cast<std::size_t>(n), 1.0f);
   CollectiveFit f;
   f.gather_seconds = world.all_reduce_max(collective_seconds(
-      group, [&] { group.all_gather(std::as_bytes(std::span(block)), std::as_writable_bytes(std::span(whole))); },
+      group,
+      [&] { group.all_gather(std::as_bytes(std::span(block)), std::as_writable_bytes(std::span(whole))); },
       3));
   f.scatter_seconds = world.all_reduce_max(collective_seconds(
       group,

@@ -39,14 +39,16 @@ class AllGatherStrategy final : public Strategy {
       rec.finish();
       return;
     }
-    ByteBuffer ranked = gather(k, v, stats, rec.at()), g = pool_.get(static_cast<std::int64_t>(ranked.size()));
+    ByteBuffer ranked = gather(k, v, stats, rec.at()),
+               g = pool_.get(static_cast<std::int64_t>(ranked.size()));
     Gathered kv;
     {
       Stopwatch sw(&rec.at().copy);
       kv = reorder(ranked, g, k.dtype);
     }
     compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats, rec.log);
-    stats.peak_buffer_bytes = 2 * static_cast<std::int64_t>(ranked.size()) + wire::kv_block(k.dtype, b_kv_).bytes();
+    stats.peak_buffer_bytes =
+        2 * static_cast<std::int64_t>(ranked.size()) + wire::kv_block(k.dtype, b_kv_).bytes();
     pool_.put(std::move(ranked));
     pool_.put(std::move(g));
     rec.finish();
@@ -103,8 +105,8 @@ class AllGatherStrategy final : public Strategy {
     });
     ByteBuffer mine = pool_.get(kF32 * 2 * b_kv_);
     const auto t1 = std::chrono::steady_clock::now();
-    setup_.comm.reduce_scatter(f32_data(send), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_),
-                               f32_data(mine));
+    setup_.comm.reduce_scatter(
+        f32_data(send), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_), f32_data(mine));
     const double waited = seconds_since(t1);
     stats.exposed_comm_seconds += waited;
     rec.at().wait += waited;
@@ -113,7 +115,8 @@ class AllGatherStrategy final : public Strategy {
       unpack_into(f32_data(mine), dk);
       unpack_into(f32_data(mine) + b_kv_, dv);
     }
-    stats.peak_buffer_bytes = static_cast<std::int64_t>(ranked.size() + send.size() + mine.size()) + kF32 * delta.numel();
+    stats.peak_buffer_bytes =
+        static_cast<std::int64_t>(ranked.size() + send.size() + mine.size()) + kF32 * delta.numel();
     pool_.put(delta_mem.release());
     for (ByteBuffer* x : {&ranked, &send, &mine}) pool_.put(std::move(*x));
     rec.finish();

@@ -187,13 +187,16 @@ const float* f32_data(const ByteBuffer& buffer) {
   return static_cast<const float*>(static_cast<const void*>(buffer.data()));
 }
 
-TypedTensor::TypedTensor(std::vector<std::int64_t> shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
+TypedTensor::TypedTensor(std::vector<std::int64_t> shape, DType dtype)
+    : shape_(std::move(shape)), dtype_(dtype) {
   std::int64_t n = 1;
   for (const std::int64_t x : shape_) n *= x;
   bytes_.assign(static_cast<std::size_t>(n) * dtype_size(dtype_), std::byte{0});
 }
 
-TensorView TypedTensor::view() const { return make_view(static_cast<const void*>(bytes_.data()), dtype_, shape_); }
+TensorView TypedTensor::view() const {
+  return make_view(static_cast<const void*>(bytes_.data()), dtype_, shape_);
+}
 
 ByteBuffer TypedTensor::release() {
   ByteBuffer b = std::move(bytes_);
@@ -306,8 +309,8 @@ kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, c
 }
 
 PlannedStrategy::PlannedStrategy(const Setup& setup) : comm_(setup.comm) {
-  const StrategyPlan plan =
-      strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), *setup.resolved, setup.plan->ranks_per_node());
+  const StrategyPlan plan = strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), *setup.resolved,
+                                          setup.plan->ranks_per_node());
   BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy),
               ": no strategy plan for a validated configuration");
   const auto r = static_cast<std::size_t>(setup.rank);

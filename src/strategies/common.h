@@ -81,10 +81,10 @@ void unpack_into(const float* src, const TensorView& view);
 /// Sets every element of `view` to `value`.
 void fill_view(const TensorView& view, float value);
 
-/// Byte buffers (messages, fp32 partials and accumulators) recycled within a pass and kept across passes, so that a model calling attention
-/// every step does not page-fault fresh message / partial buffers on every call (the kernel's
-/// workspace does the same for tiles; docs/design.md § Memory reuse: without either, a third of a
-/// 2-rank backward at S = 2048 was page faults). Buffers are matched by exact size (a pass asks
+/// Byte buffers (messages, fp32 partials and accumulators) recycled within a pass and kept across passes, so
+/// that a model calling attention every step does not page-fault fresh message / partial buffers on every
+/// call (the kernel's workspace does the same for tiles; docs/design.md § Memory reuse: without either, a
+/// third of a 2-rank backward at S = 2048 was page faults). Buffers are matched by exact size (a pass asks
 /// for the same few sizes every time); at most kMaxHeld free buffers are kept, the oldest dropped.
 /// Counts the bytes the current pass holds at once (its peak), as DistStats::peak_buffer_bytes
 /// reports. Not thread-safe: one pool per executor, used by one pass at a time.

@@ -82,20 +82,17 @@ struct StepInputs {
   int kv_index = -1, q_index = -1;
 };
 
-void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t,
-                 const ByteBuffer& kv_payload, const ByteBuffer& q_payload, StepInputs& in,
-                 RequestSet& sends) {
+void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t, const ByteBuffer& kv_payload,
+                 const ByteBuffer& q_payload, StepInputs& in, RequestSet& sends) {
   const int me = comm.rank();
   if (t >= s.steps) return;
   const FlashBlock& lb = at(s.local, t, me);
   if (lb.valid()) {
-    in.kv_index =
-        static_cast<int>(in.set.add(comm.irecv(ByteBuffer(kv_payload.size()), lb.kv, tag(t, kKv))));
+    in.kv_index = static_cast<int>(in.set.add(comm.irecv(ByteBuffer(kv_payload.size()), lb.kv, tag(t, kKv))));
   }
   const FlashBlock& hb = at(s.help, t, me);
   if (hb.valid()) {
-    in.q_index =
-        static_cast<int>(in.set.add(comm.irecv(ByteBuffer(q_payload.size()), hb.q, tag(t, kQuery))));
+    in.q_index = static_cast<int>(in.set.add(comm.irecv(ByteBuffer(q_payload.size()), hb.q, tag(t, kQuery))));
   }
   for (int r = 0; r < s.P; ++r) {
     if (at(s.local, t, r).valid() && at(s.local, t, r).kv == me)
@@ -214,7 +211,8 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
   RequestSet sends;
   StepInputs next;
   // Q, dO, K, V travel in their storage dtype; lse, delta and the dQ, dK, dV partials in fp32.
-  const WireLayout kv_wire = wire::kv_block(k.dtype, d.kv()), q_wire = wire::query_block(q.dtype, d.q(), d.row());
+  const WireLayout kv_wire = wire::kv_block(k.dtype, d.kv()),
+                   q_wire = wire::query_block(q.dtype, d.q(), d.row());
   if (s.steps > 1) {
     kv_payload = packed(kv_wire, {k, v});
     q_payload = packed(q_wire, {q, dout, delta.view(), lse});
@@ -265,8 +263,8 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     for (int r = 0; r < P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
       if (lb.valid() && lb.kv == me)
-        dkv_index = static_cast<int>(grads.add(
-            comm.irecv(ByteBuffer(static_cast<std::size_t>(kF32 * 2 * d.kv())), r, tag(t, kGrad))));
+        dkv_index = static_cast<int>(
+            grads.add(comm.irecv(ByteBuffer(static_cast<std::size_t>(kF32 * 2 * d.kv())), r, tag(t, kGrad))));
       const FlashBlock& hb = at(s.help, t, r);
       if (hb.valid() && hb.q == me)
         dq_index = static_cast<int>(
@@ -291,8 +289,8 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
       Stopwatch w(&times.compute_seconds);
       kernels::step_backward(dout, q, field_view(kv_wire, wire::kK, kv.data(), d.kv_shape()),
                              field_view(kv_wire, wire::kV, kv.data(), d.kv_shape()), lse, delta.view(), dq,
-                             bshd(f32_data(dkv), d, d.H_kv), bshd(f32_data(dkv) + d.kv(), d, d.H_kv), params(lb),
-                             true);
+                             bshd(f32_data(dkv), d, d.H_kv), bshd(f32_data(dkv) + d.kv(), d, d.H_kv),
+                             params(lb), true);
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
     add_pending();  // step t − 1's gradients, which travelled during this step's compute

@@ -87,10 +87,10 @@ void pack_scatter(float* buf, const UlyssesExchange& ex, const std::vector<Part>
     for (std::size_t f = 0; f < parts.size(); ++f) {
       const float* in = src[f].f32();
       float* at_field = buf + block[f].offset / kF32;
-      for_each_part_run(parts[f], src[f], ex.rows(i), B, D,
-                        [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
-                          std::memcpy(at_field + packed, in + at, sizeof(float) * static_cast<std::size_t>(n));
-                        });
+      for_each_part_run(
+          parts[f], src[f], ex.rows(i), B, D, [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
+            std::memcpy(at_field + packed, in + at, sizeof(float) * static_cast<std::size_t>(n));
+          });
     }
     buf += block.bytes() / kF32;
   }
@@ -185,9 +185,10 @@ class HeadParallelStrategy final : public PlannedStrategy {
       unpack_into(f32_data(mine), out);
       unpack_into(f32_data(mine) + out.numel(), lse);
     }
-    const std::int64_t held =
-        static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) + kF32 * static_cast<std::int64_t>(rs_fwd_.size());
-    fill_stats(stats, t, pairs_, kF32 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S) + held);
+    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) +
+                              kF32 * static_cast<std::int64_t>(rs_fwd_.size());
+    fill_stats(stats, t, pairs_,
+               kF32 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S) + held);
     ex_.recycle({&qg, &kg, &vg, &og, &lg});
     for (ByteBuffer* x : {&send, &recv, &mine}) pool.put(std::move(*x));
   }
@@ -242,8 +243,8 @@ class HeadParallelStrategy final : public PlannedStrategy {
       unpack_into(f32_data(mine) + dq.numel(), dk);
       unpack_into(f32_data(mine) + dq.numel() + dk.numel(), dv);
     }
-    const std::int64_t held =
-        static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) + kF32 * static_cast<std::int64_t>(rs_bwd_.size());
+    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) +
+                              kF32 * static_cast<std::int64_t>(rs_bwd_.size());
     fill_stats(stats, t, pairs_,
                kF32 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S) + held);
     ex_.recycle({&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg});

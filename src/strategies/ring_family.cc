@@ -28,8 +28,8 @@ LocalBlock local_block(const Setup& setup) {
 /// holds queries (backward query side), so rank g needs block j when j's queries see g's keys.
 /// split_own: the own block is computed in two halves (RingExecutor::run).
 ByteBuffer run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass, bool query_rows,
-                        ByteBuffer own, std::int64_t write_floats, const RingExecutor::StepFn& fn, RingRunStats& rs,
-                        bool split_own = false) {
+                        ByteBuffer own, std::int64_t write_floats, const RingExecutor::StepFn& fn,
+                        RingRunStats& rs, bool split_own = false) {
   if (!pass.mask_aware) return exec.run(std::move(own), write_floats, fn, rs, split_own);
   const int P = setup.P;
   std::vector<std::vector<char>> need(static_cast<std::size_t>(P),

@@ -265,7 +265,7 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
       for (int k = 0; k < n; ++k) {
         const int i = home_index[static_cast<std::size_t>(k)];
         ByteBuffer part = i >= 0 ? homes_in.take(static_cast<std::size_t>(i))
-                                         : std::move(home_parts[static_cast<std::size_t>(k)]);
+                                 : std::move(home_parts[static_cast<std::size_t>(k)]);
         if (k == 0 && (i < 0 || wire_ == DType::F32)) {
           result = std::move(part);
           continue;

@@ -83,8 +83,8 @@ class RingExecutor {
   /// last round's partial crosses to its owner — the one transfer nothing else can hide — and
   /// its write contribution is added at home (the block is the rank's own). compute must then
   /// honour slices and accumulate (not overwrite) into resident results.
-  ByteBuffer run(ByteBuffer own_read, std::int64_t write_floats, const StepFn& compute,
-                         RingRunStats& stats, bool split_own = false) const;
+  ByteBuffer run(ByteBuffer own_read, std::int64_t write_floats, const StepFn& compute, RingRunStats& stats,
+                 bool split_own = false) const;
 
   /// The mask-aware schedule (MagiAttention's zero-redundant communication, docs/strategies.md
   /// § Mask-aware rings): the same steps and compute order as run(), but a rank receives a
@@ -95,8 +95,8 @@ class RingExecutor {
   /// the steps whose block is needed. Steps needed by no rank move nothing. Collective; need
   /// (P × P) identical on every rank. split_own as run() (its sums stay run()'s, bit for bit).
   ByteBuffer run_direct(ByteBuffer own_read, std::int64_t write_floats,
-                                const std::vector<std::vector<char>>& need, const StepFn& compute,
-                                RingRunStats& stats, bool split_own = false) const;
+                        const std::vector<std::vector<char>>& need, const StepFn& compute,
+                        RingRunStats& stats, bool split_own = false) const;
 
   /// The message of a write partial of w fp32 values: wire::partial(write wire dtype, w).
   WireLayout wire_layout(std::int64_t w) const;
@@ -112,8 +112,8 @@ class RingExecutor {
   /// split_own's second half: computes RowSlice{1, 2} of the rank's own block (payload `own`)
   /// into a zeroed write buffer of W fp32 values (a pool buffer, returned), polling `progress`.
   ByteBuffer own_second_half(const StepFn& compute, const std::byte* own, std::int64_t W,
-                                     const std::function<void()>& progress, RingRunStats& stats, StepLog& log,
-                                     int record) const;
+                             const std::function<void()>& progress, RingRunStats& stats, StepLog& log,
+                             int record) const;
 
   Communicator intra_, inter_, chain_, home_;
   mutable BufferPool pool_;  // run() is logically const: the pool only caches memory

@@ -134,7 +134,8 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
       const Field& f = fields[fi];
       std::byte* out = seg + mine[fi].offset;
       for_each_segment_run(f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
-                           f.kv ? split_.kv_heads : split_.heads, [&](const std::byte* p, std::int64_t bytes) {
+                           f.kv ? split_.kv_heads : split_.heads,
+                           [&](const std::byte* p, std::int64_t bytes) {
                              std::memcpy(out, p, static_cast<std::size_t>(bytes));
                              out += bytes;
                            });
@@ -176,7 +177,8 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
       const Field& f = fields[fi];
       std::byte* out = seg + theirs[fi].offset;
       for_each_segment_run(f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
-                           f.kv ? split_.kv_heads : split_.heads, [&](const std::byte* p, std::int64_t bytes) {
+                           f.kv ? split_.kv_heads : split_.heads,
+                           [&](const std::byte* p, std::int64_t bytes) {
                              std::memcpy(out, p, static_cast<std::size_t>(bytes));
                              out += bytes;
                            });
@@ -436,9 +438,9 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
 // ---------------------------------------------------------------- registration
 
 void UlyssesFamilyBase::forward_in(const Communicator& group, const UlyssesExchange& ex,
-                                      const GroupAttention& attend, const TensorView& q, const TensorView& k,
-                                      const TensorView& v, const TensorView& out, const TensorView& lse,
-                                      DistStats& stats) {
+                                   const GroupAttention& attend, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& out, const TensorView& lse,
+                                   DistStats& stats) {
   UlyssesContext ctx;
   // With one member (u = 1) nothing moves, so a context spares no bytes: keep one (its lse) only
   // for a caller that passes no lse and so cannot run the stateless backward.
@@ -452,8 +454,8 @@ void UlyssesFamilyBase::forward_in(const Communicator& group, const UlyssesExcha
 }
 
 const UlyssesContext* UlyssesFamilyBase::agreed_context(const TensorView& q, const TensorView& k,
-                                                           const TensorView& v, const TensorView& out,
-                                                           std::uint64_t& key) const {
+                                                        const TensorView& v, const TensorView& out,
+                                                        std::uint64_t& key) const {
   key = store_.slots() > 0 ? context_key(q, k, v, out) : 0;
   const UlyssesContext* ctx = store_.slots() > 0 ? store_.find(key) : nullptr;
   // Control data (not counted): every rank must take the same path, or the exchanges differ.
@@ -461,16 +463,16 @@ const UlyssesContext* UlyssesFamilyBase::agreed_context(const TensorView& q, con
 }
 
 bool UlyssesFamilyBase::backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
-                                                const TensorView& out) {
+                                             const TensorView& out) {
   std::uint64_t key = 0;
   return agreed_context(q, k, v, out, key) != nullptr;
 }
 
 void UlyssesFamilyBase::backward_in(const Communicator& group, const UlyssesExchange& ex,
-                                       const GroupAttention& attend, const TensorView& dout,
-                                       const TensorView& q, const TensorView& k, const TensorView& v,
-                                       const TensorView& out, const TensorView& lse, const TensorView& dq,
-                                       const TensorView& dk, const TensorView& dv, DistStats& stats) {
+                                    const GroupAttention& attend, const TensorView& dout, const TensorView& q,
+                                    const TensorView& k, const TensorView& v, const TensorView& out,
+                                    const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                                    const TensorView& dv, DistStats& stats) {
   if (ex.split().u == 1 && lse.data != nullptr) {  // nothing to spare (forward_in): the stateless path,
     run(peak_bwd_, stats,                          // which at u = 1 holds no more than the saved one
         [&](PassTimes& t) { ulysses_backward(group, ex, attend, dout, q, k, v, out, lse, dq, dk, dv, &t); });
