@@ -104,12 +104,14 @@ std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& lay
 
 std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
                                       std::int64_t kv_heads, std::int64_t D, int i, std::int64_t e) {
+  // The K, V blocks usp's ring circulates (wire::kv_block, strategies/usp.cc).
   const int r = static_cast<int>(groups.size());
-  std::int64_t elements = 0;
-  for (int s = 0; s + 1 < r; ++s)
-    elements += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
-                kv_heads * D;
-  return e * elements;
+  std::int64_t bytes = 0;
+  for (int s = 0; s + 1 < r; ++s) {
+    const auto tokens = static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size());
+    bytes += wire::kv_block(dtype_of_size(e), B * tokens * kv_heads * D).bytes();
+  }
+  return bytes;
 }
 
 std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
@@ -121,11 +123,12 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
   const bool own_stays = topo.ranks_per_node == 1;
   std::int64_t bytes = 0;
   for (int s = 0; s < r; ++s) {
-    const std::int64_t blk =
-        2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
-        kv_heads * D;
-    if (s > 0 || !own_stays) bytes += 4 * blk;  // dK, dV of the held block (the last hop brings it home)
-    if (s + 1 < r) bytes += e * blk;            // K, V
+    const std::int64_t n =
+        B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads *
+        D;
+    // dK, dV of the held block (the last hop brings it home); K, V (wire_layout.h).
+    if (s > 0 || !own_stays) bytes += wire::partial(DType::F32, 2 * n).bytes();
+    if (s + 1 < r) bytes += wire::kv_block(dtype_of_size(e), n).bytes();
   }
   return bytes;
 }
@@ -151,7 +154,10 @@ std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64
   if (r == 1) return 0;
   const std::int64_t S = static_cast<std::int64_t>(groups[0].size());
   const std::int64_t w = topo.ranks_per_node == 1 ? r - 1 : r;
-  return (r - 1) * B * S * heads * (2 * e * D + 4 * 2) + 4 * w * B * S * heads * D;
+  // Q, dO, delta, lse circulate; the dQ partials hop w times (wire_layout.h).
+  const std::int64_t n = B * S * heads * D, rows = B * S * heads;
+  return (r - 1) * wire::query_block(dtype_of_size(e), n, rows).bytes() +
+         w * wire::partial(DType::F32, n).bytes();
 }
 
 // ------------------------------------------------------------------ headpar
