@@ -268,7 +268,7 @@ class MatrixRunner {
     const DistStats& st = da->last_stats();
     std::vector<float> compute(static_cast<std::size_t>(P_));
     const float mine = static_cast<float>(st.compute_seconds);
-    comm_.all_gather(&mine, 1, compute.data());
+    comm_.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(compute)));
     double cmax = 0, csum = 0;
     for (float x : compute) {
       cmax = std::max(cmax, static_cast<double>(x));

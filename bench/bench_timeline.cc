@@ -1,5 +1,5 @@
 // `burst bench dist --timeline` (bench_timeline.h): records travel to rank 0 as fixed-size
-// groups of 64-bit words (their bit patterns carried in float words by all_gather_v: exact).
+// groups of 64-bit words (doubles as their bit patterns; all_gather_v moves bytes: exact).
 #include "bench/bench_timeline.h"
 
 #include <cstdint>
@@ -15,7 +15,6 @@ namespace burst::bench {
 namespace {
 
 constexpr std::int64_t kWords = 12;  // 64-bit words per record
-constexpr std::int64_t kFloats = 2 * kWords;
 
 std::int64_t bits_of(double x) {
   std::int64_t b = 0;
@@ -81,24 +80,20 @@ void TimelineCollector::write(const Communicator& comm, const nlohmann::json& co
     words.insert(words.end(), w, w + kWords);
   }
   const int P = comm.size();
-  // Record counts per rank: one float each (exact below 2^24 records).
-  const float mine = static_cast<float>(records_.size());
-  std::vector<float> counts_f(static_cast<std::size_t>(P));
-  comm.all_gather(&mine, 1, counts_f.data());
-  std::vector<std::int64_t> counts;
+  // Record counts per rank (one int64 each), then every rank's records (kWords int64 each).
+  const auto mine = static_cast<std::int64_t>(records_.size());
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(P)), bytes;
+  comm.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(counts)));
   std::int64_t total = 0;
-  for (float c : counts_f) {
-    counts.push_back(static_cast<std::int64_t>(c) * kFloats);
-    total += counts.back();
+  for (const std::int64_t c : counts) {
+    bytes.push_back(c * kWords * static_cast<std::int64_t>(sizeof(std::int64_t)));
+    total += c * kWords;
   }
-  std::vector<float> send(words.size() * 2), all(static_cast<std::size_t>(total));
-  if (!words.empty()) std::memcpy(send.data(), words.data(), words.size() * sizeof(std::int64_t));
-  comm.all_gather_v(send.data(), counts, all.data());
+  std::vector<std::int64_t> w(static_cast<std::size_t>(total));
+  comm.all_gather_v(std::as_bytes(std::span(words)), bytes, std::as_writable_bytes(std::span(w)));
   if (comm.rank() != 0) return;
   std::ofstream out(path);
   BURST_CHECK(out.good(), InvalidArgument, "--timeline: cannot write '", path, "'");
-  std::vector<std::int64_t> w(static_cast<std::size_t>(total / 2));
-  if (total > 0) std::memcpy(w.data(), all.data(), w.size() * sizeof(std::int64_t));
   for (std::size_t i = 0; i + kWords <= w.size(); i += kWords) {
     const std::int64_t* x = w.data() + i;
     nlohmann::json j = config;

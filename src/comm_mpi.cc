@@ -50,7 +50,7 @@ struct Communicator::Impl {
 
 struct Request::State {
   MPI_Request request = MPI_REQUEST_NULL;
-  std::vector<float> buffer;
+  ByteBuffer buffer;
   std::shared_ptr<const Communicator::Impl> owner;  // for the watchdog's message and abort
   int peer = -1, tag = 0;
   bool send = false;
@@ -76,7 +76,7 @@ void require_initialized() {
 }
 
 int to_int_count(std::int64_t count, const char* what) {
-  BURST_CHECK(count >= 0 && count <= INT_MAX, Unsupported, what, ": element count ", count,
+  BURST_CHECK(count >= 0 && count <= INT_MAX, Unsupported, what, ": count ", count,
               " exceeds MPI's int count limit ", INT_MAX);
   return static_cast<int>(count);
 }
@@ -157,7 +157,7 @@ std::string describe(const Request::State& r) {
   const Communicator::Impl& c = *r.owner;
   return std::string(r.send ? "send to" : "recv from") + " rank " + std::to_string(r.peer) + " (world " +
          std::to_string(world_rank_of(c, r.peer)) + "), tag " + std::to_string(r.tag) + ", " +
-         std::to_string(kF32 * static_cast<std::int64_t>(r.buffer.size())) + " B";
+         std::to_string(r.buffer.size()) + " B";
 }
 
 // The watchdog fired: say which operation, which ranks never arrived (or that a collective cannot
@@ -403,13 +403,13 @@ void Request::wait() {
   check_mpi(wait_state(*state_, "MPI_Wait"), "MPI_Wait");
 }
 
-std::vector<float> Request::take() {
+ByteBuffer Request::take() {
   wait();
   BURST_CHECK(state_ != nullptr, Internal, "Request::take on a moved-from request");
   return std::move(state_->buffer);
 }
 
-const float* Request::data() const { return state_ ? state_->buffer.data() : nullptr; }
+const std::byte* Request::data() const { return state_ ? state_->buffer.data() : nullptr; }
 
 std::size_t RequestSet::add(Request&& request) {
   requests_.push_back(std::move(request));
@@ -459,7 +459,7 @@ double RequestSet::wait_all() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<float> RequestSet::take(std::size_t i) {
+ByteBuffer RequestSet::take(std::size_t i) {
   BURST_CHECK(i < requests_.size(), Internal, "RequestSet::take(", i, ") of ", requests_.size());
   return requests_[i].take();
 }
@@ -582,7 +582,7 @@ NodeTopology Communicator::node_topology(int ranks_per_node) const {
   return t;
 }
 
-Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const {
+Request Communicator::isend(ByteBuffer buffer, int dest, int tag) const {
   BURST_CHECK(dest >= 0 && dest < size(), InvalidArgument, "isend to rank ", dest, " of ", size());
   BURST_CHECK(tag >= 0 && tag < kControlTag, InvalidArgument, "isend tag ", tag, " outside [0, ", kControlTag,
               ")");
@@ -593,15 +593,15 @@ Request Communicator::isend(std::vector<float> buffer, int dest, int tag) const 
   r.state_->peer = dest;
   r.state_->tag = tag;
   r.state_->send = true;
-  check_mpi(MPI_Isend(r.state_->buffer.data(), count, MPI_FLOAT, dest, tag, impl_->comm, &r.state_->request),
+  check_mpi(MPI_Isend(r.state_->buffer.data(), count, MPI_BYTE, dest, tag, impl_->comm, &r.state_->request),
             "MPI_Isend");
-  impl_->counters->bytes_sent += kF32 * count;
-  if (off_node(*impl_, dest)) impl_->counters->bytes_sent_inter_node += kF32 * count;
+  impl_->counters->bytes_sent += count;
+  if (off_node(*impl_, dest)) impl_->counters->bytes_sent_inter_node += count;
   impl_->counters->messages_sent += 1;
   return r;
 }
 
-Request Communicator::irecv(std::vector<float> buffer, int source, int tag) const {
+Request Communicator::irecv(ByteBuffer buffer, int source, int tag) const {
   BURST_CHECK(source >= 0 && source < size(), InvalidArgument, "irecv from rank ", source, " of ", size());
   BURST_CHECK(tag >= 0 && tag < kControlTag, InvalidArgument, "irecv tag ", tag, " outside [0, ", kControlTag,
               ")");
@@ -611,61 +611,79 @@ Request Communicator::irecv(std::vector<float> buffer, int source, int tag) cons
   r.state_->owner = impl_;
   r.state_->peer = source;
   r.state_->tag = tag;
-  check_mpi(
-      MPI_Irecv(r.state_->buffer.data(), count, MPI_FLOAT, source, tag, impl_->comm, &r.state_->request),
-      "MPI_Irecv");
-  impl_->counters->bytes_received += kF32 * count;
+  check_mpi(MPI_Irecv(r.state_->buffer.data(), count, MPI_BYTE, source, tag, impl_->comm, &r.state_->request),
+            "MPI_Irecv");
+  impl_->counters->bytes_received += count;
   return r;
 }
 
-void Communicator::all_gather(const float* send, std::int64_t count, float* recv) const {
-  const int n = to_int_count(count, "all_gather");
+void Communicator::all_gather(std::span<const std::byte> send, std::span<std::byte> recv) const {
+  const auto bytes = static_cast<std::int64_t>(send.size());
+  BURST_CHECK(static_cast<std::int64_t>(recv.size()) == bytes * size(), Internal, "all_gather: ", recv.size(),
+              " B to receive ", size(), " blocks of ", bytes, " B");
+  const int n = to_int_count(bytes, "all_gather");
   collective(*impl_, "MPI_Allgather", [&](MPI_Request* rq) {
-    return MPI_Iallgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm, rq);
+    return MPI_Iallgather(send.data(), n, MPI_BYTE, recv.data(), n, MPI_BYTE, impl_->comm, rq);
   });
-  impl_->counters->bytes_sent += kF32 * count * (size() - 1);
-  impl_->counters->bytes_sent_inter_node += kF32 * count * off_node_peers(*impl_);
+  impl_->counters->bytes_sent += bytes * (size() - 1);
+  impl_->counters->bytes_sent_inter_node += bytes * off_node_peers(*impl_);
   impl_->counters->messages_sent += size() - 1;
 }
 
-void Communicator::all_gather_v(const float* send, const std::vector<std::int64_t>& counts,
-                                float* recv) const {
-  const auto n = int_counts(counts, size(), "all_gather_v");
+void Communicator::all_gather_v(std::span<const std::byte> send, const std::vector<std::int64_t>& bytes,
+                                std::span<std::byte> recv) const {
+  const auto n = int_counts(bytes, size(), "all_gather_v");
   const auto displ = displacements(n);
+  const std::int64_t mine = bytes[static_cast<std::size_t>(rank())];
+  BURST_CHECK(static_cast<std::int64_t>(send.size()) == mine &&
+                  static_cast<std::int64_t>(recv.size()) ==
+                      std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0}),
+              Internal, "all_gather_v: send ", send.size(), " B / recv ", recv.size(),
+              " B do not match the sizes");
   collective(*impl_, "MPI_Allgatherv", [&](MPI_Request* rq) {
-    return MPI_Iallgatherv(send, n[static_cast<std::size_t>(rank())], MPI_FLOAT, recv, n.data(), displ.data(),
-                           MPI_FLOAT, impl_->comm, rq);
+    return MPI_Iallgatherv(send.data(), n[static_cast<std::size_t>(rank())], MPI_BYTE, recv.data(), n.data(),
+                           displ.data(), MPI_BYTE, impl_->comm, rq);
   });
-  impl_->counters->bytes_sent += kF32 * counts[static_cast<std::size_t>(rank())] * (size() - 1);
-  impl_->counters->bytes_sent_inter_node +=
-      kF32 * counts[static_cast<std::size_t>(rank())] * off_node_peers(*impl_);
+  impl_->counters->bytes_sent += mine * (size() - 1);
+  impl_->counters->bytes_sent_inter_node += mine * off_node_peers(*impl_);
   impl_->counters->messages_sent += size() - 1;
 }
 
-void Communicator::all_to_all(const float* send, std::int64_t count, float* recv) const {
-  const int n = to_int_count(count, "all_to_all");
+void Communicator::all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) const {
+  const auto total = static_cast<std::int64_t>(send.size());
+  BURST_CHECK(total % size() == 0 && recv.size() == send.size(), Internal, "all_to_all: send ", send.size(),
+              " B / recv ", recv.size(), " B for ", size(), " equal blocks");
+  const std::int64_t block = total / size();
+  const int n = to_int_count(block, "all_to_all");
   collective(*impl_, "MPI_Alltoall", [&](MPI_Request* rq) {
-    return MPI_Ialltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, impl_->comm, rq);
+    return MPI_Ialltoall(send.data(), n, MPI_BYTE, recv.data(), n, MPI_BYTE, impl_->comm, rq);
   });
-  impl_->counters->bytes_sent += kF32 * count * (size() - 1);
-  impl_->counters->bytes_sent_inter_node += kF32 * count * off_node_peers(*impl_);
+  impl_->counters->bytes_sent += block * (size() - 1);
+  impl_->counters->bytes_sent_inter_node += block * off_node_peers(*impl_);
   impl_->counters->messages_sent += size() - 1;
 }
 
-void Communicator::all_to_all_v(const float* send, const std::vector<std::int64_t>& send_counts, float* recv,
-                                const std::vector<std::int64_t>& recv_counts) const {
-  const auto sn = int_counts(send_counts, size(), "all_to_all_v send");
-  const auto rn = int_counts(recv_counts, size(), "all_to_all_v recv");
+void Communicator::all_to_all_v(std::span<const std::byte> send, const std::vector<std::int64_t>& send_bytes,
+                                std::span<std::byte> recv,
+                                const std::vector<std::int64_t>& recv_bytes) const {
+  const auto sn = int_counts(send_bytes, size(), "all_to_all_v send");
+  const auto rn = int_counts(recv_bytes, size(), "all_to_all_v recv");
   const auto sd = displacements(sn), rd = displacements(rn);
+  BURST_CHECK(static_cast<std::int64_t>(send.size()) ==
+                      std::accumulate(send_bytes.begin(), send_bytes.end(), std::int64_t{0}) &&
+                  static_cast<std::int64_t>(recv.size()) ==
+                      std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::int64_t{0}),
+              Internal, "all_to_all_v: send ", send.size(), " B / recv ", recv.size(),
+              " B do not match the sizes");
   collective(*impl_, "MPI_Alltoallv", [&](MPI_Request* rq) {
-    return MPI_Ialltoallv(send, sn.data(), sd.data(), MPI_FLOAT, recv, rn.data(), rd.data(), MPI_FLOAT,
-                          impl_->comm, rq);
+    return MPI_Ialltoallv(send.data(), sn.data(), sd.data(), MPI_BYTE, recv.data(), rn.data(), rd.data(),
+                          MPI_BYTE, impl_->comm, rq);
   });
   for (int r = 0; r < size(); ++r) {
-    if (r == rank() || send_counts[static_cast<std::size_t>(r)] == 0) continue;
-    impl_->counters->bytes_sent += kF32 * send_counts[static_cast<std::size_t>(r)];
-    if (off_node(*impl_, r))
-      impl_->counters->bytes_sent_inter_node += kF32 * send_counts[static_cast<std::size_t>(r)];
+    const std::int64_t b = send_bytes[static_cast<std::size_t>(r)];
+    if (r == rank() || b == 0) continue;
+    impl_->counters->bytes_sent += b;
+    if (off_node(*impl_, r)) impl_->counters->bytes_sent_inter_node += b;
     impl_->counters->messages_sent += 1;
   }
 }

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "bshd_check.h"
 #include "burst/softmax_merge.h"
 #include "kernels/decode.h"
 #include "strategies/common.h"
@@ -61,15 +62,12 @@ struct Sequence {
 };
 
 // fp32 view of one operand of the public API, checked: [B, S, heads, D], D contiguous.
-void check_bshd(const char* api, const char* name, const TensorView& t, std::int64_t B, std::int64_t heads,
-                std::int64_t D) {
+/// K, V appended to or kept by the cache: f32 (Unsupported otherwise), then the shared BSHD check.
+void check_kv(const char* api, const char* name, const TensorView& t, std::int64_t B, std::int64_t heads,
+              std::int64_t D) {
   BURST_CHECK(t.dtype == DType::F32, Unsupported, api, ": ", name, " is ", to_string(t.dtype),
               "; only f32 is supported");
-  BURST_CHECK(t.ndim == 4 && t.shape[0] == B && t.shape[2] == heads && t.shape[3] == D, InvalidArgument, api,
-              ": ", name, " ", t.describe(), " must be [B=", B, ", S, ", heads, ", D=", D, "]");
-  BURST_CHECK(t.shape[1] >= 0 && (t.stride[3] == 1 || D == 1), InvalidArgument, api, ": ", name, " ",
-              t.describe(), " must have D contiguous");
-  BURST_CHECK(t.data != nullptr || t.numel() == 0, InvalidArgument, api, ": ", name, " has no data");
+  check_bshd(t, std::string(api) + ": " + name, B, -1, heads, D);
 }
 
 Fnv ids_fingerprint(const std::vector<std::int64_t>& ids) {
@@ -287,8 +285,8 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
         check_ids(api, seq_ids);
         for (auto id : seq_ids)
           BURST_CHECK(!m.seqs.count(id), InvalidArgument, api, ": sequence id ", id, " already exists");
-        check_bshd(api, "k_local", k_local, B, m.cfg.H_kv, m.cfg.D);
-        check_bshd(api, "v_local", v_local, B, m.cfg.H_kv, m.cfg.D);
+        check_kv(api, "k_local", k_local, B, m.cfg.H_kv, m.cfg.D);
+        check_kv(api, "v_local", v_local, B, m.cfg.H_kv, m.cfg.D);
         BURST_CHECK(k_local.shape[1] == S_local && v_local.shape[1] == S_local, InvalidArgument, api,
                     ": k_local ", k_local.describe(), " and v_local ", v_local.describe(),
                     " must have S_local = positions.size() = ", S_local, " rows");
@@ -346,8 +344,8 @@ void DistKVCache::Impl::check_append(const char* api, const std::vector<std::int
                                      const TensorView& k_new, const TensorView& v_new) const {
   const auto B = static_cast<std::int64_t>(ids.size());
   check_ids(api, ids);
-  check_bshd(api, "k_new", k_new, B, cfg.H_kv, cfg.D);
-  check_bshd(api, "v_new", v_new, B, cfg.H_kv, cfg.D);
+  check_kv(api, "k_new", k_new, B, cfg.H_kv, cfg.D);
+  check_kv(api, "v_new", v_new, B, cfg.H_kv, cfg.D);
   BURST_CHECK(k_new.shape[1] == v_new.shape[1], InvalidArgument, api, ": k_new ", k_new.describe(),
               " and v_new ", v_new.describe(), " differ in S_new");
 }
@@ -471,8 +469,8 @@ void DistKVCache::Impl::check_decode(const char* api, const std::vector<std::int
   check_ids(api, ids);
   if (ids_must_exist)
     for (auto id : ids) find(api, id);
-  check_bshd(api, "q", q, B, H, D);
-  check_bshd(api, "out", out, B, H, D);
+  check_kv(api, "q", q, B, H, D);
+  check_kv(api, "out", out, B, H, D);
   BURST_CHECK(out.shape[1] == q.shape[1], InvalidArgument, api, ": out ", out.describe(), " must match q ",
               q.describe());
   BURST_CHECK(lse.dtype == DType::F32 && lse.ndim == 3 && lse.shape[0] == B && lse.shape[1] == H &&
@@ -498,8 +496,8 @@ void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const T
   const std::int64_t H = cfg.H, D = cfg.D, S_q = q.shape[1];
   const auto before = comm.counters().bytes_sent;
   const auto t0 = Clock::now();
-  std::vector<float> qc;
-  strategies::append_packed(q, qc);
+  std::vector<float> qc(static_cast<std::size_t>(q.numel()));
+  convert(q, make_view(qc.data(), {B, S_q, H, D}));  // contiguous (q is fp32: a copy)
   const std::int64_t count = B * S_q * H * (D + 1);
   std::vector<float> part(static_cast<std::size_t>(count));
   decode_local(ids, qc, S_q, causal, part.data());
@@ -507,7 +505,7 @@ void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const T
   const auto t1 = Clock::now();
   std::vector<float> all(static_cast<std::size_t>(count * P));
   if (P > 1)
-    comm.all_gather(part.data(), count, all.data());
+    comm.all_gather(std::as_bytes(std::span(part)), std::as_writable_bytes(std::span(all)));
   else
     all = std::move(part);
   // Rank merge in rank order (identical on every rank): out starts at (0, −inf).

@@ -163,12 +163,30 @@ std::string Mask::describe() const {
 
 // ---------------------------------------------------------------- ResolvedMask -------------
 
-ResolvedMask::ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64_t S_kv_global)
-    : S_q_(S_q_global), S_kv_(S_kv_global) {
-  BURST_CHECK(S_q_global >= 0 && S_kv_global >= 0, InvalidArgument,
-              "mask global lengths must be >= 0, got S_q_global=", S_q_global, " S_kv_global=", S_kv_global);
+void ResolvedMask::validate(const Mask& mask, std::int64_t S_q, std::int64_t S_kv) {
+  BURST_CHECK(S_q >= 0 && S_kv >= 0, InvalidArgument,
+              "mask global lengths must be >= 0, got S_q_global=", S_q, " S_kv_global=", S_kv);
   BURST_CHECK(mask.window_left >= -1 && mask.window_right >= -1, InvalidArgument, "window_size=(",
               mask.window_left, ", ", mask.window_right, ") must have entries >= -1");
+  if (mask.is_shorthand()) return;
+  BURST_CHECK(!mask.causal && mask.window_left == -1 && mask.window_right == -1, InvalidArgument,
+              "mask mixes shorthands (causal=", mask.causal, ", window=(", mask.window_left, ", ",
+              mask.window_right, ")) with ", mask.slices.size(), " explicit slices");
+  for (std::size_t i = 0; i < mask.slices.size(); ++i) {
+    const MaskSlice& s = mask.slices[i];
+    BURST_CHECK(0 <= s.q_begin && s.q_begin <= s.q_end && s.q_end <= S_q && 0 <= s.k_begin &&
+                    s.k_begin <= s.k_end && s.k_end <= S_kv,
+                InvalidArgument, "mask slice ", i, " ", slice_text(s),
+                " must satisfy 0 <= begin <= end <= global length (S_q_global=", S_q, ", S_kv_global=", S_kv,
+                ")");
+    BURST_CHECK(s.window_left >= -1 && s.window_right >= -1, InvalidArgument, "mask slice ", i, " ",
+                slice_text(s), " has a window entry < -1");
+  }
+}
+
+ResolvedMask::ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64_t S_kv_global)
+    : S_q_(S_q_global), S_kv_(S_kv_global), description_(mask.describe()) {
+  validate(mask, S_q_global, S_kv_global);
   if (mask.is_shorthand()) {
     // flash_attn semantics: one slice over the whole square, diagonal aligned bottom-right, so
     // with S_q != S_kv causal means k <= q + S_kv - S_q.
@@ -176,20 +194,8 @@ ResolvedMask::ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64
       slices_.push_back({0, S_q_, 0, S_kv_, mask.causal ? SliceKind::Causal : SliceKind::Full,
                          mask.window_left, mask.causal ? -1 : mask.window_right});
   } else {
-    BURST_CHECK(!mask.causal && mask.window_left == -1 && mask.window_right == -1, InvalidArgument,
-                "mask mixes shorthands (causal=", mask.causal, ", window=(", mask.window_left, ", ",
-                mask.window_right, ")) with ", mask.slices.size(), " explicit slices");
-    for (std::size_t i = 0; i < mask.slices.size(); ++i) {
-      const MaskSlice& s = mask.slices[i];
-      BURST_CHECK(0 <= s.q_begin && s.q_begin <= s.q_end && s.q_end <= S_q_ && 0 <= s.k_begin &&
-                      s.k_begin <= s.k_end && s.k_end <= S_kv_,
-                  InvalidArgument, "mask slice ", i, " ", slice_text(s),
-                  " must satisfy 0 <= begin <= end <= global length (S_q_global=", S_q_,
-                  ", S_kv_global=", S_kv_, ")");
-      BURST_CHECK(s.window_left >= -1 && s.window_right >= -1, InvalidArgument, "mask slice ", i, " ",
-                  slice_text(s), " has a window entry < -1");
+    for (const MaskSlice& s : mask.slices)
       if (s.q_begin < s.q_end && s.k_begin < s.k_end) slices_.push_back(s);
-    }
   }
 
   bounds_.reserve(slices_.size());

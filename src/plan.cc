@@ -78,10 +78,12 @@ std::vector<std::int64_t> iota_range(std::int64_t lo, std::int64_t hi) {
 /// Balanced: C equal contiguous chunks, C/P per rank, assigned greedily in decreasing order of
 /// visible work (longest-processing-time first with a per-rank chunk quota) so that the
 /// maximum per-rank work is close to the mean for any mask. Pure and deterministic.
-void assign_balanced(SequenceLayout& layout, const Mask& mask) {
+void assign_balanced(SequenceLayout& layout, const ResolvedMask& resolved) {
   const int P = layout.P;
   const std::int64_t S = layout.S_global, C = balanced_chunks(P, S), c = S / C;
-  const ResolvedMask resolved(mask, S, S);
+  BURST_CHECK(resolved.seq_q() == S && resolved.seq_kv() == S, InvalidArgument,
+              "balanced layout of S_global=", S, " under a mask resolved for (", resolved.seq_q(), ", ",
+              resolved.seq_kv(), ")");
   const std::vector<std::int64_t> all = iota_range(0, S);
   std::vector<std::int64_t> work(static_cast<std::size_t>(C));
   for (std::int64_t i = 0; i < C; ++i)
@@ -106,9 +108,8 @@ void assign_balanced(SequenceLayout& layout, const Mask& mask) {
   for (auto& pos : layout.positions) std::sort(pos.begin(), pos.end());
 }
 
-}  // namespace
-
-SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const Mask& mask) {
+/// Every layout but balanced's assignment (which needs the mask).
+SequenceLayout fixed_layout(LayoutKind kind, int P, std::int64_t S_global) {
   BURST_CHECK(P >= 1, InvalidArgument, "layout needs P >= 1 ranks, got P=", P);
   BURST_CHECK(S_global >= 1, InvalidArgument, "layout needs S_global >= 1, got ", S_global);
   SequenceLayout layout;
@@ -139,6 +140,19 @@ SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const 
       case LayoutKind::Balanced: break;
     }
   }
+  return layout;
+}
+
+}  // namespace
+
+SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const Mask& mask) {
+  SequenceLayout layout = fixed_layout(kind, P, S_global);
+  if (kind == LayoutKind::Balanced) assign_balanced(layout, ResolvedMask(mask, S_global, S_global));
+  return layout;
+}
+
+SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const ResolvedMask& mask) {
+  SequenceLayout layout = fixed_layout(kind, P, S_global);
   if (kind == LayoutKind::Balanced) assign_balanced(layout, mask);
   return layout;
 }

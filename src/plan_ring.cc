@@ -3,12 +3,6 @@
 
 namespace burst::ring {
 
-namespace {
-
-int mod(int a, int m) { return ((a % m) + m) % m; }
-
-}  // namespace
-
 int partition(const Topology& topo, int g, int t) {
   const int a = g / topo.L, b = g % topo.L;
   return mod(a - t / topo.L, topo.n) * topo.L + mod(b - t, topo.L);

@@ -18,6 +18,9 @@ struct Topology {
   int P() const { return n * L; }
 };
 
+/// a mod m in [0, m) for any sign of a (m > 0): ring neighbours (g ± 1) mod P.
+inline int mod(int a, int m) { return ((a % m) + m) % m; }
+
 /// Partition (block) held by rank g at step t, 0 ≤ t < P: inside a node the block moves one rank
 /// to the right per step; every L steps the node's blocks move one node on
 /// (docs/algorithm.md §7): ((a − ⌊t/L⌋) mod n)·L + (b − t) mod L for g = a·L + b.

@@ -11,15 +11,18 @@
 #include "burst/plan.h"
 #include "plan_ring.h"
 #include "plan_strategies.h"
+#include "wire_layout.h"
 
 namespace burst {
 
 namespace {
 
 constexpr std::int64_t kF32 = 4;
+using ring::mod;
 
+/// Elements of one rank's Q (or O, dQ), K (or V, dK, dV) and one row vector (lse, delta).
 struct Sizes {
-  std::int64_t b_q = 0, b_kv = 0, r = 0;  // floats of one local Q, K, and one row vector
+  std::int64_t q_numel = 0, kv_numel = 0, row_numel = 0;
 };
 
 Sizes sizes_of(const ProblemShape& s, int P) {
@@ -30,13 +33,18 @@ Sizes sizes_of(const ProblemShape& s, int P) {
 /// Bytes per element of what burst and ring circulate (Q, K, V, dO): the problem's storage dtype.
 std::int64_t element_bytes(const ProblemShape& s) { return static_cast<std::int64_t>(dtype_size(s.dtype)); }
 
-/// Bytes on the wire of one write-ring partial of n floats: fp32, or bf16 padded to whole 4-byte
-/// words (what RingExecutor sends; DistConfig::partials_dtype).
-std::int64_t partial_bytes(std::int64_t n, DType partials_dtype) {
-  return partials_dtype == DType::BF16 ? kF32 * ((n + 1) / 2) : kF32 * n;
+/// The ring family's messages (what RingExecutor and ring_family.cc send; wire_layout.h): the
+/// K,V read payload, the query side's Q,dO,delta,lse payload, and a write partial of n values
+/// in the partials dtype (DistConfig::partials_dtype).
+std::int64_t kv_bytes(const ProblemShape& s, const Sizes& z) {
+  return wire::kv_block(s.dtype, z.kv_numel).bytes();
 }
-
-int mod(int a, int m) { return ((a % m) + m) % m; }
+std::int64_t query_bytes(const ProblemShape& s, const Sizes& z) {
+  return wire::query_block(s.dtype, z.q_numel, z.row_numel).bytes();
+}
+std::int64_t partial_bytes(std::int64_t n, DType partials_dtype) {
+  return wire::partial(partials_dtype, n).bytes();
+}
 
 /// Partition held by rank g at step t (0-based) of the (double) ring: docs/algorithm.md §7.
 int ring_partition(int g, int t, int n, int L) { return ring::partition({n, L}, g, t); }
@@ -216,12 +224,11 @@ std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, i
               "ring_backward_bytes: S_global=", shape.S_global, " not divisible by P=", P);
   if (P == 1) return 0;
   const Sizes z = sizes_of(shape, P);
-  const std::int64_t e = element_bytes(shape);
   // Q, dO (query side) or K, V (KV side) hop P − 1 times in the storage dtype; delta, lse and
   // the dQ (or dK, dV) partials (fp32, or bf16 on request) make P hops (chain + home).
   if (side == BackwardSide::QuerySide)
-    return (P - 1) * (e * 2 * z.b_q + kF32 * 2 * z.r) + P * partial_bytes(z.b_q, partials_dtype);
-  return (P - 1) * e * 2 * z.b_kv + P * partial_bytes(2 * z.b_kv, partials_dtype);
+    return (P - 1) * query_bytes(shape, z) + P * partial_bytes(z.q_numel, partials_dtype);
+  return (P - 1) * kv_bytes(shape, z) + P * partial_bytes(2 * z.kv_numel, partials_dtype);
 }
 
 BackwardSide choose_backward_side(const ProblemShape& shape, int P, DType partials_dtype) {
@@ -233,6 +240,11 @@ BackwardSide choose_backward_side(const ProblemShape& shape, int P, DType partia
 
 Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P,
                 int ranks_per_node) {
+  return make(cfg, shape, ResolvedMask(mask, shape.S_global, shape.S_global), P, ranks_per_node);
+}
+
+Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const ResolvedMask& resolved, int P,
+                int ranks_per_node) {
   BURST_CHECK(shape.B >= 1 && shape.S_global >= 1 && shape.H >= 1 && shape.H_kv >= 1 && shape.D >= 1,
               InvalidArgument, "problem shape B=", shape.B, " S_global=", shape.S_global, " H=", shape.H,
               " H_kv=", shape.H_kv, " D=", shape.D, " must be positive");
@@ -243,12 +255,14 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
   Plan plan;
   plan.cfg_ = cfg;
   plan.shape_ = shape;
-  plan.layout_ = cfg.positions.empty() ? make_layout(cfg.layout, P, shape.S_global, mask)
+  BURST_CHECK(resolved.seq_q() == shape.S_global && resolved.seq_kv() == shape.S_global, InvalidArgument,
+              "plan of S_global=", shape.S_global, " under a mask resolved for (", resolved.seq_q(), ", ",
+              resolved.seq_kv(), ")");
+  plan.layout_ = cfg.positions.empty() ? make_layout(cfg.layout, P, shape.S_global, resolved)
                                        : make_explicit_layout(cfg.layout, P, shape.S_global, cfg.positions);
-  plan.mask_text_ = mask.describe();
+  plan.mask_text_ = resolved.describe();
   const bool double_ring = strategies::uses_node_topology(cfg);
   plan.ranks_per_node_ = double_ring ? ranks_per_node : P;
-  const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
   plan.block_pairs_.assign(static_cast<std::size_t>(P),
                            std::vector<std::int64_t>(static_cast<std::size_t>(P)));
   for (int i = 0; i < P; ++i)
@@ -269,11 +283,10 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
     case StrategyKind::Ring: {
       // Forward: K,V circulate in the storage dtype; working buffers: one fp32 partial out + lse.
       // Mask-aware (DistConfig::mask_aware): only needed blocks move, owner to reader.
-      const std::int64_t e = element_bytes(shape);
       const auto make_pass =
           cfg.mask_aware && P > 1 && has_empty_block(plan.block_pairs_) ? direct_pass : ring_pass;
-      plan.forward_ =
-          make_pass(P, n, L, e * 2 * z.b_kv, 0, 0, "K,V", false, plan.block_pairs_, kF32 * (z.b_q + z.r));
+      plan.forward_ = make_pass(P, n, L, kv_bytes(shape, z), 0, 0, "K,V", false, plan.block_pairs_,
+                                kF32 * (z.q_numel + z.row_numel));
       plan.forward_.side = "kv";
       BackwardSide side = BackwardSide::KvSide;
       if (cfg.strategy == StrategyKind::Burst)
@@ -287,14 +300,15 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       if (side == BackwardSide::QuerySide) {
         // Read: Q, dO, delta, lse; write: dQ. Working: own delta (r) + packed own payload.
         plan.backward_ =
-            make_pass(P, n, L, e * 2 * z.b_q + kF32 * 2 * z.r, partial_bytes(z.b_q, pd), kF32 * z.b_q,
+            make_pass(P, n, L, query_bytes(shape, z), partial_bytes(z.q_numel, pd), kF32 * z.q_numel,
                       pd == DType::BF16 ? "Q,dO,delta,lse | dQ bf16" : "Q,dO,delta,lse | dQ", true,
-                      plan.block_pairs_, kF32 * z.r);
+                      plan.block_pairs_, kF32 * z.row_numel);
         plan.backward_.side = "query";
       } else {
-        plan.backward_ = make_pass(P, n, L, e * 2 * z.b_kv, partial_bytes(2 * z.b_kv, pd), kF32 * 2 * z.b_kv,
-                                   pd == DType::BF16 ? "K,V | dK,dV bf16" : "K,V | dK,dV", false,
-                                   plan.block_pairs_, kF32 * z.r);
+        plan.backward_ =
+            make_pass(P, n, L, kv_bytes(shape, z), partial_bytes(2 * z.kv_numel, pd), kF32 * 2 * z.kv_numel,
+                      pd == DType::BF16 ? "K,V | dK,dV bf16" : "K,V | dK,dV", false, plan.block_pairs_,
+                      kF32 * z.row_numel);
         plan.backward_.side = "kv";
       }
       break;
@@ -306,13 +320,13 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       // the received dK,dV and delta.
       // K, V gathered in the storage dtype (e bytes); dK, dV reduce-scattered in fp32.
       const std::int64_t e = element_bytes(shape);
-      const std::int64_t fwd_bytes = e * (P - 1) * 2 * z.b_kv;
-      plan.forward_ =
-          collective_pass(P, "all-gather K,V", fwd_bytes, e * (2 * 2 * kv_global + 2 * z.b_kv), own_pairs);
+      const std::int64_t fwd_bytes = (P - 1) * kv_bytes(shape, z);
+      plan.forward_ = collective_pass(P, "all-gather K,V", fwd_bytes,
+                                      e * (2 * 2 * kv_global + 2 * z.kv_numel), own_pairs);
       plan.forward_.side = "kv";
-      plan.backward_ =
-          collective_pass(P, "all-gather K,V; reduce-scatter dK,dV", fwd_bytes + kF32 * (P - 1) * 2 * z.b_kv,
-                          e * 2 * kv_global + kF32 * (2 * kv_global + 2 * z.b_kv + z.r), own_pairs);
+      plan.backward_ = collective_pass(
+          P, "all-gather K,V; reduce-scatter dK,dV", fwd_bytes + kF32 * (P - 1) * 2 * z.kv_numel,
+          e * 2 * kv_global + kF32 * (2 * kv_global + 2 * z.kv_numel + z.row_numel), own_pairs);
       plan.backward_.side = "kv";
       break;
     }
@@ -323,8 +337,8 @@ Plan Plan::make(const DistConfig& cfg, const ProblemShape& shape, const Mask& ma
       plan.backward_ = collective_pass(P, "see docs/strategies.md", 0, 0, own_pairs);
       // ulysses, usp, distflash, headpar: per-rank bytes, work and buffers from their own formulas
       // (src/plan_strategies.h); bytes cleared when the configuration is rejected.
-      strategies::fill_strategy_passes(cfg, shape, plan.layout_, mask, plan.ranks_per_node_, plan.forward_,
-                                       plan.backward_);
+      strategies::fill_strategy_passes(cfg, shape, plan.layout_, resolved, plan.ranks_per_node_,
+                                       plan.forward_, plan.backward_);
       break;
     }
   }

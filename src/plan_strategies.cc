@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "burst/error.h"
+#include "wire_layout.h"
 
 namespace burst::strategies {
 
@@ -33,31 +34,47 @@ HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* 
 }
 
 namespace {
-std::int64_t whole_words(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
+/// A dtype of `e` bytes per element: the layouts (wire_layout.h) depend on the element size
+/// only, so bf16 stands for f16 too.
+DType dtype_of_size(std::int64_t e) { return e == 4 ? DType::F32 : e == 8 ? DType::F64 : DType::BF16; }
 }  // namespace
 
 std::int64_t ulysses_forward_bytes(const HeadSplit& s, const std::vector<std::int64_t>& S_local,
                                    std::int64_t B, std::int64_t D, int me, bool with_lse, std::int64_t e) {
+  // The segments UlyssesExchange sends (strategies/ulysses.cc segment_layout), field by field.
+  const DType dt = dtype_of_size(e);
+  const std::int64_t mine = B * S_local[static_cast<std::size_t>(me)];
+  const WireLayout qkv{
+      {"q", dt, mine * s.heads * D}, {"k", dt, mine * s.kv_heads * D}, {"v", dt, mine * s.kv_heads * D}};
   std::int64_t bytes = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
-    bytes += whole_words(e * B * S_local[static_cast<std::size_t>(me)] * (s.heads + 2 * s.kv_heads) *
-                         D);                                                                     // Q, K, V
-    bytes += 4 * B * S_local[static_cast<std::size_t>(j)] * s.heads * (D + (with_lse ? 1 : 0));  // out, lse
+    const std::int64_t theirs = B * S_local[static_cast<std::size_t>(j)];
+    WireLayout out{{"out", DType::F32, theirs * s.heads * D}};
+    if (with_lse) out.add("lse", DType::F32, theirs * s.heads);
+    bytes += qkv.bytes() + out.bytes();
   }
   return bytes;
 }
 
 std::int64_t ulysses_backward_bytes(const HeadSplit& s, const std::vector<std::int64_t>& S_local,
                                     std::int64_t B, std::int64_t D, int me, bool saved, std::int64_t e) {
+  // The segments UlyssesExchange sends (strategies/ulysses.cc segment_layout), field by field.
+  const DType dt = dtype_of_size(e);
+  const std::int64_t mine = B * S_local[static_cast<std::size_t>(me)];
+  const WireLayout in =
+      saved ? WireLayout{{"dout", dt, mine * s.heads * D}}
+            : WireLayout{{"q", dt, mine * s.heads * D},       {"dout", dt, mine * s.heads * D},
+                         {"k", dt, mine * s.kv_heads * D},    {"v", dt, mine * s.kv_heads * D},
+                         {"lse", DType::F32, mine * s.heads}, {"delta", DType::F32, mine * s.heads}};
   std::int64_t bytes = 0;
   for (int j = 0; j < s.u; ++j) {
     if (j == me) continue;
-    const std::int64_t in =
-        saved ? e * s.heads * D                                                // dO
-              : e * (2 * s.heads * D + 2 * s.kv_heads * D) + 4 * 2 * s.heads;  // Q, dO, K, V; lse, delta
-    bytes += whole_words(B * S_local[static_cast<std::size_t>(me)] * in);
-    bytes += 4 * B * S_local[static_cast<std::size_t>(j)] * (s.heads + 2 * s.kv_heads) * D;  // dQ, dK, dV
+    const std::int64_t theirs = B * S_local[static_cast<std::size_t>(j)];
+    const WireLayout grads{{"dq", DType::F32, theirs * s.heads * D},
+                           {"dk", DType::F32, theirs * s.kv_heads * D},
+                           {"dv", DType::F32, theirs * s.kv_heads * D}};
+    bytes += in.bytes() + grads.bytes();
   }
   return bytes;
 }
@@ -87,12 +104,14 @@ std::vector<std::vector<std::int64_t>> usp_ring_groups(const SequenceLayout& lay
 
 std::int64_t ring_group_forward_bytes(const std::vector<std::vector<std::int64_t>>& groups, std::int64_t B,
                                       std::int64_t kv_heads, std::int64_t D, int i, std::int64_t e) {
+  // The K, V blocks usp's ring circulates (wire::kv_block, strategies/usp.cc).
   const int r = static_cast<int>(groups.size());
-  std::int64_t elements = 0;
-  for (int s = 0; s + 1 < r; ++s)
-    elements += 2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
-                kv_heads * D;
-  return e * elements;
+  std::int64_t bytes = 0;
+  for (int s = 0; s + 1 < r; ++s) {
+    const auto tokens = static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size());
+    bytes += wire::kv_block(dtype_of_size(e), B * tokens * kv_heads * D).bytes();
+  }
+  return bytes;
 }
 
 std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_t>>& groups,
@@ -104,11 +123,12 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
   const bool own_stays = topo.ranks_per_node == 1;
   std::int64_t bytes = 0;
   for (int s = 0; s < r; ++s) {
-    const std::int64_t blk =
-        2 * B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) *
-        kv_heads * D;
-    if (s > 0 || !own_stays) bytes += 4 * blk;  // dK, dV of the held block (the last hop brings it home)
-    if (s + 1 < r) bytes += e * blk;            // K, V
+    const std::int64_t n =
+        B * static_cast<std::int64_t>(groups[static_cast<std::size_t>((i - s + r) % r)].size()) * kv_heads *
+        D;
+    // dK, dV of the held block (the last hop brings it home); K, V (wire_layout.h).
+    if (s > 0 || !own_stays) bytes += wire::partial(DType::F32, 2 * n).bytes();
+    if (s + 1 < r) bytes += wire::kv_block(dtype_of_size(e), n).bytes();
   }
   return bytes;
 }
@@ -134,16 +154,22 @@ std::int64_t burst_group_backward_bytes(const std::vector<std::vector<std::int64
   if (r == 1) return 0;
   const std::int64_t S = static_cast<std::int64_t>(groups[0].size());
   const std::int64_t w = topo.ranks_per_node == 1 ? r - 1 : r;
-  return (r - 1) * B * S * heads * (2 * e * D + 4 * 2) + 4 * w * B * S * heads * D;
+  // Q, dO, delta, lse circulate; the dQ partials hop w times (wire_layout.h).
+  const std::int64_t n = B * S * heads * D, rows = B * S * heads;
+  return (r - 1) * wire::query_block(dtype_of_size(e), n, rows).bytes() +
+         w * wire::partial(DType::F32, n).bytes();
 }
 
 // ------------------------------------------------------------------ headpar
 
 std::int64_t headpar_forward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
-  const auto e = static_cast<std::int64_t>(dtype_size(s.dtype));
   const std::int64_t mine =
       static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
-  std::int64_t bytes = (layout.P - 1) * whole_words(e * s.B * mine * (s.H + 2 * s.H_kv) * s.D);  // Q, K, V
+  // Q, K, V all-gathered: one block per rank (strategies/headpar.cc block_layout).
+  const WireLayout qkv{{"q", s.dtype, s.B * mine * s.H * s.D},
+                       {"k", s.dtype, s.B * mine * s.H_kv * s.D},
+                       {"v", s.dtype, s.B * mine * s.H_kv * s.D}};
+  std::int64_t bytes = (layout.P - 1) * qkv.bytes();
   for (int i = 0; i < layout.P; ++i) {  // reduce-scatter O, lse (fp32)
     if (i == rank) continue;
     bytes += 4 * s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) * s.H *
@@ -153,11 +179,13 @@ std::int64_t headpar_forward_bytes(const SequenceLayout& layout, const ProblemSh
 }
 
 std::int64_t headpar_backward_bytes(const SequenceLayout& layout, const ProblemShape& s, int rank) {
-  const auto e = static_cast<std::int64_t>(dtype_size(s.dtype));
   const std::int64_t mine =
       static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(rank)].size());
-  std::int64_t bytes =  // Q, dO, K, V in e bytes; lse, delta fp32: one block per rank
-      (layout.P - 1) * whole_words(s.B * mine * (e * (2 * s.H * s.D + 2 * s.H_kv * s.D) + 4 * 2 * s.H));
+  // Q, dO, K, V in their dtype, lse, delta fp32: one block per rank (headpar.cc block_layout).
+  const WireLayout in{{"q", s.dtype, s.B * mine * s.H * s.D},    {"dout", s.dtype, s.B * mine * s.H * s.D},
+                      {"k", s.dtype, s.B * mine * s.H_kv * s.D}, {"v", s.dtype, s.B * mine * s.H_kv * s.D},
+                      {"lse", DType::F32, s.B * mine * s.H},     {"delta", DType::F32, s.B * mine * s.H}};
+  std::int64_t bytes = (layout.P - 1) * in.bytes();
   for (int i = 0; i < layout.P; ++i) {  // reduce-scatter dQ, dK, dV (fp32)
     if (i == rank) continue;
     bytes += 4 * s.B * static_cast<std::int64_t>(layout.positions[static_cast<std::size_t>(i)].size()) *
@@ -200,29 +228,37 @@ const FlashBlock& at(const std::vector<std::vector<FlashBlock>>& m, int t, int r
 }  // namespace
 
 std::int64_t distflash_forward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
+  // The messages of strategies/distflash.cc (wire_layout.h).
+  const DType dt = dtype_of_size(c.e);
+  const std::int64_t kv = wire::kv_block(dt, c.kv).bytes(), q = wire::query_only(dt, c.q).bytes(),
+                     partial = wire::out_lse(c.q, c.row).bytes();
   std::int64_t bytes = 0;
   for (int t = 1; t < s.steps; ++t) {
     for (int r = 0; r < s.P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
-      if (lb.valid() && lb.kv == rank) bytes += 2 * c.kv * c.e;  // K, V to the query owner
+      if (lb.valid() && lb.kv == rank) bytes += kv;  // K, V to the query owner
       const FlashBlock& hb = at(s.help, t, r);
-      if (hb.valid() && hb.q == rank) bytes += (c.q * c.e + 3) / 4 * 4;  // Q to the helper (whole words)
-      if (hb.valid() && hb.kv == rank) bytes += 4 * (c.q + c.row);       // partial O, lse back
+      if (hb.valid() && hb.q == rank) bytes += q;         // Q to the helper
+      if (hb.valid() && hb.kv == rank) bytes += partial;  // partial O, lse back
     }
   }
   return bytes;
 }
 
 std::int64_t distflash_backward_bytes(const DistFlashSchedule& s, const ChunkFloats& c, int rank) {
+  const DType dt = dtype_of_size(c.e);
+  const std::int64_t kv = wire::kv_block(dt, c.kv).bytes(), q = wire::query_block(dt, c.q, c.row).bytes(),
+                     dkv = wire::partial(DType::F32, 2 * c.kv).bytes(),
+                     dq = wire::partial(DType::F32, c.q).bytes();
   std::int64_t bytes = 0;
   for (int t = 1; t < s.steps; ++t) {
     for (int r = 0; r < s.P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
-      if (lb.valid() && lb.kv == rank) bytes += 2 * c.kv * c.e;  // K, V to the query owner
-      if (lb.valid() && lb.q == rank) bytes += 4 * 2 * c.kv;     // dK, dV back
+      if (lb.valid() && lb.kv == rank) bytes += kv;  // K, V to the query owner
+      if (lb.valid() && lb.q == rank) bytes += dkv;  // dK, dV back
       const FlashBlock& hb = at(s.help, t, r);
-      if (hb.valid() && hb.q == rank) bytes += 2 * c.q * c.e + 4 * 2 * c.row;  // Q, dO, lse, delta
-      if (hb.valid() && hb.kv == rank) bytes += 4 * c.q;                       // dQ back
+      if (hb.valid() && hb.q == rank) bytes += q;    // Q, dO, delta, lse
+      if (hb.valid() && hb.kv == rank) bytes += dq;  // dQ back
     }
   }
   return bytes;
@@ -242,19 +278,19 @@ DistFlashSchedule make_distflash_schedule(const ResolvedMask& mask, std::int64_t
   return make_distflash_schedule(P, [&](int i, int j) { return distflash_block_pairs(mask, c, i, j) > 0; });
 }
 
-void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const Mask& mask, int P) {
+void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const ResolvedMask& resolved,
+                             int P) {
   BURST_CHECK(layout == LayoutKind::Contiguous, Unsupported, "distflash: its schedule is defined ",
               "on the contiguous layout (rank r owns chunk r; it balances causal work itself), got layout=",
               to_string(layout));
   BURST_CHECK(P >= 1 && shape.S_global % P == 0, InvalidArgument, "distflash: S_global=", shape.S_global,
               " is not divisible by P=", P);
-  const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
   const std::int64_t c = shape.S_global / P;
   for (int i = 0; i < P; ++i)
     for (int j = i + 1; j < P; ++j)
       BURST_CHECK(
           distflash_block_pairs(resolved, c, i, j) == 0, Unsupported, "distflash computes only blocks at ",
-          "or below the diagonal (causal-like masks), but mask ", mask.describe(), " has visible ",
+          "or below the diagonal (causal-like masks), but mask ", resolved.describe(), " has visible ",
           "pairs in block (q chunk ", i, ", kv chunk ", j, ") at P=", P, "; use ring, burst or allgather");
 }
 
@@ -296,13 +332,15 @@ std::int64_t ulysses_peak_floats(const HeadSplit& sp, const std::vector<std::int
 }  // namespace
 
 StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                           const Mask& mask, int ranks_per_node) {
+                           const ResolvedMask& resolved, int ranks_per_node) {
   StrategyPlan out;
   const int P = layout.P;
   if (ranks_per_node <= 0) ranks_per_node = P;
   const std::int64_t B = shape.B, D = shape.D;
+  BURST_CHECK(resolved.seq_q() == shape.S_global && resolved.seq_kv() == shape.S_global, Internal,
+              "strategy plan of S_global=", shape.S_global, " under a mask resolved for (", resolved.seq_q(),
+              ", ", resolved.seq_kv(), ")");
   try {
-    const ResolvedMask resolved(mask, shape.S_global, shape.S_global);
     switch (cfg.strategy) {
       case StrategyKind::Ulysses: {
         const HeadSplit s = make_head_split(shape.H, shape.H_kv, P, "ulysses");
@@ -391,7 +429,7 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
         break;
       }
       case StrategyKind::DistFlash: {
-        check_distflash_support(layout.kind, shape, mask, P);
+        check_distflash_support(layout.kind, shape, resolved, P);
         const DistFlashSchedule sched = make_distflash_schedule(resolved, shape.S_global, P);
         out.forward_payload =
             std::to_string(sched.steps) + " steps: K,V to late ranks; Q to helpers, (O,lse) back";
@@ -429,7 +467,8 @@ StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, con
 }
 
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                          const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward) {
+                          const ResolvedMask& mask, int ranks_per_node, PassPlan& forward,
+                          PassPlan& backward) {
   const StrategyPlan peer = strategy_plan(cfg, shape, layout, mask, ranks_per_node);
   if (peer.empty()) {
     forward.bytes_sent.clear();

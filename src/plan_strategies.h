@@ -57,8 +57,9 @@ HeadSplit make_head_split(std::int64_t H, std::int64_t H_kv, int u, const char* 
 /// 4·(u−1)/u·B·S_local·H·D floats per rank: DeepSpeed's 4 all-to-alls each way (arXiv
 /// 2309.14509 §3.1). Per dtype (e = bytes per element of Q, K, V, dO: 4 f32, 2 bf16/f16): the
 /// inputs Q, K, V, dO count e bytes per element instead of 4, the rest (O, lse, delta, dQ, dK,
-/// dV) stays fp32, and each partner's message is rounded up to whole 4-byte words (the
-/// exchange's payload unit). Pure.
+/// dV) stays fp32, and each partner's message is the WireLayout of its fields (wire_layout.h:
+/// the stateless backward's lse, delta start at the next 4-byte boundary after the 16-bit
+/// fields; nothing else is padded), the bytes the exchange sends. Pure.
 std::int64_t ulysses_forward_bytes(const HeadSplit& split, const std::vector<std::int64_t>& S_local,
                                    std::int64_t B, std::int64_t D, int me, bool with_lse = true,
                                    std::int64_t e = 4);
@@ -115,12 +116,12 @@ std::int64_t ring_group_backward_bytes(const std::vector<std::vector<std::int64_
 // ------------------------------------------------------------------ headpar
 
 /// Bytes rank `rank` sends in headpar's forward / backward (S_i = tokens of rank i; e = bytes
-/// per element of Q, K, V, dO in shape.dtype — 4 f32, 2 bf16/f16; ⌈·⌉₄ rounds a rank's gathered
-/// block up to whole 4-byte words):
-///  fwd: all-gather of Q, K, V, (P−1)·⌈e·B·S_rank·(H + 2·H_kv)·D⌉₄, plus reduce-scatter of O, lse
+/// per element of Q, K, V, dO in shape.dtype — 4 f32, 2 bf16/f16; ⌈·⌉₄ rounds up to a multiple
+/// of 4 bytes, where the fp32 fields of a block start; wire_layout.h):
+///  fwd: all-gather of Q, K, V, (P−1)·e·B·S_rank·(H + 2·H_kv)·D, plus reduce-scatter of O, lse
 ///       (fp32) zero-padded to all heads, 4·Σ_{i≠rank} B·S_i·H·(D + 1);
 ///  bwd: all-gather of Q, dO, K, V (e) and lse, delta (fp32) in one block per rank,
-///       (P−1)·⌈B·S_rank·(e·(2·H·D + 2·H_kv·D) + 8·H)⌉₄, plus reduce-scatter of dQ, dK, dV
+///       (P−1)·(⌈e·B·S_rank·(2·H·D + 2·H_kv·D)⌉₄ + 8·B·S_rank·H), plus reduce-scatter of dQ, dK, dV
 ///       (fp32), 4·Σ_{i≠rank} B·S_i·(H + 2·H_kv)·D.
 /// Pure. Source: Megatron-LM sequence parallelism (arXiv 2205.05198; AG + RS over the full width).
 std::int64_t headpar_forward_bytes(const SequenceLayout& layout, const ProblemShape& shape, int rank);
@@ -171,8 +172,8 @@ struct ChunkFloats {
 };
 
 /// Bytes rank `rank` sends in a forward / backward pass under the schedule:
-///  fwd: K,V (2·kv·e) per local off-diagonal block it serves; Q (q·e rounded up to whole 4-byte
-///       words) per helped block of its queries; partial O and lse (4·(q + row)) per block it
+///  fwd: K,V (2·kv·e) per local off-diagonal block it serves; Q (q·e) per helped block of its
+///       queries; partial O and lse (4·(q + row)) per block it
 ///       helps with.
 ///  bwd: K,V (2·kv·e) per local off-diagonal block it serves, dK,dV (4·2·kv) back per
 ///       off-diagonal local block of its queries; Q, dO (2·q·e), lse, delta (4·2·row) per helped
@@ -188,8 +189,9 @@ DistFlashSchedule make_distflash_schedule(const ResolvedMask& mask, std::int64_t
 /// Throws Error(Unsupported) unless the layout is contiguous and no visible pair has its key in
 /// a later chunk than its query (causal-like at chunk granularity: causal, causal windows,
 /// causal documents, causal block-sparse, prefix-LM whose prefix stays inside one chunk);
-/// Error(InvalidArgument) when P does not divide S_global. Pure.
-void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const Mask& mask, int P);
+/// Error(InvalidArgument) when P does not divide S_global. `mask`: resolved over
+/// (S_global, S_global). Pure.
+void check_distflash_support(LayoutKind layout, const ProblemShape& shape, const ResolvedMask& mask, int P);
 
 // ------------------------------------------------------------------ plan entries
 
@@ -211,14 +213,17 @@ struct StrategyPlan {
   std::string forward_payload, backward_payload;      ///< what moves, for Plan::table()
   bool empty() const { return forward_bytes.empty(); }
 };
-/// `ranks_per_node`: the resolved L of usp ring=burst's double ring (0 → one node).
+/// `mask`: resolved over (shape.S_global, shape.S_global) — the caller's one resolution (the
+/// type keeps a second one from happening here). `ranks_per_node`: the resolved L of usp
+/// ring=burst's double ring (0 → one node).
 StrategyPlan strategy_plan(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                           const Mask& mask, int ranks_per_node = 0);
+                           const ResolvedMask& mask, int ranks_per_node = 0);
 
 /// Fills the totals of a one-step pass (Plan::make's collective_pass) from strategy_plan: bytes,
 /// visible pairs and peak per rank, in the pass and in its single step. Leaves the passes alone
 /// (bytes_sent cleared) when strategy_plan is empty.
 void fill_strategy_passes(const DistConfig& cfg, const ProblemShape& shape, const SequenceLayout& layout,
-                          const Mask& mask, int ranks_per_node, PassPlan& forward, PassPlan& backward);
+                          const ResolvedMask& mask, int ranks_per_node, PassPlan& forward,
+                          PassPlan& backward);
 
 }  // namespace burst::strategies

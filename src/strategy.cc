@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "bshd_check.h"
 #include "burst/error.h"
 #include "burst/strategy.h"
 #include "plan_strategies.h"
@@ -67,8 +68,7 @@ void validate_common(const DistConfig& cfg, const ProblemShape& s, const Mask& m
                   cfg.strategy == StrategyKind::Ring,
               Unsupported, "partials_dtype bf16 (16-bit write-ring partials) runs with burst or ring, not ",
               to_string(cfg.strategy), "; its partials travel in fp32");
-  const ResolvedMask resolved(mask, s.S_global, s.S_global);  // throws on invalid slices
-  (void)resolved;
+  ResolvedMask::validate(mask, s.S_global, s.S_global);  // invalid slices; resolved once, in setup
   if (!cfg.positions.empty()) {
     BURST_CHECK(cfg.strategy == StrategyKind::Burst || cfg.strategy == StrategyKind::Ring ||
                     cfg.strategy == StrategyKind::AllGather,
@@ -87,7 +87,7 @@ ProblemShape run_shape(const DistConfig& cfg, const ProblemShape& s, int P) {
   return r;
 }
 
-void validate_run(const DistConfig& cfg, const ProblemShape& s, const Mask& mask, int P) {
+void validate_run(const DistConfig& cfg, const ProblemShape& s, const ResolvedMask& mask, int P) {
   // Layout divisibility (zigzag needs 2P, the others P): fails here with the layout's message.
   if (cfg.positions.empty()) (void)make_layout(cfg.layout, P, s.S_global, Mask{});
   entry_of(cfg.strategy).validate(cfg, s, mask, P);
@@ -97,17 +97,15 @@ void validate_run(const DistConfig& cfg, const ProblemShape& s, const Mask& mask
 // out may also be f32.
 enum class Role { Input, Result };
 
-void check_bshd(const TensorView& t, const char* name, std::int64_t B, std::int64_t S, std::int64_t H,
-                std::int64_t D, DType dtype, Role role) {
+/// A local operand: the problem's dtype (results may be f32), then the shared shape check.
+void check_operand(const TensorView& t, const char* name, std::int64_t B, std::int64_t S, std::int64_t H,
+                   std::int64_t D, DType dtype, Role role) {
   BURST_CHECK(t.data != nullptr, InvalidArgument, name, " is null");
   BURST_CHECK(t.dtype == dtype || (role == Role::Result && t.dtype == DType::F32), InvalidArgument, name,
               " has dtype ", to_string(t.dtype), " but the problem's dtype (ProblemShape::dtype) is ",
               to_string(dtype),
               role == Role::Result ? " (results may also be f32)" : "; q, k, v and dout must all have it");
-  BURST_CHECK(
-      t.ndim == 4 && t.size(0) == B && t.size(1) == S && t.size(2) == H && t.size(3) == D && t.stride[3] == 1,
-      InvalidArgument, name, " is ", t.describe(), ", expected [", B, ",", S, ",", H, ",", D,
-      "] with D contiguous");
+  check_bshd(t, name, B, S, H, D);
 }
 
 // Non-finite inputs are refused (docs/api.md § NaN and inf): a NaN key or value does not stay in
@@ -272,21 +270,24 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
   }
   const ProblemShape run = run_shape(cfg, shape, P);
   const Mask run_mask = cfg.pad ? mask_without_padding(mask, shape.S_global) : mask;
+  // The one resolution of the mask (over the run's S_global): the plan, the strategy plan and
+  // every kernel step of every pass use this object.
+  std::shared_ptr<const ResolvedMask> resolved;
   c.agree_on([&] {
     validate_common(cfg, shape, mask, P);
-    validate_run(cfg, run, run_mask, P);
+    resolved = std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global);
+    validate_run(cfg, run, *resolved, P);
   });
   c.learn_nodes();  // DistStats split bytes into intra- and inter-node (channels share the map)
   NodeTopology topo{1, P, 0, c.rank()};
   if (strategies::uses_node_topology(cfg)) topo = c.node_topology(cfg.ranks_per_node);
   std::shared_ptr<const Plan> plan;
   c.agree_on(
-      [&] { plan = std::make_shared<const Plan>(Plan::make(cfg, run, run_mask, P, topo.ranks_per_node)); });
-  impl_->resolved = std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global);
+      [&] { plan = std::make_shared<const Plan>(Plan::make(cfg, run, *resolved, P, topo.ranks_per_node)); });
+  impl_->resolved = resolved;
   strategies::Setup setup{c,
                           cfg,
                           run,
-                          run_mask,
                           impl_->resolved,
                           plan,
                           c.rank(),
@@ -322,10 +323,10 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
                       " forward, checks before the pass");
   m.comm.agree(want_lse ? 1 : 0, "forward: whether lse is requested (empty on some ranks only)");
   m.comm.agree_on([&] {
-    check_bshd(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
-    check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
-    check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
-    check_bshd(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
+    check_operand(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
+    check_operand(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
+    check_operand(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
+    check_operand(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     if (want_lse) check_rows(lse, "lse", s.B, s.H, m.S_local);
     const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
     for (const auto& [t, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
@@ -360,15 +361,15 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
                       " backward, checks before the pass");
   m.comm.agree(has_lse ? 1 : 0, "backward: whether lse is passed (empty on some ranks only)");
   m.comm.agree_on([&] {
-    check_bshd(dout, "dout", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
-    check_bshd(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
-    check_bshd(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
-    check_bshd(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
-    check_bshd(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
+    check_operand(dout, "dout", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
+    check_operand(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
+    check_operand(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
+    check_operand(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
+    check_operand(out, "out", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
     if (has_lse) check_rows(lse, "lse", s.B, s.H, m.S_local);
-    check_bshd(dq, "dq", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
-    check_bshd(dk, "dk", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
-    check_bshd(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
+    check_operand(dq, "dq", s.B, m.S_local, s.H, s.D, s.dtype, Role::Result);
+    check_operand(dk, "dk", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
+    check_operand(dv, "dv", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Result);
     const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
     for (const auto& [t, name] :
          {std::pair{&dout, "dout"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})

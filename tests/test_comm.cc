@@ -3,10 +3,13 @@
 // convention, agreement helpers (every rank throws the same Error, never a hang).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numeric>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +23,27 @@ namespace {
 
 // Value that rank r puts at index i: distinct across (r, i), exactly representable in fp32.
 float val(int r, std::int64_t i) { return static_cast<float>(r * 1000 + i); }
+
+// fp32 values as a message and back (the communicator moves bytes).
+ByteBuffer bytes_of(const std::vector<float>& v) {
+  ByteBuffer b(v.size() * sizeof(float));
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+std::vector<float> floats_of(const ByteBuffer& b) {
+  std::vector<float> v(b.size() / sizeof(float));
+  if (!v.empty()) std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
+  return v;
+}
+ByteBuffer floats_buffer(std::size_t n) { return ByteBuffer(n * sizeof(float)); }
+template <typename T>
+std::span<const std::byte> send_span(const std::vector<T>& v) {
+  return std::as_bytes(std::span(v));
+}
+template <typename T>
+std::span<std::byte> recv_span(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span(v));
+}
 
 TEST(Comm, WorldRankSize) {
   const Communicator c = Communicator::world();
@@ -36,12 +60,12 @@ TEST(Comm, RingSendRecvOwnsBuffers) {
     std::vector<float> out(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = val(r, i);
     RequestSet set;
-    const auto is = set.add(c.isend(std::move(out), (r + 1) % P, 7));
-    const auto ir = set.add(c.irecv(std::vector<float>(static_cast<std::size_t>(n)), (r + P - 1) % P, 7));
+    const auto is = set.add(c.isend(bytes_of(out), (r + 1) % P, 7));
+    const auto ir = set.add(c.irecv(floats_buffer(static_cast<std::size_t>(n)), (r + P - 1) % P, 7));
     while (!set.progress()) {}
     set.wait_all();
-    const auto sent = set.take(is);  // the send buffer comes back intact
-    const auto got = set.take(ir);
+    const auto sent = floats_of(set.take(is));  // the send buffer comes back intact
+    const auto got = floats_of(set.take(ir));
     ASSERT_EQ(static_cast<std::int64_t>(got.size()), n);
     for (std::int64_t i = 0; i < n; ++i) {
       EXPECT_EQ(got[static_cast<std::size_t>(i)], val((r + P - 1) % P, i));
@@ -52,6 +76,43 @@ TEST(Comm, RingSendRecvOwnsBuffers) {
   EXPECT_EQ(c.counters().messages_sent, 4);
 }
 
+// Messages are bytes: odd sizes (a bf16 payload of odd length, a 3-byte tail) arrive exactly and
+// are counted exactly, point to point and in the collectives.
+TEST(Comm, OddByteCountsArriveAndCountExactly) {
+  const Communicator c = Communicator::world();
+  const int P = c.size(), r = c.rank();
+  auto pattern = [](int rank, std::size_t n) {
+    ByteBuffer b(n);
+    for (std::size_t i = 0; i < n; ++i)
+      b[i] = static_cast<std::byte>((static_cast<std::size_t>(rank) * 31 + i) & 0xffu);
+    return b;
+  };
+  c.reset_counters();
+  RequestSet set;
+  for (const std::size_t n : {std::size_t{2}, std::size_t{3}, std::size_t{1001}}) {
+    const auto ir = set.add(c.irecv(ByteBuffer(n), (r + P - 1) % P, 5));
+    set.add(c.isend(pattern(r, n), (r + 1) % P, 5));
+    set.wait_all();
+    EXPECT_EQ(set.take(ir), pattern((r + P - 1) % P, n));
+    set.clear();
+  }
+  EXPECT_EQ(c.counters().bytes_sent, 2 + 3 + 1001);
+  std::vector<std::int64_t> sizes;
+  std::int64_t total = 0;
+  for (int q = 0; q < P; ++q) total += sizes.emplace_back(2 * q + 1);  // rank q sends 2q + 1 bytes
+  ByteBuffer all(static_cast<std::size_t>(total));
+  c.reset_counters();
+  c.all_gather_v(pattern(r, static_cast<std::size_t>(2 * r + 1)), sizes, all);
+  EXPECT_EQ(c.counters().bytes_sent, (2 * r + 1) * (P - 1));
+  std::size_t at = 0;
+  for (int q = 0; q < P; ++q) {
+    const ByteBuffer want = pattern(q, static_cast<std::size_t>(2 * q + 1));
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), all.begin() + static_cast<std::ptrdiff_t>(at)))
+        << "rank " << q;
+    at += want.size();
+  }
+}
+
 TEST(Comm, ChannelsDoNotMatchAndShareCounters) {
   const Communicator c = Communicator::world();
   const Communicator ch = c.channel();
@@ -59,13 +120,13 @@ TEST(Comm, ChannelsDoNotMatchAndShareCounters) {
   c.reset_counters();
   // Same tag on both channels, receives posted in the opposite order: must still match by channel.
   RequestSet set;
-  const auto a = set.add(ch.irecv(std::vector<float>(2), (r + P - 1) % P, 1));
-  const auto b = set.add(c.irecv(std::vector<float>(3), (r + P - 1) % P, 1));
-  set.add(c.isend(std::vector<float>(3, 1.0f), (r + 1) % P, 1));
-  set.add(ch.isend(std::vector<float>(2, 2.0f), (r + 1) % P, 1));
+  const auto a = set.add(ch.irecv(floats_buffer(2), (r + P - 1) % P, 1));
+  const auto b = set.add(c.irecv(floats_buffer(3), (r + P - 1) % P, 1));
+  set.add(c.isend(bytes_of(std::vector<float>(3, 1.0f)), (r + 1) % P, 1));
+  set.add(ch.isend(bytes_of(std::vector<float>(2, 2.0f)), (r + 1) % P, 1));
   set.wait_all();
-  EXPECT_EQ(set.take(a), std::vector<float>(2, 2.0f));
-  EXPECT_EQ(set.take(b), std::vector<float>(3, 1.0f));
+  EXPECT_EQ(floats_of(set.take(a)), std::vector<float>(2, 2.0f));
+  EXPECT_EQ(floats_of(set.take(b)), std::vector<float>(3, 1.0f));
   EXPECT_EQ(c.counters().bytes_sent, 4 * 5);
   EXPECT_EQ(ch.counters().bytes_sent, 4 * 5);
 }
@@ -76,7 +137,7 @@ TEST(Comm, AllGatherAndV) {
   c.reset_counters();
   std::vector<float> mine = {val(r, 0), val(r, 1), val(r, 2)};
   std::vector<float> all(static_cast<std::size_t>(3 * P));
-  c.all_gather(mine.data(), 3, all.data());
+  c.all_gather(send_span(mine), recv_span(all));
   for (int q = 0; q < P; ++q)
     for (int i = 0; i < 3; ++i) EXPECT_EQ(all[static_cast<std::size_t>(3 * q + i)], val(q, i));
   EXPECT_EQ(c.counters().bytes_sent, 4 * 3 * (P - 1));
@@ -86,7 +147,8 @@ TEST(Comm, AllGatherAndV) {
   std::vector<float> v(static_cast<std::size_t>(r + 1));
   for (int i = 0; i <= r; ++i) v[static_cast<std::size_t>(i)] = val(r, i);
   std::vector<float> gathered(static_cast<std::size_t>(P * (P + 1) / 2));
-  c.all_gather_v(v.data(), counts, gathered.data());
+  for (std::int64_t& n : counts) n *= 4;  // bytes
+  c.all_gather_v(send_span(v), counts, recv_span(gathered));
   std::size_t at = 0;
   for (int q = 0; q < P; ++q)
     for (int i = 0; i <= q; ++i) EXPECT_EQ(gathered[at++], val(q, i));
@@ -98,7 +160,7 @@ TEST(Comm, AllToAllAndV) {
   std::vector<float> send(static_cast<std::size_t>(2 * P)), recv(static_cast<std::size_t>(2 * P));
   for (int q = 0; q < P; ++q)
     for (int i = 0; i < 2; ++i) send[static_cast<std::size_t>(2 * q + i)] = val(r, 10 * q + i);
-  c.all_to_all(send.data(), 2, recv.data());
+  c.all_to_all(send_span(send), recv_span(recv));
   for (int q = 0; q < P; ++q)
     for (int i = 0; i < 2; ++i) EXPECT_EQ(recv[static_cast<std::size_t>(2 * q + i)], val(q, 10 * r + i));
 
@@ -111,7 +173,10 @@ TEST(Comm, AllToAllAndV) {
   }
   std::vector<float> rv(static_cast<std::size_t>(P * (r + 1)));
   c.reset_counters();
-  c.all_to_all_v(sv.data(), sc, rv.data(), rc);
+  std::vector<std::int64_t> sb = sc, rb = rc;  // bytes
+  for (std::int64_t& n : sb) n *= 4;
+  for (std::int64_t& n : rb) n *= 4;
+  c.all_to_all_v(send_span(sv), sb, recv_span(rv), rb);
   for (int q = 0; q < P; ++q)
     for (int i = 0; i <= r; ++i) EXPECT_EQ(rv[static_cast<std::size_t>(q * (r + 1) + i)], val(q, 10 * r + i));
   const std::int64_t expect = 4 * (std::accumulate(sc.begin(), sc.end(), std::int64_t{0}) - (r + 1));
@@ -229,10 +294,10 @@ TEST(Comm, FromMpiAndFortranHandleDupTheCallersCommunicator) {
     EXPECT_EQ(a.rank(), rank / 2);
     // The dup is independent: a message on it is not seen on the caller's communicator.
     RequestSet set;
-    set.add(a.isend(std::vector<float>(1, 5.0f), (a.rank() + 1) % a.size(), 3));
-    const auto i = set.add(a.irecv(std::vector<float>(1), (a.rank() + a.size() - 1) % a.size(), 3));
+    set.add(a.isend(bytes_of({5.0f}), (a.rank() + 1) % a.size(), 3));
+    const auto i = set.add(a.irecv(floats_buffer(1), (a.rank() + a.size() - 1) % a.size(), 3));
     set.wait_all();
-    EXPECT_EQ(set.take(i)[0], 5.0f);
+    EXPECT_EQ(floats_of(set.take(i))[0], 5.0f);
     int flag = 1;
     MPI_Iprobe(MPI_ANY_SOURCE, 3, half, &flag, MPI_STATUS_IGNORE);
     EXPECT_EQ(flag, 0);
@@ -275,15 +340,15 @@ TEST(Comm, WatchedWaitsCompleteWhenAPeerIsLate) {
     c.set_step(1, 2);
     if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     RequestSet set;
-    const std::size_t in = set.add(c.irecv(std::vector<float>(5), (r + P - 1) % P, 3));
-    set.add(c.isend(std::vector<float>(5, static_cast<float>(r)), (r + 1) % P, 3));
+    const std::size_t in = set.add(c.irecv(floats_buffer(5), (r + P - 1) % P, 3));
+    set.add(c.isend(bytes_of(std::vector<float>(5, static_cast<float>(r))), (r + 1) % P, 3));
     set.wait_all();
-    EXPECT_EQ(set.take(in), std::vector<float>(5, static_cast<float>((r + P - 1) % P)));
+    EXPECT_EQ(floats_of(set.take(in)), std::vector<float>(5, static_cast<float>((r + P - 1) % P)));
     if (r == P - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_EQ(c.all_reduce_sum(std::int64_t{r}), std::int64_t{P} * (P - 1) / 2);
-    Request single = c.irecv(std::vector<float>(1), (r + P - 1) % P, 4);
-    Request out = c.isend(std::vector<float>(1, 2.0f), (r + 1) % P, 4);
-    EXPECT_EQ(single.take(), std::vector<float>(1, 2.0f));
+    Request single = c.irecv(floats_buffer(1), (r + P - 1) % P, 4);
+    Request out = c.isend(bytes_of({2.0f}), (r + 1) % P, 4);
+    EXPECT_EQ(floats_of(single.take()), std::vector<float>(1, 2.0f));
     out.wait();
     c.barrier();
   }
@@ -346,8 +411,8 @@ TEST(Comm, AllGatherBytesKeepsEveryRanksLength) {
 
 TEST(Comm, PayloadTagsStayBelowTheControlTag) {
   const Communicator c = Communicator::world();
-  EXPECT_THROW(c.isend(std::vector<float>(1), 0, 32767), Error);
-  EXPECT_THROW(c.irecv(std::vector<float>(1), 0, -1), Error);
+  EXPECT_THROW(c.isend(ByteBuffer(1), 0, 32767), Error);
+  EXPECT_THROW(c.irecv(ByteBuffer(1), 0, -1), Error);
 }
 
 TEST(Comm, AgreeNamesTheLowestRankThatDiffers) {

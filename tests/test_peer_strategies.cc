@@ -164,13 +164,14 @@ TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
       DistConfig cfg;
       cfg.strategy = StrategyKind::Usp;
       cfg.ulysses_degree = 1;
-      const auto ring = strategies::strategy_plan(cfg, shape, layout, Mask::full());
+      const ResolvedMask full_mask(Mask::full(), shape.S_global, shape.S_global);
+      const auto ring = strategies::strategy_plan(cfg, shape, layout, full_mask);
       ASSERT_EQ(static_cast<int>(ring.forward_bytes.size()), P);
       EXPECT_EQ(ring.forward_bytes[static_cast<std::size_t>(r)], 4 * (P - 1) * 2 * B * c * H_kv * D);
       EXPECT_EQ(ring.backward_bytes[static_cast<std::size_t>(r)],
                 ring_backward_bytes(BackwardSide::KvSide, shape, P));
       cfg.ulysses_degree = P;
-      const auto full = strategies::strategy_plan(cfg, shape, layout, Mask::full());
+      const auto full = strategies::strategy_plan(cfg, shape, layout, full_mask);
       EXPECT_EQ(full.forward_bytes[static_cast<std::size_t>(r)],
                 strategies::ulysses_forward_bytes(s, len, B, D, r));
       EXPECT_EQ(full.backward_bytes[static_cast<std::size_t>(r)],
@@ -180,8 +181,8 @@ TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
   // Rejected configurations plan no bytes instead of throwing.
   DistConfig cfg;
   cfg.strategy = StrategyKind::Ulysses;
-  const auto none = strategies::strategy_plan(cfg, {1, 12, 3, 1, 8},
-                                              make_layout(LayoutKind::Contiguous, 2, 12), Mask::full());
+  const auto none = strategies::strategy_plan(
+      cfg, {1, 12, 3, 1, 8}, make_layout(LayoutKind::Contiguous, 2, 12), ResolvedMask(Mask::full(), 12, 12));
   EXPECT_TRUE(none.empty() && none.backward_bytes.empty() && none.visible_pairs.empty());
 }
 

@@ -13,6 +13,7 @@
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "test_util.h"
+#include "wire_layout.h"
 
 namespace burst {
 namespace {
@@ -141,6 +142,23 @@ TEST(Layout, ShardUnshardRoundTrip) {
     }
     EXPECT_EQ(back.vec(), g.vec()) << to_string(kind);
   }
+}
+
+// Message layouts: each field at the first offset after the previous one that is a multiple of
+// its element size, the message rounded to its largest element; nothing else is padded.
+TEST(WireLayout, OffsetsAlignToElementSizeAndSizeToLargest) {
+  const WireLayout odd{{"q", DType::BF16, 3}, {"lse", DType::F32, 2}, {"h", DType::F16, 1}};
+  EXPECT_EQ(odd[0].offset, 0);
+  EXPECT_EQ(odd[1].offset, 8);  // 6 bytes of bf16, then the next multiple of 4
+  EXPECT_EQ(odd[2].offset, 16);
+  EXPECT_EQ(odd.bytes(), 20);                                  // 18 rounded to 4
+  EXPECT_EQ(wire::kv_block(DType::BF16, 5).bytes(), 20);       // 16-bit only: exact, odd counts too
+  EXPECT_EQ(wire::partial(DType::BF16, 7).bytes(), 14);        // was padded to 16 on a float wire
+  EXPECT_EQ(wire::query_block(DType::F16, 3, 2).bytes(), 28);  // Q, dO: 12 B; delta at 12, lse at 20
+  EXPECT_EQ(wire::query_block(DType::F16, 3, 2)[wire::kDelta].offset, 12);
+  EXPECT_EQ(wire::query_block(DType::F32, 3, 2).bytes(), 4 * (6 + 4));
+  EXPECT_EQ(WireLayout{}.bytes(), 0);
+  EXPECT_THROW(WireLayout({{"x", DType::F32, -1}}), Error);
 }
 
 TEST(Plan, RingStepsVisitEveryPartitionOnce) {

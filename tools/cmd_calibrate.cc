@@ -87,11 +87,11 @@ void sleeping_barrier(const Communicator& comm) {
     while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   };
   if (comm.rank() == 0) {
-    for (int r = 1; r < comm.size(); ++r) sleep_until_done(comm.irecv(std::vector<float>(1), r, 11));
-    for (int r = 1; r < comm.size(); ++r) sleep_until_done(comm.isend(std::vector<float>(1), r, 12));
+    for (int r = 1; r < comm.size(); ++r) sleep_until_done(comm.irecv(ByteBuffer(1), r, 11));
+    for (int r = 1; r < comm.size(); ++r) sleep_until_done(comm.isend(ByteBuffer(1), r, 12));
   } else {
-    sleep_until_done(comm.isend(std::vector<float>(1), 0, 11));
-    sleep_until_done(comm.irecv(std::vector<float>(1), 0, 12));
+    sleep_until_done(comm.isend(ByteBuffer(1), 0, 11));
+    sleep_until_done(comm.irecv(ByteBuffer(1), 0, 12));
   }
 }
 
@@ -316,8 +316,8 @@ double copy_bandwidth(const Communicator& comm) {
   return -comm.all_reduce_max(-best);
 }
 
-/// Half the median round trip of `floats` floats between ranks a and b (others idle). Collective.
-double ping_pong_seconds(const Communicator& comm, int a, int b, std::size_t floats, int rounds) {
+/// Half the median round trip of `bytes` bytes between ranks a and b (others idle). Collective.
+double ping_pong_seconds(const Communicator& comm, int a, int b, std::size_t bytes, int rounds) {
   std::vector<double> samples;
   comm.barrier();
   if (comm.rank() == a || comm.rank() == b) {
@@ -325,11 +325,11 @@ double ping_pong_seconds(const Communicator& comm, int a, int b, std::size_t flo
     for (int i = 0; i < rounds + 2; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       if (comm.rank() == a) {
-        comm.isend(std::vector<float>(floats, 1.0f), peer, 7).wait();
-        comm.irecv(std::vector<float>(floats), peer, 8).wait();
+        comm.isend(ByteBuffer(bytes, std::byte{1}), peer, 7).wait();
+        comm.irecv(ByteBuffer(bytes), peer, 8).wait();
       } else {
-        comm.irecv(std::vector<float>(floats), peer, 7).wait();
-        comm.isend(std::vector<float>(floats, 1.0f), peer, 8).wait();
+        comm.irecv(ByteBuffer(bytes), peer, 7).wait();
+        comm.isend(ByteBuffer(bytes, std::byte{1}), peer, 8).wait();
       }
       if (i >= 2)
         samples.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 2);
@@ -339,21 +339,21 @@ double ping_pong_seconds(const Communicator& comm, int a, int b, std::size_t flo
   return comm.all_reduce_max(mine);
 }
 
-/// Median seconds for ranks a + i to send `floats` floats to b + i and hear a 1-float ack, for
+/// Median seconds for ranks a + i to send `bytes` bytes to b + i and hear a 4-byte ack, for
 /// i < pairs, all pairs at once and in one direction (a node's devices all crossing to the next
 /// node: whether they share one inter-node link), max over the pairs. Others idle. Collective.
-double one_way_seconds(const Communicator& comm, int a, int b, std::size_t floats, int rounds, int pairs) {
+double one_way_seconds(const Communicator& comm, int a, int b, std::size_t bytes, int rounds, int pairs) {
   const int me = comm.rank();
   const bool sender = me >= a && me < a + pairs, receiver = me >= b && me < b + pairs;
   return collective_seconds(
       comm,
       [&] {
         if (sender) {
-          comm.isend(std::vector<float>(floats, 1.0f), b + (me - a), 9).wait();
-          comm.irecv(std::vector<float>(1), b + (me - a), 10).wait();
+          comm.isend(ByteBuffer(bytes, std::byte{1}), b + (me - a), 9).wait();
+          comm.irecv(ByteBuffer(4), b + (me - a), 10).wait();
         } else if (receiver) {
-          comm.irecv(std::vector<float>(floats), a + (me - b), 9).wait();
-          comm.isend(std::vector<float>(1, 1.0f), a + (me - b), 10).wait();
+          comm.irecv(ByteBuffer(bytes), a + (me - b), 9).wait();
+          comm.isend(ByteBuffer(4, std::byte{1}), a + (me - b), 10).wait();
         }
       },
       rounds);
@@ -380,7 +380,9 @@ CollectiveFit fit_collectives(const Communicator& world, const Communicator& gro
       whole(static_cast<std::size_t>(words) * static_cast<std::size_t>(n), 1.0f);
   CollectiveFit f;
   f.gather_seconds = world.all_reduce_max(collective_seconds(
-      group, [&] { group.all_gather(block.data(), words, whole.data()); }, 3));
+      group,
+      [&] { group.all_gather(std::as_bytes(std::span(block)), std::as_writable_bytes(std::span(whole))); },
+      3));
   f.scatter_seconds = world.all_reduce_max(collective_seconds(
       group,
       [&] {
@@ -401,11 +403,11 @@ struct Link {
 /// The link between ranks a and b: latency from 8-byte ping-pongs, bandwidth from 4 MiB ones
 /// (past the eager limit, bandwidth-bound) net of that latency. Collective.
 Link measure_link(const Communicator& comm, int a, int b) {
-  const std::size_t big = std::size_t{1} << 20;
+  const std::size_t big = std::size_t{4} << 20;
   Link l;
-  l.latency = ping_pong_seconds(comm, a, b, 2, 200);
+  l.latency = ping_pong_seconds(comm, a, b, 8, 200);
   const double t_big = ping_pong_seconds(comm, a, b, big, 10);
-  l.bandwidth = static_cast<double>(big * sizeof(float)) / std::max(t_big - l.latency, 1e-9);
+  l.bandwidth = static_cast<double>(big) / std::max(t_big - l.latency, 1e-9);
   return l;
 }
 
@@ -512,11 +514,10 @@ void run_calibrate(CalibrateOptions o) {
     if (L >= 2) {
       // Every device of node 0 crossing to node 1 at once: a per-pair bandwidth near the
       // single pair's means a link each; near 1/L of it, one link the node's devices share.
-      const std::size_t big = std::size_t{1} << 20;
+      const std::size_t big = std::size_t{4} << 20;
       const double t_one = one_way_seconds(comm, 0, L, big, 6, 1);
       const double t_all = one_way_seconds(comm, 0, L, big, 6, L);
-      const double shared_bw =
-          static_cast<double>(big * sizeof(float)) / std::max(t_all - inter.latency, 1e-9);
+      const double shared_bw = static_cast<double>(big) / std::max(t_all - inter.latency, 1e-9);
       const int links = static_cast<int>(std::lround(L * t_one / t_all));
       c.inter_links_per_node = links >= L ? 0 : std::max(links, 1);
       inter_share_text =

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <numeric>
 #include <random>
@@ -155,11 +156,22 @@ LayerKv gather_to_root(const Communicator& comm, const DistKVCache& cache, std::
   cache.local_kv(0, local.k, local.v);
   const auto pos = cache.local_positions(0);
   std::vector<float> pos_f(pos.begin(), pos.end());  // exact: positions < 2^24 (checked by the caller)
+  // fp32 values as a message and back.
+  const auto to_bytes = [](const std::vector<float>& x) {
+    ByteBuffer b(x.size() * sizeof(float));
+    if (!x.empty()) std::memcpy(b.data(), x.data(), b.size());
+    return b;
+  };
+  const auto to_floats = [](const ByteBuffer& b) {
+    std::vector<float> x(b.size() / sizeof(float));
+    if (!x.empty()) std::memcpy(x.data(), b.data(), x.size() * sizeof(float));
+    return x;
+  };
   if (comm.rank() != 0) {
     RequestSet rs;
-    rs.add(comm.isend(std::move(pos_f), 0, kTag));
-    rs.add(comm.isend(std::move(local.k), 0, kTag + 1));
-    rs.add(comm.isend(std::move(local.v), 0, kTag + 2));
+    rs.add(comm.isend(to_bytes(pos_f), 0, kTag));
+    rs.add(comm.isend(to_bytes(local.k), 0, kTag + 1));
+    rs.add(comm.isend(to_bytes(local.v), 0, kTag + 2));
     rs.wait_all();
     return {};
   }
@@ -177,9 +189,10 @@ LayerKv gather_to_root(const Communicator& comm, const DistKVCache& cache, std::
       v = std::move(local.v);
     } else {
       const auto n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
-      p = comm.irecv(std::vector<float>(n), r, kTag).take();
-      k = comm.irecv(std::vector<float>(n * static_cast<std::size_t>(row)), r, kTag + 1).take();
-      v = comm.irecv(std::vector<float>(n * static_cast<std::size_t>(row)), r, kTag + 2).take();
+      const std::size_t kv_bytes = n * static_cast<std::size_t>(row) * sizeof(float);
+      p = to_floats(comm.irecv(ByteBuffer(n * sizeof(float)), r, kTag).take());
+      k = to_floats(comm.irecv(ByteBuffer(kv_bytes), r, kTag + 1).take());
+      v = to_floats(comm.irecv(ByteBuffer(kv_bytes), r, kTag + 2).take());
     }
     for (std::size_t i = 0; i < p.size(); ++i) {
       const auto t = static_cast<std::int64_t>(p[i]);

@@ -52,7 +52,8 @@ torch::Tensor tp_unshard(const Communicator& comm, const torch::Tensor& shard, T
   const auto s = shard.detach().contiguous();
   const int P = comm.size();
   torch::Tensor all = torch::empty({P, s.size(0), s.size(1)}, s.options());
-  comm.all_gather(s.data_ptr<float>(), s.numel(), all.data_ptr<float>());
+  comm.all_gather(std::span(static_cast<const std::byte*>(s.data_ptr()), s.nbytes()),
+                  std::span(static_cast<std::byte*>(all.data_ptr()), all.nbytes()));
   if (split == TpSplit::Rows) return all.reshape({P * s.size(0), s.size(1)});
   return all.permute({1, 0, 2}).reshape({s.size(0), P * s.size(1)});
 }

@@ -19,7 +19,7 @@ void all_reduce_sum_f64(const Communicator& comm, std::vector<double>& values) {
   }
   const int P = comm.size();
   std::vector<float> recv(static_cast<std::size_t>(2 * n * P));
-  comm.all_gather(send.data(), 2 * n, recv.data());
+  comm.all_gather(std::as_bytes(std::span(send)), std::as_writable_bytes(std::span(recv)));
   for (std::int64_t i = 0; i < n; ++i) {
     double s = 0;
     for (int r = 0; r < P; ++r) {

@@ -102,14 +102,9 @@ torch::Tensor TpEngine::all_gather_rows(const torch::Tensor& x) {
   const auto xc = x.contiguous();
   torch::Tensor out = torch::empty({S_global_, x.size(1)}, xc.options());
   const std::int64_t before = comm_.counters().bytes_sent;
-  if (xc.scalar_type() == torch::kBFloat16) {  // the 16-bit patterns, two per float word
-    BURST_CHECK(xc.numel() % 2 == 0, InvalidArgument, "TpEngine::all_gather_rows: a bf16 block of ",
-                xc.numel(), " values must be even (whole 4-byte words)");
-    comm_.all_gather(static_cast<const float*>(xc.data_ptr()), xc.numel() / 2,
-                     static_cast<float*>(out.data_ptr()));
-  } else {
-    comm_.all_gather(xc.data_ptr<float>(), xc.numel(), out.data_ptr<float>());
-  }
+  // The rows' bytes in their dtype (fp32, or bf16's 16-bit patterns).
+  comm_.all_gather(std::span(static_cast<const std::byte*>(xc.data_ptr()), xc.nbytes()),
+                   std::span(static_cast<std::byte*>(out.data_ptr()), out.nbytes()));
   totals_.bytes_sent += comm_.counters().bytes_sent - before;
   return out;
 }

@@ -5,8 +5,11 @@
 // counters and a progress hook for overlapping transfers with kernel tiles.
 // Invariants: never calls MPI_Init/MPI_Finalize; <mpi.h> is included only by src/comm_mpi.cc
 // (users holding an MPI_Comm use burst/comm_interop.h or pass MPI_Comm_c2f(comm)).
-// Every payload is fp32 (the library computes in fp32; lse/delta rows are fp32 too); element
-// counts are int64 and must fit MPI's int counts (checked, Error(Unsupported) otherwise).
+// Payloads are bytes (MPI_BYTE): a caller lays out its fields (any dtype, each at an offset
+// aligned to its element size; src/wire_layout.h) and sends the buffer; counts are bytes, int64,
+// and must fit MPI's int counts (≤ 2^31 − 1 bytes per message or block; checked,
+// Error(Unsupported) otherwise). The reductions (reduce_scatter, all_reduce_sum) are fp32 sums
+// and count fp32 values.
 // Byte counting convention (CommCounters::bytes_sent, per rank, algorithm-independent so that
 // it matches the formulas of docs/strategies.md): point-to-point = message size; all-gather(v)
 // = own block × (P−1); reduce-scatter and all-to-all(v) = Σ blocks destined to other ranks;
@@ -27,8 +30,10 @@
 // Does not: know about attention, masks or layouts.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,7 +57,11 @@ struct NodeTopology {
   int nodes = 1, ranks_per_node = 1, node = 0, local_rank = 0;
 };
 
-/// One in-flight non-blocking send or receive. Owns its fp32 buffer while in flight (so the
+/// A message's bytes: what isend/irecv own while in flight. operator new aligns the storage to
+/// __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16 B on x86-64), enough for every field a layout holds.
+using ByteBuffer = std::vector<std::byte>;
+
+/// One in-flight non-blocking send or receive. Owns its byte buffer while in flight (so the
 /// memory cannot be freed or reused under MPI); take() hands it back once complete.
 /// The destructor waits for completion (never leaves MPI writing into freed memory); on an
 /// error path prefer Communicator::abort() so that no peer waits forever.
@@ -72,10 +81,10 @@ class Request {
   /// Blocks until complete (MPI_Wait). Throws Error(Communication) on MPI failure.
   void wait();
   /// Waits, then returns the buffer (for a receive: the received data).
-  std::vector<float> take();
+  ByteBuffer take();
   /// The owned buffer, readable while a send is in flight (MPI ≥ 3.0 allows reading a send
   /// buffer; a receive buffer must not be read before completion). Null after take().
-  const float* data() const;
+  const std::byte* data() const;
 
   struct State;
 
@@ -96,7 +105,7 @@ class RequestSet {
   /// Waits for all (MPI_Waitall); returns the seconds spent blocked.
   double wait_all();
   /// Buffer of request i after wait_all().
-  std::vector<float> take(std::size_t i);
+  ByteBuffer take(std::size_t i);
   Request& operator[](std::size_t i) { return requests_[i]; }
   std::size_t size() const { return requests_.size(); }
   bool empty() const { return requests_.empty(); }
@@ -141,24 +150,28 @@ class Communicator {
   /// or ranks are not node-contiguous (rank = node·L + local_rank).
   NodeTopology node_topology(int ranks_per_node) const;
 
-  /// Non-blocking point-to-point; the request owns `buffer` until take(). Tags in [0, 32767)
-  /// (32767 carries control exchanges). Throws Error(InvalidArgument) for a peer outside [0, P)
-  /// or a tag outside that range.
-  Request isend(std::vector<float> buffer, int dest, int tag) const;
-  /// Receives exactly buffer.size() floats from `source` into `buffer`.
-  Request irecv(std::vector<float> buffer, int source, int tag) const;
+  /// Non-blocking point-to-point of buffer.size() bytes (MPI_BYTE); the request owns `buffer`
+  /// until take(). Tags in [0, 32767) (32767 carries control exchanges). Throws
+  /// Error(InvalidArgument) for a peer outside [0, P) or a tag outside that range,
+  /// Error(Unsupported) past 2^31 − 1 bytes.
+  Request isend(ByteBuffer buffer, int dest, int tag) const;
+  /// Receives exactly buffer.size() bytes from `source` into `buffer`.
+  Request irecv(ByteBuffer buffer, int source, int tag) const;
 
-  /// recv [P·count] ← every rank's send [count], in rank order. Collective, equal counts.
-  void all_gather(const float* send, std::int64_t count, float* recv) const;
-  /// recv [Σ counts] ← rank r's send [counts[r]] at offset Σ_{i<r} counts[i]. Collective;
-  /// counts identical on all ranks and send holds counts[rank()] values.
-  void all_gather_v(const float* send, const std::vector<std::int64_t>& counts, float* recv) const;
-  /// send [P·count]: block r goes to rank r; recv [P·count]: block r came from rank r.
-  void all_to_all(const float* send, std::int64_t count, float* recv) const;
-  /// Variable blocks: send_counts[r] floats to rank r (consecutive blocks), recv_counts[r]
-  /// from rank r. Collective; each pair's counts must match.
-  void all_to_all_v(const float* send, const std::vector<std::int64_t>& send_counts, float* recv,
-                    const std::vector<std::int64_t>& recv_counts) const;
+  /// recv [P · send.size() bytes] ← every rank's send, in rank order. Collective, equal sizes.
+  /// Throws Error(Internal) when recv.size() ≠ P · send.size().
+  void all_gather(std::span<const std::byte> send, std::span<std::byte> recv) const;
+  /// recv [Σ bytes] ← rank r's send [bytes[r]] at byte offset Σ_{i<r} bytes[i]. Collective;
+  /// `bytes` identical on all ranks, send.size() = bytes[rank()], recv.size() = Σ bytes.
+  void all_gather_v(std::span<const std::byte> send, const std::vector<std::int64_t>& bytes,
+                    std::span<std::byte> recv) const;
+  /// send [P blocks of send.size()/P bytes]: block r goes to rank r; recv (same size): block r
+  /// came from rank r. Collective, equal sizes.
+  void all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) const;
+  /// Variable blocks: send_bytes[r] bytes to rank r (consecutive blocks), recv_bytes[r] from
+  /// rank r. Collective; each pair's sizes must match; the spans hold Σ of their sizes.
+  void all_to_all_v(std::span<const std::byte> send, const std::vector<std::int64_t>& send_bytes,
+                    std::span<std::byte> recv, const std::vector<std::int64_t>& recv_bytes) const;
   /// Sum over ranks of send [Σ counts]; rank r receives block r (counts[r] floats) in recv,
   /// summed in rank order in fp32 (the same bits on every run): an all-to-all of the blocks and a
   /// local sum, not MPI_Ireduce_scatter (docs/cost_model.md § Calibration). Collective.

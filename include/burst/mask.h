@@ -186,6 +186,10 @@ Mask make_benchmark_mask(MaskType type, std::int64_t S_global, const BenchmarkMa
 class ResolvedMask {
  public:
   ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64_t S_kv_global);
+  /// The constructor's checks alone (no slices expanded, no index built): throws what it throws.
+  static void validate(const Mask& mask, std::int64_t S_q_global, std::int64_t S_kv_global);
+  /// Mask::describe() of the mask this was resolved from.
+  const std::string& describe() const { return description_; }
 
   const std::vector<MaskSlice>& slices() const { return slices_; }
   std::int64_t seq_q() const { return S_q_; }
@@ -219,6 +223,7 @@ class ResolvedMask {
 
   std::vector<MaskSlice> slices_;
   std::int64_t S_q_ = 0, S_kv_ = 0;
+  std::string description_;
   // Index: q positions are cut into buckets of 2^bucket_shift_ rows; bucket j lists (CSR) the
   // slices whose q range meets it, sorted by k_begin with a running max of k_end. A query over
   // [q_lo, q_hi] × [k_lo, k_hi] visits its buckets, binary-searches the k window and takes each

@@ -35,6 +35,10 @@ struct SequenceLayout {
 /// is even. Throws Error(InvalidArgument) when S_global is not divisible as the layout needs
 /// (contiguous/striped: P; zigzag: 2P).
 SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const Mask& mask = {});
+/// As above with the mask already resolved over (S_global, S_global) (DistAttention resolves it
+/// once); only `balanced` reads it. Throws Error(InvalidArgument) also when the mask was
+/// resolved for other lengths.
+SequenceLayout make_layout(LayoutKind kind, int P, std::int64_t S_global, const ResolvedMask& mask);
 
 /// A layout the caller states rank by rank (e.g. ring-flash-attention's varlen split, which cuts
 /// every packed document into P or 2P chunks): positions[r] are the global positions rank r
@@ -196,6 +200,11 @@ class Plan {
   /// the strategies, not here; for strategies without a step model the passes hold totals only.
   static Plan make(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P,
                    int ranks_per_node);
+  /// As above with `mask` resolved over (shape.S_global, shape.S_global) by the caller
+  /// (DistAttention resolves its mask once and hands the same object to the plan, the strategy
+  /// plan and the strategies). Throws Error(InvalidArgument) when it was resolved for other lengths.
+  static Plan make(const DistConfig& cfg, const ProblemShape& shape, const ResolvedMask& mask, int P,
+                   int ranks_per_node);
 
   const DistConfig& config() const { return cfg_; }
   const ProblemShape& shape() const { return shape_; }
@@ -228,8 +237,8 @@ class Plan {
 /// ranks, e = bytes per element of shape.dtype (4 f32, 2 bf16/f16), w = bytes of one partial
 /// word on the write ring (4 for F32 partials, 2 for BF16: DistConfig::partials_dtype), rows fp32:
 /// query side (P−1)·(e·2·b_q + 4·2·r) + P·w·b_q, KV side (P−1)·e·2·b_kv + P·w·2·b_kv, where
-/// b_q = B·H·S_local·D, b_kv = B·H_kv·S_local·D, r = B·H·S_local (0 when P = 1); a bf16 partial
-/// of odd length is padded to whole 4-byte words. With e = w = 4 these are
+/// b_q = B·H·S_local·D, b_kv = B·H_kv·S_local·D, r = B·H·S_local (0 when P = 1); exact bytes
+/// (src/wire_layout.h: nothing is padded in these messages). With e = w = 4 these are
 /// 4·[(P−1)·(2·b_q + 2·r) + P·b_q] and 4·(2P−1)·2·b_kv. Source: docs/algorithm.md §4.2.
 std::int64_t ring_backward_bytes(BackwardSide side, const ProblemShape& shape, int P,
                                  DType partials_dtype = DType::F32);

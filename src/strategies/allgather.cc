@@ -39,14 +39,16 @@ class AllGatherStrategy final : public Strategy {
       rec.finish();
       return;
     }
-    std::vector<float> ranked = gather(k, v, stats, rec.at()), g = pool_.get(ranked.size());
+    ByteBuffer ranked = gather(k, v, stats, rec.at()),
+               g = pool_.get(static_cast<std::int64_t>(ranked.size()));
     Gathered kv;
     {
       Stopwatch sw(&rec.at().copy);
       kv = reorder(ranked, g, k.dtype);
     }
     compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats, rec.log);
-    stats.peak_buffer_bytes = e(k.dtype) * (2 * 2 * kv.k.numel() + 2 * b_kv_);
+    stats.peak_buffer_bytes =
+        2 * static_cast<std::int64_t>(ranked.size()) + wire::kv_block(k.dtype, b_kv_).bytes();
     pool_.put(std::move(ranked));
     pool_.put(std::move(g));
     rec.finish();
@@ -57,8 +59,8 @@ class AllGatherStrategy final : public Strategy {
                 const TensorView& dv, DistStats& stats) override {
     const ProblemShape& s = setup_.shape;
     const int P = setup_.P;
-    std::vector<float> delta_mem = pool_.get(s.B * s.H * S_);
-    const TensorView delta = rows_view(delta_mem.data(), s.B, s.H, S_);
+    TypedTensor delta_mem = pooled_tensor(pool_, {s.B, s.H, S_}, DType::F32);
+    const TensorView delta = delta_mem.view();
     attention_delta(dout, out, delta);
     stats.backward_side = "kv";
     stats.visible_pairs = own_pairs();
@@ -68,8 +70,8 @@ class AllGatherStrategy final : public Strategy {
       stats.compute_seconds = 0;
       rec.log.compute(0, stats.compute_seconds,
                       [&] { kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, false); });
-      stats.peak_buffer_bytes = 4 * static_cast<std::int64_t>(delta_mem.size());
-      pool_.put(std::move(delta_mem));
+      stats.peak_buffer_bytes = kF32 * delta.numel();
+      pool_.put(delta_mem.release());
       rec.finish();
       return;
     }
@@ -78,11 +80,12 @@ class AllGatherStrategy final : public Strategy {
     // (fp32). One call over the whole position-ordered sequence instead streamed K, V, dK, dV of
     // S_global rows per query tile: past the last-level cache (S = 32768, H 2, D 64: 4 × 17 MB)
     // the backward ran 1.42× the ring's time; blocks of S_global / P rows run at the ring's.
-    const std::int64_t words = packed_pair_floats(b_kv_, k.dtype);
-    std::vector<float> ranked = gather(k, v, stats, rec.at()), send = pool_.get(2 * b_kv_ * P);
+    const WireLayout kv = wire::kv_block(k.dtype, b_kv_);
+    ByteBuffer ranked = gather(k, v, stats, rec.at());
+    ByteBuffer send;
     {
       Stopwatch sw(&rec.at().copy);
-      std::fill(send.begin(), send.end(), 0.0f);
+      send = pool_.get_zeroed(kF32 * 2 * b_kv_ * P);
       fill_view(dq, 0.0f);
     }
     stats.compute_seconds = 0;
@@ -90,30 +93,32 @@ class AllGatherStrategy final : public Strategy {
       if (own_pairs() == 0) return;
       for (int r = 0; r < P; ++r) {
         if (block_pairs(setup_, setup_.rank, r) == 0) continue;  // no query sees block r: dK, dV stay 0
-        const float* block = ranked.data() + words * r;
-        float* grad = send.data() + 2 * b_kv_ * r;
+        const std::byte* block = ranked.data() + kv.bytes() * r;
+        float* grad = f32_data(send) + 2 * b_kv_ * r;
         const kernels::StepParams p =
             step_params(setup_, own_positions(), rank_positions(setup_, r).data(), nullptr);
-        kernels::step_backward(dout, q, bshd_view_at(block, 0, k.dtype, s.B, S_, s.H_kv, s.D),
-                               bshd_view_at(block, b_kv_, k.dtype, s.B, S_, s.H_kv, s.D), lse, delta, dq,
+        kernels::step_backward(dout, q, field_view(kv, wire::kK, block, {s.B, S_, s.H_kv, s.D}),
+                               field_view(kv, wire::kV, block, {s.B, S_, s.H_kv, s.D}), lse, delta, dq,
                                bshd_view(grad, s.B, S_, s.H_kv, s.D),
                                bshd_view(grad + b_kv_, s.B, S_, s.H_kv, s.D), p, true);
       }
     });
-    std::vector<float> mine = pool_.get(2 * b_kv_);
+    ByteBuffer mine = pool_.get(kF32 * 2 * b_kv_);
     const auto t1 = std::chrono::steady_clock::now();
-    setup_.comm.reduce_scatter(send.data(), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_),
-                               mine.data());
+    setup_.comm.reduce_scatter(
+        f32_data(send), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_), f32_data(mine));
     const double waited = seconds_since(t1);
     stats.exposed_comm_seconds += waited;
     rec.at().wait += waited;
     {
       Stopwatch sw(&rec.at().copy);
-      unpack_into(mine.data(), dk);
-      unpack_into(mine.data() + b_kv_, dv);
+      unpack_into(f32_data(mine), dk);
+      unpack_into(f32_data(mine) + b_kv_, dv);
     }
-    stats.peak_buffer_bytes = 4 * (words * P + 2 * b_kv_ * P + 2 * b_kv_ + delta.numel());
-    for (std::vector<float>* x : {&delta_mem, &ranked, &send, &mine}) pool_.put(std::move(*x));
+    stats.peak_buffer_bytes =
+        static_cast<std::int64_t>(ranked.size() + send.size() + mine.size()) + kF32 * delta.numel();
+    pool_.put(delta_mem.release());
+    for (ByteBuffer* x : {&ranked, &send, &mine}) pool_.put(std::move(*x));
     rec.finish();
   }
 
@@ -122,8 +127,6 @@ class AllGatherStrategy final : public Strategy {
     return setup_.plan->forward().visible_pairs[static_cast<std::size_t>(setup_.rank)];
   }
   const std::int64_t* own_positions() const { return rank_positions(setup_, setup_.rank).data(); }
-
-  static std::int64_t e(DType dt) { return static_cast<std::int64_t>(dtype_size(dt)); }
 
   /// The pass's one timeline record (the plan's one collective step): times recorded into it,
   /// bytes sent from the communicator's counter; finish() appends it (DistConfig::timeline).
@@ -157,17 +160,16 @@ class AllGatherStrategy final : public Strategy {
 
   /// All-gathers [K;V] of every rank in their storage dtype; returns them in rank order (a pool
   /// buffer).
-  std::vector<float> gather(const TensorView& k, const TensorView& v, DistStats& stats,
-                            StepTimes& rec) const {
-    const std::int64_t words = packed_pair_floats(b_kv_, k.dtype);
-    std::vector<float> own = pool_.get(words), ranked = pool_.get(words * setup_.P);
+  ByteBuffer gather(const TensorView& k, const TensorView& v, DistStats& stats, StepTimes& rec) const {
+    const WireLayout kv = wire::kv_block(k.dtype, b_kv_);
+    ByteBuffer own = pool_.get(kv.bytes()), ranked = pool_.get(kv.bytes() * setup_.P);
     {
       Stopwatch sw(&rec.copy);
-      own.clear();  // capacity kept: packing below reuses the pooled memory
-      append_packed_pair(k, v, own);
+      pack_field(kv, wire::kK, k, own.data());
+      pack_field(kv, wire::kV, v, own.data());
     }
     const auto t0 = std::chrono::steady_clock::now();
-    setup_.comm.all_gather(own.data(), words, ranked.data());
+    setup_.comm.all_gather(own, ranked);
     stats.exposed_comm_seconds = seconds_since(t0);
     rec.wait += stats.exposed_comm_seconds;
     pool_.put(std::move(own));
@@ -175,15 +177,15 @@ class AllGatherStrategy final : public Strategy {
   }
 
   /// Reorders the rank-order blocks into position order in `g` (same size as `ranked`).
-  Gathered reorder(const std::vector<float>& ranked, std::vector<float>& g, DType dt) const {
+  Gathered reorder(const ByteBuffer& ranked, ByteBuffer& g, DType dt) const {
     const ProblemShape& s = setup_.shape;
-    const std::int64_t words = packed_pair_floats(b_kv_, dt), n = b_kv_ * setup_.P;
-    Gathered kv{bshd_view_at(g.data(), 0, dt, s.B, s.S_global, s.H_kv, s.D),
-                bshd_view_at(g.data(), n, dt, s.B, s.S_global, s.H_kv, s.D)};
+    const WireLayout block = wire::kv_block(dt, b_kv_), whole = wire::kv_block(dt, b_kv_ * setup_.P);
+    Gathered kv{field_view(whole, wire::kK, g.data(), {s.B, s.S_global, s.H_kv, s.D}),
+                field_view(whole, wire::kV, g.data(), {s.B, s.S_global, s.H_kv, s.D})};
     for (int r = 0; r < setup_.P; ++r) {
-      const float* block = ranked.data() + words * r;
-      unshard(setup_.plan->layout(), r, bshd_view_at(block, 0, dt, s.B, S_, s.H_kv, s.D), kv.k);
-      unshard(setup_.plan->layout(), r, bshd_view_at(block, b_kv_, dt, s.B, S_, s.H_kv, s.D), kv.v);
+      const std::byte* at = ranked.data() + block.bytes() * r;
+      unshard(setup_.plan->layout(), r, field_view(block, wire::kK, at, {s.B, S_, s.H_kv, s.D}), kv.k);
+      unshard(setup_.plan->layout(), r, field_view(block, wire::kV, at, {s.B, S_, s.H_kv, s.D}), kv.v);
     }
     return kv;
   }
@@ -211,7 +213,7 @@ class AllGatherStrategy final : public Strategy {
 
 }  // namespace
 
-void validate_allgather(const DistConfig& cfg, const ProblemShape&, const Mask&, int) {
+void validate_allgather(const DistConfig& cfg, const ProblemShape&, const ResolvedMask&, int) {
   BURST_CHECK(cfg.backward_side != BackwardSide::QuerySide, Unsupported,
               "strategy 'allgather' reduce-scatters dK,dV (KV side); the query-side backward is "
               "strategy 'burst'");

@@ -11,7 +11,7 @@
 
 namespace burst::strategies {
 
-void validate_burst(const DistConfig&, const ProblemShape&, const Mask&, int) {
+void validate_burst(const DistConfig&, const ProblemShape&, const ResolvedMask&, int) {
   // Every mask is expressed through explicit global positions; every layout and side is
   // supported. Shape and layout divisibility are checked by the façade and the plan.
 }

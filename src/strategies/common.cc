@@ -162,121 +162,95 @@ void for_each_byte_run(const TensorView& view, F&& fn) {
 
 }  // namespace
 
-void append_packed(const TensorView& view, std::vector<float>& out) {
-  if (view.dtype == DType::F32) {
-    out.reserve(out.size() + static_cast<std::size_t>(view.numel()));
-    for_each_run(view, [&](const float* p, std::int64_t n) { out.insert(out.end(), p, p + n); });
-    return;
-  }
-  const std::size_t start = out.size();
-  out.resize(start + static_cast<std::size_t>(packed_floats(view.numel(), view.dtype)), 0.0f);
-  char* dst = reinterpret_cast<char*>(out.data() + start);
-  for_each_byte_run(view, [&](const char* p, std::int64_t bytes) {
+void pack_field(const WireLayout& layout, std::size_t i, const TensorView& src, std::byte* base) {
+  const WireField& f = layout[i];
+  BURST_CHECK(src.dtype == f.dtype && src.numel() == f.count, Internal, "wire field '", f.name, "' (",
+              to_string(f.dtype), " x ", f.count, ") packed from ", src.describe());
+  std::byte* dst = base + f.offset;
+  for_each_byte_run(src, [&](const char* p, std::int64_t bytes) {
     std::memcpy(dst, p, static_cast<std::size_t>(bytes));
     dst += bytes;
   });
 }
 
-char* pack_bytes(const TensorView& view, char* dst) {
-  for_each_byte_run(view, [&](const char* p, std::int64_t bytes) {
-    std::memcpy(dst, p, static_cast<std::size_t>(bytes));
-    dst += bytes;
-  });
-  return dst;
+TensorView field_view(const WireLayout& layout, std::size_t i, const std::byte* base,
+                      std::vector<std::int64_t> shape) {
+  const WireField& f = layout[i];
+  std::int64_t n = 1;
+  for (const std::int64_t x : shape) n *= x;
+  BURST_CHECK(n == f.count, Internal, "view of ", n, " elements over wire field '", f.name, "' of ", f.count);
+  return make_view(static_cast<const void*>(base + f.offset), f.dtype, shape);
 }
 
-std::int64_t packed_floats(std::int64_t n, DType dtype) {
-  return (n * static_cast<std::int64_t>(dtype_size(dtype)) + 3) / 4;
+float* f32_data(ByteBuffer& buffer) { return static_cast<float*>(static_cast<void*>(buffer.data())); }
+const float* f32_data(const ByteBuffer& buffer) {
+  return static_cast<const float*>(static_cast<const void*>(buffer.data()));
 }
 
 TypedTensor::TypedTensor(std::vector<std::int64_t> shape, DType dtype)
     : shape_(std::move(shape)), dtype_(dtype) {
   std::int64_t n = 1;
   for (const std::int64_t x : shape_) n *= x;
-  words_.assign(static_cast<std::size_t>(packed_floats(n, dtype_)), 0.0f);
+  bytes_.assign(static_cast<std::size_t>(n) * dtype_size(dtype_), std::byte{0});
 }
 
 TensorView TypedTensor::view() const {
-  return make_view(static_cast<const void*>(words_.data()), dtype_, shape_);
+  return make_view(static_cast<const void*>(bytes_.data()), dtype_, shape_);
 }
 
-std::vector<float> TypedTensor::release() {
-  std::vector<float> w = std::move(words_);
-  words_.clear();
+ByteBuffer TypedTensor::release() {
+  ByteBuffer b = std::move(bytes_);
+  bytes_.clear();
   shape_.clear();
-  return w;
+  return b;
 }
 
 TypedTensor pooled_tensor(BufferPool& pool, std::vector<std::int64_t> shape, DType dtype) {
   std::int64_t n = 1;
   for (const std::int64_t x : shape) n *= x;
   TypedTensor t;
-  t.words_ = pool.get(packed_floats(n, dtype));
+  t.bytes_ = pool.get(n * static_cast<std::int64_t>(dtype_size(dtype)));
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   return t;
 }
 
-void append_packed_pair(const TensorView& a, const TensorView& b, std::vector<float>& out) {
-  BURST_CHECK(a.dtype == b.dtype && a.numel() == b.numel(), Internal, "append_packed_pair: ", a.describe(),
-              " vs ", b.describe());
-  const std::size_t start = out.size();
-  out.resize(start + static_cast<std::size_t>(packed_pair_floats(a.numel(), a.dtype)));
-  char* dst = reinterpret_cast<char*>(out.data() + start);
-  for (const TensorView* t : {&a, &b})
-    for_each_byte_run(*t, [&](const char* p, std::int64_t bytes) {
-      std::memcpy(dst, p, static_cast<std::size_t>(bytes));
-      dst += bytes;
-    });
-}
-
-std::int64_t packed_pair_floats(std::int64_t n, DType dtype) {
-  return 2 * n * static_cast<std::int64_t>(dtype_size(dtype)) / 4;
-}
-
-TensorView bshd_view_at(const float* data, std::int64_t elements, DType dtype, std::int64_t B, std::int64_t S,
-                        std::int64_t H, std::int64_t D) {
-  const char* p =
-      reinterpret_cast<const char*>(data) + elements * static_cast<std::int64_t>(dtype_size(dtype));
-  return make_view(static_cast<const void*>(p), dtype, {B, S, H, D});
-}
-
-std::vector<float> BufferPool::get(std::int64_t floats) {
-  BURST_CHECK(floats >= 0, Internal, "buffer of ", floats, " floats");
-  out_ += floats;
+ByteBuffer BufferPool::get(std::int64_t bytes) {
+  BURST_CHECK(bytes >= 0, Internal, "buffer of ", bytes, " bytes");
+  out_ += bytes;
   peak_ = std::max(peak_, out_);
   for (std::size_t i = free_.size(); i-- > 0;) {
-    if (static_cast<std::int64_t>(free_[i].size()) == floats) {
-      std::vector<float> v = std::move(free_[i]);
+    if (static_cast<std::int64_t>(free_[i].size()) == bytes) {
+      ByteBuffer v = std::move(free_[i]);
       free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
       return v;
     }
   }
-  return std::vector<float>(static_cast<std::size_t>(floats));
+  return ByteBuffer(static_cast<std::size_t>(bytes));
 }
 
-std::vector<float> BufferPool::get_zeroed(std::int64_t floats) {
-  std::vector<float> v = get(floats);
-  std::fill(v.begin(), v.end(), 0.0f);
+ByteBuffer BufferPool::get_zeroed(std::int64_t bytes) {
+  ByteBuffer v = get(bytes);
+  std::fill(v.begin(), v.end(), std::byte{0});
   return v;
 }
 
-void BufferPool::put(std::vector<float> buffer) {
+void BufferPool::put(ByteBuffer buffer) {
   if (buffer.empty()) return;
   out_ = std::max<std::int64_t>(0, out_ - static_cast<std::int64_t>(buffer.size()));
   free_.push_back(std::move(buffer));
   if (free_.size() > kMaxHeld) free_.erase(free_.begin());
 }
 
-void BufferPool::begin_pass(std::int64_t held_floats) {
-  out_ = held_floats;
-  peak_ = held_floats;
+void BufferPool::begin_pass(std::int64_t held_bytes) {
+  out_ = held_bytes;
+  peak_ = held_bytes;
 }
 
 std::int64_t BufferPool::kept_bytes() const {
   std::int64_t n = 0;
   for (const auto& v : free_) n += static_cast<std::int64_t>(v.size());
-  return n * static_cast<std::int64_t>(sizeof(float));
+  return n;
 }
 
 std::uint64_t content_fingerprint(std::initializer_list<TensorView> views) {
@@ -335,8 +309,8 @@ kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, c
 }
 
 PlannedStrategy::PlannedStrategy(const Setup& setup) : comm_(setup.comm) {
-  const StrategyPlan plan =
-      strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), setup.mask, setup.plan->ranks_per_node());
+  const StrategyPlan plan = strategy_plan(setup.cfg, setup.shape, setup.plan->layout(), *setup.resolved,
+                                          setup.plan->ranks_per_node());
   BURST_CHECK(!plan.empty(), Internal, to_string(setup.cfg.strategy),
               ": no strategy plan for a validated configuration");
   const auto r = static_cast<std::size_t>(setup.rank);

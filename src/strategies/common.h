@@ -1,6 +1,6 @@
 // src/strategies/common.h — small helpers shared by the strategy files: packing BSHD / row
-// tensors into contiguous payloads (std::vector<float> words; 16-bit tensors travel as their
-// own bits, two per word) and back, views over payload memory, content fingerprints, the
+// tensors into the fields of a message (a ByteBuffer laid out by a WireLayout, each tensor in
+// its own dtype) and viewing them there, content fingerprints, the
 // kernel parameters every step uses (mask, scale, global positions, threads, progress hook),
 // the buffer pool that keeps message and partial buffers alive across passes, and the pass
 // shell (times, abort on failure) of the strategies.
@@ -15,11 +15,16 @@
 #include <vector>
 
 #include "burst/attention.h"
+#include "burst/comm.h"
 #include "burst/tensor.h"
 #include "kernels/step.h"
 #include "strategies/strategy_impl.h"
+#include "wire_layout.h"
 
 namespace burst::strategies {
+
+/// Bytes of one fp32 value (partials, accumulators and row vectors are fp32).
+constexpr std::int64_t kF32 = 4;
 
 /// Elements [begin, end) of dimension `dim` of `t` (same strides, data moved to element begin).
 TensorView narrow(const TensorView& t, int dim, std::int64_t begin, std::int64_t end);
@@ -35,26 +40,20 @@ TensorView bshd_view(const float* data, std::int64_t B, std::int64_t S, std::int
 /// Contiguous row view [B, H, S] over `data`.
 TensorView rows_view(const float* data, std::int64_t B, std::int64_t H, std::int64_t S);
 
-/// Appends the elements of `view` (any strides, up to 4 dims) in row-major order to `out` in
-/// their own dtype: f32 as is, bf16/f16 as 16-bit patterns two per word, the last word
-/// zero-padded when numel is odd. Words appended: packed_floats(numel, dtype).
-void append_packed(const TensorView& view, std::vector<float>& out);
-std::int64_t packed_floats(std::int64_t n, DType dtype);
-/// Copies the elements of `view` (any strides) in row-major order to `dst` in their own dtype;
-/// returns dst + numel · dtype_size (no alignment needed).
-char* pack_bytes(const TensorView& view, char* dst);
-/// Appends a then b (same dtype and element count, any strides) in row-major order in their own
-/// dtype: f32 as is, bf16/f16 as their 16-bit patterns packed two per float word (2n halves =
-/// n words, so the payload stays word aligned). Words appended: packed_pair_floats(n, dtype).
-void append_packed_pair(const TensorView& a, const TensorView& b, std::vector<float>& out);
-std::int64_t packed_pair_floats(std::int64_t n, DType dtype);
-/// Contiguous BSHD view [B, S, H, D] of `dtype` starting `elements` elements of that dtype past
-/// `data` (the second tensor of a packed pair: elements = n).
-TensorView bshd_view_at(const float* data, std::int64_t elements, DType dtype, std::int64_t B, std::int64_t S,
-                        std::int64_t H, std::int64_t D);
+/// Copies the elements of `src` (any strides, up to 4 dims) in row-major order into field i of
+/// the message at `base` laid out by `layout`. Throws Error(Internal) when src's dtype or element
+/// count is not the field's.
+void pack_field(const WireLayout& layout, std::size_t i, const TensorView& src, std::byte* base);
+/// Contiguous view of `shape` over field i of the message at `base` (the field's dtype; the
+/// shape's element count must be the field's count, else Error(Internal)).
+TensorView field_view(const WireLayout& layout, std::size_t i, const std::byte* base,
+                      std::vector<std::int64_t> shape);
+/// The fp32 values of a buffer that holds fp32 scratch (partials, accumulators): bytes / 4 of them.
+float* f32_data(ByteBuffer& buffer);
+const float* f32_data(const ByteBuffer& buffer);
 class BufferPool;
 
-/// Owning contiguous storage of `dtype` (f32, or bf16/f16 as 16-bit patterns two per word),
+/// Owning contiguous storage of `dtype` (f32, or bf16/f16 as their 16-bit patterns),
 /// zero-initialised: burst::Tensor's twin for inputs a strategy keeps in their 16-bit dtype
 /// (Ulysses' gathered and saved Q, K, V, dO). Not copyable (views point into it); movable.
 class TypedTensor {
@@ -68,11 +67,11 @@ class TypedTensor {
   TensorView view() const;
   bool empty() const { return shape_.empty(); }
   /// Hands the storage back (e.g. to a BufferPool); the tensor is empty afterwards.
-  std::vector<float> release();
+  ByteBuffer release();
 
  private:
   friend TypedTensor pooled_tensor(BufferPool& pool, std::vector<std::int64_t> shape, DType dtype);
-  std::vector<float> words_;
+  ByteBuffer bytes_;
   std::vector<std::int64_t> shape_;
   DType dtype_ = DType::F32;
 };
@@ -82,32 +81,32 @@ void unpack_into(const float* src, const TensorView& view);
 /// Sets every element of `view` to `value`.
 void fill_view(const TensorView& view, float value);
 
-/// fp32 buffers recycled within a pass and kept across passes, so that a model calling attention
-/// every step does not page-fault fresh message / partial buffers on every call (the kernel's
-/// workspace does the same for tiles; docs/design.md § Memory reuse: without either, a third of a
-/// 2-rank backward at S = 2048 was page faults). Buffers are matched by exact size (a pass asks
+/// Byte buffers (messages, fp32 partials and accumulators) recycled within a pass and kept across passes, so
+/// that a model calling attention every step does not page-fault fresh message / partial buffers on every
+/// call (the kernel's workspace does the same for tiles; docs/design.md § Memory reuse: without either, a
+/// third of a 2-rank backward at S = 2048 was page faults). Buffers are matched by exact size (a pass asks
 /// for the same few sizes every time); at most kMaxHeld free buffers are kept, the oldest dropped.
 /// Counts the bytes the current pass holds at once (its peak), as DistStats::peak_buffer_bytes
 /// reports. Not thread-safe: one pool per executor, used by one pass at a time.
 class BufferPool {
  public:
   static constexpr std::size_t kMaxHeld = 32;
-  /// A buffer of exactly `floats` values, contents unspecified (a fresh one is zeroed).
-  std::vector<float> get(std::int64_t floats);
-  /// As get, every value 0.
-  std::vector<float> get_zeroed(std::int64_t floats);
+  /// A buffer of exactly `bytes` bytes, contents unspecified (a fresh one is zeroed).
+  ByteBuffer get(std::int64_t bytes);
+  /// As get, every byte 0 (every fp32 value 0).
+  ByteBuffer get_zeroed(std::int64_t bytes);
   /// Hands a buffer back for reuse (any size; empty buffers are dropped).
-  void put(std::vector<float> buffer);
-  /// Starts a pass's accounting: `held_floats` already held (e.g. a payload packed before).
-  void begin_pass(std::int64_t held_floats = 0);
+  void put(ByteBuffer buffer);
+  /// Starts a pass's accounting: `held_bytes` already held (e.g. a payload packed before).
+  void begin_pass(std::int64_t held_bytes = 0);
   /// Largest number of bytes handed out and not yet returned at once since begin_pass.
-  std::int64_t peak_bytes() const { return peak_ * static_cast<std::int64_t>(sizeof(float)); }
+  std::int64_t peak_bytes() const { return peak_; }
   /// Bytes of the free buffers kept for the next pass.
   std::int64_t kept_bytes() const;
 
  private:
-  std::vector<std::vector<float>> free_;  // oldest first
-  std::int64_t out_ = 0, peak_ = 0;       // floats handed out and not returned; their maximum
+  std::vector<ByteBuffer> free_;     // oldest first
+  std::int64_t out_ = 0, peak_ = 0;  // bytes handed out and not returned; their maximum
 };
 /// A TypedTensor over a buffer of `pool` (no zeroing: contents unspecified, the caller overwrites
 /// every element); give it back with pool.put(t.release()).

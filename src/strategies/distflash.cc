@@ -38,58 +38,61 @@ void add_bshd(const TensorView& dst, const float* src) {
       }
 }
 
-struct Dims {
+/// One chunk of c tokens: its dimensions and element counts (Q or O, K or V, a row vector).
+struct ChunkDims {
   std::int64_t B, c, H, H_kv, D;
   std::int64_t q() const { return B * c * H * D; }
   std::int64_t kv() const { return B * c * H_kv * D; }
   std::int64_t row() const { return B * H * c; }
+  std::vector<std::int64_t> q_shape() const { return {B, c, H, D}; }
+  std::vector<std::int64_t> kv_shape() const { return {B, c, H_kv, D}; }
+  std::vector<std::int64_t> row_shape() const { return {B, H, c}; }
 };
 
-Dims dims_of(const TensorView& q, const TensorView& k) {
+ChunkDims chunk_dims(const TensorView& q, const TensorView& k) {
   return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
 }
 
 /// The kernel parameters of block (q chunk, kv chunk): positions (0 .. P·c − 1) at the chunks.
 kernels::StepParams block_params(const kernels::StepParams& base, const std::int64_t* positions,
-                                 const Dims& d, const FlashBlock& blk) {
+                                 const ChunkDims& d, const FlashBlock& blk) {
   kernels::StepParams p = base;
   p.q_positions = positions + blk.q * d.c;
   p.kv_positions = positions + blk.kv * d.c;
   return p;
 }
 
-TensorView bshd(float* data, const Dims& d, std::int64_t heads) {
+TensorView bshd(float* data, const ChunkDims& d, std::int64_t heads) {
   return make_view(data, {d.B, d.c, heads, d.D});
 }
-/// BSHD chunk view of `dt` elements starting `elements` elements past `data` (a packed pair's
-/// second tensor starts numel elements in; append_packed_pair).
-TensorView bshd_in(const float* data, std::int64_t elements, DType dt, const Dims& d, std::int64_t heads) {
-  return bshd_view_at(data, elements, dt, d.B, d.c, heads, d.D);
+
+/// A message of `layout` with the tensors `fields` packed into its fields in order.
+ByteBuffer packed(const WireLayout& layout, std::initializer_list<TensorView> fields) {
+  ByteBuffer b(static_cast<std::size_t>(layout.bytes()));
+  std::size_t i = 0;
+  for (const TensorView& t : fields) pack_field(layout, i++, t, b.data());
+  return b;
 }
-TensorView rows(float* data, const Dims& d) { return make_view(data, {d.B, d.H, d.c}); }
 
 /// Posts the inputs of step t: what this rank receives (into `inbox`, index returned) and what
-/// it sends to the ranks that need its chunk. `payload` is this rank's packed chunk for the
-/// matching kind; `floats` the size of one such payload.
+/// it sends to the ranks that need its chunk. `kv_payload` / `q_payload` are this rank's packed
+/// chunks (wire::kv_block, and wire::query_only or wire::query_block).
 struct StepInputs {
   RequestSet set;
   int kv_index = -1, q_index = -1;
 };
 
-void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t,
-                 const std::vector<float>& kv_payload, const std::vector<float>& q_payload, StepInputs& in,
-                 RequestSet& sends) {
+void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t, const ByteBuffer& kv_payload,
+                 const ByteBuffer& q_payload, StepInputs& in, RequestSet& sends) {
   const int me = comm.rank();
   if (t >= s.steps) return;
   const FlashBlock& lb = at(s.local, t, me);
   if (lb.valid()) {
-    in.kv_index =
-        static_cast<int>(in.set.add(comm.irecv(std::vector<float>(kv_payload.size()), lb.kv, tag(t, kKv))));
+    in.kv_index = static_cast<int>(in.set.add(comm.irecv(ByteBuffer(kv_payload.size()), lb.kv, tag(t, kKv))));
   }
   const FlashBlock& hb = at(s.help, t, me);
   if (hb.valid()) {
-    in.q_index =
-        static_cast<int>(in.set.add(comm.irecv(std::vector<float>(q_payload.size()), hb.q, tag(t, kQuery))));
+    in.q_index = static_cast<int>(in.set.add(comm.irecv(ByteBuffer(q_payload.size()), hb.q, tag(t, kQuery))));
   }
   for (int r = 0; r < s.P; ++r) {
     if (at(s.local, t, r).valid() && at(s.local, t, r).kv == me)
@@ -106,14 +109,16 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
                        const TensorView& v, const TensorView& out, const TensorView& lse, FlashOverlap ov,
                        PassTimes& times) {
   const int me = comm.rank(), P = s.P;
-  const Dims d = dims_of(q, k);
-  std::vector<float> kv_payload, q_payload;
+  const ChunkDims d = chunk_dims(q, k);
+  ByteBuffer kv_payload, q_payload;
   RequestSet sends;  // every isend of the pass; completed before returning
   StepInputs next;
-  const DType dt = q.dtype;  // Q, K, V travel in their storage dtype; partials (O, lse) fp32
+  // Q, K, V travel in their storage dtype; partials (O, lse) fp32.
+  const WireLayout kv_wire = wire::kv_block(k.dtype, d.kv()), q_wire = wire::query_only(q.dtype, d.q());
+  const WireLayout result_wire = wire::out_lse(d.q(), d.row());
   if (s.steps > 1) {
-    append_packed_pair(k, v, kv_payload);
-    append_packed(q, q_payload);
+    kv_payload = packed(kv_wire, {k, v});
+    q_payload = packed(q_wire, {q});
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
     if (!ov.inputs) times.comm_seconds += next.set.wait_all();
   }
@@ -133,9 +138,10 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
   const auto merge_pending = [&] {
     if (pending_index >= 0) {
       times.comm_seconds += pending.wait_all();
-      std::vector<float> result = pending.take(static_cast<std::size_t>(pending_index));
+      const ByteBuffer result = pending.take(static_cast<std::size_t>(pending_index));
       Stopwatch w(&times.compute_seconds);
-      merge_forward(out, lse, bshd(result.data(), d, d.H), rows(result.data() + d.q(), d));
+      merge_forward(out, lse, field_view(result_wire, 0, result.data(), d.q_shape()),
+                    field_view(result_wire, 1, result.data(), d.row_shape()));
     }
     pending = RequestSet{};
     pending_index = -1;
@@ -144,7 +150,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
     Stopwatch w(&times.compute_seconds);
     kernels::step_forward(q, k, v, out, lse, params({me, me}));
   }
-  std::vector<float> part_out(static_cast<std::size_t>(d.q())), part_lse(static_cast<std::size_t>(d.row()));
+  Tensor part_out(d.q_shape()), part_lse(d.row_shape());
   for (int t = 1; t < s.steps; ++t) {
     StepInputs cur = std::move(next);
     next = StepInputs{};
@@ -158,25 +164,26 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
       const FlashBlock& hb = at(s.help, t, r);
       if (hb.valid() && hb.q == me)
         result_index = static_cast<int>(results.add(
-            comm.irecv(std::vector<float>(static_cast<std::size_t>(d.q() + d.row())), r, tag(t, kPartial))));
+            comm.irecv(ByteBuffer(static_cast<std::size_t>(result_wire.bytes())), r, tag(t, kPartial))));
     }
     const FlashBlock& hb = at(s.help, t, me);
     if (hb.valid()) {
-      std::vector<float> qi = cur.set.take(static_cast<std::size_t>(cur.q_index));
-      std::vector<float> result(static_cast<std::size_t>(d.q() + d.row()));
+      const ByteBuffer qi = cur.set.take(static_cast<std::size_t>(cur.q_index));
+      ByteBuffer result(static_cast<std::size_t>(result_wire.bytes()));
       Stopwatch w(&times.compute_seconds);
-      kernels::step_forward(bshd_in(qi.data(), 0, dt, d, d.H), k, v, bshd(result.data(), d, d.H),
-                            rows(result.data() + d.q(), d), params(hb));
+      kernels::step_forward(field_view(q_wire, wire::kQ, qi.data(), d.q_shape()), k, v,
+                            field_view(result_wire, 0, result.data(), d.q_shape()),
+                            field_view(result_wire, 1, result.data(), d.row_shape()), params(hb));
       sends.add(comm.isend(std::move(result), hb.q, tag(t, kPartial)));
     }
     const FlashBlock& lb = at(s.local, t, me);
     if (lb.valid()) {
-      std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
+      const ByteBuffer kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
       Stopwatch w(&times.compute_seconds);
-      kernels::step_forward(q, bshd_in(kv.data(), 0, dt, d, d.H_kv),
-                            bshd_in(kv.data(), d.kv(), dt, d, d.H_kv), bshd(part_out.data(), d, d.H),
-                            rows(part_lse.data(), d), params(lb));
-      merge_forward(out, lse, bshd(part_out.data(), d, d.H), rows(part_lse.data(), d));
+      kernels::step_forward(q, field_view(kv_wire, wire::kK, kv.data(), d.kv_shape()),
+                            field_view(kv_wire, wire::kV, kv.data(), d.kv_shape()), part_out.view(),
+                            part_lse.view(), params(lb));
+      merge_forward(out, lse, part_out.view(), part_lse.view());
     }
     merge_pending();  // step t − 1's partial, which travelled during this step's compute
     // Without return overlap this step's partial is waited for now (merged at the same point).
@@ -194,23 +201,21 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
                         const TensorView& lse, const TensorView& dq, const TensorView& dk,
                         const TensorView& dv, FlashOverlap ov, PassTimes& times) {
   const int me = comm.rank(), P = s.P;
-  const Dims d = dims_of(q, k);
+  const ChunkDims d = chunk_dims(q, k);
   Tensor delta({d.B, d.H, d.c});
   {
     Stopwatch w(&times.compute_seconds);
     attention_delta(dout, out, delta.view());
   }
-  std::vector<float> kv_payload, q_payload;
+  ByteBuffer kv_payload, q_payload;
   RequestSet sends;
   StepInputs next;
   // Q, dO, K, V travel in their storage dtype; lse, delta and the dQ, dK, dV partials in fp32.
-  const DType dt = q.dtype;
-  const std::int64_t qd_words = packed_pair_floats(d.q(), dt);  // Q, dO at the payload's start
+  const WireLayout kv_wire = wire::kv_block(k.dtype, d.kv()),
+                   q_wire = wire::query_block(q.dtype, d.q(), d.row());
   if (s.steps > 1) {
-    append_packed_pair(k, v, kv_payload);
-    append_packed_pair(q, dout, q_payload);
-    append_packed(lse, q_payload);
-    append_packed(delta.view(), q_payload);
+    kv_payload = packed(kv_wire, {k, v});
+    q_payload = packed(q_wire, {q, dout, delta.view(), lse});
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
     if (!ov.inputs) times.comm_seconds += next.set.wait_all();
   }
@@ -230,13 +235,13 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
   const auto add_pending = [&] {
     times.comm_seconds += pending.wait_all();
     if (pending_dkv >= 0) {
-      std::vector<float> g = pending.take(static_cast<std::size_t>(pending_dkv));
-      add_bshd(dk, g.data());
-      add_bshd(dv, g.data() + d.kv());
+      const ByteBuffer g = pending.take(static_cast<std::size_t>(pending_dkv));
+      add_bshd(dk, f32_data(g));
+      add_bshd(dv, f32_data(g) + d.kv());
     }
     if (pending_dq >= 0) {
-      std::vector<float> g = pending.take(static_cast<std::size_t>(pending_dq));
-      add_bshd(dq, g.data());
+      const ByteBuffer g = pending.take(static_cast<std::size_t>(pending_dq));
+      add_bshd(dq, f32_data(g));
     }
     pending = RequestSet{};
     pending_dkv = pending_dq = -1;
@@ -258,33 +263,34 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     for (int r = 0; r < P; ++r) {
       const FlashBlock& lb = at(s.local, t, r);
       if (lb.valid() && lb.kv == me)
-        dkv_index = static_cast<int>(grads.add(
-            comm.irecv(std::vector<float>(static_cast<std::size_t>(2 * d.kv())), r, tag(t, kGrad))));
+        dkv_index = static_cast<int>(
+            grads.add(comm.irecv(ByteBuffer(static_cast<std::size_t>(kF32 * 2 * d.kv())), r, tag(t, kGrad))));
       const FlashBlock& hb = at(s.help, t, r);
       if (hb.valid() && hb.q == me)
         dq_index = static_cast<int>(
-            grads.add(comm.irecv(std::vector<float>(static_cast<std::size_t>(d.q())), r, tag(t, kGrad))));
+            grads.add(comm.irecv(ByteBuffer(static_cast<std::size_t>(kF32 * d.q())), r, tag(t, kGrad))));
     }
     const FlashBlock& hb = at(s.help, t, me);
     if (hb.valid()) {
-      std::vector<float> qs = cur.set.take(static_cast<std::size_t>(cur.q_index));
-      float* base_ptr = qs.data();
-      std::vector<float> dq_part(static_cast<std::size_t>(d.q()), 0.0f);
+      const ByteBuffer qs = cur.set.take(static_cast<std::size_t>(cur.q_index));
+      ByteBuffer dq_part(static_cast<std::size_t>(kF32 * d.q()), std::byte{0});
       Stopwatch w(&times.compute_seconds);
-      kernels::step_backward(bshd_in(base_ptr, d.q(), dt, d, d.H), bshd_in(base_ptr, 0, dt, d, d.H), k, v,
-                             rows(base_ptr + qd_words, d), rows(base_ptr + qd_words + d.row(), d),
-                             bshd(dq_part.data(), d, d.H), dk, dv, params(hb), true);
+      kernels::step_backward(field_view(q_wire, wire::kDout, qs.data(), d.q_shape()),
+                             field_view(q_wire, wire::kQ, qs.data(), d.q_shape()), k, v,
+                             field_view(q_wire, wire::kLse, qs.data(), d.row_shape()),
+                             field_view(q_wire, wire::kDelta, qs.data(), d.row_shape()),
+                             bshd(f32_data(dq_part), d, d.H), dk, dv, params(hb), true);
       sends.add(comm.isend(std::move(dq_part), hb.q, tag(t, kGrad)));
     }
     const FlashBlock& lb = at(s.local, t, me);
     if (lb.valid()) {
-      std::vector<float> kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
-      std::vector<float> dkv(static_cast<std::size_t>(2 * d.kv()), 0.0f);
+      const ByteBuffer kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
+      ByteBuffer dkv(static_cast<std::size_t>(kF32 * 2 * d.kv()), std::byte{0});
       Stopwatch w(&times.compute_seconds);
-      kernels::step_backward(dout, q, bshd_in(kv.data(), 0, dt, d, d.H_kv),
-                             bshd_in(kv.data(), d.kv(), dt, d, d.H_kv), lse, delta.view(), dq,
-                             bshd(dkv.data(), d, d.H_kv), bshd(dkv.data() + d.kv(), d, d.H_kv), params(lb),
-                             true);
+      kernels::step_backward(dout, q, field_view(kv_wire, wire::kK, kv.data(), d.kv_shape()),
+                             field_view(kv_wire, wire::kV, kv.data(), d.kv_shape()), lse, delta.view(), dq,
+                             bshd(f32_data(dkv), d, d.H_kv), bshd(f32_data(dkv) + d.kv(), d, d.H_kv),
+                             params(lb), true);
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
     add_pending();  // step t − 1's gradients, which travelled during this step's compute
@@ -336,7 +342,7 @@ class DistFlashStrategy final : public PlannedStrategy {
 
 }  // namespace
 
-void validate_distflash(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P) {
+void validate_distflash(const DistConfig& cfg, const ProblemShape& shape, const ResolvedMask& mask, int P) {
   check_distflash_support(cfg.layout, shape, mask, P);
 }
 

@@ -27,15 +27,12 @@ struct Part {
   DType dtype = DType::F32;
 };
 
-std::int64_t part_bytes(const Part& p, std::int64_t B, std::int64_t S, std::int64_t D) {
-  return B * S * p.Hx * (p.row ? 1 : D) * static_cast<std::int64_t>(dtype_size(p.dtype));
-}
-
-/// Words of one rank's block of `parts` over S tokens (padded to a whole word).
-std::int64_t block_words(const std::vector<Part>& parts, std::int64_t B, std::int64_t S, std::int64_t D) {
-  std::int64_t bytes = 0;
-  for (const Part& p : parts) bytes += part_bytes(p, B, S, D);
-  return (bytes + 3) / 4;
+/// One rank's block of `parts` over its S tokens, all heads: one field per part (a BSHD tensor
+/// [B, S, Hx, D] or rows [B, Hx, S]) in its dtype.
+WireLayout block_layout(const std::vector<Part>& parts, std::int64_t B, std::int64_t S, std::int64_t D) {
+  WireLayout l;
+  for (const Part& p : parts) l.add(p.row ? "rows" : "bshd", p.dtype, B * S * p.Hx * (p.row ? 1 : D));
+  return l;
 }
 
 /// Calls fn(offset of the element in the packed part, offset of it in the position-ordered view
@@ -61,23 +58,22 @@ void for_each_part_run(const Part& p, const TensorView& t, const std::vector<std
 }
 
 /// Copies this rank's heads of every part of every rank's gathered block (laid out by
-/// block_words) into the position-ordered tensors `dst` (gathered [B, S_global, n, D] or rows
+/// block_layout) into the position-ordered tensors `dst` (gathered [B, S_global, n, D] or rows
 /// [B, n, S_global], contiguous).
-void unpack_gathered(const float* all, const UlyssesExchange& ex, const std::vector<Part>& parts,
+void unpack_gathered(const std::byte* all, const UlyssesExchange& ex, const std::vector<Part>& parts,
                      const std::vector<TensorView>& dst, std::int64_t B, std::int64_t D) {
   for (int i = 0; i < ex.split().u; ++i) {
-    const std::int64_t S = ex.local_length(i);
-    const char* in = reinterpret_cast<const char*>(all);
+    const WireLayout block = block_layout(parts, B, ex.local_length(i), D);
     for (std::size_t f = 0; f < parts.size(); ++f) {
       const auto es = static_cast<std::int64_t>(dtype_size(parts[f].dtype));
-      char* out = static_cast<char*>(dst[f].data);
+      const std::byte* in = all + block[f].offset;
+      auto* out = static_cast<std::byte*>(dst[f].data);
       for_each_part_run(parts[f], dst[f], ex.rows(i), B, D,
                         [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
                           std::memcpy(out + es * at, in + es * packed, static_cast<std::size_t>(n * es));
                         });
-      in += part_bytes(parts[f], B, S, D);
     }
-    all += block_words(parts, B, S, D);
+    all += block.bytes();
   }
 }
 
@@ -87,21 +83,22 @@ void unpack_gathered(const float* all, const UlyssesExchange& ex, const std::vec
 void pack_scatter(float* buf, const UlyssesExchange& ex, const std::vector<Part>& parts,
                   const std::vector<TensorView>& src, std::int64_t B, std::int64_t D) {
   for (int i = 0; i < ex.split().u; ++i) {
-    const std::int64_t S = ex.local_length(i);
+    const WireLayout block = block_layout(parts, B, ex.local_length(i), D);  // fp32 fields only
     for (std::size_t f = 0; f < parts.size(); ++f) {
       const float* in = src[f].f32();
-      for_each_part_run(parts[f], src[f], ex.rows(i), B, D,
-                        [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
-                          std::memcpy(buf + packed, in + at, sizeof(float) * static_cast<std::size_t>(n));
-                        });
-      buf += part_bytes(parts[f], B, S, D) / 4;
+      float* at_field = buf + block[f].offset / kF32;
+      for_each_part_run(
+          parts[f], src[f], ex.rows(i), B, D, [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
+            std::memcpy(at_field + packed, in + at, sizeof(float) * static_cast<std::size_t>(n));
+          });
     }
+    buf += block.bytes() / kF32;
   }
 }
 
-class HeadparStrategy final : public PlannedStrategy {
+class HeadParallelStrategy final : public PlannedStrategy {
  public:
-  explicit HeadparStrategy(const Setup& setup)
+  explicit HeadParallelStrategy(const Setup& setup)
       : PlannedStrategy(setup),
         ex_(setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "headpar")),
@@ -161,12 +158,15 @@ class HeadparStrategy final : public PlannedStrategy {
     TypedTensor qg = ex_.q_heads(B, D, q.dtype), kg = ex_.kv_heads(B, D, k.dtype),
                 vg = ex_.kv_heads(B, D, v.dtype);
     TypedTensor og = ex_.q_heads(B, D, DType::F32), lg = ex_.row_heads(B);
-    const std::vector<std::int64_t> c = counts(in_parts);
-    std::vector<float> send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
+    const std::vector<std::int64_t> c = block_bytes(in_parts);
+    const WireLayout mine_in = block_layout(in_parts, B, ex_.local_length(me_), D);
+    ByteBuffer send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
     {
       Stopwatch w(&t.comm_seconds);
-      pack_bytes(v, pack_bytes(k, pack_bytes(q, reinterpret_cast<char*>(send.data()))));
-      comm_.all_gather_v(send.data(), c, recv.data());
+      pack_field(mine_in, 0, q, send.data());
+      pack_field(mine_in, 1, k, send.data());
+      pack_field(mine_in, 2, v, send.data());
+      comm_.all_gather_v(send, c, recv);
       unpack_gathered(recv.data(), ex_, in_parts, {qg.view(), kg.view(), vg.view()}, B, D);
     }
     {
@@ -175,21 +175,22 @@ class HeadparStrategy final : public PlannedStrategy {
     }
     const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads},
                                          {true, h.H, h.q_lo(me_), h.heads}};
-    const std::vector<std::int64_t> rc = counts(out_parts);
-    std::vector<float> mine = pool.get(rc[static_cast<std::size_t>(me_)]);
+    const std::vector<std::int64_t> rc = block_floats(out_parts);
+    ByteBuffer mine = pool.get(kF32 * rc[static_cast<std::size_t>(me_)]);
     {
       Stopwatch w(&t.comm_seconds);
       std::vector<float>& rs = scatter_input(rs_fwd_, sum(rc));
       pack_scatter(rs.data(), ex_, out_parts, {og.view(), lg.view()}, B, D);
-      comm_.reduce_scatter(rs.data(), rc, mine.data());
-      unpack_into(mine.data(), out);
-      unpack_into(mine.data() + out.numel(), lse);
+      comm_.reduce_scatter(rs.data(), rc, f32_data(mine));
+      unpack_into(f32_data(mine), out);
+      unpack_into(f32_data(mine) + out.numel(), lse);
     }
-    const std::int64_t held =
-        static_cast<std::int64_t>(send.size() + recv.size() + rs_fwd_.size() + mine.size());
-    fill_stats(stats, t, pairs_, 4 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S + held));
+    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) +
+                              kF32 * static_cast<std::int64_t>(rs_fwd_.size());
+    fill_stats(stats, t, pairs_,
+               kF32 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S) + held);
     ex_.recycle({&qg, &kg, &vg, &og, &lg});
-    for (std::vector<float>* x : {&send, &recv, &mine}) pool.put(std::move(*x));
+    for (ByteBuffer* x : {&send, &recv, &mine}) pool.put(std::move(*x));
   }
 
   void backward_pass(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -211,14 +212,14 @@ class HeadparStrategy final : public PlannedStrategy {
     TypedTensor qg = ex_.q_heads(B, D, q.dtype), dog = ex_.q_heads(B, D, dout.dtype);
     TypedTensor kg = ex_.kv_heads(B, D, k.dtype), vg = ex_.kv_heads(B, D, v.dtype);
     TypedTensor lg = ex_.row_heads(B), deltag = ex_.row_heads(B);
-    const std::vector<std::int64_t> c = counts(in_parts);
-    std::vector<float> send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
+    const std::vector<std::int64_t> c = block_bytes(in_parts);
+    const WireLayout mine_in = block_layout(in_parts, B, ex_.local_length(me_), D);
+    ByteBuffer send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
     {
       Stopwatch w(&t.comm_seconds);
-      char* p = reinterpret_cast<char*>(send.data());
-      for (const TensorView* x : {&q, &dout, &k, &v, &lse}) p = pack_bytes(*x, p);
-      pack_bytes(delta.view(), p);
-      comm_.all_gather_v(send.data(), c, recv.data());
+      std::size_t f = 0;
+      for (const TensorView& x : {q, dout, k, v, lse, delta.view()}) pack_field(mine_in, f++, x, send.data());
+      comm_.all_gather_v(send, c, recv);
       unpack_gathered(recv.data(), ex_, in_parts,
                       {qg.view(), dog.view(), kg.view(), vg.view(), lg.view(), deltag.view()}, B, D);
     }
@@ -231,30 +232,36 @@ class HeadparStrategy final : public PlannedStrategy {
     }
     const Part dqp{false, h.H, h.q_lo(me_), h.heads}, dkvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads};
     const std::vector<Part> out_parts = {dqp, dkvp, dkvp};
-    const std::vector<std::int64_t> rc = counts(out_parts);
-    std::vector<float> mine = pool.get(rc[static_cast<std::size_t>(me_)]);
+    const std::vector<std::int64_t> rc = block_floats(out_parts);
+    ByteBuffer mine = pool.get(kF32 * rc[static_cast<std::size_t>(me_)]);
     {
       Stopwatch w(&t.comm_seconds);
       std::vector<float>& rs = scatter_input(rs_bwd_, sum(rc));
       pack_scatter(rs.data(), ex_, out_parts, {dqg.view(), dkg.view(), dvg.view()}, B, D);
-      comm_.reduce_scatter(rs.data(), rc, mine.data());
-      unpack_into(mine.data(), dq);
-      unpack_into(mine.data() + dq.numel(), dk);
-      unpack_into(mine.data() + dq.numel() + dk.numel(), dv);
+      comm_.reduce_scatter(rs.data(), rc, f32_data(mine));
+      unpack_into(f32_data(mine), dq);
+      unpack_into(f32_data(mine) + dq.numel(), dk);
+      unpack_into(f32_data(mine) + dq.numel() + dk.numel(), dv);
     }
-    const std::int64_t held =
-        static_cast<std::int64_t>(send.size() + recv.size() + rs_bwd_.size() + mine.size());
+    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) +
+                              kF32 * static_cast<std::int64_t>(rs_bwd_.size());
     fill_stats(stats, t, pairs_,
-               4 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S + held));
+               kF32 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S) + held);
     ex_.recycle({&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg});
-    for (std::vector<float>* x : {&send, &recv, &mine}) pool.put(std::move(*x));
+    for (ByteBuffer* x : {&send, &recv, &mine}) pool.put(std::move(*x));
   }
 
-  /// Words of every rank's block of `parts`.
-  std::vector<std::int64_t> counts(const std::vector<Part>& parts) const {
+  /// Bytes of every rank's block of `parts` (block_layout).
+  std::vector<std::int64_t> block_bytes(const std::vector<Part>& parts) const {
     std::vector<std::int64_t> c(static_cast<std::size_t>(ex_.split().u), 0);
     for (int i = 0; i < ex_.split().u; ++i)
-      c[static_cast<std::size_t>(i)] = block_words(parts, shape_.B, ex_.local_length(i), shape_.D);
+      c[static_cast<std::size_t>(i)] = block_layout(parts, shape_.B, ex_.local_length(i), shape_.D).bytes();
+    return c;
+  }
+  /// fp32 values of every rank's block of `parts` (all fp32: the reduce-scatter's counts).
+  std::vector<std::int64_t> block_floats(const std::vector<Part>& parts) const {
+    std::vector<std::int64_t> c = block_bytes(parts);
+    for (std::int64_t& x : c) x /= kF32;
     return c;
   }
   static std::int64_t sum(const std::vector<std::int64_t>& c) {
@@ -276,13 +283,13 @@ class HeadparStrategy final : public PlannedStrategy {
 
 }  // namespace
 
-void validate_headpar(const DistConfig&, const ProblemShape& shape, const Mask&, int P) {
+void validate_headpar(const DistConfig&, const ProblemShape& shape, const ResolvedMask&, int P) {
   // Every layout and every mask: each rank sees the whole sequence for its heads.
   make_head_split(shape.H, shape.H_kv, P, "headpar");
 }
 
 std::unique_ptr<Strategy> make_headpar(const Setup& setup) {
-  return std::make_unique<HeadparStrategy>(setup);
+  return std::make_unique<HeadParallelStrategy>(setup);
 }
 
 }  // namespace burst::strategies

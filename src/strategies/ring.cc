@@ -12,7 +12,7 @@
 
 namespace burst::strategies {
 
-void validate_ring(const DistConfig& cfg, const ProblemShape&, const Mask&, int) {
+void validate_ring(const DistConfig& cfg, const ProblemShape&, const ResolvedMask&, int) {
   BURST_CHECK(cfg.backward_side != BackwardSide::QuerySide, Unsupported,
               "strategy 'ring' circulates K,V in the backward (KvSide); the query-side backward "
               "is strategy 'burst'");

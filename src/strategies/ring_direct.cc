@@ -20,9 +20,9 @@ constexpr int kTagDirect = 3, kTagDirectHome = 4;
 
 }  // namespace
 
-std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::int64_t write_floats,
-                                            const std::vector<std::vector<char>>& need, const StepFn& compute,
-                                            RingRunStats& stats, bool split_own) const {
+ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floats,
+                                    const std::vector<std::vector<char>>& need, const StepFn& compute,
+                                    RingRunStats& stats, bool split_own) const {
   const int P = P_, g = rank_;
   const auto R = static_cast<std::int64_t>(own_read.size());
   const std::int64_t W = write_floats;
@@ -40,12 +40,12 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     src[static_cast<std::size_t>(t)] = partition(g, t);
     dest[static_cast<std::size_t>(t)] = ring::holder({n_, L_}, g, t);
   }
-  std::vector<float> own = std::move(own_read);
+  ByteBuffer own = std::move(own_read);
   const bool defer = split_own && W > 0 && P > 1 && overlap_;  // as run(): the same sums, bit for bit
   RequestSet homes_in, home_out;
   std::vector<int> home_index(static_cast<std::size_t>(P), -1);
   StepLog log(stats.steps, P);  // one record per step; the end-of-pass work counts to the last
-  const std::int64_t read_bytes = 4 * R, write_bytes = 4 * wire_floats(W);
+  const std::int64_t read_bytes = R, write_bytes = wire_layout(W).bytes();
   int step = -1;
   try {
     if (W > 0)
@@ -53,7 +53,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
         const int x = dest[static_cast<std::size_t>(t)];
         if (needs(x, g)) {
           home_index[static_cast<std::size_t>(t)] =
-              static_cast<int>(homes_in.add(home_.irecv(pool.get(wire_floats(W)), x, kTagDirectHome)));
+              static_cast<int>(homes_in.add(home_.irecv(pool.get(write_bytes), x, kTagDirectHome)));
           log.at(t).received += write_bytes;
         }
       }
@@ -69,17 +69,17 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
         log.at(t).received += read_bytes;
       }
       if (needs(x, g)) {
-        std::vector<float> copy = pool.get(R);
+        ByteBuffer copy = pool.get(R);
         {
           Stopwatch sw(&now.copy);
-          std::memcpy(copy.data(), own.data(), static_cast<std::size_t>(R) * sizeof(float));
+          std::memcpy(copy.data(), own.data(), static_cast<std::size_t>(R));
         }
         set.add(intra_.isend(std::move(copy), x, kTagDirect));
         log.at(t).sent += read_bytes;
       }
       return i_recv;
     };
-    std::vector<float> result = W > 0 ? pool.get_zeroed(W) : std::vector<float>{};
+    ByteBuffer result = W > 0 ? pool.get_zeroed(kF32 * W) : ByteBuffer{};
     RequestSet cur_set;
     int i_cur = -1;
     for (int t = 0; t < P; ++t) {
@@ -95,29 +95,28 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
       }
       // This step's payload (received during the last step), its completed send copies returned
       // first: at most own + this + the next step's receive and send copy are held (4 payloads).
-      std::vector<float> got =
-          i_cur >= 0 ? cur_set.take(static_cast<std::size_t>(i_cur)) : std::vector<float>{};
+      ByteBuffer got = i_cur >= 0 ? cur_set.take(static_cast<std::size_t>(i_cur)) : ByteBuffer{};
       for (std::size_t i = 0; i < cur_set.size(); ++i) pool.put(cur_set.take(i));
       RequestSet next_set;
       const int i_next = overlap_ ? post(t + 1, next_set, rec) : -1;
       if (t == 0 || needs(g, j)) {
-        std::vector<float> w_loc;
+        ByteBuffer w_loc;
         {
           Stopwatch sw(&rec.copy);
-          if (W > 0) w_loc = t == 0 ? std::move(result) : pool.get_zeroed(W);
+          if (W > 0) w_loc = t == 0 ? std::move(result) : pool.get_zeroed(kF32 * W);
         }
         const std::function<void()> progress = [&] {
           next_set.progress();
           home_out.progress();
         };
         log.compute(t, stats.compute_seconds, [&] {
-          compute(t, j, t == 0 ? own.data() : got.data(), W > 0 ? w_loc.data() : nullptr, progress,
+          compute(t, j, t == 0 ? own.data() : got.data(), W > 0 ? f32_data(w_loc) : nullptr, progress,
                   defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
         });
         if (t == 0) {
           result = std::move(w_loc);
         } else if (W > 0) {
-          std::vector<float> wire;
+          ByteBuffer wire;
           {
             Stopwatch sw(&rec.copy);
             wire = to_wire(std::move(w_loc));
@@ -137,7 +136,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     }
     step = P;
     intra_.set_step(P, P);
-    std::vector<float> w_own;
+    ByteBuffer w_own;
     if (defer)  // the own block's second half while the partials travel home
       w_own = own_second_half(
           compute, own.data(), W,
@@ -157,7 +156,7 @@ std::vector<float> RingExecutor::run_direct(std::vector<float> own_read, std::in
     for (int t = 1; t < P; ++t) {  // step order: the chain's order on a flat ring
       const int i = home_index[static_cast<std::size_t>(t)];
       if (i < 0) continue;
-      std::vector<float> part = homes_in.take(static_cast<std::size_t>(i));
+      ByteBuffer part = homes_in.take(static_cast<std::size_t>(i));
       add_wire(result, part);  // fp32 sum; a bf16 wire part is widened as it is added
       pool.put(std::move(part));
     }

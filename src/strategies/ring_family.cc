@@ -11,11 +11,13 @@ namespace burst::strategies {
 
 namespace {
 
-struct Dims {
-  std::int64_t B, S, H, H_kv, D, b_q, b_kv, r;
+/// One rank's block: its dimensions (S = S_local) and element counts of its Q (or O, dQ), its K
+/// (or V, dK, dV) and one row vector (lse, delta).
+struct LocalBlock {
+  std::int64_t B, S, H, H_kv, D, q_numel, kv_numel, row_numel;
 };
 
-Dims dims_of(const Setup& setup) {
+LocalBlock local_block(const Setup& setup) {
   const ProblemShape& s = setup.shape;
   const std::int64_t S = s.S_global / setup.P;
   return {s.B, S, s.H, s.H_kv, s.D, s.B * S * s.H * s.D, s.B * S * s.H_kv * s.D, s.B * s.H * S};
@@ -25,9 +27,9 @@ Dims dims_of(const Setup& setup) {
 /// ring_direct.cc) when the plan chose it, else the full ring. query_rows: the circulating block
 /// holds queries (backward query side), so rank g needs block j when j's queries see g's keys.
 /// split_own: the own block is computed in two halves (RingExecutor::run).
-std::vector<float> run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass,
-                                bool query_rows, std::vector<float> own, std::int64_t write_floats,
-                                const RingExecutor::StepFn& fn, RingRunStats& rs, bool split_own = false) {
+ByteBuffer run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass, bool query_rows,
+                        ByteBuffer own, std::int64_t write_floats, const RingExecutor::StepFn& fn,
+                        RingRunStats& rs, bool split_own = false) {
   if (!pass.mask_aware) return exec.run(std::move(own), write_floats, fn, rs, split_own);
   const int P = setup.P;
   std::vector<std::vector<char>> need(static_cast<std::size_t>(P),
@@ -43,26 +45,27 @@ std::vector<float> run_schedule(const Setup& setup, const RingExecutor& exec, co
 
 void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView& q, const TensorView& k,
                   const TensorView& v, const TensorView& out, const TensorView& lse, DistStats& stats) {
-  const Dims d = dims_of(setup);
+  const LocalBlock d = local_block(setup);
   const int g = setup.rank;
   const DType dt = k.dtype;  // K, V travel in their storage dtype (bf16/f16: half the bytes)
   BufferPool& pool = exec.pool();
-  std::vector<float> own = pool.get(packed_pair_floats(d.b_kv, dt));
-  own.clear();  // capacity kept: packing below reuses the pooled memory
-  append_packed_pair(k, v, own);
-  std::vector<float> out_mem = pool.get(d.b_q), lse_mem = pool.get(d.r);
-  const TensorView out_part = bshd_view(out_mem.data(), d.B, d.S, d.H, d.D);
-  const TensorView lse_part = rows_view(lse_mem.data(), d.B, d.H, d.S);
+  const WireLayout kv = wire::kv_block(dt, d.kv_numel);
+  ByteBuffer own = pool.get(kv.bytes());
+  pack_field(kv, wire::kK, k, own.data());
+  pack_field(kv, wire::kV, v, own.data());
+  TypedTensor out_mem = pooled_tensor(pool, {d.B, d.S, d.H, d.D}, DType::F32),
+              lse_mem = pooled_tensor(pool, {d.B, d.H, d.S}, DType::F32);
+  const TensorView out_part = out_mem.view(), lse_part = lse_mem.view();
   bool first = true;
   RingRunStats rs;
   std::vector<StepTimes> steps;
   if (setup.cfg.timeline) rs.steps = &steps;
   run_schedule(
       setup, exec, setup.plan->forward(), false, std::move(own), 0,
-      [&](int, int j, const float* read, float*, const std::function<void()>& progress, RowSlice) {
+      [&](int, int j, const std::byte* read, float*, const std::function<void()>& progress, RowSlice) {
         if (block_pairs(setup, g, j) == 0) return;  // no visible pair: skip the block
-        const TensorView kj = bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D);
-        const TensorView vj = bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D);
+        const TensorView kj = field_view(kv, wire::kK, read, {d.B, d.S, d.H_kv, d.D});
+        const TensorView vj = field_view(kv, wire::kV, read, {d.B, d.S, d.H_kv, d.D});
         const kernels::StepParams p =
             step_params(setup, rank_positions(setup, g).data(), rank_positions(setup, j).data(), &progress);
         if (first) {
@@ -78,12 +81,12 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
     fill_view(out, 0.0f);
     fill_view(lse, kNegInf);
   }
-  pool.put(std::move(out_mem));
-  pool.put(std::move(lse_mem));
+  pool.put(out_mem.release());
+  pool.put(lse_mem.release());
   record_timeline(setup, "fwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
-  stats.peak_buffer_bytes = rs.buffer_bytes + 4 * (d.b_q + d.r);
+  stats.peak_buffer_bytes = rs.buffer_bytes + kF32 * (d.q_numel + d.row_numel);
   stats.visible_pairs = setup.plan->forward().visible_pairs[static_cast<std::size_t>(g)];
 }
 
@@ -91,11 +94,11 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
                    const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                    const TensorView& lse, const TensorView& dq, const TensorView& dk, const TensorView& dv,
                    DistStats& stats) {
-  const Dims d = dims_of(setup);
+  const LocalBlock d = local_block(setup);
   const int g = setup.rank;
   BufferPool& pool = exec.pool();
-  std::vector<float> delta_mem = pool.get(d.r);
-  const TensorView delta = rows_view(delta_mem.data(), d.B, d.H, d.S);
+  TypedTensor delta_mem = pooled_tensor(pool, {d.B, d.H, d.S}, DType::F32);
+  const TensorView delta = delta_mem.view();
   attention_delta(dout, out, delta);
   RingRunStats rs;
   std::vector<StepTimes> steps;
@@ -103,17 +106,17 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   const DType dt = q.dtype;  // Q, dO, K, V travel in their storage dtype; delta, lse, partials fp32
   if (side == BackwardSide::QuerySide) {
     // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
-    const std::int64_t qd = packed_pair_floats(d.b_q, dt);
-    std::vector<float> own = pool.get(qd + 2 * d.r);
-    own.clear();  // capacity kept: packing below reuses the pooled memory
-    append_packed_pair(q, dout, own);
-    own.insert(own.end(), delta_mem.begin(), delta_mem.end());
-    append_packed(lse, own);
+    const WireLayout qb = wire::query_block(dt, d.q_numel, d.row_numel);
+    ByteBuffer own = pool.get(qb.bytes());
+    pack_field(qb, wire::kQ, q, own.data());
+    pack_field(qb, wire::kDout, dout, own.data());
+    pack_field(qb, wire::kDelta, delta, own.data());
+    pack_field(qb, wire::kLse, lse, own.data());
     fill_view(dk, 0.0f);
     fill_view(dv, 0.0f);
-    std::vector<float> dq_home = run_schedule(
-        setup, exec, setup.plan->backward(), true, std::move(own), d.b_q,
-        [&](int, int j, const float* read, float* write, const std::function<void()>& progress,
+    ByteBuffer dq_home = run_schedule(
+        setup, exec, setup.plan->backward(), true, std::move(own), d.q_numel,
+        [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
             RowSlice slice) {
           if (block_pairs(setup, j, g) == 0) return;
           const std::int64_t r0 = slice.begin(d.S), r1 = slice.end(d.S);  // the block's query rows
@@ -122,10 +125,10 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
           // One call per key chunk, on the query rows that see it (backward_spans).
           for (const KernelSpan& sp : backward_spans(*setup.resolved, q_pos + r0, r1 - r0, kv_pos, d.S)) {
             const std::int64_t a = r0 + sp.q0, e = r0 + sp.q1;
-            const TensorView qj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H, d.D), 1, a, e);
-            const TensorView doj = narrow(bshd_view_at(read, d.b_q, dt, d.B, d.S, d.H, d.D), 1, a, e);
-            const TensorView deltaj = narrow(rows_view(read + qd, d.B, d.H, d.S), 2, a, e);
-            const TensorView lsej = narrow(rows_view(read + qd + d.r, d.B, d.H, d.S), 2, a, e);
+            const TensorView qj = narrow(field_view(qb, wire::kQ, read, {d.B, d.S, d.H, d.D}), 1, a, e);
+            const TensorView doj = narrow(field_view(qb, wire::kDout, read, {d.B, d.S, d.H, d.D}), 1, a, e);
+            const TensorView deltaj = narrow(field_view(qb, wire::kDelta, read, {d.B, d.H, d.S}), 2, a, e);
+            const TensorView lsej = narrow(field_view(qb, wire::kLse, read, {d.B, d.H, d.S}), 2, a, e);
             const kernels::StepParams p = step_params(setup, q_pos + a, kv_pos + sp.k0, &progress);
             kernels::step_backward(doj, qj, narrow(k, 1, sp.k0, sp.k1), narrow(v, 1, sp.k0, sp.k1), lsej,
                                    deltaj, narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, a, e),
@@ -133,18 +136,19 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
           }
         },
         rs, true);
-    unpack_into(dq_home.data(), dq);
+    unpack_into(f32_data(dq_home), dq);
     pool.put(std::move(dq_home));
     stats.backward_side = "query";
   } else {
     // Read payload: K, V of the block's owner; write: that block's dK, dV partials.
-    std::vector<float> own = pool.get(packed_pair_floats(d.b_kv, dt));
-    own.clear();  // capacity kept: packing below reuses the pooled memory
-    append_packed_pair(k, v, own);
+    const WireLayout kv = wire::kv_block(dt, d.kv_numel);
+    ByteBuffer own = pool.get(kv.bytes());
+    pack_field(kv, wire::kK, k, own.data());
+    pack_field(kv, wire::kV, v, own.data());
     fill_view(dq, 0.0f);
-    std::vector<float> dkv_home = run_schedule(
-        setup, exec, setup.plan->backward(), false, std::move(own), 2 * d.b_kv,
-        [&](int, int j, const float* read, float* write, const std::function<void()>& progress,
+    ByteBuffer dkv_home = run_schedule(
+        setup, exec, setup.plan->backward(), false, std::move(own), 2 * d.kv_numel,
+        [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
             RowSlice slice) {
           if (block_pairs(setup, g, j) == 0) return;
           const std::int64_t r0 = slice.begin(d.S), r1 = slice.end(d.S);  // the block's key rows
@@ -153,27 +157,27 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
           // One call per key chunk, on the query rows that see it (backward_spans).
           for (const KernelSpan& sp : backward_spans(*setup.resolved, q_pos, d.S, kv_pos + r0, r1 - r0)) {
             const std::int64_t a = r0 + sp.k0, e = r0 + sp.k1;
-            const TensorView kj = narrow(bshd_view_at(read, 0, dt, d.B, d.S, d.H_kv, d.D), 1, a, e);
-            const TensorView vj = narrow(bshd_view_at(read, d.b_kv, dt, d.B, d.S, d.H_kv, d.D), 1, a, e);
+            const TensorView kj = narrow(field_view(kv, wire::kK, read, {d.B, d.S, d.H_kv, d.D}), 1, a, e);
+            const TensorView vj = narrow(field_view(kv, wire::kV, read, {d.B, d.S, d.H_kv, d.D}), 1, a, e);
             const kernels::StepParams p = step_params(setup, q_pos + sp.q0, kv_pos + a, &progress);
             kernels::step_backward(
                 narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
                 narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1), narrow(dq, 1, sp.q0, sp.q1),
                 narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, a, e),
-                narrow(bshd_view(write + d.b_kv, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
+                narrow(bshd_view(write + d.kv_numel, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
           }
         },
         rs, true);
-    unpack_into(dkv_home.data(), dk);
-    unpack_into(dkv_home.data() + d.b_kv, dv);
+    unpack_into(f32_data(dkv_home), dk);
+    unpack_into(f32_data(dkv_home) + d.kv_numel, dv);
     pool.put(std::move(dkv_home));
     stats.backward_side = "kv";
   }
-  pool.put(std::move(delta_mem));
+  pool.put(delta_mem.release());
   record_timeline(setup, "bwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
-  stats.peak_buffer_bytes = rs.buffer_bytes + 4 * d.r;
+  stats.peak_buffer_bytes = rs.buffer_bytes + kF32 * d.row_numel;
   stats.visible_pairs = setup.plan->backward().visible_pairs[static_cast<std::size_t>(g)];
 }
 

@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kTagRead = 1, kTagChain = 2, kTagHome = 16;
 
-int mod(int a, int m) { return ((a % m) + m) % m; }
+using ring::mod;
 
 }  // namespace
 
@@ -43,48 +43,52 @@ RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_no
               to_string(write_wire));
 }
 
-std::int64_t RingExecutor::wire_floats(std::int64_t w) const {
-  return wire_ == DType::BF16 ? (w + 1) / 2 : w;
-}
+WireLayout RingExecutor::wire_layout(std::int64_t w) const { return wire::partial(wire_, w); }
 
-std::vector<float> RingExecutor::to_wire(std::vector<float> acc) const {
+ByteBuffer RingExecutor::to_wire(ByteBuffer acc) const {
   if (wire_ == DType::F32) return acc;
-  const auto n = static_cast<std::int64_t>(acc.size());
-  std::vector<float> wire = pool_.get(wire_floats(n));
-  wire.back() = 0.0f;  // the pad half of an odd-length partial
-  auto* h = reinterpret_cast<std::uint16_t*>(wire.data());
-  for (std::int64_t i = 0; i < n; ++i) h[i] = bf16_from_float(acc[static_cast<std::size_t>(i)]);
+  const auto n = static_cast<std::int64_t>(acc.size()) / kF32;
+  const WireLayout layout = wire_layout(n);
+  ByteBuffer wire = pool_.get(layout.bytes());
+  const float* a = f32_data(acc);
+  auto* h = static_cast<std::uint16_t*>(field_view(layout, 0, wire.data(), {n}).data);
+  for (std::int64_t i = 0; i < n; ++i) h[i] = bf16_from_float(a[i]);
   pool_.put(std::move(acc));
   return wire;
 }
 
-void RingExecutor::add_wire(std::vector<float>& acc, const std::vector<float>& wire) const {
+void RingExecutor::add_wire(ByteBuffer& acc, const ByteBuffer& wire) const {
   if (wire_ == DType::F32) {
     add_into(acc, wire);
     return;
   }
-  const auto* h = reinterpret_cast<const std::uint16_t*>(wire.data());
-  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += bf16_to_float(h[i]);
+  const auto n = static_cast<std::int64_t>(acc.size()) / kF32;
+  float* a = f32_data(acc);
+  const auto* h = static_cast<const std::uint16_t*>(field_view(wire_layout(n), 0, wire.data(), {n}).data);
+  for (std::int64_t i = 0; i < n; ++i) a[i] += bf16_to_float(h[i]);
 }
 
-void RingExecutor::add_into(std::vector<float>& acc, const std::vector<float>& x) {
-  for (std::size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
+void RingExecutor::add_into(ByteBuffer& acc, const ByteBuffer& x) {
+  float* a = f32_data(acc);
+  const float* b = f32_data(x);
+  const std::size_t n = acc.size() / sizeof(float);
+  for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
 }
 
-std::vector<float> RingExecutor::own_second_half(const StepFn& compute, const float* own, std::int64_t W,
-                                                 const std::function<void()>& progress, RingRunStats& stats,
-                                                 StepLog& log, int record) const {
-  std::vector<float> w_own = pool_.get_zeroed(W);
+ByteBuffer RingExecutor::own_second_half(const StepFn& compute, const std::byte* own, std::int64_t W,
+                                         const std::function<void()>& progress, RingRunStats& stats,
+                                         StepLog& log, int record) const {
+  ByteBuffer w_own = pool_.get_zeroed(kF32 * W);
   log.compute(record, stats.compute_seconds, [&] {
-    compute(0, rank_, own, w_own.data(), progress, RowSlice{1, 2});
+    compute(0, rank_, own, f32_data(w_own), progress, RowSlice{1, 2});
   });
   return w_own;
 }
 
 int RingExecutor::partition(int rank, int t) const { return ring::partition({n_, L_}, rank, t); }
 
-std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t write_floats,
-                                     const StepFn& compute, RingRunStats& stats, bool split_own) const {
+ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, const StepFn& compute,
+                             RingRunStats& stats, bool split_own) const {
   const int P = P_, n = n_, L = L_, g = rank_, a = g / L, b = g % L;
   const auto R = static_cast<std::int64_t>(own_read.size());
   const std::int64_t W = write_floats;
@@ -95,14 +99,14 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
   // One record per plan step: P ring steps, then the final hop when partials travel home.
   const int records = P + (W > 0 && P > 1 ? 1 : 0);
   StepLog log(stats.steps, records);
-  const std::int64_t read_bytes = 4 * R, write_bytes = 4 * wire_floats(W);
+  const std::int64_t read_bytes = R, write_bytes = wire_layout(W).bytes();
 
-  std::vector<float> cur = std::move(own_read);
-  std::vector<float> w_acc;
+  ByteBuffer cur = std::move(own_read);
+  ByteBuffer w_acc;
   // The own block's second half, kept for after the last step (RingExecutor::run, split_own).
   const bool defer = split_own && W > 0 && P > 1 && overlap_;
-  std::vector<float> own_kept;
-  std::vector<std::vector<float>> home_parts(static_cast<std::size_t>(n));  // by round
+  ByteBuffer own_kept;
+  std::vector<ByteBuffer> home_parts(static_cast<std::size_t>(n));  // by round
   RequestSet homes_in;  // one receive per round whose source is not self
   std::vector<int> home_index(static_cast<std::size_t>(n), -1);
   RequestSet inter_set, home_out;  // inter transfers live for a whole round
@@ -115,12 +119,12 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         const int src = mod(a + k, n) * L + mod(b - 1, L);
         if (src != g) {
           home_index[static_cast<std::size_t>(k)] =
-              static_cast<int>(homes_in.add(home_.irecv(pool.get(wire_floats(W)), src, kTagHome + k)));
+              static_cast<int>(homes_in.add(home_.irecv(pool.get(write_bytes), src, kTagHome + k)));
           log.at((k + 1) * L).received += write_bytes;  // sent at the step that ends round k
         }
       }
     }
-    auto send_home = [&](int k, int part, std::vector<float> acc, StepTimes& rec) {
+    auto send_home = [&](int k, int part, ByteBuffer acc, StepTimes& rec) {
       if (part == g) {
         home_parts[static_cast<std::size_t>(k)] = std::move(acc);
       } else {
@@ -136,7 +140,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       StepTimes& rec = log.at(t);
       RequestSet step_set;
       std::size_t i_recv = 0, i_send = 0, i_chain_in = 0, i_chain_out = 0;
-      const float* view = cur.data();
+      const std::byte* view = cur.data();
       if (intra) {
         i_recv = step_set.add(intra_.irecv(pool.get(R), left_intra, kTagRead));
         i_send = step_set.add(intra_.isend(std::move(cur), right_intra, kTagRead));
@@ -147,10 +151,10 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       if (inter) {
         inter_set.clear();
         if (intra) {
-          std::vector<float> copy = pool.get(R);
+          ByteBuffer copy = pool.get(R);
           {
             Stopwatch sw(&rec.copy);
-            std::memcpy(copy.data(), view, static_cast<std::size_t>(R) * sizeof(float));
+            std::memcpy(copy.data(), view, static_cast<std::size_t>(R));
           }
           i_inter_send = inter_set.add(inter_.isend(std::move(copy), right_inter, kTagRead));
         } else {
@@ -161,12 +165,12 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         rec.sent += read_bytes;
         rec.received += read_bytes;
       }
-      std::vector<float> w_loc;
+      ByteBuffer w_loc;
       {
         Stopwatch sw(&rec.copy);  // wire copies of the partial and the zeroed step partial
         if (W > 0 && P > 1) {
           if (u >= 1) {
-            i_chain_in = step_set.add(chain_.irecv(pool.get(wire_floats(W)), left_intra, kTagChain));
+            i_chain_in = step_set.add(chain_.irecv(pool.get(write_bytes), left_intra, kTagChain));
             i_chain_out = step_set.add(chain_.isend(to_wire(std::move(w_acc)), right_intra, kTagChain));
             rec.sent += write_bytes;
             rec.received += write_bytes;
@@ -174,7 +178,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
             send_home(k - 1, partition(g, t - 1), std::move(w_acc), rec);
           }
         }
-        if (W > 0) w_loc = pool.get_zeroed(W);
+        if (W > 0) w_loc = pool.get_zeroed(kF32 * W);
       }
       if (!overlap_) {
         double waited = step_set.wait_all();
@@ -188,7 +192,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         home_out.progress();
       };
       log.compute(t, stats.compute_seconds, [&] {
-        compute(t, partition(g, t), view, W > 0 ? w_loc.data() : nullptr, progress,
+        compute(t, partition(g, t), view, W > 0 ? f32_data(w_loc) : nullptr, progress,
                 defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
       });
       const auto t1 = std::chrono::steady_clock::now();
@@ -200,7 +204,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       rec.wait += waited;
       // A completed send's buffer goes back to the pool, except step 0's: the own payload that
       // split_own computes on again after the last step.
-      auto retire = [&](std::vector<float> sent) {
+      auto retire = [&](ByteBuffer sent) {
         if (defer && t == 0)
           own_kept = std::move(sent);
         else
@@ -215,7 +219,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       }
       if (W > 0) {
         if (P > 1 && u >= 1) {
-          std::vector<float> in = step_set.take(i_chain_in);
+          ByteBuffer in = step_set.take(i_chain_in);
           Stopwatch sw(&rec.copy);
           add_wire(w_loc, in);  // w_acc = chain partial + this step's contribution (fp32)
           pool.put(std::move(in));
@@ -224,7 +228,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
         w_acc = std::move(w_loc);
       }
     }
-    std::vector<float> result;
+    ByteBuffer result;
     if (W > 0) {
       step = P;
       intra_.set_step(P, P);
@@ -235,7 +239,7 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       } else {
         home_parts[0] = std::move(w_acc);
       }
-      std::vector<float> w_own;
+      ByteBuffer w_own;
       if (defer) {  // the own block's second half while the last partials travel home
         BURST_CHECK(!own_kept.empty(), Internal, "ring: the own block's payload was not kept");
         w_own = own_second_half(
@@ -260,13 +264,13 @@ std::vector<float> RingExecutor::run(std::vector<float> own_read, std::int64_t w
       // option existed); a bf16 one is widened into a zeroed accumulator.
       for (int k = 0; k < n; ++k) {
         const int i = home_index[static_cast<std::size_t>(k)];
-        std::vector<float> part = i >= 0 ? homes_in.take(static_cast<std::size_t>(i))
-                                         : std::move(home_parts[static_cast<std::size_t>(k)]);
+        ByteBuffer part = i >= 0 ? homes_in.take(static_cast<std::size_t>(i))
+                                 : std::move(home_parts[static_cast<std::size_t>(k)]);
         if (k == 0 && (i < 0 || wire_ == DType::F32)) {
           result = std::move(part);
           continue;
         }
-        if (k == 0) result = pool.get_zeroed(W);
+        if (k == 0) result = pool.get_zeroed(kF32 * W);
         if (i >= 0)
           add_wire(result, part);
         else

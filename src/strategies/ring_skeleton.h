@@ -11,8 +11,8 @@
 // (deterministic). With one node this is exactly BurstAttention's dQ ring lagging one step plus
 // the final hop (docs/algorithm.md §3); bytes: n·(L−1) chain hops + n home hops per rank (minus one
 // when L = 1: round 0's block is the rank's own). Write wire dtype (DistConfig::partials_dtype):
-// F32 sends the fp32 accumulator itself; BF16 sends a copy rounded to bf16 (two per word, half
-// the bytes) and the receiver adds it into its fp32 accumulator — only the wire copy is rounded,
+// F32 sends the fp32 accumulator itself; BF16 sends a copy rounded to bf16 (half the bytes;
+// layout wire::partial) and the receiver adds it into its fp32 accumulator — only the wire copy is rounded,
 // once per hop, and no sum is ever formed in 16 bits.
 // Channels: intra read, inter read, chain, home — four MPI_Comm_dups so rings never match each
 // other's messages (docs/algorithm.md §6).
@@ -54,7 +54,7 @@ class RingExecutor {
   /// `write` (null when the run has no write accumulator) is a zeroed buffer for this step's
   /// contribution to that block's accumulator; `progress` must be called between tiles; `slice`
   /// the part of the block to compute (always {0, 1} unless run() was asked to split_own).
-  using StepFn = std::function<void(int step, int partition, const float* read, float* write,
+  using StepFn = std::function<void(int step, int partition, const std::byte* read, float* write,
                                     const std::function<void()>& progress, RowSlice slice)>;
 
   /// Collective over `comm` (creates four channels sharing its counters). nodes·ranks_per_node
@@ -72,18 +72,19 @@ class RingExecutor {
   /// model's repeated calls then reuse the same memory; common.h).
   BufferPool& pool() const { return pool_; }
 
-  /// Runs the P steps. own_read: this rank's read payload (read_floats values, every rank the
-  /// same size; best taken from pool(), to which it returns). write_floats: size of the write
-  /// accumulator (0 → none). Returns the summed write accumulator of this rank's own partition
-  /// (empty when write_floats = 0), a pool buffer: hand it back with pool().put once read.
+  /// Runs the P steps. own_read: this rank's read payload (a message laid out by the caller's
+  /// WireLayout, every rank the same size; best taken from pool(), to which it returns).
+  /// write_floats: fp32 values of the write accumulator (0 → none). Returns the summed write
+  /// accumulator of this rank's own partition (4 · write_floats bytes of fp32, f32_data; empty
+  /// when write_floats = 0), a pool buffer: hand it back with pool().put once read.
   /// Collective: every rank calls with equal sizes.
   /// split_own (with a write accumulator, P > 1, overlap): step 0 computes only the first half of
   /// the rank's own block ({0, 2}); the second half ({1, 2}) runs after the last step, while the
   /// last round's partial crosses to its owner — the one transfer nothing else can hide — and
   /// its write contribution is added at home (the block is the rank's own). compute must then
   /// honour slices and accumulate (not overwrite) into resident results.
-  std::vector<float> run(std::vector<float> own_read, std::int64_t write_floats, const StepFn& compute,
-                         RingRunStats& stats, bool split_own = false) const;
+  ByteBuffer run(ByteBuffer own_read, std::int64_t write_floats, const StepFn& compute, RingRunStats& stats,
+                 bool split_own = false) const;
 
   /// The mask-aware schedule (MagiAttention's zero-redundant communication, docs/strategies.md
   /// § Mask-aware rings): the same steps and compute order as run(), but a rank receives a
@@ -93,26 +94,26 @@ class RingExecutor {
   /// step order (the order of run()'s chain on a flat ring). compute is called at step 0 and at
   /// the steps whose block is needed. Steps needed by no rank move nothing. Collective; need
   /// (P × P) identical on every rank. split_own as run() (its sums stay run()'s, bit for bit).
-  std::vector<float> run_direct(std::vector<float> own_read, std::int64_t write_floats,
-                                const std::vector<std::vector<char>>& need, const StepFn& compute,
-                                RingRunStats& stats, bool split_own = false) const;
+  ByteBuffer run_direct(ByteBuffer own_read, std::int64_t write_floats,
+                        const std::vector<std::vector<char>>& need, const StepFn& compute,
+                        RingRunStats& stats, bool split_own = false) const;
 
-  /// Floats of the wire copy of a write partial of w floats (w, or ⌈w/2⌉ for bf16).
-  std::int64_t wire_floats(std::int64_t w) const;
+  /// The message of a write partial of w fp32 values: wire::partial(write wire dtype, w).
+  WireLayout wire_layout(std::int64_t w) const;
 
  private:
-  /// The message that carries write partial `acc`: acc itself (F32), or its bf16 rounding packed
-  /// two per word in a pool buffer (acc goes back to the pool).
-  std::vector<float> to_wire(std::vector<float> acc) const;
+  /// The message that carries write partial `acc`: acc itself (F32), or its bf16 rounding in a
+  /// pool buffer (acc goes back to the pool).
+  ByteBuffer to_wire(ByteBuffer acc) const;
   /// acc[i] += value i of a received wire message (widened from bf16 when the wire is BF16).
-  void add_wire(std::vector<float>& acc, const std::vector<float>& wire) const;
+  void add_wire(ByteBuffer& acc, const ByteBuffer& wire) const;
   /// acc[i] += x[i] (fp32, same length).
-  static void add_into(std::vector<float>& acc, const std::vector<float>& x);
+  static void add_into(ByteBuffer& acc, const ByteBuffer& x);
   /// split_own's second half: computes RowSlice{1, 2} of the rank's own block (payload `own`)
-  /// into a zeroed write buffer of W floats (a pool buffer, returned), polling `progress`.
-  std::vector<float> own_second_half(const StepFn& compute, const float* own, std::int64_t W,
-                                     const std::function<void()>& progress, RingRunStats& stats, StepLog& log,
-                                     int record) const;
+  /// into a zeroed write buffer of W fp32 values (a pool buffer, returned), polling `progress`.
+  ByteBuffer own_second_half(const StepFn& compute, const std::byte* own, std::int64_t W,
+                             const std::function<void()>& progress, RingRunStats& stats, StepLog& log,
+                             int record) const;
 
   Communicator intra_, inter_, chain_, home_;
   mutable BufferPool pool_;  // run() is logically const: the pool only caches memory

@@ -38,9 +38,9 @@ struct Setup {
   Communicator comm;  ///< DistAttention's private dup; counters are the pass's
   DistConfig cfg;
   ProblemShape shape;
-  Mask mask;
-  /// The mask against (S_global, S_global), resolved once per DistAttention (which keeps it alive);
-  /// every kernel step points at it (step_params, kernels/step.h).
+  /// The mask against (S_global, S_global), resolved once per DistAttention (which keeps it alive)
+  /// and the only form of the mask a strategy gets: the plan, the strategy plan and every kernel
+  /// step (step_params, kernels/step.h) use this one object.
   std::shared_ptr<const ResolvedMask> resolved;
   std::shared_ptr<const Plan> plan;  ///< the pure plan (layout, steps, predicted bytes)
   int rank = 0, P = 1;
@@ -82,24 +82,24 @@ void run_pass(const Communicator& comm, const std::string& what, F&& pass) {
   } catch (const std::exception& e) { comm.abort(what + ": " + e.what()); }
 }
 
-using ValidateFn = void (*)(const DistConfig&, const ProblemShape&, const Mask&, int P);
+using ValidateFn = void (*)(const DistConfig&, const ProblemShape&, const ResolvedMask&, int P);
 using MakeFn = std::unique_ptr<Strategy> (*)(const Setup&);
 
 // One pair per strategy (definitions: burst.cc, ring.cc, allgather.cc, ulysses.cc, usp.cc,
 // distflash.cc, headpar.cc).
-void validate_burst(const DistConfig&, const ProblemShape&, const Mask&, int P);
+void validate_burst(const DistConfig&, const ProblemShape&, const ResolvedMask&, int P);
 std::unique_ptr<Strategy> make_burst(const Setup&);
-void validate_ring(const DistConfig&, const ProblemShape&, const Mask&, int P);
+void validate_ring(const DistConfig&, const ProblemShape&, const ResolvedMask&, int P);
 std::unique_ptr<Strategy> make_ring(const Setup&);
-void validate_allgather(const DistConfig&, const ProblemShape&, const Mask&, int P);
+void validate_allgather(const DistConfig&, const ProblemShape&, const ResolvedMask&, int P);
 std::unique_ptr<Strategy> make_allgather(const Setup&);
-void validate_ulysses(const DistConfig&, const ProblemShape&, const Mask&, int P);
+void validate_ulysses(const DistConfig&, const ProblemShape&, const ResolvedMask&, int P);
 std::unique_ptr<Strategy> make_ulysses(const Setup&);
-void validate_usp(const DistConfig&, const ProblemShape&, const Mask&, int P);
+void validate_usp(const DistConfig&, const ProblemShape&, const ResolvedMask&, int P);
 std::unique_ptr<Strategy> make_usp(const Setup&);
-void validate_distflash(const DistConfig&, const ProblemShape&, const Mask&, int P);
+void validate_distflash(const DistConfig&, const ProblemShape&, const ResolvedMask&, int P);
 std::unique_ptr<Strategy> make_distflash(const Setup&);
-void validate_headpar(const DistConfig&, const ProblemShape&, const Mask&, int P);
+void validate_headpar(const DistConfig&, const ProblemShape&, const ResolvedMask&, int P);
 std::unique_ptr<Strategy> make_headpar(const Setup&);
 
 }  // namespace burst::strategies

@@ -14,43 +14,26 @@ namespace burst::strategies {
 
 namespace {
 
-std::int64_t elem_bytes(const UlyssesExchange::Field& f) {
-  return static_cast<std::int64_t>(dtype_size(f.local.dtype));
-}
-
-/// Bytes one token contributes to an exchange with one partner: Σ_fields B · heads · W · e, each
-/// field in its own dtype (Q, K, V, dO may be 16-bit; out, lse, delta and gradients are fp32).
-std::int64_t bytes_per_token(const std::vector<UlyssesExchange::Field>& fields, const HeadSplit& split) {
-  std::int64_t n = 0;
+/// One partner's segment of an exchange over `tokens` of one member's tokens: one field per
+/// exchange field, B · tokens · (heads or kv_heads) · (D, or 1 for rows) elements in its own
+/// dtype (Q, K, V, dO may be 16-bit; out, lse, delta and gradients are fp32). The head-parallel
+/// planners count the same layouts (plan_strategies.cc, ulysses_*_bytes).
+WireLayout segment_layout(const std::vector<UlyssesExchange::Field>& fields, const HeadSplit& split,
+                          std::int64_t tokens) {
+  WireLayout l;
   for (const auto& f : fields)
-    n += f.local.size(0) * (f.kv ? split.kv_heads : split.heads) * (f.row ? 1 : f.local.size(3)) *
-         elem_bytes(f);
-  return n;
+    l.add(f.row ? "rows" : "bshd", f.local.dtype,
+          f.local.size(0) * tokens * (f.kv ? split.kv_heads : split.heads) * (f.row ? 1 : f.local.size(3)));
+  return l;
 }
 
-/// Words (4 bytes) of a payload of `bytes`: each partner's segment is padded to whole words.
-std::int64_t payload_words(std::int64_t bytes) { return (bytes + 3) / 4; }
-
-/// Start of partner j's segment in a buffer laid out by `counts` (words).
-char* segment(std::vector<float>& buf, const std::vector<std::int64_t>& counts, int j) {
-  const std::int64_t off = std::accumulate(counts.begin(), counts.begin() + j, std::int64_t{0});
-  return reinterpret_cast<char*>(buf.data() + off);
+/// Start of partner j's segment in a buffer of consecutive segments of `bytes` each.
+std::byte* segment(ByteBuffer& buf, const std::vector<std::int64_t>& bytes, int j) {
+  return buf.data() + std::accumulate(bytes.begin(), bytes.begin() + j, std::int64_t{0});
 }
 
-std::int64_t total(const std::vector<std::int64_t>& counts) {
-  return std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
-}
-
-/// x[0..n) += in[0..n) for fp32 values at any alignment (a 16-bit field before may leave the
-/// payload 2-byte aligned).
-void add_f32(char* x, const char* in, std::int64_t n) {
-  for (std::int64_t d = 0; d < n; ++d) {
-    float a = 0, b = 0;
-    std::memcpy(&a, x + 4 * d, 4);
-    std::memcpy(&b, in + 4 * d, 4);
-    a += b;
-    std::memcpy(x + 4 * d, &a, 4);
-  }
+std::int64_t total(const std::vector<std::int64_t>& bytes) {
+  return std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0});
 }
 
 /// Calls fn(pointer into t's data, bytes) for the part of field t one partner's segment holds, in
@@ -64,7 +47,7 @@ void for_each_segment_run(const TensorView& t, bool row, const std::vector<std::
   const auto es = static_cast<std::int64_t>(dtype_size(t.dtype));
   const std::int64_t B = t.size(0);
   const std::int64_t S = rows ? static_cast<std::int64_t>(rows->size()) : t.size(row ? 2 : 1);
-  char* base = static_cast<char*>(t.data);
+  auto* base = static_cast<std::byte*>(t.data);
   auto token = [&](std::int64_t s) { return rows ? (*rows)[static_cast<std::size_t>(s)] : s; };
   for (std::int64_t b = 0; b < B; ++b) {
     if (row) {
@@ -138,31 +121,39 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
   const int u = split_.u, me = comm.rank();
   BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
   check_fields(fields);
-  const std::int64_t per_token = bytes_per_token(fields, split_);
-  std::vector<std::int64_t> send_counts, recv_counts;  // my tokens out, every member's tokens in (words)
+  const WireLayout mine = segment_layout(fields, split_, local_length(me));
+  std::vector<std::int64_t> send_bytes, recv_bytes;  // my tokens out, every member's tokens in
   for (int j = 0; j < u; ++j) {
-    send_counts.push_back(payload_words(local_length(me) * per_token));
-    recv_counts.push_back(payload_words(local_length(j) * per_token));
+    send_bytes.push_back(mine.bytes());
+    recv_bytes.push_back(segment_layout(fields, split_, local_length(j)).bytes());
   }
-  std::vector<float> send = pool_.get(total(send_counts)), recv = pool_.get(total(recv_counts));
+  ByteBuffer send = pool_.get(total(send_bytes)), recv = pool_.get(total(recv_bytes));
   for (int j = 0; j < u; ++j) {
-    char* out = segment(send, send_counts, j);
-    for (const Field& f : fields)
+    std::byte* seg = segment(send, send_bytes, j);
+    for (std::size_t fi = 0; fi < fields.size(); ++fi) {
+      const Field& f = fields[fi];
+      std::byte* out = seg + mine[fi].offset;
       for_each_segment_run(f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
-                           f.kv ? split_.kv_heads : split_.heads, [&](const char* p, std::int64_t bytes) {
+                           f.kv ? split_.kv_heads : split_.heads,
+                           [&](const std::byte* p, std::int64_t bytes) {
                              std::memcpy(out, p, static_cast<std::size_t>(bytes));
                              out += bytes;
                            });
+    }
   }
-  comm.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts);
+  comm.all_to_all_v(send, send_bytes, recv, recv_bytes);
   for (int i = 0; i < u; ++i) {
-    const char* in = segment(recv, recv_counts, i);
-    for (const Field& f : fields)
+    const WireLayout theirs = segment_layout(fields, split_, local_length(i));
+    const std::byte* seg = segment(recv, recv_bytes, i);
+    for (std::size_t fi = 0; fi < fields.size(); ++fi) {
+      const Field& f = fields[fi];
+      const std::byte* in = seg + theirs[fi].offset;
       for_each_segment_run(f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
-                           f.kv ? split_.kv_heads : split_.heads, [&](char* p, std::int64_t bytes) {
+                           f.kv ? split_.kv_heads : split_.heads, [&](std::byte* p, std::int64_t bytes) {
                              std::memcpy(p, in, static_cast<std::size_t>(bytes));
                              in += bytes;
                            });
+    }
   }
   pool_.put(std::move(send));
   pool_.put(std::move(recv));
@@ -172,23 +163,28 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
   const int u = split_.u, me = comm.rank();
   BURST_CHECK(comm.size() == u, Internal, "Ulysses exchange over ", comm.size(), " ranks, split for ", u);
   check_fields(fields);
-  const std::int64_t per_token = bytes_per_token(fields, split_);
-  std::vector<std::int64_t> send_counts, recv_counts;  // every member's tokens out, mine in (words)
+  const WireLayout mine = segment_layout(fields, split_, local_length(me));
+  std::vector<std::int64_t> send_bytes, recv_bytes;  // every member's tokens out, mine in
   for (int j = 0; j < u; ++j) {
-    send_counts.push_back(payload_words(local_length(j) * per_token));
-    recv_counts.push_back(payload_words(local_length(me) * per_token));
+    send_bytes.push_back(segment_layout(fields, split_, local_length(j)).bytes());
+    recv_bytes.push_back(mine.bytes());
   }
-  std::vector<float> send = pool_.get(total(send_counts)), recv = pool_.get(total(recv_counts));
+  ByteBuffer send = pool_.get(total(send_bytes)), recv = pool_.get(total(recv_bytes));
   for (int i = 0; i < u; ++i) {
-    char* out = segment(send, send_counts, i);
-    for (const Field& f : fields)
+    const WireLayout theirs = segment_layout(fields, split_, local_length(i));
+    std::byte* seg = segment(send, send_bytes, i);
+    for (std::size_t fi = 0; fi < fields.size(); ++fi) {
+      const Field& f = fields[fi];
+      std::byte* out = seg + theirs[fi].offset;
       for_each_segment_run(f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
-                           f.kv ? split_.kv_heads : split_.heads, [&](const char* p, std::int64_t bytes) {
+                           f.kv ? split_.kv_heads : split_.heads,
+                           [&](const std::byte* p, std::int64_t bytes) {
                              std::memcpy(out, p, static_cast<std::size_t>(bytes));
                              out += bytes;
                            });
+    }
   }
-  comm.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts);
+  comm.all_to_all_v(send, send_bytes, recv, recv_bytes);
   // Replicated KV heads (fp32 gradients) come back once per replica: zero, then sum in member order.
   for (const Field& f : fields) {
     if (!(f.kv && split_.kv_replicated)) continue;
@@ -197,15 +193,23 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
     fill_view(f.local, 0.0f);
   }
   for (int j = 0; j < u; ++j) {
-    const char* in = segment(recv, recv_counts, j);
-    for (const Field& f : fields) {
+    const std::byte* seg = segment(recv, recv_bytes, j);
+    for (std::size_t fi = 0; fi < fields.size(); ++fi) {
+      const Field& f = fields[fi];
       const bool sum = f.kv && split_.kv_replicated;
+      const std::byte* in = seg + mine[fi].offset;
+      // A summed field is fp32 (checked above) at an offset the layout aligned to 4 bytes, in a
+      // segment whose size is a multiple of 4: its values are read in place.
+      const float* in_f32 = sum ? field_view(mine, fi, seg, {mine[fi].count}).f32() : nullptr;
       for_each_segment_run(f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
-                           f.kv ? split_.kv_heads : split_.heads, [&](char* p, std::int64_t bytes) {
-                             if (sum)
-                               add_f32(p, in, bytes / 4);
-                             else
+                           f.kv ? split_.kv_heads : split_.heads, [&](std::byte* p, std::int64_t bytes) {
+                             if (sum) {
+                               float* x = static_cast<float*>(static_cast<void*>(p));
+                               for (std::int64_t d = 0; d < bytes / kF32; ++d) x[d] += in_f32[d];
+                               in_f32 += bytes / kF32;
+                             } else {
                                std::memcpy(p, in, static_cast<std::size_t>(bytes));
+                             }
                              in += bytes;
                            });
     }
@@ -433,10 +437,10 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
 
 // ---------------------------------------------------------------- registration
 
-void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesExchange& ex,
-                                      const GroupAttention& attend, const TensorView& q, const TensorView& k,
-                                      const TensorView& v, const TensorView& out, const TensorView& lse,
-                                      DistStats& stats) {
+void UlyssesFamilyBase::forward_in(const Communicator& group, const UlyssesExchange& ex,
+                                   const GroupAttention& attend, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& out, const TensorView& lse,
+                                   DistStats& stats) {
   UlyssesContext ctx;
   // With one member (u = 1) nothing moves, so a context spares no bytes: keep one (its lse) only
   // for a caller that passes no lse and so cannot run the stateless backward.
@@ -449,26 +453,26 @@ void HeadParallelStrategy::forward_in(const Communicator& group, const UlyssesEx
       recycle(ex.pool(), std::move(c));
 }
 
-const UlyssesContext* HeadParallelStrategy::agreed_context(const TensorView& q, const TensorView& k,
-                                                           const TensorView& v, const TensorView& out,
-                                                           std::uint64_t& key) const {
+const UlyssesContext* UlyssesFamilyBase::agreed_context(const TensorView& q, const TensorView& k,
+                                                        const TensorView& v, const TensorView& out,
+                                                        std::uint64_t& key) const {
   key = store_.slots() > 0 ? context_key(q, k, v, out) : 0;
   const UlyssesContext* ctx = store_.slots() > 0 ? store_.find(key) : nullptr;
   // Control data (not counted): every rank must take the same path, or the exchanges differ.
   return comm_.all_reduce_min(std::int64_t{ctx != nullptr ? 1 : 0}) == 1 ? ctx : nullptr;
 }
 
-bool HeadParallelStrategy::backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
-                                                const TensorView& out) {
+bool UlyssesFamilyBase::backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
+                                             const TensorView& out) {
   std::uint64_t key = 0;
   return agreed_context(q, k, v, out, key) != nullptr;
 }
 
-void HeadParallelStrategy::backward_in(const Communicator& group, const UlyssesExchange& ex,
-                                       const GroupAttention& attend, const TensorView& dout,
-                                       const TensorView& q, const TensorView& k, const TensorView& v,
-                                       const TensorView& out, const TensorView& lse, const TensorView& dq,
-                                       const TensorView& dk, const TensorView& dv, DistStats& stats) {
+void UlyssesFamilyBase::backward_in(const Communicator& group, const UlyssesExchange& ex,
+                                    const GroupAttention& attend, const TensorView& dout, const TensorView& q,
+                                    const TensorView& k, const TensorView& v, const TensorView& out,
+                                    const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                                    const TensorView& dv, DistStats& stats) {
   if (ex.split().u == 1 && lse.data != nullptr) {  // nothing to spare (forward_in): the stateless path,
     run(peak_bwd_, stats,                          // which at u = 1 holds no more than the saved one
         [&](PassTimes& t) { ulysses_backward(group, ex, attend, dout, q, k, v, out, lse, dq, dk, dv, &t); });
@@ -490,10 +494,10 @@ void HeadParallelStrategy::backward_in(const Communicator& group, const UlyssesE
 
 namespace {
 
-class UlyssesStrategy final : public HeadParallelStrategy {
+class UlyssesStrategy final : public UlyssesFamilyBase {
  public:
   explicit UlyssesStrategy(const Setup& setup)
-      : HeadParallelStrategy(setup, "ulysses"),
+      : UlyssesFamilyBase(setup, "ulysses"),
         ex_(setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
         attend_(ex_, step_params(setup, nullptr, nullptr, nullptr)) {}
@@ -515,7 +519,7 @@ class UlyssesStrategy final : public HeadParallelStrategy {
 
 }  // namespace
 
-void validate_ulysses(const DistConfig&, const ProblemShape& shape, const Mask&, int P) {
+void validate_ulysses(const DistConfig&, const ProblemShape& shape, const ResolvedMask&, int P) {
   // Every layout and every mask: tokens are regathered in global order, the kernel sees positions.
   make_head_split(shape.H, shape.H_kv, P, "ulysses");
 }

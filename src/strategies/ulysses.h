@@ -68,7 +68,8 @@ class UlyssesExchange {
   /// the same kinds in the same order. Each field travels in its own dtype (local and gathered
   /// views share it; Q, K, V, dO may be bf16/f16, row vectors are fp32): sends
   /// Σ_fields B·S_local·(heads or kv_heads)·W·e bytes to each other member (W = D, or 1 for rows;
-  /// e = bytes per element), rounded up to whole 4-byte words per member. Cost: one
+  /// e = bytes per element), each field at an offset aligned to its element size (a
+  /// WireLayout per partner segment; src/wire_layout.h). Cost: one
   /// all_to_all_v plus two copies.
   void seq_to_heads(const Communicator& comm, const std::vector<Field>& fields) const;
   /// Heads → sequence: overwrites every field's `local` from all members' `gathered`; KV fields
@@ -189,13 +190,13 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
 /// backward_without_lse first when the caller passed none). Either path frees the context it
 /// matched. With one member (u = 1) nothing moves, so a context is kept only for callers that
 /// pass no lse, and a backward given lse takes the stateless path without looking for one.
-class HeadParallelStrategy : public PlannedStrategy {
+class UlyssesFamilyBase : public PlannedStrategy {
  public:
   bool backward_without_lse(const TensorView& q, const TensorView& k, const TensorView& v,
                             const TensorView& out) override;
 
  protected:
-  HeadParallelStrategy(const Setup& setup, const char* name)
+  UlyssesFamilyBase(const Setup& setup, const char* name)
       : PlannedStrategy(setup), name_(name), store_(setup.cfg.saved_contexts) {}
   void forward_in(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
                   const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

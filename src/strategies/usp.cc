@@ -71,20 +71,21 @@ class GroupRingAttention final : public GroupAttention {
                const TensorView& lse, PassTimes* times) const override {
     BufferPool& pool = exec_.pool();
     const DType dt = k.dtype;  // K, V travel in their storage dtype (bf16/f16: half the bytes)
-    const std::int64_t n = k.numel();
-    std::vector<float> own = pool.get(packed_pair_floats(n, dt));
-    own.clear();  // capacity kept: packing below reuses the pooled memory
-    append_packed_pair(k, v, own);
-    std::vector<float> out_mem = pool.get(out.numel()), lse_mem = pool.get(lse.numel());
-    const TensorView part_out = make_view(out_mem.data(), shape_of(out));
-    const TensorView part_lse = make_view(lse_mem.data(), shape_of(lse));
+    const WireLayout kv = wire::kv_block(dt, k.numel());
+    ByteBuffer own = pool.get(kv.bytes());
+    pack_field(kv, wire::kK, k, own.data());
+    pack_field(kv, wire::kV, v, own.data());
+    TypedTensor out_mem = pooled_tensor(pool, shape_of(out), DType::F32),
+                lse_mem = pooled_tensor(pool, shape_of(lse), DType::F32);
+    const TensorView part_out = out_mem.view(), part_lse = lse_mem.view();
     bool first = true;
     RingRunStats rs;
     exec_.run(
         std::move(own), 0,
-        [&](int, int j, const float* read, float*, const std::function<void()>& progress, RowSlice) {
+        [&](int, int j, const std::byte* read, float*, const std::function<void()>& progress, RowSlice) {
           if (visible(me_, j) == 0) return;
-          const TensorView kj = at(read, 0, k), vj = at(read, n, v);
+          const TensorView kj = field_view(kv, wire::kK, read, shape_of(k)),
+                           vj = field_view(kv, wire::kV, read, shape_of(v));
           if (first) {
             kernels::step_forward(q, kj, vj, out, lse, params(me_, j, progress));
             first = false;
@@ -98,8 +99,8 @@ class GroupRingAttention final : public GroupAttention {
       fill_view(out, 0.0f);
       fill_view(lse, kNegInf);
     }
-    pool.put(std::move(out_mem));
-    pool.put(std::move(lse_mem));
+    pool.put(out_mem.release());
+    pool.put(lse_mem.release());
     add_times(times, rs);
   }
 
@@ -110,56 +111,55 @@ class GroupRingAttention final : public GroupAttention {
     RingRunStats rs;
     if (query_side_) {
       // Read payload: Q, dO (storage dtype, one packed pair), delta, lse (fp32); write: dQ.
-      const DType dt = q.dtype;
-      const std::int64_t n = q.numel(), qd = packed_pair_floats(n, dt), rf = lse.numel();
+      const WireLayout qb = wire::query_block(q.dtype, q.numel(), lse.numel());
       fill_view(dk, 0.0f);
       fill_view(dv, 0.0f);
-      std::vector<float> own = pool.get(qd + 2 * rf);
-      own.clear();
-      append_packed_pair(q, dout, own);
-      append_packed(delta, own);
-      append_packed(lse, own);
-      std::vector<float> dq_home = exec_.run(
+      ByteBuffer own = pool.get(qb.bytes());
+      pack_field(qb, wire::kQ, q, own.data());
+      pack_field(qb, wire::kDout, dout, own.data());
+      pack_field(qb, wire::kDelta, delta, own.data());
+      pack_field(qb, wire::kLse, lse, own.data());
+      ByteBuffer dq_home = exec_.run(
           std::move(own), dq.numel(),
-          [&](int, int j, const float* read, float* write, const std::function<void()>& progress, RowSlice) {
+          [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
+              RowSlice) {
             if (visible(j, me_) == 0) return;
-            kernels::step_backward(at(read, n, dout), at(read, 0, q), k, v,
-                                   make_view(read + qd + rf, shape_of(lse)),
-                                   make_view(read + qd, shape_of(delta)), make_view(write, shape_of(dq)), dk,
-                                   dv, params(j, me_, progress), true);
+            kernels::step_backward(field_view(qb, wire::kDout, read, shape_of(dout)),
+                                   field_view(qb, wire::kQ, read, shape_of(q)), k, v,
+                                   field_view(qb, wire::kLse, read, shape_of(lse)),
+                                   field_view(qb, wire::kDelta, read, shape_of(delta)),
+                                   make_view(write, shape_of(dq)), dk, dv, params(j, me_, progress), true);
           },
           rs);
-      unpack_into(dq_home.data(), dq);
+      unpack_into(f32_data(dq_home), dq);
       pool.put(std::move(dq_home));
     } else {
       // Read payload: K, V (storage dtype, one packed pair); write: dK, dV (fp32).
-      const DType dt = k.dtype;
       const std::int64_t n = k.numel();
+      const WireLayout kv = wire::kv_block(k.dtype, n);
       fill_view(dq, 0.0f);
-      std::vector<float> own = pool.get(packed_pair_floats(n, dt));
-      own.clear();
-      append_packed_pair(k, v, own);
-      std::vector<float> dkv = exec_.run(
+      ByteBuffer own = pool.get(kv.bytes());
+      pack_field(kv, wire::kK, k, own.data());
+      pack_field(kv, wire::kV, v, own.data());
+      ByteBuffer dkv = exec_.run(
           std::move(own), 2 * n,
-          [&](int, int j, const float* read, float* write, const std::function<void()>& progress, RowSlice) {
+          [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
+              RowSlice) {
             if (visible(me_, j) == 0) return;
-            kernels::step_backward(dout, q, at(read, 0, k), at(read, n, v), lse, delta, dq,
+            kernels::step_backward(dout, q, field_view(kv, wire::kK, read, shape_of(k)),
+                                   field_view(kv, wire::kV, read, shape_of(v)), lse, delta, dq,
                                    make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
                                    params(me_, j, progress), true);
           },
           rs);
-      unpack_into(dkv.data(), dk);
-      unpack_into(dkv.data() + n, dv);
+      unpack_into(f32_data(dkv), dk);
+      unpack_into(f32_data(dkv) + n, dv);
       pool.put(std::move(dkv));
     }
     add_times(times, rs);
   }
 
  private:
-  /// The BSHD tensor shaped like `like` (in its dtype) `elements` elements into a packed pair.
-  static TensorView at(const float* read, std::int64_t elements, const TensorView& like) {
-    return bshd_view_at(read, elements, like.dtype, like.size(0), like.size(1), like.size(2), like.size(3));
-  }
   std::int64_t visible(int q_group, int kv_group) const {
     return pairs_[static_cast<std::size_t>(q_group)][static_cast<std::size_t>(kv_group)];
   }
@@ -180,10 +180,10 @@ class GroupRingAttention final : public GroupAttention {
   kernels::StepParams base_;
 };
 
-class UspStrategy final : public HeadParallelStrategy {
+class UspStrategy final : public UlyssesFamilyBase {
  public:
   UspStrategy(const Setup& setup, int u)
-      : HeadParallelStrategy(setup, "usp"),
+      : UlyssesFamilyBase(setup, "usp"),
         layout_(setup.plan->layout()),
         groups_(groups(layout_, u)),
         ulysses_(setup.comm.split_channel(setup.rank / u, setup.rank % u)),
@@ -228,7 +228,7 @@ class UspStrategy final : public HeadParallelStrategy {
 
 }  // namespace
 
-void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const Mask& mask, int P) {
+void validate_usp(const DistConfig& cfg, const ProblemShape& shape, const ResolvedMask& mask, int P) {
   BURST_CHECK(cfg.ulysses_degree >= 0, InvalidArgument, "usp: ulysses_degree=", cfg.ulysses_degree,
               " must be ≥ 0 (0 picks the largest divisor of P dividing H_kv)");
   const int u = resolve_ulysses_degree(cfg.ulysses_degree, P, shape.H_kv);
