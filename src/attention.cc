@@ -385,16 +385,16 @@ struct Seq {
 // as the internal kernel entry's parameters (kernels/step.h).
 template <typename Fn>
 void for_each_problem(const Call& c, const AttentionParams& p, Fn&& fn) {
-  kernels::StepParams sp;
-  sp.softmax_scale = c.scale;
-  sp.q_positions = c.q_pos.data();
-  sp.kv_positions = c.kv_pos.data();
+  kernels::KernelParams sp;
+  sp.scale = c.scale;
+  sp.q_pos = c.q_pos.data();
+  sp.kv_pos = c.kv_pos.data();
   sp.num_threads = c.threads;
   sp.impl = p.impl;
   sp.isa = c.isa;
   sp.block_q = p.block_q;
   sp.block_kv = p.block_kv;
-  sp.progress = p.progress;
+  sp.progress = p.progress ? &p.progress : nullptr;
   if (!c.varlen) {
     sp.mask = &c.masks[0];
     fn(sp, Seq{0, c.S_q, 0, c.S_kv});
@@ -428,7 +428,7 @@ void backward_core(const char* api, const Call& c, const TensorView& dout, const
   check_no_alias(api, "dq", dq, "dv", dv);
   check_no_alias(api, "dk", dk, "dv", dv);
   const bool vl = c.varlen;
-  for_each_problem(c, params, [&](const kernels::StepParams& sp, const Seq& s) {
+  for_each_problem(c, params, [&](const kernels::KernelParams& sp, const Seq& s) {
     kernels::step_backward(sequence(dout, vl, s.q0, s.nq), sequence(q, vl, s.q0, s.nq),
                            sequence(k, vl, s.kv0, s.nkv), sequence(v, vl, s.kv0, s.nkv),
                            sequence_rows(lse, vl, s.q0, s.nq), sequence_rows(delta, vl, s.q0, s.nq),
@@ -455,7 +455,7 @@ void attention_forward(const TensorView& q, const TensorView& k, const TensorVie
   }
   check_no_alias(api, "out", out, "lse", lse);
   const bool vl = c.varlen;
-  for_each_problem(c, params, [&](const kernels::StepParams& sp, const Seq& s) {
+  for_each_problem(c, params, [&](const kernels::KernelParams& sp, const Seq& s) {
     kernels::step_forward(sequence(q, vl, s.q0, s.nq), sequence(k, vl, s.kv0, s.nkv),
                           sequence(v, vl, s.kv0, s.nkv), sequence(out, vl, s.q0, s.nq),
                           sequence_rows(lse, vl, s.q0, s.nq), sp);

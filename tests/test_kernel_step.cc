@@ -90,11 +90,11 @@ TEST(KernelStep, SameBitsAsThePublicEntryForEveryMaskAndLayout) {
                                             pub, true);
             });
 
-        kernels::StepParams step;  // the fast path: resolved once, trusted
+        kernels::KernelParams step;  // the fast path: resolved once, trusted
         step.mask = &resolved;
-        step.q_positions = qp.data();
-        step.kv_positions = kp.data();
-        step.softmax_scale = 1.0f / 4.0f;  // 1/sqrt(D), as the public entry's default
+        step.q_pos = qp.data();
+        step.kv_pos = kp.data();
+        step.scale = 1.0f / 4.0f;  // 1/sqrt(D), as the public entry's default
         step.num_threads = 2;
         step.impl = impl;
         step.isa = detect_isa();
@@ -125,10 +125,10 @@ TEST(KernelStep, AMaskResolvedAgainstOtherLengthsGivesOtherResults) {
   const Tensor q = test::random_tensor({1, n, H, D}, 5), k = test::random_tensor({1, n, H, D}, 6);
   const Tensor v = test::random_tensor({1, n, H, D}, 7);
   const ResolvedMask right(Mask::causal_mask(), S, S), wrong(Mask::causal_mask(), S, 2 * S);
-  kernels::StepParams step;
-  step.q_positions = qp.data();
-  step.kv_positions = kp.data();
-  step.softmax_scale = 0.25f;
+  kernels::KernelParams step;
+  step.q_pos = qp.data();
+  step.kv_pos = kp.data();
+  step.scale = 0.25f;
   step.isa = detect_isa();
   Tensor out_right({1, n, H, D}), lse_right({1, H, n}), out_wrong({1, n, H, D}), lse_wrong({1, H, n});
   step.mask = &right;

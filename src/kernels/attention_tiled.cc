@@ -48,7 +48,7 @@ struct ForwardPacks {
   std::span<float> kt;  // [B][H_kv][n_kt][D][bkv] (panels: Kᵀ of each tile in column panels)
   std::span<float> v;   // [B][H_kv][n_kt][bkv][Dp] (panels: V of each tile in column panels)
   std::int64_t kt_tile = 0, v_tile = 0;
-  bool panels = false;            // tiled::use_panels: B operands packed for gemm_packed
+  bool panels = false;               // tiled::use_panels: B operands packed for gemm_packed
   std::int64_t kt_ld = 0, v_ld = 0;  // row stride, or panel stride when panels
   // bf16 path only: pair-packed copies (bf16 elements per tile: D2·bkv and bkv·Dp).
   std::uint16_t* kt16 = nullptr;
@@ -75,14 +75,15 @@ struct ForwardScratch {
   static Slots plan(WorkspacePlan& plan, const Geometry& g, int D, bool bf16, bool panels) {
     const auto bq = static_cast<std::size_t>(g.bq);
     const std::int64_t D2 = D + (D & 1);
-    return {plan.add(bq * static_cast<std::size_t>(D)),
-            plan.add(bq * static_cast<std::size_t>(g.bkv)),
-            plan.add(bq * static_cast<std::size_t>(g.Dp)),
-            plan.add(bq),
-            plan.add(bq),
-            plan.add(bf16 ? tiled::bf16_floats(g.bq * D2) : 0),
-            plan.add(bf16 ? tiled::bf16_floats(g.bq * g.bkv) : 0),
-            plan.add(panels ? static_cast<std::size_t>(g.bkv) * static_cast<std::size_t>(std::max(D, g.Dp)) : 0)};
+    return {
+        plan.add(bq * static_cast<std::size_t>(D)),
+        plan.add(bq * static_cast<std::size_t>(g.bkv)),
+        plan.add(bq * static_cast<std::size_t>(g.Dp)),
+        plan.add(bq),
+        plan.add(bq),
+        plan.add(bf16 ? tiled::bf16_floats(g.bq * D2) : 0),
+        plan.add(bf16 ? tiled::bf16_floats(g.bq * g.bkv) : 0),
+        plan.add(panels ? static_cast<std::size_t>(g.bkv) * static_cast<std::size_t>(std::max(D, g.Dp)) : 0)};
   }
   ForwardScratch(float* base, const Slots& s_)
       : q(slice(base, s_.q)),
@@ -95,7 +96,8 @@ struct ForwardScratch {
         pack(slice(base, s_.pack)) {}
 };
 
-void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx, float* tmp) {
+void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs, std::int64_t idx,
+                       float* tmp) {
   const std::int64_t t = idx % g.n_kt, bh = idx / g.n_kt;
   const std::int64_t b = bh / p.H_kv, hk = bh % p.H_kv;
   const std::int64_t j0 = g.kv_begin(t);
@@ -225,7 +227,8 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   ForwardPacks packs;
   packs.panels = tiled::use_panels(mk, bf16);
   packs.kt_tile = packs.panels ? tiled::panels_floats(mk, D, g.bkv) : p.D * g.bkv;
-  packs.v_tile = packs.panels ? tiled::panels_floats(mk, g.bkv, g.Dp) : static_cast<std::int64_t>(g.bkv) * g.Dp;
+  packs.v_tile =
+      packs.panels ? tiled::panels_floats(mk, g.bkv, g.Dp) : static_cast<std::int64_t>(g.bkv) * g.Dp;
   packs.kt_ld = packs.panels ? tiled::panel_stride(mk, D) : g.bkv;
   packs.v_ld = packs.panels ? tiled::panel_stride(mk, g.bkv) : g.Dp;
   const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;

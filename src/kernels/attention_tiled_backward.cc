@@ -92,18 +92,19 @@ struct BackwardScratch {
   std::vector<std::pair<std::int64_t, TileClass>> live;
   static constexpr std::size_t kArrays = 19;
   using Slots = std::array<WorkspaceSlot, kArrays>;
-  static Slots plan(WorkspacePlan& plan, const Microkernels& mk, const Geometry& g, int D, std::int64_t chunk_rows,
-                    bool bf16, bool panels) {
+  static Slots plan(WorkspacePlan& plan, const Microkernels& mk, const Geometry& g, int D,
+                    std::int64_t chunk_rows, bool bf16, bool panels) {
     const auto bq = static_cast<std::size_t>(g.bq), bkv = static_cast<std::size_t>(g.bkv);
     const auto Dp = static_cast<std::size_t>(g.Dp), Dn = static_cast<std::size_t>(D);
     const auto rows = static_cast<std::size_t>(chunk_rows);
     const std::size_t h = bf16 ? 1 : 0, D2 = Dn + (Dn & 1);  // bf16 arrays: n/2 floats
     const std::size_t qt_n = panels ? static_cast<std::size_t>(tiled::panels_floats(mk, D, g.bq)) : Dn * bq;
-    const std::size_t qp_n = panels ? static_cast<std::size_t>(tiled::panels_floats(mk, g.bq, g.Dp)) : bq * Dp;
+    const std::size_t qp_n =
+        panels ? static_cast<std::size_t>(tiled::panels_floats(mk, g.bq, g.Dp)) : bq * Dp;
     //                   qt    qp    dot   dop   shift delta dqt      dq       st         dpt dk
     //                   dv
-    const std::size_t n[kArrays] = {qt_n, qp_n, qt_n, qp_n, bq, bq, Dn * bq, bq * Dp, bkv * bq,
-                                    bkv * bq, rows * Dp, rows * Dp,
+    const std::size_t n[kArrays] = {qt_n, qp_n, qt_n, qp_n, bq, bq, Dn * bq, bq * Dp, bkv * bq, bkv * bq,
+                                    rows * Dp, rows * Dp,
                                     //                   qt2          dot2         qp2          dop2 p16 ds2
                                     h * D2 * bq / 2, h * D2 * bq / 2, h * bq * Dp / 2, h * bq * Dp / 2,
                                     h * bkv * bq / 2, h * bkv * bq / 2,
@@ -114,8 +115,8 @@ struct BackwardScratch {
     return slots;
   }
   BackwardScratch(float* base, const Slots& slots) {
-    std::span<float>* arrays[kArrays] = {&qt,  &qp, &dot, &dop, &shift, &delta, &dqt,  &dq,  &st,  &dpt,
-                                         &dk,  &dv, &qt2, &dot2, &qp2,  &dop2,  &p16, &ds2, &pack};
+    std::span<float>* arrays[kArrays] = {&qt, &qp, &dot, &dop,  &shift, &delta, &dqt, &dq,  &st,  &dpt,
+                                         &dk, &dv, &qt2, &dot2, &qp2,   &dop2,  &p16, &ds2, &pack};
     for (std::size_t i = 0; i < kArrays; ++i) *arrays[i] = slice(base, slots[i]);
   }
 };

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "burst/attention.h"
+#include "burst/isa.h"
 #include "burst/tensor.h"
 #include "kernels/kernels.h"
 

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "burst/attention.h"
+#include "burst/isa.h"
 #include "burst/tensor.h"
 
 namespace burst::kernels {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "burst/attention.h"
+#include "burst/isa.h"
 #include "burst/mask.h"
 
 namespace burst::kernels {
@@ -37,17 +37,27 @@ struct MutRowOperand {
   std::int64_t sb = 0, sh = 0, ss = 1;
 };
 
-struct Problem {
-  std::int64_t B = 0, S_q = 0, S_kv = 0, H = 0, H_kv = 0, D = 0;
-  Operand q, k, v;
-  float scale = 1.0f;
-  const ResolvedMask* mask = nullptr;               ///< never null
+/// The kernel parameters, resolved: what AttentionParams (burst/attention.h) becomes after
+/// validation, and what every strategy step hands the kernels. One struct from the public call
+/// (src/attention.cc) and the strategies (src/strategies/common.cc: step_params) through
+/// step_forward / step_backward (kernels/step.h) to the kernels, which read it as the base of
+/// their Problem.
+struct KernelParams {
+  const ResolvedMask* mask = nullptr;               ///< never null; outlives the call
   const std::int64_t* q_pos = nullptr;              ///< [S_q] strictly increasing global positions
   const std::int64_t* kv_pos = nullptr;             ///< [S_kv]
+  float scale = 1.0f;                               ///< τ in softmax(τ·QKᵀ), finite and > 0
   int num_threads = 1;                              ///< ≥ 1
+  KernelImpl impl = KernelImpl::Tiled;              ///< read by step_forward / step_backward
+  Isa isa = Isa::Portable;                          ///< resolved (never Auto), supported here
   int block_q = 0, block_kv = 0;                    ///< 0 → kernel default
-  Isa isa = Isa::Portable;                          ///< resolved (never Auto)
-  const std::function<void()>* progress = nullptr;  ///< may be null; call on thread 0 only
+  const std::function<void()>* progress = nullptr;  ///< may be null; called on thread 0 only
+};
+
+/// One kernel call: the parameters and the shapes and views of q, k, v.
+struct Problem : KernelParams {
+  std::int64_t B = 0, S_q = 0, S_kv = 0, H = 0, H_kv = 0, D = 0;
+  Operand q, k, v;
 };
 
 struct ForwardIO {

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "burst/attention.h"
+#include "burst/isa.h"
 
 namespace burst::kernels {
 

@@ -110,8 +110,8 @@ void gemm(const float* A, std::int64_t lda, const float* B, std::int64_t ldb, fl
 // contiguous K × panel block, so the block's B loads walk memory linearly (no strided rows that
 // alias in L1 sets) and the rows × panel register block is the widest the registers hold.
 template <int NVp, int Rp>
-void gemm_packed(const float* A, std::int64_t lda, const float* Bp, std::int64_t ldp, float* C, std::int64_t ldc,
-                 int M, int N, int K, bool accumulate) {
+void gemm_packed(const float* A, std::int64_t lda, const float* Bp, std::int64_t ldp, float* C,
+                 std::int64_t ldc, int M, int N, int K, bool accumulate) {
   constexpr int W = VecT::W;
   const int nv_total = N / W;
   for (int v0 = 0; v0 < nv_total; v0 += NVp) {

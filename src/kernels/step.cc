@@ -1,5 +1,5 @@
-// The one internal kernel entry (step.h): trusted BSHD views → a kernels::Problem → the
-// reference or tiled kernel.
+// The one internal kernel entry (step.h): trusted BSHD views and the KernelParams → a
+// kernels::Problem (those parameters plus the views) → the reference or tiled kernel.
 #include "kernels/step.h"
 
 #include <cassert>
@@ -8,11 +8,12 @@ namespace burst::kernels {
 
 namespace {
 
-Problem problem(const TensorView& q, const TensorView& k, const TensorView& v, const StepParams& p) {
+Problem problem(const TensorView& q, const TensorView& k, const TensorView& v, const KernelParams& p) {
   assert(p.mask != nullptr && p.num_threads >= 1 && p.isa != Isa::Auto);
-  assert((p.q_positions != nullptr || q.shape[1] == 0) && (p.kv_positions != nullptr || k.shape[1] == 0));
+  assert((p.q_pos != nullptr || q.shape[1] == 0) && (p.kv_pos != nullptr || k.shape[1] == 0));
   assert(q.dtype == k.dtype && k.dtype == v.dtype && k.shape == v.shape);
   Problem pb;
+  static_cast<KernelParams&>(pb) = p;
   pb.B = q.shape[0];
   pb.S_q = q.shape[1];
   pb.S_kv = k.shape[1];
@@ -22,22 +23,13 @@ Problem problem(const TensorView& q, const TensorView& k, const TensorView& v, c
   pb.q = bshd_operand<Operand>(q);
   pb.k = bshd_operand<Operand>(k);
   pb.v = bshd_operand<Operand>(v);
-  pb.scale = p.softmax_scale;
-  pb.mask = p.mask;
-  pb.q_pos = p.q_positions;
-  pb.kv_pos = p.kv_positions;
-  pb.num_threads = p.num_threads;
-  pb.block_q = p.block_q;
-  pb.block_kv = p.block_kv;
-  pb.isa = p.isa;
-  pb.progress = p.progress ? &p.progress : nullptr;
   return pb;
 }
 
 }  // namespace
 
 void step_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-                  const TensorView& lse, const StepParams& p) {
+                  const TensorView& lse, const KernelParams& p) {
   const Problem pb = problem(q, k, v, p);
   ForwardIO io;
   io.out = bshd_operand<MutOperand>(out);
@@ -50,7 +42,7 @@ void step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
 
 void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                    const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
-                   const TensorView& dv, const StepParams& p, bool accumulate) {
+                   const TensorView& dv, const KernelParams& p, bool accumulate) {
   const Problem pb = problem(q, k, v, p);
   BackwardIO io;
   io.dout = bshd_operand<Operand>(dout);

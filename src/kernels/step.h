@@ -16,25 +16,12 @@
 #include <cstdint>
 #include <functional>
 
-#include "burst/attention.h"
+#include "burst/isa.h"
 #include "burst/mask.h"
 #include "burst/tensor.h"
 #include "kernels/kernels.h"
 
 namespace burst::kernels {
-
-/// A step's resolved kernel parameters: AttentionParams after validation (field names kept).
-struct StepParams {
-  const ResolvedMask* mask = nullptr;          ///< never null; outlives the call
-  const std::int64_t* q_positions = nullptr;   ///< [S_q] strictly increasing global positions
-  const std::int64_t* kv_positions = nullptr;  ///< [S_kv]
-  float softmax_scale = 1.0f;                  ///< τ, finite and > 0
-  int num_threads = 1;                         ///< ≥ 1
-  KernelImpl impl = KernelImpl::Tiled;
-  Isa isa = Isa::Portable;         ///< resolved (never Auto), supported by this CPU
-  int block_q = 0, block_kv = 0;   ///< 0 → kernel default
-  std::function<void()> progress;  ///< may be empty; called on the calling thread
-};
 
 /// A trusted BSHD view [B,S,H,D] (D contiguous) as a kernel operand (Operand or MutOperand).
 template <typename Op>
@@ -64,12 +51,12 @@ Op row_operand(const TensorView& t) {
 /// attention_forward on trusted BSHD views: q [B,S_q,H,D], k, v [B,S_kv,H_kv,D], out like q,
 /// lse [B,H,S_q] (any strides, D contiguous). Not collective.
 void step_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-                  const TensorView& lse, const StepParams& p);
+                  const TensorView& lse, const KernelParams& p);
 
 /// attention_backward_with_delta on trusted BSHD views (delta, lse [B,H,S_q]): adds into dq, dk,
 /// dv (F32) when accumulate, else overwrites. Not collective.
 void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                    const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
-                   const TensorView& dv, const StepParams& p, bool accumulate);
+                   const TensorView& dv, const KernelParams& p, bool accumulate);
 
 }  // namespace burst::kernels

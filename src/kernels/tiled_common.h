@@ -72,7 +72,9 @@ inline bool use_panels(const Microkernels& mk, bool bf16) { return mk.gemm_packe
 
 /// Floats between panels of a B operand of K rows packed by pack_panels, and floats of the whole
 /// packed K × N operand.
-inline std::int64_t panel_stride(const Microkernels& mk, int K) { return static_cast<std::int64_t>(K) * mk.panel; }
+inline std::int64_t panel_stride(const Microkernels& mk, int K) {
+  return static_cast<std::int64_t>(K) * mk.panel;
+}
 inline std::int64_t panels_floats(const Microkernels& mk, int K, int N) {
   return (N + mk.panel - 1) / mk.panel * panel_stride(mk, K);
 }

@@ -7,7 +7,7 @@
 #include <memory>
 #include <new>
 
-#include "burst/attention.h"
+#include "burst/isa.h"
 
 namespace burst::kernels {
 namespace {

@@ -66,7 +66,7 @@ class AllGatherStrategy final : public Strategy {
     stats.visible_pairs = own_pairs();
     PassRecord rec(setup_, "bwd");
     if (P == 1) {  // one rank: dK, dV are complete, nothing to gather or reduce-scatter
-      const kernels::StepParams p = step_params(setup_, own_positions(), own_positions(), nullptr);
+      const kernels::KernelParams p = step_params(setup_, own_positions(), own_positions(), nullptr);
       stats.compute_seconds = 0;
       rec.log.compute(0, stats.compute_seconds,
                       [&] { kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, false); });
@@ -95,7 +95,7 @@ class AllGatherStrategy final : public Strategy {
         if (block_pairs(setup_, setup_.rank, r) == 0) continue;  // no query sees block r: dK, dV stay 0
         const std::byte* block = ranked.data() + kv.bytes() * r;
         float* grad = f32_data(send) + 2 * b_kv_ * r;
-        const kernels::StepParams p =
+        const kernels::KernelParams p =
             step_params(setup_, own_positions(), rank_positions(setup_, r).data(), nullptr);
         kernels::step_backward(dout, q, field_view(kv, wire::kK, block, {s.B, S_, s.H_kv, s.D}),
                                field_view(kv, wire::kV, block, {s.B, S_, s.H_kv, s.D}), lse, delta, dq,

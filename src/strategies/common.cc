@@ -292,19 +292,19 @@ std::uint64_t content_fingerprint(std::initializer_list<TensorView> views) {
   return h;
 }
 
-kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
-                                const std::function<void()>* progress) {
-  kernels::StepParams p;
+kernels::KernelParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
+                                  const std::function<void()>* progress) {
+  kernels::KernelParams p;
   p.mask = setup.resolved.get();
-  p.q_positions = q_pos;
-  p.kv_positions = kv_pos;
-  p.softmax_scale = setup.softmax_scale;
+  p.q_pos = q_pos;
+  p.kv_pos = kv_pos;
+  p.scale = setup.softmax_scale;
   p.num_threads = setup.cfg.num_threads > 0 ? setup.cfg.num_threads : std::max(1, omp_get_max_threads());
   p.impl = setup.cfg.kernel;
   // One resolution per DistAttention pass set-up; both passes follow the same rule today
   // (burst/dispatch.h), so the forward's key stands for both.
   p.isa = resolve_isa(setup.cfg.isa, setup.shape.dtype, KernelPass::Forward);
-  if (progress != nullptr && setup.cfg.overlap) p.progress = *progress;
+  if (setup.cfg.overlap) p.progress = progress;  // the caller's hook outlives its steps
   return p;
 }
 

@@ -120,10 +120,11 @@ std::uint64_t content_fingerprint(std::initializer_list<TensorView> views);
 
 /// Kernel parameters of a step for the internal kernel entry (kernels/step.h): queries at q_pos,
 /// keys at kv_pos (global, increasing), the mask resolved once per DistAttention
-/// (setup.resolved, over (S_global, S_global)); the progress hook only when cfg.overlap.
-/// Cheap: no validation, no copy of the mask.
-kernels::StepParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
-                                const std::function<void()>* progress);
+/// (setup.resolved, over (S_global, S_global)); the progress hook only when cfg.overlap (not
+/// copied: it must outlive the kernel calls made with the result). Cheap: no validation, no
+/// copy of the mask.
+kernels::KernelParams step_params(const Setup& setup, const std::int64_t* q_pos, const std::int64_t* kv_pos,
+                                  const std::function<void()>* progress);
 
 /// Rows [q0, q1) × [k0, k1) of one kernel call (backward_spans).
 struct KernelSpan {

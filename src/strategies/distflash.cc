@@ -54,11 +54,11 @@ ChunkDims chunk_dims(const TensorView& q, const TensorView& k) {
 }
 
 /// The kernel parameters of block (q chunk, kv chunk): positions (0 .. P·c − 1) at the chunks.
-kernels::StepParams block_params(const kernels::StepParams& base, const std::int64_t* positions,
-                                 const ChunkDims& d, const FlashBlock& blk) {
-  kernels::StepParams p = base;
-  p.q_positions = positions + blk.q * d.c;
-  p.kv_positions = positions + blk.kv * d.c;
+kernels::KernelParams block_params(const kernels::KernelParams& base, const std::int64_t* positions,
+                                   const ChunkDims& d, const FlashBlock& blk) {
+  kernels::KernelParams p = base;
+  p.q_pos = positions + blk.q * d.c;
+  p.kv_pos = positions + blk.kv * d.c;
   return p;
 }
 
@@ -104,10 +104,10 @@ void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t, co
 
 }  // namespace
 
-void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
-                       const std::int64_t* positions, const TensorView& q, const TensorView& k,
-                       const TensorView& v, const TensorView& out, const TensorView& lse, FlashOverlap ov,
-                       PassTimes& times) {
+void distflash_forward(const Communicator& comm, const DistFlashSchedule& s,
+                       const kernels::KernelParams& base, const std::int64_t* positions, const TensorView& q,
+                       const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& lse,
+                       FlashOverlap ov, PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const ChunkDims d = chunk_dims(q, k);
   ByteBuffer kv_payload, q_payload;
@@ -131,8 +131,8 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
     pending.progress();
   };
   const auto params = [&](const FlashBlock& blk) {
-    kernels::StepParams p = block_params(base, positions, d, blk);
-    if (ov.inputs) p.progress = poll;
+    kernels::KernelParams p = block_params(base, positions, d, blk);
+    if (ov.inputs) p.progress = &poll;
     return p;
   };
   const auto merge_pending = [&] {
@@ -195,11 +195,11 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s, con
   times.comm_seconds += sends.wait_all();
 }
 
-void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, const kernels::StepParams& base,
-                        const std::int64_t* positions, const TensorView& dout, const TensorView& q,
-                        const TensorView& k, const TensorView& v, const TensorView& out,
-                        const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                        const TensorView& dv, FlashOverlap ov, PassTimes& times) {
+void distflash_backward(const Communicator& comm, const DistFlashSchedule& s,
+                        const kernels::KernelParams& base, const std::int64_t* positions,
+                        const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& lse, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv, FlashOverlap ov, PassTimes& times) {
   const int me = comm.rank(), P = s.P;
   const ChunkDims d = chunk_dims(q, k);
   Tensor delta({d.B, d.H, d.c});
@@ -228,8 +228,8 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s, co
     pending.progress();
   };
   const auto params = [&](const FlashBlock& blk) {
-    kernels::StepParams p = block_params(base, positions, d, blk);
-    if (ov.inputs) p.progress = poll;
+    kernels::KernelParams p = block_params(base, positions, d, blk);
+    if (ov.inputs) p.progress = &poll;
     return p;
   };
   const auto add_pending = [&] {
@@ -334,7 +334,7 @@ class DistFlashStrategy final : public PlannedStrategy {
   }
 
  private:
-  kernels::StepParams base_;
+  kernels::KernelParams base_;
   std::vector<std::int64_t> positions_;  ///< 0 .. S_global − 1 (chunk i at i·c)
   FlashOverlap overlap_;
   DistFlashSchedule schedule_;

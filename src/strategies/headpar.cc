@@ -105,7 +105,7 @@ class HeadParallelStrategy final : public PlannedStrategy {
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         shape_(setup.shape),
         me_(setup.rank) {
-    base_.q_positions = base_.kv_positions = ex_.positions().data();
+    base_.q_pos = base_.kv_pos = ex_.positions().data();
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -275,7 +275,7 @@ class HeadParallelStrategy final : public PlannedStrategy {
   }
 
   UlyssesExchange ex_;  // head split, position-sorted rows and the buffer pool (no all-to-all here)
-  kernels::StepParams base_;
+  kernels::KernelParams base_;
   ProblemShape shape_;
   int me_ = 0;
   std::vector<float> rs_fwd_, rs_bwd_;  // reduce-scatter inputs (scatter_input)

@@ -66,7 +66,7 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
         if (block_pairs(setup, g, j) == 0) return;  // no visible pair: skip the block
         const TensorView kj = field_view(kv, wire::kK, read, {d.B, d.S, d.H_kv, d.D});
         const TensorView vj = field_view(kv, wire::kV, read, {d.B, d.S, d.H_kv, d.D});
-        const kernels::StepParams p =
+        const kernels::KernelParams p =
             step_params(setup, rank_positions(setup, g).data(), rank_positions(setup, j).data(), &progress);
         if (first) {
           kernels::step_forward(q, kj, vj, out, lse, p);
@@ -129,7 +129,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
             const TensorView doj = narrow(field_view(qb, wire::kDout, read, {d.B, d.S, d.H, d.D}), 1, a, e);
             const TensorView deltaj = narrow(field_view(qb, wire::kDelta, read, {d.B, d.H, d.S}), 2, a, e);
             const TensorView lsej = narrow(field_view(qb, wire::kLse, read, {d.B, d.H, d.S}), 2, a, e);
-            const kernels::StepParams p = step_params(setup, q_pos + a, kv_pos + sp.k0, &progress);
+            const kernels::KernelParams p = step_params(setup, q_pos + a, kv_pos + sp.k0, &progress);
             kernels::step_backward(doj, qj, narrow(k, 1, sp.k0, sp.k1), narrow(v, 1, sp.k0, sp.k1), lsej,
                                    deltaj, narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, a, e),
                                    narrow(dk, 1, sp.k0, sp.k1), narrow(dv, 1, sp.k0, sp.k1), p, true);
@@ -159,7 +159,7 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
             const std::int64_t a = r0 + sp.k0, e = r0 + sp.k1;
             const TensorView kj = narrow(field_view(kv, wire::kK, read, {d.B, d.S, d.H_kv, d.D}), 1, a, e);
             const TensorView vj = narrow(field_view(kv, wire::kV, read, {d.B, d.S, d.H_kv, d.D}), 1, a, e);
-            const kernels::StepParams p = step_params(setup, q_pos + sp.q0, kv_pos + a, &progress);
+            const kernels::KernelParams p = step_params(setup, q_pos + sp.q0, kv_pos + a, &progress);
             kernels::step_backward(
                 narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
                 narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1), narrow(dq, 1, sp.q0, sp.q1),

@@ -225,10 +225,10 @@ namespace {
 double* comm_sink(PassTimes* t) { return t ? &t->comm_seconds : nullptr; }
 double* compute_sink(PassTimes* t) { return t ? &t->compute_seconds : nullptr; }
 
-kernels::StepParams gathered_params(const kernels::StepParams& base, const UlyssesExchange& ex) {
-  kernels::StepParams p = base;
-  p.q_positions = ex.positions().data();
-  p.kv_positions = ex.positions().data();
+kernels::KernelParams gathered_params(const kernels::KernelParams& base, const UlyssesExchange& ex) {
+  kernels::KernelParams p = base;
+  p.q_pos = ex.positions().data();
+  p.kv_pos = ex.positions().data();
   return p;
 }
 

@@ -102,7 +102,7 @@ class GroupAttention {
 /// the mask resolved against S_global). Not collective. Keeps a reference to `ex`.
 class LocalGroupAttention final : public GroupAttention {
  public:
-  LocalGroupAttention(const UlyssesExchange& ex, kernels::StepParams base)
+  LocalGroupAttention(const UlyssesExchange& ex, kernels::KernelParams base)
       : ex_(ex), base_(std::move(base)) {}
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, PassTimes* times) const override;
@@ -112,7 +112,7 @@ class LocalGroupAttention final : public GroupAttention {
 
  private:
   const UlyssesExchange& ex_;
-  kernels::StepParams base_;
+  kernels::KernelParams base_;
 };
 
 /// The head-sharded tensors of one forward pass, kept for its backward: DeepSpeed-Ulysses keeps

@@ -55,12 +55,13 @@ class GroupRingAttention final : public GroupAttention {
  public:
   GroupRingAttention(const Communicator& ring, RingTopology topo, bool overlap, bool query_side,
                      std::vector<std::vector<std::int64_t>> groups, const ResolvedMask& mask,
-                     kernels::StepParams base)
+                     kernels::KernelParams base)
       : exec_(ring, topo.nodes, topo.ranks_per_node, overlap),
         me_(ring.rank()),
         query_side_(query_side),
         groups_(std::move(groups)),
-        base_(std::move(base)) {
+        base_(std::move(base)),
+        overlap_(overlap) {
     const std::size_t r = groups_.size();
     pairs_.assign(r, std::vector<std::int64_t>(r));
     for (std::size_t i = 0; i < r; ++i)
@@ -163,11 +164,11 @@ class GroupRingAttention final : public GroupAttention {
   std::int64_t visible(int q_group, int kv_group) const {
     return pairs_[static_cast<std::size_t>(q_group)][static_cast<std::size_t>(kv_group)];
   }
-  kernels::StepParams params(int q_group, int kv_group, const std::function<void()>& progress) const {
-    kernels::StepParams p = base_;
-    p.q_positions = groups_[static_cast<std::size_t>(q_group)].data();
-    p.kv_positions = groups_[static_cast<std::size_t>(kv_group)].data();
-    if (base_.progress) p.progress = progress;  // base carries the hook only when overlap is on
+  kernels::KernelParams params(int q_group, int kv_group, const std::function<void()>& progress) const {
+    kernels::KernelParams p = base_;
+    p.q_pos = groups_[static_cast<std::size_t>(q_group)].data();
+    p.kv_pos = groups_[static_cast<std::size_t>(kv_group)].data();
+    if (overlap_) p.progress = &progress;
     return p;
   }
 
@@ -177,7 +178,8 @@ class GroupRingAttention final : public GroupAttention {
   std::vector<std::vector<std::int64_t>> groups_;
   std::vector<std::vector<std::int64_t>>
       pairs_;  ///< visible pairs of group i's queries against group j's keys
-  kernels::StepParams base_;
+  kernels::KernelParams base_;
+  bool overlap_ = false;  ///< kernel calls poll the ring's transfers (DistConfig::overlap)
 };
 
 class UspStrategy final : public UlyssesFamilyBase {
@@ -205,9 +207,8 @@ class UspStrategy final : public UlyssesFamilyBase {
   static std::vector<std::vector<std::int64_t>> groups(const SequenceLayout& layout, int u) {
     return usp_ring_groups(layout, u);
   }
-  static kernels::StepParams ring_params(const Setup& setup) {
-    const std::function<void()> marker = [] {};
-    return step_params(setup, nullptr, nullptr, &marker);  // keeps a hook iff overlap is on
+  static kernels::KernelParams ring_params(const Setup& setup) {
+    return step_params(setup, nullptr, nullptr, nullptr);  // positions and hook set per call
   }
   /// The ring over the groups: members hold the same heads, ring rank = group index. Collective.
   static std::unique_ptr<GroupRingAttention> make_ring(const Setup& setup, int u,
