@@ -7,12 +7,14 @@
 #   3. trains on 2 ranks (one long context per step, split across the ranks) for at least
 #      BURST_LM_TRAIN_MIN seconds (6 minutes), more when the budget leaves more;
 #   4. evaluates the untrained model (step-0 checkpoint) on the WHOLE KJV as one sequence (optional);
-#   5. evaluates the trained model the same way;
-#   6. generates a short continuation with the whole KJV as context (burst-lm generate),
+#   5. evaluates the trained model the same way, keeping every layer's K/V (--save-kv);
+#   6. generates a short continuation with the whole KJV as context (burst-lm generate), its
+#      context K/V loaded from step 5 instead of recomputed (--kv-from; bitwise the same),
 #   and prints a summary table: the result, the continuation, and each phase's time against its
 #   share of the budget (a phase that overran is named, with by how much).
 # Knobs (environment): BURST_LM_BUDGET (seconds for the whole run, default 900: the fresh-machine
-# budget), BURST_LM_TRAIN_MIN (training's floor, default 360 s), BURST_LM_STEPS (a fixed step
+# budget), BURST_LM_MARGIN (seconds the schedule keeps free before the budget, default 100),
+# BURST_LM_TRAIN_MIN (training's floor, default 360 s), BURST_LM_STEPS (a fixed step
 # count, no time budget; unset: as many as the training time fits, at most 2000),
 # BURST_LM_SEQ_LEN, BURST_LM_VOCAB, BURST_LM_RANKS, BURST_LM_OUT (run directory), BURST_BUILD_DIR,
 # BURST_LM_EVAL_BEFORE (1 adds step 4, one more whole-KJV eval), BURST_LM_GENERATE (0 skips step 6),
@@ -26,12 +28,17 @@ budget=${BURST_LM_BUDGET:-900}
 train_min=${BURST_LM_TRAIN_MIN:-360}
 # The other phases' shares of the 900 s (seconds), sized for a fresh 2-core machine of the slowest
 # kind measured (AVX2-only Zen 3): setup + build of the two programs (apt ~90 s of it), the
-# tokenizer, the whole-KJV eval (147 s there) and the generation (prefill 80 s, decode, self-check).
+# tokenizer, the whole-KJV eval (167 s there, + a few s to save the K/V) and the generation (K/V
+# loaded from the eval, cache fill, self-check, decode).
 # They only name overruns, except eval's and generate's, which training leaves room for.
 share_build=${BURST_LM_SHARE_BUILD:-270}
 share_data=20
-reserve_eval=${BURST_LM_RESERVE_EVAL:-150}
-reserve_generate=${BURST_LM_RESERVE_GENERATE:-100}
+reserve_eval=${BURST_LM_RESERVE_EVAL:-175}
+reserve_generate=${BURST_LM_RESERVE_GENERATE:-45}
+# Kept free before the budget: training is fitted to end this long before it would have to, so
+# a host slower or busier than the one the reserves were measured on still ends inside the
+# budget (training never goes below its floor for it).
+margin=${BURST_LM_MARGIN:-100}
 steps=${BURST_LM_STEPS:-2000}
 seq_len=${BURST_LM_SEQ_LEN:-8192}
 vocab=${BURST_LM_VOCAB:-2048}
@@ -81,7 +88,7 @@ model=(--layers 2 --d-model 128 --heads 4 --kv-heads 4 --head-dim 16 --ffn 256 -
 # least train_min: after three steps, train fits the step count (and its cosine schedule) to it at
 # the mean step time. BURST_LM_STEPS set: exactly that many steps, no time budget.
 eval_runs=$((1 + ${BURST_LM_EVAL_BEFORE:-0}))
-train_budget=$((budget - ($(date +%s) - start) - eval_runs * reserve_eval - generate * reserve_generate))
+train_budget=$((budget - margin - ($(date +%s) - start) - eval_runs * reserve_eval - generate * reserve_generate))
 ((train_budget < train_min)) && train_budget=$train_min
 loop_budget=$((train_budget - 15))   # libtorch load, MPI start, the last checkpoint and plot
 if [[ -n "${BURST_LM_STEPS:-}" ]]; then loop_budget=0; fi
@@ -97,8 +104,8 @@ steps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))
 # The untrained model (the step-0 checkpoint train wrote) on the whole KJV: one more full
 # evaluation, as long as step 5. Off by default (it does not fit the 15-minute budget beside a
 # model that learns); "before" is then the loss of the first training window.
-eval_kjv() {  # eval_kjv CHECKPOINT NAME
-  "${mpirun[@]}" "$lm" eval --data "$data" --checkpoint "$1" --per-book-json "$out/$2_books.json" |
+eval_kjv() {  # eval_kjv CHECKPOINT NAME [EVAL OPTIONS]
+  "${mpirun[@]}" "$lm" eval --data "$data" --checkpoint "$1" --per-book-json "$out/$2_books.json" "${@:3}" |
     tee "$out/$2.log"
   tail -n1 "$out/$2.log" > "$out/$2.json"
 }
@@ -111,25 +118,31 @@ else
 fi
 
 stamp "5/6 eval after training: the whole KJV as one sequence on $ranks ranks"
-phase "eval" "$reserve_eval" eval_kjv "$out/checkpoint.safetensors" eval_after
+# --save-kv: every layer's K/V of the whole KJV, kept for step 6 (~560 MB per rank; removed after).
+kv="$out/kv"
+rm -rf "$kv"
+kv_keep=()
+[[ "$generate" == 1 ]] && kv_keep=(--save-kv "$kv")
+phase "eval" "$reserve_eval" eval_kjv "$out/checkpoint.safetensors" eval_after "${kv_keep[@]}"
 
-# A short generation with the WHOLE KJV as context: the Bible plus a prompt prefilled in one
-# distributed forward per layer (document-causal, as trained; the eval path without the last
-# layer's attention), each layer's K/V left where the layout put it (a KV cache sharded over the
-# ranks), then token-by-token decode over the whole cache with one small all-gather per layer and
-# token; rank 0 recomputes prefill K/V of two documents and the first steps' logits alone
-# (verified). BURST_LM_GENERATE=0 skips it.
+# A short generation with the WHOLE KJV as context: the Bible's K/V of every layer — the eval's
+# forward (document-causal, as trained), loaded from what step 5 saved rather than computed again
+# (bitwise the same; a prefill forward runs instead if they do not match) — left where the layout
+# put them (a KV cache sharded over the ranks), then the prompt and token-by-token decode over
+# the whole cache with one small all-gather per layer and token; rank 0 recomputes the K/V of two
+# documents and the first steps' logits alone (verified). BURST_LM_GENERATE=0 skips it.
 rm -f "$out/generate.json"
 if [[ "$generate" == 1 ]]; then
   stamp "6/6 generate: whole KJV + prompt as context on $ranks ranks"
   gen() {
     "${mpirun[@]}" "$lm" generate --data "$data" --checkpoint "$out/checkpoint.safetensors" --context all \
       --prompt "${BURST_LM_PROMPT:-And God said}" --max-new-tokens "${BURST_LM_NEW_TOKENS:-24}" \
-      --temperature 0.8 --top-k 40 --seed 1 | tee "$out/generate.log"
+      --temperature 0.8 --top-k 40 --seed 1 --kv-from "$kv" | tee "$out/generate.log"
     tail -n1 "$out/generate.log" > "$out/generate.json"
   }
   phase "generate" "$reserve_generate" gen
 fi
+rm -rf "$kv"
 
 elapsed=$(($(date +%s) - start))
 cpu() { grep -m1 "^$1" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'; }
@@ -166,7 +179,8 @@ rows = [
 ]
 if g:
     rows += [("generated (whole KJV as context)", f'"{g["prompt"]}" -> "{g["text"]}"'),
-             ("generation", f'prefill {g["prefill_seconds"]:.1f} s, {g["seconds_per_token_median"]*1e3:.1f} ms/token, '
+             ("generation", f'prefill {g["prefill_seconds"]:.1f} s (K/V from {"the eval" if g.get("kv_source") == "eval" else "a forward: " + g.get("kv_rejected", "")}), '
+                            f'{g["seconds_per_token_median"]*1e3:.1f} ms/token, '
                             f'{"verified" if g["verified"] else "NOT VERIFIED"}')]
 rows += [(f"time: {name}", f"{int(s)} s (share {int(share)} s)") for name, s, share in phases]
 rows.append(("time: whole run", f"{elapsed} s (budget {budget} s)"))

@@ -343,15 +343,27 @@ std::vector<std::int64_t> control_exchange(const Communicator::Impl& c, const st
 }
 
 // MPI_Comm_idup of `parent` completed under the watchdog of `watch` (MPI_Comm_dup cannot be
-// interrupted); the result uses `watch`. Collective over parent; the ranks that have not joined
-// are unknown to a rank waiting on it.
-std::shared_ptr<Communicator::Impl> watched_dup(MPI_Comm parent, std::shared_ptr<Watch> watch) {
+// interrupted); the result uses `watch`. Collective over parent. An MPI collective does not say
+// which ranks have joined, so with `roll_call` a control exchange on the parent (kControlTag)
+// comes first: a rank that never arrives is named there, and the idup then waits on no one.
+// Without it (channel(): its caller has just held one) the ranks missing from a stuck idup are
+// unknown to a rank waiting on it.
+std::shared_ptr<Communicator::Impl> watched_dup(MPI_Comm parent, std::shared_ptr<Watch> watch,
+                                                bool roll_call) {
   auto impl = std::make_shared<Communicator::Impl>();
   impl->watch = std::move(watch);
   // While the dup is pending, the watchdog reports and aborts on the parent.
   impl->comm = parent;
   MPI_Comm_rank(parent, &impl->rank);
   MPI_Comm_size(parent, &impl->size);
+  if (roll_call) {
+    try {
+      control_exchange(*impl, kCreating, nullptr, 0);
+    } catch (...) {
+      impl->comm = MPI_COMM_NULL;  // never free the parent
+      throw;
+    }
+  }
   MPI_Comm out = MPI_COMM_NULL;
   MPI_Request request = MPI_REQUEST_NULL;
   int rc = MPI_Comm_idup(parent, &out, &request);
@@ -486,14 +498,14 @@ std::shared_ptr<Watch> watch_of(double timeout_seconds) {
 
 Communicator Communicator::world(double timeout_seconds) {
   require_initialized();
-  return Communicator(watched_dup(MPI_COMM_WORLD, watch_of(timeout_seconds)));
+  return Communicator(watched_dup(MPI_COMM_WORLD, watch_of(timeout_seconds), true));
 }
 
 Communicator Communicator::from_fortran(std::int64_t handle, double timeout_seconds) {
   require_initialized();
   const MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(handle));
   BURST_CHECK(comm != MPI_COMM_NULL, Communication, "Fortran handle ", handle, " is MPI_COMM_NULL");
-  return Communicator(watched_dup(comm, watch_of(timeout_seconds)));
+  return Communicator(watched_dup(comm, watch_of(timeout_seconds), true));
 }
 
 int Communicator::rank() const { return impl_->rank; }
@@ -501,7 +513,7 @@ int Communicator::size() const { return impl_->size; }
 
 Communicator Communicator::channel() const {
   control_exchange(*impl_, "channel (MPI_Comm_idup)", nullptr, 0);
-  auto impl = watched_dup(impl_->comm, impl_->watch);
+  auto impl = watched_dup(impl_->comm, impl_->watch, false);
   impl->counters = impl_->counters;
   impl->watch = impl_->watch;
   impl->node_of = impl_->node_of;

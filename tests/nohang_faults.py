@@ -4,11 +4,13 @@ ends within the watchdog's timeout + 5 s, non-zero, with the watchdog's message 
 
 Usage: nohang_faults.py MPIEXEC NP TIMEOUT MODE TARGET [ARGS...]
 TARGET is run as `MPIEXEC -n NP --oversubscribe TARGET ARGS MODE TIMEOUT` (tests/nohang_target.cc
-or tests/py/nohang_target.py, same modes: late, absent, vanish, mismatch, good). The ranks that
-wait print "nohang: rank R waits from T" (epoch seconds); the job must end by
+or tests/py/nohang_target.py, modes: late, absent, first (C++ only), vanish, mismatch, good). The
+ranks that wait print "nohang: rank R waits from T" (epoch seconds); the job must end by
 min(T) + TIMEOUT + 5 s. Checks, for every mode but good: exit status non-zero, stderr names
 "burst comm watchdog", the timeout, and either the absent rank ("never arrived") or, for a
-collective that cannot tell, says the ranks are unknown; mismatch may instead end sooner with
+collective that cannot tell, says the ranks are unknown; for absent and first (the last rank
+skips the very first collective, the Communicator's creation) the message must name the last
+rank ("rank P-1 (world P-1) never arrived") and never say "unknown"; mismatch may instead end sooner with
 the error every rank raises ("ranks are in different collective calls"), and vanish with
 mpirun's own report of a process that exited without MPI_Finalize (Open MPI ends the job then).
 good: exit 0 and no watchdog message.
@@ -19,6 +21,9 @@ import re
 import subprocess
 import sys
 import time
+
+# Modes whose watchdog message must name the last rank as the one that never arrived.
+NAMED = ("first", "absent")
 
 
 def main():
@@ -71,6 +76,12 @@ def main():
             failures.append("the watchdog message does not state the timeout")
         elif not any("never arrived" in ln for ln in lines):
             failures.append("no watchdog message names the ranks that never arrived (or says they are unknown)")
+        elif mode in NAMED:
+            absent = f"rank {int(np_) - 1} (world {int(np_) - 1}) never arrived"
+            if not any(absent in ln for ln in lines):
+                failures.append(f"no watchdog message says '{absent}'")
+            if any("unknown" in ln for ln in lines):
+                failures.append("a watchdog message says the absent ranks are unknown")
     print(report)
     for ln in err.splitlines():
         if any(t in ln for t in ("burst comm watchdog", "nohang:", "different collective calls",

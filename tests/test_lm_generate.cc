@@ -2,7 +2,9 @@
 // the distributed run (prefill through DistAttention into sharded DistKVCaches, last layer's
 // attention skipped, distributed decode) passes its own single-rank self-check — recomputed K/V
 // of whole documents, one crossing ranks, and the logits of the first decode steps over the whole
-// cache — and greedy decoding produces the same continuation as the one-process run.
+// cache — and greedy decoding produces the same continuation as the one-process run; the K/V
+// that `burst eval --save-kv` keeps, loaded by `--kv-from`, give bitwise the prefill's cache and
+// the same continuation, and shards of another context are refused (the prefill runs instead).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include "burst/comm.h"
 #include "lm/data.h"
 #include "lm/generate.h"
+#include "lm/kv_dump.h"
 #include "lm/train.h"
 #include "lm_test_corpus.h"
 
@@ -90,7 +93,7 @@ TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
     EXPECT_TRUE(dist.at("verified").get<bool>()) << dist.dump();
     EXPECT_LE(dist.at("verify_max_rel_err").get<double>(), 1e-5);
     EXPECT_EQ(dist.at("verify_steps").get<int>(), 3);
-    EXPECT_EQ(dist.at("prefill_tokens").get<std::int64_t>() % (4 * f.comm.size()), 0);
+    EXPECT_EQ(dist.at("kv_source"), "prefill");
     if (f.comm.rank() == 0) {
       const auto& ranges = dist.at("verify_kv_ranges");
       ASSERT_FALSE(ranges.empty()) << dist.dump();
@@ -106,6 +109,46 @@ TEST(LmGenerate, DistributedRunVerifiesItselfAndMatchesOneProcess) {
     EXPECT_TRUE(local.at("verified").get<bool>()) << local.dump();
     EXPECT_EQ(dist.at("text"), local.at("text")) << burst::to_string(layout) << " P=" << f.comm.size();
   }
+}
+
+// eval --save-kv then generate --kv-from: the same cache bitwise (per-rank fingerprints of every
+// layer's K/V and their positions), the same continuation (sampled at temperature 0.8 with a
+// fixed seed, so any logit difference that moves a draw shows) and the self-check passes on the
+// loaded cache. A dump of another context (one token shorter) is named and not used.
+TEST(LmGenerate, EvalSavedKvEqualsPrefillBitwise) {
+  Fixture f;
+  burst::lm::GenerateOptions g = trained_generation(f);
+  g.run.dist.layout = burst::LayoutKind::Balanced;  // eval's layout
+  g.temperature = 0.8;
+  g.seed = 3;
+  burst::lm::EvalOptions e;
+  e.run = g.run;
+  e.checkpoint = g.checkpoint;
+  e.verify_books = 1;
+  e.save_kv = f.root / "kv";
+  const auto ev = burst::lm::run_eval(e, f.comm);
+  EXPECT_TRUE(ev.at("verified").get<bool>()) << ev.dump();
+  EXPECT_TRUE(std::filesystem::exists(burst::lm::kv_shard_path(e.save_kv, f.comm.rank(), f.comm.size())));
+
+  const auto fresh = burst::lm::run_generate(g, f.comm);
+  g.kv_from = e.save_kv;
+  const auto reused = burst::lm::run_generate(g, f.comm);
+  EXPECT_EQ(fresh.at("kv_source"), "prefill");
+  EXPECT_EQ(reused.at("kv_source"), "eval") << reused.at("kv_rejected");
+  EXPECT_EQ(reused.at("kv_fingerprint"), fresh.at("kv_fingerprint"));
+  EXPECT_EQ(reused.at("prefill_tokens"), ev.at("tokens"));
+  EXPECT_EQ(reused.at("text"), fresh.at("text"));
+  EXPECT_TRUE(fresh.at("verified").get<bool>()) << fresh.dump();
+  EXPECT_TRUE(reused.at("verified").get<bool>()) << reused.dump();
+
+  e.max_tokens = ev.at("tokens").get<std::int64_t>() - 1;  // another context: not reused
+  burst::lm::run_eval(e, f.comm);
+  const auto refused = burst::lm::run_generate(g, f.comm);
+  EXPECT_EQ(refused.at("kv_source"), "prefill");
+  EXPECT_NE(refused.at("kv_rejected").get<std::string>().find("context_tokens"), std::string::npos)
+      << refused.at("kv_rejected");
+  EXPECT_EQ(refused.at("kv_fingerprint"), fresh.at("kv_fingerprint"));
+  EXPECT_EQ(refused.at("text"), fresh.at("text"));
 }
 
 // `--dtype bf16`: the KV cache stored in bf16. The run verifies itself against fp64 attention

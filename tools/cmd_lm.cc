@@ -193,11 +193,16 @@ void add_lm_commands(CLI::App& app) {
   e->add_option("--verify-books", eopt->verify_books, "books recomputed on one rank for the self-check")
       ->capture_default_str();
   e->add_option("--per-book-json", *ebooks, "write per-book perplexities here");
-  e->callback([eargs, eopt, eckpt, ebooks] {
+  auto esave = std::make_shared<std::string>();
+  e->add_option("--save-kv", *esave,
+                "directory: each rank writes every layer's K/V of the evaluated tokens there (~0.5 KB per "
+                "token per rank at the KJV model's shape) for `burst generate --kv-from`");
+  e->callback([eargs, eopt, eckpt, ebooks, esave] {
     const Communicator comm = Communicator::world();
     eopt->run = resolve(*eargs, comm);
     eopt->checkpoint = *eckpt;
     eopt->per_book_json = *ebooks;
+    eopt->save_kv = *esave;
     const nlohmann::json summary = lm::run_eval(*eopt, comm);
     if (comm.rank() == 0) std::printf("%s\n", summary.dump().c_str());
     std::fflush(stdout);
@@ -209,7 +214,7 @@ void add_lm_commands(CLI::App& app) {
   CLI::App* g = app.add_subcommand("generate",
                                    "sample from a checkpoint with the whole KJV as context, KV cache "
                                    "sharded over the ranks (mpirun)");
-  add_run_options(*g, *gargs, "zigzag");
+  add_run_options(*g, *gargs, "balanced");  // eval's layout: its --save-kv shards match
   g->add_option("--dtype", gargs->dtype,
                 "fp32, or bf16: the KV cache stored in bf16 (half the bytes kept and streamed per token; "
                 "decode widens it exactly and accumulates in fp32); the model and the prefill run fp32")
@@ -229,10 +234,17 @@ void add_lm_commands(CLI::App& app) {
       ->capture_default_str();
   g->add_flag("--prefill-causal", gopt->prefill_causal,
               "prefill with a plain causal mask (default: document-causal over the books, as trained)");
-  g->callback([gargs, gopt, gckpt, gctx] {
+  auto gkv = std::make_shared<std::string>();
+  g->add_option(
+      "--kv-from", *gkv,
+      "the context's K/V from `burst eval --save-kv DIR` (same checkpoint, context, ranks, strategy, "
+      "layout, threads) instead of a prefill forward; a directory that does not match is named "
+      "and ignored");
+  g->callback([gargs, gopt, gckpt, gctx, gkv] {
     const Communicator comm = Communicator::world();
     gopt->run = resolve(*gargs, comm);
     gopt->checkpoint = *gckpt;
+    gopt->kv_from = *gkv;
     if (*gctx == "all") {
       gopt->context_tokens = -1;
     } else {

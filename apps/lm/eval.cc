@@ -12,6 +12,7 @@
 #include "data.h"
 #include "engine_factory.h"
 #include "fused_head_loss.h"
+#include "kv_dump.h"
 #include "model_tp.h"
 #include "progress.h"
 #include "runtime.h"
@@ -113,6 +114,8 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
     ckpt = load_lm_checkpoint(o.checkpoint, corpus, o.run.data_dir);
     BURST_CHECK(o.max_tokens >= 0 && o.verify_books >= 0, InvalidArgument, "max_tokens=", o.max_tokens,
                 " and verify_books=", o.verify_books, " must be >= 0");
+    BURST_CHECK(o.save_kv.empty() || !tensor_parallel(o.run), InvalidArgument,
+                "eval --save-kv keeps the K/V of a context-parallel run; tensor parallelism shards heads");
   });
   Model model = model_from_checkpoint(ckpt);
   model.set_compute_dtype(to_torch(o.run.dtype));  // fp32 weights, bf16 GEMMs with --dtype bf16
@@ -162,11 +165,28 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
           static_cast<std::size_t>(st == Model::Stage::Done ? 3 * layer : 3 * layer + static_cast<int>(st)));
     };
     const auto tokens = torch::from_blob(in.data(), {n_local}, torch::kInt64);
+    // --save-kv: every layer's K/V of the real tokens kept as they pass (burst generate --kv-from
+    // reuses them instead of recomputing this forward; kv_dump.h).
+    std::optional<KvCaptureEngine> capture;
+    if (!o.save_kv.empty()) capture.emplace(*engine, N, mcfg.layers, false);
+    AttentionEngine& attention = capture ? static_cast<AttentionEngine&>(*capture) : *engine;
     const auto hidden = tp ? forward_tp(*shards, tokens, static_cast<TpEngine&>(*engine), on_stage)
-                           : model.forward(tokens, *engine, on_stage);
+                           : model.forward(tokens, attention, on_stage);
     const auto losses = head_token_losses(
         hidden, model.head(), torch::from_blob(tg.data(), {n_local}, torch::kInt64), o.run.head_chunk);
     progress.end();
+    double save_kv_seconds = 0;
+    if (capture) {
+      const Stopwatch save_sw;
+      save_kv_shard(kv_shard_path(o.save_kv, rank, P),
+                    kv_shard_key(model, corpus, N, S_padded, "causal_document", o.run, rank, P),
+                    capture->shard());
+      capture.reset();  // frees the copy before the self-check
+      save_kv_seconds = comm.all_reduce_max(save_sw.seconds());
+      if (log)
+        std::cerr << "eval: K/V of every layer saved to " << o.save_kv.string() << " in " << save_kv_seconds
+                  << " s\n";
+    }
     const auto nb = static_cast<std::size_t>(corpus.num_books());
     std::vector<double> sums(nb, 0.0), counts(nb, 0.0);
     // Positions past N are padding (weight 0); clamp for book_of.
@@ -316,6 +336,8 @@ json run_eval(const EvalOptions& o, const Communicator& comm) {
             {"verify_max_rel_err", max_rel},
             {"verify_books", verify_rows.size()},
             {"blas", o.run.blas},
+            {"saved_kv", o.save_kv.string()},
+            {"save_kv_seconds", save_kv_seconds},
             {"inference_mode", true}};
   });
 }

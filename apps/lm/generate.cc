@@ -14,6 +14,7 @@
 #include "burst/error.h"
 #include "burst/kv_cache.h"
 #include "engine_factory.h"
+#include "kv_dump.h"
 #include "runtime.h"
 #include "vocab.h"
 
@@ -31,44 +32,6 @@ class ForwardOnlyEngine : public AttentionEngine {
                 const TensorView&, const TensorView&, const TensorView&, const TensorView&) override {
     BURST_FAIL(Unsupported, "generate: inference engines have no backward");
   }
-};
-
-// The prefill: each layer's local K/V into its cache, after the inner (distributed) engine's
-// forward — except in the last layer, whose attention output feeds only the prefill rows' own
-// hidden states, which nothing reads (decoding needs every layer's K/V, and those are computed
-// before attention): its forward is skipped on every rank and out is zeroed, saving 1/L of the
-// prefill's attention. The self-check recomputes K/V and logits without this shortcut.
-class PrefillEngine final : public ForwardOnlyEngine {
- public:
-  PrefillEngine(AttentionEngine& inner, std::vector<DistKVCache>& caches, std::int64_t S)
-      : inner_(inner), caches_(caches), S_(S) {}
-  const std::vector<std::int64_t>& positions() const override { return inner_.positions(); }
-  void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-               const TensorView& lse) override {
-    if (layer_ + 1 < caches_.size()) {
-      inner_.forward(q, k, v, out, lse);
-    } else {
-      zero_fill(out);
-      zero_fill(lse);
-    }
-    const Stopwatch sw;
-    caches_.at(layer_++).prefill({0}, k, v, inner_.positions(), S_);
-    cache_seconds_ += sw.seconds();
-  }
-  double attention_seconds() const { return inner_.totals().forward_seconds; }
-  double cache_seconds() const { return cache_seconds_; }
-
- private:
-  static void zero_fill(const TensorView& t) {
-    BURST_CHECK(t.is_contiguous() && t.dtype == DType::F32, Internal,
-                "generate: prefill output not contiguous f32");
-    std::fill(t.f32(), t.f32() + t.numel(), 0.0f);
-  }
-  AttentionEngine& inner_;
-  std::vector<DistKVCache>& caches_;
-  std::int64_t S_;
-  std::size_t layer_ = 0;
-  double cache_seconds_ = 0;
 };
 
 // One decode step: each layer appends the new tokens' K/V and attends their queries over its cache
@@ -239,7 +202,7 @@ std::vector<KvRange> self_check_ranges(const std::vector<std::int32_t>& docs, co
   std::vector<KvRange> out;
   const std::size_t n = docs.size() - 1;
   if (n == 0 || docs[n] == 0) return out;
-  out.push_back({docs[n - 1], std::min<std::int64_t>(docs[n], docs[n - 1] + cap), "the prompt's document"});
+  out.push_back({docs[n - 1], std::min<std::int64_t>(docs[n], docs[n - 1] + cap), "the last document"});
   std::int64_t best = -1, best_cross = cap;
   for (std::size_t d = 0; d < n; ++d)
     for (std::int64_t t = docs[d] + 1; t < docs[d + 1] && t - docs[d] < best_cross; ++t)
@@ -284,15 +247,14 @@ std::int64_t sample(const std::vector<float>& logits, double temperature, int to
   return ids[pick(rng)];
 }
 
-// The prefill's document offsets over [0, S_p): one document (causal), or the books of the context
-// with the prompt appended to the last book (document-causal).
-std::vector<std::int32_t> prefill_documents(const Corpus& corpus, std::int64_t n_ctx, std::int64_t S_p,
-                                            bool causal) {
+// The prefill's document offsets over [0, n_pre): one document (causal), or the books of the
+// context (document-causal).
+std::vector<std::int32_t> prefill_documents(const Corpus& corpus, std::int64_t n_pre, bool causal) {
   std::vector<std::int32_t> cu{0};
   if (!causal)
     for (const auto off : corpus.book_offsets)
-      if (off > 0 && off < std::min(n_ctx, S_p)) cu.push_back(static_cast<std::int32_t>(off));
-  cu.push_back(static_cast<std::int32_t>(S_p));
+      if (off > 0 && off < n_pre) cu.push_back(static_cast<std::int32_t>(off));
+  cu.push_back(static_cast<std::int32_t>(n_pre));
   return cu;
 }
 
@@ -339,12 +301,17 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
   Model model = model_from_checkpoint(ckpt);
   const ModelConfig& mc = model.config();
   const auto S = size_of(seq);
-  const std::int64_t S_p = (S - 1) / (4 * P) * (4 * P);  // prefill length: divides every layout
+  // The prefill is the context alone — the first decode step needs a token, so with an empty
+  // prompt the context's last token is held back for it — padded as `burst eval` pads it: the
+  // same forward, whose K/V `burst eval --save-kv` keeps (kv_dump.h).
+  const std::int64_t n_pre = prompt_ids.empty() ? n_ctx - 1 : n_ctx;
+  const std::int64_t S_padded = n_pre > 0 ? padded_length(n_pre, P) : 0;
+  const std::string mask_kind = o.prefill_causal ? "causal" : "causal_document";
   if (log)
-    std::cerr << "generate: context " << n_ctx << " tokens + prompt " << prompt_ids.size()
-              << " tokens = " << S << " as one " << (o.prefill_causal ? "causal" : "document-causal")
-              << " sequence on " << P << " ranks (" << to_string(o.run.dist.strategy) << " / "
-              << to_string(o.run.dist.layout) << "), model step " << ckpt.header.at("step") << "\n";
+    std::cerr << "generate: context " << n_ctx << " tokens (" << mask_kind
+              << ", as burst eval runs it) + prompt " << prompt_ids.size() << " tokens on " << P << " ranks ("
+              << to_string(o.run.dist.strategy) << " / " << to_string(o.run.dist.layout) << "), model step "
+              << ckpt.header.at("step") << "\n";
 
   return abort_on_failure(comm, "burst generate", [&]() -> json {
     KVCacheConfig kc;
@@ -358,22 +325,55 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     std::vector<DistKVCache> caches;
     for (int l = 0; l < mc.layers; ++l) caches.emplace_back(comm, kc);
 
-    // Prefill: one distributed forward over the whole sequence (the eval path); each layer's
-    // attention leaves its local K/V in that layer's cache.
+    // Prefill: each layer's K/V of the context, from `burst eval --save-kv` when its shards match
+    // this run on every rank (kv_from), else one distributed forward over the whole context (the
+    // eval path, the last layer's attention skipped); then into the layer's cache where the layout
+    // put it — nothing moves afterwards.
     const Stopwatch prefill_sw;
-    const std::vector<std::int32_t> docs = prefill_documents(corpus, n_ctx, S_p, o.prefill_causal);
-    const Mask mask = o.prefill_causal ? Mask::causal_mask() : Mask::document(docs, true);
+    const std::vector<std::int32_t> docs = prefill_documents(corpus, n_pre, o.prefill_causal);
+    const Window w =
+        make_window(corpus, 0, std::max<std::int64_t>(n_pre, 1), std::max<std::int64_t>(S_padded, 4 * P));
+    const Mask mask = o.prefill_causal ? Mask::causal_mask() : w.mask;
     double attention_seconds = 0, cache_seconds = 0;
-    if (S_p > 0) {
+    std::string kv_source = "prefill", kv_rejected;
+    std::uint64_t fingerprint = 0;
+    if (n_pre > 0) {
       RunOptions prefill = o.run;
       prefill.dtype = DType::F32;  // the model and the prefill run fp32; --dtype is the cache's
-      auto engine = make_engine(prefill, comm, mc, S_p, mask);
-      PrefillEngine pe(*engine, caches, S_p);
-      std::vector<std::int64_t> local;
-      for (const auto p : engine->positions()) local.push_back(seq[static_cast<std::size_t>(p)]);
-      model.forward(torch::from_blob(local.data(), {size_of(local)}, torch::kInt64), pe);
-      attention_seconds = comm.all_reduce_max(pe.attention_seconds());
-      cache_seconds = comm.all_reduce_max(pe.cache_seconds());
+      KvShard shard;
+      bool mine = false;
+      if (!o.kv_from.empty())
+        mine = load_kv_shard(kv_shard_path(o.kv_from, rank, P),
+                             kv_shard_key(model, corpus, n_pre, S_padded, mask_kind, prefill, rank, P), shard,
+                             kv_rejected);
+      // Every rank's shard or none: the same verdict everywhere.
+      const bool all = comm.all_reduce_max(std::int64_t{mine ? 0 : 1}) == 0;
+      if (all) {
+        kv_source = "eval";
+      } else {
+        if (mine) kv_rejected = "another rank's shard does not match";
+        shard = KvShard{};
+        auto engine = make_engine(prefill, comm, mc, S_padded, mask);
+        KvCaptureEngine capture(*engine, n_pre, mc.layers, true);
+        std::vector<std::int64_t> in, tg;
+        std::vector<float> wt;
+        gather_window(corpus, w, engine->positions(), in, tg, wt);
+        model.forward(torch::from_blob(in.data(), {size_of(in)}, torch::kInt64), capture);
+        attention_seconds = comm.all_reduce_max(engine->totals().forward_seconds);
+        cache_seconds = capture.copy_seconds();
+        shard = std::move(capture.shard());
+      }
+      fingerprint = kv_shard_fingerprint(shard);
+      const Stopwatch fill_sw;
+      const auto n = size_of(shard.positions);
+      for (std::size_t l = 0; l < caches.size(); ++l) {
+        caches[l].prefill({0}, make_view(shard.k[l].data(), {1, n, mc.kv_heads, mc.head_dim}),
+                          make_view(shard.v[l].data(), {1, n, mc.kv_heads, mc.head_dim}), shard.positions,
+                          n_pre);
+        shard.k[l] = {};
+        shard.v[l] = {};
+      }
+      cache_seconds = comm.all_reduce_max(cache_seconds + fill_sw.seconds());
     } else {
       for (auto& c : caches)
         c.append({0}, make_view(static_cast<float*>(nullptr), {1, 0, mc.kv_heads, mc.head_dim}),
@@ -381,8 +381,11 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     }
     const double prefill_seconds = comm.all_reduce_max(prefill_sw.seconds());
     if (log)
-      std::cerr << "generate: prefilled " << S_p << " tokens in " << prefill_seconds << " s (attention "
-                << attention_seconds << " s, cache fill " << cache_seconds << " s)\n";
+      std::cerr << "generate: prefilled " << n_pre << " tokens in " << prefill_seconds << " s (K/V from "
+                << (kv_source == "eval" ? "burst eval --save-kv " + o.kv_from.string()
+                                        : std::string("a forward"))
+                << (kv_rejected.empty() ? "" : "; the saved K/V were not used: " + kv_rejected)
+                << "; attention " << attention_seconds << " s, cache fill " << cache_seconds << " s)\n";
     // The self-check's oracle cache, on rank 0 only.
     const Stopwatch gather_sw;
     std::vector<LayerKv> gathered;
@@ -395,11 +398,11 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
 
     // Decode: first the prefill's tail (the rest of the prompt), then one sampled token per step.
     std::mt19937_64 rng(o.seed);
-    std::vector<std::int64_t> pending(seq.begin() + S_p, seq.end()), generated;
+    std::vector<std::int64_t> pending(seq.begin() + n_pre, seq.end()), generated;
     std::vector<std::vector<std::int64_t>> fed;
     std::vector<std::vector<float>> logits_seen;
     std::vector<double> step_seconds;
-    std::int64_t bytes_per_token = 0, kv_read_per_token = 0, pos = S_p;
+    std::int64_t bytes_per_token = 0, kv_read_per_token = 0, pos = n_pre;
     double tail_seconds = 0;
     for (int i = 0; i < o.max_new_tokens; ++i) {
       const Stopwatch sw;
@@ -444,7 +447,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
         std::vector<std::int64_t> positions(static_cast<std::size_t>(r.end - r.begin));
         std::iota(positions.begin(), positions.end(), r.begin);
         std::vector<std::int64_t> tokens(seq.begin() + r.begin, seq.begin() + r.end);
-        CaptureEngine ce(positions, mask, S_p, std::max(1, o.run.dist.num_threads));
+        CaptureEngine ce(positions, mask, S_padded, std::max(1, o.run.dist.num_threads));
         model.forward(torch::from_blob(tokens.data(), {size_of(tokens)}, torch::kInt64), ce);
         double rel = 0;
         for (std::size_t l = 0; l < ce.kv.size(); ++l)
@@ -469,7 +472,7 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                            {"ranks_holding", ranks_holding.size()},
                            {"kv_rel_err", rel}});
       }
-      std::int64_t p = S_p;
+      std::int64_t p = n_pre;
       for (std::size_t i = 0; i < fed.size(); ++i) {
         std::vector<std::int64_t> positions(fed[i].size());
         std::iota(positions.begin(), positions.end(), p);
@@ -501,9 +504,9 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
     if (log) {
       std::cerr << "generate: prompt: " << o.prompt << "\n"
                 << "generate: continuation: " << text << "\n"
-                << "generate: prefill " << prefill_seconds << " s (+ " << tail_seconds << " s for the last "
-                << S - S_p << " prompt tokens); per token median " << median * 1e3 << " ms, p99 " << p99 * 1e3
-                << " ms, " << (mean > 0 ? 1.0 / mean : 0.0) << " tokens/s, " << bytes_per_token
+                << "generate: prefill " << prefill_seconds << " s (+ " << tail_seconds << " s for the "
+                << S - n_pre << " prompt tokens); per token median " << median * 1e3 << " ms, p99 "
+                << p99 * 1e3 << " ms, " << (mean > 0 ? 1.0 / mean : 0.0) << " tokens/s, " << bytes_per_token
                 << " bytes/token sent per rank, " << kv_read_per_token << " K/V bytes/token read per rank ("
                 << to_string(o.run.dtype) << " cache)\n"
                 << "generate: self-check on one rank (" << verify_seconds << " s): K/V of " << checked.size()
@@ -519,8 +522,12 @@ json run_generate(const GenerateOptions& o, const Communicator& comm) {
                 {"layout", to_string(o.run.dist.layout)},
                 {"context_tokens", n_ctx},
                 {"prompt_tokens", prompt_ids.size()},
-                {"prefill_tokens", S_p},
-                {"prefill_mask", o.prefill_causal ? "causal" : "causal_document"},
+                {"prefill_tokens", n_pre},
+                {"prefill_padded_tokens", S_padded},
+                {"prefill_mask", mask_kind},
+                {"kv_source", kv_source},
+                {"kv_rejected", kv_rejected},
+                {"kv_fingerprint", hex64(fingerprint)},
                 {"prefill_seconds", prefill_seconds},
                 {"prefill_attention_seconds", attention_seconds},
                 {"prefill_cache_seconds", cache_seconds},

@@ -96,6 +96,10 @@ struct EvalOptions {
   int verify_books = 4;         ///< books recomputed on a single rank for the self-check
   double verify_rtol = 1e-5;
   std::filesystem::path per_book_json;  ///< optional: per-book perplexities written here
+  /// optional (`--save-kv`): each rank writes every layer's K/V of the evaluated tokens here
+  /// (kv_dump.h: ~0.5 KB per token per rank at the KJV model's shape), for `burst generate
+  /// --kv-from`. Context-parallel strategies only.
+  std::filesystem::path save_kv;
 };
 
 /// Evaluates and returns the summary object (the last line `burst eval` prints). Collective.

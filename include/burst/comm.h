@@ -118,13 +118,16 @@ class RequestSet {
 class Communicator {
  public:
   /// Dup of MPI_COMM_WORLD (MPI_Comm_idup under the watchdog with `timeout_seconds`, which
-  /// becomes the new communicator's timeout()). Collective over MPI_COMM_WORLD. Throws
-  /// Error(Communication) if MPI is not initialised, Error(InvalidArgument) for a negative or
-  /// non-finite timeout.
+  /// becomes the new communicator's timeout()), after a roll call on MPI_COMM_WORLD that names a
+  /// rank that never comes (P − 1 records of ~250 B per rank, tag 32767: a receive with
+  /// MPI_ANY_TAG posted on MPI_COMM_WORLD meanwhile could take one). Collective over
+  /// MPI_COMM_WORLD. Throws Error(Communication) if MPI is not initialised,
+  /// Error(InvalidArgument) for a negative or non-finite timeout.
   static Communicator world(double timeout_seconds = 300);
   /// Dup of the communicator whose Fortran handle is `handle` (MPI_Comm_c2f / mpi4py py2f()),
-  /// watched like world(). Collective over that communicator. Throws Error(Communication) if MPI
-  /// is not initialised or the handle is MPI_COMM_NULL.
+  /// watched like world() (the roll call runs on that communicator). Collective over that
+  /// communicator. Throws Error(Communication) if MPI is not initialised or the handle is
+  /// MPI_COMM_NULL.
   static Communicator from_fortran(std::int64_t handle, double timeout_seconds = 300);
 
   int rank() const;
