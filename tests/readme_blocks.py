@@ -31,6 +31,7 @@ EXEMPT = {
     r"build/apps/kjv_prepare .*": "a step of the main job (scripts/run_main.sh)",
     r"mpirun -n 2 build/tools/burst-lm .*": "a step of the main job (scripts/run_main.sh)",
     r"--context all .*": "continuation of the generate command above",
+    r"--save-kv .*": "continuation of the eval command above",
 }
 
 
