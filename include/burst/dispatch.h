@@ -5,7 +5,7 @@
 // (choose_path): a pure function, so the table is unit-tested on CPUs this host is not.
 // Invariant: the choice is by measured speed, not by what merely exists — a bf16 or fp16
 // request never runs a path slower than widening to fp32 and running the fp32 path (the
-// measurements behind each rule are in docs/design.md § Dispatch by speed).
+// measurements behind each rule are in docs/dispatch.md).
 // Does not: time anything at run time (the rules are fixed; `burst calibrate` measures the rate
 // of the chosen path for the cost model), or read the environment (the CLI's --isa / BURST_ISA
 // arrive as AttentionParams::isa / DistConfig::isa).
@@ -52,7 +52,7 @@ struct PathChoice {
   std::string reason;    ///< one sentence naming the rule and its evidence
 };
 
-/// The rule table (pure; docs/design.md § Dispatch by speed):
+/// The rule table (pure; docs/dispatch.md):
 /// - F32: the widest fp32 FMA table (avx512 > avx2 > portable).
 /// - BF16: AMX tiles where usable; else on AMD (Zen 4/5) vdpbf16ps, which runs at twice the
 ///   fp32 FMA rate there; else (Intel without AMX or with AMX refused — vdpbf16ps at half the

@@ -10,7 +10,7 @@
 // SDM's pseudocode adds the two products one after the other; on an Emerald Rapids Xeon (family
 // 6, model 207) the hardware matched pair-first on every one of 12,800 single-pair outputs, the
 // SDM's order on 97 %. Across pairs the hardware's order and internal precision are not
-// documented and match no sequential fp32 model (docs/design.md, "The AMX path"), so the hardware
+// documented and match no sequential fp32 model (docs/dispatch.md), so the hardware
 // tiles equal this model within fp32 accumulation error, bit for bit only for one pair.
 // The fp32 entries are the best SIMD table here (AVX-512 or AVX2); the bf16 conversions are the
 // scalar round-to-nearest-even of burst/tensor.h with vcvtneps2bf16's denormal flush.
