@@ -322,7 +322,8 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     // budget left fits at the mean of the steps since the first (the first pays one-time costs;
     // fitting at the longest one made a run on a loaded host stop minutes early); the cosine
     // schedule then decays over that count. A later step that would overrun, at the longest step
-    // seen, ends the run.
+    // seen, ends the run; if the fitted steps end with a step's time to spare, the run trains on
+    // at the schedule's final rate, so a budget (run_main's training floor) is used, not guessed.
     // A resumed run keeps the schedule its first invocation fitted (bitwise the same steps as an
     // uninterrupted run; tests/multinode_faults.sh resume).
     TrainOptions sched = opts;  // lr_at's view of the total step count
@@ -333,6 +334,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
     const Stopwatch budget_clock;
     double longest = 0, timed_seconds = 0;
     int timed_steps = 0;
+    bool fitted_here = false;  // this invocation fitted the schedule (not a resumed run)
     for (int step = start + 1; step <= last; ++step) {
       const Stopwatch sw;
       const auto span = static_cast<std::uint64_t>(corpus.num_tokens() - opts.seq_len);
@@ -412,6 +414,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
         }
         const double elapsed = comm.all_reduce_max(budget_clock.seconds());  // one verdict on every rank
         if (step == start + 3 && schedule_steps == 0) {
+          fitted_here = true;
           const int fit =
               static_cast<int>((opts.time_budget_seconds - elapsed) / (timed_seconds / timed_steps));
           last = std::max(step, std::min(last, step + fit));
@@ -426,6 +429,14 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
           if (log)
             std::cerr << "train: time budget " << opts.time_budget_seconds << " s reached after step " << step
                       << "\n";
+        } else if (step > start + 3 && step == last && fitted_here && opts.stop_after == 0 &&
+                   last < opts.steps && elapsed + longest <= opts.time_budget_seconds) {
+          // The fitted steps ran faster than the early steps they were fitted on: train on at
+          // the schedule's final rate (lr_at holds it past sched.steps) while a step still fits.
+          if (log && last == schedule_steps)
+            std::cerr << "train: " << last << " fitted steps done in " << elapsed
+                      << " s; training on at the final learning rate while the budget lasts\n";
+          last = step + 1;
         }
       }
       r.attention_share = comm.all_reduce_max(attn) / r.seconds;
