@@ -91,6 +91,9 @@ eval_runs=$((1 + ${BURST_LM_EVAL_BEFORE:-0}))
 train_budget=$((budget - margin - ($(date +%s) - start) - eval_runs * reserve_eval - generate * reserve_generate))
 ((train_budget < train_min)) && train_budget=$train_min
 loop_budget=$((train_budget - 15))   # libtorch load, MPI start, the last checkpoint and plot
+# ... but the floor is the training loop's own: at the floor the loop gets all of it (the phase
+# then runs a few seconds past it), so a host that trains at the floor trains for train_min.
+((loop_budget < train_min)) && loop_budget=$train_min
 if [[ -n "${BURST_LM_STEPS:-}" ]]; then loop_budget=0; fi
 stamp "3/6 train: $seq_len tokens a step on $ranks ranks, $train_budget s of the $budget s budget" \
       "(at most $steps steps; loop budget $loop_budget s, 0: fixed steps) -> $out"
