@@ -108,7 +108,7 @@ DType partials_dtype(const SimulateOptions& o) {
 }
 
 /// The workload of a record, the same keys in the per-strategy and the per-split records.
-nlohmann::json workload_config(const SimulateOptions& o, const Workload& w) {
+nlohmann::json workload_config(const SimulateOptions& o, const Workload& w, DType partials) {
   return {{"layers", w.layers},
           {"B", w.B},
           {"S_global", w.S_global},
@@ -118,7 +118,7 @@ nlohmann::json workload_config(const SimulateOptions& o, const Workload& w) {
           {"mask", o.mask},
           {"pass", to_string(w.pass)},
           {"dtype", o.dtype},
-          {"partials_dtype", to_string(partials_dtype(o))},
+          {"partials_dtype", to_string(partials)},
           {"bf16_arithmetic", w.bf16_arithmetic},
           {"mask_length", w.mask_length},
           {"model_width", w.model_width},
@@ -127,7 +127,7 @@ nlohmann::json workload_config(const SimulateOptions& o, const Workload& w) {
 }
 
 void run_splits(const SimulateOptions& o, const ClusterSpec& c, const Workload& w,
-                const std::vector<Candidate>& candidates, std::ostream* file) {
+                const std::vector<Candidate>& candidates, std::ostream* file, DType partials) {
   const std::vector<RankThreadSplit> splits = rank_thread_splits(c, w, o.cores_per_node, candidates);
   if (o.format != "jsonl")
     std::printf(
@@ -149,7 +149,7 @@ void run_splits(const SimulateOptions& o, const ClusterSpec& c, const Workload& 
     j["efficiency_backward"] = s.efficiency_backward;
     j["feasible"] = s.best.feasible;
     j["recommended"] = &s == &splits.front() && s.best.feasible;
-    j["config"] = workload_config(o, w);
+    j["config"] = workload_config(o, w, partials);
     if (o.format == "jsonl") std::cout << j.dump() << "\n";
     if (file) *file << j.dump() << "\n";
     if (o.format == "jsonl") continue;
@@ -192,7 +192,8 @@ void run_simulate(const SimulateOptions& o) {
   w.bytes_per_element = o.dtype == "bf16" ? 2 : 4;
   w.bf16_arithmetic = o.dtype == "bf16";  // kernel rates × the spec's bf16_speedup_* (1 for GPU presets)
   // Ranking every strategy: the option applies to burst and ring, the others' partials stay fp32.
-  w.partial_bytes_per_element = static_cast<int>(dtype_size(partials_dtype(o)));
+  const DType partials = partials_dtype(o);
+  w.partial_bytes_per_element = static_cast<int>(dtype_size(partials));
   // With --cores-per-node the largest P is nodes x cores: a mask length splitting into it splits
   // into every smaller split's P too.
   const int max_P = o.cores_per_node > 0 ? c.nodes * o.cores_per_node : c.devices();
@@ -211,7 +212,7 @@ void run_simulate(const SimulateOptions& o) {
   std::unique_ptr<std::ofstream> file;
   if (!o.output.empty()) file = std::make_unique<std::ofstream>(o.output, std::ios::app);
   if (o.cores_per_node > 0) {
-    run_splits(o, c, w, only, file.get());
+    run_splits(o, c, w, only, file.get(), partials);
     std::cout.flush();
     return;
   }
@@ -222,7 +223,7 @@ void run_simulate(const SimulateOptions& o) {
     j["cluster"] = c.name;
     j["nodes"] = c.nodes;
     j["devices_per_node"] = c.devices_per_node;
-    j["config"] = workload_config(o, w);
+    j["config"] = workload_config(o, w, partials);
     if (o.format == "jsonl") std::cout << j.dump() << "\n";
     if (file) *file << j.dump() << "\n";
   }

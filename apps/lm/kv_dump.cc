@@ -35,8 +35,12 @@ void append_rows(const TensorView& t, const std::vector<std::size_t>& rows, std:
 KvCaptureEngine::KvCaptureEngine(AttentionEngine& inner, std::int64_t n_real, int layers,
                                  bool skip_last_attention)
     : inner_(inner), n_real_(n_real), layers_(layers), skip_last_(skip_last_attention) {
-  for (const auto p : inner_.positions())
-    if (p < n_real_) shard_.positions.push_back(p);
+  const auto& pos = inner_.positions();
+  for (std::size_t i = 0; i < pos.size(); ++i)
+    if (pos[i] < n_real_) {
+      rows_.push_back(i);
+      shard_.positions.push_back(pos[i]);
+    }
 }
 
 void KvCaptureEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -48,14 +52,10 @@ void KvCaptureEngine::forward(const TensorView& q, const TensorView& k, const Te
     inner_.forward(q, k, v, out, lse);
   }
   const Stopwatch sw;
-  std::vector<std::size_t> rows;
-  const auto& pos = inner_.positions();
-  for (std::size_t i = 0; i < pos.size(); ++i)
-    if (pos[i] < n_real_) rows.push_back(i);
   shard_.k.emplace_back();
   shard_.v.emplace_back();
-  append_rows(k, rows, shard_.k.back());
-  append_rows(v, rows, shard_.v.back());
+  append_rows(k, rows_, shard_.k.back());
+  append_rows(v, rows_, shard_.v.back());
   ++layer_;
   copy_seconds_ += sw.seconds();
 }

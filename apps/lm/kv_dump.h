@@ -55,6 +55,7 @@ class KvCaptureEngine final : public AttentionEngine {
   int layers_;
   bool skip_last_;
   int layer_ = 0;
+  std::vector<std::size_t> rows_;  ///< local rows of real tokens (position < n_real), every layer's
   KvShard shard_;
   double copy_seconds_ = 0;
 };
