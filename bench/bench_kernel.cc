@@ -34,11 +34,14 @@ struct KernelBenchOptions {
 
 // FMA rate of one core right now (GFLOP/s per CPU-second, median of 3 × ~5 ms): this machine is
 // shared, so each record carries the peak measured next to it and the kernel's fraction of it
-// (fraction_of_peak uses CPU time for both: gflops_cpu / (peak · threads)).
+// (fraction_of_peak uses CPU time for both: gflops_cpu / (peak · threads)). The rate of a shared
+// core also changes within a run (a busy sibling thread or neighbour): the probe also runs after
+// every timed repeat, and fraction_of_peak_paired is the median over repeats of that repeat's
+// rate (flop / its CPU seconds) over the probe right after it.
 double fma_peak_now(Isa isa) {
   const std::int64_t iters = std::int64_t{1} << 20;
   double flop = 0;
-  const Timing t = time_runs([&] { flop = run_fma_probe(isa, iters); }, TimingOptions{1, 3});
+  const Timing t = time_runs([&] { flop = run_fma_probe(isa, iters); }, TimingOptions{1, 3, {}});
   return flop / t.cpu_median / 1e9;
 }
 
@@ -47,11 +50,12 @@ double fma_peak_now(Isa isa) {
 double bf16_peak_now(Isa isa) {
   double flop = 0;
   if (isa == Isa::Amx) {
-    const Timing t = time_runs([&] { flop = run_amx_probe(std::int64_t{1} << 16); }, TimingOptions{1, 3});
+    const Timing t = time_runs([&] { flop = run_amx_probe(std::int64_t{1} << 16); }, TimingOptions{1, 3, {}});
     return flop / t.cpu_median / 1e9;
   }
   if (isa != Isa::Avx512Bf16) return 0;
-  const Timing t = time_runs([&] { flop = run_bf16_dot_probe(std::int64_t{1} << 19); }, TimingOptions{1, 3});
+  const Timing t =
+      time_runs([&] { flop = run_bf16_dot_probe(std::int64_t{1} << 19); }, TimingOptions{1, 3, {}});
   return flop / t.cpu_median / 1e9;
 }
 
@@ -93,9 +97,12 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   const StoredTensor out(Tensor(q_shape), dtype), dq(Tensor(q_shape), dtype);
   const StoredTensor dk(Tensor(kv_shape), dtype), dv(Tensor(kv_shape), dtype);
   Tensor lse({o.batch, o.heads, o.seq});
-  const TimingOptions topt{o.warmup, o.repeats};
+  const TimingOptions topt{o.warmup, o.repeats, {}};
 
   double peak_before = 0, bf16_peak_before = 0;
+  std::vector<double> paired_peaks;  // the FMA probe after each timed repeat of the current pass
+  TimingOptions paired = topt;
+  paired.after_each = [&] { paired_peaks.push_back(fma_peak_now(isa)); };
   auto record = [&](const char* pass, const Timing& t, double flop, const char* formula) {
     nlohmann::json j;
     j["bench"] = "kernel";
@@ -121,6 +128,13 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     const double peak = std::max(peak_before, fma_peak_now(isa));
     j["fma_peak_gflops_1core"] = peak;
     j["fraction_of_peak"] = j["gflops_cpu"].get<double>() / peak;
+    std::vector<double> ratios;
+    for (std::size_t i = 0; i < t.cpu_samples.size() && i < paired_peaks.size(); ++i)
+      if (t.cpu_samples[i] > 0) ratios.push_back(flop / t.cpu_samples[i] / 1e9 / paired_peaks[i]);
+    if (!ratios.empty()) {
+      j["fma_peak_paired_gflops"] = summarize(paired_peaks).median;
+      j["fraction_of_peak_paired"] = summarize(ratios).median;
+    }
     // bf16 arithmetic (bf16 GEMM operands, P rounded to bf16) runs for bf16 inputs on
     // Avx512Bf16 (vdpbf16ps) and Amx (tdpbf16ps); its ceiling is that instruction's probe, timed
     // beside the pass like the FMA one (none for the emulated tiles).
@@ -138,20 +152,22 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
   peak_before = fma_peak_now(isa);
   bf16_peak_before = bf16_peak_now(isa);
+  paired_peaks.clear();
   const Timing tf =
       time_runs([&] { attention_forward(q.view, k.view, v.view, out.view, lse.view(), params); },
-                fwd ? topt : TimingOptions{0, 1});
+                fwd ? paired : TimingOptions{0, 1, {}});
   if (fwd)
     record("fwd", tf, attention_forward_flop(o.batch, o.heads, o.dim, pairs), kAttentionForwardFlopFormula);
   if (bwd) {
     peak_before = fma_peak_now(isa);
     bf16_peak_before = bf16_peak_now(isa);
+    paired_peaks.clear();
     const Timing tb = time_runs(
         [&] {
           attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view,
                              dv.view, params);
         },
-        topt);
+        paired);
     record("bwd", tb, attention_backward_flop(o.batch, o.heads, o.dim, pairs), kAttentionBackwardFlopFormula);
   }
 }

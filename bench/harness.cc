@@ -44,8 +44,10 @@ Timing time_runs(const std::function<void()>& fn, const TimingOptions& opt) {
     const auto t1 = std::chrono::steady_clock::now();
     cpu.push_back(process_cpu_seconds() - c0);
     samples.push_back(std::chrono::duration<double>(t1 - t0).count());
+    if (opt.after_each) opt.after_each();
   }
   Timing t = summarize(std::move(samples));
+  t.cpu_samples = cpu;
   t.cpu_median = summarize(std::move(cpu)).median;
   return t;
 }

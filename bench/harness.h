@@ -53,6 +53,8 @@ struct StoredTensor {
 struct TimingOptions {
   int warmup = 1;   ///< untimed runs first (page faults, caches, OpenMP thread start)
   int repeats = 5;  ///< timed runs; ≥ 1
+  /// Run after each timed run, outside its timing (e.g. a probe of the FMA rate beside it).
+  std::function<void()> after_each;
 };
 
 /// Summary of timed samples, in seconds.
@@ -60,6 +62,7 @@ struct Timing {
   double median = 0, min = 0, max = 0;
   int repeats = 0;
   std::vector<double> samples;
+  std::vector<double> cpu_samples;  ///< CPU seconds of each timed run, in run order
   /// Median CPU time of the process per repeat (all threads, CLOCK_PROCESS_CPUTIME_ID), when
   /// measured (0 otherwise). On a shared machine wall/CPU < 1 shows time lost to other jobs; for
   /// one thread flop / cpu_median estimates the rate on an idle core.
