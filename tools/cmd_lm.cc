@@ -3,8 +3,6 @@
 // (lm_main.cc), built with BURST_WITH_TORCH. Every rank parses the same argv; rank 0 prints
 // progress (stderr) and the JSON summary (last stdout line).
 #include <dlfcn.h>
-#include <torch/utils.h>
-#include <torch/version.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -19,8 +17,7 @@
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "commands.h"
-#include "lm/generate.h"
-#include "lm/train.h"
+#include "lm/options.h"
 
 namespace burst::cli {
 namespace {
@@ -98,7 +95,7 @@ lm::RunOptions resolve(const RunArgs& a, const Communicator& comm) {
   r.dtype = parse_dtype(a.dtype);
   const int threads = a.threads > 0 ? a.threads : std::max(1, 2 / comm.size());
   r.dist.num_threads = threads;
-  torch::set_num_threads(threads);
+  lm::set_torch_threads(threads);
   r.head_chunk = a.head_chunk;
   r.verbose = !a.quiet;
   r.blas = blas_in_use();
@@ -142,10 +139,10 @@ void add_lm_commands(CLI::App& app) {
   t->add_option("--stop-after", topt->stop_after,
                 "return after this many steps (checkpointed; rerun to resume)");
   t->add_flag("--no-resume", *no_resume, "start fresh even if <out>/checkpoint.safetensors exists");
-  const std::map<std::string, lm::Model::Recompute> recompute{{"none", lm::Model::Recompute::None},
-                                                              {"mlp", lm::Model::Recompute::Mlp},
-                                                              {"layer", lm::Model::Recompute::Layer},
-                                                              {"seq", lm::Model::Recompute::SeqWise}};
+  const std::map<std::string, lm::Recompute> recompute{{"none", lm::Recompute::None},
+                                                       {"mlp", lm::Recompute::Mlp},
+                                                       {"layer", lm::Recompute::Layer},
+                                                       {"seq", lm::Recompute::SeqWise}};
   t->add_option("--recompute", topt->recompute,
                 "activation checkpointing: none; mlp (re-run each MLP block in backward); layer (re-run "
                 "each layer, attention output and lse cached, BurstEngine's full mode); seq (as layer, "
@@ -261,11 +258,11 @@ void add_lm_commands(CLI::App& app) {
   app.add_subcommand("info", "print the libtorch version, the BLAS it calls and burst's kernel ISA as JSON")
       ->callback([] {
         if (Communicator::world().rank() == 0)
-          std::printf("%s\n",
-                      nlohmann::json{
-                          {"torch", TORCH_VERSION}, {"blas", blas_in_use()}, {"isa", to_string(detect_isa())}}
-                          .dump()
-                          .c_str());
+          std::printf("%s\n", nlohmann::json{{"torch", lm::torch_version()},
+                                             {"blas", blas_in_use()},
+                                             {"isa", to_string(detect_isa())}}
+                                  .dump()
+                                  .c_str());
       });
 }
 

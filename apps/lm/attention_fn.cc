@@ -2,17 +2,14 @@
 #include "attention_fn.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 
 #include "burst/error.h"
+#include "runtime.h"
 
 namespace burst::lm {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// BSHD / [1,H,S] view of a contiguous fp32 or bf16 torch tensor (bf16 as burst's DType::BF16:
 /// both are the top 16 bits of an fp32, rounded to nearest even).
@@ -126,9 +123,9 @@ LocalEngine::LocalEngine(std::vector<std::int64_t> positions, const Mask& mask, 
 
 void LocalEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v,
                           const TensorView& out, const TensorView& lse) {
-  const auto t0 = Clock::now();
+  const Stopwatch sw;
   attention_forward(q, k, v, out, lse, params_);
-  totals_.forward_seconds += since(t0);
+  totals_.forward_seconds += sw.seconds();
   totals_.forward_pairs += pairs_;
   count_pass(q.dtype);
 }
@@ -136,9 +133,9 @@ void LocalEngine::forward(const TensorView& q, const TensorView& k, const Tensor
 void LocalEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
                            const TensorView& v, const TensorView& out, const TensorView& lse,
                            const TensorView& dq, const TensorView& dk, const TensorView& dv) {
-  const auto t0 = Clock::now();
+  const Stopwatch sw;
   attention_backward(dout, q, k, v, out, lse, dq, dk, dv, params_);
-  totals_.backward_seconds += since(t0);
+  totals_.backward_seconds += sw.seconds();
   totals_.backward_pairs += pairs_;
   totals_.backward_side = "local";
   count_pass(q.dtype);

@@ -1,15 +1,10 @@
 // apps/lm/dist_engine.cc — DistEngine: burst's DistAttention behind the engine interface.
 #include <algorithm>
-#include <chrono>
 
 #include "attention_fn.h"
+#include "runtime.h"
 
 namespace burst::lm {
-namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-}  // namespace
-
 DistEngine::DistEngine(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
                        const Mask& mask)
     : attn_(comm, cfg, shape, mask), H_(shape.H), D_(shape.D) {
@@ -18,9 +13,9 @@ DistEngine::DistEngine(const Communicator& comm, const DistConfig& cfg, const Pr
 
 void DistEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                          const TensorView& lse) {
-  const auto t0 = Clock::now();
+  const Stopwatch sw;
   attn_.forward(q, k, v, out, lse);
-  totals_.forward_seconds += since(t0);
+  totals_.forward_seconds += sw.seconds();
   totals_.bytes_sent += attn_.last_stats().bytes_sent;
   totals_.forward_pairs += attn_.last_stats().visible_pairs;
   count_pass(q.dtype);
@@ -29,9 +24,9 @@ void DistEngine::forward(const TensorView& q, const TensorView& k, const TensorV
 void DistEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView& out, const TensorView& lse,
                           const TensorView& dq, const TensorView& dk, const TensorView& dv) {
-  const auto t0 = Clock::now();
+  const Stopwatch sw;
   attn_.backward(dout, q, k, v, out, lse, dq, dk, dv);
-  totals_.backward_seconds += since(t0);
+  totals_.backward_seconds += sw.seconds();
   totals_.bytes_sent += attn_.last_stats().bytes_sent;
   totals_.backward_pairs += attn_.last_stats().visible_pairs;
   totals_.backward_side = attn_.last_stats().backward_side;

@@ -42,34 +42,6 @@
 #include <nlohmann/json.hpp>
 
 #include "burst/comm.h"
-#include "train.h"
+#include "options.h"
 
-namespace burst::lm {
-
-struct GenerateOptions {
-  RunOptions run;
-  std::filesystem::path checkpoint = "runs/kjv/checkpoint.safetensors";
-  std::int64_t context_tokens = -1;  ///< −1: the whole KJV ("all"); else its first n tokens
-  std::string prompt;
-  int max_new_tokens = 32;
-  double temperature = 0.8;  ///< 0: greedy
-  int top_k = 40;            ///< 0: the whole vocabulary
-  std::uint64_t seed = 1;
-  int verify_tokens = 2;  ///< decode steps recomputed on one rank (0: none)
-  double verify_rtol = 1e-5;
-  std::int64_t verify_kv_tokens = 8192;  ///< tokens per prefill range recomputed on one rank
-  std::int64_t chunk_tokens = 1024;      ///< KV-cache chunk (flash-decoding split)
-  bool prefill_causal = false;           ///< plain causal prefill instead of document-causal
-  /// `burst eval --save-kv` directory: the context's K/V loaded from it when every rank's shard
-  /// matches this run (kv_dump.h); else (or empty) prefilled by a forward. The summary's
-  /// kv_source says which ("eval" or "prefill"), kv_rejected why not.
-  std::filesystem::path kv_from;
-};
-
-/// Generates; rank 0 prints the text and progress on stderr. Returns the summary (the JSON line
-/// `burst generate` prints): tokens, timings, bytes per token, verified. Collective.
-/// Throws Error(InvalidArgument) (every rank, before any payload) for a missing cache or
-/// checkpoint, a checkpoint of other data, or bad options.
-nlohmann::json run_generate(const GenerateOptions& opts, const Communicator& comm);
-
-}  // namespace burst::lm
+namespace burst::lm {}  // namespace burst::lm

@@ -1,6 +1,6 @@
 // apps/lm/model.h — a small Llama-style decoder in libtorch whose attention is burst's.
 //
-// Owns: ModelConfig (the architecture, serialised into checkpoints), Model (named fp32
+// Owns: Model (named fp32
 // parameters, deterministic init from a seed) and its forward on one rank's slice of a sequence:
 // token embedding → L × [RMSNorm → GQA attention with RoPE on GLOBAL positions → residual;
 // RMSNorm → SwiGLU MLP → residual] → RMSNorm → hidden states [S_local, d]. The LM head and loss
@@ -18,29 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "attention_fn.h"
+#include "options.h"
 
 namespace burst::lm {
-
-struct ModelConfig {
-  int vocab_size = 2048;
-  int d_model = 128;
-  int layers = 2;
-  int heads = 4;  ///< H
-  /// H_kv (GQA: H % H_kv == 0). Multi-head by default: with H_kv = H the GQA rule
-  /// (choose_backward_side) picks BurstAttention's query-side backward (docs/strategies.md).
-  int kv_heads = 4;
-  int head_dim = 16;     ///< D
-  int ffn_hidden = 256;  ///< SwiGLU width
-  double rope_base = 10000.0;
-  double norm_eps = 1e-5;
-  std::uint64_t seed = 1234;
-
-  /// Throws Error(InvalidArgument) naming the bad field.
-  void validate() const;
-  std::int64_t num_parameters() const;
-  nlohmann::json to_json() const;
-  static ModelConfig from_json(const nlohmann::json& j);
-};
 
 /// RoPE tables for `positions`: cos, sin [S, D/2] fp32, angles computed in fp64 (positions reach
 /// ~10⁶ in evaluation, where fp32 angles would lose ~0.06 rad). Source: RoFormer (Su et al. 2021).
@@ -89,20 +69,8 @@ class Model {
   void set_inference_rows(std::int64_t rows);
   std::int64_t inference_rows() const { return inference_rows_; }
 
-  /// Activation checkpointing on the rank's slice of the sequence (training only; no effect
-  /// under NoGradGuard). Gradients are identical to Recompute::None (same operations, same order).
-  /// - Mlp (selective recomputation, Korthikanti et al. 2022): each layer's MLP block (RMSNorm →
-  ///   SwiGLU → residual) keeps only its input [S_local, d] and is re-run in backward; the
-  ///   attention block is never recomputed.
-  /// - Layer (BurstEngine's sequence-level checkpointing in "full" mode, docs/algorithm.md §9.1):
-  ///   each layer keeps only its input, the attention output O [S_local, H·D] and lse; backward
-  ///   re-runs the layer with the attention forward replayed from that cache (no attention FLOPs,
-  ///   no messages) — the collective attention backward still runs exactly once per layer.
-  /// - SeqWise (BurstEngine's "seq-wise" mode, §9.1): as Layer, but only the later half of each
-  ///   rank's O and lse is kept; backward recomputes the first half with engine.first_half()
-  ///   (¼ of a causal forward's FLOPs, half its ring traffic). Needs an engine built with
-  ///   make_engine(..., seq_wise = true) (striped layout, causal-type mask).
-  enum class Recompute { None, Mlp, Layer, SeqWise };
+  /// Activation checkpointing: lm::Recompute (options.h).
+  using Recompute = lm::Recompute;
   void set_recompute(Recompute r) { recompute_ = r; }
   Recompute recompute() const { return recompute_; }
 

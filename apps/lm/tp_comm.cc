@@ -1,15 +1,11 @@
 // apps/lm/tp_comm.cc — TpEngine and the sequence-parallel autograd collectives.
 #include "tp_comm.h"
 
-#include <chrono>
-
 #include "burst/error.h"
+#include "runtime.h"
 
 namespace burst::lm {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::vector<std::int64_t> iota_positions(std::int64_t begin, std::int64_t n) {
   std::vector<std::int64_t> p(static_cast<std::size_t>(n));
@@ -78,9 +74,9 @@ TpEngine::TpEngine(const Communicator& comm, std::int64_t S_global, const Mask& 
 
 void TpEngine::forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                        const TensorView& lse) {
-  const auto t0 = Clock::now();
+  const Stopwatch sw;
   sequence_.forward(q, k, v, out, lse);
-  totals_.forward_seconds += since(t0);
+  totals_.forward_seconds += sw.seconds();
   totals_.forward_pairs += pairs_share_;
   count_pass(q.dtype);
 }
@@ -88,9 +84,9 @@ void TpEngine::forward(const TensorView& q, const TensorView& k, const TensorVie
 void TpEngine::backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const TensorView& lse, const TensorView& dq,
                         const TensorView& dk, const TensorView& dv) {
-  const auto t0 = Clock::now();
+  const Stopwatch sw;
   sequence_.backward(dout, q, k, v, out, lse, dq, dk, dv);
-  totals_.backward_seconds += since(t0);
+  totals_.backward_seconds += sw.seconds();
   totals_.backward_pairs += pairs_share_;
   totals_.backward_side = "local";
   count_pass(q.dtype);

@@ -9,6 +9,8 @@
 #include <iostream>
 #include <numbers>
 
+#include <torch/version.h>
+
 #include "burst/error.h"
 #include "checkpoint.h"
 #include "data.h"
@@ -160,6 +162,10 @@ json StepRecord::to_json() const {
           {"peak_rss_bytes", peak_rss_bytes},
           {"attention_dtype", attention_dtype}};
 }
+
+void set_torch_threads(int threads) { torch::set_num_threads(threads); }
+
+std::string torch_version() { return TORCH_VERSION; }
 
 std::string blas_summary(const json& blas) {
   std::string s = blas.value("name", std::string("unknown BLAS"));
