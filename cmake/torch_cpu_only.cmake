@@ -30,6 +30,12 @@ if(BURST_TORCH_CONFIG)
   file(STRINGS "${BURST_TORCH_CONFIG}" _abi_line REGEX "_GLIBCXX_USE_CXX11_ABI=[01]")
   string(REGEX MATCH "_GLIBCXX_USE_CXX11_ABI=[01]" _abi "${_abi_line}")
 endif()
+if(_abi STREQUAL "_GLIBCXX_USE_CXX11_ABI=0")
+  message(FATAL_ERROR "burst: the libtorch at ${_root} uses the pre-C++11 std::string ABI "
+                      "(${BURST_TORCH_CONFIG}), the rest of burst the C++11 one: their std::string "
+                      "interfaces would not link. Use a libtorch built with _GLIBCXX_USE_CXX11_ABI=1 "
+                      "(PyTorch's pip wheels since torch 2.7, Debian's libtorch-dev).")
+endif()
 add_library(torch INTERFACE IMPORTED GLOBAL)
 # Imported: its include directories are SYSTEM for consumers (no warnings from libtorch headers).
 target_include_directories(torch INTERFACE "${BURST_TORCH_INCLUDE_DIR}"
@@ -42,5 +48,9 @@ set(Torch_FOUND TRUE)
 if(NOT _abi)
   set(_abi "the compiler's default ABI")
 endif()
+set(_config "${BURST_TORCH_CONFIG}")
+if(NOT _config)
+  set(_config "none")
+endif()
 message(STATUS "burst: libtorch CPU only: ${BURST_TORCH_CPU_LIB}, ${BURST_C10_LIB}; ${_abi} "
-               "(TorchConfig.cmake: ${BURST_TORCH_CONFIG})")
+               "(TorchConfig.cmake: ${_config})")

@@ -24,8 +24,7 @@
 # a second one uses the wheel's TorchConfig.cmake (CUDA toolkit needed: CUDACXX, TORCH_CUDA_ARCH_LIST
 # are set from /usr/local/cuda and the GPU); report.txt says which one built.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-root=$PWD
+cd "$(dirname "$0")/.." || exit 1
 
 # shellcheck source=scripts/host_check_common.sh
 source scripts/host_check_common.sh
@@ -87,7 +86,7 @@ build=${BURST_BUILD_DIR:-build-offline}
 report=$out/report.txt
 note() { printf '%s\n' "$*" | tee -a "$report" >&2; }
 : >"$report"
-note "== run_main_offline $mode $(date -u +%FT%TZ) on $(hostname)"
+note "== run_main_offline $mode $(date -u +%FT%TZ) on $(uname -n), $(getconf _NPROCESSORS_ONLN) CPUs"
 
 # nproc obeys OMP_NUM_THREADS: the build would run on one core if the caller set it.
 unset OMP_NUM_THREADS OMP_THREAD_LIMIT
@@ -104,25 +103,35 @@ mapfile -t t < <("$py" - <<'PY'
 import glob, os, torch
 d = os.path.dirname(torch.__file__)
 print(d)
-print(torch.utils.cmake_prefix_path)
-print(torch.__version__, "cuda", torch.version.cuda, "cxx11abi", torch.compiled_with_cxx11_abi())
+print(os.path.join(d, "share", "cmake"))
+try:
+    abi = torch.compiled_with_cxx11_abi()
+except Exception as e:  # informational only: cmake/torch_cpu_only.cmake reads the ABI itself
+    abi = repr(e)
+print(torch.__version__, "cuda", torch.version.cuda, "cxx11abi", abi)
 print(":".join(sorted(glob.glob(os.path.join(os.path.dirname(d), "nvidia", "*", "lib")))))
 PY
 )
 torch_root=${t[0]:-}
 [[ -d $torch_root/lib ]] || { note "run_main_offline: $py: no torch/lib (${t[*]})"; exit 1; }
 note "python $py; torch ${t[2]}; $torch_root"
-export LD_LIBRARY_PATH=$carry/sentencepiece/lib:$torch_root/lib${t[3]:+:${t[3]}}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Not torch/lib: burst-lm's RUNPATH names it (CMake), and a libgomp.so.1 there would replace the
+# system's for every program. The nvidia/*/lib folders: for the linker, should libtorch_cpu need
+# one of them (its RUNPATH names them for the loader).
+export LD_LIBRARY_PATH=$carry/sentencepiece/lib${t[3]:+:${t[3]}}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CMAKE_PREFIX_PATH=$carry/sentencepiece:$carry/deps${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 export BURST_SETUP=skip BURST_KJV_TEXT=$carry/kjv.txt BURST_PYTHON=$py BURST_BUILD_DIR=$build
+# Open MPI 4's shared-memory transport reads peers' memory with process_vm_readv (CMA), which a
+# container without CAP_SYS_PTRACE refuses ("Read -1, expected ..., errno = 1"): copy through the
+# shared segment instead, unless the caller chose.
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 common=(-DBURST_WITH_TORCH=ON -DBURST_WITH_PYTHON=OFF -DBURST_BUILD_TESTS=OFF -DBURST_INSTALL=OFF
         -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 mapfile -t -O "${#common[@]}" common < <(deps_cmake_args "$carry/deps")
 
-# configure ARGS...: scripts/build.sh's configure, from a fresh cache; its log appended to
-# configure.log.
+# configure ARGS...: scripts/build.sh's configure (on the cache there: a second run rebuilds
+# nothing); its log appended to configure.log.
 configure() {
-  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
   mkdir -p "$build"
   echo "== cmake ${*} (CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH)" >>"$out/configure.log"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=/usr/bin/python3 "$@" \
@@ -137,7 +146,8 @@ if ! configure "${args[@]}"; then
   tail -n 25 "$out/configure.log" | tee -a "$report" >&2
   # The wheel's own TorchConfig.cmake: its Caffe2Config.cmake finds the CUDA toolkit.
   torch_mode="TorchConfig.cmake (${t[1]}/Torch, CUDA toolkit)"
-  args=("${common[@]}" "-DTorch_DIR=${t[1]}/Torch")
+  rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
+  args=("${common[@]}" "-DBURST_TORCH_CPU_ROOT=" "-DTorch_DIR=${t[1]}/Torch")
   if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
     export CUDACXX=/usr/local/cuda/bin/nvcc
     args+=(-DCUDA_TOOLKIT_ROOT_DIR=/usr/local/cuda -DCUDAToolkit_ROOT=/usr/local/cuda)
@@ -151,7 +161,7 @@ if ! configure "${args[@]}"; then
   fi
 fi
 note "configured in $(($(date +%s) - t0)) s: libtorch $torch_mode"
-grep -E '^-- burst:' "$build/configure.log" "$out/configure.log" 2>/dev/null | tail -n 5 >>"$report"
+grep -E '^-- burst:' "$out/configure.log" | tail -n 5 >>"$report"
 export BURST_CMAKE_ARGS="${args[*]}"
 
 rc=0
@@ -166,16 +176,20 @@ note "== $mode exit $rc; $(grep -A3 '^real' "$out/main.log" | tr '\n' ' ')"
 # The report: the host, what the programs load (libtorch CPU only, the carried sentencepiece),
 # the summary table and phase times; the run's JSON and logs in results.txt.
 {
-  echo "== ldd $build/tools/burst-lm (torch, c10, CUDA?)"
-  ldd "$build/tools/burst-lm" 2>&1 | grep -E 'torch|c10|cud|not found' || echo "(not built)"
-  echo "== ldd $build/apps/kjv_prepare (sentencepiece)"
-  ldd "$build/apps/kjv_prepare" 2>&1 | grep -E 'sentencepiece|not found' || echo "(not built)"
-  echo "== summary"
-  sed -n '/^=====/,$p' "$out/main.log"
-  grep -E '^\[run_main' "$out/main.log"
-  lm_out=${BURST_LM_OUT:-runs/kjv}
-  echo "== $lm_out/phases.tsv"
-  cat "$lm_out/phases.tsv" 2>/dev/null
+  echo "== ldd $build/tools/burst-lm: libtorch, c10, CUDA (none with libtorch CPU only), OpenMP"
+  ldd "$build/tools/burst-lm" 2>&1 | grep -E '^\s*lib(torch|c10|cud|nv|gomp|mkl)|not found|not a dynamic' ||
+    echo "(not built)"
+  echo "== ldd $build/apps/kjv_prepare: sentencepiece (the carried one)"
+  ldd "$build/apps/kjv_prepare" 2>&1 | grep -E 'sentencepiece|not found|not a dynamic' || echo "(not built)"
+  if [[ $mode != build ]]; then
+    echo "== the KJV's source (the carried text; the bible program: $(command -v bible || echo absent))"
+    grep -m1 -E '^prepare: (extracting the KJV|reusing)' "$out/main.log"
+    echo "== summary"
+    sed -n '/^=====/,$p' "$out/main.log"
+    grep -E '^\[run_main' "$out/main.log"
+    echo "== ${BURST_LM_OUT:-runs/kjv}/phases.tsv"
+    cat "${BURST_LM_OUT:-runs/kjv}/phases.tsv" 2>/dev/null
+  fi
   echo "== lscpu"
   lscpu
 } >>"$report" 2>&1
