@@ -125,6 +125,10 @@ export BURST_SETUP=skip BURST_KJV_TEXT=$carry/kjv.txt BURST_PYTHON=$py BURST_BUI
 # container without CAP_SYS_PTRACE refuses ("Read -1, expected ..., errno = 1"): copy through the
 # shared segment instead, unless the caller chose.
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
+# ccache where the host has it (a second call on a kept machine whose tree was copied anew).
+if [[ -z ${CMAKE_CXX_COMPILER_LAUNCHER:-} ]] && command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR=${CCACHE_DIR:-$PWD/$build/ccache}
+fi
 common=(-DBURST_WITH_TORCH=ON -DBURST_WITH_PYTHON=OFF -DBURST_BUILD_TESTS=OFF -DBURST_INSTALL=OFF
         -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
 mapfile -t -O "${#common[@]}" common < <(deps_cmake_args "$carry/deps")
@@ -172,6 +176,11 @@ else
   rc=${PIPESTATUS[0]}
 fi
 note "== $mode exit $rc; $(grep -A3 '^real' "$out/main.log" | tr '\n' ' ')"
+if ((rc != 0)); then
+  note "== the first errors in main.log:"
+  grep -m 12 -B 2 -A 8 -E 'error:|Error|FAILED:|undefined reference|not found' "$out/main.log" | head -n 150 |
+    tee -a "$report" >&2
+fi
 
 # The report: the host, what the programs load (libtorch CPU only, the carried sentencepiece),
 # the summary table and phase times; the run's JSON and logs in results.txt.
