@@ -4,7 +4,8 @@
 # CUDA build of libtorch (PyTorch's pip wheel, e.g. torch 2.x+cu130) wants the CUDA toolkit at
 # configure time (Caffe2Config.cmake -> public/cuda.cmake: FindCUDA or CUDAToolkit, nvcc, a
 # try_run against the CUDA headers, cuDNN) and links libtorch_cuda and the CUDA runtime into
-# burst-lm. Here: no CUDA at configure, link or run time.
+# burst-lm. Here: no CUDA toolkit at configure time, and burst-lm links neither libtorch_cuda nor
+# the CUDA runtime (what libtorch_cpu itself loads, its RUNPATH finds).
 #
 # BURST_TORCH_CPU_ROOT: the installation's prefix, holding lib/libtorch_cpu.so and include/torch
 # (pip: python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))'; Debian: /usr).
