@@ -42,6 +42,10 @@ add_library(torch INTERFACE IMPORTED GLOBAL)
 target_include_directories(torch INTERFACE "${BURST_TORCH_INCLUDE_DIR}"
                                            "${BURST_TORCH_INCLUDE_DIR}/torch/csrc/api/include")
 target_link_libraries(torch INTERFACE "${BURST_TORCH_CPU_LIB}" "${BURST_C10_LIB}")
+# The linker does not check libtorch_cpu's own undefined symbols against its dependencies (a CUDA
+# wheel's names CUDA libraries under site-packages/nvidia/, which its RUNPATH finds at run time
+# but the linker may not); burst's own undefined symbols are still errors.
+target_link_options(torch INTERFACE "LINKER:--allow-shlib-undefined")
 if(_abi)
   target_compile_definitions(torch INTERFACE ${_abi})
 endif()
