@@ -19,6 +19,11 @@
 # BURST_LM_SEQ_LEN, BURST_LM_VOCAB, BURST_LM_RANKS, BURST_LM_OUT (run directory), BURST_BUILD_DIR,
 # BURST_LM_EVAL_BEFORE (1 adds step 4, one more whole-KJV eval), BURST_LM_GENERATE (0 skips step 6),
 # BURST_LM_PROMPT. Re-running reuses the data cache and resumes training from the checkpoint.
+# Without apt (libtorch from PyTorch's pip wheel; scripts/run_main_offline.sh sets these up):
+# BURST_SETUP=skip (scripts/setup.sh installs nothing), BURST_CMAKE_ARGS (scripts/build.sh: e.g.
+# -DBURST_TORCH_CPU_ROOT=...), BURST_KJV_TEXT (a file holding what `bible -f "Gen1:1-Rev22:21"`
+# prints, read instead of running `bible`: the same token cache), BURST_PYTHON (the Python for the
+# summary's JSON, standard library only; default /usr/bin/python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -47,6 +52,9 @@ out=${BURST_LM_OUT:-runs/kjv}
 data=data/kjv-v${vocab}
 build=${BURST_BUILD_DIR:-build}
 generate=${BURST_LM_GENERATE:-1}
+py=${BURST_PYTHON:-/usr/bin/python3}
+kjv_text=()
+[[ -n "${BURST_KJV_TEXT:-}" ]] && kjv_text=(--kjv-text "$BURST_KJV_TEXT")
 stamp() { printf '[run_main %4ds] %s\n' $(($(date +%s) - start)) "$*" >&2; }
 mkdir -p "$out"
 : > "$out/phases.tsv"
@@ -75,7 +83,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS
 mpirun=(mpirun -n "$ranks" --oversubscribe --bind-to none)
 
 stamp "2/6 data: KJV -> sentencepiece BPE (vocab $vocab) -> $data"
-prepare() { "$build/apps/kjv_prepare" --data "$data" --vocab "$vocab" | tee "$out/prepare.json"; }
+prepare() { "$build/apps/kjv_prepare" --data "$data" --vocab "$vocab" "${kjv_text[@]}" | tee "$out/prepare.json"; }
 phase "data" "$share_data" prepare
 
 # A small multi-head model (d 128, H = H_kv = 4, D 16, SwiGLU 256, 2 layers, ~0.8 M parameters):
@@ -102,7 +110,7 @@ train() {
     --time-budget "$loop_budget" | tee "$out/train_summary.json"
 }
 phase "train" "$train_budget" train
-steps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$out/train_summary.json")
+steps=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$out/train_summary.json")
 
 # The untrained model (the step-0 checkpoint train wrote) on the whole KJV: one more full
 # evaluation, as long as step 5. Off by default (it does not fit the 15-minute budget beside a
@@ -151,8 +159,8 @@ elapsed=$(($(date +%s) - start))
 cpu() { grep -m1 "^$1" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'; }
 # getconf, not nproc: nproc obeys the OMP_NUM_THREADS=1 exported above.
 host="$(cpu 'model name') (family $(cpu 'cpu family'), model $(cpu 'model\s'))"
-isa=$("$lm" info 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["isa"])' || echo "?")
-/usr/bin/python3 - "$out" "$seq_len" "$steps" "$elapsed" "$budget" "$host, $(getconf _NPROCESSORS_ONLN) cores, kernels: $isa" <<'PY'
+isa=$("$lm" info 2>/dev/null | "$py" -c 'import json,sys; print(json.load(sys.stdin)["isa"])' || echo "?")
+"$py" - "$out" "$seq_len" "$steps" "$elapsed" "$budget" "$host, $(getconf _NPROCESSORS_ONLN) cores, kernels: $isa" <<'PY'
 import json, math, os, sys
 out, seq_len, steps, elapsed, budget, host = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 b = json.load(open(f"{out}/eval_before.json")) if os.path.exists(f"{out}/eval_before.json") else None

@@ -7,7 +7,14 @@
 # libopenblas0-openmp: Debian's libtorch calls whatever libblas.so.3 points to, and a fresh
 # machine has only the reference (netlib) BLAS, which took 43 % of the whole-KJV eval; the
 # OpenMP flavour registers itself as the libblas.so.3 alternative and obeys OMP_NUM_THREADS.
+# BURST_SETUP=skip: checks and installs nothing (no dpkg, no apt): a host without apt whose
+# dependencies come from elsewhere, e.g. libtorch from PyTorch's pip wheel and a carried
+# sentencepiece and KJV text (scripts/run_main_offline.sh; docs/lm.md).
 set -euo pipefail
+if [[ "${BURST_SETUP:-}" == skip ]]; then
+  echo "setup: skipped (BURST_SETUP=skip): no package checked or installed" >&2
+  exit 0
+fi
 core=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin
       libgtest-dev libgmock-dev googletest libcli11-dev nlohmann-json3-dev
       iproute2 nftables vde2)   # the emulated cluster (scripts/cluster.sh; vde2: delay without netem)

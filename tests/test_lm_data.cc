@@ -49,6 +49,42 @@ TEST(LmData, ParsesBibleLinesIntoBooks) {
   EXPECT_THROW(burst::lm::parse_bible_lines("12:3 text without book\n"), burst::Error);
 }
 
+// --kjv-text: a saved `bible -f` listing is parsed exactly as the program's output would be, and
+// a missing, short or malformed file is refused with its name in the message.
+TEST(LmData, ReadsKjvFromSavedText) {
+  const fs::path dir = temp_dir("kjv_text");
+  fs::create_directories(dir);
+  std::string text;
+  for (int i = 0; i < 30001; ++i)
+    text += (i < 20000 ? "Ge" : "Rev") + std::to_string(1 + i / 100) + ":" + std::to_string(1 + i % 100) +
+            " verse " + std::to_string(i) + "\n";
+  std::ofstream(dir / "kjv.txt", std::ios::binary) << text;
+  const auto v = burst::lm::read_kjv(dir / "kjv.txt");
+  const auto want = burst::lm::parse_bible_lines(text);
+  ASSERT_EQ(v.size(), 30001u);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    ASSERT_EQ(v[i].book, want[i].book) << i;
+    ASSERT_EQ(v[i].text, want[i].text) << i;
+  }
+  EXPECT_EQ(v.front().book, "Ge");
+  EXPECT_EQ(v.back().book, "Rev");
+  EXPECT_EQ(v.back().text, "verse 30000");
+  const auto refused = [](const fs::path& p) {
+    try {
+      burst::lm::read_kjv(p);
+    } catch (const burst::Error& e) {
+      return std::string(e.what()).find(p.filename().string()) != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused(dir / "missing.txt"));
+  std::ofstream(dir / "short.txt", std::ios::binary) << "Ge1:1 In the beginning.\n";
+  EXPECT_TRUE(refused(dir / "short.txt"));
+  std::ofstream(dir / "bad.txt", std::ios::binary) << text << "no reference here\n";
+  EXPECT_THROW(burst::lm::read_kjv(dir / "bad.txt"), burst::Error);
+  fs::remove_all(dir);
+}
+
 TEST(LmData, Fnv1aKnownVectors) {
   // Published FNV-1a 64 test vectors (Fowler/Noll/Vo): "" and "a".
   EXPECT_EQ(burst::lm::fnv1a64("", 0), 0xcbf29ce484222325ULL);

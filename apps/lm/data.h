@@ -1,10 +1,11 @@
 // apps/lm/data.h — the King James Bible as token ids: extraction, tokenizer, cache.
 //
-// Owns: turning `bible -f "Gen1:1-Rev22:21"` (Debian bible-kjv) into 66 documents (one per
-// book), training a sentencepiece BPE tokenizer on the verses, and caching the token ids and
-// book offsets in a data directory (tokens.bin int32 little-endian, meta.json with sizes and
-// FNV-1a 64 checksums, spm.model). A cache that exists is reused after its size and checksum are
-// verified; a mismatched one is refused with a message saying how to rebuild it.
+// Owns: turning `bible -f "Gen1:1-Rev22:21"` (Debian bible-kjv; or a file holding what it
+// prints, for a host without the package) into 66 documents (one per book), training a
+// sentencepiece BPE tokenizer on the verses, and caching the token ids and book offsets in a
+// data directory (tokens.bin int32 little-endian, meta.json with sizes and FNV-1a 64 checksums,
+// spm.model). A cache that exists is reused after its size and checksum are verified; a
+// mismatched one is refused with a message saying how to rebuild it.
 // Does not: know about models, ranks or torch.
 // Program: kjv_prepare (apps/lm/prepare_main.cc) builds the cache; burst train/eval read it.
 #pragma once
@@ -36,6 +37,9 @@ struct PrepareOptions {
   int vocab_size = 2048;
   int threads = 2;      ///< sentencepiece trainer threads
   bool verbose = true;  ///< progress lines on stderr
+  /// A file holding exactly what `bible -f "Gen1:1-Rev22:21"` prints, read instead of running
+  /// `bible` (a host without bible-kjv); empty: run `bible`. The cache is the same either way.
+  std::filesystem::path kjv_text;
 };
 
 /// One verse: book abbreviation and text (reference stripped).
@@ -52,9 +56,11 @@ std::vector<Verse> parse_bible_lines(const std::string& text);
 // The next three live in tokenizer.cc, linked only into the `kjv_prepare` program (libsentencepiece
 // and libtorch cannot share a process: their protobuf copies clash).
 
-/// Runs `bible -f "Gen1:1-Rev22:21"` and parses it. Throws Error(Unsupported) with the apt-get
-/// command when the program is missing or prints nothing.
-std::vector<Verse> read_kjv();
+/// Runs `bible -f "Gen1:1-Rev22:21"` and parses it; with a non-empty `kjv_text`, parses that file
+/// instead (what the command prints, saved). Throws Error(Unsupported) with the apt-get command
+/// when the program is missing or prints fewer than 30,000 verses, Error(InvalidArgument) naming
+/// the file when it cannot be read, holds fewer verses or has a malformed line.
+std::vector<Verse> read_kjv(const std::filesystem::path& kjv_text = {});
 
 /// The whole file as bytes. Throws Error(InvalidArgument) naming the path when it cannot be read.
 std::string read_file(const std::filesystem::path& path);

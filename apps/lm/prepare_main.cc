@@ -15,8 +15,13 @@ int main(int argc, char** argv) {
   app.add_option("--data", dir, "cache directory")->capture_default_str();
   app.add_option("--vocab", opts.vocab_size, "BPE vocabulary size")->capture_default_str();
   app.add_option("--threads", opts.threads, "tokenizer training threads")->capture_default_str();
+  std::string kjv_text;
+  app.add_option("--kjv-text", kjv_text,
+                 "read the KJV from this file (what `bible -f \"Gen1:1-Rev22:21\"` prints, saved) "
+                 "instead of running `bible`: a host without bible-kjv; the cache is the same");
   CLI11_PARSE(app, argc, argv);
   opts.data_dir = dir;
+  opts.kjv_text = kjv_text;
   try {
     burst::lm::prepare_corpus(opts);
     const burst::lm::Corpus c = burst::lm::load_corpus(opts.data_dir);

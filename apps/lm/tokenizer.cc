@@ -72,10 +72,18 @@ std::vector<Verse> parse_bible_lines(const std::string& text) {
   return verses;
 }
 
-std::vector<Verse> read_kjv() {
+std::vector<Verse> read_kjv(const fs::path& kjv_text) {
+  if (!kjv_text.empty()) {
+    BURST_CHECK(fs::is_regular_file(kjv_text), InvalidArgument, "KJV text ", kjv_text.string(),
+                " is not a file (want what `bible -f \"Gen1:1-Rev22:21\"` prints, saved)");
+    std::vector<Verse> verses = parse_bible_lines(read_file(kjv_text));
+    BURST_CHECK(verses.size() > 30000, InvalidArgument, "KJV text ", kjv_text.string(), " holds ",
+                verses.size(), " verses, expected 31102 (what `bible -f \"Gen1:1-Rev22:21\"` prints)");
+    return verses;
+  }
   std::vector<Verse> verses = parse_bible_lines(run_bible());
   BURST_CHECK(verses.size() > 30000, Unsupported, "`bible -f \"Gen1:1-Rev22:21\"` printed ", verses.size(),
-              " verses, expected 31102: ", kInstallHint);
+              " verses, expected 31102: ", kInstallHint, ", or pass --kjv-text FILE");
   return verses;
 }
 
@@ -95,8 +103,11 @@ bool prepare_corpus(const PrepareOptions& opts) {
     return false;
   }
   fs::create_directories(dir);
-  if (opts.verbose) std::cerr << "prepare: extracting the KJV with `bible`...\n";
-  const std::vector<Verse> verses = read_kjv();
+  if (opts.verbose)
+    std::cerr << "prepare: extracting the KJV "
+              << (opts.kjv_text.empty() ? std::string("with `bible`") : "from " + opts.kjv_text.string())
+              << "...\n";
+  const std::vector<Verse> verses = read_kjv(opts.kjv_text);
   std::string plain;
   for (const Verse& v : verses) plain += v.text + "\n";
   write_text(dir / "kjv.txt", plain);
