@@ -14,7 +14,7 @@ namespace burst::lm {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kFormat = "burst-lm/safetensors-1";
+constexpr const char* kCheckpointFormat = "burst-lm/safetensors-1";
 
 // The checksum of the "burst" metadata text followed by the data section.
 std::uint64_t checksum(const std::string& meta, const char* data, std::size_t bytes) {
@@ -46,7 +46,7 @@ void save_checkpoint(const fs::path& path, const Checkpoint& ckpt) {
                 static_cast<std::size_t>(c.numel()) * sizeof(float));
   }
   header["__metadata__"] = {
-      {"format", kFormat}, {"burst", meta}, {"checksum", hex64(checksum(meta, data.data(), data.size()))}};
+      {"format", kCheckpointFormat}, {"burst", meta}, {"checksum", hex64(checksum(meta, data.data(), data.size()))}};
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const auto n = static_cast<std::uint64_t>(text.size());
@@ -71,8 +71,8 @@ namespace {
 Checkpoint parse_checkpoint(const std::string& buf, std::uint64_t n, const std::string& bad) {
   const nlohmann::json header = nlohmann::json::parse(buf.substr(8, n));
   BURST_CHECK(header.is_object() && header.contains("__metadata__") &&
-                  header["__metadata__"].value("format", "") == kFormat,
-              InvalidArgument, bad, "not a burst LM checkpoint (no __metadata__.format = ", kFormat, ")");
+                  header["__metadata__"].value("format", "") == kCheckpointFormat,
+              InvalidArgument, bad, "not a burst LM checkpoint (no __metadata__.format = ", kCheckpointFormat, ")");
   const nlohmann::json& meta = header.at("__metadata__");
   const char* data = buf.data() + 8 + n;
   const std::size_t data_bytes = buf.size() - 8 - n;

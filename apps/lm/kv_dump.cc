@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kFormat = "burst-lm-kv/1";
+constexpr const char* kKvFormat = "burst-lm-kv/1";
 
 void zero_fill(const TensorView& t) {
   BURST_CHECK(t.is_contiguous() && t.dtype == DType::F32, Internal, "kv capture: output not contiguous f32");
@@ -74,7 +74,7 @@ json kv_shard_key(Model& model, const Corpus& corpus, std::int64_t n_ctx, std::i
     weights = fnv1a64(c.data_ptr<float>(), static_cast<std::size_t>(c.numel()) * sizeof(float), weights);
   }
   const ModelConfig& m = model.config();
-  return json{{"format", kFormat},
+  return json{{"format", kKvFormat},
               {"weights", hex64(weights)},
               {"data", hex64(corpus.checksum)},
               {"context_tokens", n_ctx},
