@@ -3,6 +3,9 @@
 // does not load libtorch (~1.3 s and 170 MB before main); `burst train|eval|generate` execs it.
 // Same argv, MPI and error policy as `burst` (cli_main.h).
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "build_info.h"
@@ -16,5 +19,13 @@ int main(int argc, char** argv) {
                                         burst::cli::build_git_describe() + ")");
   app.require_subcommand(1);
   burst::cli::add_lm_commands(app);
-  return burst::cli::run_with_mpi(app, argc, argv);
+  const int rc = burst::cli::run_with_mpi(app, argc, argv);  // MPI is finalized when it returns
+  // Ends without running static destructors: libtorch 2.11's pip wheel (libtorch_cpu.so) aborts
+  // in its own exit-time operator deregistration ("free(): invalid pointer" in std::locale's
+  // destructor under c10::Dispatcher::deregisterDef_), after the run's results are written.
+  // Everything burst-lm writes is closed or flushed by now.
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(rc);
 }
