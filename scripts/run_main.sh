@@ -103,14 +103,17 @@ loop_budget=$((train_budget - 15))   # libtorch load, MPI start, the last checkp
 # ... but the floor is the training loop's own: at the floor the loop gets all of it (the phase
 # then runs a few seconds past it), so a host that trains at the floor trains for train_min.
 ((loop_budget < train_min)) && loop_budget=$train_min
-if [[ -n "${BURST_LM_STEPS:-}" ]]; then loop_budget=0; fi
+# The phase's share: the loop's budget plus the 15 s of set-up around it (at the floor that is
+# more than train_budget: a run that trains exactly its floor is not an overrun).
+train_share=$((loop_budget + 15 > train_budget ? loop_budget + 15 : train_budget))
+if [[ -n "${BURST_LM_STEPS:-}" ]]; then loop_budget=0; train_share=$train_budget; fi
 stamp "3/6 train: $seq_len tokens a step on $ranks ranks, $train_budget s of the $budget s budget" \
       "(at most $steps steps; loop budget $loop_budget s, 0: fixed steps) -> $out"
 train() {
   "${mpirun[@]}" "$lm" train --data "$data" --out "$out" --steps "$steps" --seq-len "$seq_len" "${model[@]}" \
     --time-budget "$loop_budget" | tee "$out/train_summary.json"
 }
-phase "train" "$train_budget" train
+phase "train" "$train_share" train
 steps=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["steps"])' "$out/train_summary.json")
 
 # The untrained model (the step-0 checkpoint train wrote) on the whole KJV: one more full
