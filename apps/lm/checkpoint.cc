@@ -45,8 +45,9 @@ void save_checkpoint(const fs::path& path, const Checkpoint& ckpt) {
     data.append(reinterpret_cast<const char*>(c.data_ptr<float>()),
                 static_cast<std::size_t>(c.numel()) * sizeof(float));
   }
-  header["__metadata__"] = {
-      {"format", kCheckpointFormat}, {"burst", meta}, {"checksum", hex64(checksum(meta, data.data(), data.size()))}};
+  header["__metadata__"] = {{"format", kCheckpointFormat},
+                            {"burst", meta},
+                            {"checksum", hex64(checksum(meta, data.data(), data.size()))}};
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
   const auto n = static_cast<std::uint64_t>(text.size());
@@ -72,7 +73,8 @@ Checkpoint parse_checkpoint(const std::string& buf, std::uint64_t n, const std::
   const nlohmann::json header = nlohmann::json::parse(buf.substr(8, n));
   BURST_CHECK(header.is_object() && header.contains("__metadata__") &&
                   header["__metadata__"].value("format", "") == kCheckpointFormat,
-              InvalidArgument, bad, "not a burst LM checkpoint (no __metadata__.format = ", kCheckpointFormat, ")");
+              InvalidArgument, bad, "not a burst LM checkpoint (no __metadata__.format = ", kCheckpointFormat,
+              ")");
   const nlohmann::json& meta = header.at("__metadata__");
   const char* data = buf.data() + 8 + n;
   const std::size_t data_bytes = buf.size() - 8 - n;
