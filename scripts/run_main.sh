@@ -105,7 +105,7 @@ loop_budget=$((train_budget - 15))   # libtorch load, MPI start, the last checkp
 ((loop_budget < train_min)) && loop_budget=$train_min
 # The phase's share: the loop's budget plus the 15 s of set-up around it (at the floor that is
 # more than train_budget: a run that trains exactly its floor is not an overrun).
-train_share=$((loop_budget + 15 > train_budget ? loop_budget + 15 : train_budget))
+train_share=$((loop_budget + 15))
 if [[ -n "${BURST_LM_STEPS:-}" ]]; then loop_budget=0; train_share=$train_budget; fi
 stamp "3/6 train: $seq_len tokens a step on $ranks ranks, $train_budget s of the $budget s budget" \
       "(at most $steps steps; loop budget $loop_budget s, 0: fixed steps) -> $out"

@@ -19,18 +19,16 @@ if [[ "${BURST_SETUP:-}" == skip ]]; then
   echo "setup: skipped (BURST_SETUP=skip): no package checked or installed" >&2
   exit 0
 fi
-core=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin
-      libgtest-dev libgmock-dev googletest libcli11-dev nlohmann-json3-dev
-      iproute2 nftables vde2)   # the emulated cluster (scripts/cluster.sh; vde2: delay without netem)
-extra=(libtorch-dev python3-torch libsentencepiece-dev sentencepiece bible-kjv bible-kjv-text
-       pybind11-dev python3-pybind11 python3-numpy python3-mpi4py python3-pytest
-       python3-matplotlib python3-dev libopenblas0-openmp
-       python3-pip python3-setuptools python3-wheel python3-venv)
-main=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin libcli11-dev nlohmann-json3-dev
-      libtorch-dev libsentencepiece-dev bible-kjv bible-kjv-text libopenblas0-openmp python3 python3-matplotlib)
-pkgs=("${core[@]}")
-if [[ "${BURST_SETUP_MINIMAL:-0}" != 1 ]]; then pkgs+=("${extra[@]}"); fi
-if [[ "${BURST_SETUP:-}" == main ]]; then pkgs=("${main[@]}"); fi
+# Package groups: the main job (scripts/run_main.sh) needs build + lm; everything else needs all.
+build=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin libcli11-dev nlohmann-json3-dev)
+tests=(libgtest-dev libgmock-dev googletest
+       iproute2 nftables vde2)   # the emulated cluster (scripts/cluster.sh; vde2: delay without netem)
+lm=(libtorch-dev libsentencepiece-dev bible-kjv bible-kjv-text libopenblas0-openmp python3 python3-matplotlib)
+extra=(python3-torch sentencepiece pybind11-dev python3-pybind11 python3-numpy python3-mpi4py python3-pytest
+       python3-dev python3-pip python3-setuptools python3-wheel python3-venv)
+pkgs=("${build[@]}" "${tests[@]}")
+if [[ "${BURST_SETUP_MINIMAL:-0}" != 1 ]]; then pkgs+=("${lm[@]}" "${extra[@]}"); fi
+if [[ "${BURST_SETUP:-}" == main ]]; then pkgs=("${build[@]}" "${lm[@]}"); fi
 missing=()
 for p in "${pkgs[@]}"; do
   [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true) == *"install ok installed"* ]] || missing+=("$p")
