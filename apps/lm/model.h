@@ -1,10 +1,10 @@
 // apps/lm/model.h — a small Llama-style decoder in libtorch whose attention is burst's.
 //
-// Owns: Model (named fp32
-// parameters, deterministic init from a seed) and its forward on one rank's slice of a sequence:
-// token embedding → L × [RMSNorm → GQA attention with RoPE on GLOBAL positions → residual;
-// RMSNorm → SwiGLU MLP → residual] → RMSNorm → hidden states [S_local, d]. The LM head and loss
-// live in fused_head_loss.h (the model never forms [S, vocab] logits).
+// Owns: Model (named fp32 parameters, deterministic init from a seed; its architecture is
+// ModelConfig, options.h) and its forward on one rank's slice of a sequence: token embedding →
+// L × [RMSNorm → GQA attention with RoPE on GLOBAL positions → residual; RMSNorm → SwiGLU MLP →
+// residual] → RMSNorm → hidden states [S_local, d]. The LM head and loss live in
+// fused_head_loss.h (the model never forms [S, vocab] logits).
 // Does not: communicate except through the attention engine; own the optimizer (train.cc).
 #pragma once
 
