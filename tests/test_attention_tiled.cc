@@ -122,6 +122,77 @@ TEST(Microkernels, RowMaxExpSumAndTranspose) {
   }
 }
 
+// The softmax entries skip exp2's underflow mask (exp2_nonpos): above −126 they must match exp2's
+// accuracy; below, at most the smallest normal (a denormal or 0), exactly 0 under FlushDenormals
+// (as the kernels run) and for −inf / +inf shifts.
+TEST(Microkernels, SoftmaxExp2EntriesAgainstDouble) {
+  for (Isa isa : isas_here()) {
+    const auto& mk = kernels::microkernels(isa);
+    const int n = 64 * mk.width;
+    std::vector<float> x(n);
+    test::fill_uniform(x.data(), n, 11, -170.0f, 0.0f);
+    const float edges[8] = {-126.0f, -126.25f, -126.5f, -126.75f, -127.0f, -127.5f, -150.0f, 0.0f};
+    for (int j = 0; j < 8; ++j) x[j] = edges[j];
+    x[9] = -INFINITY;
+    const float shift = 3.0f;  // the fp32 subtraction is part of the contract
+    for (int j = 0; j < n; ++j) x[j] += shift;
+    x[9] = -INFINITY;
+    for (const bool ftz : {false, true}) {
+      std::vector<float> e = x;
+      float sum = 0;
+      if (ftz) {
+        kernels::FlushDenormals flush;
+        sum = mk.exp2_shift_sum(e.data(), n, shift);
+      } else {
+        sum = mk.exp2_shift_sum(e.data(), n, shift);
+      }
+      double ref_sum = 0;
+      for (int j = 0; j < n; ++j) {
+        const double arg = static_cast<double>(x[j] - shift);
+        const double r = std::exp2(arg);
+        ref_sum += r;
+        if (arg >= -126.0) {
+          EXPECT_NEAR(e[j], r, 3e-7 * r) << to_string(isa) << " x " << arg;
+        } else {
+          EXPECT_GE(e[j], 0.0f) << to_string(isa) << " x " << arg;
+          EXPECT_LE(e[j], 0x1p-126f) << to_string(isa) << " x " << arg;
+          if (ftz || arg < -149.0) {
+            EXPECT_EQ(e[j], 0.0f) << to_string(isa) << " x " << arg << " ftz " << ftz;
+          }
+        }
+      }
+      EXPECT_EQ(e[9], 0.0f) << to_string(isa);
+      EXPECT_NEAR(sum, ref_sum, 1e-6 * ref_sum) << to_string(isa);
+    }
+    // probs_t: columns are queries with their own shift; +inf shifts give exact zeros.
+    const int rows = 5, cols = 4 * mk.width, ld = cols + mk.width;
+    const float c2 = 0.18f;
+    std::vector<float> st(static_cast<std::size_t>(rows) * ld), shifts(cols);
+    test::fill_uniform(st.data(), rows * ld, 12, -400.0f, 40.0f);
+    test::fill_uniform(shifts.data(), cols, 13, 7.2f, 9.0f);  // ≥ c2·max score: arguments ≤ 0
+    shifts[1] = INFINITY;
+    std::vector<float> pt = st;
+    mk.probs_t(pt.data(), ld, rows, cols, c2, shifts.data());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        // The argument in double; the kernel rounds it once or twice in fp32 (fused or not), an
+        // absolute error of up to 2^−23·(|c2·s| + |shift|), i.e. that times ln 2 relative.
+        const double prod = static_cast<double>(c2) * st[r * ld + c];
+        const double arg = prod - shifts[c];
+        const double ref = std::exp2(arg);
+        const double tol = 3e-7 + 0.6931471805599453 * 0x1p-23 * (std::fabs(prod) + std::fabs(shifts[c]));
+        const float got = pt[r * ld + c];
+        if (c == 1) {
+          EXPECT_EQ(got, 0.0f) << to_string(isa);
+        } else if (arg >= -125.0) {
+          EXPECT_NEAR(got, ref, tol * ref) << to_string(isa) << " arg " << arg;
+        } else if (arg < -127.0) {
+          EXPECT_LE(got, 0x1p-126f) << to_string(isa) << " arg " << arg;
+        }
+      }
+  }
+}
+
 // ---------------------------------------------------------------- kernel vs oracle
 
 struct Case {

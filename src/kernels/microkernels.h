@@ -48,7 +48,9 @@ struct Microkernels {
   float (*row_max)(const float* x, int n) = nullptr;
 
   /// x[j] ← exp2(x[j] − shift) for n values (n a multiple of width) and returns their sum, summed
-  /// in vector lanes then lanes in a fixed order. shift must be finite; −inf entries become 0.
+  /// in vector lanes then lanes in a fixed order. shift must be finite and ≥ the x[j] (up to
+  /// rounding: the running max); −inf entries become 0. Values of x[j] − shift below −126 give 0
+  /// or a denormal below 2^−126 (0 under FlushDenormals). Accuracy as exp2.
   float (*exp2_shift_sum)(float* x, int n, float shift) = nullptr;
 
   /// x[j] ← a·x[j], n a multiple of width.
@@ -60,7 +62,8 @@ struct Microkernels {
 
   /// Backward probabilities, transposed tile: st[r][c] ← exp2(c2·st[r][c] − shift[c]) for
   /// rows × cols (cols a multiple of width; row stride ld). shift[c] = lse of query c in base 2,
-  /// +inf for queries that must contribute nothing (masked rows, padding) → exact 0.
+  /// +inf for queries that must contribute nothing (masked rows, padding) → exact 0. Arguments
+  /// are ≤ 0 up to rounding (shift ≥ the row's scores); below −126 as exp2_shift_sum.
   void (*probs_t)(float* st, std::int64_t ld, int rows, int cols, float c2, const float* shift) = nullptr;
 
   /// Backward score gradient, transposed tile: pt[r][c] ← pt[r][c]·(dpt[r][c] − delta[c]).

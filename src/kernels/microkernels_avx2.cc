@@ -2,7 +2,9 @@
 // 3 rows × 4 ymm GEMM block = 12 accumulators + 3 B vectors + 1 broadcast of the 16 ymm registers
 // (the 4th B vector is the FMAs' memory operand): each k step reads its B row as two whole cache
 // lines (6×2: one), which measured 1.2–1.35× the 6×2 block in the S = 4096 forward (see git log).
-// exp2 builds 2^n in the exponent field and zero-masks x < −126.
+// exp2 builds 2^n in the exponent field and zero-masks x < −126; exp2_nonpos (the softmax entries)
+// clamps x at −127 only, where n + 127 = 0 builds a zero exponent field, so 2^n·p is exactly 0
+// without the compare and mask (4 of exp2's 16 vector operations fewer).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -40,6 +42,7 @@ struct VecT {
     return _mm_cvtss_f32(s);
   }
   static V exp2(V x);
+  static V exp2_nonpos(V x);
 };
 
 #include "kernels/microkernels_impl.h"
@@ -51,6 +54,14 @@ VecT::V VecT::exp2(V x) {
   const V p = exp2_poly(_mm256_sub_ps(x, n));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+
+VecT::V VecT::exp2_nonpos(V x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-127.0f));  // also −inf and NaN (max returns the constant)
+  const V n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const V p = exp2_poly(_mm256_sub_ps(x, n));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 }  // namespace

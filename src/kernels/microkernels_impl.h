@@ -8,7 +8,10 @@
 // VecT provides: V, W (floats per vector), kMaxR × kMaxNV (GEMM register block, rows × vectors),
 // kProbeChains (independent FMA chains of fma_probe: all in registers, at least latency × pipes),
 // kPanelR × kPanelNV (register block of gemm_packed; kPanelNV = 0: no packed entries),
-// load/store/set1/zero/fma/add/sub/mul/max, hmax/hsum (fixed lane order), exp2.
+// load/store/set1/zero/fma/add/sub/mul/max, hmax/hsum (fixed lane order), exp2 (any x; x < −126
+// → 0) and exp2_nonpos (the softmax entries' arguments, x ≤ 0 up to rounding, −inf or NaN: exp2's
+// value for x ≥ −126; below, 0 or a denormal under 2^−126 — 0 under FlushDenormals, which the
+// kernels set — and 0 for −inf and NaN).
 // (No #pragma once: intentionally included once per ISA translation unit.)
 
 // exp2 on r ∈ [−0.5, 0.5]: degree-5 polynomial fitted for minimal relative error (IRLS on
@@ -165,15 +168,15 @@ float exp2_shift_sum(float* x, int n, float shift) {
   typename VecT::V acc0 = VecT::zero(), acc1 = VecT::zero();
   int j = 0;
   for (; j + 2 * VecT::W <= n; j += 2 * VecT::W) {
-    const typename VecT::V e0 = VecT::exp2(VecT::sub(VecT::load(x + j), s));
-    const typename VecT::V e1 = VecT::exp2(VecT::sub(VecT::load(x + j + VecT::W), s));
+    const typename VecT::V e0 = VecT::exp2_nonpos(VecT::sub(VecT::load(x + j), s));
+    const typename VecT::V e1 = VecT::exp2_nonpos(VecT::sub(VecT::load(x + j + VecT::W), s));
     VecT::store(x + j, e0);
     VecT::store(x + j + VecT::W, e1);
     acc0 = VecT::add(acc0, e0);
     acc1 = VecT::add(acc1, e1);
   }
   for (; j < n; j += VecT::W) {
-    const typename VecT::V e = VecT::exp2(VecT::sub(VecT::load(x + j), s));
+    const typename VecT::V e = VecT::exp2_nonpos(VecT::sub(VecT::load(x + j), s));
     VecT::store(x + j, e);
     acc0 = VecT::add(acc0, e);
   }
@@ -202,7 +205,7 @@ void probs_t(float* st, std::int64_t ld, int rows, int cols, float c2, const flo
     float* row = st + r * ld;
     for (int c = 0; c < cols; c += VecT::W) {
       const typename VecT::V t = VecT::sub(VecT::mul(VecT::load(row + c), cv), VecT::load(shift + c));
-      VecT::store(row + c, VecT::exp2(t));
+      VecT::store(row + c, VecT::exp2_nonpos(t));
     }
   }
 }

@@ -33,6 +33,7 @@ struct VecT {
   static float hmax(V v) { return v; }
   static float hsum(V v) { return v; }
   static V exp2(V x);
+  static V exp2_nonpos(V x) { return exp2(x); }  // scalar: the clamp and mask are cheap
 };
 
 #include "kernels/microkernels_impl.h"
