@@ -1,7 +1,8 @@
 // AVX-512F microkernels (compiled with -mavx512f -mavx2 -mfma only, what detect_isa() checks;
 // see src/CMakeLists.txt). 6 rows × 4 zmm GEMM block = 24 accumulators + 4 B vectors + 1
 // broadcast of the 32 zmm registers. exp2 scales by 2^n with vscalefps and zero-masks x < −126;
-// exp2_nonpos (the softmax entries) only clamps x at −152, where p·2^−152 < 2^−150 rounds to 0.
+// the softmax entries' exp2_nonpos is exp2 here (the clamp-only form, AVX2's, saves the compare and
+// the min, and waits for a measurement on an AVX-512 host).
 // GCC 12 reports its own _mm512_undefined_ps() placeholders inside the reduce/roundscale
 // intrinsics as uninitialised (false positive, inlined from avx512fintrin.h).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -33,7 +34,7 @@ struct VecT {
   static float hmax(V v) { return _mm512_reduce_max_ps(v); }
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }
   static V exp2(V x);
-  static V exp2_nonpos(V x);
+  static V exp2_nonpos(V x) { return exp2(x); }
 };
 
 #include "kernels/microkernels_impl.h"
@@ -44,12 +45,6 @@ VecT::V VecT::exp2(V x) {
   const V n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const V p = exp2_poly(_mm512_sub_ps(x, n));
   return _mm512_maskz_scalef_ps(keep, p, n);
-}
-
-VecT::V VecT::exp2_nonpos(V x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-152.0f));  // also −inf and NaN (max returns the constant)
-  const V n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  return _mm512_scalef_ps(exp2_poly(_mm512_sub_ps(x, n)), n);
 }
 
 }  // namespace
