@@ -33,15 +33,8 @@
 // Dtype (run.dtype, `--dtype`): F32, or BF16 for the KV cache only (DistKVCache stores K/V rounded
 // to bf16: half the bytes kept and streamed per token; decode widens them exactly and
 // accumulates in fp32); the model and the prefill run fp32 either way.
+// The entry point, run_generate, and its GenerateOptions are declared in options.h (torch-free, for
+// the command line).
 #pragma once
 
-#include <cstdint>
-#include <filesystem>
-#include <string>
-
-#include <nlohmann/json.hpp>
-
-#include "burst/comm.h"
 #include "options.h"
-
-namespace burst::lm {}  // namespace burst::lm

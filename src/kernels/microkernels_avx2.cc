@@ -2,9 +2,9 @@
 // 3 rows × 4 ymm GEMM block = 12 accumulators + 3 B vectors + 1 broadcast of the 16 ymm registers
 // (the 4th B vector is the FMAs' memory operand): each k step reads its B row as two whole cache
 // lines (6×2: one), which measured 1.2–1.35× the 6×2 block in the S = 4096 forward (see git log).
-// exp2 builds 2^n in the exponent field and zero-masks x < −126; exp2_nonpos (the softmax entries)
-// clamps x at −127 only, where n + 127 = 0 builds a zero exponent field, so 2^n·p is exactly 0
-// without the compare and mask (4 of exp2's 16 vector operations fewer).
+// exp2_nonpos (the softmax entries) builds 2^n in the exponent field and clamps x at −127 only,
+// where n + 127 = 0 builds a zero exponent field, so 2^n·p is exactly 0 without a compare and
+// mask; exp2 is it clamped at 127 and zero-masked below −126 (4 vector operations more).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -47,13 +47,10 @@ struct VecT {
 
 #include "kernels/microkernels_impl.h"
 
+// exp2_nonpos's value for x ∈ [−126, 127] (bitwise), zero-masked below −126 and for NaN.
 VecT::V VecT::exp2(V x) {
   const V keep = _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_GE_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(127.0f));
-  const V n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const V p = exp2_poly(_mm256_sub_ps(x, n));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+  return _mm256_and_ps(exp2_nonpos(_mm256_min_ps(x, _mm256_set1_ps(127.0f))), keep);
 }
 
 VecT::V VecT::exp2_nonpos(V x) {
