@@ -323,6 +323,7 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
                       " forward, checks before the pass");
   m.comm.agree(want_lse ? 1 : 0, "forward: whether lse is requested (empty on some ranks only)");
   m.comm.agree_on([&] {
+    check_device("DistAttention::forward", kHost, "q", q, "k", k, "v", v, "out", out, "lse", lse);
     check_operand(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_operand(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
@@ -361,6 +362,8 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
                       " backward, checks before the pass");
   m.comm.agree(has_lse ? 1 : 0, "backward: whether lse is passed (empty on some ranks only)");
   m.comm.agree_on([&] {
+    check_device("DistAttention::backward", kHost, "dout", dout, "q", q, "k", k, "v", v, "out", out, "lse",
+                 lse, "dq", dq, "dk", dk, "dv", dv);
     check_operand(dout, "dout", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
