@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from . import _C
+from ._device import check_host
 from ._masks import build_mask, document_slices
 
 _KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "usp_ring", "ranks_per_node",
@@ -199,6 +200,7 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
     try:
         if local_error is not None:
             raise local_error
+        check_host("burst attention", q=q, k=k, v=v)
         check_extra(extra or {})
         S_q, S_kv, H, H_kv, D, B = seq_shape(q, k, v, varlen)
         S_local, dims = S_q, (B, H, H_kv, D)
