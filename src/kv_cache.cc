@@ -16,8 +16,9 @@
 
 #include "bshd_check.h"
 #include "burst/softmax_merge.h"
+#include "device/cpu/cpu_device.h"
 #include "kernels/decode.h"
-#include "strategies/common.h"
+#include "strategies/views.h"
 
 namespace burst {
 
@@ -512,7 +513,7 @@ void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const T
   else
     all = std::move(part);
   // Rank merge in rank order (identical on every rank): out starts at (0, −inf).
-  strategies::fill_view(out, 0.0f);
+  device::CpuDevice{}.fill(out, 0.0f);  // the cache is host memory
   std::fill(lse.f32(), lse.f32() + lse.numel(), kNegInf);
   const std::int64_t out_n = B * S_q * H * D;
   for (int r = 0; r < P; ++r) {

@@ -293,7 +293,8 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
                           c.rank(),
                           P,
                           topo,
-                          cfg.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(shape.D)))};
+                          cfg.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(shape.D))),
+                          device::make_cpu_device()};
   impl_->cfg = cfg;
   impl_->shape = run;
   impl_->plan = plan;
