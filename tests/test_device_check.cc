@@ -1,7 +1,7 @@
 // The device check of the serial entry points (burst/tensor.h check_device): every operand of
-// attention_forward, attention_backward(_with_delta), attention_delta, merge_forward and convert,
-// marked as living on a CUDA device, is refused with an error that names it — before anything
-// reads it: the marked view points at an address no host read survives.
+// attention_forward, attention_backward(_with_delta), attention_delta, merge_forward, convert,
+// shard and unshard, marked as living on a CUDA device, is refused with an error that names it —
+// before anything reads it: the marked view points at an address no host read survives.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "burst/attention.h"
 #include "burst/error.h"
+#include "burst/plan.h"
 #include "burst/softmax_merge.h"
 #include "burst/tensor.h"
 #include "test_util.h"
@@ -126,7 +127,7 @@ TEST(Device, AttentionEntryPointsRefuseEveryOperandOnAGpu) {
                               });
 }
 
-TEST(Device, MergeAndConvertRefuseEveryOperandOnAGpu) {
+TEST(Device, MergeConvertShardAndUnshardRefuseEveryOperandOnAGpu) {
   const std::int64_t B = 1, S = 3, H = 2, D = 4;
   Tensor out({B, S, H, D}), lse({B, H, S}), out_part({B, S, H, D}), lse_part({B, H, S});
   expect_each_operand_refused(
@@ -138,6 +139,12 @@ TEST(Device, MergeAndConvertRefuseEveryOperandOnAGpu) {
       [](const std::vector<TensorView>& t) { merge_forward(t[0], t[1], t[2], t[3]); });
   expect_each_operand_refused("convert", {{"src", out.view()}, {"dst", out_part.view()}},
                               [](const std::vector<TensorView>& t) { convert(t[0], t[1]); });
+  const SequenceLayout layout = make_layout(LayoutKind::Zigzag, 2, 8);
+  Tensor global({1, 8, 2, 4}), local({1, 4, 2, 4});
+  expect_each_operand_refused("shard", {{"global", global.view()}, {"local", local.view()}},
+                              [&](const std::vector<TensorView>& t) { shard(layout, 1, t[0], t[1]); });
+  expect_each_operand_refused("unshard", {{"local", local.view()}, {"global", global.view()}},
+                              [&](const std::vector<TensorView>& t) { unshard(layout, 1, t[0], t[1]); });
 }
 
 }  // namespace
