@@ -39,8 +39,8 @@ class CMakeBuild(build_ext):
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), *generator,
                      "-DCMAKE_BUILD_TYPE=Release", f"-DPython3_EXECUTABLE={sys.executable}",
-                     "-DBURST_WITH_PYTHON=ON", "-DBURST_WITH_TORCH=OFF", "-DBURST_BUILD_TESTS=OFF",
-                     "-DBURST_BUILD_TOOLS=OFF", "-DBURST_INSTALL=OFF",
+                     "-DBURST_WITH_PYTHON=ON", "-DBURST_WITH_TORCH=OFF", "-DBURST_WITH_CUDA=OFF",
+                     "-DBURST_BUILD_TESTS=OFF", "-DBURST_BUILD_TOOLS=OFF", "-DBURST_INSTALL=OFF",
                      *shlex.split(os.environ.get("BURST_CMAKE_ARGS", ""))]
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "2")

@@ -228,6 +228,21 @@ void bind_local(py::module_& m) {
 
   m.def("release_kernel_workspace", &release_kernel_workspace,
         "Free the calling thread's kernel workspace (kept between calls for speed). Not collective.");
+  m.def(
+      "check_host",
+      [](const std::string& api, const std::vector<std::pair<std::string, std::string>>& operands) {
+        for (const auto& [name, device] : operands) {
+          TensorView where;  // only its device is read; non-null data marks the operand as given
+          try {
+            where.device = parse_device(device);
+          } catch (const Error& e) { BURST_FAIL(InvalidArgument, api, ": ", name, ": ", e.message()); }
+          where.data = &where;
+          check_device(api.c_str(), kHost, name.c_str(), where);
+        }
+      },
+      py::arg("api"), py::arg("operands"),
+      "Raises ValueError naming the first (name, device) of operands, the device as torch spells it "
+      "(\"cpu\", \"cuda:1\"), that is not host memory: burst::check_device's error. Not collective.");
   m.def("mask_names", [] {
     std::vector<std::string> names;
     for (MaskType t : all_mask_types()) names.emplace_back(to_string(t));

@@ -444,6 +444,7 @@ void backward_core(const char* api, const Call& c, const TensorView& dout, const
 void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                        const TensorView& lse, const AttentionParams& params) {
   constexpr const char* api = "attention_forward";
+  check_device(api, kHost, "q", q, "k", k, "v", v, "out", out, "lse", lse);
   const Call c = validate(api, q, k, v, params, KernelPass::Forward);
   check_same_shape(api, "out", out, "q", q);
   check_output_dtype(api, "out", out, c.dtype, false);
@@ -464,6 +465,7 @@ void attention_forward(const TensorView& q, const TensorView& k, const TensorVie
 
 void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta) {
   constexpr const char* api = "attention_delta";
+  check_device(api, kHost, "dout", dout, "out", out, "delta", delta);
   BURST_CHECK(out.ndim == 3 || out.ndim == 4, InvalidArgument, api,
               ": out must be [B,S,H,D] or [T,H,D], got ", out.describe());
   const bool varlen = out.ndim == 3;
@@ -496,6 +498,8 @@ void attention_backward_with_delta(const TensorView& dout, const TensorView& q, 
                                    const TensorView& dq, const TensorView& dk, const TensorView& dv,
                                    const AttentionParams& params, bool accumulate) {
   constexpr const char* api = "attention_backward_with_delta";
+  check_device(api, kHost, "dout", dout, "q", q, "k", k, "v", v, "lse", lse, "delta", delta, "dq", dq, "dk",
+               dk, "dv", dv);
   const Call c = validate(api, q, k, v, params, KernelPass::Backward);
   check_same_shape(api, "dout", dout, "q", q);
   check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
@@ -507,6 +511,8 @@ void attention_backward(const TensorView& dout, const TensorView& q, const Tenso
                         const TensorView& out, const TensorView& lse, const TensorView& dq,
                         const TensorView& dk, const TensorView& dv, const AttentionParams& params) {
   constexpr const char* api = "attention_backward";
+  check_device(api, kHost, "dout", dout, "q", q, "k", k, "v", v, "out", out, "lse", lse, "dq", dq, "dk", dk,
+               "dv", dv);
   const Call c = validate(api, q, k, v, params, KernelPass::Backward);
   check_same_shape(api, "dout", dout, "q", q);
   check_same_shape(api, "out", out, "q", q);

@@ -16,8 +16,9 @@
 
 #include "bshd_check.h"
 #include "burst/softmax_merge.h"
+#include "device/cpu/cpu_device.h"
 #include "kernels/decode.h"
-#include "strategies/common.h"
+#include "strategies/views.h"
 
 namespace burst {
 
@@ -282,6 +283,7 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
   m.agree_call(
       api,
       [&] {
+        check_device(api, kHost, "k_local", k_local, "v_local", v_local);
         check_ids(api, seq_ids);
         for (auto id : seq_ids)
           BURST_CHECK(!m.seqs.count(id), InvalidArgument, api, ": sequence id ", id, " already exists");
@@ -342,6 +344,7 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
 
 void DistKVCache::Impl::check_append(const char* api, const std::vector<std::int64_t>& ids,
                                      const TensorView& k_new, const TensorView& v_new) const {
+  check_device(api, kHost, "k_new", k_new, "v_new", v_new);
   const auto B = static_cast<std::int64_t>(ids.size());
   check_ids(api, ids);
   check_kv(api, "k_new", k_new, B, cfg.H_kv, cfg.D);
@@ -464,6 +467,7 @@ void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const
 void DistKVCache::Impl::check_decode(const char* api, const std::vector<std::int64_t>& ids,
                                      const TensorView& q, const TensorView& out, const TensorView& lse,
                                      bool ids_must_exist) const {
+  check_device(api, kHost, "q", q, "out", out, "lse", lse);
   const auto B = static_cast<std::int64_t>(ids.size());
   const std::int64_t H = cfg.H, D = cfg.D;
   check_ids(api, ids);
@@ -509,7 +513,7 @@ void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const T
   else
     all = std::move(part);
   // Rank merge in rank order (identical on every rank): out starts at (0, −inf).
-  strategies::fill_view(out, 0.0f);
+  device::CpuDevice{}.fill(out, 0.0f);  // the cache is host memory
   std::fill(lse.f32(), lse.f32() + lse.numel(), kNegInf);
   const std::int64_t out_n = B * S_q * H * D;
   for (int r = 0; r < P; ++r) {

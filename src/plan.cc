@@ -260,10 +260,12 @@ void copy_rows(const SequenceLayout& layout, int rank, const TensorView& global,
 }  // namespace
 
 void shard(const SequenceLayout& layout, int rank, const TensorView& global, const TensorView& local) {
+  check_device("shard", kHost, "global", global, "local", local);
   copy_rows(layout, rank, global, local, true);
 }
 
 void unshard(const SequenceLayout& layout, int rank, const TensorView& local, const TensorView& global) {
+  check_device("unshard", kHost, "local", local, "global", global);
   copy_rows(layout, rank, global, local, false);
 }
 

@@ -58,6 +58,7 @@ void merge_row(T* out, T& lse, const T* out_part, T lse_part, std::int64_t D) {
 
 void merge_forward(const TensorView& out, const TensorView& lse, const TensorView& out_part,
                    const TensorView& lse_part) {
+  check_device("merge_forward", kHost, "out", out, "lse", lse, "out_part", out_part, "lse_part", lse_part);
   check_operands(out, lse, "out", "lse");
   check_operands(out_part, lse_part, "out_part", "lse_part");
   for (int i = 0; i < 4; ++i)

@@ -293,7 +293,8 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
                           c.rank(),
                           P,
                           topo,
-                          cfg.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(shape.D)))};
+                          cfg.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(shape.D))),
+                          device::make_cpu_device()};
   impl_->cfg = cfg;
   impl_->shape = run;
   impl_->plan = plan;
@@ -323,6 +324,7 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
                       " forward, checks before the pass");
   m.comm.agree(want_lse ? 1 : 0, "forward: whether lse is requested (empty on some ranks only)");
   m.comm.agree_on([&] {
+    check_device("DistAttention::forward", kHost, "q", q, "k", k, "v", v, "out", out, "lse", lse);
     check_operand(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_operand(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
@@ -361,6 +363,8 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
                       " backward, checks before the pass");
   m.comm.agree(has_lse ? 1 : 0, "backward: whether lse is passed (empty on some ranks only)");
   m.comm.agree_on([&] {
+    check_device("DistAttention::backward", kHost, "dout", dout, "q", q, "k", k, "v", v, "out", out, "lse",
+                 lse, "dq", dq, "dk", dk, "dv", dv);
     check_operand(dout, "dout", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);

@@ -116,6 +116,7 @@ void store(const TensorView& t, std::int64_t off, double x) {
 }  // namespace
 
 void convert(const TensorView& src, const TensorView& dst) {
+  check_device("convert", kHost, "src", src, "dst", dst);
   bool same = src.ndim == dst.ndim;
   for (int i = 0; same && i < src.ndim; ++i) same = src.size(i) == dst.size(i);
   BURST_CHECK(same, InvalidArgument, "convert: shapes differ: src ", src.describe(), ", dst ",

@@ -7,7 +7,7 @@
 // field aligned. Padding appears only where an fp32 field follows an odd number of 16-bit
 // elements, or at the end of such a message.
 // Both sides use the same description: the strategies pack and view a message through its
-// layout (src/strategies/common.h: pack_field, field_view), and the planners count its bytes()
+// layout (src/strategies/wire_pack.h: pack_field, field_view), and the planners count its bytes()
 // (plan_steps.cc, plan_strategies.cc), so a planned byte count is the bytes the counters see.
 // The payloads of the ring family, allgather, usp and distflash are the functions below; the
 // head-parallel exchanges (ulysses, usp, headpar) build theirs from their field lists.

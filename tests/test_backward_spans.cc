@@ -1,4 +1,4 @@
-// backward_spans (src/strategies/common.h): how a ring backward step's kernel work is cut into
+// backward_spans (src/strategies/backward_spans.h): how a ring backward step's kernel work is cut into
 // calls — one per run of consecutive key positions, on the query rows that see it. Pure; the
 // distributed exactness tests (test_strategies) hold the results of the split calls to the fp64
 // oracle, this holds the cut itself to hand-worked zigzag cases.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "burst/mask.h"
-#include "strategies/common.h"
+#include "strategies/backward_spans.h"
 
 namespace burst::strategies {
 namespace {

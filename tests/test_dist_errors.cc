@@ -273,5 +273,40 @@ TEST(DistErrors, BadTensorOnOneRankInAPass) {
   expect_healthy();
 }
 
+TEST(DistErrors, OperandOnAGpuOnOneRankIsNamedEverywhere) {
+  const Communicator world = Communicator::world();
+  const int P = world.size();
+  DistAttention attn(world, config(StrategyKind::Burst), shape_for(P), Mask::causal_mask());
+  const std::int64_t n = attn.local_length();
+  Tensor q({1, n, 4, kD}), k({1, n, 2, kD}), v({1, n, 2, kD}), out({1, n, 4, kD}), lse({1, 4, n});
+  Tensor dq({1, n, 4, kD}), dk({1, n, 2, kD}), dv({1, n, 2, kD});
+  // Marked as on cuda:0 on the last rank only, at an address no host read survives: refused
+  // before any read, with the operand's name, on every rank.
+  const auto on_gpu = [&](const Tensor& t) {
+    TensorView x = t.view();
+    if (world.rank() == P - 1) {
+      x.device = Device{DeviceKind::Cuda, 0};
+      x.data = reinterpret_cast<void*>(std::uintptr_t{64});
+    }
+    return x;
+  };
+  expect_same_error([&] { attn.forward(q.view(), on_gpu(k), v.view(), out.view(), lse.view()); },
+                    ErrorKind::InvalidArgument, "k on a GPU on the last rank");
+  EXPECT_NO_THROW(attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view()));
+  expect_same_error(
+      [&] {
+        attn.backward(out.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                      on_gpu(dv));
+      },
+      ErrorKind::InvalidArgument, "dv on a GPU on the last rank");
+  try {
+    attn.forward(on_gpu(q), k.view(), v.view(), out.view(), lse.view());
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q is on cuda:0, but this call runs on host"), std::string::npos)
+        << e.what();
+  }
+  expect_healthy();
+}
+
 }  // namespace
 }  // namespace burst

@@ -393,5 +393,37 @@ TEST(KVCache, BadInputThrowsOnEveryRankAndLeavesTheCacheUnchanged) {
   }
 }
 
+TEST(KVCache, OperandOnAGpuIsNamedOnEveryRank) {
+  const Communicator comm = Communicator::world();
+  DistKVCache cache(comm, config(4, 2));
+  std::vector<Seq> seqs(1);
+  append_random(cache, {0}, seqs, 6, 71);
+  const bool last = comm.rank() == comm.size() - 1;
+  // A view marked as on cuda:1 on the last rank only, pointing at an address no host read survives.
+  const auto on_gpu = [&](const Tensor& t) {
+    TensorView v = t.view();
+    if (last) {
+      v.device = Device{DeviceKind::Cuda, 1};
+      v.data = reinterpret_cast<void*>(std::uintptr_t{64});
+    }
+    return v;
+  };
+  const Tensor k1 = test::random_tensor({1, 1, 2, kD}, 72), q = test::random_tensor({1, 1, 4, kD}, 73);
+  Tensor o({1, 1, 4, kD}), l({1, 4, 1});
+  expect_error_everywhere(
+      comm, cache, "append, v_new on a GPU", [&] { cache.append({0}, k1.view(), on_gpu(k1)); },
+      "v_new is on cuda:1");
+  expect_error_everywhere(
+      comm, cache, "decode, out on a GPU", [&] { cache.decode({0}, q.view(), on_gpu(o), l.view()); },
+      "out is on cuda:1");
+  expect_error_everywhere(
+      comm, cache, "fused decode, q on a GPU",
+      [&] { cache.decode({0}, k1.view(), k1.view(), on_gpu(q), o.view(), l.view()); }, "q is on cuda:1");
+  const Tensor k0({1, 0, 2, kD});  // an empty sequence: valid on the host
+  expect_error_everywhere(
+      comm, cache, "prefill, k_local on a GPU", [&] { cache.prefill({5}, on_gpu(k0), k0.view(), {}, 0); },
+      "k_local is on cuda:1");
+}
+
 }  // namespace
 }  // namespace burst

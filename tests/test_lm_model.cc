@@ -437,3 +437,31 @@ TEST(LmModel, SeqWiseRefusesMasksWhoseFirstHalfIsNotSelfContained) {
   const auto q = torch::randn({1, 8, 2, 4});
   EXPECT_THROW(burst::lm::burst_attention(q, q, q, engine, &cache), burst::Error);
 }
+
+TEST(LmModel, AttentionFunctionRefusesTensorsOffTheHost) {
+  // A CUDA tensor is refused by name (burst computes on the host). This libtorch has no CUDA, so
+  // the bridge is driven with a meta tensor (a device burst does not know: refused as well); the
+  // CUDA message itself is tested on views in test_device_check.
+  std::vector<std::int64_t> pos(8);
+  for (std::int64_t i = 0; i < 8; ++i) pos[static_cast<std::size_t>(i)] = i;
+  burst::lm::LocalEngine engine(pos, burst::Mask::causal_mask(), 8, 1);
+  const auto q = torch::randn({1, 8, 2, 4}), meta = torch::empty({1, 8, 2, 4}, torch::Device(torch::kMeta));
+  try {
+    burst::lm::burst_attention(q, meta, q, engine);
+    FAIL() << "a meta tensor reached the kernels";
+  } catch (const burst::Error& e) {
+    EXPECT_EQ(e.kind(), burst::ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("device 'meta'"), std::string::npos) << e.what();
+  }
+  if (torch::cuda::is_available()) {  // a CUDA libtorch on a GPU host: the operand is named
+    try {
+      burst::lm::burst_attention(q, q, q.to(torch::kCUDA), engine);
+      FAIL() << "a CUDA tensor reached the kernels";
+    } catch (const burst::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("burst_attention: v is on cuda:0, but this call runs on host"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_NO_THROW(burst::lm::burst_attention(q, q, q, engine));
+}

@@ -22,6 +22,7 @@
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/strategy.h"
+#include "device/cpu/cpu_device.h"
 #include "dist_test_util.h"
 #include "plan_strategies.h"
 #include "strategies/ulysses.h"
@@ -188,13 +189,14 @@ TEST(PeerFormulas, ReduceToThePapersOnEqualShards) {
 
 TEST(UlyssesExchange, RowsFollowGlobalPositions) {
   const SequenceLayout striped = make_layout(LayoutKind::Striped, 3, 12);
-  const UlyssesExchange ex(striped.positions, strategies::make_head_split(3, 3, 3, "test"));
+  const device::CpuDevice cpu;
+  const UlyssesExchange ex(cpu, striped.positions, strategies::make_head_split(3, 3, 3, "test"));
   ASSERT_EQ(ex.group_length(), 12);
   for (int m = 0; m < 3; ++m)
     for (std::size_t s = 0; s < ex.rows(m).size(); ++s)
       EXPECT_EQ(ex.positions()[static_cast<std::size_t>(ex.rows(m)[s])],
                 striped.positions[static_cast<std::size_t>(m)][s]);
-  EXPECT_THROW(UlyssesExchange({{0, 1}, {1, 2}}, strategies::make_head_split(2, 2, 2, "test")), Error);
+  EXPECT_THROW(UlyssesExchange(cpu, {{0, 1}, {1, 2}}, strategies::make_head_split(2, 2, 2, "test")), Error);
 }
 
 // ------------------------------------------------------------------ distributed cases

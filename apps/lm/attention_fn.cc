@@ -11,8 +11,17 @@
 namespace burst::lm {
 namespace {
 
+/// The device a torch tensor lives on, as a view check_device reads: burst's name for it
+/// (parse_device of torch's "cpu" / "cuda:1"; another device type throws InvalidArgument).
+TensorView device_view(const torch::Tensor& t) {
+  TensorView v;
+  v.device = parse_device(t.device().str());  // first: a meta tensor has no data to point at
+  v.data = t.data_ptr();
+  return v;
+}
+
 /// BSHD / [1,H,S] view of a contiguous fp32 or bf16 torch tensor (bf16 as burst's DType::BF16:
-/// both are the top 16 bits of an fp32, rounded to nearest even).
+/// both are the top 16 bits of an fp32, rounded to nearest even), on the tensor's device.
 TensorView view_of(const torch::Tensor& t) {
   const bool bf16 = t.scalar_type() == torch::kBFloat16;
   BURST_CHECK(
@@ -20,7 +29,9 @@ TensorView view_of(const torch::Tensor& t) {
       InvalidArgument, "attention tensors must be contiguous fp32 or bf16 with 1..4 dims, got ",
       t.scalar_type(), " ", t.sizes());
   std::vector<std::int64_t> shape(t.sizes().begin(), t.sizes().end());
-  return bf16 ? make_view(t.data_ptr(), DType::BF16, shape) : make_view(t.data_ptr<float>(), shape);
+  TensorView v = bf16 ? make_view(t.data_ptr(), DType::BF16, shape) : make_view(t.data_ptr<float>(), shape);
+  v.device = device_view(t).device;
+  return v;
 }
 
 class AttentionFunction : public torch::autograd::Function<AttentionFunction> {
@@ -171,6 +182,8 @@ torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, co
               InvalidArgument,
               "burst_attention: q must be [1, S_local, H, D] with S_local = ", engine.attention_rows(),
               " rows; got q.dim()=", q.dim(), " S=", q.dim() > 1 ? q.size(1) : -1);
+  // burst computes on the host: a CUDA tensor is refused here, before any cast or copy.
+  check_device("burst_attention", kHost, "q", device_view(q), "k", device_view(k), "v", device_view(v));
   return AttentionFunction::apply(q, k, v, &engine, cache);
 }
 

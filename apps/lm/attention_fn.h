@@ -153,9 +153,9 @@ Mask first_half_mask(const Mask& mask, std::int64_t S, std::int64_t half);
 /// FLOPs, no messages) and returns cache->out; seq-wise runs engine.first_half() on the first
 /// S_local/2 rows of q, k, v (collective over its ranks) and concatenates the cached half.
 /// Backward is the same in every case.
-/// Throws Error(InvalidArgument) for q not [1, S_local, H, D] with S_local =
-/// engine.attention_rows(), a filled cache whose shapes do not match q, or a seq-wise cache without
-/// engine.first_half() or with S_local odd.
+/// Throws Error(InvalidArgument) for q, k or v not in host memory (burst/tensor.h check_device: a
+/// CUDA tensor is named), q not [1, S_local, H, D] with S_local = engine.attention_rows(), a filled cache
+/// whose shapes do not match q, or a seq-wise cache without engine.first_half() or with S_local odd.
 torch::Tensor burst_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               AttentionEngine& engine, AttentionCache* cache = nullptr);
 

@@ -39,10 +39,11 @@ inline float online_softmax_inv_sum(float l) { return l > 0.0f ? 1.0f / l : 0.0f
 ///   w_a = exp(lse_a − lse), w_b = exp(lse_b − lse).
 /// Both −inf → lse = −inf, w_a = 1, w_b = 0 (O_a, which must be 0, is kept).
 /// Source: docs/algorithm.md §2 "Merge form B" (BurstAttention code path for FlashAttention-2).
+/// Host and CUDA device code (BURST_HOST_DEVICE): the CUDA merge calls this very function.
 struct MergeWeights {
   float lse, w_a, w_b;
 };
-inline MergeWeights merge_weights(float lse_a, float lse_b) {
+BURST_HOST_DEVICE inline MergeWeights merge_weights(float lse_a, float lse_b) {
   const float mx = lse_a > lse_b ? lse_a : lse_b;
   if (mx == kNegInf) return {kNegInf, 1.0f, 0.0f};
   const float lse = mx + std::log1p(std::exp(-std::fabs(lse_a - lse_b)));

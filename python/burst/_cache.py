@@ -22,6 +22,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ._device import device_name
+
 
 _MAX_PLANS = 32
 _entries = OrderedDict()      # key digest -> (comm, plan id, runner); least recently used first
@@ -47,10 +49,13 @@ def _describe(x):
 
 
 def plan_key(q, k, v, **problem):
-    """Digest of this rank's problem: operand kinds, shapes, dtypes and every argument that shapes
-    the plan. None when the operands are not arrays (the full path then reports the error)."""
+    """Digest of this rank's problem: operand kinds, shapes, dtypes, devices (a CUDA tensor on one
+    rank misses the cache, so the full path's agreement refuses it on every rank) and every
+    argument that shapes the plan. None when the operands are not arrays (the full path then
+    reports the error)."""
     try:
-        ops = [(type(t).__module__.split(".")[0], tuple(t.shape), str(t.dtype)) for t in (q, k, v)]
+        ops = [(type(t).__module__.split(".")[0], tuple(t.shape), str(t.dtype), device_name(t))
+               for t in (q, k, v)]
     except AttributeError:
         return None
     text = _describe(ops) + _describe(problem)

@@ -10,6 +10,7 @@ and the timeout, and aborts the job (MPI_Abort).
 """
 import atexit
 import math
+import os
 import pickle
 
 from . import _C
@@ -22,6 +23,17 @@ def _same_comm(a, b):
     from mpi4py import MPI
     return a == b or (a != MPI.COMM_NULL and b != MPI.COMM_NULL and
                       MPI.Comm.Compare(a, b) == MPI.IDENT)
+
+
+def comm_timeout(extra):
+    """The communication watchdog's seconds (DistConfig::comm_timeout_seconds): the
+    comm_timeout keyword, else $BURST_COMM_TIMEOUT, else 300; 0 waits forever. Not validated
+    here: the value reaches DistConfig, whose agreed validation refuses a bad one on every rank."""
+    value = extra.get("comm_timeout", os.environ.get("BURST_COMM_TIMEOUT", 300))
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def usable_timeout(seconds, default=300.0):

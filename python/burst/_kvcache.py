@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from . import _C
+from ._device import check_host
 from ._numpy import agree, check_dtype
 
 _POLICIES = ("least_loaded", "round_robin")
@@ -34,6 +35,7 @@ def _array(name, x):
     widened copy for bfloat16 / float16 (exact: every 16-bit value is a float32 value).
     Raises NotImplementedError for float64 and ValueError for other dtypes (check_dtype)."""
     check_dtype(name, x)
+    check_host("DistKVCache", **{name: x})
     if _is_torch(x):
         x = x.detach()
         return (x if str(x.dtype) == "torch.float32" else x.float()).numpy()

@@ -134,8 +134,7 @@ def unshard(x_local, comm, layout="zigzag", dim=1, mask=None, S_global=None, com
     rows = np.ascontiguousarray(np.moveaxis(xn, dim, 0))
     # Under the watchdog (_comm.py): a rank that never arrives ends the job, naming it.
     from . import _comm
-    from ._numpy import comm_timeout as timeout_of
-    timeout = timeout_of({}) if comm_timeout is None else comm_timeout
+    timeout = _comm.comm_timeout({}) if comm_timeout is None else comm_timeout
     shapes = _comm.allgather(comm, (rows.shape, rows.dtype.str), timeout, "unshard: local shapes")
     if any((s[1:], d) != (shapes[0][0][1:], shapes[0][1]) for s, d in shapes):
         raise ValueError(f"unshard: local shapes differ across ranks beyond dim {dim} or dtypes differ: "

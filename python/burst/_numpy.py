@@ -7,26 +7,17 @@ kernel parameters or a distributed plan) and exposes ``forward(q, k, v, out, lse
 ``backward(dout, q, k, v, out, lse, dq, dk, dv)`` writing into preallocated arrays, so the torch
 autograd Function reuses the same plan for its backward.
 """
-import os
 
 import numpy as np
 
 from . import _C
+from ._comm import comm_timeout
+from ._device import check_host
+from ._layout import padding_error
 from ._masks import build_mask, document_slices
 
 _KNOWN_KW = ("num_threads", "impl", "backward_side", "ulysses_degree", "usp_ring", "ranks_per_node",
              "double_ring", "overlap", "mask_aware", "comm_timeout", "partials_dtype")
-
-
-def comm_timeout(extra):
-    """The communication watchdog's seconds (DistConfig::comm_timeout_seconds): the
-    comm_timeout keyword, else $BURST_COMM_TIMEOUT, else 300; 0 waits forever. Not validated
-    here: the value reaches DistConfig, whose agreed validation refuses a bad one on every rank."""
-    value = extra.get("comm_timeout", os.environ.get("BURST_COMM_TIMEOUT", 300))
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
 
 
 def check_unsupported(dropout_p, softcap, alibi_slopes):
@@ -199,6 +190,7 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
     try:
         if local_error is not None:
             raise local_error
+        check_host("burst attention", q=q, k=k, v=v)
         check_extra(extra or {})
         S_q, S_kv, H, H_kv, D, B = seq_shape(q, k, v, varlen)
         S_local, dims = S_q, (B, H, H_kv, D)
@@ -285,7 +277,6 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
         from . import _cache
         check_comm(comm)
         if local_error is None and S_global is None and not varlen and positions is None:
-            from ._layout import padding_error
             local_error = padding_error(layout, comm.Get_size(), comm.Get_rank(),
                                         q.shape[1] if getattr(q, "ndim", 0) == 4 else -1)
         key = _cache.plan_key(q, k, v, scale=softmax_scale, causal=causal, window=window_size,

@@ -4,12 +4,14 @@ Tensors are handed to the C++ core as numpy views of the same memory (Tensor.num
 tensors shares storage), so nothing is copied except operands whose head dim is not contiguous.
 bfloat16 tensors travel as their bit patterns (a uint16 view: numpy has no bfloat16). out and
 the gradients have the input dtype, lse is float32 (as flash_attn).
+Tensors off the host (CUDA) are refused by name (_device.py) until burst has a GPU path.
 Imported lazily: the numpy path does not need torch.
 """
 import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
+from ._device import check_host
 from ._numpy import lse_shape
 
 
@@ -31,8 +33,7 @@ class AttnFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, runner, varlen):
-        if q.device.type != "cpu" or k.device.type != "cpu" or v.device.type != "cpu":
-            raise ValueError(f"burst runs on CPU; got devices {q.device}, {k.device}, {v.device}")
+        check_host("burst attention", q=q, k=k, v=v)
         qc, kc, vc = _contig_d(q), _contig_d(k), _contig_d(v)
         out = torch.empty(q.shape, dtype=q.dtype)
         lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32)

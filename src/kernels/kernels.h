@@ -12,6 +12,7 @@
 
 #include "burst/isa.h"
 #include "burst/mask.h"
+#include "burst/tensor.h"
 
 namespace burst::kernels {
 
@@ -37,22 +38,36 @@ struct MutRowOperand {
   std::int64_t sb = 0, sh = 0, ss = 1;
 };
 
-/// The kernel parameters, resolved: what AttentionParams (burst/attention.h) becomes after
-/// validation, and what every strategy step hands the kernels. One struct from the public call
-/// (src/attention.cc) and the strategies (src/strategies/common.cc: step_params) through
-/// step_forward / step_backward (kernels/step.h) to the kernels, which read it as the base of
-/// their Problem.
-struct KernelParams {
+/// The plain half of the kernel parameters: what a GPU kernel can take by value (numbers and
+/// pointers to plain arrays, no host objects). Positions and the mask table live in the memory
+/// of the device the kernel runs on (host memory on the CPU).
+struct KernelArgs {
+  const std::int64_t* q_pos = nullptr;   ///< [S_q] strictly increasing global positions
+  const std::int64_t* kv_pos = nullptr;  ///< [S_kv]
+  float scale = 1.0f;                    ///< τ in softmax(τ·QKᵀ), finite and > 0
+  int block_q = 0, block_kv = 0;         ///< 0 → kernel default
+  /// The resolved mask as a flat table: its slices (ResolvedMask::slices(), over the global
+  /// positions) and their count. Set by the strategies' step_params; the CPU kernels read the
+  /// resolved mask (CpuKnobs::mask) and its index instead.
+  const MaskSlice* mask_slices = nullptr;
+  std::int64_t mask_slice_count = 0;
+};
+
+/// The CPU-only half: host objects and knobs a GPU kernel never sees.
+struct CpuKnobs {
   const ResolvedMask* mask = nullptr;               ///< never null; outlives the call
-  const std::int64_t* q_pos = nullptr;              ///< [S_q] strictly increasing global positions
-  const std::int64_t* kv_pos = nullptr;             ///< [S_kv]
-  float scale = 1.0f;                               ///< τ in softmax(τ·QKᵀ), finite and > 0
   int num_threads = 1;                              ///< ≥ 1
   KernelImpl impl = KernelImpl::Tiled;              ///< read by step_forward / step_backward
   Isa isa = Isa::Portable;                          ///< resolved (never Auto), supported here
-  int block_q = 0, block_kv = 0;                    ///< 0 → kernel default
   const std::function<void()>* progress = nullptr;  ///< may be null; called on thread 0 only
 };
+
+/// The kernel parameters, resolved: what AttentionParams (burst/attention.h) becomes after
+/// validation, and what every strategy step hands the kernels. One struct from the public call
+/// (src/attention.cc) and the strategies (src/strategies/step_params.cc: step_params) through
+/// step_forward / step_backward (kernels/step.h) to the kernels, which read it as the base of
+/// their Problem. Its two halves: KernelArgs (plain, a GPU kernel's) and CpuKnobs.
+struct KernelParams : KernelArgs, CpuKnobs {};
 
 /// One kernel call: the parameters and the shapes and views of q, k, v.
 struct Problem : KernelParams {

@@ -14,8 +14,12 @@
 
 #include "burst/error.h"
 #include "burst/softmax_merge.h"
-#include "strategies/common.h"
+#include "strategies/planned_strategy.h"
+#include "strategies/pooled_tensor.h"
+#include "strategies/step_params.h"
 #include "strategies/strategy_impl.h"
+#include "strategies/views.h"
+#include "strategies/wire_pack.h"
 
 namespace burst::strategies {
 
@@ -23,7 +27,8 @@ namespace {
 
 class AllGatherStrategy final : public Strategy {
  public:
-  explicit AllGatherStrategy(const Setup& setup) : setup_(setup), gathered_pos_(setup.shape.S_global) {
+  explicit AllGatherStrategy(const Setup& setup)
+      : setup_(setup), gathered_pos_(setup.shape.S_global), pool_(*setup.device) {
     const ProblemShape& s = setup.shape;
     S_ = s.S_global / setup.P;
     b_kv_ = s.B * S_ * s.H_kv * s.D;
@@ -40,7 +45,7 @@ class AllGatherStrategy final : public Strategy {
       return;
     }
     ByteBuffer ranked = gather(k, v, stats, rec.at()),
-               g = pool_.get(static_cast<std::int64_t>(ranked.size()));
+               g = pool_.get_host(static_cast<std::int64_t>(ranked.size()));
     Gathered kv;
     {
       Stopwatch sw(&rec.at().copy);
@@ -49,8 +54,8 @@ class AllGatherStrategy final : public Strategy {
     compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats, rec.log);
     stats.peak_buffer_bytes =
         2 * static_cast<std::int64_t>(ranked.size()) + wire::kv_block(k.dtype, b_kv_).bytes();
-    pool_.put(std::move(ranked));
-    pool_.put(std::move(g));
+    pool_.put_host(std::move(ranked));
+    pool_.put_host(std::move(g));
     rec.finish();
   }
 
@@ -61,7 +66,7 @@ class AllGatherStrategy final : public Strategy {
     const int P = setup_.P;
     TypedTensor delta_mem = pooled_tensor(pool_, {s.B, s.H, S_}, DType::F32);
     const TensorView delta = delta_mem.view();
-    attention_delta(dout, out, delta);
+    dev().attention_delta(dout, out, delta);
     stats.backward_side = "kv";
     stats.visible_pairs = own_pairs();
     PassRecord rec(setup_, "bwd");
@@ -69,9 +74,9 @@ class AllGatherStrategy final : public Strategy {
       const kernels::KernelParams p = step_params(setup_, own_positions(), own_positions(), nullptr);
       stats.compute_seconds = 0;
       rec.log.compute(0, stats.compute_seconds,
-                      [&] { kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, false); });
+                      [&] { dev().step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, false); });
       stats.peak_buffer_bytes = kF32 * delta.numel();
-      pool_.put(delta_mem.release());
+      pool_.put_host(delta_mem.release());
       rec.finish();
       return;
     }
@@ -85,8 +90,8 @@ class AllGatherStrategy final : public Strategy {
     ByteBuffer send;
     {
       Stopwatch sw(&rec.at().copy);
-      send = pool_.get_zeroed(kF32 * 2 * b_kv_ * P);
-      fill_view(dq, 0.0f);
+      send = pool_.get_zeroed(kF32 * 2 * b_kv_ * P).to_host();
+      dev().fill(dq, 0.0f);
     }
     stats.compute_seconds = 0;
     rec.log.compute(0, stats.compute_seconds, [&] {
@@ -97,13 +102,13 @@ class AllGatherStrategy final : public Strategy {
         float* grad = f32_data(send) + 2 * b_kv_ * r;
         const kernels::KernelParams p =
             step_params(setup_, own_positions(), rank_positions(setup_, r).data(), nullptr);
-        kernels::step_backward(dout, q, field_view(kv, wire::kK, block, {s.B, S_, s.H_kv, s.D}),
-                               field_view(kv, wire::kV, block, {s.B, S_, s.H_kv, s.D}), lse, delta, dq,
-                               bshd_view(grad, s.B, S_, s.H_kv, s.D),
-                               bshd_view(grad + b_kv_, s.B, S_, s.H_kv, s.D), p, true);
+        dev().step_backward(dout, q, field_view(kv, wire::kK, block, {s.B, S_, s.H_kv, s.D}),
+                            field_view(kv, wire::kV, block, {s.B, S_, s.H_kv, s.D}), lse, delta, dq,
+                            bshd_view(grad, s.B, S_, s.H_kv, s.D),
+                            bshd_view(grad + b_kv_, s.B, S_, s.H_kv, s.D), p, true);
       }
     });
-    ByteBuffer mine = pool_.get(kF32 * 2 * b_kv_);
+    ByteBuffer mine = pool_.get_host(kF32 * 2 * b_kv_);
     const auto t1 = std::chrono::steady_clock::now();
     setup_.comm.reduce_scatter(
         f32_data(send), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_), f32_data(mine));
@@ -112,13 +117,13 @@ class AllGatherStrategy final : public Strategy {
     rec.at().wait += waited;
     {
       Stopwatch sw(&rec.at().copy);
-      unpack_into(f32_data(mine), dk);
-      unpack_into(f32_data(mine) + b_kv_, dv);
+      unpack_into(dev(), f32_data(mine), dk);
+      unpack_into(dev(), f32_data(mine) + b_kv_, dv);
     }
     stats.peak_buffer_bytes =
         static_cast<std::int64_t>(ranked.size() + send.size() + mine.size()) + kF32 * delta.numel();
-    pool_.put(delta_mem.release());
-    for (ByteBuffer* x : {&ranked, &send, &mine}) pool_.put(std::move(*x));
+    pool_.put_host(delta_mem.release());
+    for (ByteBuffer* x : {&ranked, &send, &mine}) pool_.put_host(std::move(*x));
     rec.finish();
   }
 
@@ -162,17 +167,17 @@ class AllGatherStrategy final : public Strategy {
   /// buffer).
   ByteBuffer gather(const TensorView& k, const TensorView& v, DistStats& stats, StepTimes& rec) const {
     const WireLayout kv = wire::kv_block(k.dtype, b_kv_);
-    ByteBuffer own = pool_.get(kv.bytes()), ranked = pool_.get(kv.bytes() * setup_.P);
+    ByteBuffer own = pool_.get_host(kv.bytes()), ranked = pool_.get_host(kv.bytes() * setup_.P);
     {
       Stopwatch sw(&rec.copy);
-      pack_field(kv, wire::kK, k, own.data());
-      pack_field(kv, wire::kV, v, own.data());
+      pack_field(dev(), kv, wire::kK, k, own.data());
+      pack_field(dev(), kv, wire::kV, v, own.data());
     }
     const auto t0 = std::chrono::steady_clock::now();
     setup_.comm.all_gather(own, ranked);
     stats.exposed_comm_seconds = seconds_since(t0);
     rec.wait += stats.exposed_comm_seconds;
-    pool_.put(std::move(own));
+    pool_.put_host(std::move(own));
     return ranked;
   }
 
@@ -196,10 +201,10 @@ class AllGatherStrategy final : public Strategy {
     stats.compute_seconds = 0;
     log.compute(0, stats.compute_seconds, [&] {
       if (own_pairs() > 0) {
-        kernels::step_forward(q, kg, vg, out, lse, step_params(setup_, own_positions(), kv_pos, nullptr));
+        dev().step_forward(q, kg, vg, out, lse, step_params(setup_, own_positions(), kv_pos, nullptr));
       } else {
-        fill_view(out, 0.0f);
-        fill_view(lse, kNegInf);
+        dev().fill(out, 0.0f);
+        dev().fill(lse, kNegInf);
       }
     });
     stats.visible_pairs = own_pairs();
@@ -208,7 +213,9 @@ class AllGatherStrategy final : public Strategy {
   Setup setup_;
   std::vector<std::int64_t> gathered_pos_;  ///< 0 .. S_global − 1
   std::int64_t S_ = 0, b_kv_ = 0;
-  mutable BufferPool pool_;  // message, gathered and partial buffers kept across calls
+  const device::Device& dev() const { return *setup_.device; }
+
+  mutable device::BufferPool pool_;  // message, gathered and partial buffers kept across calls
 };
 
 }  // namespace

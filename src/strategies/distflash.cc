@@ -14,7 +14,11 @@
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "burst/softmax_merge.h"
-#include "strategies/common.h"
+#include "strategies/planned_strategy.h"
+#include "strategies/step_log.h"
+#include "strategies/step_params.h"
+#include "strategies/views.h"
+#include "strategies/wire_pack.h"
 
 namespace burst::strategies {
 
@@ -28,14 +32,8 @@ enum Kind : int { kKv = 0, kQuery = 1, kPartial = 2, kGrad = 3 };
 int tag(int step, Kind kind) { return step * 4 + kind; }
 
 /// dst += contiguous src of dst's shape (BSHD).
-void add_bshd(const TensorView& dst, const float* src) {
-  const std::int64_t B = dst.size(0), S = dst.size(1), H = dst.size(2), D = dst.size(3);
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t s = 0; s < S; ++s)
-      for (std::int64_t h = 0; h < H; ++h, src += D) {
-        float* x = dst.f32() + b * dst.stride[0] + s * dst.stride[1] + h * dst.stride[2];
-        for (std::int64_t d = 0; d < D; ++d) x[d] += src[d];
-      }
+void add_bshd(const device::Device& dev, const TensorView& dst, const float* src) {
+  dev.add(make_view(src, shape_of(dst)), dst);
 }
 
 /// One chunk of c tokens: its dimensions and element counts (Q or O, K or V, a row vector).
@@ -67,10 +65,11 @@ TensorView bshd(float* data, const ChunkDims& d, std::int64_t heads) {
 }
 
 /// A message of `layout` with the tensors `fields` packed into its fields in order.
-ByteBuffer packed(const WireLayout& layout, std::initializer_list<TensorView> fields) {
+ByteBuffer packed(const device::Device& dev, const WireLayout& layout,
+                  std::initializer_list<TensorView> fields) {
   ByteBuffer b(static_cast<std::size_t>(layout.bytes()));
   std::size_t i = 0;
-  for (const TensorView& t : fields) pack_field(layout, i++, t, b.data());
+  for (const TensorView& t : fields) pack_field(dev, layout, i++, t, b.data());
   return b;
 }
 
@@ -104,7 +103,7 @@ void post_inputs(const Communicator& comm, const DistFlashSchedule& s, int t, co
 
 }  // namespace
 
-void distflash_forward(const Communicator& comm, const DistFlashSchedule& s,
+void distflash_forward(const device::Device& dev, const Communicator& comm, const DistFlashSchedule& s,
                        const kernels::KernelParams& base, const std::int64_t* positions, const TensorView& q,
                        const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& lse,
                        FlashOverlap ov, PassTimes& times) {
@@ -117,8 +116,8 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s,
   const WireLayout kv_wire = wire::kv_block(k.dtype, d.kv()), q_wire = wire::query_only(q.dtype, d.q());
   const WireLayout result_wire = wire::out_lse(d.q(), d.row());
   if (s.steps > 1) {
-    kv_payload = packed(kv_wire, {k, v});
-    q_payload = packed(q_wire, {q});
+    kv_payload = packed(dev, kv_wire, {k, v});
+    q_payload = packed(dev, q_wire, {q});
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
     if (!ov.inputs) times.comm_seconds += next.set.wait_all();
   }
@@ -140,15 +139,15 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s,
       times.comm_seconds += pending.wait_all();
       const ByteBuffer result = pending.take(static_cast<std::size_t>(pending_index));
       Stopwatch w(&times.compute_seconds);
-      merge_forward(out, lse, field_view(result_wire, 0, result.data(), d.q_shape()),
-                    field_view(result_wire, 1, result.data(), d.row_shape()));
+      dev.merge_forward(out, lse, field_view(result_wire, 0, result.data(), d.q_shape()),
+                        field_view(result_wire, 1, result.data(), d.row_shape()));
     }
     pending = RequestSet{};
     pending_index = -1;
   };
   {
     Stopwatch w(&times.compute_seconds);
-    kernels::step_forward(q, k, v, out, lse, params({me, me}));
+    dev.step_forward(q, k, v, out, lse, params({me, me}));
   }
   Tensor part_out(d.q_shape()), part_lse(d.row_shape());
   for (int t = 1; t < s.steps; ++t) {
@@ -171,19 +170,19 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s,
       const ByteBuffer qi = cur.set.take(static_cast<std::size_t>(cur.q_index));
       ByteBuffer result(static_cast<std::size_t>(result_wire.bytes()));
       Stopwatch w(&times.compute_seconds);
-      kernels::step_forward(field_view(q_wire, wire::kQ, qi.data(), d.q_shape()), k, v,
-                            field_view(result_wire, 0, result.data(), d.q_shape()),
-                            field_view(result_wire, 1, result.data(), d.row_shape()), params(hb));
+      dev.step_forward(field_view(q_wire, wire::kQ, qi.data(), d.q_shape()), k, v,
+                       field_view(result_wire, 0, result.data(), d.q_shape()),
+                       field_view(result_wire, 1, result.data(), d.row_shape()), params(hb));
       sends.add(comm.isend(std::move(result), hb.q, tag(t, kPartial)));
     }
     const FlashBlock& lb = at(s.local, t, me);
     if (lb.valid()) {
       const ByteBuffer kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
       Stopwatch w(&times.compute_seconds);
-      kernels::step_forward(q, field_view(kv_wire, wire::kK, kv.data(), d.kv_shape()),
-                            field_view(kv_wire, wire::kV, kv.data(), d.kv_shape()), part_out.view(),
-                            part_lse.view(), params(lb));
-      merge_forward(out, lse, part_out.view(), part_lse.view());
+      dev.step_forward(q, field_view(kv_wire, wire::kK, kv.data(), d.kv_shape()),
+                       field_view(kv_wire, wire::kV, kv.data(), d.kv_shape()), part_out.view(),
+                       part_lse.view(), params(lb));
+      dev.merge_forward(out, lse, part_out.view(), part_lse.view());
     }
     merge_pending();  // step t − 1's partial, which travelled during this step's compute
     // Without return overlap this step's partial is waited for now (merged at the same point).
@@ -195,7 +194,7 @@ void distflash_forward(const Communicator& comm, const DistFlashSchedule& s,
   times.comm_seconds += sends.wait_all();
 }
 
-void distflash_backward(const Communicator& comm, const DistFlashSchedule& s,
+void distflash_backward(const device::Device& dev, const Communicator& comm, const DistFlashSchedule& s,
                         const kernels::KernelParams& base, const std::int64_t* positions,
                         const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const TensorView& lse, const TensorView& dq,
@@ -205,7 +204,7 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s,
   Tensor delta({d.B, d.H, d.c});
   {
     Stopwatch w(&times.compute_seconds);
-    attention_delta(dout, out, delta.view());
+    dev.attention_delta(dout, out, delta.view());
   }
   ByteBuffer kv_payload, q_payload;
   RequestSet sends;
@@ -214,8 +213,8 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s,
   const WireLayout kv_wire = wire::kv_block(k.dtype, d.kv()),
                    q_wire = wire::query_block(q.dtype, d.q(), d.row());
   if (s.steps > 1) {
-    kv_payload = packed(kv_wire, {k, v});
-    q_payload = packed(q_wire, {q, dout, delta.view(), lse});
+    kv_payload = packed(dev, kv_wire, {k, v});
+    q_payload = packed(dev, q_wire, {q, dout, delta.view(), lse});
     post_inputs(comm, s, 1, kv_payload, q_payload, next, sends);  // step 1's transfer under the diagonal
     if (!ov.inputs) times.comm_seconds += next.set.wait_all();
   }
@@ -236,19 +235,19 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s,
     times.comm_seconds += pending.wait_all();
     if (pending_dkv >= 0) {
       const ByteBuffer g = pending.take(static_cast<std::size_t>(pending_dkv));
-      add_bshd(dk, f32_data(g));
-      add_bshd(dv, f32_data(g) + d.kv());
+      add_bshd(dev, dk, f32_data(g));
+      add_bshd(dev, dv, f32_data(g) + d.kv());
     }
     if (pending_dq >= 0) {
       const ByteBuffer g = pending.take(static_cast<std::size_t>(pending_dq));
-      add_bshd(dq, f32_data(g));
+      add_bshd(dev, dq, f32_data(g));
     }
     pending = RequestSet{};
     pending_dkv = pending_dq = -1;
   };
   {
     Stopwatch w(&times.compute_seconds);
-    kernels::step_backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, params({me, me}), false);
+    dev.step_backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, params({me, me}), false);
   }
   for (int t = 1; t < s.steps; ++t) {
     StepInputs cur = std::move(next);
@@ -275,11 +274,11 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s,
       const ByteBuffer qs = cur.set.take(static_cast<std::size_t>(cur.q_index));
       ByteBuffer dq_part(static_cast<std::size_t>(kF32 * d.q()), std::byte{0});
       Stopwatch w(&times.compute_seconds);
-      kernels::step_backward(field_view(q_wire, wire::kDout, qs.data(), d.q_shape()),
-                             field_view(q_wire, wire::kQ, qs.data(), d.q_shape()), k, v,
-                             field_view(q_wire, wire::kLse, qs.data(), d.row_shape()),
-                             field_view(q_wire, wire::kDelta, qs.data(), d.row_shape()),
-                             bshd(f32_data(dq_part), d, d.H), dk, dv, params(hb), true);
+      dev.step_backward(field_view(q_wire, wire::kDout, qs.data(), d.q_shape()),
+                        field_view(q_wire, wire::kQ, qs.data(), d.q_shape()), k, v,
+                        field_view(q_wire, wire::kLse, qs.data(), d.row_shape()),
+                        field_view(q_wire, wire::kDelta, qs.data(), d.row_shape()),
+                        bshd(f32_data(dq_part), d, d.H), dk, dv, params(hb), true);
       sends.add(comm.isend(std::move(dq_part), hb.q, tag(t, kGrad)));
     }
     const FlashBlock& lb = at(s.local, t, me);
@@ -287,10 +286,10 @@ void distflash_backward(const Communicator& comm, const DistFlashSchedule& s,
       const ByteBuffer kv = cur.set.take(static_cast<std::size_t>(cur.kv_index));
       ByteBuffer dkv(static_cast<std::size_t>(kF32 * 2 * d.kv()), std::byte{0});
       Stopwatch w(&times.compute_seconds);
-      kernels::step_backward(dout, q, field_view(kv_wire, wire::kK, kv.data(), d.kv_shape()),
-                             field_view(kv_wire, wire::kV, kv.data(), d.kv_shape()), lse, delta.view(), dq,
-                             bshd(f32_data(dkv), d, d.H_kv), bshd(f32_data(dkv) + d.kv(), d, d.H_kv),
-                             params(lb), true);
+      dev.step_backward(dout, q, field_view(kv_wire, wire::kK, kv.data(), d.kv_shape()),
+                        field_view(kv_wire, wire::kV, kv.data(), d.kv_shape()), lse, delta.view(), dq,
+                        bshd(f32_data(dkv), d, d.H_kv), bshd(f32_data(dkv) + d.kv(), d, d.H_kv), params(lb),
+                        true);
       sends.add(comm.isend(std::move(dkv), lb.kv, tag(t, kGrad)));
     }
     add_pending();  // step t − 1's gradients, which travelled during this step's compute
@@ -321,15 +320,15 @@ class DistFlashStrategy final : public PlannedStrategy {
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
     run(peak_fwd_, stats, [&](PassTimes& t) {
-      distflash_forward(comm_, schedule_, base_, positions_.data(), q, k, v, out, lse, overlap_, t);
+      distflash_forward(dev(), comm_, schedule_, base_, positions_.data(), q, k, v, out, lse, overlap_, t);
     });
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
     run(peak_bwd_, stats, [&](PassTimes& t) {
-      distflash_backward(comm_, schedule_, base_, positions_.data(), dout, q, k, v, out, lse, dq, dk, dv,
-                         overlap_, t);
+      distflash_backward(dev(), comm_, schedule_, base_, positions_.data(), dout, q, k, v, out, lse, dq, dk,
+                         dv, overlap_, t);
     });
   }
 

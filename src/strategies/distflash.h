@@ -10,8 +10,10 @@
 
 #include "burst/attention.h"
 #include "burst/comm.h"
+#include "device/device.h"
 #include "kernels/step.h"
 #include "plan_strategies.h"
+#include "strategies/step_log.h"
 
 namespace burst::strategies {
 
@@ -33,12 +35,12 @@ struct FlashOverlap {
 /// S_global = P·c) and kernel; each block's positions are taken from `positions` (0 .. P·c − 1).
 /// Collective over comm (P = s.P ranks). Memory O(c): own payloads, one step's inbox, one
 /// partial buffer.
-void distflash_forward(const Communicator& comm, const DistFlashSchedule& s,
+void distflash_forward(const device::Device& dev, const Communicator& comm, const DistFlashSchedule& s,
                        const kernels::KernelParams& base, const std::int64_t* positions, const TensorView& q,
                        const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& lse,
                        FlashOverlap ov, PassTimes& times);
 /// Backward: dq like q, dk, dv like k (overwritten). Collective.
-void distflash_backward(const Communicator& comm, const DistFlashSchedule& s,
+void distflash_backward(const device::Device& dev, const Communicator& comm, const DistFlashSchedule& s,
                         const kernels::KernelParams& base, const std::int64_t* positions,
                         const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const TensorView& lse, const TensorView& dq,

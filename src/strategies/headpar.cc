@@ -7,13 +7,13 @@
 // Megatron-SP's bytes (Q, K, V and O are wider than X), does not shrink with GQA on the query
 // side and nothing overlaps; Megatron tensor parallelism itself is the LM's `--strategy tp`
 // (apps/lm/model_tp.h). docs/strategies.md § headpar.
-#include <cstring>
 #include <numeric>
 
 #include "burst/attention.h"
 #include "burst/error.h"
-#include "strategies/common.h"
 #include "strategies/ulysses.h"
+#include "strategies/views.h"
+#include "strategies/wire_pack.h"
 
 namespace burst::strategies {
 namespace {
@@ -35,44 +35,25 @@ WireLayout block_layout(const std::vector<Part>& parts, std::int64_t B, std::int
   return l;
 }
 
-/// Calls fn(offset of the element in the packed part, offset of it in the position-ordered view
-/// t, elements) for this rank's heads of one part of rank i's block (tokens at rows `rows` of
-/// t): one run of n·D per token for BSHD (a token's head slice is contiguous on both sides; t is
-/// contiguous), one element at a time for rows.
-template <typename F>
-void for_each_part_run(const Part& p, const TensorView& t, const std::vector<std::int64_t>& rows,
-                       std::int64_t B, std::int64_t D, F&& fn) {
-  const auto S = static_cast<std::int64_t>(rows.size());
-  for (std::int64_t b = 0; b < B; ++b) {
-    if (p.row) {
-      for (std::int64_t h = 0; h < p.n; ++h)
-        for (std::int64_t s = 0; s < S; ++s)
-          fn((b * p.Hx + p.lo + h) * S + s,
-             b * t.stride[0] + h * t.stride[1] + rows[static_cast<std::size_t>(s)] * t.stride[2], 1);
-    } else {
-      for (std::int64_t s = 0; s < S; ++s)
-        fn(((b * S + s) * p.Hx + p.lo) * D, b * t.stride[0] + rows[static_cast<std::size_t>(s)] * t.stride[1],
-           p.n * D);
-    }
-  }
+/// Part p of one member's packed block (field at `at`, that member's S tokens, all Hx heads)
+/// narrowed to this rank's heads [lo, lo + n): [B, S, n, D] or rows [B, n, S].
+TensorView part_heads(const Part& p, const std::byte* at, std::int64_t B, std::int64_t S, std::int64_t D) {
+  const TensorView all = p.row ? make_view(static_cast<const void*>(at), p.dtype, {B, p.Hx, S})
+                               : make_view(static_cast<const void*>(at), p.dtype, {B, S, p.Hx, D});
+  return narrow(all, p.row ? 1 : 2, p.lo, p.lo + p.n);
 }
 
 /// Copies this rank's heads of every part of every rank's gathered block (laid out by
 /// block_layout) into the position-ordered tensors `dst` (gathered [B, S_global, n, D] or rows
-/// [B, n, S_global], contiguous).
-void unpack_gathered(const std::byte* all, const UlyssesExchange& ex, const std::vector<Part>& parts,
-                     const std::vector<TensorView>& dst, std::int64_t B, std::int64_t D) {
+/// [B, n, S_global], contiguous): member i's tokens go to its rows of the group's sequence.
+void unpack_gathered(const device::Device& dev, const std::byte* all, const UlyssesExchange& ex,
+                     const std::vector<Part>& parts, const std::vector<TensorView>& dst, std::int64_t B,
+                     std::int64_t D) {
   for (int i = 0; i < ex.split().u; ++i) {
     const WireLayout block = block_layout(parts, B, ex.local_length(i), D);
-    for (std::size_t f = 0; f < parts.size(); ++f) {
-      const auto es = static_cast<std::int64_t>(dtype_size(parts[f].dtype));
-      const std::byte* in = all + block[f].offset;
-      auto* out = static_cast<std::byte*>(dst[f].data);
-      for_each_part_run(parts[f], dst[f], ex.rows(i), B, D,
-                        [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
-                          std::memcpy(out + es * at, in + es * packed, static_cast<std::size_t>(n * es));
-                        });
-    }
+    for (std::size_t f = 0; f < parts.size(); ++f)
+      dev.index_copy(part_heads(parts[f], all + block[f].offset, B, ex.local_length(i), D), dst[f],
+                     parts[f].row ? 2 : 1, ex.rows(i).data(), true, false);
     all += block.bytes();
   }
 }
@@ -80,19 +61,15 @@ void unpack_gathered(const std::byte* all, const UlyssesExchange& ex, const std:
 /// Writes this rank's heads of every part into the reduce-scatter input `buf` (fp32; rank i's
 /// tokens of every part, all heads): the other heads' slots are never written, so a buffer
 /// zeroed once stays zero there across calls.
-void pack_scatter(float* buf, const UlyssesExchange& ex, const std::vector<Part>& parts,
-                  const std::vector<TensorView>& src, std::int64_t B, std::int64_t D) {
+void pack_scatter(const device::Device& dev, std::byte* buf, const UlyssesExchange& ex,
+                  const std::vector<Part>& parts, const std::vector<TensorView>& src, std::int64_t B,
+                  std::int64_t D) {
   for (int i = 0; i < ex.split().u; ++i) {
     const WireLayout block = block_layout(parts, B, ex.local_length(i), D);  // fp32 fields only
-    for (std::size_t f = 0; f < parts.size(); ++f) {
-      const float* in = src[f].f32();
-      float* at_field = buf + block[f].offset / kF32;
-      for_each_part_run(
-          parts[f], src[f], ex.rows(i), B, D, [&](std::int64_t packed, std::int64_t at, std::int64_t n) {
-            std::memcpy(at_field + packed, in + at, sizeof(float) * static_cast<std::size_t>(n));
-          });
-    }
-    buf += block.bytes() / kF32;
+    for (std::size_t f = 0; f < parts.size(); ++f)
+      dev.index_copy(src[f], part_heads(parts[f], buf + block[f].offset, B, ex.local_length(i), D),
+                     parts[f].row ? 2 : 1, ex.rows(i).data(), false, false);
+    buf += block.bytes();
   }
 }
 
@@ -100,7 +77,7 @@ class HeadParallelStrategy final : public PlannedStrategy {
  public:
   explicit HeadParallelStrategy(const Setup& setup)
       : PlannedStrategy(setup),
-        ex_(setup.plan->layout().positions,
+        ex_(*setup.device, setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "headpar")),
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         shape_(setup.shape),
@@ -128,7 +105,7 @@ class HeadParallelStrategy final : public PlannedStrategy {
     PassTimes t;
     {
       Stopwatch w(&t.compute_seconds);
-      kernels::step_forward(q, k, v, out, lse, base_);
+      dev().step_forward(q, k, v, out, lse, base_);
     }
     fill_stats(stats, t, pairs_, 0);
   }
@@ -139,17 +116,17 @@ class HeadParallelStrategy final : public PlannedStrategy {
     TypedTensor delta = pooled_tensor(ex_.pool(), {shape_.B, shape_.H, q.size(1)}, DType::F32);
     {
       Stopwatch w(&t.compute_seconds);
-      attention_delta(dout, out, delta.view());
-      kernels::step_backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, base_, false);
+      dev().attention_delta(dout, out, delta.view());
+      dev().step_backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, base_, false);
     }
-    ex_.pool().put(delta.release());
+    ex_.pool().put_host(delta.release());
     fill_stats(stats, t, pairs_, 4 * shape_.B * shape_.H * q.size(1));
   }
 
   void forward_pass(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                     const TensorView& lse, DistStats& stats) {
     PassTimes t;
-    BufferPool& pool = ex_.pool();
+    device::BufferPool& pool = ex_.pool();
     const HeadSplit& h = ex_.split();
     const std::int64_t B = shape_.B, D = shape_.D, S = ex_.group_length();
     const std::vector<Part> in_parts = {{false, h.H, h.q_lo(me_), h.heads, q.dtype},
@@ -160,50 +137,51 @@ class HeadParallelStrategy final : public PlannedStrategy {
     TypedTensor og = ex_.q_heads(B, D, DType::F32), lg = ex_.row_heads(B);
     const std::vector<std::int64_t> c = block_bytes(in_parts);
     const WireLayout mine_in = block_layout(in_parts, B, ex_.local_length(me_), D);
-    ByteBuffer send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
+    ByteBuffer send = pool.get_host(c[static_cast<std::size_t>(me_)]), recv = pool.get_host(sum(c));
     {
       Stopwatch w(&t.comm_seconds);
-      pack_field(mine_in, 0, q, send.data());
-      pack_field(mine_in, 1, k, send.data());
-      pack_field(mine_in, 2, v, send.data());
+      pack_field(dev(), mine_in, 0, q, send.data());
+      pack_field(dev(), mine_in, 1, k, send.data());
+      pack_field(dev(), mine_in, 2, v, send.data());
       comm_.all_gather_v(send, c, recv);
-      unpack_gathered(recv.data(), ex_, in_parts, {qg.view(), kg.view(), vg.view()}, B, D);
+      unpack_gathered(dev(), recv.data(), ex_, in_parts, {qg.view(), kg.view(), vg.view()}, B, D);
     }
     {
       Stopwatch w(&t.compute_seconds);
-      kernels::step_forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), base_);
+      dev().step_forward(qg.view(), kg.view(), vg.view(), og.view(), lg.view(), base_);
     }
     const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads},
                                          {true, h.H, h.q_lo(me_), h.heads}};
     const std::vector<std::int64_t> rc = block_floats(out_parts);
-    ByteBuffer mine = pool.get(kF32 * rc[static_cast<std::size_t>(me_)]);
+    ByteBuffer mine = pool.get_host(kF32 * rc[static_cast<std::size_t>(me_)]);
     {
       Stopwatch w(&t.comm_seconds);
       std::vector<float>& rs = scatter_input(rs_fwd_, sum(rc));
-      pack_scatter(rs.data(), ex_, out_parts, {og.view(), lg.view()}, B, D);
+      pack_scatter(dev(), static_cast<std::byte*>(static_cast<void*>(rs.data())), ex_, out_parts,
+                   {og.view(), lg.view()}, B, D);
       comm_.reduce_scatter(rs.data(), rc, f32_data(mine));
-      unpack_into(f32_data(mine), out);
-      unpack_into(f32_data(mine) + out.numel(), lse);
+      unpack_into(dev(), f32_data(mine), out);
+      unpack_into(dev(), f32_data(mine) + out.numel(), lse);
     }
     const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) +
                               kF32 * static_cast<std::int64_t>(rs_fwd_.size());
     fill_stats(stats, t, pairs_,
                kF32 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S) + held);
     ex_.recycle({&qg, &kg, &vg, &og, &lg});
-    for (ByteBuffer* x : {&send, &recv, &mine}) pool.put(std::move(*x));
+    for (ByteBuffer* x : {&send, &recv, &mine}) pool.put_host(std::move(*x));
   }
 
   void backward_pass(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                      const TensorView& dv, DistStats& stats) {
     PassTimes t;
-    BufferPool& pool = ex_.pool();
+    device::BufferPool& pool = ex_.pool();
     const HeadSplit& h = ex_.split();
     const std::int64_t B = shape_.B, D = shape_.D, S = ex_.group_length();
     TypedTensor delta = pooled_tensor(pool, {B, h.H, q.size(1)}, DType::F32);
     {
       Stopwatch w(&t.compute_seconds);
-      attention_delta(dout, out, delta.view());
+      dev().attention_delta(dout, out, delta.view());
     }
     const Part qp{false, h.H, h.q_lo(me_), h.heads, q.dtype},
         kvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads, k.dtype};
@@ -214,41 +192,43 @@ class HeadParallelStrategy final : public PlannedStrategy {
     TypedTensor lg = ex_.row_heads(B), deltag = ex_.row_heads(B);
     const std::vector<std::int64_t> c = block_bytes(in_parts);
     const WireLayout mine_in = block_layout(in_parts, B, ex_.local_length(me_), D);
-    ByteBuffer send = pool.get(c[static_cast<std::size_t>(me_)]), recv = pool.get(sum(c));
+    ByteBuffer send = pool.get_host(c[static_cast<std::size_t>(me_)]), recv = pool.get_host(sum(c));
     {
       Stopwatch w(&t.comm_seconds);
       std::size_t f = 0;
-      for (const TensorView& x : {q, dout, k, v, lse, delta.view()}) pack_field(mine_in, f++, x, send.data());
+      for (const TensorView& x : {q, dout, k, v, lse, delta.view()})
+        pack_field(dev(), mine_in, f++, x, send.data());
       comm_.all_gather_v(send, c, recv);
-      unpack_gathered(recv.data(), ex_, in_parts,
+      unpack_gathered(dev(), recv.data(), ex_, in_parts,
                       {qg.view(), dog.view(), kg.view(), vg.view(), lg.view(), deltag.view()}, B, D);
     }
     TypedTensor dqg = ex_.q_heads(B, D, DType::F32), dkg = ex_.kv_heads(B, D, DType::F32),
                 dvg = ex_.kv_heads(B, D, DType::F32);
     {
       Stopwatch w(&t.compute_seconds);
-      kernels::step_backward(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(),
-                             dqg.view(), dkg.view(), dvg.view(), base_, false);
+      dev().step_backward(dog.view(), qg.view(), kg.view(), vg.view(), lg.view(), deltag.view(), dqg.view(),
+                          dkg.view(), dvg.view(), base_, false);
     }
     const Part dqp{false, h.H, h.q_lo(me_), h.heads}, dkvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads};
     const std::vector<Part> out_parts = {dqp, dkvp, dkvp};
     const std::vector<std::int64_t> rc = block_floats(out_parts);
-    ByteBuffer mine = pool.get(kF32 * rc[static_cast<std::size_t>(me_)]);
+    ByteBuffer mine = pool.get_host(kF32 * rc[static_cast<std::size_t>(me_)]);
     {
       Stopwatch w(&t.comm_seconds);
       std::vector<float>& rs = scatter_input(rs_bwd_, sum(rc));
-      pack_scatter(rs.data(), ex_, out_parts, {dqg.view(), dkg.view(), dvg.view()}, B, D);
+      pack_scatter(dev(), static_cast<std::byte*>(static_cast<void*>(rs.data())), ex_, out_parts,
+                   {dqg.view(), dkg.view(), dvg.view()}, B, D);
       comm_.reduce_scatter(rs.data(), rc, f32_data(mine));
-      unpack_into(f32_data(mine), dq);
-      unpack_into(f32_data(mine) + dq.numel(), dk);
-      unpack_into(f32_data(mine) + dq.numel() + dk.numel(), dv);
+      unpack_into(dev(), f32_data(mine), dq);
+      unpack_into(dev(), f32_data(mine) + dq.numel(), dk);
+      unpack_into(dev(), f32_data(mine) + dq.numel() + dk.numel(), dv);
     }
     const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) +
                               kF32 * static_cast<std::int64_t>(rs_bwd_.size());
     fill_stats(stats, t, pairs_,
                kF32 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S) + held);
     ex_.recycle({&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg});
-    for (ByteBuffer* x : {&send, &recv, &mine}) pool.put(std::move(*x));
+    for (ByteBuffer* x : {&send, &recv, &mine}) pool.put_host(std::move(*x));
   }
 
   /// Bytes of every rank's block of `parts` (block_layout).

@@ -3,7 +3,6 @@
 // Source: MagiAttention's zero-redundant communication (docs/strategies.md § Mask-aware rings).
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
@@ -20,16 +19,17 @@ constexpr int kTagDirect = 3, kTagDirectHome = 4;
 
 }  // namespace
 
-ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floats,
-                                    const std::vector<std::vector<char>>& need, const StepFn& compute,
-                                    RingRunStats& stats, bool split_own) const {
+device::Buffer RingExecutor::run_direct(device::Buffer own_read, std::int64_t write_floats,
+                                        const std::vector<std::vector<char>>& need, const StepFn& compute,
+                                        RingRunStats& stats, bool split_own) const {
   const int P = P_, g = rank_;
-  const auto R = static_cast<std::int64_t>(own_read.size());
+  const std::int64_t R = own_read.size();
   const std::int64_t W = write_floats;
   BURST_CHECK(static_cast<int>(need.size()) == P, Internal, "run_direct: need has ", need.size(),
               " rows, P=", P);
-  BufferPool& pool = pool_;
-  pool.begin_pass(R);
+  Stager& st = stage_;  // device memory and pinned wire buffers (one pool on a host-memory device)
+  device::BufferPool &pool = st.pool(), &wires = st.wire_pool();
+  st.begin_pass(R);
   const auto needs = [&](int reader, int owner) {
     return need[static_cast<std::size_t>(reader)][static_cast<std::size_t>(owner)] != 0;
   };
@@ -40,7 +40,8 @@ ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floa
     src[static_cast<std::size_t>(t)] = partition(g, t);
     dest[static_cast<std::size_t>(t)] = ring::holder({n_, L_}, g, t);
   }
-  ByteBuffer own = std::move(own_read);
+  // The own payload stays in device memory; each send is a fresh wire copy of it (copy_to_host).
+  device::Buffer own = std::move(own_read);
   const bool defer = split_own && W > 0 && P > 1 && overlap_;  // as run(): the same sums, bit for bit
   RequestSet homes_in, home_out;
   std::vector<int> home_index(static_cast<std::size_t>(P), -1);
@@ -53,7 +54,7 @@ ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floa
         const int x = dest[static_cast<std::size_t>(t)];
         if (needs(x, g)) {
           home_index[static_cast<std::size_t>(t)] =
-              static_cast<int>(homes_in.add(home_.irecv(pool.get(write_bytes), x, kTagDirectHome)));
+              static_cast<int>(homes_in.add(home_.irecv(wires.get_host(write_bytes), x, kTagDirectHome)));
           log.at(t).received += write_bytes;
         }
       }
@@ -65,21 +66,22 @@ ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floa
       int i_recv = -1;
       const int j = src[static_cast<std::size_t>(t)], x = dest[static_cast<std::size_t>(t)];
       if (needs(g, j)) {
-        i_recv = static_cast<int>(set.add(intra_.irecv(pool.get(R), j, kTagDirect)));
+        i_recv = static_cast<int>(set.add(intra_.irecv(wires.get_host(R), j, kTagDirect)));
         log.at(t).received += read_bytes;
       }
       if (needs(x, g)) {
-        ByteBuffer copy = pool.get(R);
+        ByteBuffer copy = wires.get_host(R);
         {
           Stopwatch sw(&now.copy);
-          std::memcpy(copy.data(), own.data(), static_cast<std::size_t>(R));
+          st.device().copy_to_host(own.data(), copy.data(), R);
+          st.device().wait(st.device().record());
         }
         set.add(intra_.isend(std::move(copy), x, kTagDirect));
         log.at(t).sent += read_bytes;
       }
       return i_recv;
     };
-    ByteBuffer result = W > 0 ? pool.get_zeroed(kF32 * W) : ByteBuffer{};
+    device::Buffer result = W > 0 ? pool.get_zeroed(kF32 * W) : device::Buffer{};
     RequestSet cur_set;
     int i_cur = -1;
     for (int t = 0; t < P; ++t) {
@@ -95,12 +97,12 @@ ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floa
       }
       // This step's payload (received during the last step), its completed send copies returned
       // first: at most own + this + the next step's receive and send copy are held (4 payloads).
-      ByteBuffer got = i_cur >= 0 ? cur_set.take(static_cast<std::size_t>(i_cur)) : ByteBuffer{};
-      for (std::size_t i = 0; i < cur_set.size(); ++i) pool.put(cur_set.take(i));
+      Message got = i_cur >= 0 ? st.in(cur_set.take(static_cast<std::size_t>(i_cur))) : Message{};
+      for (std::size_t i = 0; i < cur_set.size(); ++i) wires.put_host(cur_set.take(i));
       RequestSet next_set;
       const int i_next = overlap_ ? post(t + 1, next_set, rec) : -1;
       if (t == 0 || needs(g, j)) {
-        ByteBuffer w_loc;
+        device::Buffer w_loc;
         {
           Stopwatch sw(&rec.copy);
           if (W > 0) w_loc = t == 0 ? std::move(result) : pool.get_zeroed(kF32 * W);
@@ -110,7 +112,7 @@ ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floa
           home_out.progress();
         };
         log.compute(t, stats.compute_seconds, [&] {
-          compute(t, j, t == 0 ? own.data() : got.data(), W > 0 ? f32_data(w_loc) : nullptr, progress,
+          compute(t, j, t == 0 ? own.data() : st.device_ready(got), W > 0 ? w_loc.f32() : nullptr, progress,
                   defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
         });
         if (t == 0) {
@@ -125,7 +127,7 @@ ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floa
           rec.sent += write_bytes;
         }
       }
-      pool.put(std::move(got));
+      st.recycle(std::move(got));
       const auto t1 = std::chrono::steady_clock::now();
       next_set.wait_all();
       const double waited = seconds_since(t1);
@@ -136,7 +138,7 @@ ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floa
     }
     step = P;
     intra_.set_step(P, P);
-    ByteBuffer w_own;
+    device::Buffer w_own;
     if (defer)  // the own block's second half while the partials travel home
       w_own = own_second_half(
           compute, own.data(), W,
@@ -156,16 +158,14 @@ ByteBuffer RingExecutor::run_direct(ByteBuffer own_read, std::int64_t write_floa
     for (int t = 1; t < P; ++t) {  // step order: the chain's order on a flat ring
       const int i = home_index[static_cast<std::size_t>(t)];
       if (i < 0) continue;
-      ByteBuffer part = homes_in.take(static_cast<std::size_t>(i));
-      add_wire(result, part);  // fp32 sum; a bf16 wire part is widened as it is added
-      pool.put(std::move(part));
+      add_wire(result, homes_in.take(static_cast<std::size_t>(i)));  // fp32; a bf16 wire part widened
     }
     if (defer) {
       add_into(result, w_own);
       pool.put(std::move(w_own));
     }
-    stats.buffer_bytes = std::max(stats.buffer_bytes, pool.peak_bytes());
-    for (std::size_t i = 0; i < home_out.size(); ++i) pool.put(home_out.take(i));
+    stats.buffer_bytes = std::max(stats.buffer_bytes, st.peak_bytes());
+    for (std::size_t i = 0; i < home_out.size(); ++i) wires.put_host(home_out.take(i));
     pool.put(std::move(own));
     return result;
   } catch (const std::exception& e) {

@@ -1,11 +1,12 @@
 // Forward and the two backward circulations of the ring family (see ring_family.h).
 #include "strategies/ring_family.h"
 
-#include <cstring>
-
 #include "burst/error.h"
 #include "burst/softmax_merge.h"
-#include "strategies/common.h"
+#include "strategies/backward_spans.h"
+#include "strategies/step_params.h"
+#include "strategies/views.h"
+#include "strategies/wire_pack.h"
 
 namespace burst::strategies {
 
@@ -27,9 +28,9 @@ LocalBlock local_block(const Setup& setup) {
 /// ring_direct.cc) when the plan chose it, else the full ring. query_rows: the circulating block
 /// holds queries (backward query side), so rank g needs block j when j's queries see g's keys.
 /// split_own: the own block is computed in two halves (RingExecutor::run).
-ByteBuffer run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass, bool query_rows,
-                        ByteBuffer own, std::int64_t write_floats, const RingExecutor::StepFn& fn,
-                        RingRunStats& rs, bool split_own = false) {
+device::Buffer run_schedule(const Setup& setup, const RingExecutor& exec, const PassPlan& pass,
+                            bool query_rows, device::Buffer own, std::int64_t write_floats,
+                            const RingExecutor::StepFn& fn, RingRunStats& rs, bool split_own = false) {
   if (!pass.mask_aware) return exec.run(std::move(own), write_floats, fn, rs, split_own);
   const int P = setup.P;
   std::vector<std::vector<char>> need(static_cast<std::size_t>(P),
@@ -48,14 +49,15 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
   const LocalBlock d = local_block(setup);
   const int g = setup.rank;
   const DType dt = k.dtype;  // K, V travel in their storage dtype (bf16/f16: half the bytes)
-  BufferPool& pool = exec.pool();
+  device::BufferPool& pool = exec.pool();
+  const device::Device& dev = exec.device();
   const WireLayout kv = wire::kv_block(dt, d.kv_numel);
-  ByteBuffer own = pool.get(kv.bytes());
-  pack_field(kv, wire::kK, k, own.data());
-  pack_field(kv, wire::kV, v, own.data());
-  TypedTensor out_mem = pooled_tensor(pool, {d.B, d.S, d.H, d.D}, DType::F32),
-              lse_mem = pooled_tensor(pool, {d.B, d.H, d.S}, DType::F32);
-  const TensorView out_part = out_mem.view(), lse_part = lse_mem.view();
+  device::Buffer own = pool.get(kv.bytes());
+  pack_field(dev, kv, wire::kK, k, own.data());
+  pack_field(dev, kv, wire::kV, v, own.data());
+  device::Buffer out_mem = pool.get(kF32 * d.q_numel), lse_mem = pool.get(kF32 * d.row_numel);
+  const TensorView out_part = bshd_view(out_mem.f32(), d.B, d.S, d.H, d.D),
+                   lse_part = rows_view(lse_mem.f32(), d.B, d.H, d.S);
   bool first = true;
   RingRunStats rs;
   std::vector<StepTimes> steps;
@@ -69,20 +71,20 @@ void ring_forward(const Setup& setup, const RingExecutor& exec, const TensorView
         const kernels::KernelParams p =
             step_params(setup, rank_positions(setup, g).data(), rank_positions(setup, j).data(), &progress);
         if (first) {
-          kernels::step_forward(q, kj, vj, out, lse, p);
+          dev.step_forward(q, kj, vj, out, lse, p);
           first = false;
         } else {
-          kernels::step_forward(q, kj, vj, out_part, lse_part, p);
-          merge_forward(out, lse, out_part, lse_part);
+          dev.step_forward(q, kj, vj, out_part, lse_part, p);
+          dev.merge_forward(out, lse, out_part, lse_part);
         }
       },
       rs);
   if (first) {  // every block empty: rows see no key (out = 0, lse = −inf)
-    fill_view(out, 0.0f);
-    fill_view(lse, kNegInf);
+    dev.fill(out, 0.0f);
+    dev.fill(lse, kNegInf);
   }
-  pool.put(out_mem.release());
-  pool.put(lse_mem.release());
+  pool.put(std::move(out_mem));
+  pool.put(std::move(lse_mem));
   record_timeline(setup, "fwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
@@ -96,10 +98,11 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
                    DistStats& stats) {
   const LocalBlock d = local_block(setup);
   const int g = setup.rank;
-  BufferPool& pool = exec.pool();
-  TypedTensor delta_mem = pooled_tensor(pool, {d.B, d.H, d.S}, DType::F32);
-  const TensorView delta = delta_mem.view();
-  attention_delta(dout, out, delta);
+  device::BufferPool& pool = exec.pool();
+  const device::Device& dev = exec.device();
+  device::Buffer delta_mem = pool.get(kF32 * d.row_numel);
+  const TensorView delta = rows_view(delta_mem.f32(), d.B, d.H, d.S);
+  dev.attention_delta(dout, out, delta);
   RingRunStats rs;
   std::vector<StepTimes> steps;
   if (setup.cfg.timeline) rs.steps = &steps;
@@ -107,14 +110,14 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
   if (side == BackwardSide::QuerySide) {
     // Read payload: Q, dO, delta, lse of the block's owner; write: that block's dQ partial.
     const WireLayout qb = wire::query_block(dt, d.q_numel, d.row_numel);
-    ByteBuffer own = pool.get(qb.bytes());
-    pack_field(qb, wire::kQ, q, own.data());
-    pack_field(qb, wire::kDout, dout, own.data());
-    pack_field(qb, wire::kDelta, delta, own.data());
-    pack_field(qb, wire::kLse, lse, own.data());
-    fill_view(dk, 0.0f);
-    fill_view(dv, 0.0f);
-    ByteBuffer dq_home = run_schedule(
+    device::Buffer own = pool.get(qb.bytes());
+    pack_field(dev, qb, wire::kQ, q, own.data());
+    pack_field(dev, qb, wire::kDout, dout, own.data());
+    pack_field(dev, qb, wire::kDelta, delta, own.data());
+    pack_field(dev, qb, wire::kLse, lse, own.data());
+    dev.fill(dk, 0.0f);
+    dev.fill(dv, 0.0f);
+    device::Buffer dq_home = run_schedule(
         setup, exec, setup.plan->backward(), true, std::move(own), d.q_numel,
         [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
             RowSlice slice) {
@@ -130,23 +133,23 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
             const TensorView deltaj = narrow(field_view(qb, wire::kDelta, read, {d.B, d.H, d.S}), 2, a, e);
             const TensorView lsej = narrow(field_view(qb, wire::kLse, read, {d.B, d.H, d.S}), 2, a, e);
             const kernels::KernelParams p = step_params(setup, q_pos + a, kv_pos + sp.k0, &progress);
-            kernels::step_backward(doj, qj, narrow(k, 1, sp.k0, sp.k1), narrow(v, 1, sp.k0, sp.k1), lsej,
-                                   deltaj, narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, a, e),
-                                   narrow(dk, 1, sp.k0, sp.k1), narrow(dv, 1, sp.k0, sp.k1), p, true);
+            dev.step_backward(doj, qj, narrow(k, 1, sp.k0, sp.k1), narrow(v, 1, sp.k0, sp.k1), lsej, deltaj,
+                              narrow(bshd_view(write, d.B, d.S, d.H, d.D), 1, a, e),
+                              narrow(dk, 1, sp.k0, sp.k1), narrow(dv, 1, sp.k0, sp.k1), p, true);
           }
         },
         rs, true);
-    unpack_into(f32_data(dq_home), dq);
+    unpack_into(dev, dq_home.f32(), dq);
     pool.put(std::move(dq_home));
     stats.backward_side = "query";
   } else {
     // Read payload: K, V of the block's owner; write: that block's dK, dV partials.
     const WireLayout kv = wire::kv_block(dt, d.kv_numel);
-    ByteBuffer own = pool.get(kv.bytes());
-    pack_field(kv, wire::kK, k, own.data());
-    pack_field(kv, wire::kV, v, own.data());
-    fill_view(dq, 0.0f);
-    ByteBuffer dkv_home = run_schedule(
+    device::Buffer own = pool.get(kv.bytes());
+    pack_field(dev, kv, wire::kK, k, own.data());
+    pack_field(dev, kv, wire::kV, v, own.data());
+    dev.fill(dq, 0.0f);
+    device::Buffer dkv_home = run_schedule(
         setup, exec, setup.plan->backward(), false, std::move(own), 2 * d.kv_numel,
         [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
             RowSlice slice) {
@@ -160,20 +163,20 @@ void ring_backward(const Setup& setup, const RingExecutor& exec, BackwardSide si
             const TensorView kj = narrow(field_view(kv, wire::kK, read, {d.B, d.S, d.H_kv, d.D}), 1, a, e);
             const TensorView vj = narrow(field_view(kv, wire::kV, read, {d.B, d.S, d.H_kv, d.D}), 1, a, e);
             const kernels::KernelParams p = step_params(setup, q_pos + sp.q0, kv_pos + a, &progress);
-            kernels::step_backward(
-                narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
-                narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1), narrow(dq, 1, sp.q0, sp.q1),
-                narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, a, e),
-                narrow(bshd_view(write + d.kv_numel, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
+            dev.step_backward(narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
+                              narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1),
+                              narrow(dq, 1, sp.q0, sp.q1),
+                              narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, a, e),
+                              narrow(bshd_view(write + d.kv_numel, d.B, d.S, d.H_kv, d.D), 1, a, e), p, true);
           }
         },
         rs, true);
-    unpack_into(f32_data(dkv_home), dk);
-    unpack_into(f32_data(dkv_home) + d.kv_numel, dv);
+    unpack_into(dev, dkv_home.f32(), dk);
+    unpack_into(dev, dkv_home.f32() + d.kv_numel, dv);
     pool.put(std::move(dkv_home));
     stats.backward_side = "kv";
   }
-  pool.put(delta_mem.release());
+  pool.put(std::move(delta_mem));
   record_timeline(setup, "bwd", steps);
   stats.compute_seconds = rs.compute_seconds;
   stats.exposed_comm_seconds = rs.exposed_comm_seconds;
@@ -187,7 +190,7 @@ class RingFamilyStrategy final : public Strategy {
  public:
   RingFamilyStrategy(const Setup& setup, bool kv_side_backward)
       : setup_(setup),
-        exec_(setup.comm, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap,
+        exec_(setup.comm, *setup.device, setup.plan->nodes(), setup.plan->ranks_per_node(), setup.cfg.overlap,
               setup.cfg.partials_dtype),
         kv_side_backward_(kv_side_backward) {}
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
@@ -13,7 +12,7 @@
 #include "burst/error.h"
 #include "burst/tensor.h"
 #include "plan_ring.h"
-#include "strategies/common.h"
+#include "strategies/wire_pack.h"
 
 namespace burst::strategies {
 
@@ -25,9 +24,10 @@ using ring::mod;
 
 }  // namespace
 
-RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap,
-                           DType write_wire)
-    : intra_(comm.channel()),
+RingExecutor::RingExecutor(const Communicator& comm, const device::Device& dev, int nodes, int ranks_per_node,
+                           bool overlap, DType write_wire)
+    : stage_(dev),
+      intra_(comm.channel()),
       inter_(comm.channel()),
       chain_(comm.channel()),
       home_(comm.channel()),
@@ -45,55 +45,50 @@ RingExecutor::RingExecutor(const Communicator& comm, int nodes, int ranks_per_no
 
 WireLayout RingExecutor::wire_layout(std::int64_t w) const { return wire::partial(wire_, w); }
 
-ByteBuffer RingExecutor::to_wire(ByteBuffer acc) const {
-  if (wire_ == DType::F32) return acc;
-  const auto n = static_cast<std::int64_t>(acc.size()) / kF32;
+ByteBuffer RingExecutor::to_wire(device::Buffer acc) const {
+  if (wire_ == DType::F32) return stage_.send_copy(std::move(acc));
+  const std::int64_t n = acc.size() / kF32;
   const WireLayout layout = wire_layout(n);
-  ByteBuffer wire = pool_.get(layout.bytes());
-  const float* a = f32_data(acc);
-  auto* h = static_cast<std::uint16_t*>(field_view(layout, 0, wire.data(), {n}).data);
-  for (std::int64_t i = 0; i < n; ++i) h[i] = bf16_from_float(a[i]);
-  pool_.put(std::move(acc));
-  return wire;
+  device::Buffer wire = stage_.pool().get(layout.bytes());
+  stage_.device().convert(make_view(acc.f32(), {n}), field_view(layout, 0, wire.data(), {n}));
+  stage_.pool().put(std::move(acc));
+  return stage_.send_copy(std::move(wire));
 }
 
-void RingExecutor::add_wire(ByteBuffer& acc, const ByteBuffer& wire) const {
-  if (wire_ == DType::F32) {
-    add_into(acc, wire);
-    return;
-  }
-  const auto n = static_cast<std::int64_t>(acc.size()) / kF32;
-  float* a = f32_data(acc);
-  const auto* h = static_cast<const std::uint16_t*>(field_view(wire_layout(n), 0, wire.data(), {n}).data);
-  for (std::int64_t i = 0; i < n; ++i) a[i] += bf16_to_float(h[i]);
+void RingExecutor::add_wire(device::Buffer& acc, ByteBuffer wire) const {
+  const std::int64_t n = acc.size() / kF32;
+  Message m = stage_.in(std::move(wire));
+  stage_.device().add(field_view(wire_layout(n), 0, stage_.device_ready(m), {n}), make_view(acc.f32(), {n}));
+  stage_.recycle(std::move(m));
 }
 
-void RingExecutor::add_into(ByteBuffer& acc, const ByteBuffer& x) {
-  float* a = f32_data(acc);
-  const float* b = f32_data(x);
-  const std::size_t n = acc.size() / sizeof(float);
-  for (std::size_t i = 0; i < n; ++i) a[i] += b[i];
+void RingExecutor::add_into(device::Buffer& acc, const device::Buffer& x) const {
+  const std::int64_t n = acc.size() / kF32;
+  stage_.device().add(make_view(x.f32(), {n}), make_view(acc.f32(), {n}));
 }
 
-ByteBuffer RingExecutor::own_second_half(const StepFn& compute, const std::byte* own, std::int64_t W,
-                                         const std::function<void()>& progress, RingRunStats& stats,
-                                         StepLog& log, int record) const {
-  ByteBuffer w_own = pool_.get_zeroed(kF32 * W);
+device::Buffer RingExecutor::own_second_half(const StepFn& compute, const std::byte* own, std::int64_t W,
+                                             const std::function<void()>& progress, RingRunStats& stats,
+                                             StepLog& log, int record) const {
+  device::Buffer w_own = stage_.pool().get_zeroed(kF32 * W);
   log.compute(record, stats.compute_seconds, [&] {
-    compute(0, rank_, own, f32_data(w_own), progress, RowSlice{1, 2});
+    compute(0, rank_, own, w_own.f32(), progress, RowSlice{1, 2});
   });
   return w_own;
 }
 
 int RingExecutor::partition(int rank, int t) const { return ring::partition({n_, L_}, rank, t); }
 
-ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, const StepFn& compute,
-                             RingRunStats& stats, bool split_own) const {
+device::Buffer RingExecutor::run(device::Buffer own_read, std::int64_t write_floats, const StepFn& compute,
+                                 RingRunStats& stats, bool split_own) const {
   const int P = P_, n = n_, L = L_, g = rank_, a = g / L, b = g % L;
-  const auto R = static_cast<std::int64_t>(own_read.size());
+  const std::int64_t R = own_read.size();
   const std::int64_t W = write_floats;
-  BufferPool& pool = pool_;  // kept across runs: no fresh pages per pass
-  pool.begin_pass(R);
+  // Kept across runs: no fresh pages per pass. Device memory (payloads, partials) and the
+  // pinned wire buffers; one pool on a host-memory device.
+  Stager& st = stage_;
+  device::BufferPool &pool = st.pool(), &wires = st.wire_pool();
+  st.begin_pass(R);
   const int right_intra = a * L + mod(b + 1, L), left_intra = a * L + mod(b - 1, L);
   const int right_inter = mod(a + 1, n) * L + b, left_inter = mod(a - 1, n) * L + b;
   // One record per plan step: P ring steps, then the final hop when partials travel home.
@@ -101,12 +96,12 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
   StepLog log(stats.steps, records);
   const std::int64_t read_bytes = R, write_bytes = wire_layout(W).bytes();
 
-  ByteBuffer cur = std::move(own_read);
-  ByteBuffer w_acc;
+  Message cur = st.out(std::move(own_read));  // staged out once; forwarded from its wire after
+  device::Buffer w_acc;
   // The own block's second half, kept for after the last step (RingExecutor::run, split_own).
   const bool defer = split_own && W > 0 && P > 1 && overlap_;
-  ByteBuffer own_kept;
-  std::vector<ByteBuffer> home_parts(static_cast<std::size_t>(n));  // by round
+  Message own_kept;
+  std::vector<device::Buffer> home_parts(static_cast<std::size_t>(n));  // by round
   RequestSet homes_in;  // one receive per round whose source is not self
   std::vector<int> home_index(static_cast<std::size_t>(n), -1);
   RequestSet inter_set, home_out;  // inter transfers live for a whole round
@@ -119,12 +114,12 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
         const int src = mod(a + k, n) * L + mod(b - 1, L);
         if (src != g) {
           home_index[static_cast<std::size_t>(k)] =
-              static_cast<int>(homes_in.add(home_.irecv(pool.get(write_bytes), src, kTagHome + k)));
+              static_cast<int>(homes_in.add(home_.irecv(wires.get_host(write_bytes), src, kTagHome + k)));
           log.at((k + 1) * L).received += write_bytes;  // sent at the step that ends round k
         }
       }
     }
-    auto send_home = [&](int k, int part, ByteBuffer acc, StepTimes& rec) {
+    auto send_home = [&](int k, int part, device::Buffer acc, StepTimes& rec) {
       if (part == g) {
         home_parts[static_cast<std::size_t>(k)] = std::move(acc);
       } else {
@@ -140,37 +135,37 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
       StepTimes& rec = log.at(t);
       RequestSet step_set;
       std::size_t i_recv = 0, i_send = 0, i_chain_in = 0, i_chain_out = 0;
-      const std::byte* view = cur.data();
+      // The payload in device memory; the wire's storage moves into the sends below unchanged.
+      const std::byte* view = st.device_ready(cur);
       if (intra) {
-        i_recv = step_set.add(intra_.irecv(pool.get(R), left_intra, kTagRead));
-        i_send = step_set.add(intra_.isend(std::move(cur), right_intra, kTagRead));
-        view = step_set[i_send].data();
+        i_recv = step_set.add(intra_.irecv(wires.get_host(R), left_intra, kTagRead));
+        i_send = step_set.add(intra_.isend(std::move(cur.wire), right_intra, kTagRead));
         rec.sent += read_bytes;
         rec.received += read_bytes;
       }
       if (inter) {
         inter_set.clear();
         if (intra) {
-          ByteBuffer copy = pool.get(R);
+          ByteBuffer copy = wires.get_host(R);  // a second wire: the intra send owns the first
           {
             Stopwatch sw(&rec.copy);
-            std::memcpy(copy.data(), view, static_cast<std::size_t>(R));
+            st.device().copy_to_host(view, copy.data(), R);
+            st.device().wait(st.device().record());
           }
           i_inter_send = inter_set.add(inter_.isend(std::move(copy), right_inter, kTagRead));
         } else {
-          i_inter_send = inter_set.add(inter_.isend(std::move(cur), right_inter, kTagRead));
-          view = inter_set[i_inter_send].data();
+          i_inter_send = inter_set.add(inter_.isend(std::move(cur.wire), right_inter, kTagRead));
         }
-        i_inter_recv = inter_set.add(inter_.irecv(pool.get(R), left_inter, kTagRead));
+        i_inter_recv = inter_set.add(inter_.irecv(wires.get_host(R), left_inter, kTagRead));
         rec.sent += read_bytes;
         rec.received += read_bytes;
       }
-      ByteBuffer w_loc;
+      device::Buffer w_loc;
       {
         Stopwatch sw(&rec.copy);  // wire copies of the partial and the zeroed step partial
         if (W > 0 && P > 1) {
           if (u >= 1) {
-            i_chain_in = step_set.add(chain_.irecv(pool.get(write_bytes), left_intra, kTagChain));
+            i_chain_in = step_set.add(chain_.irecv(wires.get_host(write_bytes), left_intra, kTagChain));
             i_chain_out = step_set.add(chain_.isend(to_wire(std::move(w_acc)), right_intra, kTagChain));
             rec.sent += write_bytes;
             rec.received += write_bytes;
@@ -192,7 +187,7 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
         home_out.progress();
       };
       log.compute(t, stats.compute_seconds, [&] {
-        compute(t, partition(g, t), view, W > 0 ? f32_data(w_loc) : nullptr, progress,
+        compute(t, partition(g, t), view, W > 0 ? w_loc.f32() : nullptr, progress,
                 defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
       });
       const auto t1 = std::chrono::steady_clock::now();
@@ -204,31 +199,31 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
       rec.wait += waited;
       // A completed send's buffer goes back to the pool, except step 0's: the own payload that
       // split_own computes on again after the last step.
+      // The received payload's device copy is enqueued at once (read at the next step).
       auto retire = [&](ByteBuffer sent) {
+        cur.wire = std::move(sent);
         if (defer && t == 0)
-          own_kept = std::move(sent);
+          own_kept = std::move(cur);
         else
-          pool.put(std::move(sent));
+          st.recycle(std::move(cur));
       };
       if (intra) {
         retire(step_set.take(i_send));
-        cur = step_set.take(i_recv);
+        cur = st.in(step_set.take(i_recv));
       } else if (last_of_round) {
         retire(inter_set.take(i_inter_send));
-        cur = inter_set.take(i_inter_recv);
+        cur = st.in(inter_set.take(i_inter_recv));
       }
       if (W > 0) {
         if (P > 1 && u >= 1) {
-          ByteBuffer in = step_set.take(i_chain_in);
           Stopwatch sw(&rec.copy);
-          add_wire(w_loc, in);  // w_acc = chain partial + this step's contribution (fp32)
-          pool.put(std::move(in));
-          pool.put(step_set.take(i_chain_out));
+          add_wire(w_loc, step_set.take(i_chain_in));  // w_acc = chain partial + this step's (fp32)
+          wires.put_host(step_set.take(i_chain_out));
         }
         w_acc = std::move(w_loc);
       }
     }
-    ByteBuffer result;
+    device::Buffer result;
     if (W > 0) {
       step = P;
       intra_.set_step(P, P);
@@ -239,18 +234,18 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
       } else {
         home_parts[0] = std::move(w_acc);
       }
-      ByteBuffer w_own;
+      device::Buffer w_own;
       if (defer) {  // the own block's second half while the last partials travel home
-        BURST_CHECK(!own_kept.empty(), Internal, "ring: the own block's payload was not kept");
+        BURST_CHECK(!own_kept.wire.empty(), Internal, "ring: the own block's payload was not kept");
         w_own = own_second_half(
-            compute, own_kept.data(), W,
+            compute, st.device_ready(own_kept), W,
             [&] {
               homes_in.progress();
               home_out.progress();
               inter_set.progress();
             },
             stats, log, records - 1);
-        pool.put(std::move(own_kept));
+        st.recycle(std::move(own_kept));
       }
       const auto t1 = std::chrono::steady_clock::now();
       homes_in.wait_all();
@@ -264,18 +259,18 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
       // option existed); a bf16 one is widened into a zeroed accumulator.
       for (int k = 0; k < n; ++k) {
         const int i = home_index[static_cast<std::size_t>(k)];
-        ByteBuffer part = i >= 0 ? homes_in.take(static_cast<std::size_t>(i))
-                                 : std::move(home_parts[static_cast<std::size_t>(k)]);
         if (k == 0 && (i < 0 || wire_ == DType::F32)) {
-          result = std::move(part);
+          result = i < 0 ? std::move(home_parts[0])
+                         : st.take_device(st.in(homes_in.take(static_cast<std::size_t>(i))));
           continue;
         }
         if (k == 0) result = pool.get_zeroed(kF32 * W);
-        if (i >= 0)
-          add_wire(result, part);
-        else
-          add_into(result, part);
-        pool.put(std::move(part));
+        if (i >= 0) {
+          add_wire(result, homes_in.take(static_cast<std::size_t>(i)));
+        } else {
+          add_into(result, home_parts[static_cast<std::size_t>(k)]);
+          pool.put(std::move(home_parts[static_cast<std::size_t>(k)]));
+        }
       }
       if (defer) {  // after the rounds: a fixed order, the same on every run
         add_into(result, w_own);
@@ -286,11 +281,11 @@ ByteBuffer RingExecutor::run(ByteBuffer own_read, std::int64_t write_floats, con
       Stopwatch sw(&log.at(records - 1).wait);
       inter_set.wait_all();
     }
-    stats.buffer_bytes = std::max(stats.buffer_bytes, pool.peak_bytes());
+    stats.buffer_bytes = std::max(stats.buffer_bytes, st.peak_bytes());
     // Every buffer goes back to the pool for the next run (sends are complete after the waits).
-    pool.put(std::move(cur));
+    st.recycle(std::move(cur));
     for (RequestSet* set : {&home_out, &inter_set})
-      for (std::size_t i = 0; i < set->size(); ++i) pool.put(set->take(i));
+      for (std::size_t i = 0; i < set->size(); ++i) wires.put_host(set->take(i));
     return result;
   } catch (const std::exception& e) {
     if (P == 1) throw;

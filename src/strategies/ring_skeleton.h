@@ -16,6 +16,9 @@
 // once per hop, and no sum is ever formed in 16 bits.
 // Channels: intra read, inter read, chain, home — four MPI_Comm_dups so rings never match each
 // other's messages (docs/algorithm.md §6).
+// Staging (strategies/staging.h): payloads and partials live in the device's memory; the own
+// payload is copied out to a pinned wire buffer once, a received one copied in once, and a
+// forwarded one sent again from its wire buffer. On the CPU this moves storage only.
 // Failure policy: an exception inside a step with payload in flight aborts the communicator
 // with a rank-tagged message (no peer is left waiting).
 #pragma once
@@ -25,7 +28,11 @@
 #include <vector>
 
 #include "burst/comm.h"
-#include "strategies/common.h"
+#include "device/device.h"
+#include "strategies/staging.h"
+#include "strategies/step_log.h"
+#include "strategies/views.h"
+#include "wire_layout.h"
 
 namespace burst::strategies {
 
@@ -61,30 +68,33 @@ class RingExecutor {
   /// must equal comm.size(); rank = node·L + local_rank. overlap = false waits for each
   /// transfer before computing (the no-overlap ablation). write_wire: F32 or BF16, the dtype the
   /// write partials travel in (every rank the same).
-  RingExecutor(const Communicator& comm, int nodes, int ranks_per_node, bool overlap,
-               DType write_wire = DType::F32);
+  /// `dev`: the device of every payload and partial (outlives the executor).
+  RingExecutor(const Communicator& comm, const device::Device& dev, int nodes, int ranks_per_node,
+               bool overlap, DType write_wire = DType::F32);
 
   /// Partition held by `rank` at step t (docs/algorithm.md §7; flat ring: (rank − t) mod P).
   int partition(int rank, int t) const;
   int ranks() const { return P_; }
   /// The executor's buffer pool: message and partial buffers live here between runs, and the
   /// passes take their packed payloads and partial outputs from it and give them back (a
-  /// model's repeated calls then reuse the same memory; common.h).
-  BufferPool& pool() const { return pool_; }
+  /// model's repeated calls then reuse the same memory; src/device/device.h).
+  device::BufferPool& pool() const { return stage_.pool(); }
+  const device::Device& device() const { return stage_.device(); }
 
-  /// Runs the P steps. own_read: this rank's read payload (a message laid out by the caller's
-  /// WireLayout, every rank the same size; best taken from pool(), to which it returns).
+  /// Runs the P steps. own_read: this rank's read payload in device memory (a message laid out
+  /// by the caller's WireLayout, every rank the same size; best taken from pool(), to which it
+  /// returns).
   /// write_floats: fp32 values of the write accumulator (0 → none). Returns the summed write
-  /// accumulator of this rank's own partition (4 · write_floats bytes of fp32, f32_data; empty
-  /// when write_floats = 0), a pool buffer: hand it back with pool().put once read.
+  /// accumulator of this rank's own partition (4 · write_floats bytes of fp32 in device memory;
+  /// empty when write_floats = 0), a pool buffer: hand it back with pool().put once read.
   /// Collective: every rank calls with equal sizes.
   /// split_own (with a write accumulator, P > 1, overlap): step 0 computes only the first half of
   /// the rank's own block ({0, 2}); the second half ({1, 2}) runs after the last step, while the
   /// last round's partial crosses to its owner — the one transfer nothing else can hide — and
   /// its write contribution is added at home (the block is the rank's own). compute must then
   /// honour slices and accumulate (not overwrite) into resident results.
-  ByteBuffer run(ByteBuffer own_read, std::int64_t write_floats, const StepFn& compute, RingRunStats& stats,
-                 bool split_own = false) const;
+  device::Buffer run(device::Buffer own_read, std::int64_t write_floats, const StepFn& compute,
+                     RingRunStats& stats, bool split_own = false) const;
 
   /// The mask-aware schedule (MagiAttention's zero-redundant communication, docs/strategies.md
   /// § Mask-aware rings): the same steps and compute order as run(), but a rank receives a
@@ -94,9 +104,9 @@ class RingExecutor {
   /// step order (the order of run()'s chain on a flat ring). compute is called at step 0 and at
   /// the steps whose block is needed. Steps needed by no rank move nothing. Collective; need
   /// (P × P) identical on every rank. split_own as run() (its sums stay run()'s, bit for bit).
-  ByteBuffer run_direct(ByteBuffer own_read, std::int64_t write_floats,
-                        const std::vector<std::vector<char>>& need, const StepFn& compute,
-                        RingRunStats& stats, bool split_own = false) const;
+  device::Buffer run_direct(device::Buffer own_read, std::int64_t write_floats,
+                            const std::vector<std::vector<char>>& need, const StepFn& compute,
+                            RingRunStats& stats, bool split_own = false) const;
 
   /// The message of a write partial of w fp32 values: wire::partial(write wire dtype, w).
   WireLayout wire_layout(std::int64_t w) const;
@@ -104,19 +114,20 @@ class RingExecutor {
  private:
   /// The message that carries write partial `acc`: acc itself (F32), or its bf16 rounding in a
   /// pool buffer (acc goes back to the pool).
-  ByteBuffer to_wire(ByteBuffer acc) const;
-  /// acc[i] += value i of a received wire message (widened from bf16 when the wire is BF16).
-  void add_wire(ByteBuffer& acc, const ByteBuffer& wire) const;
-  /// acc[i] += x[i] (fp32, same length).
-  static void add_into(ByteBuffer& acc, const ByteBuffer& x);
+  ByteBuffer to_wire(device::Buffer acc) const;
+  /// acc[i] += value i of a received wire message (staged in; widened from bf16 when the wire
+  /// is BF16); the wire goes back to the pool.
+  void add_wire(device::Buffer& acc, ByteBuffer wire) const;
+  /// acc[i] += x[i] (fp32, same length, device memory).
+  void add_into(device::Buffer& acc, const device::Buffer& x) const;
   /// split_own's second half: computes RowSlice{1, 2} of the rank's own block (payload `own`)
   /// into a zeroed write buffer of W fp32 values (a pool buffer, returned), polling `progress`.
-  ByteBuffer own_second_half(const StepFn& compute, const std::byte* own, std::int64_t W,
-                             const std::function<void()>& progress, RingRunStats& stats, StepLog& log,
-                             int record) const;
+  device::Buffer own_second_half(const StepFn& compute, const std::byte* own, std::int64_t W,
+                                 const std::function<void()>& progress, RingRunStats& stats, StepLog& log,
+                                 int record) const;
 
+  mutable Stager stage_;  // run() is logically const: the pools only cache memory
   Communicator intra_, inter_, chain_, home_;
-  mutable BufferPool pool_;  // run() is logically const: the pool only caches memory
   int P_ = 1, n_ = 1, L_ = 1, rank_ = 0;
   bool overlap_ = true;
   DType wire_ = DType::F32;

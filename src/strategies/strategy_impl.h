@@ -25,6 +25,7 @@
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "burst/strategy.h"
+#include "device/device.h"
 
 namespace burst::strategies {
 
@@ -46,6 +47,9 @@ struct Setup {
   int rank = 0, P = 1;
   NodeTopology topology;       ///< nodes × ranks_per_node (burst double ring)
   float softmax_scale = 1.0f;  ///< resolved τ
+  /// The device every tensor of a pass lives on and every memory operation of the strategy
+  /// goes through (src/device/device.h; the CPU device today).
+  std::shared_ptr<const device::Device> device;
 };
 
 class Strategy {

@@ -3,12 +3,12 @@
 // b, s, h, d) order for BSHD fields and (field, b, h, s) for row fields; the receiver unpacks in the same
 // order, placing each source's tokens at their rows of the group's position-sorted sequence.
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "burst/error.h"
-#include "strategies/common.h"
 #include "strategies/ulysses.h"
+#include "strategies/views.h"
+#include "strategies/wire_pack.h"
 
 namespace burst::strategies {
 
@@ -36,42 +36,23 @@ std::int64_t total(const std::vector<std::int64_t>& bytes) {
   return std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0});
 }
 
-/// Calls fn(pointer into t's data, bytes) for the part of field t one partner's segment holds, in
-/// segment order: BSHD (b, s, h, d) over tokens `rows` (nullptr: every token of t in order) and
-/// heads [lo, lo + n) — one run of n·D elements per token when t's heads are adjacent (a head slice
-/// of one BSHD token is contiguous), else one per head; rows [B, H, S] (b, h, s) — one run per head
-/// over all tokens when rows is nullptr and t is contiguous in S, else one per element.
-template <typename F>
-void for_each_segment_run(const TensorView& t, bool row, const std::vector<std::int64_t>* rows,
-                          std::int64_t lo, std::int64_t n, F&& fn) {
-  const auto es = static_cast<std::int64_t>(dtype_size(t.dtype));
-  const std::int64_t B = t.size(0);
-  const std::int64_t S = rows ? static_cast<std::int64_t>(rows->size()) : t.size(row ? 2 : 1);
-  auto* base = static_cast<std::byte*>(t.data);
-  auto token = [&](std::int64_t s) { return rows ? (*rows)[static_cast<std::size_t>(s)] : s; };
-  for (std::int64_t b = 0; b < B; ++b) {
-    if (row) {
-      for (std::int64_t h = lo; h < lo + n; ++h) {
-        const std::int64_t at = b * t.stride[0] + h * t.stride[1];
-        if (rows == nullptr && (t.stride[2] == 1 || S == 1)) {
-          fn(base + es * at, S * es);
-          continue;
-        }
-        for (std::int64_t s = 0; s < S; ++s) fn(base + es * (at + token(s) * t.stride[2]), es);
-      }
-      continue;
-    }
-    const std::int64_t W = t.size(3);
-    const bool adjacent = n == 1 || t.stride[2] == W;
-    for (std::int64_t s = 0; s < S; ++s) {
-      const std::int64_t at = b * t.stride[0] + token(s) * t.stride[1] + lo * t.stride[2];
-      if (adjacent) {
-        fn(base + es * at, n * W * es);
-        continue;
-      }
-      for (std::int64_t h = 0; h < n; ++h) fn(base + es * (at + h * t.stride[2]), W * es);
-    }
-  }
+/// Copies the part of field t one partner's segment holds between t and the segment field at
+/// `seg` (device memory): BSHD t's heads [lo, lo + n) of tokens `rows` (nullptr: every token of
+/// t in order) as a contiguous [B, tokens, n, D], row t's [B, n, tokens]. to_segment: t → seg (a
+/// gather of the rows); else seg → t (a scatter, added in when accumulate).
+void segment_copy(const device::Device& dev, const TensorView& t, bool row,
+                  const std::vector<std::int64_t>* rows, std::int64_t lo, std::int64_t n,
+                  const std::byte* seg, bool to_segment, bool accumulate = false) {
+  const int head_dim = row ? 1 : 2, seq_dim = row ? 2 : 1;
+  const TensorView part = narrow(t, head_dim, lo, lo + n);
+  std::vector<std::int64_t> shape = shape_of(part);
+  if (rows) shape[static_cast<std::size_t>(seq_dim)] = static_cast<std::int64_t>(rows->size());
+  const TensorView field = make_view(static_cast<const void*>(seg), t.dtype, shape);
+  const std::int64_t* index = rows ? rows->data() : nullptr;
+  if (to_segment)
+    dev.index_copy(part, field, seq_dim, index, false, false);
+  else
+    dev.index_copy(field, part, seq_dim, index, true, accumulate);
 }
 
 /// Each field's local and gathered views share a dtype; row vectors (lse, delta) are fp32.
@@ -84,8 +65,9 @@ void check_fields(const std::vector<UlyssesExchange::Field>& fields) {
 
 }  // namespace
 
-UlyssesExchange::UlyssesExchange(std::vector<std::vector<std::int64_t>> member_positions, HeadSplit split)
-    : split_(split) {
+UlyssesExchange::UlyssesExchange(const device::Device& dev,
+                                 std::vector<std::vector<std::int64_t>> member_positions, HeadSplit split)
+    : split_(split), pool_(dev) {
   BURST_CHECK(static_cast<int>(member_positions.size()) == split.u, InvalidArgument, "Ulysses group of ",
               member_positions.size(), " members for a head split over ", split.u, " ranks");
   for (const auto& pos : member_positions) positions_.insert(positions_.end(), pos.begin(), pos.end());
@@ -114,7 +96,7 @@ TypedTensor UlyssesExchange::row_heads(std::int64_t B) const {
   return pooled_tensor(pool_, {B, split_.heads, group_length()}, DType::F32);
 }
 void UlyssesExchange::recycle(std::initializer_list<TypedTensor*> tensors) const {
-  for (TypedTensor* t : tensors) pool_.put(t->release());
+  for (TypedTensor* t : tensors) pool_.put_host(t->release());
 }
 
 void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<Field>& fields) const {
@@ -127,18 +109,13 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
     send_bytes.push_back(mine.bytes());
     recv_bytes.push_back(segment_layout(fields, split_, local_length(j)).bytes());
   }
-  ByteBuffer send = pool_.get(total(send_bytes)), recv = pool_.get(total(recv_bytes));
+  ByteBuffer send = pool_.get_host(total(send_bytes)), recv = pool_.get_host(total(recv_bytes));
   for (int j = 0; j < u; ++j) {
     std::byte* seg = segment(send, send_bytes, j);
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
       const Field& f = fields[fi];
-      std::byte* out = seg + mine[fi].offset;
-      for_each_segment_run(f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
-                           f.kv ? split_.kv_heads : split_.heads,
-                           [&](const std::byte* p, std::int64_t bytes) {
-                             std::memcpy(out, p, static_cast<std::size_t>(bytes));
-                             out += bytes;
-                           });
+      segment_copy(dev(), f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
+                   f.kv ? split_.kv_heads : split_.heads, seg + mine[fi].offset, true);
     }
   }
   comm.all_to_all_v(send, send_bytes, recv, recv_bytes);
@@ -147,16 +124,12 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
     const std::byte* seg = segment(recv, recv_bytes, i);
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
       const Field& f = fields[fi];
-      const std::byte* in = seg + theirs[fi].offset;
-      for_each_segment_run(f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
-                           f.kv ? split_.kv_heads : split_.heads, [&](std::byte* p, std::int64_t bytes) {
-                             std::memcpy(p, in, static_cast<std::size_t>(bytes));
-                             in += bytes;
-                           });
+      segment_copy(dev(), f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
+                   f.kv ? split_.kv_heads : split_.heads, seg + theirs[fi].offset, false);
     }
   }
-  pool_.put(std::move(send));
-  pool_.put(std::move(recv));
+  pool_.put_host(std::move(send));
+  pool_.put_host(std::move(recv));
 }
 
 void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<Field>& fields) const {
@@ -169,19 +142,14 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
     send_bytes.push_back(segment_layout(fields, split_, local_length(j)).bytes());
     recv_bytes.push_back(mine.bytes());
   }
-  ByteBuffer send = pool_.get(total(send_bytes)), recv = pool_.get(total(recv_bytes));
+  ByteBuffer send = pool_.get_host(total(send_bytes)), recv = pool_.get_host(total(recv_bytes));
   for (int i = 0; i < u; ++i) {
     const WireLayout theirs = segment_layout(fields, split_, local_length(i));
     std::byte* seg = segment(send, send_bytes, i);
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
       const Field& f = fields[fi];
-      std::byte* out = seg + theirs[fi].offset;
-      for_each_segment_run(f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
-                           f.kv ? split_.kv_heads : split_.heads,
-                           [&](const std::byte* p, std::int64_t bytes) {
-                             std::memcpy(out, p, static_cast<std::size_t>(bytes));
-                             out += bytes;
-                           });
+      segment_copy(dev(), f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
+                   f.kv ? split_.kv_heads : split_.heads, seg + theirs[fi].offset, true);
     }
   }
   comm.all_to_all_v(send, send_bytes, recv, recv_bytes);
@@ -190,32 +158,19 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
     if (!(f.kv && split_.kv_replicated)) continue;
     BURST_CHECK(f.local.dtype == DType::F32, Internal, "summed Ulysses field ", f.local.describe(),
                 " must be fp32");
-    fill_view(f.local, 0.0f);
+    dev().fill(f.local, 0.0f);
   }
   for (int j = 0; j < u; ++j) {
     const std::byte* seg = segment(recv, recv_bytes, j);
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
       const Field& f = fields[fi];
-      const bool sum = f.kv && split_.kv_replicated;
-      const std::byte* in = seg + mine[fi].offset;
-      // A summed field is fp32 (checked above) at an offset the layout aligned to 4 bytes, in a
-      // segment whose size is a multiple of 4: its values are read in place.
-      const float* in_f32 = sum ? field_view(mine, fi, seg, {mine[fi].count}).f32() : nullptr;
-      for_each_segment_run(f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
-                           f.kv ? split_.kv_heads : split_.heads, [&](std::byte* p, std::int64_t bytes) {
-                             if (sum) {
-                               float* x = static_cast<float*>(static_cast<void*>(p));
-                               for (std::int64_t d = 0; d < bytes / kF32; ++d) x[d] += in_f32[d];
-                               in_f32 += bytes / kF32;
-                             } else {
-                               std::memcpy(p, in, static_cast<std::size_t>(bytes));
-                             }
-                             in += bytes;
-                           });
+      const bool sum = f.kv && split_.kv_replicated;  // fp32 (checked above): added in member order
+      segment_copy(dev(), f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
+                   f.kv ? split_.kv_heads : split_.heads, seg + mine[fi].offset, false, sum);
     }
   }
-  pool_.put(std::move(send));
-  pool_.put(std::move(recv));
+  pool_.put_host(std::move(send));
+  pool_.put_host(std::move(recv));
 }
 
 // ---------------------------------------------------------------- ulysses passes
@@ -234,12 +189,12 @@ kernels::KernelParams gathered_params(const kernels::KernelParams& base, const U
 
 }  // namespace
 
-std::uint64_t context_key(const TensorView& q, const TensorView& k, const TensorView& v,
-                          const TensorView& out) {
-  if (q.dtype == DType::F32 || out.dtype == q.dtype) return content_fingerprint({q, k, v, out});
-  TypedTensor rounded(std::vector<std::int64_t>(out.shape.begin(), out.shape.begin() + out.ndim), q.dtype);
-  convert(out, rounded.view());
-  return content_fingerprint({q, k, v, rounded.view()});
+std::uint64_t context_key(const device::Device& dev, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out) {
+  if (q.dtype == DType::F32 || out.dtype == q.dtype) return dev.fingerprint({q, k, v, out});
+  TypedTensor rounded(shape_of(out), q.dtype);
+  dev.convert(out, rounded.view());
+  return dev.fingerprint({q, k, v, rounded.view()});
 }
 
 std::vector<UlyssesContext> ContextStore::save(std::uint64_t key, UlyssesContext ctx) {
@@ -276,8 +231,8 @@ std::vector<UlyssesContext> ContextStore::erase(std::uint64_t key) {
   return dropped;
 }
 
-void recycle(BufferPool& pool, UlyssesContext&& ctx) {
-  for (TypedTensor* t : {&ctx.q, &ctx.k, &ctx.v, &ctx.out, &ctx.lse}) pool.put(t->release());
+void recycle(device::BufferPool& pool, UlyssesContext&& ctx) {
+  for (TypedTensor* t : {&ctx.q, &ctx.k, &ctx.v, &ctx.out, &ctx.lse}) pool.put_host(t->release());
 }
 
 namespace {
@@ -288,16 +243,16 @@ namespace {
 void local_forward(const UlyssesExchange& ex, const GroupAttention& attend, const TensorView& q,
                    const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& lse,
                    PassTimes* times, UlyssesContext* keep) {
-  BufferPool& pool = ex.pool();
+  device::BufferPool& pool = ex.pool();
   TypedTensor own;
   if (lse.data == nullptr || keep != nullptr)
     own = pooled_tensor(pool, {q.size(0), q.size(2), q.size(1)}, DType::F32);
   attend.forward(q, k, v, out, lse.data != nullptr ? lse : own.view(), times);
   if (keep == nullptr) {
-    pool.put(own.release());
+    pool.put_host(own.release());
     return;
   }
-  if (lse.data != nullptr) unpack_into(lse.f32(), own.view());  // lse is contiguous (façade)
+  if (lse.data != nullptr) unpack_into(ex.dev(), lse.f32(), own.view());  // lse is contiguous (façade)
   *keep = UlyssesContext{};
   keep->local = true;
   keep->lse = std::move(own);
@@ -308,14 +263,14 @@ void local_backward(const UlyssesExchange& ex, const GroupAttention& attend, con
                     const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                     const TensorView& lse, const TensorView& dq, const TensorView& dk, const TensorView& dv,
                     PassTimes* times) {
-  BufferPool& pool = ex.pool();
+  device::BufferPool& pool = ex.pool();
   TypedTensor delta = pooled_tensor(pool, {q.size(0), q.size(2), q.size(1)}, DType::F32);
   {
     Stopwatch w(compute_sink(times));
-    attention_delta(dout, out, delta.view());
+    ex.dev().attention_delta(dout, out, delta.view());
   }
   attend.backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, times);
-  pool.put(delta.release());
+  pool.put_host(delta.release());
 }
 
 }  // namespace
@@ -349,7 +304,7 @@ void ulysses_forward(const Communicator& group, const UlyssesExchange& ex, const
   // Keep out as the caller saves it: rounded to the inputs' dtype (delta uses it).
   if (q.dtype != DType::F32) {
     TypedTensor rounded = ex.q_heads(B, D, q.dtype);
-    convert(og.view(), rounded.view());
+    ex.dev().convert(og.view(), rounded.view());
     ex.recycle({&og});
     og = std::move(rounded);
   }
@@ -370,7 +325,7 @@ void ulysses_backward_saved(const Communicator& group, const UlyssesExchange& ex
   }
   {
     Stopwatch w(compute_sink(times));
-    attention_delta(dog.view(), ctx.out.view(), deltag.view());
+    ex.dev().attention_delta(dog.view(), ctx.out.view(), deltag.view());
   }
   TypedTensor dqg = ex.q_heads(B, D, DType::F32), dkg = ex.kv_heads(B, D, DType::F32),
               dvg = ex.kv_heads(B, D, DType::F32);
@@ -394,7 +349,7 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
   TypedTensor delta = pooled_tensor(ex.pool(), {B, ex.split().H, q.size(1)}, DType::F32);
   {
     Stopwatch w(compute_sink(times));
-    attention_delta(dout, out, delta.view());
+    ex.dev().attention_delta(dout, out, delta.view());
   }
   TypedTensor qg = ex.q_heads(B, D, q.dtype), dog = ex.q_heads(B, D, dout.dtype);
   TypedTensor kg = ex.kv_heads(B, D, k.dtype), vg = ex.kv_heads(B, D, v.dtype);
@@ -424,7 +379,7 @@ void ulysses_backward(const Communicator& group, const UlyssesExchange& ex, cons
 void LocalGroupAttention::forward(const TensorView& q, const TensorView& k, const TensorView& v,
                                   const TensorView& out, const TensorView& lse, PassTimes* times) const {
   Stopwatch w(compute_sink(times));
-  kernels::step_forward(q, k, v, out, lse, gathered_params(base_, ex_));
+  ex_.dev().step_forward(q, k, v, out, lse, gathered_params(base_, ex_));
 }
 
 void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, const TensorView& k,
@@ -432,7 +387,7 @@ void LocalGroupAttention::backward(const TensorView& dout, const TensorView& q, 
                                    const TensorView& dq, const TensorView& dk, const TensorView& dv,
                                    PassTimes* times) const {
   Stopwatch w(compute_sink(times));
-  kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, gathered_params(base_, ex_), false);
+  ex_.dev().step_backward(dout, q, k, v, lse, delta, dq, dk, dv, gathered_params(base_, ex_), false);
 }
 
 // ---------------------------------------------------------------- registration
@@ -449,14 +404,14 @@ void UlyssesFamilyBase::forward_in(const Communicator& group, const UlyssesExcha
     ulysses_forward(group, ex, attend, q, k, v, out, lse, &t, keep ? &ctx : nullptr);
   });
   if (keep)
-    for (UlyssesContext& c : store_.save(context_key(q, k, v, out), std::move(ctx)))
+    for (UlyssesContext& c : store_.save(context_key(ex.dev(), q, k, v, out), std::move(ctx)))
       recycle(ex.pool(), std::move(c));
 }
 
 const UlyssesContext* UlyssesFamilyBase::agreed_context(const TensorView& q, const TensorView& k,
                                                         const TensorView& v, const TensorView& out,
                                                         std::uint64_t& key) const {
-  key = store_.slots() > 0 ? context_key(q, k, v, out) : 0;
+  key = store_.slots() > 0 ? context_key(*device_, q, k, v, out) : 0;
   const UlyssesContext* ctx = store_.slots() > 0 ? store_.find(key) : nullptr;
   // Control data (not counted): every rank must take the same path, or the exchanges differ.
   return comm_.all_reduce_min(std::int64_t{ctx != nullptr ? 1 : 0}) == 1 ? ctx : nullptr;
@@ -498,7 +453,7 @@ class UlyssesStrategy final : public UlyssesFamilyBase {
  public:
   explicit UlyssesStrategy(const Setup& setup)
       : UlyssesFamilyBase(setup, "ulysses"),
-        ex_(setup.plan->layout().positions,
+        ex_(*setup.device, setup.plan->layout().positions,
             make_head_split(setup.shape.H, setup.shape.H_kv, setup.P, "ulysses")),
         attend_(ex_, step_params(setup, nullptr, nullptr, nullptr)) {}
 

@@ -20,8 +20,12 @@
 #include "burst/comm.h"
 #include "burst/plan.h"
 #include "burst/tensor.h"
+#include "device/device.h"
 #include "plan_strategies.h"
-#include "strategies/common.h"
+#include "strategies/planned_strategy.h"
+#include "strategies/pooled_tensor.h"
+#include "strategies/step_log.h"
+#include "strategies/step_params.h"
 #include "strategies/strategy_impl.h"
 
 namespace burst::strategies {
@@ -40,7 +44,10 @@ class UlyssesExchange {
   };
 
   /// Throws Error(InvalidArgument) when member positions overlap or are not increasing.
-  UlyssesExchange(std::vector<std::vector<std::int64_t>> member_positions, HeadSplit split);
+  /// `dev`: the device of every tensor exchanged (outlives the exchange; host memory: the
+  /// exchange's messages are its buffers, not staged).
+  UlyssesExchange(const device::Device& dev, std::vector<std::vector<std::int64_t>> member_positions,
+                  HeadSplit split);
 
   const std::vector<std::int64_t>& positions() const { return positions_; }
   std::int64_t group_length() const { return static_cast<std::int64_t>(positions_.size()); }
@@ -51,8 +58,9 @@ class UlyssesExchange {
   /// Member i's tokens as row indices into positions().
   const std::vector<std::int64_t>& rows(int member) const { return rows_[static_cast<std::size_t>(member)]; }
   /// Message buffers of the exchanges and the gathered tensors of the passes live here between
-  /// calls (common.h BufferPool: no fresh zeroed memory per call).
-  BufferPool& pool() const { return pool_; }
+  /// calls (device::BufferPool, src/device/device.h: no fresh zeroed memory per call).
+  device::BufferPool& pool() const { return pool_; }
+  const device::Device& dev() const { return pool_.device(); }
   /// Head-sharded tensors over the group's sequence from pool() (contents unspecified):
   /// [B, S_group, heads, D], [B, S_group, kv_heads, D], rows [B, heads, S_group] (fp32).
   TypedTensor q_heads(std::int64_t B, std::int64_t D, DType dtype) const;
@@ -63,7 +71,7 @@ class UlyssesExchange {
 
   /// Sequence → heads: fills every field's `gathered` from all members' `local`. Each field's
   /// slice for one partner is copied in runs: a token's heads [lo, lo + n) are one contiguous
-  /// run of a BSHD tensor (D contiguous, heads adjacent), so one memcpy per token and field.
+  /// run of a BSHD tensor (D contiguous, heads adjacent), so one copy per token and field.
   /// Collective over `comm` (size u, rank = member index): every member calls with fields of
   /// the same kinds in the same order. Each field travels in its own dtype (local and gathered
   /// views share it; Q, K, V, dO may be bf16/f16, row vectors are fp32): sends
@@ -81,7 +89,7 @@ class UlyssesExchange {
   HeadSplit split_;
   std::vector<std::int64_t> positions_;
   std::vector<std::vector<std::int64_t>> rows_;  ///< member i's tokens as rows of positions_
-  mutable BufferPool pool_;  // the exchanges are logically const: the pool only caches memory
+  mutable device::BufferPool pool_;  // the exchanges are logically const: the pool only caches memory
 };
 
 /// What runs on the gathered head-parallel tensors between the two all-to-alls: local attention
@@ -129,13 +137,13 @@ struct UlyssesContext {
 };
 
 /// Hands a context's storage back to `pool`.
-void recycle(BufferPool& pool, UlyssesContext&& ctx);
+void recycle(device::BufferPool& pool, UlyssesContext&& ctx);
 
 /// The key a saved context is stored under: content_fingerprint of q, k, v and out, with out
 /// rounded to q's dtype first when q is 16-bit (the forward sees the fp32 result the façade
 /// rounds afterwards, the backward gets the rounded one back — or the fp32 one: both match).
-std::uint64_t context_key(const TensorView& q, const TensorView& k, const TensorView& v,
-                          const TensorView& out);
+std::uint64_t context_key(const device::Device& dev, const TensorView& q, const TensorView& k,
+                          const TensorView& v, const TensorView& out);
 
 /// Up to `slots` saved contexts keyed by content_fingerprint of the forward's local q, k, v,
 /// out; saving past `slots` drops the oldest. Not collective; slots = 0 keeps nothing.

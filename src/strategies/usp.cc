@@ -17,9 +17,11 @@
 #include "burst/attention.h"
 #include "burst/error.h"
 #include "burst/softmax_merge.h"
-#include "strategies/common.h"
 #include "strategies/ring_skeleton.h"
+#include "strategies/step_params.h"
 #include "strategies/ulysses.h"
+#include "strategies/views.h"
+#include "strategies/wire_pack.h"
 
 namespace burst::strategies {
 namespace {
@@ -29,10 +31,6 @@ std::vector<std::vector<std::int64_t>> member_positions(const SequenceLayout& la
   std::vector<std::vector<std::int64_t>> out;
   for (int m = 0; m < u; ++m) out.push_back(layout.positions[static_cast<std::size_t>(g * u + m)]);
   return out;
-}
-
-std::vector<std::int64_t> shape_of(const TensorView& t) {
-  return std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim);
 }
 
 void add_times(PassTimes* times, const RingRunStats& rs) {
@@ -53,10 +51,10 @@ void add_times(PassTimes* times, const RingRunStats& rs) {
 /// ring. Blocks with no visible pair are skipped (the payload still moves).
 class GroupRingAttention final : public GroupAttention {
  public:
-  GroupRingAttention(const Communicator& ring, RingTopology topo, bool overlap, bool query_side,
-                     std::vector<std::vector<std::int64_t>> groups, const ResolvedMask& mask,
+  GroupRingAttention(const Communicator& ring, const device::Device& dev, RingTopology topo, bool overlap,
+                     bool query_side, std::vector<std::vector<std::int64_t>> groups, const ResolvedMask& mask,
                      kernels::KernelParams base)
-      : exec_(ring, topo.nodes, topo.ranks_per_node, overlap),
+      : exec_(ring, dev, topo.nodes, topo.ranks_per_node, overlap),
         me_(ring.rank()),
         query_side_(query_side),
         groups_(std::move(groups)),
@@ -70,15 +68,16 @@ class GroupRingAttention final : public GroupAttention {
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, PassTimes* times) const override {
-    BufferPool& pool = exec_.pool();
+    device::BufferPool& pool = exec_.pool();
+    const device::Device& dev = exec_.device();
     const DType dt = k.dtype;  // K, V travel in their storage dtype (bf16/f16: half the bytes)
     const WireLayout kv = wire::kv_block(dt, k.numel());
-    ByteBuffer own = pool.get(kv.bytes());
-    pack_field(kv, wire::kK, k, own.data());
-    pack_field(kv, wire::kV, v, own.data());
-    TypedTensor out_mem = pooled_tensor(pool, shape_of(out), DType::F32),
-                lse_mem = pooled_tensor(pool, shape_of(lse), DType::F32);
-    const TensorView part_out = out_mem.view(), part_lse = lse_mem.view();
+    device::Buffer own = pool.get(kv.bytes());
+    pack_field(dev, kv, wire::kK, k, own.data());
+    pack_field(dev, kv, wire::kV, v, own.data());
+    device::Buffer out_mem = pool.get(kF32 * out.numel()), lse_mem = pool.get(kF32 * lse.numel());
+    const TensorView part_out = make_view(out_mem.f32(), shape_of(out)),
+                     part_lse = make_view(lse_mem.f32(), shape_of(lse));
     bool first = true;
     RingRunStats rs;
     exec_.run(
@@ -88,73 +87,74 @@ class GroupRingAttention final : public GroupAttention {
           const TensorView kj = field_view(kv, wire::kK, read, shape_of(k)),
                            vj = field_view(kv, wire::kV, read, shape_of(v));
           if (first) {
-            kernels::step_forward(q, kj, vj, out, lse, params(me_, j, progress));
+            dev.step_forward(q, kj, vj, out, lse, params(me_, j, progress));
             first = false;
           } else {
-            kernels::step_forward(q, kj, vj, part_out, part_lse, params(me_, j, progress));
-            merge_forward(out, lse, part_out, part_lse);
+            dev.step_forward(q, kj, vj, part_out, part_lse, params(me_, j, progress));
+            dev.merge_forward(out, lse, part_out, part_lse);
           }
         },
         rs);
     if (first) {  // every block empty: rows see no key (out = 0, lse = −inf)
-      fill_view(out, 0.0f);
-      fill_view(lse, kNegInf);
+      dev.fill(out, 0.0f);
+      dev.fill(lse, kNegInf);
     }
-    pool.put(out_mem.release());
-    pool.put(lse_mem.release());
+    pool.put(std::move(out_mem));
+    pool.put(std::move(lse_mem));
     add_times(times, rs);
   }
 
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, PassTimes* times) const override {
-    BufferPool& pool = exec_.pool();
+    device::BufferPool& pool = exec_.pool();
+    const device::Device& dev = exec_.device();
     RingRunStats rs;
     if (query_side_) {
       // Read payload: Q, dO (storage dtype, one packed pair), delta, lse (fp32); write: dQ.
       const WireLayout qb = wire::query_block(q.dtype, q.numel(), lse.numel());
-      fill_view(dk, 0.0f);
-      fill_view(dv, 0.0f);
-      ByteBuffer own = pool.get(qb.bytes());
-      pack_field(qb, wire::kQ, q, own.data());
-      pack_field(qb, wire::kDout, dout, own.data());
-      pack_field(qb, wire::kDelta, delta, own.data());
-      pack_field(qb, wire::kLse, lse, own.data());
-      ByteBuffer dq_home = exec_.run(
+      dev.fill(dk, 0.0f);
+      dev.fill(dv, 0.0f);
+      device::Buffer own = pool.get(qb.bytes());
+      pack_field(dev, qb, wire::kQ, q, own.data());
+      pack_field(dev, qb, wire::kDout, dout, own.data());
+      pack_field(dev, qb, wire::kDelta, delta, own.data());
+      pack_field(dev, qb, wire::kLse, lse, own.data());
+      device::Buffer dq_home = exec_.run(
           std::move(own), dq.numel(),
           [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
               RowSlice) {
             if (visible(j, me_) == 0) return;
-            kernels::step_backward(field_view(qb, wire::kDout, read, shape_of(dout)),
-                                   field_view(qb, wire::kQ, read, shape_of(q)), k, v,
-                                   field_view(qb, wire::kLse, read, shape_of(lse)),
-                                   field_view(qb, wire::kDelta, read, shape_of(delta)),
-                                   make_view(write, shape_of(dq)), dk, dv, params(j, me_, progress), true);
+            dev.step_backward(field_view(qb, wire::kDout, read, shape_of(dout)),
+                              field_view(qb, wire::kQ, read, shape_of(q)), k, v,
+                              field_view(qb, wire::kLse, read, shape_of(lse)),
+                              field_view(qb, wire::kDelta, read, shape_of(delta)),
+                              make_view(write, shape_of(dq)), dk, dv, params(j, me_, progress), true);
           },
           rs);
-      unpack_into(f32_data(dq_home), dq);
+      unpack_into(dev, dq_home.f32(), dq);
       pool.put(std::move(dq_home));
     } else {
       // Read payload: K, V (storage dtype, one packed pair); write: dK, dV (fp32).
       const std::int64_t n = k.numel();
       const WireLayout kv = wire::kv_block(k.dtype, n);
-      fill_view(dq, 0.0f);
-      ByteBuffer own = pool.get(kv.bytes());
-      pack_field(kv, wire::kK, k, own.data());
-      pack_field(kv, wire::kV, v, own.data());
-      ByteBuffer dkv = exec_.run(
+      dev.fill(dq, 0.0f);
+      device::Buffer own = pool.get(kv.bytes());
+      pack_field(dev, kv, wire::kK, k, own.data());
+      pack_field(dev, kv, wire::kV, v, own.data());
+      device::Buffer dkv = exec_.run(
           std::move(own), 2 * n,
           [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
               RowSlice) {
             if (visible(me_, j) == 0) return;
-            kernels::step_backward(dout, q, field_view(kv, wire::kK, read, shape_of(k)),
-                                   field_view(kv, wire::kV, read, shape_of(v)), lse, delta, dq,
-                                   make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
-                                   params(me_, j, progress), true);
+            dev.step_backward(dout, q, field_view(kv, wire::kK, read, shape_of(k)),
+                              field_view(kv, wire::kV, read, shape_of(v)), lse, delta, dq,
+                              make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
+                              params(me_, j, progress), true);
           },
           rs);
-      unpack_into(f32_data(dkv), dk);
-      unpack_into(f32_data(dkv) + n, dv);
+      unpack_into(dev, dkv.f32(), dk);
+      unpack_into(dev, dkv.f32() + n, dv);
       pool.put(std::move(dkv));
     }
     add_times(times, rs);
@@ -189,7 +189,7 @@ class UspStrategy final : public UlyssesFamilyBase {
         layout_(setup.plan->layout()),
         groups_(groups(layout_, u)),
         ulysses_(setup.comm.split_channel(setup.rank / u, setup.rank % u)),
-        ex_(member_positions(layout_, u, setup.rank / u),
+        ex_(*setup.device, member_positions(layout_, u, setup.rank / u),
             make_head_split(setup.shape.H, setup.shape.H_kv, u, "usp")),
         ring_(make_ring(setup, u, groups_)) {}
 
@@ -217,8 +217,8 @@ class UspStrategy final : public UlyssesFamilyBase {
     const bool burst = setup.cfg.usp_ring == UspRing::Burst;
     const RingTopology topo =
         usp_ring_topology(setup.P, u, setup.plan->ranks_per_node(), setup.cfg.double_ring);
-    return std::make_unique<GroupRingAttention>(ring, topo, setup.cfg.overlap, burst, groups, *setup.resolved,
-                                                ring_params(setup));
+    return std::make_unique<GroupRingAttention>(ring, *setup.device, topo, setup.cfg.overlap, burst, groups,
+                                                *setup.resolved, ring_params(setup));
   }
   SequenceLayout layout_;
   std::vector<std::vector<std::int64_t>> groups_;

@@ -107,3 +107,47 @@ def test_comm_timeout_from_python_and_environment(comm, monkeypatch):
     assert np.isfinite(attn(q, k, v)).all()
     attn = burst.DistAttention(comm, B, S_global, H, H, D, causal=True, comm_timeout=0)   # no watchdog
     assert np.isfinite(attn(q, k, v)).all()
+
+
+class _ReportsCuda(torch.Tensor):
+    """A CPU tensor that reports device cuda:0: this host's torch has no CUDA (or no driver), so
+    the refusal of a CUDA tensor is driven with this stand-in; burst must refuse it before it
+    reads a byte. Its module reads "torch..." because burst recognises torch operands by their
+    type's module."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
+_ReportsCuda.__module__ = "torch.burst_test"
+
+
+def _on_cuda(t):
+    if torch.cuda.is_available():      # a GPU host with a CUDA torch: the real thing
+        return t.to("cuda:0")
+    return t.as_subclass(_ReportsCuda)
+
+
+def test_tensor_off_the_host_is_refused_by_name(comm):
+    """burst computes on the host: a CUDA tensor is refused with the library's error naming it,
+    on every rank when only the last rank passes one, also after a cached plan (the device is part
+    of the plan key); a device burst does not know (meta) is refused too. Numpy and CPU tensors
+    still work afterwards."""
+    q, k, v = (torch.from_numpy(x) for x in np_inputs(S=16))
+    assert _on_cuda(k).device.type == "cuda"
+    with pytest.raises(ValueError, match=r"burst attention: k is on cuda:0, but this call runs on host"):
+        burst.attn_func(q, _on_cuda(k), v)
+    with pytest.raises(ValueError, match=r"burst attention: v: device 'meta'"):
+        burst.attn_func(q, k, torch.empty(v.shape, device="meta"))
+    last = comm.Get_rank() == comm.Get_size() - 1
+    ok = burst.attn_func(q, k, v, comm=comm, layout="contiguous")   # cached from here on
+    with pytest.raises(ValueError, match=r"k is on cuda:0, but this call runs on host"):
+        burst.attn_func(q, _on_cuda(k) if last else k, v, comm=comm, layout="contiguous")
+    comm.Barrier()   # every rank got here: nobody was left inside a collective
+    cache = burst.DistKVCache(None, 2, 2, 8, capacity_per_rank=64)
+    with pytest.raises(ValueError, match=r"DistKVCache: v is on cuda:0, but this call runs on host"):
+        cache.append([0], k[:, :4], _on_cuda(v[:, :4]))
+    assert cache.sequences() == []
+    again = burst.attn_func(q, k, v, comm=comm, layout="contiguous")
+    assert torch.equal(ok, again)

@@ -1,0 +1,65 @@
+// src/device/cuda/cuda_device.h — the device seam (device/device.h) on one CUDA GPU, as far as
+// its elementwise parts go (internal, library burst_cuda; docs/gpu.md).
+//
+// Owns: a stream of GPU `index` and what the strategies do to memory there — allocations
+// (cudaMalloc; pinned host memory is host ByteBuffers for now: pageable, so staging copies are
+// synchronous with the host), events (cudaEvent), staging copies, strided and index copies,
+// fill, add, wire-dtype rounding, the online-softmax merge and delta (elementwise.h). Views the
+// seam passes point into this GPU's memory whatever their `device` field says (the strategies
+// build them with make_view): each operation marks them as this GPU's before the launch.
+// Does not (yet): the attention step kernels (step_forward / step_backward throw Unsupported).
+// Construction is the first CUDA call: nothing runs at program start.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "device/device.h"
+
+namespace burst::device {
+
+class CudaDevice final : public Device {
+ public:
+  /// A stream on CUDA device `index` (cudaStreamNonBlocking).
+  /// Throws: Error(Internal) naming the runtime's reason when there is no such usable device.
+  explicit CudaDevice(int index = 0);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  std::string name() const override;
+  bool host_memory() const override { return false; }
+  Buffer allocate(std::int64_t bytes, MemoryKind kind) const override;
+  StreamHandle stream() const override { return stream_; }
+  Event record() const override;
+  bool ready(const Event& e) const override;
+  void wait(const Event& e) const override;
+  void copy_to_host(const std::byte* src, std::byte* dst_host, std::int64_t bytes) const override;
+  void copy_from_host(const std::byte* src_host, std::byte* dst, std::int64_t bytes) const override;
+  void copy(const TensorView& src, const TensorView& dst) const override;
+  /// One copy (or add) launch per index entry: correct, not yet fast (a gather kernel with the
+  /// index table in device memory is for the GPU strategies).
+  void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
+                  bool scatter, bool accumulate) const override;
+  void fill(const TensorView& dst, float value) const override;
+  void add(const TensorView& x, const TensorView& acc) const override;
+  void convert(const TensorView& src, const TensorView& dst) const override;
+  void merge_forward(const TensorView& out, const TensorView& lse, const TensorView& out_part,
+                     const TensorView& lse_part) const override;
+  void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta) const override;
+  void step_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                    const TensorView& lse, const kernels::KernelParams& p) const override;
+  void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                     const TensorView& lse, const TensorView& delta, const TensorView& dq,
+                     const TensorView& dk, const TensorView& dv, const kernels::KernelParams& p,
+                     bool accumulate) const override;
+  /// Copies each view to host memory (waiting for the stream), then the CPU device's fingerprint:
+  /// the same value as on the CPU for the same contents.
+  std::uint64_t fingerprint(std::initializer_list<TensorView> views) const override;
+
+ private:
+  TensorView here(TensorView v) const;  // v marked as this GPU's memory
+  int index_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace burst::device

@@ -1,0 +1,55 @@
+// src/device/cuda/elementwise.h — the CUDA twins of the strategies' elementwise memory work
+// (internal, library burst_cuda; docs/gpu.md): strided copy with dtype conversion (which is also
+// pack, unpack and rounding to and from the wire dtype), fill, add, the online-softmax merge
+// (form B) and delta = rowsum(dO ∘ O). llm.c keeps its CPU and CUDA twins side by side; so do we:
+// each function names its CPU twin, the oracle tests/test_cuda_elementwise.cc compares it with.
+// Each is a host-callable launch wrapper over TensorViews (pointer, shape, strides in elements)
+// on ONE CUDA device: it validates on the host (errors as its CPU twin's, before any CUDA call),
+// makes that device current for the launch, and returns without waiting: the work is queued on
+// `stream` (a stream of that device; 0 = its legacy default stream). Inputs must not be modified
+// and outputs not read until the stream reaches it. The kernels trust the validated views.
+// Does not: allocate, synchronise, or move memory between host and device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "burst/tensor.h"
+
+namespace burst::cuda {
+
+/// dst ← src, element by element with dtype conversion: the twin of burst::convert (same bits:
+/// F64 is rounded to fp32 first, narrowing rounds to nearest even by the scalar rules of
+/// burst/tensor.h). Packing is a copy from a strided view into a contiguous one, unpacking the
+/// reverse. Shapes: src and dst the same, 1–4 dims, any strides; dtypes F32, F64, BF16, F16 in
+/// any pair. Throws: Error(InvalidArgument) on a shape mismatch or operands not on one CUDA
+/// device; Error(Internal) when the launch fails. Cost: one read and one write per element.
+void copy(const TensorView& src, const TensorView& dst, cudaStream_t stream);
+
+/// Every element of dst ← value rounded to dst's dtype (the twin of fill_view in
+/// src/strategies/common.h, which fills fp32). dst: 1–4 dims, any strides, any dtype.
+/// Throws: Error(InvalidArgument) for dst not on a CUDA device; Error(Internal) on launch failure.
+void fill(const TensorView& dst, float value, cudaStream_t stream);
+
+/// dst ← dst + src in fp32, element by element (one rounding: the twin of the strategies' fp32
+/// accumulation of dK, dV partials). dst fp32, src F32 / BF16 / F16 (widened exactly), same
+/// shape, 1–4 dims, any strides. Throws: as copy, and Error(Unsupported) for dst not fp32.
+void add(const TensorView& dst, const TensorView& src, cudaStream_t stream);
+
+/// Merges a partial (out_part, lse_part) into (out, lse) in place, row by row: the twin of
+/// burst::merge_forward (burst/softmax_merge.h), with the same merge_weights function. Shapes:
+/// out, out_part [B, S, H, D] fp32 with D contiguous; lse, lse_part [B, H, S] fp32, natural log,
+/// any strides. A side whose lse is −inf is not read (it may hold NaN); both −inf keeps out, lse
+/// = −inf. Equal to the CPU twin up to the ulps of the device's expf / log1pf (the products and
+/// sums round as the CPU's: no contraction). Throws: Error(InvalidArgument) on shapes or
+/// devices, Error(Unsupported) for a dtype other than fp32, Error(Internal) on launch failure.
+void merge_forward(const TensorView& out, const TensorView& lse, const TensorView& out_part,
+                   const TensorView& lse_part, cudaStream_t stream);
+
+/// delta[b, h, s] ← Σ_d dO[b, s, h, d] · O[b, s, h, d] in fp32, summed in order of d with each
+/// product and sum rounded (bit for bit burst::attention_delta, burst/attention.h). Shapes: dout,
+/// out [B, S, H, D] (or varlen [T, H, D]) F32 / BF16 / F16, D contiguous; delta [B, H, S] (varlen
+/// [H, T]) fp32, any strides. Throws: as merge_forward. Cost: one thread per row.
+void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta,
+                     cudaStream_t stream);
+
+}  // namespace burst::cuda

@@ -1,0 +1,55 @@
+// Backward spans (see backward_spans.h).
+#include "strategies/backward_spans.h"
+
+#include <algorithm>
+
+namespace burst::strategies {
+
+namespace {
+
+/// Row starts of the runs of consecutive positions in pos[0, n), then n.
+std::vector<std::int64_t> position_runs(const std::int64_t* pos, std::int64_t n) {
+  std::vector<std::int64_t> starts = {0};
+  for (std::int64_t i = 1; i < n; ++i)
+    if (pos[i] != pos[i - 1] + 1) starts.push_back(i);
+  starts.push_back(n);
+  return starts;
+}
+
+/// runs (≤ 2, from position_runs) cut at n/2 too: every piece holds at most half the rows, so a
+/// rank whose zigzag chunks are adjacent (rank P − 1: chunks P − 1 and P) is cut like the others.
+std::vector<std::int64_t> halves(std::vector<std::int64_t> runs, std::int64_t n) {
+  const std::int64_t mid = n / 2;
+  if (mid > 0 && std::find(runs.begin(), runs.end(), mid) == runs.end()) {
+    runs.push_back(mid);
+    std::sort(runs.begin(), runs.end());
+  }
+  return runs;
+}
+
+}  // namespace
+
+std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
+                                       const std::int64_t* kv_pos, std::int64_t n_kv) {
+  const std::vector<KernelSpan> whole = {{0, n_q, 0, n_kv}};
+  if (n_q == 0 || n_kv == 0) return whole;
+  std::vector<std::int64_t> qr = position_runs(q_pos, n_q), kr = position_runs(kv_pos, n_kv);
+  if (qr.size() > 3 || kr.size() > 3) return whole;  // at most two runs each
+  qr = halves(std::move(qr), n_q);
+  kr = halves(std::move(kr), n_kv);
+  std::vector<KernelSpan> out;
+  for (std::size_t b = 0; b + 1 < kr.size(); ++b) {
+    const std::int64_t k0 = kr[b], k1 = kr[b + 1];
+    std::int64_t q0 = -1, q1 = -1;
+    for (std::size_t a = 0; a + 1 < qr.size(); ++a) {
+      if (mask.classify(q_pos[qr[a]], q_pos[qr[a + 1] - 1], kv_pos[k0], kv_pos[k1 - 1]) == TileClass::Empty)
+        continue;
+      if (q0 < 0) q0 = qr[a];
+      q1 = qr[a + 1];
+    }
+    if (q0 >= 0) out.push_back({q0, q1, k0, k1});
+  }
+  return out;
+}
+
+}  // namespace burst::strategies

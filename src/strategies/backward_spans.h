@@ -1,0 +1,32 @@
+// src/strategies/backward_spans.h — how a backward step's kernel work is cut into calls (internal, pure).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "burst/mask.h"
+
+namespace burst::strategies {
+
+/// Rows [q0, q1) × [k0, k1) of one kernel call (backward_spans).
+struct KernelSpan {
+  std::int64_t q0 = 0, q1 = 0, k0 = 0, k1 = 0;
+};
+
+/// How a backward step's kernel work is cut into calls: one call per piece of the key rows,
+/// each on the query rows from the first to the last query piece that the mask does not leave
+/// Empty against it (hull classification, ResolvedMask::classify); key pieces nobody sees are
+/// dropped. Pieces: the runs of consecutive positions (a zigzag block's two chunks), cut at the
+/// middle row too (so adjacent chunks, or a contiguous block, are halves as well). More than two
+/// runs on either side (striped), or an empty side: the whole block in one call,
+/// [0, n_q) × [0, n_kv).
+/// Why: the backward kernel keeps the dK, dV accumulators and packed K, V of every kv tile of
+/// its call live while it sweeps each q tile, so a call over both chunks of a zigzag block
+/// streams twice the kv-side state per q tile of a call over one (past L2: a step with two
+/// live key chunks ran slower than one with two live query chunks of the same work), and
+/// query rows that see no key of the call cost packing and a zero dQ write. Pure; exact (only
+/// the order of dQ's fp32 sums over the calls changes). The positions are increasing.
+std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
+                                       const std::int64_t* kv_pos, std::int64_t n_kv);
+
+}  // namespace burst::strategies
