@@ -106,7 +106,9 @@ std::vector<std::uint32_t> float_patterns(std::size_t n_random, std::uint64_t se
 void fill_values(HostArray& a, std::uint64_t seed) {
   const auto patterns = float_patterns(4096, seed);
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);
-  HostArray flat = host_array(a.view.dtype, {a.view.numel()});
+  // Contiguous, of a's shape (convert takes equal shapes): element i is a's i-th in row-major order.
+  HostArray flat = host_array(
+      a.view.dtype, std::vector<std::int64_t>(a.view.shape.begin(), a.view.shape.begin() + a.view.ndim));
   for (std::int64_t i = 0; i < a.view.numel(); ++i) {
     const auto u = static_cast<std::size_t>(i);
     const std::uint32_t bits = patterns[u % patterns.size()];
