@@ -12,7 +12,8 @@ dtype; lse is float32 natural log, [B, H, S_local] (varlen [H, T_local]). Accumu
 bfloat16 on a CPU with AVX512-BF16 multiplies bf16 operands (docs/design.md § bf16 arithmetic),
 float16 is widened to float32. float64 raises NotImplementedError naming the conversion.
 
-With ``comm`` (an mpi4py communicator) the inputs are LOCAL shards: rank r holds the tokens
+With ``comm`` (an mpi4py communicator or a torch.distributed ProcessGroup: gloo, e.g. under
+torchrun; the results are bit-identical) the inputs are LOCAL shards: rank r holds the tokens
 ``burst.positions(S_global, comm, layout)`` (see ``burst.shard`` / ``burst.unshard``), and every
 rank must call with identical arguments except the tensors. Masks are stated on global positions.
 Errors: ValueError (invalid argument), NotImplementedError (unsupported combination),
@@ -72,7 +73,7 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     softmax_scale: default 1/sqrt(D). causal / window_size=(left, right): flash_attn semantics on
     global positions (bottom-right aligned, -1 = unbounded). mask: a general mask instead (a
     burst.Mask, a benchmark mask name, or a list of slices; see burst._masks).
-    comm: mpi4py communicator; None = single process. strategy: one of burst.strategies()
+    comm: mpi4py communicator or torch.distributed ProcessGroup (gloo); None = single process. strategy: one of burst.strategies()
     ("burst", "ring", "allgather", "ulysses", "usp", "distflash", "headpar"); layout: how the global
     sequence is split ("zigzag", "contiguous", "striped", "balanced") — the caller's shards must
     follow it (burst.shard). Extras: num_threads, impl ("tiled" / "reference": the kernel),
