@@ -50,6 +50,14 @@ def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
+def _compiling(q):
+    """True while torch.compile traces a call with torch tensors on torch >= 2.4 (_ops.py)."""
+    if not _is_torch(q):
+        return False
+    from . import _ops
+    return _ops.compiling()
+
+
 def _run(q, k, v, runner, varlen, return_lse, return_attn_probs):
     if _is_torch(q):
         from ._torch import AttnFunction
@@ -96,7 +104,18 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     that never arrives ends the job with a message naming it, never a hang. Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
     alibi_slopes, float64 inputs) / RuntimeError, identically on every rank.
     Cost: 4·D·H·(visible pairs) flop forward, 2.5x that backward; O(tile) extra memory.
+    torch.compile (torch >= 2.4): without mask=, S_global= and extras the call is the custom op
+    burst::attn_forward (its backward burst::attn_backward): no graph break (burst._ops).
     """
+    if (mask is None and S_global is None and not extra and dropout_p == 0.0 and softcap == 0.0
+            and alibi_slopes is None and _compiling(q)):
+        # Under torch.compile: the custom op (_ops.py), one opaque node instead of a graph break.
+        from . import _ops
+        out, lse = _ops.attn(q, k, v, softmax_scale, causal, window_size, deterministic, comm,
+                             strategy, layout)
+        if return_attn_probs:
+            return out, lse, None
+        return (out, lse) if return_lse else out
     # An unsupported argument on one rank only must not leave the others in the agreement:
     # the error travels through it (make_runner's local_error) and every rank raises it.
     runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,

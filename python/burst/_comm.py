@@ -60,9 +60,33 @@ def watched(comm, timeout, activity):
     return c
 
 
+_known = []            # communicators seen eagerly, by index: torch.compile's ops name them so (_ops.py)
+
+
+def known_index(comm, register=True):
+    """comm's index among the communicators seen (-1 for None), registering it when new (an eager
+    call); with register=False (inside a torch.compile trace) None when it was never seen."""
+    if comm is None:
+        return -1
+    for i, c in enumerate(_known):
+        if c is comm:
+            return i
+    if not register:
+        return None
+    _known.append(comm)
+    return len(_known) - 1
+
+
+def known(index):
+    """The communicator of known_index (None for -1)."""
+    return None if index < 0 else _known[index]
+
+
 def rank_size(comm):
-    """(rank, size) of an mpi4py communicator or a torch.distributed ProcessGroup."""
+    """(rank, size) of an mpi4py communicator or a torch.distributed ProcessGroup (registers it
+    for torch.compile's ops: known_index)."""
     from ._group import is_group
+    known_index(comm)
     if is_group(comm):
         return comm.rank(), comm.size()
     return comm.Get_rank(), comm.Get_size()
@@ -72,6 +96,7 @@ def check(comm):
     """ValueError unless comm is None, an mpi4py intracommunicator or a torch ProcessGroup."""
     from ._group import is_group
     if comm is None or is_group(comm):
+        known_index(comm)
         return
     try:
         from mpi4py import MPI
@@ -81,6 +106,7 @@ def check(comm):
     if not ok:
         raise ValueError(f"comm={comm!r}: expected an mpi4py intracommunicator, a "
                          f"torch.distributed ProcessGroup, or None")
+    known_index(comm)
 
 
 def allgather(comm, obj, timeout, activity):
