@@ -40,8 +40,9 @@ def usable_timeout(seconds, default=300.0):
 
 
 def watched(comm, timeout, activity):
-    """The burst._C.Communicator of mpi4py comm (made on first use: collective), with its
-    watchdog set to timeout seconds and its activity label set. Not collective afterwards."""
+    """The burst._C.Communicator of comm (mpi4py or a torch ProcessGroup; made on first use:
+    collective), with its watchdog set to timeout seconds and its activity label set. Not
+    collective afterwards."""
     from ._group import GroupOps, is_group
     group = is_group(comm)
     handle = ("group", id(comm)) if group else int(comm.py2f())

@@ -5,7 +5,7 @@ Each process joins MPI (mpi4py) and then a gloo group by torch's env:// rendezvo
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT set from MPI's rank and a port rank 0 picks), runs each case
 once with comm=MPI.COMM_WORLD and once with comm=<the gloo group>, and compares out, lse, dq,
 dk, dv (torch.equal: bit for bit) and the plans' byte and message counters (equal: the same
-messages moved). The ring-flash-attention shims run with group=<gloo group> and group=None
+messages moved). attn_with_kvcache (a sharded cache) runs on both too. The ring-flash-attention shims run with group=<gloo group> and group=None
 (torch's default group once it is initialised). Exit status 1 on any difference, on every rank.
 """
 import os
@@ -58,6 +58,22 @@ def run_shim(group, seed=3, S=64, H=2, D=8):
     return [out.detach()] + [t.grad for t in local]
 
 
+def run_kvcache(comm, seed=5, B=2, S_new=3, H=4, H_kv=2, D=8):
+    """attn_with_kvcache with each rank's unequal part of every sequence's cache (in place)."""
+    import torch
+    import burst
+    P, rank = world.size, world.rank
+    g = torch.Generator().manual_seed(seed + rank)
+    parts = [[3 + r, 10 + 2 * r] for r in range(P)]
+    kc, vc = (torch.randn(B, 16 + S_new, H_kv, D, generator=g) for _ in range(2))
+    k, v = (torch.randn(B, S_new, H_kv, D, generator=torch.Generator().manual_seed(seed))
+            for _ in range(2))
+    q = torch.randn(B, S_new, H, D, generator=torch.Generator().manual_seed(seed + 100))
+    out, lse = burst.attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=parts[rank], causal=True,
+                                       return_softmax_lse=True, comm=comm)
+    return [out, lse, kc, vc]
+
+
 def main():
     import torch
     import burst
@@ -95,6 +111,9 @@ def main():
         for field, a, b in zip(("out", "dq", "dk", "dv"), ref, got):
             if not torch.equal(a, b):
                 failures.append(f"zigzag_ring_flash_attn_func {label}: {field} differs")
+    for field, a, b in zip(("out", "lse", "k_cache", "v_cache"), run_kvcache(world), run_kvcache(gloo)):
+        if not torch.equal(a, b):
+            failures.append(f"attn_with_kvcache: {field} differs")
     # The gathered tensor over the group equals the one over MPI.
     x = torch.arange(P * 8 * 3, dtype=torch.float32).reshape(1, P * 8, 3)
     mine = burst.shard(x, gloo, "zigzag")
