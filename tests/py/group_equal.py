@@ -5,7 +5,7 @@ Each process joins MPI (mpi4py) and then a gloo group by torch's env:// rendezvo
 WORLD_SIZE, MASTER_ADDR, MASTER_PORT set from MPI's rank and a port rank 0 picks), runs each case
 once with comm=MPI.COMM_WORLD and once with comm=<the gloo group>, and compares out, lse, dq,
 dk, dv (torch.equal: bit for bit) and the plans' byte and message counters (equal: the same
-messages moved). attn_with_kvcache (a sharded cache) runs on both too. The ring-flash-attention shims run with group=<gloo group> and group=None
+messages moved). attn_with_kvcache (a sharded cache) and the varlen shims (zigzag, llama3) run on both too. The ring-flash-attention shims run with group=<gloo group> and group=None
 (torch's default group once it is initialised). Exit status 1 on any difference, on every rank.
 """
 import os
@@ -56,6 +56,30 @@ def run_shim(group, seed=3, S=64, H=2, D=8):
     out = zigzag_ring_flash_attn_func(*local, causal=True, group=group)
     out.sum().backward()
     return [out.detach()] + [t.grad for t in local]
+
+
+def run_varlen_shims(group, seed=4, H=2, D=8):
+    """zigzag_ring_flash_attn_varlen_func (local cu_seqlens) and llama3_flash_attn_varlen_func
+    (prepare's offsets), forward + backward, on this rank's tokens."""
+    import torch
+    from burst.ring_flash_attn import (llama3_flash_attn_prepare_cu_seqlens,
+                                       llama3_flash_attn_varlen_func,
+                                       zigzag_ring_flash_attn_varlen_func)
+    P, rank = world.size, world.rank
+    g = torch.Generator().manual_seed(seed + rank)
+    results = []
+    cu_local = torch.tensor([0, 8, 24], dtype=torch.int32)       # two sequences, 2P | 2·length
+    q, k, v = (torch.randn(24, H, D, generator=g).requires_grad_() for _ in range(3))
+    out = zigzag_ring_flash_attn_varlen_func(q, k, v, cu_local, 16, causal=True, group=group)
+    out.sum().backward()
+    results += [out.detach(), q.grad, k.grad, v.grad]
+    cu = torch.tensor([0, 16 * P + 3, 32 * P], dtype=torch.int32)
+    cu_q, cu_k, max_q, max_k, k_slice = llama3_flash_attn_prepare_cu_seqlens(cu, True, rank, P)
+    q, k, v = (torch.randn(32, H, D, generator=g).requires_grad_() for _ in range(3))
+    out = llama3_flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, 1, k_slice, causal=True,
+                                        group=group)
+    out.sum().backward()
+    return results + [out.detach(), q.grad, k.grad, v.grad]
 
 
 def run_kvcache(comm, seed=5, B=2, S_new=3, H=4, H_kv=2, D=8):
@@ -111,6 +135,10 @@ def main():
         for field, a, b in zip(("out", "dq", "dk", "dv"), ref, got):
             if not torch.equal(a, b):
                 failures.append(f"zigzag_ring_flash_attn_func {label}: {field} differs")
+    for i, (a, b) in enumerate(zip(run_varlen_shims(world), run_varlen_shims(gloo))):
+        if not torch.equal(a, b):
+            failures.append(f"varlen shims: {('zigzag varlen', 'llama3')[i // 4]} "
+                            f"{('out', 'dq', 'dk', 'dv')[i % 4]} differs")
     for field, a, b in zip(("out", "lse", "k_cache", "v_cache"), run_kvcache(world), run_kvcache(gloo)):
         if not torch.equal(a, b):
             failures.append(f"attn_with_kvcache: {field} differs")
