@@ -7,6 +7,8 @@ and collectives (``allgather``, ``alltoall_base``), each a whole message as one 
 views burst's buffer (``torch.frombuffer``: no copy, no per-element Python work). Every wait goes
 through ``GroupOps.wait`` with the watchdog's timeout (``Work.wait(timeout)``): a rank that never
 arrives ends each waiting rank with the watchdog's message naming it, as over MPI.
+burst's tags on the group are 32767 and from 65536 up (one namespace of 2^16 per channel), so a
+caller's own point-to-point traffic on the same group should use other tags.
 Imported only when a ProcessGroup is passed: the mpi4py path never loads torch.distributed.
 """
 import datetime
