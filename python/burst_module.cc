@@ -317,4 +317,5 @@ PYBIND11_MODULE(_C, m) {
   burst::python::bind_local(m);
   burst::python::bind_dist(m);
   burst::python::bind_kvcache(m);
+  burst::python::bind_transport(m);
 }

@@ -42,13 +42,6 @@ Communicator communicator_from(std::int64_t fortran_handle, double timeout) {
   return Communicator::from_fortran(fortran_handle, timeout);
 }
 
-// The communicator a DistAttention is built over: an existing _C.Communicator (shared, no new
-// dup), or an mpi4py Fortran handle (dup'd here under the watchdog with `timeout`).
-Communicator communicator_of(const py::object& comm, double timeout) {
-  if (py::isinstance<Communicator>(comm)) return comm.cast<Communicator>();
-  return communicator_from(comm.cast<std::int64_t>(), timeout);
-}
-
 // Owns the communicator next to the plan that uses it (declared first, destroyed last).
 struct PyDist {
   Communicator comm;
@@ -65,6 +58,11 @@ struct PyDist {
 };
 
 }  // namespace
+
+Communicator communicator_of(const py::object& comm, double timeout) {
+  if (py::isinstance<Communicator>(comm)) return comm.cast<Communicator>();
+  return communicator_from(comm.cast<std::int64_t>(), timeout);
+}
 
 void bind_dist(py::module_& m) {
   py::class_<Communicator>(m, "Communicator",

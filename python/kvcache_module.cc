@@ -25,12 +25,8 @@ struct PyCache {
   Communicator comm;
   DistKVCache cache;
 
-  PyCache(std::int64_t fortran_handle, double comm_timeout, const KVCacheConfig& cfg)
-      : comm(make_comm(fortran_handle, comm_timeout)), cache(make(comm, cfg)) {}
-  static Communicator make_comm(std::int64_t handle, double comm_timeout) {
-    py::gil_scoped_release release;
-    return Communicator::from_fortran(handle, comm_timeout);
-  }
+  PyCache(const py::object& comm_or_handle, double comm_timeout, const KVCacheConfig& cfg)
+      : comm(communicator_of(comm_or_handle, comm_timeout)), cache(make(comm, cfg)) {}
   static DistKVCache make(const Communicator& c, const KVCacheConfig& cfg) {
     py::gil_scoped_release release;
     return DistKVCache(c, cfg);
@@ -47,9 +43,10 @@ py::array_t<std::int64_t> to_array(const std::vector<std::int64_t>& v) {
 
 void bind_kvcache(py::module_& m) {
   py::class_<PyCache>(m, "DistKVCache",
-                      "burst::DistKVCache over an MPI communicator given by its Fortran handle. Every "
+                      "burst::DistKVCache over an MPI communicator given by its Fortran handle (or a "
+                      "_C.Communicator, e.g. over a torch.distributed group). Every "
                       "method except the queries is collective with identical arguments.")
-      .def(py::init([](std::int64_t handle, std::int64_t H, std::int64_t H_kv, std::int64_t D,
+      .def(py::init([](const py::object& handle, std::int64_t H, std::int64_t H_kv, std::int64_t D,
                        std::int64_t capacity_per_rank, std::int64_t chunk_tokens, const std::string& policy,
                        std::optional<float> softmax_scale, int num_threads, const std::string& impl,
                        double comm_timeout) {

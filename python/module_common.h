@@ -3,6 +3,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "burst/comm.h"
 #include "burst/tensor.h"
 
 namespace burst::python {
@@ -31,10 +32,16 @@ BackwardViews backward_views(const pybind11::buffer& dout, const pybind11::buffe
                              const pybind11::buffer& dq, const pybind11::buffer& dk,
                              const pybind11::buffer& dv);
 
+/// The communicator a plan or cache is built over: an existing _C.Communicator (shared, no new
+/// dup; e.g. over a torch.distributed group), or an mpi4py Fortran handle (MPI_Comm_idup'd under
+/// the watchdog with `timeout` seconds). Collective in the second case.
+Communicator communicator_of(const pybind11::object& comm, double timeout);
+
 /// Single-process bindings (burst_module.cc), distributed ones (dist_module.cc), the KV cache
 /// (kvcache_module.cc).
 void bind_local(pybind11::module_& m);
 void bind_dist(pybind11::module_& m);
 void bind_kvcache(pybind11::module_& m);
+void bind_transport(pybind11::module_& m);  // torch_transport.cc
 
 }  // namespace burst::python

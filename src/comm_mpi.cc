@@ -19,16 +19,10 @@
 
 #include "burst/comm.h"
 #include "burst/error.h"
+#include "comm_shared.h"
+#include "comm_transport.h"
 
 namespace burst {
-
-/// The watchdog's setting and the label of what the ranks are doing (comm.h set_timeout).
-struct Watch {
-  double timeout_seconds = 300;
-  std::string activity;
-  int step = -1, steps = 0;
-  std::string last_roll_call;  // the last control exchange every rank joined (for the message)
-};
 
 struct Communicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -37,6 +31,9 @@ struct Communicator::Impl {
   std::shared_ptr<Watch> watch = std::make_shared<Watch>();
   std::shared_ptr<const std::vector<int>> node_of;  // node id per rank; null until learn_nodes()
   std::vector<float> reduce_scratch;                // reduce_scatter's P received blocks, reused across calls
+  // Set for a Communicator over a Transport (from_transport; comm stays MPI_COMM_NULL): every
+  // operation goes to comm_transport.cc; rank, size, counters and watch mirror it.
+  std::shared_ptr<transport::Comm> t;
 
   Impl() = default;
   Impl(const Impl&) = delete;
@@ -54,6 +51,7 @@ struct Request::State {
   std::shared_ptr<const Communicator::Impl> owner;  // for the watchdog's message and abort
   int peer = -1, tag = 0;
   bool send = false;
+  transport::Pending pending;  // an isend / irecv over a Transport instead of `request`
 };
 
 namespace {
@@ -248,35 +246,13 @@ void collective(const Communicator::Impl& c, const char* call, Start&& start) {
             call);
 }
 
-// Control exchanges: every rank sends every other one fixed-size record on a reserved tag, so a
-// wait knows exactly which ranks have not arrived (their receive is pending), and a rank that
-// arrived at another control exchange is recognised by its label. P − 1 messages per rank of
-// ~250 B, where MPI_Iallreduce would send log P; they carry control data only (agreements,
-// verdicts, scalar reductions), never payload.
-constexpr int kControlTag = 32767;
+// Control exchanges (comm_shared.h): P − 1 records of ~250 B per rank on a reserved tag, where
+// MPI_Iallreduce would send log P; a pending receive names a rank that never arrived.
+using control::ControlRecord;
+using control::kControlTag;
+using control::kControlValues;
 constexpr const char* kCreating =
     "creating a Communicator (MPI_Comm_idup)";  // payload tags are below it (isend / irecv check)
-constexpr int kControlValues = 6;
-struct ControlRecord {
-  std::uint64_t op = 0;  // FNV-1a of `what`: the call site
-  std::int64_t count = 0;
-  std::int64_t values[kControlValues] = {};
-  char what[112] = {};
-  char activity[112] = {};
-};
-
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const char ch : text) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
-  return h;
-}
-
-template <std::size_t N>
-void copy_text(char (&dst)[N], const std::string& src) {
-  const std::size_t n = std::min(src.size(), N - 1);
-  std::copy(src.data(), src.data() + n, dst);
-  dst[n] = '\0';
-}
 
 std::string rank_name(const Communicator::Impl& c, int r) {
   return std::to_string(r) + " (world " + std::to_string(world_rank_of(c, r)) + ")";
@@ -286,15 +262,11 @@ std::string rank_name(const Communicator::Impl& c, int r) {
 // and n, else every rank throws the same Error naming each rank's call (all hold all records).
 std::vector<std::int64_t> control_exchange(const Communicator::Impl& c, const std::string& what,
                                            const std::int64_t* values, int n) {
-  BURST_CHECK(n >= 0 && n <= kControlValues, Internal, "control exchange of ", n, " values");
+  if (c.t) return transport::control_exchange(*c.t, what, values, n);
   const int P = c.size, me = c.rank;
   std::vector<ControlRecord> all(static_cast<std::size_t>(P));
   ControlRecord& mine = all[static_cast<std::size_t>(me)];
-  mine.op = fnv1a(what);
-  mine.count = n;
-  std::copy(values, values + n, mine.values);
-  copy_text(mine.what, what);
-  copy_text(mine.activity, c.watch->activity);
+  mine = control::make_record(what, c.watch->activity, values, n);
   // Receives first (indices 0..P−2), then sends (P−1..2P−3), peer order.
   std::vector<MPI_Request> req(static_cast<std::size_t>(2 * (P - 1)), MPI_REQUEST_NULL);
   std::vector<int> peer;
@@ -319,27 +291,7 @@ std::vector<std::int64_t> control_exchange(const Communicator::Impl& c, const st
                            return k < m ? "rank " + rank_name(c, peer[k]) + " never arrived" : std::string();
                          }),
             "MPI_Waitall(control)");
-  bool same = true;
-  for (auto& r : all) {
-    r.what[sizeof(r.what) - 1] = r.activity[sizeof(r.activity) - 1] = '\0';
-    same = same && r.op == mine.op && r.count == n;
-  }
-  if (!same) {
-    std::string calls;
-    for (int r = 0; r < P; ++r) {
-      const ControlRecord& x = all[static_cast<std::size_t>(r)];
-      calls +=
-          (r ? "; rank " : "rank ") + std::to_string(r) + ": '" + x.what + "' during '" + x.activity + "'";
-    }
-    BURST_FAIL(InvalidArgument, "ranks are in different collective calls (", calls,
-               "); every rank must make the same collective calls on a communicator in the same order");
-  }
-  c.watch->last_roll_call = what;
-  std::vector<std::int64_t> out(static_cast<std::size_t>(P * n));
-  for (int r = 0; r < P; ++r)
-    std::copy(all[static_cast<std::size_t>(r)].values, all[static_cast<std::size_t>(r)].values + n,
-              out.begin() + static_cast<std::ptrdiff_t>(r) * n);
-  return out;
+  return control::unpack(all, me, n, what, *c.watch);
 }
 
 // MPI_Comm_idup of `parent` completed under the watchdog of `watch` (MPI_Comm_dup cannot be
@@ -385,7 +337,20 @@ std::shared_ptr<Communicator::Impl> watched_dup(MPI_Comm parent, std::shared_ptr
 // ---------------------------------------------------------------- Request / RequestSet
 
 Request::Request() : state_(std::make_unique<State>()) {}
+namespace {
+// A transport request's description for the watchdog (as describe() for MPI's).
+std::string describe_pending(const Request::State& r) {
+  return std::string(r.send ? "send to" : "recv from") + " rank " +
+         transport::rank_name(*r.pending.owner, r.peer) + ", tag " + std::to_string(r.tag) + ", " +
+         std::to_string(r.buffer.size()) + " B";
+}
+void wait_pending(Request::State& r, const char* call) {
+  transport::wait(r.pending, call, [&] { return describe_pending(r); });
+}
+}  // namespace
+
 Request::~Request() {
+  if (state_ && state_->pending.op) wait_pending(*state_, "wait (request destructor)");
   if (state_ && state_->request != MPI_REQUEST_NULL) {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -395,16 +360,18 @@ Request::~Request() {
 Request::Request(Request&&) noexcept = default;
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
+    if (state_ && state_->pending.op) wait_pending(*state_, "wait (request assignment)");
     if (state_ && state_->request != MPI_REQUEST_NULL) wait_state(*state_, "MPI_Wait (request assignment)");
     state_ = std::move(other.state_);
   }
   return *this;
 }
 
-bool Request::done() const { return !state_ || state_->request == MPI_REQUEST_NULL; }
+bool Request::done() const { return !state_ || (state_->request == MPI_REQUEST_NULL && !state_->pending.op); }
 
 bool Request::test() {
   if (done()) return true;
+  if (state_->pending.op) return false;  // a Transport cannot poll (comm.h)
   int flag = 0;
   check_mpi(MPI_Test(&state_->request, &flag, MPI_STATUS_IGNORE), "MPI_Test");
   return flag != 0;
@@ -412,6 +379,7 @@ bool Request::test() {
 
 void Request::wait() {
   if (done()) return;
+  if (state_->pending.op) return wait_pending(*state_, "wait");
   check_mpi(wait_state(*state_, "MPI_Wait"), "MPI_Wait");
 }
 
@@ -432,6 +400,8 @@ bool RequestSet::progress() {
   std::vector<MPI_Request> handles;
   std::vector<std::size_t> index;
   for (std::size_t i = 0; i < requests_.size(); ++i) {
+    // A Transport's requests progress on its own threads and cannot be polled (comm.h).
+    if (!requests_[i].done() && requests_[i].state_->pending.op) return false;
     if (!requests_[i].done()) {
       handles.push_back(requests_[i].state_->request);
       index.push_back(i);
@@ -448,6 +418,8 @@ bool RequestSet::progress() {
 
 double RequestSet::wait_all() {
   const auto t0 = std::chrono::steady_clock::now();
+  for (Request& r : requests_)
+    if (!r.done() && r.state_->pending.op) wait_pending(*r.state_, "wait_all");
   std::vector<MPI_Request> handles;
   std::vector<std::size_t> index;
   for (std::size_t i = 0; i < requests_.size(); ++i) {
@@ -501,6 +473,23 @@ Communicator Communicator::world(double timeout_seconds) {
   return Communicator(watched_dup(MPI_COMM_WORLD, watch_of(timeout_seconds), true));
 }
 
+namespace {
+std::shared_ptr<Communicator::Impl> adopt_transport(std::shared_ptr<transport::Comm> t) {
+  auto impl = std::make_shared<Communicator::Impl>();
+  impl->rank = t->rank;
+  impl->size = t->size;
+  impl->counters = t->counters;
+  impl->watch = t->watch;
+  impl->t = std::move(t);
+  return impl;
+}
+}  // namespace
+
+Communicator Communicator::from_transport(std::shared_ptr<Transport> group, double timeout_seconds) {
+  BURST_CHECK(group != nullptr, InvalidArgument, "Communicator::from_transport: no transport");
+  return Communicator(adopt_transport(transport::create(std::move(group), watch_of(timeout_seconds))));
+}
+
 Communicator Communicator::from_fortran(std::int64_t handle, double timeout_seconds) {
   require_initialized();
   const MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(handle));
@@ -512,6 +501,13 @@ int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 
 Communicator Communicator::channel() const {
+  if (impl_->t) {
+    auto t = transport::derive(*impl_->t, 0, rank(), "channel");
+    t->counters = impl_->t->counters;
+    t->watch = impl_->t->watch;
+    t->node_of = impl_->t->node_of;
+    return Communicator(adopt_transport(std::move(t)));
+  }
   control_exchange(*impl_, "channel (MPI_Comm_idup)", nullptr, 0);
   auto impl = watched_dup(impl_->comm, impl_->watch, false);
   impl->counters = impl_->counters;
@@ -523,6 +519,11 @@ Communicator Communicator::channel() const {
 // MPI_Comm_split has no non-blocking form: a control exchange first makes sure every rank has
 // arrived (or names those that have not), then the split completes without waiting on anyone.
 Communicator Communicator::split(int color, int key) const {
+  if (impl_->t) {
+    auto t = transport::derive(*impl_->t, color, key, "split");
+    t->watch = std::make_shared<Watch>(*impl_->t->watch);
+    return Communicator(adopt_transport(std::move(t)));
+  }
   control_exchange(*impl_, "split (MPI_Comm_split)", nullptr, 0);
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
@@ -533,6 +534,12 @@ Communicator Communicator::split(int color, int key) const {
 }
 
 Communicator Communicator::split_channel(int color, int key) const {
+  if (impl_->t) {
+    auto t = transport::derive(*impl_->t, color, key, "split_channel");
+    t->counters = impl_->t->counters;
+    t->watch = impl_->t->watch;
+    return Communicator(adopt_transport(std::move(t)));
+  }
   control_exchange(*impl_, "split_channel (MPI_Comm_split)", nullptr, 0);
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split(impl_->comm, color, key, &out), "MPI_Comm_split");
@@ -544,6 +551,7 @@ Communicator Communicator::split_channel(int color, int key) const {
 }
 
 void Communicator::learn_nodes() const {
+  if (impl_->t) return transport::learn_nodes(*impl_->t);
   const Communicator shared = split_shared();
   // A node's id: the lowest rank of this communicator on it (rank order is the caller's).
   const std::int64_t lowest = shared.all_reduce_min(std::int64_t{rank()});
@@ -553,6 +561,7 @@ void Communicator::learn_nodes() const {
 }
 
 Communicator Communicator::split_shared() const {
+  if (impl_->t) return Communicator(adopt_transport(transport::split_shared(*impl_->t)));
   control_exchange(*impl_, "split_shared (MPI_Comm_split_type)", nullptr, 0);
   MPI_Comm out = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, impl_->rank, MPI_INFO_NULL, &out),
@@ -605,6 +614,10 @@ Request Communicator::isend(ByteBuffer buffer, int dest, int tag) const {
   r.state_->peer = dest;
   r.state_->tag = tag;
   r.state_->send = true;
+  if (impl_->t) {
+    r.state_->pending = transport::isend(impl_->t, r.state_->buffer, dest, tag);
+    return r;
+  }
   check_mpi(MPI_Isend(r.state_->buffer.data(), count, MPI_BYTE, dest, tag, impl_->comm, &r.state_->request),
             "MPI_Isend");
   impl_->counters->bytes_sent += count;
@@ -623,6 +636,10 @@ Request Communicator::irecv(ByteBuffer buffer, int source, int tag) const {
   r.state_->owner = impl_;
   r.state_->peer = source;
   r.state_->tag = tag;
+  if (impl_->t) {
+    r.state_->pending = transport::irecv(impl_->t, r.state_->buffer, source, tag);
+    return r;
+  }
   check_mpi(MPI_Irecv(r.state_->buffer.data(), count, MPI_BYTE, source, tag, impl_->comm, &r.state_->request),
             "MPI_Irecv");
   impl_->counters->bytes_received += count;
@@ -634,6 +651,9 @@ void Communicator::all_gather(std::span<const std::byte> send, std::span<std::by
   BURST_CHECK(static_cast<std::int64_t>(recv.size()) == bytes * size(), Internal, "all_gather: ", recv.size(),
               " B to receive ", size(), " blocks of ", bytes, " B");
   const int n = to_int_count(bytes, "all_gather");
+  if (impl_->t)
+    return transport::all_gather_v(
+        *impl_->t, send, std::vector<std::int64_t>(static_cast<std::size_t>(size()), bytes), recv, true);
   collective(*impl_, "MPI_Allgather", [&](MPI_Request* rq) {
     return MPI_Iallgather(send.data(), n, MPI_BYTE, recv.data(), n, MPI_BYTE, impl_->comm, rq);
   });
@@ -652,6 +672,7 @@ void Communicator::all_gather_v(std::span<const std::byte> send, const std::vect
                       std::accumulate(bytes.begin(), bytes.end(), std::int64_t{0}),
               Internal, "all_gather_v: send ", send.size(), " B / recv ", recv.size(),
               " B do not match the sizes");
+  if (impl_->t) return transport::all_gather_v(*impl_->t, send, bytes, recv, false);
   collective(*impl_, "MPI_Allgatherv", [&](MPI_Request* rq) {
     return MPI_Iallgatherv(send.data(), n[static_cast<std::size_t>(rank())], MPI_BYTE, recv.data(), n.data(),
                            displ.data(), MPI_BYTE, impl_->comm, rq);
@@ -667,6 +688,10 @@ void Communicator::all_to_all(std::span<const std::byte> send, std::span<std::by
               " B / recv ", recv.size(), " B for ", size(), " equal blocks");
   const std::int64_t block = total / size();
   const int n = to_int_count(block, "all_to_all");
+  if (impl_->t) {
+    const std::vector<std::int64_t> blocks(static_cast<std::size_t>(size()), block);
+    return transport::all_to_all_v(*impl_->t, send, blocks, recv, blocks);
+  }
   collective(*impl_, "MPI_Alltoall", [&](MPI_Request* rq) {
     return MPI_Ialltoall(send.data(), n, MPI_BYTE, recv.data(), n, MPI_BYTE, impl_->comm, rq);
   });
@@ -687,6 +712,7 @@ void Communicator::all_to_all_v(std::span<const std::byte> send, const std::vect
                       std::accumulate(recv_bytes.begin(), recv_bytes.end(), std::int64_t{0}),
               Internal, "all_to_all_v: send ", send.size(), " B / recv ", recv.size(),
               " B do not match the sizes");
+  if (impl_->t) return transport::all_to_all_v(*impl_->t, send, send_bytes, recv, recv_bytes);
   collective(*impl_, "MPI_Alltoallv", [&](MPI_Request* rq) {
     return MPI_Ialltoallv(send.data(), sn.data(), sd.data(), MPI_BYTE, recv.data(), rn.data(), rd.data(),
                           MPI_BYTE, impl_->comm, rq);
@@ -708,6 +734,7 @@ void Communicator::reduce_scatter(const float* send, const std::vector<std::int6
   // (libnbc) instead reduces whole buffers up a binomial tree to rank 0 and scatters from there:
   // 4 MiB blocks on 4 ranks of one node took 33 ms that way (docs/cost_model.md § Calibration).
   const auto sn = int_counts(counts, size(), "reduce_scatter");
+  if (impl_->t) return transport::reduce_scatter(*impl_->t, send, counts, recv);
   const int me = rank(), P = size();
   const std::int64_t mine = counts[static_cast<std::size_t>(me)];
   std::vector<int> rn(static_cast<std::size_t>(P), to_int_count(mine, "reduce_scatter"));
@@ -734,6 +761,7 @@ void Communicator::reduce_scatter(const float* send, const std::vector<std::int6
 
 void Communicator::all_reduce_sum(float* data, std::int64_t count) const {
   const int n = to_int_count(count, "all_reduce_sum");
+  if (impl_->t) return transport::all_reduce_sum(*impl_->t, data, count);
   collective(*impl_, "MPI_Allreduce", [&](MPI_Request* rq) {
     return MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, impl_->comm, rq);
   });
@@ -783,6 +811,7 @@ void Communicator::roll_call(const std::string& what) const { control_exchange(*
 std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine,
                                                         const std::string& what) const {
   const int n = to_int_count(static_cast<std::int64_t>(mine.size()), "all_gather_bytes");
+  if (impl_->t) return transport::all_gather_bytes(*impl_->t, mine, what);
   const auto sizes = control_exchange(*impl_, what, std::vector<std::int64_t>{n}.data(), 1);
   std::vector<int> counts(sizes.size());
   for (std::size_t r = 0; r < sizes.size(); ++r) counts[r] = to_int_count(sizes[r], "all_gather_bytes");
@@ -799,6 +828,7 @@ std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine,
 }
 
 void Communicator::barrier() const {
+  if (impl_->t) return roll_call("barrier");
   collective(*impl_, "MPI_Barrier", [&](MPI_Request* rq) { return MPI_Ibarrier(impl_->comm, rq); });
 }
 
@@ -826,12 +856,17 @@ void Communicator::agree_verdict(bool ok, const std::string& message, ErrorKind 
   const auto f = static_cast<std::size_t>(3 * first);
   const int len = to_int_count(all[f + 2], "agree_verdict message");
   std::string text = (rank() == first) ? message : std::string(static_cast<std::size_t>(len), ' ');
-  collective(*impl_, "MPI_Bcast(verdict)",
-             [&](MPI_Request* rq) { return MPI_Ibcast(text.data(), len, MPI_CHAR, first, impl_->comm, rq); });
+  if (impl_->t)
+    transport::broadcast(*impl_->t, text, first);
+  else
+    collective(*impl_, "MPI_Bcast(verdict)", [&](MPI_Request* rq) {
+      return MPI_Ibcast(text.data(), len, MPI_CHAR, first, impl_->comm, rq);
+    });
   throw Error(static_cast<ErrorKind>(all[f + 1]), "rank " + std::to_string(first) + ": " + text);
 }
 
 void Communicator::abort(const std::string& message) const {
+  if (impl_->t) transport::abort(*impl_->t, message);
   std::fprintf(stderr, "[rank %d/%d] burst abort: %s\n", rank(), size(), message.c_str());
   std::fflush(stderr);
   MPI_Abort(impl_->comm, 4);

@@ -27,6 +27,10 @@
 // rank knows exactly which peers have not arrived, and a peer that arrived at a different
 // control exchange is recognised (every rank throws the same Error naming each rank's call).
 // Payload collectives cannot tell which ranks are missing; their message says so.
+// Over a Transport (burst/comm_transport.h, e.g. a torch.distributed gloo group;
+// from_transport) every operation keeps these contracts; channels and splits are tag namespaces
+// on the same group, Request::test() cannot poll (false until waited), and the watchdog ends
+// this process (the group has no job-wide abort).
 // Does not: know about attention, masks or layouts.
 #pragma once
 
@@ -40,6 +44,8 @@
 #include "burst/error.h"
 
 namespace burst {
+
+class Transport;
 
 /// Payload counters of one logical channel group (a Communicator and its channel() dups).
 struct CommCounters {
@@ -129,6 +135,11 @@ class Communicator {
   /// communicator. Throws Error(Communication) if MPI is not initialised or the handle is
   /// MPI_COMM_NULL.
   static Communicator from_fortran(std::int64_t handle, double timeout_seconds = 300);
+  /// A Communicator over a process group burst does not own (burst/comm_transport.h), watched
+  /// like world() (a roll call on the group names a rank that never comes). Collective over the
+  /// group; MPI need not be initialised. Throws Error(InvalidArgument) for a null transport or a
+  /// negative or non-finite timeout.
+  static Communicator from_transport(std::shared_ptr<Transport> group, double timeout_seconds = 300);
 
   int rank() const;
   int size() const;

@@ -12,7 +12,8 @@ dtype; lse is float32 natural log, [B, H, S_local] (varlen [H, T_local]). Accumu
 bfloat16 on a CPU with AVX512-BF16 multiplies bf16 operands (docs/design.md § bf16 arithmetic),
 float16 is widened to float32. float64 raises NotImplementedError naming the conversion.
 
-With ``comm`` (an mpi4py communicator) the inputs are LOCAL shards: rank r holds the tokens
+With ``comm`` (an mpi4py communicator or a torch.distributed ProcessGroup: gloo, e.g. under
+torchrun; the results are bit-identical) the inputs are LOCAL shards: rank r holds the tokens
 ``burst.positions(S_global, comm, layout)`` (see ``burst.shard`` / ``burst.unshard``), and every
 rank must call with identical arguments except the tensors. Masks are stated on global positions.
 Errors: ValueError (invalid argument), NotImplementedError (unsupported combination),
@@ -49,6 +50,14 @@ def _is_torch(x):
     return type(x).__module__.startswith("torch")
 
 
+def _compiling(q):
+    """True while torch.compile traces a call with torch tensors on torch >= 2.4 (_ops.py)."""
+    if not _is_torch(q):
+        return False
+    from . import _ops
+    return _ops.compiling()
+
+
 def _run(q, k, v, runner, varlen, return_lse, return_attn_probs):
     if _is_torch(q):
         from ._torch import AttnFunction
@@ -72,7 +81,7 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     softmax_scale: default 1/sqrt(D). causal / window_size=(left, right): flash_attn semantics on
     global positions (bottom-right aligned, -1 = unbounded). mask: a general mask instead (a
     burst.Mask, a benchmark mask name, or a list of slices; see burst._masks).
-    comm: mpi4py communicator; None = single process. strategy: one of burst.strategies()
+    comm: mpi4py communicator or torch.distributed ProcessGroup (gloo); None = single process. strategy: one of burst.strategies()
     ("burst", "ring", "allgather", "ulysses", "usp", "distflash", "headpar"); layout: how the global
     sequence is split ("zigzag", "contiguous", "striped", "balanced") — the caller's shards must
     follow it (burst.shard). Extras: num_threads, impl ("tiled" / "reference": the kernel),
@@ -95,7 +104,18 @@ def attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_s
     that never arrives ends the job with a message naming it, never a hang. Raises ValueError / NotImplementedError (dropout_p != 0, softcap,
     alibi_slopes, float64 inputs) / RuntimeError, identically on every rank.
     Cost: 4·D·H·(visible pairs) flop forward, 2.5x that backward; O(tile) extra memory.
+    torch.compile (torch >= 2.4): without mask=, S_global= and extras the call is the custom op
+    burst::attn_forward (its backward burst::attn_backward): no graph break (burst._ops).
     """
+    if (mask is None and S_global is None and not extra and dropout_p == 0.0 and softcap == 0.0
+            and alibi_slopes is None and _compiling(q)):
+        # Under torch.compile: the custom op (_ops.py), one opaque node instead of a graph break.
+        from . import _ops
+        out, lse = _ops.attn(q, k, v, softmax_scale, causal, window_size, deterministic, comm,
+                             strategy, layout)
+        if return_attn_probs:
+            return out, lse, None
+        return (out, lse) if return_lse else out
     # An unsupported argument on one rank only must not leave the others in the agreement:
     # the error travels through it (make_runner's local_error) and every rank raises it.
     runner = make_runner(q, k, v, softmax_scale=softmax_scale, causal=causal,

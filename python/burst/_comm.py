@@ -7,6 +7,8 @@ MPI_Comm_idup of the caller's communicator made once per communicator and kept, 
 collectives are control exchanges under burst's watchdog (burst/comm.h): when a peer does not
 arrive within the timeout, every waiting rank prints the operation, the ranks that never arrived
 and the timeout, and aborts the job (MPI_Abort).
+A torch.distributed ProcessGroup works the same way (_group.py): its burst._C.Communicator runs
+over the group's own calls, made once per group and kept; a watchdog timeout ends the process.
 """
 import atexit
 import math
@@ -15,11 +17,14 @@ import pickle
 
 from . import _C
 
-_comms = {}             # Fortran handle -> (mpi4py communicator, burst._C.Communicator)
+_comms = {}             # Fortran handle (mpi4py) or ("group", id) -> (communicator, burst._C.Communicator)
 _atexit = [False]
 
 
 def _same_comm(a, b):
+    from ._group import is_group
+    if is_group(a) or is_group(b):
+        return a is b
     from mpi4py import MPI
     return a == b or (a != MPI.COMM_NULL and b != MPI.COMM_NULL and
                       MPI.Comm.Compare(a, b) == MPI.IDENT)
@@ -47,21 +52,74 @@ def usable_timeout(seconds, default=300.0):
 
 
 def watched(comm, timeout, activity):
-    """The burst._C.Communicator of mpi4py comm (made on first use: collective), with its
-    watchdog set to timeout seconds and its activity label set. Not collective afterwards."""
-    handle = int(comm.py2f())
+    """The burst._C.Communicator of comm (mpi4py or a torch ProcessGroup; made on first use:
+    collective), with its watchdog set to timeout seconds and its activity label set. Not
+    collective afterwards."""
+    from ._group import GroupOps, is_group
+    group = is_group(comm)
+    handle = ("group", id(comm)) if group else int(comm.py2f())
     entry = _comms.get(handle)
     t = usable_timeout(timeout)
     if entry is None or not _same_comm(entry[0], comm):
         if not _atexit[0]:      # free the dups before mpi4py finalizes MPI (atexit is LIFO)
             atexit.register(clear)
             _atexit[0] = True
-        entry = (comm, _C.Communicator(handle, t))
+        entry = (comm, _C.group_communicator(GroupOps(comm), t) if group
+                 else _C.Communicator(handle, t))
         _comms[handle] = entry
     c = entry[1]
     c.set_timeout(t)
     c.set_activity(activity)
     return c
+
+
+_known = []            # communicators seen eagerly, by index: torch.compile's ops name them so (_ops.py)
+
+
+def known_index(comm, register=True):
+    """comm's index among the communicators seen (-1 for None), registering it when new (an eager
+    call); with register=False (inside a torch.compile trace) None when it was never seen."""
+    if comm is None:
+        return -1
+    for i, c in enumerate(_known):
+        if c is comm:
+            return i
+    if not register:
+        return None
+    _known.append(comm)
+    return len(_known) - 1
+
+
+def known(index):
+    """The communicator of known_index (None for -1)."""
+    return None if index < 0 else _known[index]
+
+
+def rank_size(comm):
+    """(rank, size) of an mpi4py communicator or a torch.distributed ProcessGroup (registers it
+    for torch.compile's ops: known_index)."""
+    from ._group import is_group
+    known_index(comm)
+    if is_group(comm):
+        return comm.rank(), comm.size()
+    return comm.Get_rank(), comm.Get_size()
+
+
+def check(comm):
+    """ValueError unless comm is None, an mpi4py intracommunicator or a torch ProcessGroup."""
+    from ._group import is_group
+    if comm is None or is_group(comm):
+        known_index(comm)
+        return
+    try:
+        from mpi4py import MPI
+        ok = isinstance(comm, MPI.Intracomm)
+    except ImportError:
+        ok = False
+    if not ok:
+        raise ValueError(f"comm={comm!r}: expected an mpi4py intracommunicator, a "
+                         f"torch.distributed ProcessGroup, or None")
+    known_index(comm)
 
 
 def allgather(comm, obj, timeout, activity):

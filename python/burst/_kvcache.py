@@ -13,13 +13,20 @@ import os
 import numpy as np
 
 from . import _C
+from ._comm import rank_size
 from ._device import check_host
 from ._numpy import agree, check_dtype
 
 _POLICIES = ("least_loaded", "round_robin")
 
 
-def _handle(comm):
+def _handle(comm, timeout):
+    """What _C.DistKVCache is built over: an mpi4py Fortran handle (MPI.COMM_SELF for None) or
+    the kept burst._C.Communicator of a torch ProcessGroup (_comm.py)."""
+    from ._group import is_group
+    if is_group(comm):
+        from . import _comm
+        return _comm.watched(comm, timeout, "DistKVCache set-up")
     if comm is None:
         from mpi4py import MPI
         comm = MPI.COMM_SELF
@@ -75,7 +82,7 @@ def _dtype_error(named):
 
 
 class DistKVCache:
-    """A KV cache sharded over the ranks of ``comm`` (mpi4py; None = this process alone).
+    """A KV cache sharded over the ranks of ``comm`` (mpi4py or a torch ProcessGroup; None = this process alone).
 
     heads / kv_heads / head_dim: H, H_kv (GQA: H % H_kv == 0), D of the queries and cached K/V.
     capacity_per_rank: tokens one rank may hold over all sequences (overflow raises ValueError on
@@ -92,7 +99,7 @@ class DistKVCache:
                  comm_timeout=None):
         if comm_timeout is None:
             comm_timeout = float(os.environ.get("BURST_COMM_TIMEOUT", 300))
-        self._c = _C.DistKVCache(_handle(comm), heads, kv_heads, head_dim, capacity_per_rank,
+        self._c = _C.DistKVCache(_handle(comm, float(comm_timeout)), heads, kv_heads, head_dim, capacity_per_rank,
                                  chunk_tokens, policy, softmax_scale, num_threads, impl,
                                  float(comm_timeout))
         self.heads = heads
@@ -168,7 +175,7 @@ def attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rota
     (numpy), one dtype for q, k_cache, v_cache, k, v (ValueError naming the conversion
     otherwise, on every rank); computed in float32 (16-bit values widened exactly, out rounded
     once), so out is float32 attention over the given values rounded to the input dtype.
-    With comm (mpi4py): k_cache, v_cache and cache_seqlens are THIS RANK's shard of each
+    With comm (mpi4py or a torch ProcessGroup): k_cache, v_cache and cache_seqlens are THIS RANK's shard of each
     sequence's cache (ranks in order hold consecutive parts of the sequence); q, k, v are the same
     on every rank; each new token is written on the rank holding the fewest tokens of its
     sequence (ties: the lowest rank), which must have room. Collective over comm.
@@ -210,7 +217,7 @@ def attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rota
                                f"not fit in S_cache={kc.shape[1]}")
     all_lens = agree(comm, error, lens)   # [rank][b]
     P = len(all_lens)
-    rank = 0 if comm is None else comm.Get_rank()
+    rank = 0 if comm is None else rank_size(comm)[0]
     total = sum(sum(r) for r in all_lens) + B * S_new
     cache = DistKVCache(comm, H, kc.shape[2], D, max(1, total), policy="least_loaded",
                         softmax_scale=softmax_scale, num_threads=num_threads, impl=impl,

@@ -13,7 +13,8 @@ from ._masks import build_mask
 
 def _rank_size(comm, rank, world_size):
     if comm is not None:
-        return comm.Get_rank(), comm.Get_size()
+        from ._comm import rank_size
+        return rank_size(comm)
     return (0 if rank is None else int(rank)), (1 if world_size is None else int(world_size))
 
 
@@ -35,7 +36,7 @@ def positions(S_global, comm=None, layout="zigzag", mask=None, *, pad=False, ran
     """Global positions (int64, increasing, length S_local) of the tokens this rank holds — use
     them as RoPE position ids under zigzag / striped layouts.
 
-    comm: mpi4py communicator (None: single process unless rank/world_size are given, which lets
+    comm: mpi4py communicator or torch ProcessGroup (None: single process unless rank/world_size are given, which lets
     a single process ask about any rank). mask: only layout="balanced" depends on it — pass the
     mask the attention uses (a burst.Mask such as burst.Mask(causal=True), a benchmark name or
     slices; None = full). pad: S_global need not split as the layout needs; the sequence is
@@ -102,10 +103,10 @@ def shard(x, comm, layout="zigzag", dim=1, mask=None, pad=False):
     Not collective: every rank passes the same global x and keeps its own part."""
     pos = positions(x.shape[dim], comm, layout, mask, pad=pad)
     if pad:
-        P = 1 if comm is None else comm.Get_size()
+        r, P = _rank_size(comm, None, None)
         S_run = padded_length(x.shape[dim], P, layout)
         if S_run != x.shape[dim] and comm is not None:
-            _padded_cuts[(layout, P, comm.Get_rank(), len(pos))] = (int(x.shape[dim]), S_run)
+            _padded_cuts[(layout, P, r, len(pos))] = (int(x.shape[dim]), S_run)
         x = _pad_rows(x, dim, S_run)
     if _is_torch(x):
         import torch
@@ -128,7 +129,7 @@ def unshard(x_local, comm, layout="zigzag", dim=1, mask=None, S_global=None, com
         xn = (t.view(torch.int16) if bf16 else t).numpy()
     else:
         xn = np.asarray(x_local)
-    if comm is None or comm.Get_size() == 1:
+    if comm is None or _rank_size(comm, None, None)[1] == 1:
         out = np.ascontiguousarray(np.take(xn, np.arange(S_global or xn.shape[dim]), axis=dim))
         return _as_input_kind(out, is_torch, bf16)
     rows = np.ascontiguousarray(np.moveaxis(xn, dim, 0))
@@ -144,7 +145,7 @@ def unshard(x_local, comm, layout="zigzag", dim=1, mask=None, S_global=None, com
     S_run = int(sum(counts))
     parts = _comm.watched(comm, timeout, "unshard: gather").all_gather_bytes(rows.tobytes(), "unshard: gather")
     gathered = np.frombuffer(b"".join(parts), dtype=rows.dtype).reshape((S_run,) + rows.shape[1:])
-    P = comm.Get_size()
+    P = _rank_size(comm, None, None)[1]
     pad = S_global is not None and int(S_global) != S_run
     S_real = int(S_global) if S_global is not None else S_run
     S_lay, lay = _layout_of(S_real, P, layout, mask, pad)

@@ -11,7 +11,7 @@ autograd Function reuses the same plan for its backward.
 import numpy as np
 
 from . import _C
-from ._comm import comm_timeout
+from ._comm import comm_timeout, rank_size
 from ._device import check_host
 from ._layout import padding_error
 from ._masks import build_mask, document_slices
@@ -155,7 +155,8 @@ class LocalRunner:
 
 
 class DistRunner:
-    """Context parallel: a burst::DistAttention plan over an mpi4py communicator. Varlen
+    """Context parallel: a burst::DistAttention plan over an mpi4py communicator or a torch
+    ProcessGroup. Varlen
     (packed THD) problems run as B = 1 with a document mask; arrays are viewed accordingly."""
 
     def __init__(self, dist, varlen):
@@ -173,10 +174,8 @@ class DistRunner:
 
 
 def check_comm(comm):
-    if comm is not None:
-        from mpi4py import MPI
-        if not isinstance(comm, MPI.Intracomm):
-            raise ValueError(f"comm={comm!r}: expected an mpi4py intracommunicator (or None)")
+    from ._comm import check
+    check(comm)
 
 
 def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, extra=None,
@@ -277,7 +276,8 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
         from . import _cache
         check_comm(comm)
         if local_error is None and S_global is None and not varlen and positions is None:
-            local_error = padding_error(layout, comm.Get_size(), comm.Get_rank(),
+            r, P = rank_size(comm)
+            local_error = padding_error(layout, P, r,
                                         q.shape[1] if getattr(q, "ndim", 0) == 4 else -1)
         key = _cache.plan_key(q, k, v, scale=softmax_scale, causal=causal, window=window_size,
                               strategy=strategy, layout=layout, mask=mask, varlen=varlen,

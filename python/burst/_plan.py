@@ -30,7 +30,8 @@ class DistAttention:
                  pad=False, **extra):
         check_comm(comm)
         if comm is None:
-            raise ValueError("DistAttention needs an mpi4py communicator; use attn_func(comm=None) "
+            raise ValueError("DistAttention needs an mpi4py communicator or a torch ProcessGroup; use "
+                             "attn_func(comm=None) "
                              "for one process")
         check_extra(extra)
         self.comm = comm

@@ -27,17 +27,37 @@ def _np(t):
     return t.numpy()
 
 
+def forward_tensors(runner, q, k, v, varlen):
+    """(out, lse) of runner's forward on CPU tensors q, k, v: out like q (contiguous), lse
+    float32 (lse_shape). The eager Function and the torch.compile op (_ops.py) both run this."""
+    check_host("burst attention", q=q, k=k, v=v)
+    qc, kc, vc = _contig_d(q), _contig_d(k), _contig_d(v)
+    out = torch.empty(q.shape, dtype=q.dtype)
+    lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32)
+    runner.forward(_np(qc), _np(kc), _np(vc), _np(out), lse.numpy())
+    return out, lse
+
+
+def backward_tensors(runner, dout, q, k, v, out, lse):
+    """(dq, dk, dv) like q, k, v (contiguous) of runner's backward."""
+    qc, kc, vc = _contig_d(q), _contig_d(k), _contig_d(v)
+    dout = _contig_d(dout).to(qc.dtype)
+    dq = torch.empty(qc.shape, dtype=qc.dtype)
+    dk = torch.empty(kc.shape, dtype=kc.dtype)
+    dv = torch.empty(vc.shape, dtype=vc.dtype)
+    runner.backward(_np(dout), _np(qc), _np(kc), _np(vc), _np(_contig_d(out)),
+                    _contig_d(lse).numpy(), _np(dq), _np(dk), _np(dv))
+    return dq, dk, dv
+
+
 class AttnFunction(torch.autograd.Function):
     """(q, k, v, runner, varlen) -> (out, lse); lse is not differentiable, and the backward is
     not itself differentiable (no double backward)."""
 
     @staticmethod
     def forward(ctx, q, k, v, runner, varlen):
-        check_host("burst attention", q=q, k=k, v=v)
         qc, kc, vc = _contig_d(q), _contig_d(k), _contig_d(v)
-        out = torch.empty(q.shape, dtype=q.dtype)
-        lse = torch.empty(lse_shape(q, varlen), dtype=torch.float32)
-        runner.forward(_np(qc), _np(kc), _np(vc), _np(out), lse.numpy())
+        out, lse = forward_tensors(runner, qc, kc, vc, varlen)
         ctx.save_for_backward(qc, kc, vc, out, lse)
         ctx.runner = runner
         ctx.mark_non_differentiable(lse)
@@ -47,10 +67,5 @@ class AttnFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dout, _dlse):
         qc, kc, vc, out, lse = ctx.saved_tensors
-        dout = _contig_d(dout).to(qc.dtype)
-        dq = torch.empty(qc.shape, dtype=qc.dtype)
-        dk = torch.empty(kc.shape, dtype=kc.dtype)
-        dv = torch.empty(vc.shape, dtype=vc.dtype)
-        ctx.runner.backward(_np(dout), _np(qc), _np(kc), _np(vc), _np(out), lse.numpy(), _np(dq),
-                            _np(dk), _np(dv))
+        dq, dk, dv = backward_tensors(ctx.runner, dout, qc, kc, vc, out, lse)
         return dq, dk, dv, None, None

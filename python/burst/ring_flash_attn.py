@@ -4,14 +4,15 @@ zhuzilin/ring-flash-attention's ``ring_flash_attn`` package, so that
     from burst.ring_flash_attn import zigzag_ring_flash_attn_func     # was: from ring_flash_attn
 
 keeps the calls as they are (``burst.ring_flash_attn.install()`` also makes the plain
-``import ring_flash_attn`` resolve here); the process setup is mpi4py's (``mpirun``), not
-torch.distributed's, and ``group`` is an mpi4py communicator. RingAttention (strategy "ring") on upstream's layouts:
+``import ring_flash_attn`` resolve here); ``group`` is a torch.distributed ProcessGroup (gloo; torchrun's
+env:// set-up) or an mpi4py communicator (``mpirun``). RingAttention (strategy "ring") on upstream's layouts:
 ``ring_*`` contiguous (rank r holds chunk r of P), ``zigzag_ring_*`` zigzag (chunks r and
 2P-1-r of 2P), ``stripe_*`` striped (token t on rank t mod P). Inputs are this rank's shards.
 
 Contracts kept from upstream:
-* ``group=None`` means the whole world (upstream: torch's default process group; here
-  ``MPI.COMM_WORLD``). ``group`` is an mpi4py communicator: a torch ProcessGroup cannot yield one.
+* ``group=None`` means torch's default process group when torch.distributed is initialised (as
+  upstream), else ``MPI.COMM_WORLD``. A ProcessGroup's messages go through the group's own calls
+  (burst._group); the results are bit-identical to the mpi4py path's.
 * Varlen forms take the LOCAL ``cu_seqlens`` (upstream: ``cu_seqlens_global // world_size``): every
   packed sequence is split across the ranks by the layout on its own (each sequence's length must
   divide by P, 2P for zigzag), and local tensors hold, per sequence in order, this rank's part.
@@ -31,6 +32,7 @@ import sys
 import numpy as np
 
 from . import _run
+from ._comm import rank_size
 from ._numpy import check_unsupported, make_runner
 
 __all__ = [f"{p}_{f}" for p in ("ring_flash_attn", "zigzag_ring_flash_attn", "stripe_flash_attn")
@@ -42,8 +44,16 @@ _LAYOUTS = {"ring_flash_attn": "contiguous", "zigzag_ring_flash_attn": "zigzag",
 
 
 def _world(group):
+    """group, or for None torch's default process group when torch.distributed is initialised
+    (upstream's meaning), else MPI.COMM_WORLD."""
+    if group is not None:
+        return group
+    from ._group import default_group
+    world = default_group()
+    if world is not None:
+        return world
     from mpi4py import MPI
-    return MPI.COMM_WORLD if group is None else group
+    return MPI.COMM_WORLD
 
 
 def varlen_positions(cu_seqlens_local, P, layout):
@@ -99,7 +109,7 @@ def _make(name, layout):
         check_unsupported(dropout_p, 0.0, alibi_slopes)
         comm = _world(group)
         cu = np.asarray(cu_seqlens.cpu() if hasattr(cu_seqlens, "cpu") else cu_seqlens)
-        P, positions, error = comm.Get_size(), None, None
+        P, positions, error = rank_size(comm)[1], None, None
         try:
             positions = varlen_positions(cu, P, layout)
         except ValueError as e:      # raised on every rank by make_runner's agreement
@@ -137,8 +147,8 @@ def _make(name, layout):
                    "q [T,H,D], k, v [T,H_kv,D]" if suffix == "varlen_func" else
                    "q [B,S,H,D], k, v [B,S,H_kv,D]")
         f.__doc__ = (f"ring-flash-attention's {f.__name__} (same signature): RingAttention on the "
-                     f"{layout} layout; local shards {packing}. group: mpi4py communicator, "
-                     f"None = MPI.COMM_WORLD. Collective over group. See burst.ring_flash_attn.")
+                     f"{layout} layout; local shards {packing}. group: torch ProcessGroup or mpi4py "
+                     f"communicator, None = torch's default group (else MPI.COMM_WORLD). Collective over group. See burst.ring_flash_attn.")
     return forms
 
 
@@ -207,7 +217,7 @@ def _llama3_global_offsets(comm, T_local, cu_seqlens_q, cu_seqlens_k, local_k_sl
     document it starts in began (local_k_slice.start); one allgather joins them. Validates this
     rank's arguments first; every rank raises the same error (agree). Collective over comm."""
     from ._numpy import agree
-    P, r = comm.Get_size(), comm.Get_rank()
+    r, P = rank_size(comm)
     error, bounds = None, []
     try:
         cq, ck = _ints(cu_seqlens_q), _ints(cu_seqlens_k)
@@ -262,7 +272,8 @@ def llama3_flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqle
     document, on its own positions). heads_k_stride must divide H_kv and changes nothing here
     (burst gathers every head at once). lse [H, T_local] float32. Returns out; (out, lse, None)
     with return_attn_probs. dtypes: float32, bfloat16, float16 (out and gradients in the input
-    dtype, computed in float32). Collective over group (mpi4py; None = MPI.COMM_WORLD): one
+    dtype, computed in float32). Collective over group (a torch ProcessGroup or mpi4py
+    communicator; None as in the other functions): one
     allgather of the document boundaries, then the cached plan's pass.
     Raises (every rank): ValueError for offsets that do not match this rank's tokens (e.g. the
     global cu_seqlens passed as cu_seqlens_q) or unequal shards; NotImplementedError for
@@ -314,6 +325,6 @@ __all__ += ["llama3_flash_attn_prepare_cu_seqlens", "llama3_flash_attn_varlen_fu
 def install():
     """Makes ``import ring_flash_attn`` (and ``from ring_flash_attn import ...``) resolve to this
     module, so a script's ring-flash-attention calls run as written (its process setup must be
-    mpi4py's; tests/py/upstream_style_script.py). Process-wide; returns this module."""
+    mpi4py's or torch.distributed's; tests/py/upstream_style_script.py). Process-wide; returns this module."""
     sys.modules["ring_flash_attn"] = sys.modules[__name__]
     return sys.modules[__name__]
