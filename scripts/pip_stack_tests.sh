@@ -5,7 +5,8 @@
 # ccache where the main build filled it), then ctest's Python tests, the Python examples and
 # cli_bench (`burst report` with that interpreter's matplotlib). Exit code is the verdict.
 #
-# Usage: scripts/pip_stack_tests.sh [CTEST ARGS...]   (default: -L python, the Python examples, cli_bench)
+# Usage: scripts/pip_stack_tests.sh [CTEST ARGS...]   (default: the python_* tests, which are the
+#        `python`-labelled ones, the Python examples and cli_bench)
 # Env:   BURST_PIP_BASE   interpreter the venv is made from (default: the newest
 #                         /root/.pyenv/versions/3.12*/bin/python, else /usr/bin/python3)
 #        BURST_PIP_VENV   the venv (default .pip-stack/venv, git-ignored); kept between runs and
@@ -14,7 +15,8 @@
 #        BURST_CMAKE_ARGS     extra CMake arguments (e.g. -DBURST_WERROR=ON)
 # Cost (2-core VM shared with other builds, PyPI reachable): venv + pip install 324 s the first
 # time (torch's CUDA wheels: a 5.5 GB venv; PyPI has no CPU-only torch for Linux x86-64); with the
-# venv kept, that step is the import probe (seconds).
+# venv kept, that step is the import probe (seconds). Configure + build 77 s on the main build's
+# ccache (437 s without ccache); the tests 380 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
