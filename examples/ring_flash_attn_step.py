@@ -1,6 +1,6 @@
 """A ring-flash-attention-style training step on burst's shims.
 
-    PYTHONPATH=build/python mpirun -n 2 /usr/bin/python3 examples/ring_flash_attn_step.py [--attn zigzag|llama3]
+    PYTHONPATH=build/python mpirun -n 2 python3 examples/ring_flash_attn_step.py [--attn zigzag|llama3]
 
 The calls are ring-flash-attention's own (``zigzag_ring_flash_attn_qkvpacked_func``, or
 ``llama3_flash_attn_prepare_cu_seqlens`` + ``llama3_flash_attn_varlen_qkvpacked_func`` on packed

@@ -1,6 +1,6 @@
 """Distributed attention under torch autograd, sequence sharded with burst.shard.
 
-    PYTHONPATH=build/python mpirun -n 2 /usr/bin/python3 examples/torch_autograd.py
+    PYTHONPATH=build/python mpirun -n 2 python3 examples/torch_autograd.py
 
 Every rank draws the same global q, k, v (one seed), keeps its tokens (burst.shard), runs
 burst.attn_func over MPI.COMM_WORLD and calls .backward(). Each rank then checks its shard of

@@ -1,7 +1,7 @@
 """Train one transformer block with the sequence split across MPI ranks through burst.
 
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONPATH=build/python \
-        mpirun -n 2 --oversubscribe /usr/bin/python3 examples/train_block.py
+        mpirun -n 2 --oversubscribe python3 examples/train_block.py
 
 Task: at every position, name the most recent "key" token (keys sit every `--key-every` tokens
 among noise tokens), so the loss can only fall below ln(vocab / 2) by attending back up to

@@ -26,6 +26,7 @@
 # Exit 77 where the emulated cluster cannot be made (cluster.sh's skip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py=${BURST_PYTHON:-/usr/bin/python3}   # JSON and tables: the standard library only
 seq=8192 heads=4 dim=64 repeats=2 rates="0 10 1 0.2" out=bench_multinode.jsonl predict=1 ablation=1 only=""
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -90,7 +91,7 @@ for gbit in $rates; do
       predicted=$("$burst" simulate --cluster "$spec" --seq "$seq" --heads "$heads" --head-dim "$dim" --mask causal \
                     --pass fwd_bwd --dtype fp32 --format jsonl "${sim[@]}" | head -n 1 || true)
     fi
-    /usr/bin/python3 - "$line" "$gbit" "$dbl" "$load0" "$load1" "$ovl" "$predicted" >> "$out" <<'EOF'
+    "$py" - "$line" "$gbit" "$dbl" "$load0" "$load1" "$ovl" "$predicted" >> "$out" <<'EOF'
 import json, sys
 lines = [json.loads(l) for l in sys.argv[1].splitlines() if l.strip()]
 r = next(l for l in lines if l["pass"] == "fwd+bwd")

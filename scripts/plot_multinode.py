@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Figure and markdown table of scripts/bench_multinode.sh's JSON lines (docs/multinode.md).
 
-Usage: /usr/bin/python3 scripts/plot_multinode.py bench_multinode.jsonl docs/data/multinode/multinode_bench.png
+Usage: python3 scripts/plot_multinode.py bench_multinode.jsonl docs/data/multinode/multinode_bench.png
 Prints the table (one row per case and link rate) on stdout, then two verdicts: the cost model's
 predictions within ±25 % (the fraction of cases with predicted_seconds; per link setting beside
 the kernel rates and link its calibration measured, from the FILE.cluster_<gbit>.json specs

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The published comparison's headline: forward + backward time of every strategy (its best layout)
 relative to burst's, per benchmark mask, at the largest rank count and length measured (fp32).
 
-Usage: /usr/bin/python3 scripts/publish_headline.py OUTDIR
+Usage: python3 scripts/publish_headline.py OUTDIR
 Reads OUTDIR/matrix_P*_*.jsonl (`burst bench matrix` records), writes OUTDIR/headline.png and
 OUTDIR/headline.md (the same numbers as a table, with the layout each strategy's best time used).
 A strategy that skipped a mask (unsupported layout or mask) has no bar for it.

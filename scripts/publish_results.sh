@@ -17,6 +17,7 @@
 # 1-minute load average: this machine is shared, so compare within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py=${BURST_PYTHON:-/usr/bin/python3}   # JSON and tables: the standard library only
 out=${1:-docs/results}
 burst=${BURST:-${BURST_BUILD_DIR:-build}/tools/burst}
 if [[ "${PUBLISH_FULL:-0}" == 1 ]]; then
@@ -93,7 +94,7 @@ if [[ -n "$lm_strategies" ]]; then
         if run mpirun -n "$lm_ranks" --bind-to none sh -c "exec /usr/bin/time -f %M -o $dir/rss.\$OMPI_COMM_WORLD_RANK \
              $burst_lm train --data $data --out $dir/run --steps $lm_steps --seq-len $S --strategy $s \
              --layers 2 --d-model 128 --heads 4 --kv-heads 4 --head-dim 16 --ffn 256" > "$dir/train.log" 2>&1; then
-          /usr/bin/python3 - "$dir" "$s" "$S" "$lm_ranks" >> "$out/lm.jsonl" <<'PY'
+          "$py" - "$dir" "$s" "$S" "$lm_ranks" >> "$out/lm.jsonl" <<'PY'
 import glob, json, os, sys
 d, s, S, P = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 log = [json.loads(l) for l in open(f"{d}/run/train_log.jsonl") if l.strip()]
@@ -109,7 +110,7 @@ PY
         else
           reason=$(grep -m1 -i -E "error|unsupported" "$dir/train.log" | cut -c1-200 || true)
           printf '{"bench":"lm","strategy":"%s","seq_len":%d,"ranks":%d,"status":"failed","reason":%s}\n' \
-            "$s" "$S" "$lm_ranks" "$(/usr/bin/python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$reason")" >> "$out/lm.jsonl"
+            "$s" "$S" "$lm_ranks" "$("$py" -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$reason")" >> "$out/lm.jsonl"
         fi
         rm -rf "$dir"
       done
@@ -120,8 +121,8 @@ fi
 # 3. Tables and figures, the headline figure, and the provenance README.
 stamp "report"
 run "$burst" report "$out"/matrix_P*.jsonl -o "$out" > /dev/null
-run /usr/bin/python3 scripts/publish_headline.py "$out" > /dev/null
-/usr/bin/python3 - "$out" "$seqs" "$heads" "$dim" "$burst" <<'PY'
+run "$py" scripts/publish_headline.py "$out" > /dev/null
+"$py" - "$out" "$seqs" "$heads" "$dim" "$burst" <<'PY'
 import datetime, json, os, subprocess, sys
 out, seqs, heads, dim, burst = sys.argv[1:6]
 lscpu = dict(l.split(":", 1) for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines() if ":" in l)

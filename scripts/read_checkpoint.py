@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Load a `burst-lm train` checkpoint (safetensors layout) into torch, without the safetensors package.
 
 Layout (apps/lm/checkpoint.h): u64 little-endian N, N bytes of JSON header, then raw
@@ -7,8 +7,8 @@ little-endian tensor data. The header maps tensor names to {"dtype", "shape", "d
 step and training history as JSON text) and "checksum" (FNV-1a 64 of the "burst" text followed by
 the data section), which is verified here.
 
-    /usr/bin/python3 scripts/read_checkpoint.py runs/kjv/checkpoint.safetensors      # summary
-    /usr/bin/python3 scripts/read_checkpoint.py CKPT --json                          # per-tensor sums
+    python3 scripts/read_checkpoint.py runs/kjv/checkpoint.safetensors      # summary
+    python3 scripts/read_checkpoint.py CKPT --json                          # per-tensor sums
     from read_checkpoint import load; tensors, meta = load(path)                     # in Python
 """
 import json

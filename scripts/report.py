@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """burst report: JSON lines from `burst bench matrix` (and optionally `burst simulate`), and
 `burst bench dist --timeline` records -> PNG figures and a markdown table.
 
-Usage: /usr/bin/python3 scripts/report.py RESULTS.jsonl [MORE.jsonl ...] -o OUTDIR
+Usage: python3 scripts/report.py RESULTS.jsonl [MORE.jsonl ...] -o OUTDIR
 Figures (one PNG each, MPLBACKEND=Agg):
   gflops_<pass>_P<P>.png   GFLOP/s per rank (mask-area FLOPs) vs sequence length, one panel per
                            mask, one line per strategy/layout/dtype (colour: strategy, marker:

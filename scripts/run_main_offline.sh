@@ -138,7 +138,7 @@ mapfile -t -O "${#common[@]}" common < <(deps_cmake_args "$carry/deps")
 configure() {
   mkdir -p "$build"
   echo "== cmake ${*} (CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH)" >>"$out/configure.log"
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=/usr/bin/python3 "$@" \
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$py" "$@" \
     >>"$out/configure.log" 2>&1
 }
 t0=$(date +%s)

@@ -25,6 +25,7 @@
 # Exit status 0 even when cases miss the target: the table is the result.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+py=${BURST_PYTHON:-/usr/bin/python3}   # JSON and tables: the standard library only
 out=${1:-validate-out}
 burst=${BURST:-${BURST_BUILD_DIR:-build}/tools/burst}
 ps=${PS:-1 2 4}
@@ -56,7 +57,7 @@ calibrate() {   # calibrate P FILE
   run "$1" calibrate --threads 1 --heads "$cal_heads" --head-dim "$cal_dim" --seqs "$cal_seqs" \
       --repeats "$cal_repeats" --name "calibrated_P$1" -o "$2" > /dev/null
 }
-rate() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["matmul_flops"])' "$1"; }
+rate() { "$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["matmul_flops"])' "$1"; }
 matrix() {   # matrix P OUT ARGS...
   local P=$1 o=$2
   shift 2
@@ -96,7 +97,7 @@ for P in $ps; do
     t1=$(date +%s)
     calibrate "$P" "$out/recheck_P$P.json"
     before=$(rate "$out/calibrated_P$P.json"); after=$(rate "$out/recheck_P$P.json")
-    if /usr/bin/python3 -c 'import sys; b, a = map(float, sys.argv[1:]); sys.exit(0 if abs(a / b - 1) <= 0.08 else 1)' "$before" "$after"; then
+    if "$py" -c 'import sys; b, a = map(float, sys.argv[1:]); sys.exit(0 if abs(a / b - 1) <= 0.08 else 1)' "$before" "$after"; then
       echo "== P=$P: kernel rate $before -> $after FLOP/s after the benchmark ($((t1 - t0)) s): kept" >&2
       break
     fi
@@ -106,7 +107,7 @@ for P in $ps; do
   cat "$out/matrix_P$P.jsonl" >> "$out/matrix.jsonl"
 done
 
-/usr/bin/python3 - "$out/matrix.jsonl" "$cores" "$cal_heads" "$cal_dim" <<'EOF'
+"$py" - "$out/matrix.jsonl" "$cores" "$cal_heads" "$cal_dim" <<'EOF'
 import collections, json, sys
 cores, cal_h, cal_d = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The `burst` CLI's measuring and planning commands at tiny shapes, end to end (ctest cli_bench).
 
-Usage: /usr/bin/python3 tests/cli_bench.py BURST_BINARY
+Usage: python3 tests/cli_bench.py BURST_BINARY
 What must hold (each a check that fails the test):
 - `bench matrix` on 2 ranks: one ok record per case; the distributed result equals the
   single-process one (max_error <= 1e-4, S <= --check-max-seq); visible_pairs is the mask's count

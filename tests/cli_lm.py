@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """`burst` without libtorch, and `burst train|eval|generate` handing over to `burst-lm` (ctest cli_lm).
 
-Usage: /usr/bin/python3 tests/cli_lm.py BURST_BINARY BURST_LM_BINARY
+Usage: python3 tests/cli_lm.py BURST_BINARY BURST_LM_BINARY
 What must hold (each a check that fails the test):
 - burst's dynamic section needs no libtorch / libc10 (readelf -d); burst-lm's does.
 - `burst --version` prints "burst <version> (git ...)" and exits 0 without starting MPI: run with

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Are two `burst-lm train` runs the same run? Exit 0 when they are bitwise equal, 1 (naming the
 first difference) when not.
 
-    /usr/bin/python3 tests/lm_runs_equal.py RUN_DIR_A RUN_DIR_B
+    python3 tests/lm_runs_equal.py RUN_DIR_A RUN_DIR_B
 
 Compares each run directory's checkpoint.safetensors (read and checksum-verified by
 scripts/read_checkpoint.py): the same tensor names, shapes and dtypes, every tensor's bytes equal

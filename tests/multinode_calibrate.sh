@@ -16,7 +16,7 @@ trap '"$cluster" --name "$name" down 2>/dev/null || true; rm -rf "$tmp"' EXIT
 "$cluster" --name "$name" up --hosts 2 --rate 200mbit || exit $?
 OMP_NUM_THREADS=1 "$cluster" --name "$name" run --ranks-per-host 2 --timeout 170 -- \
   "$build/tools/burst" calibrate --threads 1 --seqs 256,512 --repeats 2 -o "$tmp/spec.json" >/dev/null
-/usr/bin/python3 - "$tmp/spec.json" <<'PY'
+"${BURST_PYTHON:-/usr/bin/python3}" - "$tmp/spec.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 rate = 200e6 / 8

@@ -152,7 +152,7 @@ case $case_ in
       fail "resumed after step $from: not a checkpoint between step $every and the kill at $killed_at"
     echo "resume: the rerun resumed after step $from and ran steps $((from + 1))..$steps"
     # 4. Bitwise equal to the uninterrupted run.
-    /usr/bin/python3 "$root/tests/lm_runs_equal.py" "$log/full" "$log/run" || fail "the resumed run differs"
+    "${BURST_PYTHON:-/usr/bin/python3}" "$root/tests/lm_runs_equal.py" "$log/full" "$log/run" || fail "the resumed run differs"
     ;;
   kill)
     start_job 300

@@ -13,11 +13,14 @@
   to BUILD_DIR), `examples` and `tests` (links into the source) and PREFIX set to a scratch
   prefix (DESTDIR too for the block installing the Python component), in README order — except the commands listed in EXEMPT, each with the test that covers
   it. `sudo apt-get install -y PKGS` lines are checked instead: every package is installed here.
+  `/usr/bin/python3` in a block (the README's Debian default) runs as the interpreter this test
+  runs under, the one the build was configured with (Python3_EXECUTABLE).
 Exit code 0 when all hold; the first failure is printed with its block.
 """
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -77,7 +80,7 @@ def run_sh(body, scratch, env):
                 if "install ok installed" not in q.stdout:
                     return f"package {pkg} (README's apt-get line) is not installed here"
             continue
-        script.append(raw)
+        script.append(raw.replace("/usr/bin/python3", shlex.quote(sys.executable)))
         lines.append(line)
     if not script:
         return None

@@ -265,10 +265,12 @@ TEST(LmModel, RopeDependsOnlyOnRelativePosition) {
 
 // The checkpoint is a safetensors file: the Python reader (scripts/read_checkpoint.py, torch
 // only) loads what the C++ side wrote, with the same shapes, values and metadata, and verifies the
-// checksum. Skipped (not passed) without /usr/bin/python3 + torch.
+// checksum. Skipped (not passed) without torch in the configured Python (BURST_PYTHON_EXECUTABLE,
+// CMake's Python3_EXECUTABLE).
 TEST(LmModel, CheckpointIsReadByThePythonSafetensorsReader) {
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "/usr/bin/python3 with torch not available";
+  const std::string python = std::string("'") + BURST_PYTHON_EXECUTABLE + "' ";
+  if (std::system((python + "-c 'import torch' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << BURST_PYTHON_EXECUTABLE << " with torch not available";
   const fs::path path =
       fs::temp_directory_path() / ("burst_test_lm_st_" + std::to_string(::getpid()) + ".safetensors");
   torch::manual_seed(2);
@@ -280,8 +282,8 @@ TEST(LmModel, CheckpointIsReadByThePythonSafetensorsReader) {
   burst::lm::save_checkpoint(path, c);
   std::string out;
   {
-    const std::string cmd = std::string("/usr/bin/python3 ") + BURST_SOURCE_DIR +
-                            "/scripts/read_checkpoint.py " + path.string() + " --json";
+    const std::string cmd =
+        python + BURST_SOURCE_DIR + "/scripts/read_checkpoint.py " + path.string() + " --json";
     FILE* p = ::popen(cmd.c_str(), "r");
     ASSERT_NE(p, nullptr);
     char buf[4096];
@@ -304,8 +306,8 @@ TEST(LmModel, CheckpointIsReadByThePythonSafetensorsReader) {
     f.seekp(-3, std::ios::end);
     f.put('\x55');
   }
-  const std::string cmd = std::string("/usr/bin/python3 ") + BURST_SOURCE_DIR +
-                          "/scripts/read_checkpoint.py " + path.string() + " --json >/dev/null 2>&1";
+  const std::string cmd =
+      python + BURST_SOURCE_DIR + "/scripts/read_checkpoint.py " + path.string() + " --json >/dev/null 2>&1";
   EXPECT_NE(std::system(cmd.c_str()), 0);
   fs::remove(path);
 }

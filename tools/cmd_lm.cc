@@ -150,6 +150,10 @@ void add_lm_commands(CLI::App& app) {
       ->transform(CLI::CheckedTransformer(recompute))
       ->default_str("none");
   t->add_flag("--no-plot", *no_plot, "skip loss.png");
+  topt->plot_python = BURST_PYTHON_EXECUTABLE;
+  t->add_option("--plot-python", topt->plot_python, "Python with matplotlib that draws loss.png")
+      ->envname("BURST_PYTHON")
+      ->capture_default_str();
   t->callback([targs, topt, tout, no_resume, no_plot] {
     const Communicator comm = Communicator::world();
     topt->run = resolve(*targs, comm);

@@ -1,7 +1,8 @@
 // `burst report` — turns matrix-benchmark JSON lines (and `burst bench dist --timeline` records:
 // a Gantt chart per pass) into PNG figures and a markdown table by
 // running report.py from the data directory (<share dir>/report.py, a copy of scripts/report.py)
-// with Debian's /usr/bin/python3 (matplotlib, MPLBACKEND=Agg).
+// with a Python that has matplotlib (MPLBACKEND=Agg): --python, else the environment's
+// BURST_PYTHON, else the interpreter the build was configured with (CMake's Python3_EXECUTABLE).
 // Rank 0 only; other ranks return at once.
 #include <spawn.h>
 #include <sys/wait.h>
@@ -25,7 +26,7 @@ namespace {
 struct ReportOptions {
   std::vector<std::string> inputs;
   std::string out = "report";
-  std::string python = "/usr/bin/python3";
+  std::string python = BURST_PYTHON_EXECUTABLE;
   std::string script = (bench::share_dir() / "report.py").string();
 };
 
@@ -45,7 +46,8 @@ void run_report(const ReportOptions& o) {
   for (std::string& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, o.python.c_str(), nullptr, nullptr, argv.data(), envp.data());
+  // posix_spawnp: a bare name (--python python3) is looked up on PATH.
+  const int rc = posix_spawnp(&pid, o.python.c_str(), nullptr, nullptr, argv.data(), envp.data());
   BURST_CHECK(rc == 0, InvalidArgument, "report: cannot start ", o.python, " (posix_spawn error ", rc, ")");
   int status = 0;
   waitpid(pid, &status, 0);
@@ -61,7 +63,9 @@ void add_report_command(CLI::App& app) {
       "report", "JSON lines of `burst bench matrix` or `bench dist --timeline` -> PNG figures + report.md");
   cmd->add_option("inputs", opt->inputs, "JSON lines files")->required()->check(CLI::ExistingFile);
   cmd->add_option("--out,-o", opt->out, "output directory")->capture_default_str();
-  cmd->add_option("--python", opt->python, "Python with matplotlib")->capture_default_str();
+  cmd->add_option("--python", opt->python, "Python with matplotlib")
+      ->envname("BURST_PYTHON")
+      ->capture_default_str();
   cmd->add_option("--script", opt->script, "report script")->capture_default_str();
   cmd->callback([opt] { run_report(*opt); });
 }

@@ -8,7 +8,7 @@
 //   "format": "burst-lm/safetensors-1",
 //   "burst":  the caller's header (model config, step, run, history) as JSON text,
 //   "checksum": FNV-1a 64 (hex) of the "burst" text's bytes followed by the whole data section.
-// Any safetensors reader loads the tensors (scripts/read_checkpoint.py does, with /usr/bin/python3
+// Any safetensors reader loads the tensors (scripts/read_checkpoint.py does, with python3
 // and torch alone). Written to <path>.tmp and renamed, so an interrupted save never replaces a
 // good checkpoint with a torn one.
 #pragma once

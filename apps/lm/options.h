@@ -93,6 +93,8 @@ struct TrainOptions {
   double time_budget_seconds = 0;  ///< > 0: fit the step count (and the cosine schedule) to
                                    ///< this wall time of the training loop (run_train)
   bool plot = true;
+  std::string plot_python = "python3";    ///< Python with matplotlib that draws loss.png (the CLI
+                                          ///< passes --plot-python / BURST_PYTHON / the configured one)
   Recompute recompute = Recompute::None;  ///< activation checkpointing (Model::set_recompute)
 };
 

@@ -133,15 +133,16 @@ Checkpoint make_checkpoint_tp(Model& model, const AdamW& opt, int step, const js
   return make_checkpoint(model, p, m, v, opt.t, step, fingerprint, history, schedule_steps);
 }
 
-void plot(const fs::path& out_dir, double unigram_loss, bool verbose) {
+void plot(const std::string& python, const fs::path& out_dir, double unigram_loss, bool verbose) {
   const fs::path script = out_dir / "plot_loss.py";
   std::ofstream(script) << kPlotScript;
-  const std::string cmd = "MPLBACKEND=Agg /usr/bin/python3 " + script.string() + " " +
+  const std::string cmd = "MPLBACKEND=Agg '" + python + "' " + script.string() + " " +
                           (out_dir / "train_log.jsonl").string() + " " + (out_dir / "loss.png").string() +
                           " " + std::to_string(unigram_loss) + " 2>&1";
   if (std::system(cmd.c_str()) != 0)
-    std::cerr << "train: could not draw loss.png (needs /usr/bin/python3 with matplotlib: "
-                 "`sudo apt-get install python3-matplotlib`); the JSON log is complete\n";
+    std::cerr << "train: could not draw loss.png (needs " << python
+              << " with matplotlib: `sudo apt-get install python3-matplotlib`, or --plot-python); the "
+                 "JSON log is complete\n";
   else if (verbose)
     std::cerr << "train: wrote " << (out_dir / "loss.png").string() << "\n";
 }
@@ -480,7 +481,7 @@ std::vector<StepRecord> run_train(const TrainOptions& opts, const Communicator& 
       }
     }
   });
-  if (comm.rank() == 0 && opts.plot) plot(opts.out_dir, unigram_loss, log);
+  if (comm.rank() == 0 && opts.plot) plot(opts.plot_python, opts.out_dir, unigram_loss, log);
   comm.barrier();  // the checkpoint is on disk before any rank returns
   return history;
 }

@@ -1,7 +1,8 @@
 """Shared fixtures and the float64 oracle for the burst Python tests.
 
 Run under MPI (every test is rank-count agnostic; distributed tests use COMM_WORLD):
-    mpiexec -n 2 --oversubscribe /usr/bin/python3 -m pytest -q tests/py   (PYTHONPATH=<build>/python)
+    mpiexec -n 2 --oversubscribe python3 -m pytest -q tests/py   (PYTHONPATH=<build>/python; python3:
+    the interpreter the build was configured with)
 Every rank builds the same global tensors from the same seed, runs on its shard and compares its
 shard with the oracle, so a wrong token on any rank fails that rank (and mpiexec's exit code).
 Collectives are never skipped by one rank alone: assertions come after a test's last collective.
