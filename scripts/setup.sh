@@ -22,7 +22,8 @@ fi
 # Package groups: the main job (scripts/run_main.sh) needs build + lm; everything else needs all.
 build=(build-essential cmake ninja-build pkg-config libopenmpi-dev openmpi-bin libcli11-dev nlohmann-json3-dev)
 tests=(libgtest-dev libgmock-dev googletest
-       iproute2 nftables vde2)   # the emulated cluster (scripts/cluster.sh; vde2: delay without netem)
+       iproute2 nftables vde2   # the emulated cluster (scripts/cluster.sh; vde2: delay without netem)
+       ccache)                  # .ci/run: the pip-stack build reuses the main build's objects
 lm=(libtorch-dev libsentencepiece-dev bible-kjv bible-kjv-text libopenblas0-openmp python3 python3-matplotlib)
 extra=(python3-torch sentencepiece pybind11-dev python3-pybind11 python3-numpy python3-mpi4py python3-pytest
        python3-dev python3-pip python3-setuptools python3-wheel python3-venv)
