@@ -123,6 +123,13 @@ void CpuDevice::index_copy(const TensorView& src, const TensorView& dst, int dim
   for (int i = 0; i < src.ndim; ++i)
     BURST_CHECK(i == dim || src.size(i) == dst.size(i), Internal, "index_copy: shapes differ off dim ", dim,
                 ": ", src.describe(), " vs ", dst.describe());
+  if (index == nullptr) {  // the identity: a plain copy (or add), runs as long as the views allow
+    if (accumulate)
+      add(src, dst);
+    else
+      copy(src, dst);
+    return;
+  }
   View4 s = view4(src), d = view4(dst);
   const int x = s.off + dim;  // the indexed dim among the 4
   merge_inner(s, d, x);
