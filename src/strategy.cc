@@ -112,6 +112,8 @@ void check_operand(const TensorView& t, const char* name, std::int64_t B, std::i
 // the rows that see it — a masked key inside a computed tile still meets V with weight 0, and
 // 0·NaN = NaN — so no result would be exact. One read of the operand (bits only, any dtype):
 // B·S·H·D elements against the pass's O(S²) work. `positions`: this rank's global positions.
+// A host-only check, outside the device seam (src/device/device.h): the façade validates the
+// caller's tensors where they live today, in host memory; a device path checks a host copy.
 void check_finite(const TensorView& t, const char* name, const std::vector<std::int64_t>& positions) {
   const auto* base = static_cast<const unsigned char*>(t.data);
   const std::size_t es = dtype_size(t.dtype);

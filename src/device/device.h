@@ -13,7 +13,8 @@
 // Staging: the communicator moves host bytes (ByteBuffer); a device whose memory is not host
 // memory copies a message to and from pinned host memory (copy_to_host / copy_from_host). On a
 // host-addressable device (host_memory() true) a message's device memory IS its wire buffer, so
-// staging is the identity (Buffer::to_host / from_host move the storage, no copy).
+// staging is the identity (Buffer(ByteBuffer) and Buffer::to_host move the storage, no copy;
+// the step executor stages, src/strategies/staging.h).
 // Does not: communicate, validate user input (the callers checked it once at the boundary),
 // or choose what runs where.
 #pragma once

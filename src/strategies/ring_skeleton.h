@@ -75,6 +75,8 @@ class RingExecutor {
   /// Partition held by `rank` at step t (docs/algorithm.md §7; flat ring: (rank − t) mod P).
   int partition(int rank, int t) const;
   int ranks() const { return P_; }
+  /// This member's place in the ring (the communicator's rank).
+  int rank() const { return rank_; }
   /// The executor's buffer pool: message and partial buffers live here between runs, and the
   /// passes take their packed payloads and partial outputs from it and give them back (a
   /// model's repeated calls then reuse the same memory; src/device/device.h).

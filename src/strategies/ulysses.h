@@ -139,13 +139,13 @@ struct UlyssesContext {
 /// Hands a context's storage back to `pool`.
 void recycle(device::BufferPool& pool, UlyssesContext&& ctx);
 
-/// The key a saved context is stored under: content_fingerprint of q, k, v and out, with out
+/// The key a saved context is stored under: dev.fingerprint of q, k, v and out, with out
 /// rounded to q's dtype first when q is 16-bit (the forward sees the fp32 result the façade
 /// rounds afterwards, the backward gets the rounded one back — or the fp32 one: both match).
 std::uint64_t context_key(const device::Device& dev, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView& out);
 
-/// Up to `slots` saved contexts keyed by content_fingerprint of the forward's local q, k, v,
+/// Up to `slots` saved contexts keyed by the device fingerprint of the forward's local q, k, v,
 /// out; saving past `slots` drops the oldest. Not collective; slots = 0 keeps nothing.
 class ContextStore {
  public:

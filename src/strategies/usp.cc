@@ -16,12 +16,10 @@
 
 #include "burst/attention.h"
 #include "burst/error.h"
-#include "burst/softmax_merge.h"
+#include "strategies/ring_family.h"
 #include "strategies/ring_skeleton.h"
 #include "strategies/step_params.h"
 #include "strategies/ulysses.h"
-#include "strategies/views.h"
-#include "strategies/wire_pack.h"
 
 namespace burst::strategies {
 namespace {
@@ -39,11 +37,11 @@ void add_times(PassTimes* times, const RingRunStats& rs) {
   times->comm_seconds += rs.exposed_comm_seconds;
 }
 
-/// The ring across the r groups on the gathered head-parallel tensors (contiguous), run by the
-/// ring family's RingExecutor (double-buffered; ring member i holds group i's sequence).
-/// Forward: the K,V ring with the online-softmax merge. Backward, `query_side` false (usp's
-/// RingAttention): K,V circulate with their dK,dV write accumulator following them home.
-/// `query_side` true (Burst-USP, BurstEngine arXiv 2509.19836; docs/strategies.md §usp):
+/// The ring across the r groups on the gathered head-parallel tensors (contiguous): the ring
+/// family's passes (ring_family.h) with ring member i holding group i's sequence for the
+/// member's heads. Forward: the K,V ring with the online-softmax merge. Backward, `query_side`
+/// false (usp's RingAttention): K,V circulate with their dK,dV write accumulator following them
+/// home. `query_side` true (Burst-USP, BurstEngine arXiv 2509.19836; docs/strategies.md §usp):
 /// burst's query-side backward (docs/algorithm.md §3) — Q, dO, delta, lse of a group circulate
 /// while K, V, dK, dV stay, the group's dQ partial following. Either runs on the topology-aware
 /// double ring when the members span nodes and DistConfig::double_ring (usp_ring_topology;
@@ -55,131 +53,38 @@ class GroupRingAttention final : public GroupAttention {
                      bool query_side, std::vector<std::vector<std::int64_t>> groups, const ResolvedMask& mask,
                      kernels::KernelParams base)
       : exec_(ring, dev, topo.nodes, topo.ranks_per_node, overlap),
-        me_(ring.rank()),
         query_side_(query_side),
-        groups_(std::move(groups)),
-        base_(std::move(base)),
-        overlap_(overlap) {
-    const std::size_t r = groups_.size();
-    pairs_.assign(r, std::vector<std::int64_t>(r));
-    for (std::size_t i = 0; i < r; ++i)
-      for (std::size_t j = 0; j < r; ++j) pairs_[i][j] = mask.visible_pairs(groups_[i], groups_[j]);
+        groups_(std::move(groups)) {
+    for (const auto& gi : groups_) {
+      blocks_.positions.push_back(gi.data());
+      std::vector<std::int64_t> row;
+      for (const auto& gj : groups_) row.push_back(mask.visible_pairs(gi, gj));
+      blocks_.pairs.push_back(std::move(row));
+    }
+    blocks_.mask = &mask;  // DistAttention keeps it alive (Setup::resolved)
+    blocks_.base = std::move(base);
+    blocks_.overlap = overlap;
+    blocks_.split_backward = false;
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, PassTimes* times) const override {
-    device::BufferPool& pool = exec_.pool();
-    const device::Device& dev = exec_.device();
-    const DType dt = k.dtype;  // K, V travel in their storage dtype (bf16/f16: half the bytes)
-    const WireLayout kv = wire::kv_block(dt, k.numel());
-    device::Buffer own = pool.get(kv.bytes());
-    pack_field(dev, kv, wire::kK, k, own.data());
-    pack_field(dev, kv, wire::kV, v, own.data());
-    device::Buffer out_mem = pool.get(kF32 * out.numel()), lse_mem = pool.get(kF32 * lse.numel());
-    const TensorView part_out = make_view(out_mem.f32(), shape_of(out)),
-                     part_lse = make_view(lse_mem.f32(), shape_of(lse));
-    bool first = true;
-    RingRunStats rs;
-    exec_.run(
-        std::move(own), 0,
-        [&](int, int j, const std::byte* read, float*, const std::function<void()>& progress, RowSlice) {
-          if (visible(me_, j) == 0) return;
-          const TensorView kj = field_view(kv, wire::kK, read, shape_of(k)),
-                           vj = field_view(kv, wire::kV, read, shape_of(v));
-          if (first) {
-            dev.step_forward(q, kj, vj, out, lse, params(me_, j, progress));
-            first = false;
-          } else {
-            dev.step_forward(q, kj, vj, part_out, part_lse, params(me_, j, progress));
-            dev.merge_forward(out, lse, part_out, part_lse);
-          }
-        },
-        rs);
-    if (first) {  // every block empty: rows see no key (out = 0, lse = −inf)
-      dev.fill(out, 0.0f);
-      dev.fill(lse, kNegInf);
-    }
-    pool.put(std::move(out_mem));
-    pool.put(std::move(lse_mem));
-    add_times(times, rs);
+    add_times(times, ring_pass_forward(exec_, blocks_, false, q, k, v, out, lse, nullptr));
   }
 
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, PassTimes* times) const override {
-    device::BufferPool& pool = exec_.pool();
-    const device::Device& dev = exec_.device();
-    RingRunStats rs;
-    if (query_side_) {
-      // Read payload: Q, dO (storage dtype, one packed pair), delta, lse (fp32); write: dQ.
-      const WireLayout qb = wire::query_block(q.dtype, q.numel(), lse.numel());
-      dev.fill(dk, 0.0f);
-      dev.fill(dv, 0.0f);
-      device::Buffer own = pool.get(qb.bytes());
-      pack_field(dev, qb, wire::kQ, q, own.data());
-      pack_field(dev, qb, wire::kDout, dout, own.data());
-      pack_field(dev, qb, wire::kDelta, delta, own.data());
-      pack_field(dev, qb, wire::kLse, lse, own.data());
-      device::Buffer dq_home = exec_.run(
-          std::move(own), dq.numel(),
-          [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
-              RowSlice) {
-            if (visible(j, me_) == 0) return;
-            dev.step_backward(field_view(qb, wire::kDout, read, shape_of(dout)),
-                              field_view(qb, wire::kQ, read, shape_of(q)), k, v,
-                              field_view(qb, wire::kLse, read, shape_of(lse)),
-                              field_view(qb, wire::kDelta, read, shape_of(delta)),
-                              make_view(write, shape_of(dq)), dk, dv, params(j, me_, progress), true);
-          },
-          rs);
-      unpack_into(dev, dq_home.f32(), dq);
-      pool.put(std::move(dq_home));
-    } else {
-      // Read payload: K, V (storage dtype, one packed pair); write: dK, dV (fp32).
-      const std::int64_t n = k.numel();
-      const WireLayout kv = wire::kv_block(k.dtype, n);
-      dev.fill(dq, 0.0f);
-      device::Buffer own = pool.get(kv.bytes());
-      pack_field(dev, kv, wire::kK, k, own.data());
-      pack_field(dev, kv, wire::kV, v, own.data());
-      device::Buffer dkv = exec_.run(
-          std::move(own), 2 * n,
-          [&](int, int j, const std::byte* read, float* write, const std::function<void()>& progress,
-              RowSlice) {
-            if (visible(me_, j) == 0) return;
-            dev.step_backward(dout, q, field_view(kv, wire::kK, read, shape_of(k)),
-                              field_view(kv, wire::kV, read, shape_of(v)), lse, delta, dq,
-                              make_view(write, shape_of(dk)), make_view(write + n, shape_of(dv)),
-                              params(me_, j, progress), true);
-          },
-          rs);
-      unpack_into(dev, dkv.f32(), dk);
-      unpack_into(dev, dkv.f32() + n, dv);
-      pool.put(std::move(dkv));
-    }
-    add_times(times, rs);
+    const BackwardSide side = query_side_ ? BackwardSide::QuerySide : BackwardSide::KvSide;
+    add_times(times, ring_pass_backward(exec_, blocks_, false, side, dout, q, k, v, lse, delta, dq, dk, dv,
+                                        nullptr));
   }
 
  private:
-  std::int64_t visible(int q_group, int kv_group) const {
-    return pairs_[static_cast<std::size_t>(q_group)][static_cast<std::size_t>(kv_group)];
-  }
-  kernels::KernelParams params(int q_group, int kv_group, const std::function<void()>& progress) const {
-    kernels::KernelParams p = base_;
-    p.q_pos = groups_[static_cast<std::size_t>(q_group)].data();
-    p.kv_pos = groups_[static_cast<std::size_t>(kv_group)].data();
-    if (overlap_) p.progress = &progress;
-    return p;
-  }
-
   RingExecutor exec_;
-  int me_;
   bool query_side_;
-  std::vector<std::vector<std::int64_t>> groups_;
-  std::vector<std::vector<std::int64_t>>
-      pairs_;  ///< visible pairs of group i's queries against group j's keys
-  kernels::KernelParams base_;
-  bool overlap_ = false;  ///< kernel calls poll the ring's transfers (DistConfig::overlap)
+  std::vector<std::vector<std::int64_t>> groups_;  ///< group i's global positions (blocks_ points here)
+  RingBlocks blocks_;
 };
 
 class UspStrategy final : public UlyssesFamilyBase {

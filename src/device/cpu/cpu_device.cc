@@ -37,6 +37,23 @@ View4 view4(const TensorView& v) {
   return r;
 }
 
+/// Merges dims k = 2, 1, ... (down to, not including, `keep`) into the innermost run while they
+/// are contiguous with it in both views (stride[k] = shape[3]·stride[3]), so that a copy moves
+/// whole heads or tokens per memcpy — as long a run as the views allow.
+void merge_inner(View4& a, View4& b, int keep) {
+  for (int k = 2; k > keep; --k) {
+    const auto u = static_cast<std::size_t>(k);
+    if (a.shape[u] == 1 && b.shape[u] == 1) continue;  // nothing to walk: any stride
+    const bool contiguous = (a.stride[3] == 1 || a.shape[3] <= 1) && (b.stride[3] == 1 || b.shape[3] <= 1) &&
+                            a.stride[u] == a.shape[3] && b.stride[u] == b.shape[3];
+    if (!contiguous) return;
+    a.shape[3] *= a.shape[u];
+    b.shape[3] *= b.shape[u];
+    a.shape[u] = b.shape[u] = 1;
+    a.stride[3] = b.stride[3] = 1;
+  }
+}
+
 void check_same_shape(const TensorView& a, const TensorView& b, const char* what) {
   bool same = a.ndim == b.ndim;
   for (int i = 0; same && i < a.ndim; ++i) same = a.size(i) == b.size(i);
@@ -46,7 +63,8 @@ void check_same_shape(const TensorView& a, const TensorView& b, const char* what
 /// Calls fn(src run, dst run, elements) for every innermost run of two views of one shape.
 template <typename F>
 void for_each_run_pair(const TensorView& src, const TensorView& dst, F&& fn) {
-  const View4 s = view4(src), d = view4(dst);
+  View4 s = view4(src), d = view4(dst);
+  merge_inner(s, d, -1);
   for (std::int64_t a = 0; a < s.shape[0]; ++a)
     for (std::int64_t b = 0; b < s.shape[1]; ++b)
       for (std::int64_t c = 0; c < s.shape[2]; ++c)
@@ -105,8 +123,16 @@ void CpuDevice::index_copy(const TensorView& src, const TensorView& dst, int dim
   for (int i = 0; i < src.ndim; ++i)
     BURST_CHECK(i == dim || src.size(i) == dst.size(i), Internal, "index_copy: shapes differ off dim ", dim,
                 ": ", src.describe(), " vs ", dst.describe());
-  const View4 s = view4(src), d = view4(dst);
-  const int x = s.off + dim;                             // the indexed dim among the 4
+  if (index == nullptr) {  // the identity: a plain copy (or add), runs as long as the views allow
+    if (accumulate)
+      add(src, dst);
+    else
+      copy(src, dst);
+    return;
+  }
+  View4 s = view4(src), d = view4(dst);
+  const int x = s.off + dim;  // the indexed dim among the 4
+  merge_inner(s, d, x);
   const View4& dense = scatter ? s : d;                  // the side walked in order
   const std::int64_t n_inner = x == 3 ? 1 : s.shape[3];  // elements per copied run
   std::array<std::int64_t, 4> i{};
