@@ -25,8 +25,8 @@ namespace burst::cuda {
 /// device; Error(Internal) when the launch fails. Cost: one read and one write per element.
 void copy(const TensorView& src, const TensorView& dst, cudaStream_t stream);
 
-/// Every element of dst ← value rounded to dst's dtype (the twin of fill_view in
-/// src/strategies/common.h, which fills fp32). dst: 1–4 dims, any strides, any dtype.
+/// Every element of dst ← value rounded to dst's dtype (the twin of CpuDevice::fill in
+/// src/device/cpu/cpu_device.cc). dst: 1–4 dims, any strides, any dtype.
 /// Throws: Error(InvalidArgument) for dst not on a CUDA device; Error(Internal) on launch failure.
 void fill(const TensorView& dst, float value, cudaStream_t stream);
 
