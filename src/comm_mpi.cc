@@ -167,12 +167,8 @@ std::string describe(const Request::State& r) {
   char host[MPI_MAX_PROCESSOR_NAME] = {};
   int len = 0;
   MPI_Get_processor_name(host, &len);
-  std::string during = c.watch->activity.empty() ? std::string("(no activity set)") : c.watch->activity;
   const Watch& w = *c.watch;
-  if (w.step >= 0 && w.step < w.steps)
-    during += ", ring step " + std::to_string(w.step) + " of 0.." + std::to_string(w.steps - 1);
-  else if (w.step >= 0)
-    during += ", after the last ring step (partial sums going home to their owners)";
+  const std::string during = w.during();
   std::fprintf(stderr,
                "[rank %d/%d (world %d) on host %s] burst comm watchdog: %s did not complete within the "
                "timeout of %g s (no progress for %.1f s), waiting on %s; during %s. Aborting the job "

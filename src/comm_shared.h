@@ -19,6 +19,16 @@ struct Watch {
   std::string activity;
   int step = -1, steps = 0;
   std::string last_roll_call;  // the last control exchange every rank joined (for the message)
+
+  /// What the rank was doing, for the watchdog's message: the activity and the ring step.
+  std::string during() const {
+    std::string text = activity.empty() ? std::string("(no activity set)") : activity;
+    if (step >= 0 && step < steps)
+      text += ", ring step " + std::to_string(step) + " of 0.." + std::to_string(steps - 1);
+    else if (step >= 0)
+      text += ", after the last ring step (partial sums going home to their owners)";
+    return text;
+  }
 };
 
 namespace control {

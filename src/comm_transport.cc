@@ -43,12 +43,7 @@ int off_node_peers(const Comm& c) {
 // process (there is no job-wide abort over a group; the peers' connections to it close).
 [[noreturn]] void watchdog_end(const Comm& c, const char* call, const std::string& what_happened,
                                const std::string& waiting_on) {
-  const Watch& w = *c.watch;
-  std::string during = w.activity.empty() ? std::string("(no activity set)") : w.activity;
-  if (w.step >= 0 && w.step < w.steps)
-    during += ", ring step " + std::to_string(w.step) + " of 0.." + std::to_string(w.steps - 1);
-  else if (w.step >= 0)
-    during += ", after the last ring step (partial sums going home to their owners)";
+  const std::string during = c.watch->during();
   std::fprintf(stderr,
                "[rank %d/%d (world %d) on host %s] burst comm watchdog: %s %s over the %s, waiting on %s; "
                "during %s. Ending this process (a rank that is only slow needs a longer timeout: "
