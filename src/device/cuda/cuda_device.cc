@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "burst/error.h"
+#include "device/cuda/attention_cuda.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/elementwise.h"
 
@@ -139,17 +140,23 @@ void CudaDevice::attention_delta(const TensorView& dout, const TensorView& out,
   cuda::attention_delta(here(dout), here(out), here(delta), stream_);
 }
 
-void CudaDevice::step_forward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                              const TensorView&, const kernels::KernelParams&) const {
-  BURST_FAIL(Unsupported, name(),
-             ": the attention step kernels have no CUDA implementation yet (docs/gpu.md)");
+// The step kernels of attention_cuda.h: KernelImpl::Reference runs the reference twin, any
+// other choice the fast kernel where it supports the case (else the twin). The positions and the
+// slice table may be host or device memory (attention_cuda.h copies host ones per call).
+void CudaDevice::step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& out, const TensorView& lse,
+                              const kernels::KernelParams& p) const {
+  cuda::step_forward(here(q), here(k), here(v), here(out), here(lse), p, stream_,
+                     p.impl == KernelImpl::Reference ? cuda::StepKernel::Reference : cuda::StepKernel::Auto);
 }
 
-void CudaDevice::step_backward(const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                               const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                               const TensorView&, const kernels::KernelParams&, bool) const {
-  BURST_FAIL(Unsupported, name(),
-             ": the attention step kernels have no CUDA implementation yet (docs/gpu.md)");
+void CudaDevice::step_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& lse, const TensorView& delta,
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                               const kernels::KernelParams& p, bool accumulate) const {
+  cuda::step_backward(here(dout), here(q), here(k), here(v), here(lse), here(delta), here(dq), here(dk),
+                      here(dv), p, accumulate, stream_,
+                      p.impl == KernelImpl::Reference ? cuda::StepKernel::Reference : cuda::StepKernel::Auto);
 }
 
 std::uint64_t CudaDevice::fingerprint(std::initializer_list<TensorView> views) const {

@@ -1,0 +1,88 @@
+// src/device/cuda/attention_cuda.h — the attention step kernels on one CUDA GPU (internal,
+// library burst_cuda; docs/gpu.md § The step kernels): forward with the lse, backward given the
+// lse and delta, any mask of burst/mask.h through the flat slice table, GQA without copies.
+//
+// Two implementations with one contract, that of the CPU kernels (src/kernels/kernels.h,
+// attention_reference.cc): forward writes out [B,S_q,H,D] and lse [B,H,S_q] (fp32, natural log);
+// a query row with no visible key gets out = 0 and lse = −inf. Backward, given lse and delta =
+// rowsum(dout ∘ out) [B,H,S_q], writes (or, accumulate, adds into) dq [B,S_q,H,D] and dk, dv
+// [B,S_kv,H_kv,D]; a row with lse = −inf contributes nothing. H_kv divides H (query head h reads
+// KV head h / (H / H_kv)). Views are strided (strides in elements, D contiguous); all views on
+// this GPU; q, k, v (and dout) of one dtype.
+//   * The reference twin (attention_reference.cu): SIMT, fp32 math, one thread per row, any mask,
+//     F32 / BF16 / F16 operands, any D ≤ 256. Slow and plainly right.
+//   * The fast kernel (attention_fwd.cu, attention_bwd.cu): tiles of 64 queries × 64 keys on the
+//     tensor cores (nvcuda::wmma, bf16 / fp16 operands, fp32 accumulation), online softmax over
+//     the key tiles, tiles classified against the slice table: invisible tiles skipped, fully
+//     visible ones unmasked. P and dS are rounded to the operand dtype before their products (as
+//     every FlashAttention kernel does). D = 64 or 128, q/k/v BF16 or F16. fp32 operands are
+//     refused to the reference (no tf32: its 10-bit mantissa would miss the fp32 contract).
+//     Backward: one block per (b, KV head, key tile) keeps dK, dV in fp32 registers over the query
+//     heads of its group and every query tile; dQ is added in fp32 with atomics (to dq itself
+//     when fp32, else to an fp32 workspace rounded into dq at the end).
+// Positions and the slice table (KernelArgs) may be in host memory or in this GPU's memory
+// (cudaPointerGetAttributes decides): host arrays are copied to stream-ordered device memory
+// per call (a pageable copy: cheap, but it may wait for the stream), device ones are used as is.
+// Everything is queued on `stream` (a stream of the views' GPU); nothing waits for it but those
+// copies. Does not: validate user input beyond the contract (the callers checked it once).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "burst/mask.h"
+#include "burst/tensor.h"
+#include "kernels/kernels.h"
+
+namespace burst::cuda {
+
+/// Which kernel runs a step. Auto: the fast kernel where it supports the case, else the twin.
+enum class StepKernel : std::uint8_t { Auto, Reference, Fast };
+
+/// Why the fast kernel does not take this problem, or "" when it does. q [B,S_q,H,D]; k, v
+/// [B,S_kv,H_kv,D] (their dtypes and D decide; dout, when given, must match q's dtype).
+std::string fast_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView* dout = nullptr);
+
+/// The forward step: out [B,S_q,H,D] (F32 / BF16 / F16, rounded once), lse [B,H,S_q] fp32.
+/// q, k, v as the header says; args: positions [S_q], [S_kv] strictly increasing, scale > 0, the
+/// slice table (block_q / block_kv are ignored: the fast kernel's tiles are fixed).
+/// Throws: Error(Unsupported) for `which` = Fast on a problem fast_unsupported names, or D > 256
+/// for the twin; Error(Internal) when CUDA fails. Cost (fast): 4·B·H·D·(visible pairs) flops.
+void step_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                  const TensorView& lse, const kernels::KernelArgs& args, cudaStream_t stream,
+                  StepKernel which = StepKernel::Auto);
+
+/// The backward step: dq like q, dk, dv like k (F32 / BF16 / F16; accumulate: F32 only, added
+/// into), from dout like q, lse and delta [B,H,S_q] fp32. Throws: as step_forward. Extra memory
+/// (fast, dq not fp32): an fp32 copy of dq's shape, stream-ordered, freed on the stream.
+void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
+                   const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
+                   const TensorView& dv, const kernels::KernelArgs& args, bool accumulate,
+                   cudaStream_t stream, StepKernel which = StepKernel::Auto);
+
+/// One timed kernel case (bench_step_kernels): shapes, dtype, mask, which kernel, repetitions.
+struct StepBenchCase {
+  std::int64_t B = 1, S = 4096, H = 8, H_kv = 8, D = 64;
+  DType dtype = DType::BF16;
+  Mask mask;  ///< over [0, S)²
+  StepKernel kernel = StepKernel::Auto;
+  int warmup = 2, reps = 10;
+  int device = 0;
+};
+/// What bench_step_kernels measured: GPU time from CUDA events (median of reps, milliseconds)
+/// and TFLOP/s with burst's formula (forward 4·B·H·D·visible pairs, backward 2.5× that).
+struct StepBenchResult {
+  std::string gpu;     ///< the device's name (cudaGetDeviceProperties)
+  std::string kernel;  ///< "fast" or "reference" (what Auto chose)
+  std::int64_t visible_pairs = 0;
+  double forward_ms = 0, backward_ms = 0, forward_tflops = 0, backward_tflops = 0;
+};
+/// Times step_forward and step_backward on random inputs (seeded) on GPU `device`: the hook
+/// behind `burst bench kernel --device cuda`. Allocates its own tensors (freed on return).
+/// Throws: Error(Internal) without a usable GPU; as step_forward otherwise.
+StepBenchResult bench_step_kernels(const StepBenchCase& c);
+
+}  // namespace burst::cuda

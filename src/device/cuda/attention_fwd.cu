@@ -1,0 +1,199 @@
+// The fast forward step kernel (attention_cuda.h): FlashAttention-2's loop (Dao, arXiv
+// 2307.08691, Algorithm 1) on the tensor cores through nvcuda::wmma. One block of 4 warps per
+// (query tile of 64 rows, head, batch); each warp owns 16 query rows. Per key tile of 64:
+//   S = Q·Kᵀ (wmma, fp32 accumulation) → shared memory;
+//   per row (two lanes a row): mask (skipped in Full tiles), m' = max(m, max_j τ·S_j),
+//   P_j = exp(τ·S_j − m'), l = l·exp(m − m') + Σ_j P_j, O ← O·exp(m − m'); P rounded to the
+//   operand dtype;  O += P·V (wmma, O kept in fp32 shared memory: wmma's accumulator layout is
+//   opaque, so the per-row rescale goes through memory).
+// At the end out = O / l, lse = m + log l; a row that saw no key gets out = 0, lse = −inf.
+// Tiles the mask leaves empty are skipped before their keys are loaded.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "burst/error.h"
+#include "device/cuda/attention_tiles.cuh"
+
+namespace burst::cuda {
+namespace {
+
+using namespace tiles;  // NOLINT: the tile constants read better unqualified here
+
+template <int D>
+struct ForwardSmem {
+  using St = Strides<D>;
+  static constexpr std::size_t q = 0;
+  static constexpr std::size_t k = q + sizeof(std::uint16_t) * kBq * St::op;
+  static constexpr std::size_t v = k + sizeof(std::uint16_t) * kBkv * St::op;
+  static constexpr std::size_t s = v + sizeof(std::uint16_t) * kBkv * St::op;
+  static constexpr std::size_t p = s + sizeof(float) * kBq * St::score;
+  static constexpr std::size_t o = p + sizeof(std::uint16_t) * kBq * St::prob;
+  static constexpr std::size_t bytes = o + sizeof(float) * kBq * St::acc;
+  static_assert(k % 32 == 0 && v % 32 == 0 && s % 32 == 0 && p % 32 == 0 && o % 32 == 0, "wmma alignment");
+};
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, bool vec) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  namespace wmma = nvcuda::wmma;
+  using St = Strides<D>;
+  using L = ForwardSmem<D>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* Qs = reinterpret_cast<T*>(smem + L::q);
+  T* Ks = reinterpret_cast<T*>(smem + L::k);
+  T* Vs = reinterpret_cast<T*>(smem + L::v);
+  float* Ss = reinterpret_cast<float*>(smem + L::s);
+  T* Ps = reinterpret_cast<T*>(smem + L::p);
+  float* Os = reinterpret_cast<float*>(smem + L::o);
+  __shared__ std::int64_t q_pos[kBq], kv_pos[kBkv];
+  __shared__ float m_row[kBq], l_row[kBq];
+  __shared__ SliceList list;
+
+  const StepArgs& s = a.s;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  // Heavier (later) query tiles of a causal mask first: they finish last otherwise.
+  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * kBq;
+  const std::int64_t h = blockIdx.y, b = blockIdx.z, hk = h / (s.H / s.H_kv);
+  const int q_valid = static_cast<int>(min64(kBq, s.S_q - q0));
+
+  for (int r = tid; r < kBq; r += kThreads) {
+    q_pos[r] = s.q_pos[q0 + (r < q_valid ? r : q_valid - 1)];  // padded rows repeat the last one
+    m_row[r] = -INFINITY;
+    l_row[r] = 0.0f;
+  }
+  for (int e = tid; e < kBq * St::acc; e += kThreads) Os[e] = 0.0f;
+  load_tile<T, D>(Qs, St::op, a.q, b, q0, h, kBq, q_valid, vec);
+  const std::int64_t q_lo = s.q_pos[q0], q_hi = s.q_pos[q0 + q_valid - 1];
+  filter_slices(list, s, true, q_lo, q_hi);  // ends with __syncthreads: Q, Os, rows ready
+
+  const int r = 16 * warp + lane / 2;  // this lane's row (two lanes a row)
+  const int half = lane & 1;           // its columns: half, half + 2, ...
+  for (std::int64_t k0 = 0; k0 < s.S_kv; k0 += kBkv) {
+    const int k_valid = static_cast<int>(min64(kBkv, s.S_kv - k0));
+    const TileClass cls = classify_tile(list, s, q_lo, q_hi, s.kv_pos[k0], s.kv_pos[k0 + k_valid - 1]);
+    if (cls == TileClass::Empty) continue;
+    for (int c = tid; c < kBkv; c += kThreads) kv_pos[c] = s.kv_pos[k0 + (c < k_valid ? c : k_valid - 1)];
+    load_tile<T, D>(Ks, St::op, a.k, b, k0, hk, kBkv, k_valid, vec);
+    load_tile<T, D>(Vs, St::op, a.v, b, k0, hk, kBkv, k_valid, vec);
+    __syncthreads();
+
+    // S (this warp's 16 rows × 64 keys) = Q·Kᵀ; Kᵀ is K read column-major.
+    for (int n = 0; n < kBkv / 16; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+        wmma::load_matrix_sync(fa, Qs + 16 * warp * St::op + 16 * kk, St::op);
+        wmma::load_matrix_sync(fb, Ks + 16 * n * St::op + 16 * kk, St::op);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(Ss + 16 * warp * St::score + 16 * n, acc, St::score, wmma::mem_row_major);
+    }
+    __syncwarp();
+
+    // Online softmax of row r over this tile (the lane pair's 32 columns each).
+    float x[kBkv / 2];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < kBkv / 2; ++t) {
+      const int c = half + 2 * t;
+      const bool ok = c < k_valid && (cls == TileClass::Full || list_visible(list, s, q_pos[r], kv_pos[c]));
+      x[t] = ok ? s.scale * Ss[r * St::score + c] : -INFINITY;
+      mx = fmaxf(mx, x[t]);
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    const float m_old = m_row[r], m_new = fmaxf(m_old, mx);
+    const bool none = m_new == -INFINITY;  // no visible key for this row yet
+    const float alpha = none ? 1.0f : expf(m_old - m_new);
+    float sum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kBkv / 2; ++t) {
+      const float p = none ? 0.0f : expf(x[t] - m_new);
+      sum += p;
+      Ps[r * St::prob + half + 2 * t] = to_op<T>(p);
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    __syncwarp();  // both lanes read m_row[r] before it changes
+    if (half == 0) {
+      m_row[r] = m_new;
+      l_row[r] = l_row[r] * alpha + sum;
+    }
+    if (alpha != 1.0f)
+      for (int d = half; d < D; d += 2) Os[r * St::acc + d] *= alpha;
+    __syncwarp();
+
+    // O (16 rows × D) += P·V.
+    for (int n = 0; n < D / 16; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      float* o = Os + 16 * warp * St::acc + 16 * n;
+      wmma::load_matrix_sync(acc, o, St::acc, wmma::mem_row_major);
+#pragma unroll
+      for (int kk = 0; kk < kBkv / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+        wmma::load_matrix_sync(fa, Ps + 16 * warp * St::prob + 16 * kk, St::prob);
+        wmma::load_matrix_sync(fb, Vs + 16 * kk * St::op + 16 * n, St::op);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(o, acc, St::acc, wmma::mem_row_major);
+    }
+    __syncthreads();  // K, V, kv_pos free for the next tile
+  }
+
+  // out = O / l (coalesced along D), lse = m + log l.
+  for (int e = tid; e < q_valid * D; e += kThreads) {
+    const int row = e / D, d = e % D;
+    const float l = l_row[row];
+    store_elem(a.out, row_offset(a.out, b, q0 + row, h) + d, l == 0.0f ? 0.0f : Os[row * St::acc + d] / l, false);
+  }
+  for (int row = tid; row < q_valid; row += kThreads) {
+    const float l = l_row[row];
+    row_at(a.lse, b, h, q0 + row) = l == 0.0f ? -INFINITY : m_row[row] + logf(l);
+  }
+#else
+  (void)a;
+  (void)vec;
+#if defined(__CUDA_ARCH__)
+  __trap();  // the host dispatches here only on compute capability 8.0 or newer
+#endif
+#endif
+}
+
+template <typename T, int D>
+void launch(const ForwardArgs& a, bool vec, cudaStream_t stream) {
+  const auto kernel = fast_forward_kernel<T, D>;
+  const int bytes = static_cast<int>(ForwardSmem<D>::bytes);
+  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  BURST_CHECK(status == cudaSuccess, Internal, "fast attention forward: ", bytes,
+              " bytes of shared memory refused: ", cudaGetErrorString(status));
+  const dim3 grid(static_cast<unsigned>((a.s.S_q + kBq - 1) / kBq), static_cast<unsigned>(a.s.H),
+                  static_cast<unsigned>(a.s.B));
+  kernel<<<grid, kThreads, static_cast<std::size_t>(bytes), stream>>>(a, vec);
+  check_launch("fast attention forward");
+}
+
+bool aligned16(const BshdArg& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
+}
+
+}  // namespace
+
+void launch_fast_forward(const ForwardArgs& a, cudaStream_t stream) {
+  if (a.s.B * a.s.H * a.s.S_q == 0) return;
+  const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
+  const bool bf16 = a.q.dtype == DType::BF16;
+  if (a.s.D == 64) {
+    bf16 ? launch<__nv_bfloat16, 64>(a, vec, stream) : launch<__half, 64>(a, vec, stream);
+  } else {
+    bf16 ? launch<__nv_bfloat16, 128>(a, vec, stream) : launch<__half, 128>(a, vec, stream);
+  }
+}
+
+}  // namespace burst::cuda
