@@ -138,14 +138,6 @@ TEST_F(OnGpu, EventsStagingFingerprintAndPool) {
   EXPECT_FALSE(gpu->host_memory());
 }
 
-TEST_F(OnGpu, StepKernelsAreNotThereYet) {
-  const TensorView none;
-  try {
-    gpu->step_forward(none, none, none, none, none, kernels::KernelParams{});
-    FAIL() << "a CUDA step kernel ran";
-  } catch (const Error& e) { EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what(); }
-}
-
 TEST(CudaDeviceChecks, WithoutAGpuConstructionNamesTheReason) {
   const cuda::DeviceQuery q = cuda::query_devices();
   if (q.count > 0) GTEST_SKIP() << "a GPU is here";
