@@ -22,7 +22,9 @@
 //     when fp32, else to an fp32 workspace rounded into dq at the end).
 // Positions and the slice table (KernelArgs) may be in host memory or in this GPU's memory
 // (cudaPointerGetAttributes decides): host arrays are copied to stream-ordered device memory
-// per call (a pageable copy: cheap, but it may wait for the stream), device ones are used as is.
+// per call (from pageable memory the driver stages them at the call and may wait for the stream
+// to do so; pinned arrays are read when the stream reaches the copy, so they must stay unchanged
+// until then), device ones are used as is (device.h's contract for a GPU).
 // Everything is queued on `stream` (a stream of the views' GPU); nothing waits for it but those
 // copies. Does not: validate user input beyond the contract (the callers checked it once).
 #pragma once

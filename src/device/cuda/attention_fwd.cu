@@ -183,7 +183,15 @@ bool aligned16(const BshdArg& t) {
   return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
 }
 
+/// The static shared memory of a block: the position, row and slice arrays.
+constexpr std::size_t kStaticSmem =
+    sizeof(std::int64_t) * (kBq + kBkv) + sizeof(float) * 2 * kBq + sizeof(SliceList);
+
 }  // namespace
+
+std::size_t fast_forward_smem_bytes(std::int64_t D) {
+  return kStaticSmem + (D == 64 ? ForwardSmem<64>::bytes : ForwardSmem<128>::bytes);
+}
 
 void launch_fast_forward(const ForwardArgs& a, cudaStream_t stream) {
   if (a.s.B * a.s.H * a.s.S_q == 0) return;

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "burst/mask.h"
@@ -59,5 +60,9 @@ void launch_fast_forward(const ForwardArgs& a, cudaStream_t stream);
 /// ADDS into with atomics (the caller zeroes it or lets it accumulate, and rounds it into the
 /// user's dq); dk, dv are written (or added, accumulate) once per element.
 void launch_fast_backward(const BackwardArgs& a, cudaStream_t stream);
+/// Shared memory (bytes, static and dynamic) a block of the fast forward / backward takes at
+/// head dim D (64 or 128): the GPU must allow that much per block.
+std::size_t fast_forward_smem_bytes(std::int64_t D);
+std::size_t fast_backward_smem_bytes(std::int64_t D);
 
 }  // namespace burst::cuda
