@@ -38,7 +38,13 @@ struct BackwardSmem {
   static constexpr std::size_t p = dp + sizeof(float) * kBq * St::score;
   static constexpr std::size_t ds = p + sizeof(std::uint16_t) * kBq * St::prob;
   static constexpr std::size_t acc = ds + sizeof(std::uint16_t) * kBq * St::prob;
-  static constexpr std::size_t bytes = acc + sizeof(float) * kBq * St::acc;
+  // Small arrays after the tiles (no static shared memory: every offset is from the 128-byte
+  // aligned start of the dynamic block).
+  static constexpr std::size_t pos = acc + sizeof(float) * kBq * St::acc;  // q_pos[kBq], kv_pos[kBkv]
+  static constexpr std::size_t rows = pos + sizeof(std::int64_t) * (kBq + kBkv);  // lse_row, delta_row
+  static constexpr std::size_t list = rows + sizeof(float) * 2 * kBq;
+  static constexpr std::size_t bytes = list + sizeof(SliceList);
+  static_assert(pos % 8 == 0 && list % alignof(SliceList) == 0, "array alignment");
   static_assert(op_tile % 32 == 0 && s % 32 == 0 && dp % 32 == 0 && p % 32 == 0 && ds % 32 == 0 &&
                     acc % 32 == 0,
                 "wmma alignment");
@@ -61,9 +67,11 @@ __global__ void __launch_bounds__(kThreads) fast_backward_kernel(BackwardArgs a,
   T* Ps = reinterpret_cast<T*>(smem + L::p);
   T* dSs = reinterpret_cast<T*>(smem + L::ds);
   float* As = reinterpret_cast<float*>(smem + L::acc);  // dQ tile; dK, dV staging at the end
-  __shared__ std::int64_t q_pos[kBq], kv_pos[kBkv];
-  __shared__ float lse_row[kBq], delta_row[kBq];
-  __shared__ SliceList list;
+  std::int64_t* q_pos = reinterpret_cast<std::int64_t*>(smem + L::pos);
+  std::int64_t* kv_pos = q_pos + kBq;
+  float* lse_row = reinterpret_cast<float*>(smem + L::rows);
+  float* delta_row = lse_row + kBq;
+  SliceList& list = *reinterpret_cast<SliceList*>(smem + L::list);
 
   const StepArgs& s = a.s;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -215,14 +223,10 @@ bool aligned16(const BshdArg& t) {
   return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
 }
 
-/// The static shared memory of a block: the position, row and slice arrays.
-constexpr std::size_t kStaticSmem =
-    sizeof(std::int64_t) * (kBq + kBkv) + sizeof(float) * 2 * kBq + sizeof(SliceList);
-
 }  // namespace
 
 std::size_t fast_backward_smem_bytes(std::int64_t D) {
-  return kStaticSmem + (D == 64 ? BackwardSmem<64>::bytes : BackwardSmem<128>::bytes);
+  return D == 64 ? BackwardSmem<64>::bytes : BackwardSmem<128>::bytes;
 }
 
 void launch_fast_backward(const BackwardArgs& a, cudaStream_t stream) {

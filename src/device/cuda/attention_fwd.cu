@@ -33,8 +33,14 @@ struct ForwardSmem {
   static constexpr std::size_t s = v + sizeof(std::uint16_t) * kBkv * St::op;
   static constexpr std::size_t p = s + sizeof(float) * kBq * St::score;
   static constexpr std::size_t o = p + sizeof(std::uint16_t) * kBq * St::prob;
-  static constexpr std::size_t bytes = o + sizeof(float) * kBq * St::acc;
+  // Small arrays after the tiles (no static shared memory: every offset is from the 128-byte
+  // aligned start of the dynamic block).
+  static constexpr std::size_t pos = o + sizeof(float) * kBq * St::acc;  // q_pos[kBq], kv_pos[kBkv]
+  static constexpr std::size_t rows = pos + sizeof(std::int64_t) * (kBq + kBkv);  // m_row, l_row
+  static constexpr std::size_t list = rows + sizeof(float) * 2 * kBq;
+  static constexpr std::size_t bytes = list + sizeof(SliceList);
   static_assert(k % 32 == 0 && v % 32 == 0 && s % 32 == 0 && p % 32 == 0 && o % 32 == 0, "wmma alignment");
+  static_assert(pos % 8 == 0 && list % alignof(SliceList) == 0, "array alignment");
 };
 
 template <typename T, int D>
@@ -50,9 +56,11 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
   float* Ss = reinterpret_cast<float*>(smem + L::s);
   T* Ps = reinterpret_cast<T*>(smem + L::p);
   float* Os = reinterpret_cast<float*>(smem + L::o);
-  __shared__ std::int64_t q_pos[kBq], kv_pos[kBkv];
-  __shared__ float m_row[kBq], l_row[kBq];
-  __shared__ SliceList list;
+  std::int64_t* q_pos = reinterpret_cast<std::int64_t*>(smem + L::pos);
+  std::int64_t* kv_pos = q_pos + kBq;
+  float* m_row = reinterpret_cast<float*>(smem + L::rows);
+  float* l_row = m_row + kBq;
+  SliceList& list = *reinterpret_cast<SliceList*>(smem + L::list);
 
   const StepArgs& s = a.s;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -183,14 +191,10 @@ bool aligned16(const BshdArg& t) {
   return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
 }
 
-/// The static shared memory of a block: the position, row and slice arrays.
-constexpr std::size_t kStaticSmem =
-    sizeof(std::int64_t) * (kBq + kBkv) + sizeof(float) * 2 * kBq + sizeof(SliceList);
-
 }  // namespace
 
 std::size_t fast_forward_smem_bytes(std::int64_t D) {
-  return kStaticSmem + (D == 64 ? ForwardSmem<64>::bytes : ForwardSmem<128>::bytes);
+  return D == 64 ? ForwardSmem<64>::bytes : ForwardSmem<128>::bytes;
 }
 
 void launch_fast_forward(const ForwardArgs& a, cudaStream_t stream) {
