@@ -147,6 +147,13 @@ TEST_F(CudaAttention, GqaHeadDimsAndFp16) {
   check_both(batched);
 }
 
+// Longer rows: the online softmax rescales across 16 key tiles; whole tiles skipped off the band.
+TEST_F(CudaAttention, LongerRowsAcrossManyKeyTiles) {
+  check_both(gpu_case("S 1000, D 128, causal", 2, 1, 1000, 1000, 128, Mask::causal_mask()));
+  check_both(
+      gpu_case("S 1000, D 64, causal window 150", 2, 1, 1000, 1000, 64, Mask::sliding_window(150, 0, true)));
+}
+
 // A rank's slice of a longer sequence: zigzag (rank 0 of 2: chunks 0 and 3 of 4) queries against
 // rank 1's keys, and striped positions; device tensors in SDPA's [B,H,S,D] memory order.
 TEST_F(CudaAttention, GappedPositionsAndSdpaStrides) {
