@@ -4,8 +4,8 @@
 //   S = Q·Kᵀ (wmma, fp32 accumulation) → shared memory;
 //   per row (two lanes a row): mask (skipped in Full tiles), m' = max(m, max_j τ·S_j),
 //   P_j = exp(τ·S_j − m'), l = l·exp(m − m') + Σ_j P_j, O ← O·exp(m − m'); P rounded to the
-//   operand dtype;  O += P·V (wmma, O kept in fp32 shared memory: wmma's accumulator layout is
-//   opaque, so the per-row rescale goes through memory).
+//   operand dtype, written over the warp's own scores;  O += P·V (wmma, O kept in fp32 shared
+//   memory: wmma's accumulator layout is opaque, so the per-row rescale goes through memory).
 // At the end out = O / l, lse = m + log l; a row that saw no key gets out = 0, lse = −inf.
 // Tiles the mask leaves empty are skipped before their keys are loaded.
 #include <cuda_bf16.h>
@@ -31,15 +31,17 @@ struct ForwardSmem {
   static constexpr std::size_t k = q + sizeof(std::uint16_t) * kBq * St::op;
   static constexpr std::size_t v = k + sizeof(std::uint16_t) * kBkv * St::op;
   static constexpr std::size_t s = v + sizeof(std::uint16_t) * kBkv * St::op;
-  static constexpr std::size_t p = s + sizeof(float) * kBq * St::score;
-  static constexpr std::size_t o = p + sizeof(std::uint16_t) * kBq * St::prob;
+  static constexpr std::size_t o = s + sizeof(float) * kBq * St::score;
   // Small arrays after the tiles (no static shared memory: every offset is from the 128-byte
   // aligned start of the dynamic block).
   static constexpr std::size_t pos = o + sizeof(float) * kBq * St::acc;  // q_pos[kBq], kv_pos[kBkv]
   static constexpr std::size_t rows = pos + sizeof(std::int64_t) * (kBq + kBkv);  // m_row, l_row
   static constexpr std::size_t list = rows + sizeof(float) * 2 * kBq;
   static constexpr std::size_t bytes = list + sizeof(SliceList);
-  static_assert(k % 32 == 0 && v % 32 == 0 && s % 32 == 0 && p % 32 == 0 && o % 32 == 0, "wmma alignment");
+  static_assert(k % 32 == 0 && v % 32 == 0 && s % 32 == 0 && o % 32 == 0, "wmma alignment");
+  // A warp's P (16 rows × kBkv, 16-bit) overwrites the start of its own S strip once its lanes
+  // have read their scores: 9 KiB less a block, two blocks an SM at D = 128.
+  static_assert(sizeof(std::uint16_t) * 16 * St::prob <= sizeof(float) * 16 * St::score, "P fits in S");
   static_assert(pos % 8 == 0 && list % alignof(SliceList) == 0, "array alignment");
 };
 
@@ -54,7 +56,6 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
   T* Ks = reinterpret_cast<T*>(smem + L::k);
   T* Vs = reinterpret_cast<T*>(smem + L::v);
   float* Ss = reinterpret_cast<float*>(smem + L::s);
-  T* Ps = reinterpret_cast<T*>(smem + L::p);
   float* Os = reinterpret_cast<float*>(smem + L::o);
   std::int64_t* q_pos = reinterpret_cast<std::int64_t*>(smem + L::pos);
   std::int64_t* kv_pos = q_pos + kBq;
@@ -81,6 +82,7 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
 
   const int r = 16 * warp + lane / 2;  // this lane's row (two lanes a row)
   const int half = lane & 1;           // its columns: half, half + 2, ...
+  T* Pw = reinterpret_cast<T*>(Ss + 16 * warp * St::score);  // this warp's P: 16 rows, stride St::prob
   for (std::int64_t k0 = 0; k0 < s.S_kv; k0 += kBkv) {
     const int k_valid = static_cast<int>(min64(kBkv, s.S_kv - k0));
     const TileClass cls = classify_tile(list, s, q_lo, q_hi, s.kv_pos[k0], s.kv_pos[k0 + k_valid - 1]);
@@ -116,7 +118,8 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
       x[t] = ok ? s.scale * Ss[r * St::score + c] : -INFINITY;
       mx = fmaxf(mx, x[t]);
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // also: every lane has read its scores
+    __syncwarp();                                           // before P overwrites them
     const float m_old = m_row[r], m_new = fmaxf(m_old, mx);
     const bool none = m_new == -INFINITY;  // no visible key for this row yet
     const float alpha = none ? 1.0f : expf(m_old - m_new);
@@ -125,7 +128,7 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
     for (int t = 0; t < kBkv / 2; ++t) {
       const float p = none ? 0.0f : expf(x[t] - m_new);
       sum += p;
-      Ps[r * St::prob + half + 2 * t] = to_op<T>(p);
+      Pw[(lane / 2) * St::prob + half + 2 * t] = to_op<T>(p);
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     __syncwarp();  // both lanes read m_row[r] before it changes
@@ -146,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
       for (int kk = 0; kk < kBkv / 16; ++kk) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, Ps + 16 * warp * St::prob + 16 * kk, St::prob);
+        wmma::load_matrix_sync(fa, Pw + 16 * kk, St::prob);
         wmma::load_matrix_sync(fb, Vs + 16 * kk * St::op + 16 * n, St::op);
         wmma::mma_sync(acc, fa, fb, acc);
       }
