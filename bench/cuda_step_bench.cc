@@ -44,8 +44,9 @@ int main() {
     std::fprintf(stderr, "cuda_step_bench: no CUDA device: %s\n", q.reason.c_str());
     return 77;
   }
-  // The targets (S = 32K; H 8, D 64 and H 32, D 128; full and causal), a document mask
-  // and a window (tiles skipped by the slice table), and the reference twin for scale.
+  // The shapes PyTorch's SDPA backends are measured at (S = 32K; H 8, D 64 and H 32, D 128;
+  // full and causal), a document mask and a window (tiles skipped by the slice table), and the
+  // reference twin for scale.
   const std::vector<Row> rows = {
       {"causal", 32768, 8, 64, StepKernel::Auto},
       {"full", 32768, 8, 64, StepKernel::Auto},
