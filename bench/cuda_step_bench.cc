@@ -46,7 +46,7 @@ int main() {
   }
   // The shapes PyTorch's SDPA backends are measured at (S = 32K; H 8, D 64 and H 32, D 128;
   // full and causal), a document mask and a window (tiles skipped by the slice table), and the
-  // reference twin for scale.
+  // reference twin for scale; FastMma (the mma.sync forward, Fast's backward) beside Fast.
   const std::vector<Row> rows = {
       {"causal", 32768, 8, 64, StepKernel::Auto},
       {"full", 32768, 8, 64, StepKernel::Auto},
@@ -54,6 +54,8 @@ int main() {
       {"full", 32768, 32, 128, StepKernel::Auto},
       {"causal_document", 32768, 8, 64, StepKernel::Auto},
       {"sliding_window_causal", 32768, 8, 64, StepKernel::Auto},
+      {"causal", 32768, 8, 64, StepKernel::FastMma},
+      {"causal", 32768, 32, 128, StepKernel::FastMma},
       {"causal", 4096, 8, 64, StepKernel::Auto},
       {"causal", 4096, 8, 64, StepKernel::Reference},
   };

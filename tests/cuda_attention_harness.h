@@ -260,21 +260,26 @@ inline double check_case(const GpuCase& c, const GpuInputs& in, const GpuResults
   return lse_tol;
 }
 
-/// Both kernels on case c, each against the oracle, and the fast one against its twin: the same
-/// rows without keys, lse within the sum of the two fp32-rule tolerances (triangle inequality).
+/// Every kernel on case c (the twin, Fast, FastMma: its forward, Fast's backward), each against
+/// the oracle, and each fast one against the twin: the same rows without keys, lse within the sum
+/// of the two fp32-rule tolerances (triangle inequality).
 inline void check_both(const GpuCase& c) {
   const GpuInputs in = inputs_of(c);
   const GpuResults twin = run_case(c, in, cuda::StepKernel::Reference);
   const double tol_twin = check_case(c, in, twin, false);
-  const GpuResults fast = run_case(c, in, cuda::StepKernel::Fast);
-  const double tol_fast = check_case(c, in, fast, true);
-  SCOPED_TRACE(c.name + " fast vs twin");
-  for (std::int64_t i = 0; i < twin.lse.numel(); ++i) {
-    const float a = fast.lse.data()[i], b = twin.lse.data()[i];
-    if (std::isinf(a) || std::isinf(b)) {
-      ASSERT_EQ(a, b) << "lse[" << i << "]";
-    } else {
-      ASSERT_LE(std::fabs(a - b), tol_twin + tol_fast) << "lse[" << i << "]";
+  for (cuda::StepKernel which : {cuda::StepKernel::Fast, cuda::StepKernel::FastMma}) {
+    const char* name = which == cuda::StepKernel::Fast ? "fast (wmma)" : "fast (mma.sync forward)";
+    SCOPED_TRACE(name);
+    const GpuResults fast = run_case(c, in, which);
+    const double tol_fast = check_case(c, in, fast, true);
+    SCOPED_TRACE(c.name + " " + name + " vs twin");
+    for (std::int64_t i = 0; i < twin.lse.numel(); ++i) {
+      const float a = fast.lse.data()[i], b = twin.lse.data()[i];
+      if (std::isinf(a) || std::isinf(b)) {
+        ASSERT_EQ(a, b) << "lse[" << i << "]";
+      } else {
+        ASSERT_LE(std::fabs(a - b), tol_twin + tol_fast) << "lse[" << i << "]";
+      }
     }
   }
 }

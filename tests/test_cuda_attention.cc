@@ -193,9 +193,9 @@ TEST_F(CudaAttention, Fp32OperandsAndOtherHeadDimsRunOnTheTwin) {
     args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
     args.mask_slices = mask.slices().data();
     args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
-    EXPECT_THROW(cuda::step_forward(dq.view, dk.view, dv.view, dout.view, dlse.view, args, nullptr,
-                                    cuda::StepKernel::Fast),
-                 Error);
+    for (cuda::StepKernel fast : {cuda::StepKernel::Fast, cuda::StepKernel::FastMma})
+      EXPECT_THROW(cuda::step_forward(dq.view, dk.view, dv.view, dout.view, dlse.view, args, nullptr, fast),
+                   Error);
     cuda::step_forward(dq.view, dk.view, dv.view, dout.view, dlse.view, args, nullptr,
                        cuda::StepKernel::Auto);
     cuda::check(cudaDeviceSynchronize(), "forward");
@@ -258,8 +258,8 @@ TEST_F(CudaAttention, AccumulateAddsIntoFp32Gradients) {
   }
 }
 
-// The device seam runs these kernels: CudaDevice::step_forward / step_backward with KernelImpl
-// Tiled (→ fast) and Reference (→ twin), positions and slice table in device memory, give the
+// The device seam runs these kernels: CudaDevice::step_forward with KernelImpl Tiled (→ Fast, the
+// wmma kernel) and Reference (→ twin), positions and slice table in device memory, give the
 // bytes of the direct calls with host tables.
 TEST_F(CudaAttention, SeamRunsTheSameKernelsWithDeviceTables) {
   const GpuCase c = gpu_case("seam", 2, 1, 130, 130, 64, Mask::sliding_window(40, 0, true));

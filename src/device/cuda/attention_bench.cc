@@ -109,7 +109,7 @@ StepBenchResult bench_step_kernels(const StepBenchCase& c) {
                    vdelta = on(bdelta, DType::F32, rs), vdq = on(bdq, c.dtype, qs),
                    vdk = on(bdk, c.dtype, ks), vdv = on(bdv, c.dtype, ks);
   const bool fast = c.kernel != StepKernel::Reference && fast_unsupported(vq, vk, vv, &vg).empty();
-  r.kernel = fast ? "fast" : "reference";
+  r.kernel = !fast ? "reference" : c.kernel == StepKernel::FastMma ? "fast_mma" : "fast";
 
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");

@@ -100,7 +100,7 @@ StepArgs step_args(const TensorView& q, const TensorView& k, const kernels::Kern
 }
 
 bool use_fast(StepKernel which, const std::string& why_not) {
-  BURST_CHECK(which != StepKernel::Fast || why_not.empty(), Unsupported,
+  BURST_CHECK((which != StepKernel::Fast && which != StepKernel::FastMma) || why_not.empty(), Unsupported,
               "the fast CUDA attention kernel: ", why_not);
   return which != StepKernel::Reference && why_not.empty();
 }
@@ -142,7 +142,9 @@ void step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
   a.v = bshd(v);
   a.out = bshd(out);
   a.lse = rows(lse);
-  if (fast) {
+  if (fast && which == StepKernel::FastMma) {
+    launch_mma_forward(a, stream);
+  } else if (fast) {
     launch_fast_forward(a, stream);
   } else {
     launch_reference_forward(a, stream);

@@ -41,7 +41,10 @@
 namespace burst::cuda {
 
 /// Which kernel runs a step. Auto: the fast kernel where it supports the case, else the twin.
-enum class StepKernel : std::uint8_t { Auto, Reference, Fast };
+/// FastMma: the forward on mma.sync fragments held in registers (attention_fwd_mma.cu; same
+/// cases and numerics as Fast; its backward is Fast's) — not chosen by Auto until a GPU run has
+/// shown it against the oracle and measured it beside Fast.
+enum class StepKernel : std::uint8_t { Auto, Reference, Fast, FastMma };
 
 /// Why the fast kernel does not take this problem, or "" when it does. q [B,S_q,H,D]; k, v
 /// [B,S_kv,H_kv,D] (their dtypes and D decide; dout, when given, must match q's dtype).

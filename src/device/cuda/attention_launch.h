@@ -56,6 +56,9 @@ void launch_reference_backward(const BackwardArgs& a, cudaStream_t stream);
 
 /// The fast kernel (attention_fwd.cu): q, k, v BF16 or F16 (one dtype), D 64 or 128.
 void launch_fast_forward(const ForwardArgs& a, cudaStream_t stream);
+/// The register-resident forward (attention_fwd_mma.cu, mma.sync): as launch_fast_forward.
+void launch_mma_forward(const ForwardArgs& a, cudaStream_t stream);
+std::size_t mma_forward_smem_bytes(std::int64_t D);
 /// The fast backward (attention_bwd.cu): as the forward; dq must be an fp32 view that the kernel
 /// ADDS into with atomics (the caller zeroes it or lets it accumulate, and rounds it into the
 /// user's dq); dk, dv are written (or added, accumulate) once per element.
