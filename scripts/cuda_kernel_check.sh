@@ -21,10 +21,12 @@ stage() {
   printf '{"stage":"%s","rc":%d,"seconds":%d}\n' "$name" "$rc" "$(($(date +%s) - start))"
   return "$rc"
 }
+# Warnings are CI's to reject (its compiler may differ from the GPU host's): not errors here
+# unless BURST_CMAKE_ARGS says so.
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
-  BURST_CMAKE_ARGS="${BURST_CMAKE_ARGS:--DBURST_WERROR=ON} -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc"
+  BURST_CMAKE_ARGS="${BURST_CMAKE_ARGS:-} -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc"
 fi
-export BURST_CMAKE_ARGS="${BURST_CMAKE_ARGS:--DBURST_WERROR=ON} -DBURST_WITH_CUDA=ON -DBURST_WITH_TORCH=OFF -DBURST_WITH_PYTHON=OFF"
+export BURST_CMAKE_ARGS="${BURST_CMAKE_ARGS:-} -DBURST_WITH_CUDA=ON -DBURST_WITH_TORCH=OFF -DBURST_WITH_PYTHON=OFF"
 stage build err scripts/build.sh test_cuda_elementwise test_cuda_device test_cuda_attention cuda_step_bench ||
   exit 1
 rc_all=0
