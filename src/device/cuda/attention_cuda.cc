@@ -61,9 +61,14 @@ class DeviceTables {
       at += n;
       return placed;
     };
-    slices = static_cast<const MaskSlice*>(place(a.mask_slices, n_s, host_s));  // first: 8-byte aligned
-    q_pos = static_cast<const std::int64_t*>(place(a.q_pos, n_q, host_q));
-    kv_pos = static_cast<const std::int64_t*>(place(a.kv_pos, n_kv, host_kv));
+    try {  // a failed copy throws from the constructor, where the destructor would not free block_
+      slices = static_cast<const MaskSlice*>(place(a.mask_slices, n_s, host_s));  // first: 8-byte aligned
+      q_pos = static_cast<const std::int64_t*>(place(a.q_pos, n_q, host_q));
+      kv_pos = static_cast<const std::int64_t*>(place(a.kv_pos, n_kv, host_kv));
+    } catch (...) {
+      cudaFreeAsync(block_, stream_);
+      throw;
+    }
   }
   ~DeviceTables() {
     if (block_ != nullptr) cudaFreeAsync(block_, stream_);  // after the step's kernels, in stream order
@@ -99,6 +104,8 @@ StepArgs step_args(const TensorView& q, const TensorView& k, const kernels::Kern
   return s;
 }
 
+constexpr std::int64_t kMaxGridYz = 65535;
+
 bool use_fast(StepKernel which, const std::string& why_not) {
   BURST_CHECK((which != StepKernel::Fast && which != StepKernel::FastMma) || why_not.empty(), Unsupported,
               "the fast CUDA attention kernel: ", why_not);
@@ -125,6 +132,23 @@ std::string fast_unsupported(const TensorView& q, const TensorView& k, const Ten
   if (major < 8)
     return "it needs compute capability 8.0 or newer (bf16 wmma), cuda:" + std::to_string(device) + " has " +
            std::to_string(major);
+  // Its grid is (tiles, heads, batch): gridDim.y and .z stop at 65535.
+  if (q.shape[0] > kMaxGridYz || q.shape[2] > kMaxGridYz)
+    return "its grid takes B and H up to " + std::to_string(kMaxGridYz) + ", not B " +
+           std::to_string(q.shape[0]) + ", H " + std::to_string(q.shape[2]);
+  // Its blocks take more shared memory than the 48 KiB default (the opt-in limit: 227 KiB on
+  // H100 / H200, 163 KiB on A100, 99 KiB on sm_86 / sm_89, where D = 128 does not fit).
+  int optin = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "the shared memory per block of cuda:" + std::to_string(device) + " is unknown";
+  }
+  const std::size_t need =
+      dout != nullptr ? fast_backward_smem_bytes(q.shape[3]) : fast_forward_smem_bytes(q.shape[3]);
+  if (need > static_cast<std::size_t>(optin))
+    return "its blocks take " + std::to_string(need) + " bytes of shared memory at D " +
+           std::to_string(q.shape[3]) + ", cuda:" + std::to_string(device) + " allows " +
+           std::to_string(optin);
   return "";
 }
 

@@ -47,7 +47,9 @@ namespace burst::cuda {
 enum class StepKernel : std::uint8_t { Auto, Reference, Fast, FastMma };
 
 /// Why the fast kernel does not take this problem, or "" when it does. q [B,S_q,H,D]; k, v
-/// [B,S_kv,H_kv,D] (their dtypes and D decide; dout, when given, must match q's dtype).
+/// [B,S_kv,H_kv,D] (their dtypes and D decide; dout, when given, must match q's dtype); B and H
+/// at most 65535 (its grid's y and z); q's GPU of compute capability 8.0 or newer whose opt-in
+/// shared memory per block holds the forward's block (the backward's, when dout is given).
 std::string fast_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
                              const TensorView* dout = nullptr);
 
