@@ -11,7 +11,10 @@
 // the naive-fp32 twin that sizes the tolerances, and compares per element:
 //   |got − ref| ≤ tol32·(1 + u) + u·|ref| (+ u·(1 + u)·p_term for the fast kernel, whose P and dS
 //   are rounded to the operand dtype before their products), lse by the fp32 rule,
-// with −inf lse rows required exactly (out and dq exactly 0 there).
+// with −inf lse rows required exactly (out and dq exactly 0 there). Output buffers start as NaN
+// (every byte 0xFF), so an element a kernel leaves unwritten fails the comparison instead of
+// passing as a zero, and every device buffer ends in a guard of 0xFF bytes that a write past the
+// tensor (a padded row of the last tile) would change (guard_intact).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -74,12 +77,17 @@ inline GpuCase gpu_case(std::string name, std::int64_t H, std::int64_t H_kv, std
   return c;
 }
 
-/// Device memory holding a host BSHD tensor (dtype bytes), in BSHD or SDPA order, and its view.
+/// Device memory holding a host BSHD tensor (dtype bytes), in BSHD or SDPA order, and its view;
+/// `bytes` of tensor, then kGuardBytes of 0xFF.
 struct DevTensor {
   cuda::DeviceBuffer buf;
   TensorView view;
   bool sdpa = false;
+  std::size_t bytes = 0;
 };
+/// The guard after each device tensor: 64 rows of D = 128 bf16 (a whole padded tile's rows of a
+/// [.., S, 1, 128] tensor).
+inline constexpr std::size_t kGuardBytes = 64 * 128 * 2;
 
 inline std::int64_t bhsd_index(const std::vector<std::int64_t>& s, std::int64_t b, std::int64_t t,
                                std::int64_t h) {
@@ -106,8 +114,10 @@ inline DevTensor to_device(const void* host, DType dt, const std::vector<std::in
   } else if (bytes > 0) {
     std::memcpy(staged.data(), src, bytes);
   }
-  t.buf = cuda::DeviceBuffer(0, bytes + 16);  // + 16: never a zero-byte allocation
-  t.buf.upload(staged.data(), bytes);
+  staged.resize(bytes + kGuardBytes, 0xFF);  // the guard (also: never a zero-byte allocation)
+  t.bytes = bytes;
+  t.buf = cuda::DeviceBuffer(0, staged.size());
+  t.buf.upload(staged.data(), staged.size());
   t.view = make_view(static_cast<const void*>(t.buf.data()), dt, shape);
   if (t.sdpa) {
     t.view.stride[0] = shape[1] * shape[2] * shape[3];
@@ -116,6 +126,26 @@ inline DevTensor to_device(const void* host, DType dt, const std::vector<std::in
   }
   t.view.device = Device{DeviceKind::Cuda, 0};
   return t;
+}
+
+/// An output tensor on the device: every byte 0xFF (NaN in bf16, fp16 and fp32), so what the
+/// kernel does not write stays NaN.
+inline DevTensor poisoned(DType dt, const std::vector<std::int64_t>& shape, bool sdpa) {
+  std::int64_t n = 1;
+  for (std::int64_t x : shape) n *= x;
+  const std::vector<unsigned char> nan(static_cast<std::size_t>(n) * dtype_size(dt), 0xFF);
+  return to_device(nan.data(), dt, shape, sdpa);
+}
+
+/// True when the guard after t's bytes still holds 0xFF only (nothing written past the tensor).
+inline ::testing::AssertionResult guard_intact(const DevTensor& t, const char* what) {
+  std::vector<unsigned char> all(t.bytes + kGuardBytes);
+  t.buf.download(all.data(), all.size());
+  for (std::size_t i = t.bytes; i < all.size(); ++i)
+    if (all[i] != 0xFF)
+      return ::testing::AssertionFailure()
+             << what << ": byte " << i - t.bytes << " past the tensor was written";
+  return ::testing::AssertionSuccess();
 }
 
 /// Downloads into host bytes (contiguous BSHD).
@@ -174,25 +204,27 @@ inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKern
   DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), l),
             k = to_device(in.k.bits.data(), c.dt, c.ks(), l),
             v = to_device(in.v.bits.data(), c.dt, c.ks(), l),
-            g = to_device(in.g.bits.data(), c.dt, c.qs(), l),
-            out = to_device(r.out.bits.data(), c.dt, c.qs(), l),
-            lse = to_device(r.lse.data(), DType::F32, rs, false);
+            g = to_device(in.g.bits.data(), c.dt, c.qs(), l), out = poisoned(c.dt, c.qs(), l),
+            lse = poisoned(DType::F32, rs, false);
   cuda::step_forward(q.view, k.view, v.view, out.view, lse.view, args, nullptr, which);
   cuda::check(cudaDeviceSynchronize(), "forward");
   from_device(out, r.out.bits.data());
   from_device(lse, r.lse.data());
+  EXPECT_TRUE(guard_intact(out, "out"));
+  EXPECT_TRUE(guard_intact(lse, "lse"));
   widen_into(r.out);
   attention_delta(in.g.wide.view(), r.out.wide.view(), r.delta.view());
-  DevTensor delta = to_device(r.delta.data(), DType::F32, rs, false),
-            dq = to_device(r.dq.bits.data(), c.dt, c.qs(), l),
-            dk = to_device(r.dk.bits.data(), c.dt, c.ks(), l),
-            dv = to_device(r.dv.bits.data(), c.dt, c.ks(), l);
+  DevTensor delta = to_device(r.delta.data(), DType::F32, rs, false), dq = poisoned(c.dt, c.qs(), l),
+            dk = poisoned(c.dt, c.ks(), l), dv = poisoned(c.dt, c.ks(), l);
   cuda::step_backward(g.view, q.view, k.view, v.view, lse.view, delta.view, dq.view, dk.view, dv.view, args,
                       false, nullptr, which);
   cuda::check(cudaDeviceSynchronize(), "backward");
   from_device(dq, r.dq.bits.data());
   from_device(dk, r.dk.bits.data());
   from_device(dv, r.dv.bits.data());
+  EXPECT_TRUE(guard_intact(dq, "dq"));
+  EXPECT_TRUE(guard_intact(dk, "dk"));
+  EXPECT_TRUE(guard_intact(dv, "dv"));
   widen_into(r.dq);
   widen_into(r.dk);
   widen_into(r.dv);

@@ -7,6 +7,8 @@
 // the kernels use (mask_table.h) against ResolvedMask, and the fast kernel's refusals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +36,18 @@ BenchmarkMaskConfig small_config() {
   return cfg;
 }
 
+// Two overlapping one-row slices a row (its causal keys in two pieces): 2·S slices, so more
+// than the 64 a block keeps in shared memory meet every 64-row and every 64-key tile past the
+// first — the fast kernels read the global table then.
+Mask many_row_slices(std::int64_t S) {
+  std::vector<MaskSlice> slices;
+  for (std::int64_t i = 0; i < S; ++i) {
+    slices.push_back({i, i + 1, 0, i / 2 + 1, SliceKind::Full, -1, -1});
+    slices.push_back({i, i + 1, i / 2, i + 1, SliceKind::Full, -1, -1});
+  }
+  return Mask::from_slices(std::move(slices));
+}
+
 struct NamedMask {
   std::string name;
   Mask mask;
@@ -52,6 +66,7 @@ std::vector<NamedMask> masks_to_check(std::int64_t S) {
                  Mask::from_slices({{0, S / 2, 0, S, SliceKind::InvCausal, -1, -1},
                                     {S / 2, S, S / 3, S, SliceKind::BiCausal, 7, 5}}),
                  S, S});
+  out.push_back({"two slices a row", many_row_slices(S), S, S});
   return out;
 }
 
@@ -135,6 +150,8 @@ TEST_F(CudaAttention, ShorthandsDocumentsCrossLengthsAndEdgeSizes) {
   check_both(gpu_case("rows without keys", 2, 1, 200, 200, 64,
                       Mask::from_slices({{0, 50, 0, 64, SliceKind::Causal, -1, -1},
                                          {120, 200, 128, 200, SliceKind::Full, -1, -1}})));
+  // 400 slices: past the 64 a block keeps in shared memory (the global-table path).
+  check_both(gpu_case("two slices a row", 2, 1, 200, 200, 64, many_row_slices(200)));
 }
 
 TEST_F(CudaAttention, GqaHeadDimsAndFp16) {
@@ -183,9 +200,8 @@ TEST_F(CudaAttention, Fp32OperandsAndOtherHeadDimsRunOnTheTwin) {
     Tensor out(c.qs()), lse({c.B, c.H, c.S_q});
     DevTensor dq = to_device(q.data(), DType::F32, c.qs(), false),
               dk = to_device(k.data(), DType::F32, c.ks(), false),
-              dv = to_device(v.data(), DType::F32, c.ks(), false),
-              dout = to_device(out.data(), DType::F32, c.qs(), false),
-              dlse = to_device(lse.data(), DType::F32, {c.B, c.H, c.S_q}, false);
+              dv = to_device(v.data(), DType::F32, c.ks(), false), dout = poisoned(DType::F32, c.qs(), false),
+              dlse = poisoned(DType::F32, {c.B, c.H, c.S_q}, false);
     const auto pos = c.positions(true);
     const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
     kernels::KernelArgs args;
@@ -209,7 +225,9 @@ TEST_F(CudaAttention, Fp32OperandsAndOtherHeadDimsRunOnTheTwin) {
   }
 }
 
-// accumulate: the gradients are added into fp32 dq, dk, dv (not overwritten), by both kernels.
+// accumulate: the gradients are added into fp32 dq, dk, dv (not overwritten), by both kernels;
+// written fresh, fp32 gradients (the fast backward's atomics straight into dq, zeroed first)
+// meet the oracle's bounds (lse and delta from the kernel's own forward).
 TEST_F(CudaAttention, AccumulateAddsIntoFp32Gradients) {
   const GpuCase c = gpu_case("accumulate", 4, 2, 150, 150, 64, Mask::causal_mask());
   const GpuInputs in = inputs_of(c);
@@ -221,9 +239,11 @@ TEST_F(CudaAttention, AccumulateAddsIntoFp32Gradients) {
   args.mask_slices = mask.slices().data();
   args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
   const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
-  const Tensor lse = random_tensor(rs, 7, 3.0f, 4.0f), delta = random_tensor(rs, 8);
   for (cuda::StepKernel which : {cuda::StepKernel::Reference, cuda::StepKernel::Fast}) {
     SCOPED_TRACE(which == cuda::StepKernel::Fast ? "fast" : "reference");
+    GpuResults base = run_case(c, in, which);  // out, lse, delta of this kernel's forward
+    const Tensor& lse = base.lse;
+    const Tensor& delta = base.delta;
     std::vector<Tensor> fresh, added;
     for (bool accumulate : {false, true}) {
       std::vector<Tensor> init{random_tensor(c.qs(), 31), random_tensor(c.ks(), 32),
@@ -255,6 +275,10 @@ TEST_F(CudaAttention, AccumulateAddsIntoFp32Gradients) {
       EXPECT_LE(max_abs_diff(added[t], fresh[t]), 64 * kEps32 * scale) << "gradient " << t;
       EXPECT_GT(max_abs(fresh[t]), 0.0) << "gradient " << t << " is all zero";
     }
+    base.dq.wide = fresh[0];
+    base.dk.wide = fresh[1];
+    base.dv.wide = fresh[2];
+    check_case(c, in, base, which == cuda::StepKernel::Fast);
   }
 }
 
@@ -285,12 +309,10 @@ TEST_F(CudaAttention, SeamRunsTheSameKernelsWithDeviceTables) {
     std::vector<std::uint16_t> out_seam(in.q.bits.size()), out_direct(in.q.bits.size());
     DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), false),
               k = to_device(in.k.bits.data(), c.dt, c.ks(), false),
-              v = to_device(in.v.bits.data(), c.dt, c.ks(), false),
-              o1 = to_device(out_seam.data(), c.dt, c.qs(), false),
-              o2 = to_device(out_direct.data(), c.dt, c.qs(), false);
+              v = to_device(in.v.bits.data(), c.dt, c.ks(), false), o1 = poisoned(c.dt, c.qs(), false),
+              o2 = poisoned(c.dt, c.qs(), false);
     Tensor lse1(rs), lse2(rs);
-    DevTensor l1 = to_device(lse1.data(), DType::F32, rs, false),
-              l2 = to_device(lse2.data(), DType::F32, rs, false);
+    DevTensor l1 = poisoned(DType::F32, rs, false), l2 = poisoned(DType::F32, rs, false);
     gpu.step_forward(q.view, k.view, v.view, o1.view, l1.view, p);
     gpu.wait(gpu.record());
     cuda::step_forward(q.view, k.view, v.view, o2.view, l2.view, host, nullptr,
@@ -301,6 +323,10 @@ TEST_F(CudaAttention, SeamRunsTheSameKernelsWithDeviceTables) {
     from_device(l1, lse1.data());
     from_device(l2, lse2.data());
     EXPECT_EQ(out_seam, out_direct);
+    // Both written (the buffers start as 0xFF bytes; every row of this mask sees its own key).
+    EXPECT_EQ(std::count(out_seam.begin(), out_seam.end(), std::uint16_t{0xFFFF}), 0);
+    EXPECT_TRUE(
+        std::all_of(lse1.data(), lse1.data() + lse1.numel(), [](float x) { return std::isfinite(x); }));
     EXPECT_EQ(0,
               std::memcmp(lse1.data(), lse2.data(), sizeof(float) * static_cast<std::size_t>(lse1.numel())));
   }
