@@ -27,7 +27,8 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   BURST_CMAKE_ARGS="${BURST_CMAKE_ARGS:-} -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc"
 fi
 export BURST_CMAKE_ARGS="${BURST_CMAKE_ARGS:-} -DBURST_WITH_CUDA=ON -DBURST_WITH_TORCH=OFF -DBURST_WITH_PYTHON=OFF"
-stage build err scripts/build.sh test_cuda_elementwise test_cuda_device test_cuda_attention cuda_step_bench ||
+stage build err scripts/build.sh test_cuda_elementwise test_cuda_device test_cuda_attention test_cuda_mma_layout \
+  cuda_step_bench ||
   exit 1
 rc_all=0
 stage ctest err ctest --test-dir "$build" -L cuda --output-on-failure || rc_all=1

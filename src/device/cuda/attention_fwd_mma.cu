@@ -6,7 +6,8 @@
 // (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..); of a 16×8 B operand (2t..2t+1, g), (2t+8..2t+9, g).
 // So the score accumulators of two adjacent 8-key blocks are, converted, the A operand of P·V
 // (no trip through memory), and each row's max and sum are reduced over the 4 lanes of a quad.
-// Operands come from shared memory through ldmatrix (K as stored for Kᵀ, V transposed).
+// Operands come from shared memory through ldmatrix (K as stored for Kᵀ, V transposed). Every
+// lane-to-element formula is in mma_layout.h, checked on the CPU by tests/test_cuda_mma_layout.cc.
 // One block of 4 warps per (query tile of 64, head, batch); each warp owns 16 query rows.
 // Numerics: those of the wmma kernel (fp32 accumulation, P rounded to the operand dtype).
 #include <cuda_bf16.h>
@@ -19,11 +20,13 @@
 
 #include "burst/error.h"
 #include "device/cuda/attention_tiles.cuh"
+#include "device/cuda/mma_layout.h"
 
 namespace burst::cuda {
 namespace {
 
 using namespace tiles;  // NOLINT: the tile constants read better unqualified here
+using mma_layout::RowCol;
 
 template <int D>
 struct MmaSmem {
@@ -114,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) mma_forward_kernel(ForwardArgs a, bo
 
   const StepArgs& s = a.s;
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int g = lane / 4, t = lane % 4;  // this lane's rows 16·warp + g (+ 8), its column pair 2t
+  const int t = lane % 4;  // this lane's place in its quad (t == 0 writes the row's lse)
   const std::int64_t q0 = static_cast<std::int64_t>(gridDim.x - 1 - blockIdx.x) * kBq;
   const std::int64_t h = blockIdx.y, b = blockIdx.z, hk = h / (s.H / s.H_kv);
   const int q_valid = static_cast<int>(min64(kBq, s.S_q - q0));
@@ -127,14 +130,18 @@ __global__ void __launch_bounds__(kThreads) mma_forward_kernel(ForwardArgs a, bo
   // This warp's 16 rows of Q as A fragments, one per 16 columns of D.
   unsigned qf[D / 16][4];
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    ldmatrix_x4<false>(qf[kk], Qs + (16 * warp + lane % 16) * St::op + 16 * kk + (lane / 16) * 8);
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const RowCol at = mma_layout::q_address(warp, kk, lane);
+    ldmatrix_x4<false>(qf[kk], Qs + at.row * St::op + at.col);
+  }
 
   float o[kDb][4];
 #pragma unroll
   for (int n = 0; n < kDb; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8; l: this lane's part
-  const int row[2] = {16 * warp + g, 16 * warp + g + 8};
+  // Rows of elements 0, 1 and 2, 3 of every accumulator: 16·warp + g, 16·warp + g + 8.
+  const int row[2] = {16 * warp + mma_layout::accumulator_element(lane, 0).row,
+                      16 * warp + mma_layout::accumulator_element(lane, 2).row};
 
   for (std::int64_t k0 = 0; k0 < s.S_kv; k0 += kBkv) {
     const int k_valid = static_cast<int>(min64(kBkv, s.S_kv - k0));
@@ -154,8 +161,8 @@ __global__ void __launch_bounds__(kThreads) mma_forward_kernel(ForwardArgs a, bo
 #pragma unroll
       for (int j = 0; j < kNb; j += 2) {
         unsigned kb[4];  // (block j, cols 0–7), (j, 8–15), (j + 1, 0–7), (j + 1, 8–15)
-        const int mi = lane / 8;
-        ldmatrix_x4<false>(kb, Ks + (8 * j + (mi / 2) * 8 + lane % 8) * St::op + 16 * kk + (mi % 2) * 8);
+        const RowCol at = mma_layout::k_address(j, kk, lane);
+        ldmatrix_x4<false>(kb, Ks + at.row * St::op + at.col);
         mma<T>(sc[j], qf[kk], kb[0], kb[1]);
         mma<T>(sc[j + 1], qf[kk], kb[2], kb[3]);
       }
@@ -167,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) mma_forward_kernel(ForwardArgs a, bo
     for (int j = 0; j < kNb; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int c = 8 * j + 2 * t + (e & 1);
+        const int c = 8 * j + mma_layout::accumulator_element(lane, e).col;
         const bool ok = c < k_valid &&
                         (cls == TileClass::Full || list_visible(list, s, q_pos[row[e / 2]], kv_pos[c]));
         sc[j][e] = ok ? s.scale * sc[j][e] : -INFINITY;
@@ -202,14 +209,17 @@ __global__ void __launch_bounds__(kThreads) mma_forward_kernel(ForwardArgs a, bo
     // fragments come transposed, two 8-column blocks of D per x4.
 #pragma unroll
     for (int kk = 0; kk < kBkv / 16; ++kk) {
-      const unsigned pa[4] = {pack2<T>(sc[2 * kk][0], sc[2 * kk][1]), pack2<T>(sc[2 * kk][2], sc[2 * kk][3]),
-                              pack2<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                              pack2<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+      unsigned pa[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const mma_layout::AccumulatorPair src = mma_layout::p_operand_source(r);
+        pa[r] = pack2<T>(sc[2 * kk + src.block][src.first], sc[2 * kk + src.block][src.first + 1]);
+      }
 #pragma unroll
       for (int n = 0; n < kDb; n += 2) {
         unsigned vb[4];  // (keys 0–7, cols n), (keys 8–15, cols n), (0–7, n + 1), (8–15, n + 1)
-        const int mi = lane / 8;
-        ldmatrix_x4<true>(vb, Vs + (16 * kk + (mi % 2) * 8 + lane % 8) * St::op + 8 * n + (mi / 2) * 8);
+        const RowCol at = mma_layout::v_address(kk, n, lane);
+        ldmatrix_x4<true>(vb, Vs + at.row * St::op + at.col);
         mma<T>(o[n], pa, vb[0], vb[1]);
         mma<T>(o[n + 1], pa, vb[2], vb[3]);
       }
@@ -228,7 +238,8 @@ __global__ void __launch_bounds__(kThreads) mma_forward_kernel(ForwardArgs a, bo
     for (int n = 0; n < kDb; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e)
-        store_elem(a.out, at + 8 * n + 2 * t + e, sum == 0.0f ? 0.0f : o[n][2 * i + e] / sum, false);
+        store_elem(a.out, at + 8 * n + mma_layout::accumulator_element(lane, 2 * i + e).col,
+                   sum == 0.0f ? 0.0f : o[n][2 * i + e] / sum, false);
     if (t == 0) row_at(a.lse, b, h, qi) = sum == 0.0f ? -INFINITY : m[i] + logf(sum);
   }
 #else
