@@ -119,6 +119,10 @@ TEST(CudaMaskTable, FastKernelNamesWhatItRefuses) {
   EXPECT_NE(
       cuda::fast_unsupported(v(DType::BF16, 64), v(DType::F16, 64), v(DType::BF16, 64)).find("one dtype"),
       std::string::npos);
+  TensorView wide = v(DType::BF16, 64);  // B past gridDim.z's 65535
+  wide.shape[0] = 70000;
+  EXPECT_NE(cuda::fast_unsupported(wide, v(DType::BF16, 64), v(DType::BF16, 64)).find("65535"),
+            std::string::npos);
 }
 
 // ---------------------------------------------------------------- kernels (GPU)

@@ -123,6 +123,10 @@ std::string fast_unsupported(const TensorView& q, const TensorView& k, const Ten
     return "q, k, v and dout must share one dtype";
   if (q.ndim != 4 || (q.shape[3] != 64 && q.shape[3] != 128))
     return "it takes head dims 64 and 128, not " + std::to_string(q.ndim == 4 ? q.shape[3] : -1);
+  // Its grid is (tiles, heads, batch): gridDim.y and .z stop at 65535.
+  if (q.shape[0] > kMaxGridYz || q.shape[2] > kMaxGridYz)
+    return "its grid takes B and H up to " + std::to_string(kMaxGridYz) + ", not B " +
+           std::to_string(q.shape[0]) + ", H " + std::to_string(q.shape[2]);
   int device = 0, major = 0;
   if (q.device.kind == DeviceKind::Cuda) device = q.device.index;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
@@ -132,12 +136,9 @@ std::string fast_unsupported(const TensorView& q, const TensorView& k, const Ten
   if (major < 8)
     return "it needs compute capability 8.0 or newer (bf16 wmma), cuda:" + std::to_string(device) + " has " +
            std::to_string(major);
-  // Its grid is (tiles, heads, batch): gridDim.y and .z stop at 65535.
-  if (q.shape[0] > kMaxGridYz || q.shape[2] > kMaxGridYz)
-    return "its grid takes B and H up to " + std::to_string(kMaxGridYz) + ", not B " +
-           std::to_string(q.shape[0]) + ", H " + std::to_string(q.shape[2]);
   // Its blocks take more shared memory than the 48 KiB default (the opt-in limit: 227 KiB on
-  // H100 / H200, 163 KiB on A100, 99 KiB on sm_86 / sm_89, where D = 128 does not fit).
+  // H100 / H200, 163 KiB on A100, 99 KiB on sm_86 / sm_89, where neither D = 128 nor the
+  // backward at D = 64 fits).
   int optin = 0;
   if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
     cudaGetLastError();
