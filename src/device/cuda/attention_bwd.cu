@@ -40,7 +40,7 @@ struct BackwardSmem {
   static constexpr std::size_t acc = ds + sizeof(std::uint16_t) * kBq * St::prob;
   // Small arrays after the tiles (no static shared memory: every offset is from the 128-byte
   // aligned start of the dynamic block).
-  static constexpr std::size_t pos = acc + sizeof(float) * kBq * St::acc;  // q_pos[kBq], kv_pos[kBkv]
+  static constexpr std::size_t pos = acc + sizeof(float) * kBq * St::acc;         // q_pos[kBq], kv_pos[kBkv]
   static constexpr std::size_t rows = pos + sizeof(std::int64_t) * (kBq + kBkv);  // lse_row, delta_row
   static constexpr std::size_t list = rows + sizeof(float) * 2 * kBq;
   static constexpr std::size_t bytes = list + sizeof(SliceList);
@@ -220,7 +220,8 @@ void launch(const BackwardArgs& a, bool vec, cudaStream_t stream) {
 }
 
 bool aligned16(const BshdArg& t) {
-  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 &&
+         t.sh % 8 == 0;
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ struct ForwardSmem {
   static constexpr std::size_t o = s + sizeof(float) * kBq * St::score;
   // Small arrays after the tiles (no static shared memory: every offset is from the 128-byte
   // aligned start of the dynamic block).
-  static constexpr std::size_t pos = o + sizeof(float) * kBq * St::acc;  // q_pos[kBq], kv_pos[kBkv]
+  static constexpr std::size_t pos = o + sizeof(float) * kBq * St::acc;           // q_pos[kBq], kv_pos[kBkv]
   static constexpr std::size_t rows = pos + sizeof(std::int64_t) * (kBq + kBkv);  // m_row, l_row
   static constexpr std::size_t list = rows + sizeof(float) * 2 * kBq;
   static constexpr std::size_t bytes = list + sizeof(SliceList);
@@ -80,8 +80,8 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
   const std::int64_t q_lo = s.q_pos[q0], q_hi = s.q_pos[q0 + q_valid - 1];
   filter_slices(list, s, true, q_lo, q_hi);  // ends with __syncthreads: Q, Os, rows ready
 
-  const int r = 16 * warp + lane / 2;  // this lane's row (two lanes a row)
-  const int half = lane & 1;           // its columns: half, half + 2, ...
+  const int r = 16 * warp + lane / 2;                        // this lane's row (two lanes a row)
+  const int half = lane & 1;                                 // its columns: half, half + 2, ...
   T* Pw = reinterpret_cast<T*>(Ss + 16 * warp * St::score);  // this warp's P: 16 rows, stride St::prob
   for (std::int64_t k0 = 0; k0 < s.S_kv; k0 += kBkv) {
     const int k_valid = static_cast<int>(min64(kBkv, s.S_kv - k0));
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
       mx = fmaxf(mx, x[t]);
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));  // also: every lane has read its scores
-    __syncwarp();                                           // before P overwrites them
+    __syncwarp();                                         // before P overwrites them
     const float m_old = m_row[r], m_new = fmaxf(m_old, mx);
     const bool none = m_new == -INFINITY;  // no visible key for this row yet
     const float alpha = none ? 1.0f : expf(m_old - m_new);
@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
   for (int e = tid; e < q_valid * D; e += kThreads) {
     const int row = e / D, d = e % D;
     const float l = l_row[row];
-    store_elem(a.out, row_offset(a.out, b, q0 + row, h) + d, l == 0.0f ? 0.0f : Os[row * St::acc + d] / l, false);
+    store_elem(a.out, row_offset(a.out, b, q0 + row, h) + d, l == 0.0f ? 0.0f : Os[row * St::acc + d] / l,
+               false);
   }
   for (int row = tid; row < q_valid; row += kThreads) {
     const float l = l_row[row];
@@ -191,7 +192,8 @@ void launch(const ForwardArgs& a, bool vec, cudaStream_t stream) {
 }
 
 bool aligned16(const BshdArg& t) {
-  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 &&
+         t.sh % 8 == 0;
 }
 
 }  // namespace

@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(kThreads) mma_forward_kernel(ForwardArgs a, bo
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = 8 * j + mma_layout::accumulator_element(lane, e).col;
-        const bool ok = c < k_valid &&
-                        (cls == TileClass::Full || list_visible(list, s, q_pos[row[e / 2]], kv_pos[c]));
+        const bool ok =
+            c < k_valid && (cls == TileClass::Full || list_visible(list, s, q_pos[row[e / 2]], kv_pos[c]));
         sc[j][e] = ok ? s.scale * sc[j][e] : -INFINITY;
         mx[e / 2] = fmaxf(mx[e / 2], sc[j][e]);
       }
@@ -265,12 +265,15 @@ void launch(const ForwardArgs& a, bool vec, cudaStream_t stream) {
 }
 
 bool aligned16(const BshdArg& t) {
-  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 && t.sh % 8 == 0;
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 &&
+         t.sh % 8 == 0;
 }
 
 }  // namespace
 
-std::size_t mma_forward_smem_bytes(std::int64_t D) { return D == 64 ? MmaSmem<64>::bytes : MmaSmem<128>::bytes; }
+std::size_t mma_forward_smem_bytes(std::int64_t D) {
+  return D == 64 ? MmaSmem<64>::bytes : MmaSmem<128>::bytes;
+}
 
 void launch_mma_forward(const ForwardArgs& a, cudaStream_t stream) {
   if (a.s.B * a.s.H * a.s.S_q == 0) return;

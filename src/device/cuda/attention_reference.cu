@@ -133,7 +133,8 @@ unsigned blocks_for(std::int64_t rows) { return static_cast<unsigned>((rows + kT
 }  // namespace
 
 void launch_reference_forward(const ForwardArgs& a, cudaStream_t stream) {
-  BURST_CHECK(a.s.D <= kMaxD, Unsupported, "the CUDA reference attention takes D <= ", kMaxD, ", not ", a.s.D);
+  BURST_CHECK(a.s.D <= kMaxD, Unsupported, "the CUDA reference attention takes D <= ", kMaxD, ", not ",
+              a.s.D);
   const std::int64_t rows = a.s.B * a.s.H * a.s.S_q;
   if (rows == 0) return;
   reference_forward_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(a);
@@ -141,7 +142,8 @@ void launch_reference_forward(const ForwardArgs& a, cudaStream_t stream) {
 }
 
 void launch_reference_backward(const BackwardArgs& a, cudaStream_t stream) {
-  BURST_CHECK(a.s.D <= kMaxD, Unsupported, "the CUDA reference attention takes D <= ", kMaxD, ", not ", a.s.D);
+  BURST_CHECK(a.s.D <= kMaxD, Unsupported, "the CUDA reference attention takes D <= ", kMaxD, ", not ",
+              a.s.D);
   const std::int64_t q_rows = a.s.B * a.s.H * a.s.S_q, kv_rows = a.s.B * a.s.H_kv * a.s.S_kv;
   if (q_rows > 0) {
     reference_backward_dq_kernel<<<blocks_for(q_rows), kThreads, 0, stream>>>(a);
