@@ -45,6 +45,7 @@ struct GpuCase {
   std::vector<std::int64_t> q_pos, kv_pos;             ///< empty → 0, 1, ...
   std::int64_t seq_q_global = -1, seq_kv_global = -1;  ///< −1 → last position + 1
   bool sdpa_layout = false;                            ///< device memory [B,H,S,D]
+  bool unaligned = false;  ///< 16-bit device tensors start 2 bytes past 16: the scalar tile loads
 
   std::vector<std::int64_t> qs() const { return {B, S_q, H, D}; }
   std::vector<std::int64_t> ks() const { return {B, S_kv, H_kv, D}; }
@@ -77,13 +78,13 @@ inline GpuCase gpu_case(std::string name, std::int64_t H, std::int64_t H_kv, std
   return c;
 }
 
-/// Device memory holding a host BSHD tensor (dtype bytes), in BSHD or SDPA order, and its view;
-/// `bytes` of tensor, then kGuardBytes of 0xFF.
+/// Device memory holding a host BSHD tensor (dtype bytes), in BSHD or SDPA order, and its view:
+/// `shift` bytes of 0xFF, the tensor's `bytes`, then kGuardBytes of 0xFF.
 struct DevTensor {
   cuda::DeviceBuffer buf;
   TensorView view;
   bool sdpa = false;
-  std::size_t bytes = 0;
+  std::size_t bytes = 0, shift = 0;
 };
 /// The guard after each device tensor: 64 rows of D = 128 bf16 (a whole padded tile's rows of a
 /// [.., S, 1, 128] tensor).
@@ -94,8 +95,10 @@ inline std::int64_t bhsd_index(const std::vector<std::int64_t>& s, std::int64_t 
   return ((b * s[2] + h) * s[1] + t) * s[3];  // row (b, t, h) of a [B,S,H,D] tensor stored [B,H,S,D]
 }
 
-/// Uploads host bytes (contiguous, shape `shape`, dtype dt); sdpa: 4-d tensors stored [B,H,S,D].
-inline DevTensor to_device(const void* host, DType dt, const std::vector<std::int64_t>& shape, bool sdpa) {
+/// Uploads host bytes (contiguous, shape `shape`, dtype dt); sdpa: 4-d tensors stored [B,H,S,D];
+/// the view starts `shift` bytes into the allocation (cudaMalloc's is 256-byte aligned).
+inline DevTensor to_device(const void* host, DType dt, const std::vector<std::int64_t>& shape, bool sdpa,
+                           std::size_t shift = 0) {
   DevTensor t;
   t.sdpa = sdpa && shape.size() == 4;
   std::int64_t n = 1;
@@ -115,10 +118,13 @@ inline DevTensor to_device(const void* host, DType dt, const std::vector<std::in
     std::memcpy(staged.data(), src, bytes);
   }
   staged.resize(bytes + kGuardBytes, 0xFF);  // the guard (also: never a zero-byte allocation)
+  staged.insert(staged.begin(), shift, 0xFF);
   t.bytes = bytes;
+  t.shift = shift;
   t.buf = cuda::DeviceBuffer(0, staged.size());
   t.buf.upload(staged.data(), staged.size());
-  t.view = make_view(static_cast<const void*>(t.buf.data()), dt, shape);
+  t.view =
+      make_view(static_cast<const void*>(static_cast<const unsigned char*>(t.buf.data()) + shift), dt, shape);
   if (t.sdpa) {
     t.view.stride[0] = shape[1] * shape[2] * shape[3];
     t.view.stride[1] = shape[3];
@@ -130,21 +136,25 @@ inline DevTensor to_device(const void* host, DType dt, const std::vector<std::in
 
 /// An output tensor on the device: every byte 0xFF (NaN in bf16, fp16 and fp32), so what the
 /// kernel does not write stays NaN.
-inline DevTensor poisoned(DType dt, const std::vector<std::int64_t>& shape, bool sdpa) {
+inline DevTensor poisoned(DType dt, const std::vector<std::int64_t>& shape, bool sdpa,
+                          std::size_t shift = 0) {
   std::int64_t n = 1;
   for (std::int64_t x : shape) n *= x;
   const std::vector<unsigned char> nan(static_cast<std::size_t>(n) * dtype_size(dt), 0xFF);
-  return to_device(nan.data(), dt, shape, sdpa);
+  return to_device(nan.data(), dt, shape, sdpa, shift);
 }
 
-/// True when the guard after t's bytes still holds 0xFF only (nothing written past the tensor).
+/// True when the bytes around t (its shift before, the guard after) still hold 0xFF only.
 inline ::testing::AssertionResult guard_intact(const DevTensor& t, const char* what) {
-  std::vector<unsigned char> all(t.bytes + kGuardBytes);
+  std::vector<unsigned char> all(t.shift + t.bytes + kGuardBytes);
   t.buf.download(all.data(), all.size());
-  for (std::size_t i = t.bytes; i < all.size(); ++i)
-    if (all[i] != 0xFF)
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i == t.shift) i += t.bytes;
+    if (i < all.size() && all[i] != 0xFF)
       return ::testing::AssertionFailure()
-             << what << ": byte " << i - t.bytes << " past the tensor was written";
+             << what << ": byte " << i << " of the allocation, outside the tensor (" << t.shift << " + "
+             << t.bytes << " bytes), was written";
+  }
   return ::testing::AssertionSuccess();
 }
 
@@ -152,8 +162,9 @@ inline ::testing::AssertionResult guard_intact(const DevTensor& t, const char* w
 inline void from_device(const DevTensor& t, void* host) {
   const std::int64_t n = t.view.numel();
   const std::size_t es = dtype_size(t.view.dtype), bytes = static_cast<std::size_t>(n) * es;
-  std::vector<unsigned char> staged(bytes);
-  t.buf.download(staged.data(), bytes);
+  std::vector<unsigned char> all(t.shift + bytes);
+  t.buf.download(all.data(), all.size());
+  const std::vector<unsigned char> staged(all.begin() + static_cast<std::ptrdiff_t>(t.shift), all.end());
   auto* dst = static_cast<unsigned char*>(host);
   if (!t.sdpa) {
     if (bytes > 0) std::memcpy(dst, staged.data(), bytes);
@@ -201,10 +212,12 @@ inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKern
                empty_rounded(c.ks(), c.dt),
                empty_rounded(c.ks(), c.dt)};
   const bool l = c.sdpa_layout;
-  DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), l),
-            k = to_device(in.k.bits.data(), c.dt, c.ks(), l),
-            v = to_device(in.v.bits.data(), c.dt, c.ks(), l),
-            g = to_device(in.g.bits.data(), c.dt, c.qs(), l), out = poisoned(c.dt, c.qs(), l),
+  EXPECT_TRUE(!c.unaligned || dtype_size(c.dt) == 2) << "unaligned: 16-bit tensors only";
+  const std::size_t sh = c.unaligned ? 2 : 0;  // the 16-bit tensors; lse, delta stay fp32-aligned
+  DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), l, sh),
+            k = to_device(in.k.bits.data(), c.dt, c.ks(), l, sh),
+            v = to_device(in.v.bits.data(), c.dt, c.ks(), l, sh),
+            g = to_device(in.g.bits.data(), c.dt, c.qs(), l, sh), out = poisoned(c.dt, c.qs(), l, sh),
             lse = poisoned(DType::F32, rs, false);
   cuda::step_forward(q.view, k.view, v.view, out.view, lse.view, args, nullptr, which);
   cuda::check(cudaDeviceSynchronize(), "forward");
@@ -214,8 +227,8 @@ inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKern
   EXPECT_TRUE(guard_intact(lse, "lse"));
   widen_into(r.out);
   attention_delta(in.g.wide.view(), r.out.wide.view(), r.delta.view());
-  DevTensor delta = to_device(r.delta.data(), DType::F32, rs, false), dq = poisoned(c.dt, c.qs(), l),
-            dk = poisoned(c.dt, c.ks(), l), dv = poisoned(c.dt, c.ks(), l);
+  DevTensor delta = to_device(r.delta.data(), DType::F32, rs, false), dq = poisoned(c.dt, c.qs(), l, sh),
+            dk = poisoned(c.dt, c.ks(), l, sh), dv = poisoned(c.dt, c.ks(), l, sh);
   cuda::step_backward(g.view, q.view, k.view, v.view, lse.view, delta.view, dq.view, dk.view, dv.view, args,
                       false, nullptr, which);
   cuda::check(cudaDeviceSynchronize(), "backward");

@@ -176,7 +176,8 @@ TEST_F(CudaAttention, LongerRowsAcrossManyKeyTiles) {
 }
 
 // A rank's slice of a longer sequence: zigzag (rank 0 of 2: chunks 0 and 3 of 4) queries against
-// rank 1's keys, and striped positions; device tensors in SDPA's [B,H,S,D] memory order.
+// rank 1's keys, and striped positions; device tensors in SDPA's [B,H,S,D] memory order; views
+// off the 16-byte alignment the vector loads need.
 TEST_F(CudaAttention, GappedPositionsAndSdpaStrides) {
   GpuCase zig = gpu_case("zigzag, causal", 2, 1, 128, 128, 64, Mask::causal_mask());
   for (std::int64_t i = 0; i < 64; ++i) zig.q_pos.push_back(i);
@@ -193,6 +194,15 @@ TEST_F(CudaAttention, GappedPositionsAndSdpaStrides) {
   striped.seq_q_global = striped.seq_kv_global = 200;
   striped.sdpa_layout = true;
   check_both(striped);
+  // Views 2 bytes past a 16-byte boundary: the tile loads take their 2-byte path (every other
+  // case is aligned, so only these run it).
+  GpuCase unaligned = gpu_case("unaligned views, causal", 2, 1, 150, 150, 64, Mask::causal_mask());
+  unaligned.unaligned = true;
+  check_both(unaligned);
+  GpuCase unaligned_sdpa = gpu_case("unaligned SDPA views, window, D 128, fp16", 4, 2, 100, 100, 128,
+                                    Mask::sliding_window(30, 5), DType::F16);
+  unaligned_sdpa.unaligned = unaligned_sdpa.sdpa_layout = true;
+  check_both(unaligned_sdpa);
 }
 
 // fp32 operands run on the twin (Auto), the fast kernel refuses them by name; D = 96 likewise.
