@@ -137,11 +137,14 @@ __global__ void index_copy_kernel(Strided src, Strided dst, int dim, const std::
       float* x = reinterpret_cast<float*>(dst.data) + dst_off;
       *x = __fadd_rn(*x, reinterpret_cast<const float*>(src.data)[src_off]);
     } else if (element_bytes == 2) {
-      reinterpret_cast<std::uint16_t*>(dst.data)[dst_off] = reinterpret_cast<const std::uint16_t*>(src.data)[src_off];
+      reinterpret_cast<std::uint16_t*>(dst.data)[dst_off] =
+          reinterpret_cast<const std::uint16_t*>(src.data)[src_off];
     } else if (element_bytes == 4) {
-      reinterpret_cast<std::uint32_t*>(dst.data)[dst_off] = reinterpret_cast<const std::uint32_t*>(src.data)[src_off];
+      reinterpret_cast<std::uint32_t*>(dst.data)[dst_off] =
+          reinterpret_cast<const std::uint32_t*>(src.data)[src_off];
     } else {
-      reinterpret_cast<std::uint64_t*>(dst.data)[dst_off] = reinterpret_cast<const std::uint64_t*>(src.data)[src_off];
+      reinterpret_cast<std::uint64_t*>(dst.data)[dst_off] =
+          reinterpret_cast<const std::uint64_t*>(src.data)[src_off];
     }
   }
 }
@@ -263,14 +266,14 @@ void copy(const TensorView& src, const TensorView& dst, cudaStream_t stream) {
   check_launch(api);
 }
 
-void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index, bool scatter,
-                bool accumulate, cudaStream_t stream) {
+void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
+                bool scatter, bool accumulate, cudaStream_t stream) {
   constexpr const char* api = "cuda::index_copy";
   check_device(api, on_gpu(api, "dst", dst), "src", src);
   check_rank(api, "src", src);
   check_rank(api, "dst", dst);
-  BURST_CHECK(src.dtype == dst.dtype && src.ndim == dst.ndim && dim >= 0 && dim < src.ndim, InvalidArgument, api,
-              ": along dim ", dim, " from ", src.describe(), " to ", dst.describe());
+  BURST_CHECK(src.dtype == dst.dtype && src.ndim == dst.ndim && dim >= 0 && dim < src.ndim, InvalidArgument,
+              api, ": along dim ", dim, " from ", src.describe(), " to ", dst.describe());
   for (int i = 0; i < src.ndim; ++i)
     BURST_CHECK(i == dim || src.size(i) == dst.size(i), InvalidArgument, api, ": shapes differ off dim ", dim,
                 ": ", src.describe(), " vs ", dst.describe());
@@ -280,8 +283,8 @@ void index_copy(const TensorView& src, const TensorView& dst, int dim, const std
   if (n == 0) return;
   const DeviceScope scope(dst.device);
   index_copy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(strided(src), strided(dst), dim, index, scatter,
-                                                            accumulate, static_cast<int>(dtype_size(src.dtype)),
-                                                            n);
+                                                            accumulate,
+                                                            static_cast<int>(dtype_size(src.dtype)), n);
   check_launch(api);
 }
 
