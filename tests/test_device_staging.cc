@@ -25,6 +25,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "burst/comm.h"
@@ -228,15 +230,22 @@ TEST(DeviceStaging, EveryStrategyStagesWhatItsPlanMovesAndComputesTheCpuResults)
   const int P = world.size(), g = world.rank();
   const ProblemShape shape{1, 48, 12, 12, 8, DType::F32};  // 48 = 2P·k for P ≤ 4; H, H_kv divisible by P
   const std::int64_t B = shape.B, H = shape.H, Hk = shape.H_kv, D = shape.D;
-  for (const StrategyKind kind :
-       {StrategyKind::Burst, StrategyKind::Ring, StrategyKind::AllGather, StrategyKind::Ulysses,
-        StrategyKind::Usp, StrategyKind::HeadParallel, StrategyKind::DistFlash}) {
+  // The ring family twice: zigzag (every block visible: RingExecutor::run) and contiguous (causal
+  // leaves blocks empty: the mask-aware schedule, RingExecutor::run_direct, at P > 1).
+  const std::vector<std::pair<StrategyKind, LayoutKind>> cases = {
+      {StrategyKind::Burst, LayoutKind::Zigzag},        {StrategyKind::Ring, LayoutKind::Zigzag},
+      {StrategyKind::Burst, LayoutKind::Contiguous},    {StrategyKind::Ring, LayoutKind::Contiguous},
+      {StrategyKind::AllGather, LayoutKind::Zigzag},    {StrategyKind::Ulysses, LayoutKind::Zigzag},
+      {StrategyKind::Usp, LayoutKind::Zigzag},          {StrategyKind::HeadParallel, LayoutKind::Zigzag},
+      {StrategyKind::DistFlash, LayoutKind::Contiguous}};
+  for (const auto& [kind, layout] : cases) {
     DistConfig cfg;
     cfg.strategy = kind;
-    if (kind == StrategyKind::DistFlash) cfg.layout = LayoutKind::Contiguous;
+    cfg.layout = layout;
     if (kind == StrategyKind::Usp)
       cfg.ulysses_degree = P == 4 ? 2 : 1;  // a ring of all-to-all groups at P = 4
-    const std::string name = std::string(to_string(kind)) + " P=" + std::to_string(P);
+    const std::string name =
+        std::string(to_string(kind)) + " " + to_string(layout) + " P=" + std::to_string(P);
     const StrategyRun want = run_strategy(world, cfg, shape, device::make_cpu_device(), nullptr);
     const auto standin = std::make_shared<const StandInDevice>();
     const StrategyRun got = run_strategy(world, cfg, shape, standin, standin.get());
@@ -246,6 +255,10 @@ TEST(DeviceStaging, EveryStrategyStagesWhatItsPlanMovesAndComputesTheCpuResults)
         << name << " backward";
 
     const Plan plan = Plan::make(cfg, shape, Mask::causal_mask(), P, P);
+    if (layout == LayoutKind::Contiguous && kind != StrategyKind::DistFlash && P > 1) {
+      EXPECT_TRUE(plan.forward().mask_aware && plan.backward().mask_aware)
+          << name << ": not the mask-aware schedule";
+    }
     const auto S = static_cast<std::int64_t>(plan.layout().positions[static_cast<std::size_t>(g)].size());
     for (int pass = 0; pass < 2; ++pass) {
       const std::string what = name + (pass == 0 ? " forward" : " backward");
