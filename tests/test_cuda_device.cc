@@ -182,8 +182,10 @@ TEST_F(OnGpu, PinnedWireBuffersArePageLockedAndReleased) {
   gpu->wait(gpu->record());
   EXPECT_EQ(std::memcmp(wire.data(), x.data(), wire.size()), 0);
   wires.put_host(std::move(wire));
-  Buffer direct = gpu->allocate(64, MemoryKind::PinnedHost);
+  Buffer direct = gpu->allocate(1 << 20, MemoryKind::PinnedHost);  // pages of its own (mmap)
   ByteBuffer own = direct.to_host();
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, own.data()), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost);
   gpu->release_pinned(own);
   ASSERT_EQ(cudaPointerGetAttributes(&attr, own.data()), cudaSuccess);
   EXPECT_EQ(attr.type, cudaMemoryTypeUnregistered) << "release_pinned left the range registered";

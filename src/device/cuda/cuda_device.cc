@@ -42,9 +42,17 @@ Buffer CudaDevice::allocate(std::int64_t bytes, MemoryKind kind) const {
     // Page-locked in place: the bytes stay a ByteBuffer the communicator can own, and copies to
     // and from them run asynchronously on the stream (pageable memory would be staged by the
     // driver, synchronously).
+    // Registration works on whole pages: a small block sharing a page with one registered
+    // before is refused (cudaErrorHostMemoryAlreadyRegistered) and stays pageable — its copies
+    // are then synchronous, never wrong.
     ByteBuffer host(static_cast<std::size_t>(bytes));
-    if (bytes > 0)
-      cuda::check(cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault), "cudaHostRegister");
+    if (bytes > 0) {
+      const cudaError_t status = cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault);
+      if (status == cudaErrorHostMemoryAlreadyRegistered)
+        cudaGetLastError();
+      else
+        cuda::check(status, "cudaHostRegister");
+    }
     return Buffer(std::move(host));
   }
   if (bytes == 0) return Buffer();
