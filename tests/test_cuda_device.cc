@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "burst/comm.h"
 #include "burst/error.h"
 #include "burst/tensor.h"
 #include "device/cuda/cuda_device.h"
@@ -112,6 +113,85 @@ TEST_F(OnGpu, IndexCopyGathersScattersAndAccumulatesAsTheCpuDevice) {
         EXPECT_TRUE(got[0] == got[1])
             << "dim " << dim << " scatter " << scatter << " accumulate " << accumulate;
       }
+}
+
+/// One launch per call (cuda::index_copy) against the CPU device's loops: every dim of a strided
+/// 4-D view (the innermost too), f32 and bf16 (bit moves), gather, scatter and scatter-add, with
+/// and without an index, over walked sizes 1, 4 and 7 (a padded view: elements between rows stay).
+TEST_F(OnGpu, IndexCopyInOneLaunchMatchesTheCpuDeviceOnEveryDimAndDtype) {
+  const std::vector<std::int64_t> full{3, 7, 5, 6}, stride{7 * 5 * 8, 5 * 8, 8, 1};  // rows padded to 8
+  const std::int64_t big = 3 * 7 * 5 * 8;
+  const auto x = random_floats(static_cast<std::size_t>(big), 7),
+             x2 = random_floats(static_cast<std::size_t>(2 * big), 9);
+  std::vector<std::uint16_t> h(x2.size());  // bf16 values (no NaN bit patterns) in the same bytes
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] = bf16_from_float(x2[i]);
+  int cases = 0;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int dim = 0; dim < 4; ++dim)
+      for (std::int64_t n : {std::int64_t{1}, std::int64_t{4}, full[static_cast<std::size_t>(dim)]})
+        for (bool scatter : {false, true})
+          for (bool accumulate : {false, true})
+            for (bool with_index : {true, false}) {
+              if (accumulate && dtype != DType::F32) continue;
+              const std::int64_t len = full[static_cast<std::size_t>(dim)];
+              if (n > len || (!with_index && n != len)) continue;
+              std::vector<std::int64_t> index;  // distinct, out of order: len−1, len−3, ... then the evens
+              for (std::int64_t i = len - 1; i >= 0 && static_cast<std::int64_t>(index.size()) < n; i -= 2)
+                index.push_back(i);
+              for (std::int64_t i = len % 2; static_cast<std::int64_t>(index.size()) < n; i += 2)
+                index.push_back(i);
+              std::vector<std::int64_t> part_shape = full;
+              part_shape[static_cast<std::size_t>(dim)] = n;
+              std::vector<unsigned char> got[2];
+              int side = 0;
+              for (const Device* dev : {static_cast<const Device*>(gpu.get()), cpu.get()}) {
+                const auto* bytes =
+                    dtype == DType::F32
+                        ? static_cast<const unsigned char*>(static_cast<const void*>(x.data()))
+                        : static_cast<const unsigned char*>(static_cast<const void*>(h.data()));
+                Buffer bf = upload(*dev, bytes, 4 * big), bp = upload(*dev, bytes + 20, 4 * (big - 8));
+                const TensorView vf = view_over(bf, dtype, full, stride);
+                const TensorView vp = view_over(bp, dtype, part_shape, {});
+                const std::int64_t* ix = with_index ? index.data() : nullptr;
+                if (scatter)
+                  dev->index_copy(vp, vf, dim, ix, true, accumulate);
+                else
+                  dev->index_copy(vf, vp, dim, ix, false, accumulate);
+                got[side++] = download(*dev, scatter ? bf : bp);
+              }
+              EXPECT_TRUE(got[0] == got[1])
+                  << to_string(dtype) << " dim " << dim << " n " << n << " scatter " << scatter
+                  << " accumulate " << accumulate << " index " << with_index;
+              ++cases;
+            }
+  EXPECT_GT(cases, 60);
+}
+
+/// Wire buffers from a pinned pool are page-locked host memory (cudaHostRegister): staging into
+/// them is an asynchronous copy that is complete after the event, with the CPU's bytes; the
+/// device releases the registration (release_pinned) and tolerates bytes it never pinned.
+TEST_F(OnGpu, PinnedWireBuffersArePageLockedAndReleased) {
+  const auto x = random_floats(1000, 8);
+  Buffer b = upload(*gpu, x.data(), 4 * 1000);
+  BufferPool wires(*gpu, MemoryKind::PinnedHost);
+  ByteBuffer wire = wires.get_host(4 * 1000);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, wire.data()), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost) << "a pinned wire buffer is not page-locked";
+  gpu->copy_to_host(b.data(), wire.data(), 4 * 1000);
+  gpu->wait(gpu->record());
+  EXPECT_EQ(std::memcmp(wire.data(), x.data(), wire.size()), 0);
+  wires.put_host(std::move(wire));
+  Buffer direct = gpu->allocate(1 << 20, MemoryKind::PinnedHost);  // pages of its own (mmap)
+  ByteBuffer own = direct.to_host();
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, own.data()), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost);
+  gpu->release_pinned(own);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, own.data()), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeUnregistered) << "release_pinned left the range registered";
+  ByteBuffer never(64);
+  gpu->release_pinned(never);  // never pinned: nothing to undo, no error left behind
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST_F(OnGpu, EventsStagingFingerprintAndPool) {

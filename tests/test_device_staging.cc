@@ -10,19 +10,32 @@
 //   copied out once and a forwarded one not at all (bytes out = the plan's bytes sent by this
 //   rank minus the P − 2 forwarded read payloads). A staging that copied a forwarded payload
 //   again, or skipped one, fails.
+// - Every strategy (burst, ring, allgather, ulysses, usp, headpar, distflash) on the stand-in
+//   beside the CPU device: forward and backward results bitwise equal (the stand-in's fresh
+//   blocks hold NaN, so a pass that read memory it never wrote fails), and the staged bytes
+//   the plan's: a message is staged in once at its receiver (over the ranks, bytes in = the
+//   plan's bytes sent), a collective's whole send buffer out once and whole receive buffer in
+//   once (all-to-all: P/(P−1) of the bytes sent; all-gather: the own block out, P blocks in;
+//   reduce-scatter: P blocks out, the own summed block in — block sizes checked against the plan).
 // - The device seam's CPU ops against plain loops: strided copy, gather / scatter(-add), fill,
 //   add of bf16, rounding to bf16.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "burst/comm.h"
 #include "burst/mask.h"
 #include "burst/plan.h"
 #include "device/cpu/cpu_device.h"
+#include "plan_strategies.h"
 #include "strategies/ring_skeleton.h"
+#include "strategies/strategy_impl.h"
 #include "wire_layout.h"
 
 namespace burst {
@@ -30,15 +43,19 @@ namespace {
 
 /// Host memory posing as a separate device: Device blocks are malloc'd apart from any
 /// ByteBuffer (on_host() false), so staging must copy; copies and their bytes are counted.
+/// A fresh block holds 0xFF bytes (fp32 NaN): a pass that reads memory it never wrote shows.
 class StandInDevice final : public device::CpuDevice {
  public:
   bool host_memory() const override { return false; }
   device::Buffer allocate(std::int64_t bytes, device::MemoryKind kind) const override {
     if (kind == device::MemoryKind::PinnedHost) return CpuDevice::allocate(bytes, kind);
-    void* p = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64 + 64));
+    const auto padded = static_cast<std::size_t>((bytes + 63) / 64 * 64 + 64);
+    void* p = std::aligned_alloc(64, padded);
+    std::memset(p, 0xFF, padded);
     return device::Buffer(
         p, bytes, [](const void*, void* data, std::int64_t) { std::free(data); }, this);
   }
+  void reset() const { to_host = from_host = bytes_to_host = bytes_from_host = 0; }
   void copy_to_host(const std::byte* src, std::byte* dst, std::int64_t bytes) const override {
     ++to_host;
     bytes_to_host += bytes;
@@ -119,6 +136,183 @@ TEST(DeviceStaging, CopiesAreThePlansAndResultsBitwiseTheCpuPaths) {
       // chain and home partials on the backward).
       const std::int64_t write_in = backward && P > 1 ? P - 1 + 1 : 0;
       EXPECT_EQ(standin.from_host, (P - 1) + write_in) << "P=" << P << " backward=" << backward;
+    }
+  }
+}
+
+/// One strategy's passes on `dev`: out, lse, dq, dk, dv of this rank, and the bytes `counter`
+/// (the stand-in, or null) staged out and in during the forward and the backward.
+struct StrategyRun {
+  std::vector<float> out, lse, dq, dk, dv;
+  std::int64_t to_host[2] = {0, 0}, from_host[2] = {0, 0};
+};
+
+std::unique_ptr<strategies::Strategy> make_strategy(const strategies::Setup& s) {
+  switch (s.cfg.strategy) {
+    case StrategyKind::Burst: return strategies::make_burst(s);
+    case StrategyKind::Ring: return strategies::make_ring(s);
+    case StrategyKind::AllGather: return strategies::make_allgather(s);
+    case StrategyKind::Ulysses: return strategies::make_ulysses(s);
+    case StrategyKind::Usp: return strategies::make_usp(s);
+    case StrategyKind::HeadParallel: return strategies::make_headpar(s);
+    case StrategyKind::DistFlash: return strategies::make_distflash(s);
+  }
+  return nullptr;
+}
+
+StrategyRun run_strategy(const Communicator& world, const DistConfig& cfg, const ProblemShape& shape,
+                         std::shared_ptr<const device::Device> dev, const StandInDevice* counter) {
+  const Communicator c = world.split(0, world.rank());
+  const int P = c.size(), g = c.rank();
+  auto resolved = std::make_shared<const ResolvedMask>(Mask::causal_mask(), shape.S_global, shape.S_global);
+  auto plan = std::make_shared<const Plan>(Plan::make(cfg, shape, *resolved, P, P));
+  const strategies::Setup setup{c,
+                                cfg,
+                                shape,
+                                resolved,
+                                plan,
+                                g,
+                                P,
+                                NodeTopology{1, P, 0, g},
+                                1.0f / std::sqrt(static_cast<float>(shape.D)),
+                                std::move(dev)};
+  const auto strategy = make_strategy(setup);
+  const auto& pos = plan->layout().positions[static_cast<std::size_t>(g)];
+  const auto S = static_cast<std::int64_t>(pos.size());
+  Tensor q({shape.B, S, shape.H, shape.D}), dout({shape.B, S, shape.H, shape.D}),
+      out({shape.B, S, shape.H, shape.D}), dq({shape.B, S, shape.H, shape.D}),
+      k({shape.B, S, shape.H_kv, shape.D}), v({shape.B, S, shape.H_kv, shape.D}),
+      dk({shape.B, S, shape.H_kv, shape.D}), dv({shape.B, S, shape.H_kv, shape.D}),
+      lse({shape.B, shape.H, S});
+  for (std::int64_t s = 0; s < S; ++s)  // values of the global position: the same problem at every P
+    for (std::int64_t h = 0; h < shape.H; ++h)
+      for (std::int64_t d = 0; d < shape.D; ++d) {
+        const auto i = static_cast<std::size_t>((s * shape.H + h) * shape.D + d);
+        const double x = static_cast<double>(pos[static_cast<std::size_t>(s)]) * 0.7 +
+                         static_cast<double>(h) * 1.3 + static_cast<double>(d) * 0.29;
+        q.vec()[i] = static_cast<float>(std::sin(x));
+        dout.vec()[i] = static_cast<float>(std::cos(1.7 * x));
+        if (h < shape.H_kv) {
+          const auto j = static_cast<std::size_t>((s * shape.H_kv + h) * shape.D + d);
+          k.vec()[j] = static_cast<float>(std::cos(0.9 * x));
+          v.vec()[j] = static_cast<float>(std::sin(0.4 * x + 1.0));
+        }
+      }
+  StrategyRun r;
+  DistStats stats;
+  if (counter) counter->reset();
+  strategy->forward(q.view(), k.view(), v.view(), out.view(), lse.view(), stats);
+  if (counter) {
+    r.to_host[0] = counter->bytes_to_host;
+    r.from_host[0] = counter->bytes_from_host;
+    counter->reset();
+  }
+  strategy->backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
+                     dv.view(), stats);
+  if (counter) {
+    r.to_host[1] = counter->bytes_to_host;
+    r.from_host[1] = counter->bytes_from_host;
+  }
+  r.out = out.vec();
+  r.lse = lse.vec();
+  r.dq = dq.vec();
+  r.dk = dk.vec();
+  r.dv = dv.vec();
+  return r;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
+}
+
+TEST(DeviceStaging, EveryStrategyStagesWhatItsPlanMovesAndComputesTheCpuResults) {
+  const Communicator world = Communicator::world();
+  const int P = world.size(), g = world.rank();
+  const ProblemShape shape{1, 48, 12, 12, 8, DType::F32};  // 48 = 2P·k for P ≤ 4; H, H_kv divisible by P
+  const std::int64_t B = shape.B, H = shape.H, Hk = shape.H_kv, D = shape.D;
+  // The ring family twice: zigzag (every block visible: RingExecutor::run) and contiguous (causal
+  // leaves blocks empty: the mask-aware schedule, RingExecutor::run_direct, at P > 1).
+  const std::vector<std::pair<StrategyKind, LayoutKind>> cases = {
+      {StrategyKind::Burst, LayoutKind::Zigzag},        {StrategyKind::Ring, LayoutKind::Zigzag},
+      {StrategyKind::Burst, LayoutKind::Contiguous},    {StrategyKind::Ring, LayoutKind::Contiguous},
+      {StrategyKind::AllGather, LayoutKind::Zigzag},    {StrategyKind::Ulysses, LayoutKind::Zigzag},
+      {StrategyKind::Usp, LayoutKind::Zigzag},          {StrategyKind::HeadParallel, LayoutKind::Zigzag},
+      {StrategyKind::DistFlash, LayoutKind::Contiguous}};
+  for (const auto& [kind, layout] : cases) {
+    DistConfig cfg;
+    cfg.strategy = kind;
+    cfg.layout = layout;
+    if (kind == StrategyKind::Usp)
+      cfg.ulysses_degree = P == 4 ? 2 : 1;  // a ring of all-to-all groups at P = 4
+    const std::string name =
+        std::string(to_string(kind)) + " " + to_string(layout) + " P=" + std::to_string(P);
+    const StrategyRun want = run_strategy(world, cfg, shape, device::make_cpu_device(), nullptr);
+    const auto standin = std::make_shared<const StandInDevice>();
+    const StrategyRun got = run_strategy(world, cfg, shape, standin, standin.get());
+    EXPECT_TRUE(bitwise_equal(want.out, got.out) && bitwise_equal(want.lse, got.lse)) << name << " forward";
+    EXPECT_TRUE(bitwise_equal(want.dq, got.dq) && bitwise_equal(want.dk, got.dk) &&
+                bitwise_equal(want.dv, got.dv))
+        << name << " backward";
+
+    const Plan plan = Plan::make(cfg, shape, Mask::causal_mask(), P, P);
+    if (layout == LayoutKind::Contiguous && kind != StrategyKind::DistFlash && P > 1) {
+      EXPECT_TRUE(plan.forward().mask_aware && plan.backward().mask_aware)
+          << name << ": not the mask-aware schedule";
+    }
+    const auto S = static_cast<std::int64_t>(plan.layout().positions[static_cast<std::size_t>(g)].size());
+    for (int pass = 0; pass < 2; ++pass) {
+      const std::string what = name + (pass == 0 ? " forward" : " backward");
+      const std::int64_t sent =
+          (pass == 0 ? plan.forward() : plan.backward()).bytes_sent[static_cast<std::size_t>(g)];
+      const std::int64_t out = got.to_host[pass], in = got.from_host[pass];
+      // One rank stages nothing, but the ring executor (burst, ring, usp) stages its own payload out.
+      if (P == 1 && kind != StrategyKind::Burst && kind != StrategyKind::Ring && kind != StrategyKind::Usp) {
+        EXPECT_EQ(out + in, 0) << what << ": one rank stages nothing";
+        continue;
+      }
+      switch (kind) {
+        case StrategyKind::Burst:
+        case StrategyKind::Ring:
+        case StrategyKind::DistFlash:  // messages: each received one staged in once
+          EXPECT_EQ(world.all_reduce_sum(in), world.all_reduce_sum(sent)) << what;
+          if (P > 1) {
+            EXPECT_LE(out, sent) << what << ": a payload sent to several ranks is staged out once";
+          }
+          break;
+        case StrategyKind::Ulysses:  // two all-to-alls, equal segments: P segments out and in, P − 1 sent
+          EXPECT_EQ(out, sent * P / (P - 1)) << what;
+          EXPECT_EQ(in, sent * P / (P - 1)) << what;
+          break;
+        case StrategyKind::Usp: {  // all-to-alls in groups of u, and the ring's messages
+          const int u = strategies::resolve_ulysses_degree(cfg.ulysses_degree, P, Hk);
+          const auto split = strategies::make_head_split(H, Hk, u, "usp");
+          std::vector<std::int64_t> len;
+          for (int m = g / u * u; m < g / u * u + u; ++m)
+            len.push_back(
+                static_cast<std::int64_t>(plan.layout().positions[static_cast<std::size_t>(m)].size()));
+          const std::int64_t a2a = pass == 0 ? strategies::ulysses_forward_bytes(split, len, B, D, g % u)
+                                             : strategies::ulysses_backward_bytes(split, len, B, D, g % u);
+          const std::int64_t a2a_staged = u > 1 ? a2a * u / (u - 1) : 0;
+          EXPECT_EQ(world.all_reduce_sum(in), world.all_reduce_sum(a2a_staged + sent - a2a)) << what;
+          break;
+        }
+        case StrategyKind::AllGather: {  // all-gather K,V; backward also reduce-scatters dK,dV (fp32)
+          const std::int64_t kv = 4 * 2 * B * S * Hk * D, grads = pass == 0 ? 0 : 4 * 2 * B * S * Hk * D;
+          ASSERT_EQ(sent, (P - 1) * (kv + grads)) << what << ": the plan's blocks";
+          EXPECT_EQ(out, kv + P * grads) << what;
+          EXPECT_EQ(in, P * kv + grads) << what;
+          break;
+        }
+        case StrategyKind::HeadParallel: {  // all-gather of every head, reduce-scatter of every head
+          const std::int64_t gathered =
+              pass == 0 ? 4 * B * S * (H + 2 * Hk) * D : 4 * B * S * (2 * H * D + 2 * Hk * D + 2 * H);
+          const std::int64_t scattered = pass == 0 ? 4 * B * S * H * (D + 1) : 4 * B * S * (H + 2 * Hk) * D;
+          ASSERT_EQ(sent, (P - 1) * (gathered + scattered)) << what << ": the plan's blocks";
+          EXPECT_EQ(out, gathered + P * scattered) << what;
+          EXPECT_EQ(in, P * gathered + scattered) << what;
+          break;
+        }
+      }
     }
   }
 }

@@ -65,11 +65,24 @@ Buffer BufferPool::get_zeroed(std::int64_t bytes) {
   return v;
 }
 
+BufferPool::~BufferPool() {
+  for (Buffer& block : free_) drop(block);
+}
+
+void BufferPool::drop(Buffer& block) const {
+  if (kind_ != MemoryKind::PinnedHost || !block.on_host()) return;
+  ByteBuffer bytes = block.to_host();
+  device_->release_pinned(bytes);
+}
+
 void BufferPool::put(Buffer buffer) {
   if (buffer.empty()) return;
   out_ = std::max<std::int64_t>(0, out_ - buffer.size());
   free_.push_back(std::move(buffer));
-  if (free_.size() > kMaxHeld) free_.erase(free_.begin());
+  if (free_.size() > kMaxHeld) {
+    drop(free_.front());
+    free_.erase(free_.begin());
+  }
 }
 
 ByteBuffer BufferPool::get_host(std::int64_t bytes) { return get(bytes).to_host(); }

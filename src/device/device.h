@@ -99,6 +99,10 @@ class BufferPool {
   static constexpr std::size_t kMaxHeld = 32;
   explicit BufferPool(const Device& device, MemoryKind kind = MemoryKind::Device)
       : device_(&device), kind_(kind) {}
+  /// Drops the kept blocks (pinned host blocks through Device::release_pinned).
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
   const Device& device() const { return *device_; }
   /// A block of exactly `bytes` bytes, contents unspecified.
   Buffer get(std::int64_t bytes);
@@ -119,6 +123,7 @@ class BufferPool {
   std::int64_t kept_bytes() const;
 
  private:
+  void drop(Buffer& block) const;  // a block leaving the pool for good
   const Device* device_;
   MemoryKind kind_;
   std::vector<Buffer> free_;         // oldest first
@@ -141,7 +146,14 @@ class Device {
 
   // ---- memory ------------------------------------------------------------------------------
   /// A fresh block of `bytes` bytes of `kind` (contents unspecified). Prefer a BufferPool.
+  /// PinnedHost blocks are host ByteBuffers (the communicator's currency) that a GPU device
+  /// page-locks for asynchronous copies; a pool hands each back through release_pinned before
+  /// freeing it.
   virtual Buffer allocate(std::int64_t bytes, MemoryKind kind) const = 0;
+  /// Undoes what allocate(…, PinnedHost) did to a host block's memory before it is freed (a GPU:
+  /// unregisters the page-locked range; a no-op for host bytes it never pinned, and on the CPU).
+  /// Never throws.
+  virtual void release_pinned(ByteBuffer& bytes) const noexcept { (void)bytes; }
 
   // ---- streams and events ------------------------------------------------------------------
   /// The stream this device enqueues on (nullptr on the CPU).

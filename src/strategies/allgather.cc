@@ -16,6 +16,7 @@
 #include "burst/softmax_merge.h"
 #include "strategies/planned_strategy.h"
 #include "strategies/pooled_tensor.h"
+#include "strategies/staging.h"
 #include "strategies/step_params.h"
 #include "strategies/strategy_impl.h"
 #include "strategies/views.h"
@@ -28,7 +29,7 @@ namespace {
 class AllGatherStrategy final : public Strategy {
  public:
   explicit AllGatherStrategy(const Setup& setup)
-      : setup_(setup), gathered_pos_(setup.shape.S_global), pool_(*setup.device) {
+      : setup_(setup), gathered_pos_(setup.shape.S_global), stage_(*setup.device) {
     const ProblemShape& s = setup.shape;
     S_ = s.S_global / setup.P;
     b_kv_ = s.B * S_ * s.H_kv * s.D;
@@ -44,18 +45,16 @@ class AllGatherStrategy final : public Strategy {
       rec.finish();
       return;
     }
-    ByteBuffer ranked = gather(k, v, stats, rec.at()),
-               g = pool_.get_host(static_cast<std::int64_t>(ranked.size()));
+    device::Buffer ranked = gather(k, v, stats, rec.at()), g = pool().get(ranked.size());
     Gathered kv;
     {
       Stopwatch sw(&rec.at().copy);
       kv = reorder(ranked, g, k.dtype);
     }
     compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats, rec.log);
-    stats.peak_buffer_bytes =
-        2 * static_cast<std::int64_t>(ranked.size()) + wire::kv_block(k.dtype, b_kv_).bytes();
-    pool_.put_host(std::move(ranked));
-    pool_.put_host(std::move(g));
+    stats.peak_buffer_bytes = 2 * ranked.size() + wire::kv_block(k.dtype, b_kv_).bytes();
+    pool().put(std::move(ranked));
+    pool().put(std::move(g));
     rec.finish();
   }
 
@@ -64,7 +63,7 @@ class AllGatherStrategy final : public Strategy {
                 const TensorView& dv, DistStats& stats) override {
     const ProblemShape& s = setup_.shape;
     const int P = setup_.P;
-    TypedTensor delta_mem = pooled_tensor(pool_, {s.B, s.H, S_}, DType::F32);
+    TypedTensor delta_mem = pooled_tensor(pool(), {s.B, s.H, S_}, DType::F32);
     const TensorView delta = delta_mem.view();
     dev().attention_delta(dout, out, delta);
     stats.backward_side = "kv";
@@ -76,7 +75,7 @@ class AllGatherStrategy final : public Strategy {
       rec.log.compute(0, stats.compute_seconds,
                       [&] { dev().step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, false); });
       stats.peak_buffer_bytes = kF32 * delta.numel();
-      pool_.put_host(delta_mem.release());
+      pool().put(delta_mem.release());
       rec.finish();
       return;
     }
@@ -86,11 +85,11 @@ class AllGatherStrategy final : public Strategy {
     // S_global rows per query tile: past the last-level cache (S = 32768, H 2, D 64: 4 × 17 MB)
     // the backward ran 1.42× the ring's time; blocks of S_global / P rows run at the ring's.
     const WireLayout kv = wire::kv_block(k.dtype, b_kv_);
-    ByteBuffer ranked = gather(k, v, stats, rec.at());
-    ByteBuffer send;
+    device::Buffer ranked = gather(k, v, stats, rec.at());
+    device::Buffer send;
     {
       Stopwatch sw(&rec.at().copy);
-      send = pool_.get_zeroed(kF32 * 2 * b_kv_ * P).to_host();
+      send = pool().get_zeroed(kF32 * 2 * b_kv_ * P);
       dev().fill(dq, 0.0f);
     }
     stats.compute_seconds = 0;
@@ -99,7 +98,7 @@ class AllGatherStrategy final : public Strategy {
       for (int r = 0; r < P; ++r) {
         if (block_pairs(setup_, setup_.rank, r) == 0) continue;  // no query sees block r: dK, dV stay 0
         const std::byte* block = ranked.data() + kv.bytes() * r;
-        float* grad = f32_data(send) + 2 * b_kv_ * r;
+        float* grad = send.f32() + 2 * b_kv_ * r;
         const kernels::KernelParams p =
             step_params(setup_, own_positions(), rank_positions(setup_, r).data(), nullptr);
         dev().step_backward(dout, q, field_view(kv, wire::kK, block, {s.B, S_, s.H_kv, s.D}),
@@ -108,22 +107,25 @@ class AllGatherStrategy final : public Strategy {
                             bshd_view(grad + b_kv_, s.B, S_, s.H_kv, s.D), p, true);
       }
     });
-    ByteBuffer mine = pool_.get_host(kF32 * 2 * b_kv_);
     const auto t1 = std::chrono::steady_clock::now();
-    setup_.comm.reduce_scatter(
-        f32_data(send), std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_), f32_data(mine));
+    // Staged: the whole [dK, dV] partials out once, this rank's summed block in once.
+    device::Buffer mine =
+        stage_.collective(send, kF32 * 2 * b_kv_, [&](const ByteBuffer& sent, ByteBuffer& got) {
+          setup_.comm.reduce_scatter(f32_data(sent),
+                                     std::vector<std::int64_t>(static_cast<std::size_t>(P), 2 * b_kv_),
+                                     f32_data(got));
+        });
     const double waited = seconds_since(t1);
     stats.exposed_comm_seconds += waited;
     rec.at().wait += waited;
     {
       Stopwatch sw(&rec.at().copy);
-      unpack_into(dev(), f32_data(mine), dk);
-      unpack_into(dev(), f32_data(mine) + b_kv_, dv);
+      unpack_into(dev(), mine.f32(), dk);
+      unpack_into(dev(), mine.f32() + b_kv_, dv);
     }
-    stats.peak_buffer_bytes =
-        static_cast<std::int64_t>(ranked.size() + send.size() + mine.size()) + kF32 * delta.numel();
-    pool_.put_host(delta_mem.release());
-    for (ByteBuffer* x : {&ranked, &send, &mine}) pool_.put_host(std::move(*x));
+    stats.peak_buffer_bytes = ranked.size() + send.size() + mine.size() + kF32 * delta.numel();
+    pool().put(delta_mem.release());
+    for (device::Buffer* x : {&ranked, &send, &mine}) pool().put(std::move(*x));
     rec.finish();
   }
 
@@ -164,25 +166,27 @@ class AllGatherStrategy final : public Strategy {
   };
 
   /// All-gathers [K;V] of every rank in their storage dtype; returns them in rank order (a pool
-  /// buffer).
-  ByteBuffer gather(const TensorView& k, const TensorView& v, DistStats& stats, StepTimes& rec) const {
+  /// block of device memory). Staged: the own block out once, the P blocks in once.
+  device::Buffer gather(const TensorView& k, const TensorView& v, DistStats& stats, StepTimes& rec) const {
     const WireLayout kv = wire::kv_block(k.dtype, b_kv_);
-    ByteBuffer own = pool_.get_host(kv.bytes()), ranked = pool_.get_host(kv.bytes() * setup_.P);
+    device::Buffer own = pool().get(kv.bytes());
     {
       Stopwatch sw(&rec.copy);
       pack_field(dev(), kv, wire::kK, k, own.data());
       pack_field(dev(), kv, wire::kV, v, own.data());
     }
     const auto t0 = std::chrono::steady_clock::now();
-    setup_.comm.all_gather(own, ranked);
+    device::Buffer ranked = stage_.collective(
+        own, kv.bytes() * setup_.P,
+        [&](const ByteBuffer& sent, ByteBuffer& got) { setup_.comm.all_gather(sent, got); });
     stats.exposed_comm_seconds = seconds_since(t0);
     rec.wait += stats.exposed_comm_seconds;
-    pool_.put_host(std::move(own));
+    pool().put(std::move(own));
     return ranked;
   }
 
   /// Reorders the rank-order blocks into position order in `g` (same size as `ranked`).
-  Gathered reorder(const ByteBuffer& ranked, ByteBuffer& g, DType dt) const {
+  Gathered reorder(const device::Buffer& ranked, const device::Buffer& g, DType dt) const {
     const ProblemShape& s = setup_.shape;
     const WireLayout block = wire::kv_block(dt, b_kv_), whole = wire::kv_block(dt, b_kv_ * setup_.P);
     Gathered kv{field_view(whole, wire::kK, g.data(), {s.B, s.S_global, s.H_kv, s.D}),
@@ -215,7 +219,9 @@ class AllGatherStrategy final : public Strategy {
   std::int64_t S_ = 0, b_kv_ = 0;
   const device::Device& dev() const { return *setup_.device; }
 
-  mutable device::BufferPool pool_;  // message, gathered and partial buffers kept across calls
+  device::BufferPool& pool() const { return stage_.pool(); }
+
+  mutable Stager stage_;  // message, gathered and partial buffers kept across calls (staged to the wire)
 };
 
 }  // namespace

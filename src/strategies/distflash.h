@@ -13,6 +13,7 @@
 #include "device/device.h"
 #include "kernels/step.h"
 #include "plan_strategies.h"
+#include "strategies/staging.h"
 #include "strategies/step_log.h"
 
 namespace burst::strategies {
@@ -34,13 +35,15 @@ struct FlashOverlap {
 /// comm.rank()), out like q, lse [B,H,c] contiguous. `base` carries scale, mask (resolved over
 /// S_global = P·c) and kernel; each block's positions are taken from `positions` (0 .. P·c − 1).
 /// Collective over comm (P = s.P ranks). Memory O(c): own payloads, one step's inbox, one
-/// partial buffer.
-void distflash_forward(const device::Device& dev, const Communicator& comm, const DistFlashSchedule& s,
+/// partial buffer. Every tensor is in st.device()'s memory; messages are staged through `st`
+/// (src/strategies/staging.h: an own chunk copied out once and sent from its wire to every rank
+/// that needs it, a received message copied in once, a returned partial copied out once).
+void distflash_forward(Stager& st, const Communicator& comm, const DistFlashSchedule& s,
                        const kernels::KernelParams& base, const std::int64_t* positions, const TensorView& q,
                        const TensorView& k, const TensorView& v, const TensorView& out, const TensorView& lse,
                        FlashOverlap ov, PassTimes& times);
 /// Backward: dq like q, dk, dv like k (overwritten). Collective.
-void distflash_backward(const device::Device& dev, const Communicator& comm, const DistFlashSchedule& s,
+void distflash_backward(Stager& st, const Communicator& comm, const DistFlashSchedule& s,
                         const kernels::KernelParams& base, const std::int64_t* positions,
                         const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const TensorView& lse, const TensorView& dq,

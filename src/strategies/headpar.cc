@@ -119,7 +119,7 @@ class HeadParallelStrategy final : public PlannedStrategy {
       dev().attention_delta(dout, out, delta.view());
       dev().step_backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, base_, false);
     }
-    ex_.pool().put_host(delta.release());
+    ex_.pool().put(delta.release());
     fill_stats(stats, t, pairs_, 4 * shape_.B * shape_.H * q.size(1));
   }
 
@@ -137,13 +137,13 @@ class HeadParallelStrategy final : public PlannedStrategy {
     TypedTensor og = ex_.q_heads(B, D, DType::F32), lg = ex_.row_heads(B);
     const std::vector<std::int64_t> c = block_bytes(in_parts);
     const WireLayout mine_in = block_layout(in_parts, B, ex_.local_length(me_), D);
-    ByteBuffer send = pool.get_host(c[static_cast<std::size_t>(me_)]), recv = pool.get_host(sum(c));
+    device::Buffer send = pool.get(c[static_cast<std::size_t>(me_)]), recv;
     {
       Stopwatch w(&t.comm_seconds);
       pack_field(dev(), mine_in, 0, q, send.data());
       pack_field(dev(), mine_in, 1, k, send.data());
       pack_field(dev(), mine_in, 2, v, send.data());
-      comm_.all_gather_v(send, c, recv);
+      recv = all_gather(send, c);
       unpack_gathered(dev(), recv.data(), ex_, in_parts, {qg.view(), kg.view(), vg.view()}, B, D);
     }
     {
@@ -153,22 +153,20 @@ class HeadParallelStrategy final : public PlannedStrategy {
     const std::vector<Part> out_parts = {{false, h.H, h.q_lo(me_), h.heads},
                                          {true, h.H, h.q_lo(me_), h.heads}};
     const std::vector<std::int64_t> rc = block_floats(out_parts);
-    ByteBuffer mine = pool.get_host(kF32 * rc[static_cast<std::size_t>(me_)]);
+    device::Buffer mine;
     {
       Stopwatch w(&t.comm_seconds);
-      std::vector<float>& rs = scatter_input(rs_fwd_, sum(rc));
-      pack_scatter(dev(), static_cast<std::byte*>(static_cast<void*>(rs.data())), ex_, out_parts,
-                   {og.view(), lg.view()}, B, D);
-      comm_.reduce_scatter(rs.data(), rc, f32_data(mine));
-      unpack_into(dev(), f32_data(mine), out);
-      unpack_into(dev(), f32_data(mine) + out.numel(), lse);
+      device::Buffer& rs = scatter_input(rs_fwd_, sum(rc));
+      pack_scatter(dev(), rs.data(), ex_, out_parts, {og.view(), lg.view()}, B, D);
+      mine = reduce_scatter(rs, rc);
+      unpack_into(dev(), mine.f32(), out);
+      unpack_into(dev(), mine.f32() + out.numel(), lse);
     }
-    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) +
-                              kF32 * static_cast<std::int64_t>(rs_fwd_.size());
+    const std::int64_t held = send.size() + recv.size() + mine.size() + rs_fwd_.size();
     fill_stats(stats, t, pairs_,
                kF32 * (B * S * (2 * h.heads + 2 * h.kv_heads) * D + B * h.heads * S) + held);
     ex_.recycle({&qg, &kg, &vg, &og, &lg});
-    for (ByteBuffer* x : {&send, &recv, &mine}) pool.put_host(std::move(*x));
+    for (device::Buffer* x : {&send, &recv, &mine}) pool.put(std::move(*x));
   }
 
   void backward_pass(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -192,13 +190,13 @@ class HeadParallelStrategy final : public PlannedStrategy {
     TypedTensor lg = ex_.row_heads(B), deltag = ex_.row_heads(B);
     const std::vector<std::int64_t> c = block_bytes(in_parts);
     const WireLayout mine_in = block_layout(in_parts, B, ex_.local_length(me_), D);
-    ByteBuffer send = pool.get_host(c[static_cast<std::size_t>(me_)]), recv = pool.get_host(sum(c));
+    device::Buffer send = pool.get(c[static_cast<std::size_t>(me_)]), recv;
     {
       Stopwatch w(&t.comm_seconds);
       std::size_t f = 0;
       for (const TensorView& x : {q, dout, k, v, lse, delta.view()})
         pack_field(dev(), mine_in, f++, x, send.data());
-      comm_.all_gather_v(send, c, recv);
+      recv = all_gather(send, c);
       unpack_gathered(dev(), recv.data(), ex_, in_parts,
                       {qg.view(), dog.view(), kg.view(), vg.view(), lg.view(), deltag.view()}, B, D);
     }
@@ -212,23 +210,36 @@ class HeadParallelStrategy final : public PlannedStrategy {
     const Part dqp{false, h.H, h.q_lo(me_), h.heads}, dkvp{false, h.H_kv, h.kv_lo(me_), h.kv_heads};
     const std::vector<Part> out_parts = {dqp, dkvp, dkvp};
     const std::vector<std::int64_t> rc = block_floats(out_parts);
-    ByteBuffer mine = pool.get_host(kF32 * rc[static_cast<std::size_t>(me_)]);
+    device::Buffer mine;
     {
       Stopwatch w(&t.comm_seconds);
-      std::vector<float>& rs = scatter_input(rs_bwd_, sum(rc));
-      pack_scatter(dev(), static_cast<std::byte*>(static_cast<void*>(rs.data())), ex_, out_parts,
-                   {dqg.view(), dkg.view(), dvg.view()}, B, D);
-      comm_.reduce_scatter(rs.data(), rc, f32_data(mine));
-      unpack_into(dev(), f32_data(mine), dq);
-      unpack_into(dev(), f32_data(mine) + dq.numel(), dk);
-      unpack_into(dev(), f32_data(mine) + dq.numel() + dk.numel(), dv);
+      device::Buffer& rs = scatter_input(rs_bwd_, sum(rc));
+      pack_scatter(dev(), rs.data(), ex_, out_parts, {dqg.view(), dkg.view(), dvg.view()}, B, D);
+      mine = reduce_scatter(rs, rc);
+      unpack_into(dev(), mine.f32(), dq);
+      unpack_into(dev(), mine.f32() + dq.numel(), dk);
+      unpack_into(dev(), mine.f32() + dq.numel() + dk.numel(), dv);
     }
-    const std::int64_t held = static_cast<std::int64_t>(send.size() + recv.size() + mine.size()) +
-                              kF32 * static_cast<std::int64_t>(rs_bwd_.size());
+    const std::int64_t held = send.size() + recv.size() + mine.size() + rs_bwd_.size();
     fill_stats(stats, t, pairs_,
                kF32 * (B * S * (3 * h.heads + 4 * h.kv_heads) * D + 2 * B * h.heads * S) + held);
     ex_.recycle({&delta, &qg, &dog, &kg, &vg, &lg, &deltag, &dqg, &dkg, &dvg});
-    for (ByteBuffer* x : {&send, &recv, &mine}) pool.put_host(std::move(*x));
+    for (device::Buffer* x : {&send, &recv, &mine}) pool.put(std::move(*x));
+  }
+
+  /// all_gather_v of this rank's packed block `send` (device memory, c[me] bytes) into every
+  /// rank's blocks in rank order (a pool block of Σ c bytes), staged: out once, in once.
+  device::Buffer all_gather(device::Buffer& send, const std::vector<std::int64_t>& c) const {
+    return ex_.stager().collective(
+        send, sum(c), [&](const ByteBuffer& sent, ByteBuffer& got) { comm_.all_gather_v(sent, c, got); });
+  }
+  /// reduce_scatter of the fp32 input `rs` (rank i's block: rc[i] values) into this rank's summed
+  /// block (a pool block of rc[me] values), staged: the whole input out once, the block in once.
+  device::Buffer reduce_scatter(device::Buffer& rs, const std::vector<std::int64_t>& rc) const {
+    return ex_.stager().collective(rs, kF32 * rc[static_cast<std::size_t>(me_)],
+                                   [&](const ByteBuffer& sent, ByteBuffer& got) {
+                                     comm_.reduce_scatter(f32_data(sent), rc, f32_data(got));
+                                   });
   }
 
   /// Bytes of every rank's block of `parts` (block_layout).
@@ -247,10 +258,13 @@ class HeadParallelStrategy final : public PlannedStrategy {
   static std::int64_t sum(const std::vector<std::int64_t>& c) {
     return std::accumulate(c.begin(), c.end(), std::int64_t{0});
   }
-  /// The reduce-scatter input of one pass kind, zeroed once: pack_scatter writes only this
-  /// rank's heads, so every other slot stays zero across calls.
-  static std::vector<float>& scatter_input(std::vector<float>& buf, std::int64_t floats) {
-    if (static_cast<std::int64_t>(buf.size()) != floats) buf.assign(static_cast<std::size_t>(floats), 0.0f);
+  /// The reduce-scatter input of one pass kind (device memory), zeroed once: pack_scatter
+  /// writes only this rank's heads, so every other slot stays zero across calls.
+  device::Buffer& scatter_input(device::Buffer& buf, std::int64_t floats) const {
+    if (buf.size() != kF32 * floats) {
+      buf = dev().allocate(kF32 * floats, device::MemoryKind::Device);
+      if (floats > 0) dev().fill(make_view(buf.f32(), {floats}), 0.0f);
+    }
     return buf;
   }
 
@@ -258,7 +272,7 @@ class HeadParallelStrategy final : public PlannedStrategy {
   kernels::KernelParams base_;
   ProblemShape shape_;
   int me_ = 0;
-  std::vector<float> rs_fwd_, rs_bwd_;  // reduce-scatter inputs (scatter_input)
+  device::Buffer rs_fwd_, rs_bwd_;  // reduce-scatter inputs (scatter_input)
 };
 
 }  // namespace

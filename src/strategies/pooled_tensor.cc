@@ -1,22 +1,16 @@
 // Typed storage from a buffer pool (see pooled_tensor.h).
 #include "strategies/pooled_tensor.h"
 
-namespace burst::strategies {
+#include <utility>
 
-TypedTensor::TypedTensor(std::vector<std::int64_t> shape, DType dtype)
-    : shape_(std::move(shape)), dtype_(dtype) {
-  std::int64_t n = 1;
-  for (const std::int64_t x : shape_) n *= x;
-  bytes_.assign(static_cast<std::size_t>(n) * dtype_size(dtype_), std::byte{0});
-}
+namespace burst::strategies {
 
 TensorView TypedTensor::view() const {
   return make_view(static_cast<const void*>(bytes_.data()), dtype_, shape_);
 }
 
-ByteBuffer TypedTensor::release() {
-  ByteBuffer b = std::move(bytes_);
-  bytes_.clear();
+device::Buffer TypedTensor::release() {
+  device::Buffer b = std::move(bytes_);
   shape_.clear();
   return b;
 }
@@ -25,7 +19,7 @@ TypedTensor pooled_tensor(device::BufferPool& pool, std::vector<std::int64_t> sh
   std::int64_t n = 1;
   for (const std::int64_t x : shape) n *= x;
   TypedTensor t;
-  t.bytes_ = pool.get_host(n * static_cast<std::int64_t>(dtype_size(dtype)));
+  t.bytes_ = pool.get(n * static_cast<std::int64_t>(dtype_size(dtype)));
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   return t;

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "burst/comm.h"
 #include "burst/tensor.h"
 #include "device/device.h"
 
@@ -13,33 +12,33 @@ namespace burst::strategies {
 class TypedTensor;
 TypedTensor pooled_tensor(device::BufferPool& pool, std::vector<std::int64_t> shape, DType dtype);
 
-/// Owning contiguous storage of `dtype` (f32, or bf16/f16 as their 16-bit patterns),
-/// zero-initialised: burst::Tensor's twin for inputs a strategy keeps in their 16-bit dtype
-/// (Ulysses' gathered and saved Q, K, V, dO). Host memory. Not copyable (views point into it);
-/// movable.
+/// Owning contiguous storage of `dtype` (f32, or bf16/f16 as their 16-bit patterns) in a
+/// device's memory: burst::Tensor's twin for tensors a strategy keeps in their 16-bit dtype
+/// (Ulysses' gathered and saved Q, K, V, dO) and for its fp32 scratch (delta, gathered rows).
+/// Not copyable (views point into it); movable.
 class TypedTensor {
  public:
   TypedTensor() = default;
-  TypedTensor(std::vector<std::int64_t> shape, DType dtype);
   TypedTensor(TypedTensor&&) noexcept = default;
   TypedTensor& operator=(TypedTensor&&) noexcept = default;
   TypedTensor(const TypedTensor&) = delete;
   TypedTensor& operator=(const TypedTensor&) = delete;
+  /// Contiguous view of the storage (device memory).
   TensorView view() const;
   bool empty() const { return shape_.empty(); }
-  /// Hands the storage back (e.g. to a BufferPool with put_host); the tensor is empty afterwards.
-  ByteBuffer release();
+  /// Hands the storage back (to a BufferPool with put); the tensor is empty afterwards.
+  device::Buffer release();
 
  private:
   friend TypedTensor pooled_tensor(device::BufferPool& pool, std::vector<std::int64_t> shape, DType dtype);
-  ByteBuffer bytes_;
+  device::Buffer bytes_;
   std::vector<std::int64_t> shape_;
   DType dtype_ = DType::F32;
 };
 
-/// A TypedTensor over a block of `pool` (no zeroing: contents unspecified, the caller
-/// overwrites every element); give it back with pool.put_host(t.release()). Precondition: the
-/// pool's memory is host memory (BufferPool::get_host).
+/// A TypedTensor of `shape` and `dtype` over a block of `pool` (the pool's device memory; no
+/// zeroing: contents unspecified, the caller overwrites every element); give it back with
+/// pool.put(t.release()).
 TypedTensor pooled_tensor(device::BufferPool& pool, std::vector<std::int64_t> shape, DType dtype);
 
 }  // namespace burst::strategies

@@ -63,4 +63,17 @@ device::Buffer Stager::take_device(Message m) {
   return std::move(m.copy);
 }
 
+device::Buffer Stager::collective(device::Buffer& send, std::int64_t recv_bytes, const CollectiveFn& op) {
+  Message m = out(std::move(send));
+  ByteBuffer recv = wire_pool().get_host(recv_bytes);
+  op(m.wire, recv);
+  if (dev_->host_memory()) {
+    send = device::Buffer(std::move(m.wire));
+  } else {
+    send = std::move(m.copy);
+    wire_pool_.put_host(std::move(m.wire));
+  }
+  return take_device(in(std::move(recv)));
+}
+
 }  // namespace burst::strategies

@@ -4,13 +4,16 @@
 // (src/device/device.h). The step executor stages: a message is {pinned wire buffer, device
 // copy, event}. A message this rank originates is packed in device memory and copied out once
 // (out); a received one is copied in once (in) and read on the device after its event; a
-// forwarded one is sent again from its pinned wire buffer (no copy). On a host-memory device
-// (the CPU) the device copy IS the wire buffer: out and in move storage and copy nothing.
-// Does not: communicate.
+// forwarded one is sent again from its pinned wire buffer (no copy). A collective (all-gather,
+// all-to-all, reduce-scatter) is one message each way: its whole send buffer staged out once, its
+// whole receive buffer staged in once (collective()). On a host-memory device (the CPU) the
+// device copy IS the wire buffer: out, in and collective move storage and copy nothing.
+// Does not: communicate (collective() runs the caller's communicator call on the wire buffers).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "burst/comm.h"
 #include "device/device.h"
@@ -60,6 +63,16 @@ class Stager {
   void recycle(Message m);
   /// A device block from a received message: its device copy (or, host memory, its wire).
   device::Buffer take_device(Message m);
+
+  /// The communicator's part of a collective, on wire buffers: send and receive (recv_bytes
+  /// long, contents unspecified) are host memory the communicator reads and writes.
+  using CollectiveFn = std::function<void(const ByteBuffer& send, ByteBuffer& recv)>;
+  /// One collective through staging: `send` (device memory, packed by the caller) is copied out
+  /// to a pinned wire buffer once, `op` runs on the wire buffers, and the receive buffer is
+  /// copied in once. Returns the received bytes in device memory (a pool block of recv_bytes:
+  /// hand it back with pool().put); `send` is handed back unchanged (on a host-memory device its
+  /// storage is lent to the wire and returned: nothing is copied). Collective as `op`.
+  device::Buffer collective(device::Buffer& send, std::int64_t recv_bytes, const CollectiveFn& op);
 
  private:
   const device::Device* dev_;

@@ -28,7 +28,7 @@ WireLayout segment_layout(const std::vector<UlyssesExchange::Field>& fields, con
 }
 
 /// Start of partner j's segment in a buffer of consecutive segments of `bytes` each.
-std::byte* segment(ByteBuffer& buf, const std::vector<std::int64_t>& bytes, int j) {
+std::byte* segment(const device::Buffer& buf, const std::vector<std::int64_t>& bytes, int j) {
   return buf.data() + std::accumulate(bytes.begin(), bytes.begin() + j, std::int64_t{0});
 }
 
@@ -67,7 +67,7 @@ void check_fields(const std::vector<UlyssesExchange::Field>& fields) {
 
 UlyssesExchange::UlyssesExchange(const device::Device& dev,
                                  std::vector<std::vector<std::int64_t>> member_positions, HeadSplit split)
-    : split_(split), pool_(dev) {
+    : split_(split), stage_(dev) {
   BURST_CHECK(static_cast<int>(member_positions.size()) == split.u, InvalidArgument, "Ulysses group of ",
               member_positions.size(), " members for a head split over ", split.u, " ranks");
   for (const auto& pos : member_positions) positions_.insert(positions_.end(), pos.begin(), pos.end());
@@ -87,16 +87,16 @@ UlyssesExchange::UlyssesExchange(const device::Device& dev,
 }
 
 TypedTensor UlyssesExchange::q_heads(std::int64_t B, std::int64_t D, DType dtype) const {
-  return pooled_tensor(pool_, {B, group_length(), split_.heads, D}, dtype);
+  return pooled_tensor(pool(), {B, group_length(), split_.heads, D}, dtype);
 }
 TypedTensor UlyssesExchange::kv_heads(std::int64_t B, std::int64_t D, DType dtype) const {
-  return pooled_tensor(pool_, {B, group_length(), split_.kv_heads, D}, dtype);
+  return pooled_tensor(pool(), {B, group_length(), split_.kv_heads, D}, dtype);
 }
 TypedTensor UlyssesExchange::row_heads(std::int64_t B) const {
-  return pooled_tensor(pool_, {B, split_.heads, group_length()}, DType::F32);
+  return pooled_tensor(pool(), {B, split_.heads, group_length()}, DType::F32);
 }
 void UlyssesExchange::recycle(std::initializer_list<TypedTensor*> tensors) const {
-  for (TypedTensor* t : tensors) pool_.put_host(t->release());
+  for (TypedTensor* t : tensors) pool().put(t->release());
 }
 
 void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<Field>& fields) const {
@@ -109,7 +109,7 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
     send_bytes.push_back(mine.bytes());
     recv_bytes.push_back(segment_layout(fields, split_, local_length(j)).bytes());
   }
-  ByteBuffer send = pool_.get_host(total(send_bytes)), recv = pool_.get_host(total(recv_bytes));
+  device::Buffer send = pool().get(total(send_bytes));
   for (int j = 0; j < u; ++j) {
     std::byte* seg = segment(send, send_bytes, j);
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
@@ -118,7 +118,9 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
                    f.kv ? split_.kv_heads : split_.heads, seg + mine[fi].offset, true);
     }
   }
-  comm.all_to_all_v(send, send_bytes, recv, recv_bytes);
+  device::Buffer recv = stage_.collective(
+      send, total(recv_bytes),
+      [&](const ByteBuffer& sent, ByteBuffer& got) { comm.all_to_all_v(sent, send_bytes, got, recv_bytes); });
   for (int i = 0; i < u; ++i) {
     const WireLayout theirs = segment_layout(fields, split_, local_length(i));
     const std::byte* seg = segment(recv, recv_bytes, i);
@@ -128,8 +130,8 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
                    f.kv ? split_.kv_heads : split_.heads, seg + theirs[fi].offset, false);
     }
   }
-  pool_.put_host(std::move(send));
-  pool_.put_host(std::move(recv));
+  pool().put(std::move(send));
+  pool().put(std::move(recv));
 }
 
 void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<Field>& fields) const {
@@ -142,7 +144,7 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
     send_bytes.push_back(segment_layout(fields, split_, local_length(j)).bytes());
     recv_bytes.push_back(mine.bytes());
   }
-  ByteBuffer send = pool_.get_host(total(send_bytes)), recv = pool_.get_host(total(recv_bytes));
+  device::Buffer send = pool().get(total(send_bytes));
   for (int i = 0; i < u; ++i) {
     const WireLayout theirs = segment_layout(fields, split_, local_length(i));
     std::byte* seg = segment(send, send_bytes, i);
@@ -152,7 +154,9 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
                    f.kv ? split_.kv_heads : split_.heads, seg + theirs[fi].offset, true);
     }
   }
-  comm.all_to_all_v(send, send_bytes, recv, recv_bytes);
+  device::Buffer recv = stage_.collective(
+      send, total(recv_bytes),
+      [&](const ByteBuffer& sent, ByteBuffer& got) { comm.all_to_all_v(sent, send_bytes, got, recv_bytes); });
   // Replicated KV heads (fp32 gradients) come back once per replica: zero, then sum in member order.
   for (const Field& f : fields) {
     if (!(f.kv && split_.kv_replicated)) continue;
@@ -169,8 +173,8 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
                    f.kv ? split_.kv_heads : split_.heads, seg + mine[fi].offset, false, sum);
     }
   }
-  pool_.put_host(std::move(send));
-  pool_.put_host(std::move(recv));
+  pool().put(std::move(send));
+  pool().put(std::move(recv));
 }
 
 // ---------------------------------------------------------------- ulysses passes
@@ -189,12 +193,15 @@ kernels::KernelParams gathered_params(const kernels::KernelParams& base, const U
 
 }  // namespace
 
-std::uint64_t context_key(const device::Device& dev, const TensorView& q, const TensorView& k,
+std::uint64_t context_key(device::BufferPool& pool, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView& out) {
+  const device::Device& dev = pool.device();
   if (q.dtype == DType::F32 || out.dtype == q.dtype) return dev.fingerprint({q, k, v, out});
-  TypedTensor rounded(shape_of(out), q.dtype);
+  TypedTensor rounded = pooled_tensor(pool, shape_of(out), q.dtype);
   dev.convert(out, rounded.view());
-  return dev.fingerprint({q, k, v, rounded.view()});
+  const std::uint64_t key = dev.fingerprint({q, k, v, rounded.view()});
+  pool.put(rounded.release());
+  return key;
 }
 
 std::vector<UlyssesContext> ContextStore::save(std::uint64_t key, UlyssesContext ctx) {
@@ -232,7 +239,7 @@ std::vector<UlyssesContext> ContextStore::erase(std::uint64_t key) {
 }
 
 void recycle(device::BufferPool& pool, UlyssesContext&& ctx) {
-  for (TypedTensor* t : {&ctx.q, &ctx.k, &ctx.v, &ctx.out, &ctx.lse}) pool.put_host(t->release());
+  for (TypedTensor* t : {&ctx.q, &ctx.k, &ctx.v, &ctx.out, &ctx.lse}) pool.put(t->release());
 }
 
 namespace {
@@ -249,7 +256,7 @@ void local_forward(const UlyssesExchange& ex, const GroupAttention& attend, cons
     own = pooled_tensor(pool, {q.size(0), q.size(2), q.size(1)}, DType::F32);
   attend.forward(q, k, v, out, lse.data != nullptr ? lse : own.view(), times);
   if (keep == nullptr) {
-    pool.put_host(own.release());
+    pool.put(own.release());
     return;
   }
   if (lse.data != nullptr) unpack_into(ex.dev(), lse.f32(), own.view());  // lse is contiguous (façade)
@@ -270,7 +277,7 @@ void local_backward(const UlyssesExchange& ex, const GroupAttention& attend, con
     ex.dev().attention_delta(dout, out, delta.view());
   }
   attend.backward(dout, q, k, v, lse, delta.view(), dq, dk, dv, times);
-  pool.put_host(delta.release());
+  pool.put(delta.release());
 }
 
 }  // namespace
@@ -404,14 +411,14 @@ void UlyssesFamilyBase::forward_in(const Communicator& group, const UlyssesExcha
     ulysses_forward(group, ex, attend, q, k, v, out, lse, &t, keep ? &ctx : nullptr);
   });
   if (keep)
-    for (UlyssesContext& c : store_.save(context_key(ex.dev(), q, k, v, out), std::move(ctx)))
+    for (UlyssesContext& c : store_.save(context_key(ex.pool(), q, k, v, out), std::move(ctx)))
       recycle(ex.pool(), std::move(c));
 }
 
 const UlyssesContext* UlyssesFamilyBase::agreed_context(const TensorView& q, const TensorView& k,
                                                         const TensorView& v, const TensorView& out,
                                                         std::uint64_t& key) const {
-  key = store_.slots() > 0 ? context_key(*device_, q, k, v, out) : 0;
+  key = store_.slots() > 0 ? context_key(key_pool_, q, k, v, out) : 0;
   const UlyssesContext* ctx = store_.slots() > 0 ? store_.find(key) : nullptr;
   // Control data (not counted): every rank must take the same path, or the exchanges differ.
   return comm_.all_reduce_min(std::int64_t{ctx != nullptr ? 1 : 0}) == 1 ? ctx : nullptr;

@@ -24,6 +24,7 @@
 #include "plan_strategies.h"
 #include "strategies/planned_strategy.h"
 #include "strategies/pooled_tensor.h"
+#include "strategies/staging.h"
 #include "strategies/step_log.h"
 #include "strategies/step_params.h"
 #include "strategies/strategy_impl.h"
@@ -44,8 +45,9 @@ class UlyssesExchange {
   };
 
   /// Throws Error(InvalidArgument) when member positions overlap or are not increasing.
-  /// `dev`: the device of every tensor exchanged (outlives the exchange; host memory: the
-  /// exchange's messages are its buffers, not staged).
+  /// `dev`: the device of every tensor exchanged (outlives the exchange). Each exchange packs
+  /// its send buffer in device memory and stages it through pinned wire buffers (stager():
+  /// one copy out, one copy in; the identity on a host-memory device).
   UlyssesExchange(const device::Device& dev, std::vector<std::vector<std::int64_t>> member_positions,
                   HeadSplit split);
 
@@ -59,8 +61,10 @@ class UlyssesExchange {
   const std::vector<std::int64_t>& rows(int member) const { return rows_[static_cast<std::size_t>(member)]; }
   /// Message buffers of the exchanges and the gathered tensors of the passes live here between
   /// calls (device::BufferPool, src/device/device.h: no fresh zeroed memory per call).
-  device::BufferPool& pool() const { return pool_; }
-  const device::Device& dev() const { return pool_.device(); }
+  device::BufferPool& pool() const { return stage_.pool(); }
+  const device::Device& dev() const { return stage_.device(); }
+  /// The staging of this group's collectives (src/strategies/staging.h); pool() is its device pool.
+  Stager& stager() const { return stage_; }
   /// Head-sharded tensors over the group's sequence from pool() (contents unspecified):
   /// [B, S_group, heads, D], [B, S_group, kv_heads, D], rows [B, heads, S_group] (fp32).
   TypedTensor q_heads(std::int64_t B, std::int64_t D, DType dtype) const;
@@ -89,7 +93,7 @@ class UlyssesExchange {
   HeadSplit split_;
   std::vector<std::int64_t> positions_;
   std::vector<std::vector<std::int64_t>> rows_;  ///< member i's tokens as rows of positions_
-  mutable device::BufferPool pool_;  // the exchanges are logically const: the pool only caches memory
+  mutable Stager stage_;  // the exchanges are logically const: the pools only cache memory
 };
 
 /// What runs on the gathered head-parallel tensors between the two all-to-alls: local attention
@@ -140,9 +144,10 @@ struct UlyssesContext {
 void recycle(device::BufferPool& pool, UlyssesContext&& ctx);
 
 /// The key a saved context is stored under: dev.fingerprint of q, k, v and out, with out
-/// rounded to q's dtype first when q is 16-bit (the forward sees the fp32 result the façade
-/// rounds afterwards, the backward gets the rounded one back — or the fp32 one: both match).
-std::uint64_t context_key(const device::Device& dev, const TensorView& q, const TensorView& k,
+/// rounded to q's dtype first (into a block of `pool`, given back) when q is 16-bit (the forward sees the
+/// fp32 result the façade rounds afterwards, the backward gets the rounded one back — or the fp32 one: both
+/// match).
+std::uint64_t context_key(device::BufferPool& pool, const TensorView& q, const TensorView& k,
                           const TensorView& v, const TensorView& out);
 
 /// Up to `slots` saved contexts keyed by the device fingerprint of the forward's local q, k, v,
@@ -205,7 +210,7 @@ class UlyssesFamilyBase : public PlannedStrategy {
 
  protected:
   UlyssesFamilyBase(const Setup& setup, const char* name)
-      : PlannedStrategy(setup), name_(name), store_(setup.cfg.saved_contexts) {}
+      : PlannedStrategy(setup), name_(name), store_(setup.cfg.saved_contexts), key_pool_(*setup.device) {}
   void forward_in(const Communicator& group, const UlyssesExchange& ex, const GroupAttention& attend,
                   const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                   const TensorView& lse, DistStats& stats);
@@ -221,6 +226,7 @@ class UlyssesFamilyBase : public PlannedStrategy {
 
   std::string name_;
   ContextStore store_;
+  mutable device::BufferPool key_pool_;  // context_key's rounded out (16-bit inputs), kept across calls
 };
 
 }  // namespace burst::strategies

@@ -16,15 +16,6 @@ void free_device_memory(const void*, void* data, std::int64_t) {
   cudaFree(data);  // frees on the allocation's device, whatever is current
 }
 
-/// Elements [i, i + 1) of dimension `dim` of t.
-TensorView slice(const TensorView& t, int dim, std::int64_t i) {
-  TensorView s = t;
-  const auto d = static_cast<std::size_t>(dim);
-  s.shape[d] = 1;
-  s.data = static_cast<char*>(t.data) + i * t.stride[d] * static_cast<std::int64_t>(dtype_size(t.dtype));
-  return s;
-}
-
 }  // namespace
 
 CudaDevice::CudaDevice(int index) : index_(index) {
@@ -48,12 +39,35 @@ TensorView CudaDevice::here(TensorView v) const {
 
 Buffer CudaDevice::allocate(std::int64_t bytes, MemoryKind kind) const {
   BURST_CHECK(bytes >= 0, Internal, "allocation of ", bytes, " bytes");
-  if (kind == MemoryKind::PinnedHost) return Buffer(ByteBuffer(static_cast<std::size_t>(bytes)));
+  if (kind == MemoryKind::PinnedHost) {
+    // Page-locked in place: the bytes stay a ByteBuffer the communicator can own, and copies to
+    // and from them run asynchronously on the stream (pageable memory would be staged by the
+    // driver, synchronously).
+    // Registration works on whole pages: a small block sharing a page with one registered
+    // before is refused (cudaErrorHostMemoryAlreadyRegistered) and stays pageable — its copies
+    // are then synchronous, never wrong.
+    ByteBuffer host(static_cast<std::size_t>(bytes));
+    if (bytes > 0) {
+      const cudaError_t status = cudaHostRegister(host.data(), host.size(), cudaHostRegisterDefault);
+      if (status == cudaErrorHostMemoryAlreadyRegistered)
+        cudaGetLastError();
+      else
+        cuda::check(status, "cudaHostRegister");
+    }
+    return Buffer(std::move(host));
+  }
   if (bytes == 0) return Buffer();
   const cuda::DeviceScope scope(burst::Device{DeviceKind::Cuda, index_});
   void* data = nullptr;
   cuda::check(cudaMalloc(&data, static_cast<std::size_t>(bytes)), "cudaMalloc");
   return Buffer(data, bytes, &free_device_memory, this);
+}
+
+void CudaDevice::release_pinned(ByteBuffer& bytes) const noexcept {
+  if (bytes.empty()) return;
+  // A buffer this device never registered (e.g. a communicator's copy handed back to a pool)
+  // reports cudaErrorHostMemoryNotRegistered: nothing to undo, and the error is cleared.
+  if (cudaHostUnregister(bytes.data()) != cudaSuccess) cudaGetLastError();
 }
 
 Event CudaDevice::record() const {
@@ -108,16 +122,29 @@ void CudaDevice::index_copy(const TensorView& src, const TensorView& dst, int di
               "index_copy along dim ", dim, " from ", src.describe(), " to ", dst.describe());
   BURST_CHECK(!accumulate || src.dtype == DType::F32, Internal, "index_copy accumulating into ",
               dst.describe());
-  const std::int64_t n = (scatter ? src : dst).size(dim);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t mapped = index != nullptr ? index[i] : i;
-    const TensorView s = slice(src, dim, scatter ? i : mapped), d = slice(dst, dim, scatter ? mapped : i);
-    if (accumulate) {
-      cuda::add(here(d), here(s), stream_);
-    } else {
-      cuda::copy(here(s), here(d), stream_);
-    }
+  if (index == nullptr) {  // the identity: one copy (or add) of the whole views
+    if (accumulate)
+      cuda::add(here(dst), here(src), stream_);
+    else
+      cuda::copy(here(src), here(dst), stream_);
+    return;
   }
+  const std::int64_t n = (scatter ? src : dst).size(dim), bound = (scatter ? dst : src).size(dim);
+  for (std::int64_t i = 0; i < n; ++i)
+    BURST_CHECK(index[i] >= 0 && index[i] < bound, Internal, "index_copy: index[", i, "] = ", index[i],
+                " outside [0, ", bound, ")");
+  if (n == 0 || (scatter ? src : dst).numel() == 0) return;
+  // The index table goes to device memory once per call (stream-ordered allocation: freed after
+  // the launch that reads it), then one launch moves every element.
+  const cuda::DeviceScope scope(burst::Device{DeviceKind::Cuda, index_});
+  const auto bytes = static_cast<std::size_t>(n) * sizeof(std::int64_t);
+  void* table = nullptr;
+  cuda::check(cudaMallocAsync(&table, bytes, stream_), "cudaMallocAsync (index table)");
+  cuda::check(cudaMemcpyAsync(table, index, bytes, cudaMemcpyHostToDevice, stream_),
+              "cudaMemcpyAsync (index table)");
+  cuda::index_copy(here(src), here(dst), dim, static_cast<const std::int64_t*>(table), scatter, accumulate,
+                   stream_);
+  cuda::check(cudaFreeAsync(table, stream_), "cudaFreeAsync (index table)");
 }
 
 void CudaDevice::fill(const TensorView& dst, float value) const { cuda::fill(here(dst), value, stream_); }

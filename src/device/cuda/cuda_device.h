@@ -2,8 +2,9 @@
 // its elementwise parts go (internal, library burst_cuda; docs/gpu.md).
 //
 // Owns: a stream of GPU `index` and what the strategies do to memory there — allocations
-// (cudaMalloc; pinned host memory is host ByteBuffers for now: pageable, so staging copies are
-// synchronous with the host), events (cudaEvent), staging copies, strided and index copies,
+// (cudaMalloc; pinned host memory: host ByteBuffers page-locked with cudaHostRegister, so the
+// staging copies are asynchronous DMA; the communicator keeps its ByteBuffer currency), events
+// (cudaEvent), staging copies, strided and index copies,
 // fill, add, wire-dtype rounding, the online-softmax merge and delta (elementwise.h). Views the
 // seam passes point into this GPU's memory whatever their `device` field says (the strategies
 // build them with make_view): each operation marks them as this GPU's before the launch.
@@ -28,7 +29,10 @@ class CudaDevice final : public Device {
 
   std::string name() const override;
   bool host_memory() const override { return false; }
+  /// Device: cudaMalloc. PinnedHost: a ByteBuffer page-locked with cudaHostRegister (released
+  /// by release_pinned, which the pools call before freeing it).
   Buffer allocate(std::int64_t bytes, MemoryKind kind) const override;
+  void release_pinned(ByteBuffer& bytes) const noexcept override;
   StreamHandle stream() const override { return stream_; }
   Event record() const override;
   bool ready(const Event& e) const override;
@@ -36,8 +40,9 @@ class CudaDevice final : public Device {
   void copy_to_host(const std::byte* src, std::byte* dst_host, std::int64_t bytes) const override;
   void copy_from_host(const std::byte* src_host, std::byte* dst, std::int64_t bytes) const override;
   void copy(const TensorView& src, const TensorView& dst) const override;
-  /// One copy (or add) launch per index entry: correct, not yet fast (a gather kernel with the
-  /// index table in device memory is for the GPU strategies).
+  /// One launch (cuda::index_copy): the host index table is checked against the bounds, copied
+  /// to device memory once per call (stream-ordered: cudaMallocAsync / cudaFreeAsync around the
+  /// launch), and read by the kernel. Without an index, one copy (or add) of the whole views.
   void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
                   bool scatter, bool accumulate) const override;
   void fill(const TensorView& dst, float value) const override;

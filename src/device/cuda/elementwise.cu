@@ -119,6 +119,36 @@ __global__ void add_kernel(Strided dst, Strided src, std::int64_t n) {
   }
 }
 
+/// One thread per element of the walked side (dst for a gather, src for a scatter): its index
+/// along `dim` maps through `index` to the other side's. Moves elements as raw bits of their size.
+__global__ void index_copy_kernel(Strided src, Strided dst, int dim, const std::int64_t* index, bool scatter,
+                                  bool accumulate, int element_bytes, std::int64_t n) {
+  const Strided& walked = scatter ? src : dst;
+  for (std::int64_t e = first_index(); e < n; e += grid_threads()) {
+    std::int64_t rest = e, src_off = 0, dst_off = 0;
+    for (int i = walked.ndim - 1; i >= 0; --i) {
+      const std::int64_t k = rest % walked.shape[i];
+      rest /= walked.shape[i];
+      const std::int64_t mapped = i == dim ? index[k] : k;
+      src_off += (scatter ? k : mapped) * src.stride[i];
+      dst_off += (scatter ? mapped : k) * dst.stride[i];
+    }
+    if (accumulate) {
+      float* x = reinterpret_cast<float*>(dst.data) + dst_off;
+      *x = __fadd_rn(*x, reinterpret_cast<const float*>(src.data)[src_off]);
+    } else if (element_bytes == 2) {
+      reinterpret_cast<std::uint16_t*>(dst.data)[dst_off] =
+          reinterpret_cast<const std::uint16_t*>(src.data)[src_off];
+    } else if (element_bytes == 4) {
+      reinterpret_cast<std::uint32_t*>(dst.data)[dst_off] =
+          reinterpret_cast<const std::uint32_t*>(src.data)[src_off];
+    } else {
+      reinterpret_cast<std::uint64_t*>(dst.data)[dst_off] =
+          reinterpret_cast<const std::uint64_t*>(src.data)[src_off];
+    }
+  }
+}
+
 /// One warp per row (b, s, h) of out [B,S,H,D]: every lane reads the row's lse before lane 0
 /// writes the merged one. The three cases are merge_row's (src/softmax_merge.cc).
 __global__ void merge_kernel(Strided out, Strided lse, Strided part, Strided lse_part) {
@@ -233,6 +263,28 @@ void copy(const TensorView& src, const TensorView& dst, cudaStream_t stream) {
   if (n == 0) return;
   const DeviceScope scope(dst.device);
   copy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(strided(src), strided(dst), n);
+  check_launch(api);
+}
+
+void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
+                bool scatter, bool accumulate, cudaStream_t stream) {
+  constexpr const char* api = "cuda::index_copy";
+  check_device(api, on_gpu(api, "dst", dst), "src", src);
+  check_rank(api, "src", src);
+  check_rank(api, "dst", dst);
+  BURST_CHECK(src.dtype == dst.dtype && src.ndim == dst.ndim && dim >= 0 && dim < src.ndim, InvalidArgument,
+              api, ": along dim ", dim, " from ", src.describe(), " to ", dst.describe());
+  for (int i = 0; i < src.ndim; ++i)
+    BURST_CHECK(i == dim || src.size(i) == dst.size(i), InvalidArgument, api, ": shapes differ off dim ", dim,
+                ": ", src.describe(), " vs ", dst.describe());
+  if (accumulate) check_f32(api, "dst", dst);
+  BURST_CHECK(index != nullptr, InvalidArgument, api, ": no index (a plain copy is cuda::copy)");
+  const std::int64_t n = (scatter ? src : dst).numel();
+  if (n == 0) return;
+  const DeviceScope scope(dst.device);
+  index_copy_kernel<<<blocks_for(n), kThreads, 0, stream>>>(strided(src), strided(dst), dim, index, scatter,
+                                                            accumulate,
+                                                            static_cast<int>(dtype_size(src.dtype)), n);
   check_launch(api);
 }
 

@@ -25,6 +25,19 @@ namespace burst::cuda {
 /// device; Error(Internal) when the launch fails. Cost: one read and one write per element.
 void copy(const TensorView& src, const TensorView& dst, cudaStream_t stream);
 
+/// Index copy along dimension `dim` in one launch, the twin of CpuDevice::index_copy
+/// (src/device/cpu/cpu_device.cc) with an index: scatter false, dst[.., i, ..] ← src[.., index[i],
+/// ..] for i < dst.shape[dim] (a gather); scatter true, dst[.., index[i], ..] ← src[.., i, ..] for
+/// i < src.shape[dim]; accumulate (fp32 only): += instead of ←. `index` is DEVICE memory of this
+/// GPU (n = the walked side's dim entries, each in [0, the other side's dim)); scatter with
+/// accumulate needs distinct entries (the strategies' rows are). src and dst: same dtype, same
+/// ndim (1–4), the other dims equal, any strides. Elements move bit for bit (no conversion).
+/// Throws: Error(InvalidArgument) on shapes or devices, Error(Unsupported) for accumulate into a
+/// dtype other than fp32, Error(Internal) on launch failure. Cost: one read and one write per
+/// element of the walked side, one launch.
+void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
+                bool scatter, bool accumulate, cudaStream_t stream);
+
 /// Every element of dst ← value rounded to dst's dtype (the twin of CpuDevice::fill in
 /// src/device/cpu/cpu_device.cc). dst: 1–4 dims, any strides, any dtype.
 /// Throws: Error(InvalidArgument) for dst not on a CUDA device; Error(Internal) on launch failure.
