@@ -1,15 +1,14 @@
-// src/device/cuda/cuda_device.h — the device seam (device/device.h) on one CUDA GPU, as far as
-// its elementwise parts go (internal, library burst_cuda; docs/gpu.md).
+// src/device/cuda/cuda_device.h — the device seam (device/device.h) on one CUDA GPU (internal,
+// library burst_cuda; docs/gpu.md).
 //
-// Owns: a stream of GPU `index` and what the strategies do there — allocations
-// (cudaMalloc; pinned host memory: host ByteBuffers page-locked with cudaHostRegister, so the
-// staging copies are asynchronous DMA; the communicator keeps its ByteBuffer currency), events
-// (cudaEvent), staging copies, strided and index copies,
-// fill, add, wire-dtype rounding, the online-softmax merge and delta (elementwise.h), and the
-// attention step kernels (attention_cuda.h: the fast tensor-core kernels or their reference
-// twin). Views the
-// seam passes point into this GPU's memory whatever their `device` field says (the strategies
-// build them with make_view): each operation marks them as this GPU's before the launch.
+// Owns: a stream of GPU `index` and what the strategies do there — allocations (cudaMalloc;
+// pinned host memory: host ByteBuffers page-locked with cudaHostRegister, so the staging copies
+// are asynchronous DMA; the communicator keeps its ByteBuffer currency), events (cudaEvent),
+// staging copies, strided and index copies, fill, add, wire-dtype rounding, the online-softmax
+// merge and delta (elementwise.h), and the attention step kernels (attention_cuda.h: the fast
+// tensor-core kernels or their reference twin). Views the seam passes point into this GPU's
+// memory whatever their `device` field says (the strategies build them with make_view): each
+// operation marks them as this GPU's before the launch.
 // Construction is the first CUDA call: nothing runs at program start.
 #pragma once
 
