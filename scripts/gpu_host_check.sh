@@ -79,7 +79,10 @@ step() {
   t0=$(date +%s)
   timeout --kill-after=5 "$limit" "$@" >>"$out" 2>>"$errs"
   rc=$?
-  emit step "step=$name" "rc=$rc" "seconds=$(($(date +%s) - t0))" "timed_out=$([[ $rc == 124 || $rc == 137 ]] && echo true || echo false)"
+  local why=""
+  ((rc != 0)) && why=$(tail -1 "$errs" | tr -d '"\\')
+  emit step "step=$name" "rc=$rc" "seconds=$(($(date +%s) - t0))" \
+    "timed_out=$([[ $rc == 124 || $rc == 137 ]] && echo true || echo false)" "last_error=$why"
   return $rc
 }
 
