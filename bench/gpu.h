@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -31,9 +33,15 @@ nlohmann::json gpu_info();
 /// device is usable; Error(InvalidArgument) for an index past the device count.
 int choose_gpu(int requested, int local_rank);
 
-/// The local rank of this process from the launcher's environment (Open MPI, MPICH / Hydra,
-/// Slurm), 0 when none says.
-int launcher_local_rank();
+/// local_rank modulo count: the GPU of a rank when `count` GPUs are visible (choose_gpu's rule).
+/// Throws: Error(Unsupported) for count < 1; Error(InvalidArgument) for local_rank < 0.
+int gpu_for_local_rank(int local_rank, int count);
+
+/// The local rank of this process from the launcher's environment (Open MPI's
+/// OMPI_COMM_WORLD_LOCAL_RANK, then Hydra's MPI_LOCALRANKID, then Slurm's SLURM_LOCALID; the
+/// first that holds a number), 0 when none does. `lookup` reads a variable (std::getenv; tests
+/// pass their own).
+int launcher_local_rank(const std::function<const char*(const char*)>& lookup = std::getenv);
 
 /// Parses --device: "cpu" / "host" → −2; "cuda" → −1 (choose_gpu picks); "cuda:N" → N.
 /// Throws: Error(InvalidArgument) for anything else, naming it.
@@ -51,8 +59,10 @@ struct GpuKernelCase {
 
 /// Times the device seam's step_forward (forward) and attention_delta + step_backward
 /// (backward) on GPU `c.device` with CUDA events; prints one JSON line per pass, the CPU bench's
-/// fields plus device, gpu_name, timer and tflops; with a check, the largest difference from
-/// the CPU kernel (attention_forward / attention_backward on the same rounded inputs).
+/// fields plus device, gpu_name, timer and tflops; with a check, the largest difference between
+/// the entry path on the GPU (src/attention_device.h: attention_forward_on / _backward_on with the
+/// GPU's device) and the CPU kernel (attention_forward / attention_backward) on the same rounded
+/// inputs.
 /// Throws: Error(Unsupported) without CUDA or a usable GPU, or what the step kernels throw.
 void run_kernel_bench_gpu(const GpuKernelCase& c);
 

@@ -15,6 +15,7 @@
 #include <mpi-ext.h>  // Open MPI: MPIX_Query_cuda_support
 #endif
 
+#include "attention_device.h"
 #include "bench/gpu.h"
 #include "bench/harness.h"
 #include "burst/attention.h"
@@ -167,7 +168,7 @@ int choose_gpu(int requested, int local_rank) {
                 " CUDA device(s), 0..", n - 1);
     return requested;
   }
-  return local_rank % n;
+  return gpu_for_local_rank(local_rank, n);
 }
 
 namespace {
@@ -197,6 +198,7 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
   Tensor lse_h({c.batch, c.heads, c.seq}), delta_h({c.batch, c.heads, c.seq});
 
   const device::CudaDevice dev(index);
+  const Device gpu{DeviceKind::Cuda, index};
   const DeviceTensor gq = upload(dev, index, q.view), gk = upload(dev, index, k.view);
   const DeviceTensor gv = upload(dev, index, v.view), gdout = upload(dev, index, dout.view);
   const DeviceTensor gout = upload(dev, index, out_h.view), gdq = upload(dev, index, dq_h.view);
@@ -223,7 +225,7 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
     return summarize(s);
   };
   const bool check = c.check_max_seq > 0 && c.seq <= c.check_max_seq;
-  AttentionParams cpu;
+  AttentionParams cpu;  // the checks' parameters: the CPU call's, and the GPU entry path's
   cpu.mask = mask;
   std::vector<nlohmann::json> records;
   auto record = [&](const char* pass, const Timing& t, double flop, const char* formula, double err) {
@@ -254,7 +256,8 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
   {  // the forward always runs: the backward needs its out and lse
     const Timing tf = timed([&] { dev.step_forward(gq.view, gk.view, gv.view, gout.view, glse.view, p); });
     double err = 0;
-    if (check) {
+    if (check) {  // the entry path on the GPU (validation, staged positions) against the CPU's
+      entry::attention_forward_on(dev, gpu, gq.view, gk.view, gv.view, gout.view, glse.view, cpu);
       attention_forward(q.view, k.view, v.view, out_h.view, lse_h.view(), cpu);
       err = std::max(max_abs_diff(download_f32(dev, gout), out_h.view),
                      max_abs_diff(download_f32(dev, glse), lse_h.view()));
@@ -271,6 +274,8 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
     });
     double err = 0;
     if (check) {
+      entry::attention_backward_on(dev, gpu, gdout.view, gq.view, gk.view, gv.view, gout.view, glse.view,
+                                   gdq.view, gdk.view, gdv.view, cpu);
       attention_backward(dout.view, q.view, k.view, v.view, out_h.view, lse_h.view(), dq_h.view, dk_h.view,
                          dv_h.view, cpu);
       err = std::max({max_abs_diff(download_f32(dev, gdq), dq_h.view),
