@@ -1,5 +1,6 @@
 // The build-independent half of bench/gpu.h: --device parsing and the launcher's local rank.
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "bench/gpu.h"
@@ -20,14 +21,19 @@ int parse_bench_device(const std::string& name) {
              "the GPU count) or cuda:N");
 }
 
-int launcher_local_rank() {
+int gpu_for_local_rank(int local_rank, int count) {
+  BURST_CHECK(count >= 1, Unsupported, "no CUDA GPU to choose from (", count, " visible)");
+  BURST_CHECK(local_rank >= 0, InvalidArgument, "local rank ", local_rank, " is negative");
+  return local_rank % count;
+}
+
+int launcher_local_rank(const std::function<const char*(const char*)>& lookup) {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') {
-      char* end = nullptr;
-      const long r = std::strtol(v, &end, 10);
-      if (*end == '\0' && r >= 0 && r < 1 << 20) return static_cast<int>(r);
-    }
+    const char* v = lookup(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long r = std::strtol(v, &end, 10);
+    if (*end == '\0' && r >= 0 && r < (1 << 20)) return static_cast<int>(r);
   }
   return 0;
 }
