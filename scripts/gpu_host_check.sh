@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The GPU host check, in one call of at most 8 minutes: build burst with CUDA (Ninja, all cores,
-# no libtorch / Python module), run `ctest -L cuda`, the step kernels beside PyTorch's SDPA per
+# no libtorch; the Python module where pybind11 is there), run `ctest -L cuda`, the Python tests
+# with torch CUDA tensors, the step kernels beside PyTorch's SDPA per
 # backend (bench/torch_sdpa.py --device cuda) at S = 32768, (H 8, D 64) and (H 32, D 128), bf16,
 # full and causal, the kernels against the CPU kernel at small S, the strategies at P = 1..4 MPI
-# ranks sharing the GPU, and the exact causal attention over S = 1,048,576 tokens (H 8, D 64,
-# bf16) at P = 1 and P = 4, beside PyTorch's fastest backends on the same S. Every step has its
+# ranks sharing the GPU, the exact causal attention over S = 1,048,576 tokens (H 8, D 64, bf16)
+# at P = 1 and P = 4 beside PyTorch's fastest backends on the same S, and, while the budget
+# lasts, the planted-error check (scripts/cuda_plant_check.sh). Every step has its
 # own timeout, so one failure or hang costs only its share; each writes JSON lines (a step that
 # cannot run says why in a record). Meant for a GPU host without network or apt (docs/gpu.md).
 #
@@ -14,7 +16,8 @@
 #                                                 files and static libs to DIR, carried to the host)
 #         scripts/gpu_host_check.sh --quick [OUTDIR]  (S 8192 and 65536 instead of 32768 and 1M: a trial)
 # Writes into OUTDIR (at most 5 files): gpu_host_check.jsonl (every record), build.log (its last
-# 200 lines), ctest_cuda.log, bench.err (the benchmarks' stderr), and nothing else.
+# 200 lines), ctest_cuda.log, pytest_cuda.log (tests/py/test_cuda.py: torch CUDA tensors through
+# the Python functions), bench.err (the benchmarks' stderr), and nothing else.
 # Environment: BURST_DEPS_PREFIX  the --pack folder (default ./third_party_carry if present)
 #              BURST_BUILD_DIR    build directory (default build-gpu)
 #              BURST_PYTHON       Python with torch (default: the first python3 that imports torch)
@@ -96,8 +99,13 @@ emit host "gpu=$gpu" "nproc=$cores" "cpu_model=$(lscpu | sed -n 's/^Model name:[
 
 # Build: the CLI and every test target labelled cuda (their names start with test_cuda).
 t0=$(date +%s)
+# The Python module for the torch Python's interpreter where it has pybind11 and the headers
+# (AUTO: left out otherwise, and the Python step says so).
 cmake_args=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DBURST_WITH_CUDA=ON -DBURST_WITH_TORCH=OFF
-            -DBURST_WITH_PYTHON=OFF -DBURST_INSTALL=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+            -DBURST_WITH_PYTHON=AUTO -DPython3_EXECUTABLE="$(command -v "$py" || echo "$py")"
+            -DBURST_INSTALL=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5)
+pybind_dir=$("$py" -m pybind11 --cmakedir 2>/dev/null)
+[[ -n $pybind_dir ]] && cmake_args+=(-Dpybind11_DIR="$pybind_dir")
 command -v nvcc >/dev/null || cmake_args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 command -v ninja >/dev/null && cmake_args+=(-G Ninja)
 mapfile -t -O "${#cmake_args[@]}" cmake_args < <(deps_cmake_args "$deps")
@@ -105,7 +113,8 @@ log=$build/gpu_host_check.build.log
 mkdir -p "$build"
 built=false
 if timeout 60 cmake "${cmake_args[@]}" >"$log" 2>&1; then
-  mapfile -t cuda_tests < <(cmake --build "$build" --target help 2>/dev/null | grep -oE '\btest_cuda[a-z0-9_]*' | sort -u)
+  mapfile -t cuda_tests < <(cmake --build "$build" --target help 2>/dev/null |
+    grep -oE '\b(test_cuda[a-z0-9_]*|test_bench_gpu|burst_python)\b' | sort -u)
   if timeout 240 cmake --build "$build" -j "$cores" --target burst_cli "${cuda_tests[@]}" >>"$log" 2>&1; then
     built=true
   fi
@@ -120,13 +129,23 @@ fi
 burst=$build/tools/burst
 "$burst" info | "$py" -c 'import json,sys; r=json.load(sys.stdin); r["check"]="burst_info"; print(json.dumps(r))' >>"$out"
 
-# The cuda tests (kernels against the fp64 oracle, the device seam, the planted error's build
-# is scripts/cuda_plant_check.sh, not run here).
+# The cuda tests (kernels against the fp64 oracle, the device seam, the CLI's GPU side).
 t0=$(date +%s)
 timeout --kill-after=5 90 ctest --test-dir "$build" -L cuda --output-on-failure >"$outdir/ctest_cuda.log" 2>&1
 rc=$?
 summary=$(grep -E 'tests passed|Skipped|\*\*\*|Failed' "$outdir/ctest_cuda.log" | tr '\n' '|' | tr -d '"\\')
 emit ctest_cuda "rc=$rc" "seconds=$(($(date +%s) - t0))" "summary=$summary"
+
+# torch CUDA tensors through the Python functions, autograd included (tests/py/test_cuda.py).
+if [[ -f $build/python/burst/__init__.py ]] && (($(budget_left) >= 30)); then
+  t0=$(date +%s)
+  PYTHONPATH=$build/python timeout --kill-after=5 90 "$py" -m pytest -q -p no:cacheprovider -rs \
+    tests/py/test_cuda.py >"$outdir/pytest_cuda.log" 2>&1
+  rc=$?
+  emit pytest_cuda "rc=$rc" "seconds=$(($(date +%s) - t0))" "summary=$(tail -3 "$outdir/pytest_cuda.log" | tr '\n' '|' | tr -d '"\\')"
+else
+  emit pytest_cuda_skipped "reason=no Python module in $build (pybind11 or the Python headers missing for $py) or no budget left"
+fi
 
 # The step kernels against the CPU kernel on the same rounded inputs (max_abs_diff_vs_cpu_kernel).
 for mask in full causal sliding_window_causal causal_document; do
@@ -177,6 +196,20 @@ if "$burst" bench dist --help 2>/dev/null | grep -q -- '--device'; then
     --layout zigzag --seq "$long" --heads 8 --dim 64 --dtype bf16 --mask causal --pass both --repeats 1 --warmup 0
 else
   emit long_p4_skipped "reason=this tree's burst bench dist has no --device cuda"
+fi
+
+# A planted error must fail a cuda test (scripts/cuda_plant_check.sh: its own build of
+# burst_cuda with -DBURST_CUDA_PLANT_ERROR=ON beside this one), while the budget lasts.
+if (($(budget_left) >= 60)); then
+  t0=$(date +%s)
+  deps_args=$(deps_cmake_args "$deps" | tr '\n' ' ')
+  timeout --kill-after=5 $(($(budget_left) - 10)) env -u OMP_NUM_THREADS BURST_CMAKE_ARGS="$deps_args" \
+    BURST_PLANT_BUILD_DIR="$build-plant" scripts/cuda_plant_check.sh >"$build/plant_check.log" 2>&1
+  rc=$?
+  emit plant_check "rc=$rc" "caught=$([[ $rc == 0 ]] && echo true || echo false)" \
+    "seconds=$(($(date +%s) - t0))" "last_line=$(tail -1 "$build/plant_check.log" | tr -d '"\\')"
+else
+  emit plant_check_skipped "reason=the 8-minute budget is spent"
 fi
 
 emit "done" "seconds=$(($(date +%s) - t_start))" "ok=true"
