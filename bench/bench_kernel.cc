@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench/cli_options.h"
+#include "bench/gpu.h"
 #include "bench/harness.h"
 #include "burst/attention.h"
 #include "burst/dispatch.h"
@@ -27,10 +28,35 @@ namespace {
 
 struct KernelBenchOptions {
   std::int64_t batch = 1, seq = 4096, seq_kv = 0, heads = 8, kv_heads = 0, dim = 64;
-  std::string mask = "full", pass = "both", impl = "tiled", isa = "auto", dtype = "fp32";
+  std::string mask = "full", pass = "both", impl = "tiled", isa = "auto", dtype = "fp32", device = "cpu";
   int threads = 1, repeats = 5, warmup = 1, block_q = 0, block_kv = 0;
   std::uint64_t seed = 1;
+  std::int64_t check_max_seq = 4096;
 };
+
+// --device cuda: the device seam's step kernels on a GPU (bench/gpu.h), the same shape options.
+void run_kernel_bench_on_gpu(const KernelBenchOptions& o, int device) {
+  const std::int64_t S_kv = o.seq_kv > 0 ? o.seq_kv : o.seq;
+  BURST_CHECK(o.seq == S_kv, InvalidArgument, "bench kernel: benchmark masks need --seq-kv == --seq, got ",
+              o.seq, " and ", S_kv);
+  GpuKernelCase c;
+  c.batch = o.batch;
+  c.seq = o.seq;
+  c.heads = o.heads;
+  c.kv_heads = o.kv_heads;
+  c.dim = o.dim;
+  c.mask = o.mask;
+  c.pass = o.pass;
+  c.dtype = o.dtype;
+  c.repeats = o.repeats;
+  c.warmup = o.warmup;
+  c.block_q = o.block_q;
+  c.block_kv = o.block_kv;
+  c.seed = o.seed;
+  c.device = device;
+  c.check_max_seq = o.check_max_seq;
+  run_kernel_bench_gpu(c);
+}
 
 // FMA rate of one core right now (GFLOP/s per CPU-second, median of 3 × ~5 ms): this machine is
 // shared, so each record carries the peak measured next to it and the kernel's fraction of it
@@ -60,6 +86,8 @@ double bf16_peak_now(Isa isa) {
 }
 
 void run_kernel_bench(const KernelBenchOptions& o) {
+  const int device = parse_bench_device(o.device);
+  if (device != -2) return run_kernel_bench_on_gpu(o, device);
   BURST_CHECK(o.pass == "fwd" || o.pass == "bwd" || o.pass == "both", InvalidArgument,
               "bench kernel: --pass=", o.pass, " (expected fwd, bwd or both)");
   BURST_CHECK(o.impl == "tiled" || o.impl == "reference", InvalidArgument, "bench kernel: --impl=", o.impl,
@@ -195,6 +223,13 @@ void add_kernel_bench(CLI::App& bench) {
   cmd->add_option("--block-q", opt->block_q, "q tile rows (0 = kernel default)");
   cmd->add_option("--block-kv", opt->block_kv, "kv tile rows (0 = kernel default)");
   cmd->add_option("--seed", opt->seed, "input seed")->capture_default_str();
+  cmd->add_option("--device", opt->device,
+                  "cpu | cuda (each rank: local rank modulo the GPU count) | cuda:N — cuda times the step "
+                  "kernels on a GPU with CUDA events (a CUDA build)")
+      ->capture_default_str();
+  cmd->add_option("--check-max-seq", opt->check_max_seq,
+                  "cuda: compare with the CPU kernel when S <= this (0: never)")
+      ->capture_default_str();
   cmd->callback([opt] { run_kernel_bench(*opt); });
 }
 

@@ -17,6 +17,12 @@ alone, like burst's backward from a saved forward. Median of --repeats after --w
 Usage: bench/torch_sdpa.py [--seq 4096 --heads 8 --dim 64 --batch 1]
                            [--dtypes fp32,bf16] [--threads 1,16] [--masks full,causal]
                            [--passes fwd,bwd] [--repeats 5] [--warmup 1]
+       bench/torch_sdpa.py --device cuda [--seq 32768] [--shapes 8x64,32x128] [--dtypes bf16]
+                           [--backends cudnn,flash,efficient,math] [--masks full,causal] ...
+
+--device cuda (bench/torch_sdpa_cuda.py): the same records for SDPA on a GPU, one per backend
+(torch.nn.attention.sdpa_kernel), timed with CUDA events; defaults S = 32768, (H, D) = (8, 64)
+and (32, 128), bf16. Without a usable GPU it prints one record saying why and exits 0.
 """
 import argparse
 import json
@@ -82,17 +88,28 @@ def timed(fn, warmup, repeats, before=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=4096)
-    ap.add_argument("--dim", type=int, default=64)
-    ap.add_argument("--dtypes", default="fp32,bf16")
+    ap.add_argument("--heads", type=int, default=None, help="H (default 8)")
+    ap.add_argument("--seq", type=int, default=None, help="S (default 4096; cuda: 32768)")
+    ap.add_argument("--dim", type=int, default=None, help="D (default 64)")
+    ap.add_argument("--dtypes", default=None, help="default fp32,bf16; cuda: bf16")
     ap.add_argument("--threads", default="1")
     ap.add_argument("--masks", default="full,causal")
     ap.add_argument("--passes", default="fwd,bwd")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--shapes", default=None, help="cuda: HxD list, e.g. 8x64,32x128 (overrides --heads/--dim)")
+    ap.add_argument("--backends", default="cudnn,flash,efficient,math", help="cuda: SDPA backends")
+    ap.add_argument("--math-max-gib", type=float, default=24.0,
+                    help="cuda: skip the math backend when its fp32 S x S scores would exceed this (GiB)")
     a = ap.parse_args()
+    if a.device == "cuda":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import torch_sdpa_cuda
+        return torch_sdpa_cuda.run(a)
+    a.heads, a.dim = a.heads or 8, a.dim or 64
+    a.seq, a.dtypes = a.seq or 4096, a.dtypes or "fp32,bf16"
     try:
         import torch
     except ImportError as e:

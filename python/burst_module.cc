@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -165,6 +166,46 @@ AttentionParams make_params(const ParamArgs& a, std::int64_t S_q, std::int64_t S
 // Sequence length of a BSHD (4-d) or THD (3-d) view; 0 for other ranks (the library rejects them).
 std::int64_t seq_len(const TensorView& t) { return t.ndim == 4 ? t.size(1) : t.ndim == 3 ? t.size(0) : 0; }
 
+// The GPU path's keywords (gpu_module.cc): attention_forward's, by name, with its defaults.
+AttentionParams params_from_kwargs(const py::kwargs& kw, const TensorView& q, const TensorView& k) {
+  static constexpr const char* known[] = {"mask",         "softmax_scale", "q_offset",      "kv_offset",
+                                          "q_positions",  "kv_positions",  "seq_q_global",  "seq_kv_global",
+                                          "cu_seqlens_q", "cu_seqlens_kv", "deterministic", "num_threads",
+                                          "impl"};
+  for (const auto& item : kw) {
+    const auto key = py::cast<std::string>(item.first);
+    BURST_CHECK(std::find(std::begin(known), std::end(known), key) != std::end(known), InvalidArgument,
+                "attention on the GPU path: unknown keyword '", key, "'");
+  }
+  BURST_CHECK(kw.contains("mask"), InvalidArgument,
+              "attention on the GPU path: the mask keyword is required");
+  auto get = [&](const char* key, auto fallback) {
+    return kw.contains(key) && !kw[key].is_none() ? py::cast<decltype(fallback)>(kw[key]) : fallback;
+  };
+  const Mask& mask = py::cast<const Mask&>(kw["mask"]);
+  const std::optional<float> scale = kw.contains("softmax_scale") && !kw["softmax_scale"].is_none()
+                                         ? std::optional<float>(py::cast<float>(kw["softmax_scale"]))
+                                         : std::nullopt;
+  Positions qp, kvp;
+  if (kw.contains("q_positions") && !kw["q_positions"].is_none()) qp = py::cast<Positions>(kw["q_positions"]);
+  if (kw.contains("kv_positions") && !kw["kv_positions"].is_none())
+    kvp = py::cast<Positions>(kw["kv_positions"]);
+  const ParamArgs a{&mask,
+                    scale,
+                    get("q_offset", std::int64_t{0}),
+                    get("kv_offset", std::int64_t{0}),
+                    std::move(qp),
+                    std::move(kvp),
+                    get("seq_q_global", std::int64_t{-1}),
+                    get("seq_kv_global", std::int64_t{-1}),
+                    get("cu_seqlens_q", std::vector<std::int32_t>{}),
+                    get("cu_seqlens_kv", std::vector<std::int32_t>{}),
+                    get("deterministic", true),
+                    get("num_threads", 0),
+                    get("impl", std::string("tiled"))};
+  return make_params(a, seq_len(q), seq_len(k));
+}
+
 void forward(const py::buffer& q, const py::buffer& k, const py::buffer& v, const py::buffer& out,
              const py::buffer& lse, const ParamArgs& args) {
   const ForwardViews t = forward_views(q, k, v, out, lse);
@@ -243,6 +284,22 @@ void bind_local(py::module_& m) {
       py::arg("api"), py::arg("operands"),
       "Raises ValueError naming the first (name, device) of operands, the device as torch spells it "
       "(\"cpu\", \"cuda:1\"), that is not host memory: burst::check_device's error. Not collective.");
+  m.def(
+      "check_device",
+      [](const std::string& api, const std::string& runs_on,
+         const std::vector<std::pair<std::string, std::string>>& operands) {
+        const Device on = parse_device(runs_on);
+        for (const auto& [name, device] : operands) {
+          TensorView where;  // as check_host, against `runs_on`
+          try {
+            where.device = parse_device(device);
+          } catch (const Error& e) { BURST_FAIL(InvalidArgument, api, ": ", name, ": ", e.message()); }
+          where.data = &where;
+          check_device(api.c_str(), on, name.c_str(), where);
+        }
+      },
+      py::arg("api"), py::arg("runs_on"), py::arg("operands"),
+      "As check_host, for a call that runs on `runs_on` (\"cpu\", \"cuda:N\"). Not collective.");
   m.def("mask_names", [] {
     std::vector<std::string> names;
     for (MaskType t : all_mask_types()) names.emplace_back(to_string(t));
@@ -318,4 +375,5 @@ PYBIND11_MODULE(_C, m) {
   burst::python::bind_dist(m);
   burst::python::bind_kvcache(m);
   burst::python::bind_transport(m);
+  burst::python::bind_gpu(m, burst::python::params_from_kwargs);
 }

@@ -3,8 +3,16 @@
 
 #include <pybind11/pybind11.h>
 
+#include <functional>
+#include <memory>
+
+#include "burst/attention.h"
 #include "burst/comm.h"
 #include "burst/tensor.h"
+
+namespace burst::device {
+class Device;
+}
 
 namespace burst::python {
 
@@ -43,5 +51,18 @@ void bind_local(pybind11::module_& m);
 void bind_dist(pybind11::module_& m);
 void bind_kvcache(pybind11::module_& m);
 void bind_transport(pybind11::module_& m);  // torch_transport.cc
+
+/// The attention parameters of a call's keywords (attention_forward's, burst_module.cc) for
+/// operands q, k: what the GPU path (gpu_module.cc) shares with the host path.
+using GpuParams =
+    std::function<AttentionParams(const pybind11::kwargs&, const TensorView& q, const TensorView& k)>;
+void bind_gpu(pybind11::module_& m, const GpuParams& params);  // gpu_module.cc
+
+/// True in a CUDA build of the module (gpu_cuda.cc; false: gpu_none.cc).
+bool gpu_built();
+/// The device seam on CUDA GPU `index` (a device::CudaDevice; a stream of its own).
+/// Throws: Error(Unsupported) naming the build without CUDA, or the runtime's reason when the
+/// GPU is not usable (no driver, no such device).
+std::unique_ptr<const device::Device> make_gpu_device(int index);
 
 }  // namespace burst::python

@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include "attention_call.h"
 #include "burst/dispatch.h"
 #include "burst/error.h"
 #include "kernels/convert.h"
@@ -121,7 +122,7 @@ double run_memory_read_probe(Isa isa, const float* data, std::int64_t n) {
   return 4.0 * static_cast<double>(n);
 }
 
-namespace {
+namespace entry {
 
 constexpr std::int64_t kMaxHeadDim = 256;
 
@@ -246,20 +247,6 @@ std::int64_t global_length(const char* api, const char* name, std::int64_t given
   return given;
 }
 
-// Everything attention needs after validation. For varlen, B is the number of sequences and
-// S_q / S_kv are the token totals; masks[b] belongs to sequence b (or masks[0] to all).
-struct Call {
-  bool varlen = false;
-  DType dtype = DType::F32;  ///< storage dtype of q, k, v
-  std::int64_t B = 0, S_q = 0, S_kv = 0, H = 0, H_kv = 0, D = 0;
-  float scale = 1.0f;
-  Isa isa = Isa::Portable;
-  int threads = 1;
-  std::vector<std::int32_t> cu_q, cu_kv;
-  std::vector<std::int64_t> q_pos, kv_pos;
-  std::vector<ResolvedMask> masks;
-};
-
 Call validate(const char* api, const TensorView& q, const TensorView& k, const TensorView& v,
               const AttentionParams& p, KernelPass pass) {
   Call c;
@@ -355,8 +342,6 @@ Call validate(const char* api, const TensorView& q, const TensorView& k, const T
 
 // ---------------------------------------------------------------- problem building ---------
 
-// Rows [row0, row0 + n) of a varlen tensor as the BSHD view of one sequence: [T,H,D] → [1,n,H,D]
-// (rows [H,T] → [1,H,n]); BSHD tensors pass unchanged.
 TensorView sequence(const TensorView& t, bool varlen, std::int64_t row0, std::int64_t n) {
   if (!varlen) return t;
   TensorView s = t;
@@ -374,37 +359,6 @@ TensorView sequence_rows(const TensorView& t, bool varlen, std::int64_t row0, st
   s.stride = {0, t.stride[0], t.stride[1], 0};
   s.data = t.f32() + row0 * t.stride[1];
   return s;
-}
-
-// Rows of one kernel call: q rows [q0, q0 + nq), k/v rows [kv0, kv0 + nkv) (varlen: a sequence).
-struct Seq {
-  std::int64_t q0 = 0, nq = 0, kv0 = 0, nkv = 0;
-};
-
-// Calls fn(step, seq) once (BSHD) or once per sequence (varlen, B = 1 each): the validated call
-// as the internal kernel entry's parameters (kernels/step.h).
-template <typename Fn>
-void for_each_problem(const Call& c, const AttentionParams& p, Fn&& fn) {
-  kernels::KernelParams sp;
-  sp.scale = c.scale;
-  sp.q_pos = c.q_pos.data();
-  sp.kv_pos = c.kv_pos.data();
-  sp.num_threads = c.threads;
-  sp.impl = p.impl;
-  sp.isa = c.isa;
-  sp.block_q = p.block_q;
-  sp.block_kv = p.block_kv;
-  sp.progress = p.progress ? &p.progress : nullptr;
-  if (!c.varlen) {
-    sp.mask = &c.masks[0];
-    fn(sp, Seq{0, c.S_q, 0, c.S_kv});
-    return;
-  }
-  for (std::int64_t b = 0; b < c.B; ++b) {
-    const auto u = static_cast<std::size_t>(b);
-    sp.mask = &c.masks[c.masks.size() == 1 ? 0 : u];
-    fn(sp, Seq{c.cu_q[u], c.cu_q[u + 1] - c.cu_q[u], c.cu_kv[u], c.cu_kv[u + 1] - c.cu_kv[u]});
-  }
 }
 
 void backward_core(const char* api, const Call& c, const TensorView& dout, const TensorView& q,
@@ -437,7 +391,9 @@ void backward_core(const char* api, const Call& c, const TensorView& dout, const
   });
 }
 
-}  // namespace
+}  // namespace entry
+
+using namespace entry;  // NOLINT(google-build-using-namespace): this file's own helpers
 
 // ---------------------------------------------------------------- public entry points ------
 

@@ -49,6 +49,8 @@ struct CalibrateOptions {
   std::int64_t heads = 8, head_dim = 64;
   std::vector<std::int64_t> seqs{512, 1024, 2048, 4096};
   std::string name = "calibrated", output;
+  std::string device = "cpu", cluster = "h200_nvlink_node";  // --device cuda: cmd_calibrate_gpu.cc
+  std::int64_t gpu_seq = 32768;
   double comm_timeout = 300;  // the communication watchdog (burst/comm.h): a rank that never comes
   bool shared_cores = false;  // more ranks on a node than its cores (÷ threads) hold
   // One rank per compute slot (shared cores, the per-call overhead's fit): barriers sleep between
@@ -590,7 +592,20 @@ void add_calibrate_command(CLI::App& app) {
                   "that never arrived (0: wait forever)")
       ->envname("BURST_COMM_TIMEOUT")
       ->capture_default_str();
-  cmd->callback([opt] { run_calibrate(*opt); });
+  cmd->add_option(
+         "--device", opt->device,
+         "cpu (this machine's ranks, under mpirun) | cuda | cuda:N (this GPU's step kernels into the "
+         "--cluster preset's spec; a CUDA build)")
+      ->capture_default_str();
+  cmd->add_option("--cluster", opt->cluster, "--device cuda: the preset the GPU's rates go into")
+      ->capture_default_str();
+  cmd->add_option("--gpu-seq", opt->gpu_seq, "--device cuda: S of the timed step kernels")
+      ->capture_default_str();
+  cmd->callback([opt] {
+    if (opt->device == "cpu" || opt->device == "host") return run_calibrate(*opt);
+    run_calibrate_gpu(GpuCalibrateOptions{opt->device, opt->cluster, opt->name, opt->output, opt->gpu_seq,
+                                          opt->heads, opt->head_dim, opt->repeats});
+  });
 }
 
 }  // namespace burst::cli

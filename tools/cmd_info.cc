@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bench/cluster_spec_io.h"
+#include "bench/gpu.h"
 #include "build_info.h"
 #include "burst/attention.h"
 #include "burst/comm.h"
@@ -83,6 +84,7 @@ void add_info_command(CLI::App& app) {
     if (const char* env = std::getenv("BURST_ISA")) j["isa_override"] = env;
     j["omp_max_threads"] = omp_get_max_threads();
     j["share_dir"] = bench::share_dir().string();
+    j["cuda"] = bench::gpu_info();  // built with CUDA, the GPUs seen, MPIX_Query_cuda_support
     std::cout << j.dump() << std::endl;
   });
 }

@@ -3,6 +3,9 @@
 // burst::Error on failure; cli_main.cc owns MPI init/finalize/abort and error reporting.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 namespace CLI {
@@ -18,5 +21,15 @@ void add_simulate_command(CLI::App& app);   // cmd_simulate.cc: cost model, rank
 void add_calibrate_command(CLI::App& app);  // cmd_calibrate.cc: measure this machine -> cluster spec
 void add_report_command(CLI::App& app);     // cmd_report.cc: JSON lines -> PNG figures + markdown
 void add_lm_commands(CLI::App& app);        // cmd_lm.cc: train | eval | generate | info (burst-lm)
+
+/// `burst calibrate --device cuda` (cmd_calibrate_gpu.cc): the options it reads.
+struct GpuCalibrateOptions {
+  std::string device = "cuda", cluster = "h200_nvlink_node", name = "calibrated", output;
+  std::int64_t seq = 32768, heads = 8, head_dim = 64;
+  int repeats = 5;
+};
+/// Measures the GPU's step-kernel rates into the preset `cluster`'s spec; prints it (and writes
+/// `output`). Throws: Error(Unsupported) without CUDA or a GPU; Error(InvalidArgument) otherwise.
+void run_calibrate_gpu(const GpuCalibrateOptions& o);
 
 }  // namespace burst::cli

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _C
 from ._comm import comm_timeout, rank_size
-from ._device import check_host
+from ._device import check_host, check_local
 from ._layout import padding_error
 from ._masks import build_mask, document_slices
 
@@ -153,6 +153,13 @@ class LocalRunner:
     def backward(self, dout, q, k, v, out, lse, dq, dk, dv):
         _C.attention_backward(dout, q, k, v, out, lse, dq, dk, dv, **self.kw)
 
+    def forward_device(self, q, k, v, out, lse):
+        """The GPU path: operands as (data_ptr, shape, strides, dtype, device) (_torch.py)."""
+        _C.attention_forward_device(q, k, v, out, lse, **self.kw)
+
+    def backward_device(self, dout, q, k, v, out, lse, dq, dk, dv):
+        _C.attention_backward_device(dout, q, k, v, out, lse, dq, dk, dv, **self.kw)
+
 
 class DistRunner:
     """Context parallel: a burst::DistAttention plan over an mpi4py communicator or a torch
@@ -189,7 +196,10 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
     try:
         if local_error is not None:
             raise local_error
-        check_host("burst attention", q=q, k=k, v=v)
+        if comm is None:    # single process: on the host, or on the operands' GPU (_device.py)
+            check_local("burst attention", q=q, k=k, v=v)
+        else:
+            check_host("burst attention", q=q, k=k, v=v)
         check_extra(extra or {})
         S_q, S_kv, H, H_kv, D, B = seq_shape(q, k, v, varlen)
         S_local, dims = S_q, (B, H, H_kv, D)
