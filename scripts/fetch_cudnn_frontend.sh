@@ -8,7 +8,7 @@
 # there already; without network (or pip) it says so and exits 0, and burst builds without the
 # backend. Called by scripts/setup.sh (the tests group); BURST_CUDNN_FRONTEND=skip skips it.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 version=1.32.0
 wheel=nvidia_cudnn_frontend-${version}-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl
 sha256=8b354a8e550c083eb247f1eb39a7d69a4a269075f5a01e4fcbd2531680b17239

@@ -4,8 +4,8 @@
 // Owns: CudnnState, a cuDNN handle on one GPU and the graphs built for it, cached by shape,
 // dtype, strides, mask and scale (a graph's build costs milliseconds to seconds: once per key).
 // The backend is compiled only where the frontend's headers were found (CMake:
-// BURST_CUDNN_FRONTEND_DIR); elsewhere every function here says so (cudnn_unsupported) or throws
-// Unsupported (CudnnState's constructor).
+// BURST_CUDNN_FRONTEND_DIR); elsewhere a CudnnState holds nothing, cudnn_unsupported says why,
+// and StepKernel::Cudnn runs the own kernels.
 // Forward: cuDNN's SDPA with its stats, which are burst's lse (natural log of Σ exp(τ·s) over the
 // visible keys, fp32, [B,H,S_q] seen as [B,H,S_q,1]). Backward: cuDNN's SDPA backward from q,
 // k, v, the GLOBAL out, dout and the global lse; cuDNN forms delta = rowsum(dout ∘ out) itself,
@@ -36,8 +36,8 @@ bool cudnn_compiled() noexcept;
 /// device and user of the device's stream (a CudaDevice's or a test's). Created on demand.
 class CudnnState {
  public:
-  /// Throws: Error(Unsupported) when built without the frontend; Error(Internal) when
-  /// cudnnCreate fails (no cuDNN library, no GPU).
+  /// Throws: Error(Internal) when cudnnCreate fails (no cuDNN library, no GPU); built without
+  /// the frontend, nothing (the state is empty).
   explicit CudnnState(int device);
   ~CudnnState();
   CudnnState(const CudnnState&) = delete;
