@@ -46,7 +46,9 @@ int main() {
   }
   // The shapes PyTorch's SDPA backends are measured at (S = 32K; H 8, D 64 and H 32, D 128;
   // full and causal), a document mask and a window (tiles skipped by the slice table), and the
-  // reference twin for scale; FastMma (the mma.sync forward, Fast's backward) beside Fast.
+  // reference twin for scale; FastMma (the mma.sync forward, Fast's backward) and cuDNN's fused
+  // SDPA (StepKernel::Cudnn, where built with the frontend; else its rows run Auto's kernel and
+  // say so in "kernel") beside Fast.
   const std::vector<Row> rows = {
       {"causal", 32768, 8, 64, StepKernel::Auto},
       {"full", 32768, 8, 64, StepKernel::Auto},
@@ -56,6 +58,10 @@ int main() {
       {"sliding_window_causal", 32768, 8, 64, StepKernel::Auto},
       {"causal", 32768, 8, 64, StepKernel::FastMma},
       {"causal", 32768, 32, 128, StepKernel::FastMma},
+      {"causal", 32768, 8, 64, StepKernel::Cudnn},
+      {"full", 32768, 8, 64, StepKernel::Cudnn},
+      {"causal", 32768, 32, 128, StepKernel::Cudnn},
+      {"full", 32768, 32, 128, StepKernel::Cudnn},
       {"causal", 4096, 8, 64, StepKernel::Auto},
       {"causal", 4096, 8, 64, StepKernel::Reference},
   };

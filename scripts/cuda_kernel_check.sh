@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU attention step kernels on a GPU host, in one call (docs/gpu.md § The attention step
-# kernels; meant to be called from scripts/gpu_host_check.sh): builds burst_cuda, the cuda tests
-# and cuda_step_bench in ${BURST_BUILD_DIR:-build}, runs `ctest -L cuda`, the bench (JSON lines
-# on stdout) and the planted-error check. Prints one JSON line per stage to stdout:
+# kernels; meant to be called from scripts/gpu_host_check.sh): builds burst_cuda (with the cuDNN
+# backend where third_party/cudnn_frontend or a carried third_party_carry/cudnn_frontend holds the
+# frontend's headers: docs/gpu.md § cuDNN), the cuda tests and cuda_step_bench in
+# ${BURST_BUILD_DIR:-build}, runs `ctest -L cuda`, the bench (JSON lines on stdout) and the
+# planted-error check. Prints one JSON line per stage to stdout:
 #   {"stage":"build|ctest|bench|plant","rc":N,"seconds":S}
 # Exit: 0 when every stage passed; 1 otherwise; 77 without a GPU (the tests skip, the bench
 # and the planted check then report 77 too). Takes about 4–6 minutes on 16 cores, about half of
@@ -27,8 +29,8 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   BURST_CMAKE_ARGS="${BURST_CMAKE_ARGS:-} -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc"
 fi
 export BURST_CMAKE_ARGS="${BURST_CMAKE_ARGS:-} -DBURST_WITH_CUDA=ON -DBURST_WITH_TORCH=OFF -DBURST_WITH_PYTHON=OFF"
-stage build err scripts/build.sh test_cuda_elementwise test_cuda_device test_cuda_attention test_cuda_mma_layout \
-  cuda_step_bench ||
+stage build err scripts/build.sh test_cuda_elementwise test_cuda_device test_cuda_attention test_cuda_cudnn \
+  test_cuda_mma_layout cuda_step_bench ||
   exit 1
 rc_all=0
 stage ctest err ctest --test-dir "$build" -L cuda --output-on-failure || rc_all=1

@@ -3,7 +3,9 @@
 
 # pack_deps DIR: on a Debian host with the -dev packages, copy the CLI11, nlohmann-json and
 # GoogleTest headers, CMake files and static libraries to DIR (the config files locate their
-# targets relative to themselves, so the layout is kept as is).
+# targets relative to themselves, so the layout is kept as is), and the cuDNN frontend headers
+# (scripts/fetch_cudnn_frontend.sh; DIR/cudnn_frontend, where CMake looks in a carried
+# third_party_carry/) for the CUDA step kernels' cuDNN backend on a GPU host without network.
 pack_deps() {
   local dest=$1 arch=lib/x86_64-linux-gnu
   mkdir -p "$dest"/include "$dest"/$arch/cmake "$dest"/share/cmake
@@ -11,6 +13,13 @@ pack_deps() {
   cp /usr/$arch/libgtest.a /usr/$arch/libgtest_main.a /usr/$arch/libgmock.a /usr/$arch/libgmock_main.a "$dest"/$arch/
   cp -r /usr/$arch/cmake/GTest "$dest"/$arch/cmake/
   cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json "$dest"/share/cmake/
+  scripts/fetch_cudnn_frontend.sh
+  if [[ -f third_party/cudnn_frontend/include/cudnn_frontend.h ]]; then
+    rm -rf "$dest"/cudnn_frontend
+    cp -r third_party/cudnn_frontend "$dest"/cudnn_frontend
+  else
+    echo "pack_deps: no cuDNN frontend headers to pack (offline?): the GPU host builds without the cuDNN backend" >&2
+  fi
   echo "packed into $dest ($(du -sh "$dest" | cut -f1)); copy it to the host as third_party_carry/"
 }
 

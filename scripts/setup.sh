@@ -43,3 +43,9 @@ if ((${#missing[@]})); then
 else
   echo "setup: all ${#pkgs[@]} packages present" >&2
 fi
+# The tests group, where a CUDA toolkit is: the cuDNN frontend headers of the CUDA step kernels'
+# cuDNN backend (pinned PyPI wheel into the git-ignored third_party/cudnn_frontend; offline:
+# kept when there, else the backend stays off). Never fails the setup.
+if [[ "${BURST_SETUP:-}" != main ]] && { command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
+  "$(dirname "$0")/fetch_cudnn_frontend.sh" || echo "setup: the cuDNN frontend headers were not fetched" >&2
+fi

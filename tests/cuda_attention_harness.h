@@ -30,6 +30,7 @@
 #include "burst/mask.h"
 #include "burst/tensor.h"
 #include "device/cuda/attention_cuda.h"
+#include "device/cuda/attention_cudnn.h"
 #include "device/cuda/cuda_memory.h"
 #include "lowp_oracle.h"
 #include "lowp_test_util.h"
@@ -194,8 +195,10 @@ struct GpuResults {
   Rounded dq, dk, dv;
 };
 
-/// Forward then backward of case c on the GPU with kernel `which` (outputs in c.dt).
-inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKernel which) {
+/// Forward then backward of case c on the GPU with kernel `which` (outputs in c.dt); cudnn: the
+/// state StepKernel::Cudnn needs (its backward reads the forward's out).
+inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKernel which,
+                           cuda::CudnnState* cudnn = nullptr) {
   const ResolvedMask mask(c.mask, c.global(true), c.global(false));
   const auto qp = c.positions(true), kp = c.positions(false);
   kernels::KernelArgs args;
@@ -219,7 +222,7 @@ inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKern
             v = to_device(in.v.bits.data(), c.dt, c.ks(), l, sh),
             g = to_device(in.g.bits.data(), c.dt, c.qs(), l, sh), out = poisoned(c.dt, c.qs(), l, sh),
             lse = poisoned(DType::F32, rs, false);
-  cuda::step_forward(q.view, k.view, v.view, out.view, lse.view, args, nullptr, which);
+  cuda::step_forward(q.view, k.view, v.view, out.view, lse.view, args, nullptr, which, cudnn);
   cuda::check(cudaDeviceSynchronize(), "forward");
   from_device(out, r.out.bits.data());
   from_device(lse, r.lse.data());
@@ -230,7 +233,7 @@ inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKern
   DevTensor delta = to_device(r.delta.data(), DType::F32, rs, false), dq = poisoned(c.dt, c.qs(), l, sh),
             dk = poisoned(c.dt, c.ks(), l, sh), dv = poisoned(c.dt, c.ks(), l, sh);
   cuda::step_backward(g.view, q.view, k.view, v.view, lse.view, delta.view, dq.view, dk.view, dv.view, args,
-                      false, nullptr, which);
+                      false, nullptr, which, cudnn, &out.view);
   cuda::check(cudaDeviceSynchronize(), "backward");
   from_device(dq, r.dq.bits.data());
   from_device(dk, r.dk.bits.data());

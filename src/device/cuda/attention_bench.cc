@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "burst/error.h"
 #include "device/cuda/attention_cuda.h"
+#include "device/cuda/attention_cudnn.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/elementwise.h"
 
@@ -110,15 +112,22 @@ StepBenchResult bench_step_kernels(const StepBenchCase& c) {
                    vdk = on(bdk, c.dtype, ks), vdv = on(bdv, c.dtype, ks);
   const bool fast = c.kernel != StepKernel::Reference && fast_unsupported(vq, vk, vv, &vg).empty();
   r.kernel = !fast ? "reference" : c.kernel == StepKernel::FastMma ? "fast_mma" : "fast";
+  // Cudnn: a state of its own (the graphs are built in the warm-up runs), and the backward from
+  // the forward's out.
+  std::unique_ptr<CudnnState> cudnn;
+  if (c.kernel == StepKernel::Cudnn) cudnn = std::make_unique<CudnnState>(c.device);
 
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   try {
-    r.forward_ms = median_ms(stream, c.warmup, c.reps,
-                             [&] { step_forward(vq, vk, vv, vo, vlse, args, stream, c.kernel); });
+    r.forward_ms = median_ms(stream, c.warmup, c.reps, [&] {
+      step_forward(vq, vk, vv, vo, vlse, args, stream, c.kernel, cudnn.get());
+    });
+    if (cudnn && cudnn->executed() > 0) r.kernel = "cudnn";
     attention_delta(vg, vo, vdelta, stream);
     r.backward_ms = median_ms(stream, c.warmup, c.reps, [&] {
-      step_backward(vg, vq, vk, vv, vlse, vdelta, vdq, vdk, vdv, args, false, stream, c.kernel);
+      step_backward(vg, vq, vk, vv, vlse, vdelta, vdq, vdk, vdv, args, false, stream, c.kernel, cudnn.get(),
+                    &vo);
     });
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   } catch (...) {

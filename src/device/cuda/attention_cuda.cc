@@ -10,6 +10,7 @@
 #include <string>
 
 #include "burst/error.h"
+#include "device/cuda/attention_cudnn.h"
 #include "device/cuda/attention_launch.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/elementwise.h"
@@ -112,6 +113,18 @@ bool use_fast(StepKernel which, const std::string& why_not) {
   return which != StepKernel::Reference && why_not.empty();
 }
 
+/// The cuDNN mask of this step when `which` is Cudnn and cuDNN takes it (dout: the backward's),
+/// else None: the step then runs on Auto's kernel.
+CudnnMask cudnn_mask_for(StepKernel which, CudnnState* cudnn, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const kernels::KernelArgs& args, cudaStream_t stream,
+                         const TensorView* dout = nullptr) {
+  if (which != StepKernel::Cudnn) return CudnnMask::None;
+  BURST_CHECK(cudnn != nullptr && q.device.kind == DeviceKind::Cuda && cudnn->device() == q.device.index,
+              Internal, "StepKernel::Cudnn needs a CudnnState of ", to_string(q.device));
+  CudnnMask m = CudnnMask::None;
+  return cudnn_unsupported(q, k, v, args, stream, &m, dout).empty() ? m : CudnnMask::None;
+}
+
 }  // namespace
 
 std::string fast_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -155,9 +168,14 @@ std::string fast_unsupported(const TensorView& q, const TensorView& k, const Ten
 
 void step_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                   const TensorView& lse, const kernels::KernelArgs& args, cudaStream_t stream,
-                  StepKernel which) {
+                  StepKernel which, CudnnState* cudnn) {
   BURST_CHECK(q.device.kind == DeviceKind::Cuda, Internal, "attention step on ", to_string(q.device));
   const DeviceScope scope(q.device);
+  if (which == StepKernel::Cudnn) {
+    const CudnnMask m = cudnn_mask_for(which, cudnn, q, k, v, args, stream);
+    if (m != CudnnMask::None && cudnn_step_forward(*cudnn, m, q, k, v, out, lse, args.scale, stream)) return;
+    which = StepKernel::Auto;
+  }
   const bool fast = use_fast(which, which == StepKernel::Reference ? "" : fast_unsupported(q, k, v));
   const DeviceTables tables(args, q.shape[1], k.shape[1], stream);
   ForwardArgs a;
@@ -179,11 +197,19 @@ void step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
 void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                    const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
                    const TensorView& dv, const kernels::KernelArgs& args, bool accumulate,
-                   cudaStream_t stream, StepKernel which) {
+                   cudaStream_t stream, StepKernel which, CudnnState* cudnn, const TensorView* out) {
   BURST_CHECK(q.device.kind == DeviceKind::Cuda, Internal, "attention step on ", to_string(q.device));
   BURST_CHECK(!accumulate || (dq.dtype == DType::F32 && dk.dtype == DType::F32 && dv.dtype == DType::F32),
               Internal, "accumulating attention gradients into ", dq.describe());
   const DeviceScope scope(q.device);
+  if (which == StepKernel::Cudnn) {
+    const CudnnMask m =
+        out != nullptr ? cudnn_mask_for(which, cudnn, q, k, v, args, stream, &dout) : CudnnMask::None;
+    if (m != CudnnMask::None &&
+        cudnn_step_backward(*cudnn, m, dout, q, k, v, *out, lse, dq, dk, dv, args.scale, accumulate, stream))
+      return;
+    which = StepKernel::Auto;
+  }
   const bool fast = use_fast(which, which == StepKernel::Reference ? "" : fast_unsupported(q, k, v, &dout));
   const DeviceTables tables(args, q.shape[1], k.shape[1], stream);
   BackwardArgs a;

@@ -44,7 +44,13 @@ namespace burst::cuda {
 /// FastMma: the forward on mma.sync fragments held in registers (attention_fwd_mma.cu; same
 /// cases and numerics as Fast; its backward is Fast's) — not chosen by Auto until a GPU run has
 /// shown it against the oracle and measured it beside Fast.
-enum class StepKernel : std::uint8_t { Auto, Reference, Fast, FastMma };
+/// Cudnn: cuDNN's fused SDPA (attention_cudnn.h) where it takes the step — bf16 / fp16, a step
+/// whose visibility is all keys or a causal diagonal, the backward given the global out — and
+/// Auto's choice elsewhere; needs a CudnnState. Opt-in: Auto does not choose it until a GPU run
+/// has checked it against the oracle and measured it beside Fast (docs/gpu.md § cuDNN).
+enum class StepKernel : std::uint8_t { Auto, Reference, Fast, FastMma, Cudnn };
+
+class CudnnState;
 
 /// Why the fast kernel does not take this problem, or "" when it does. q [B,S_q,H,D]; k, v
 /// [B,S_kv,H_kv,D] (their dtypes and D decide; dout, when given, must match q's dtype); B and H
@@ -57,18 +63,22 @@ std::string fast_unsupported(const TensorView& q, const TensorView& k, const Ten
 /// q, k, v as the header says; args: positions [S_q], [S_kv] strictly increasing, scale > 0, the
 /// slice table (block_q / block_kv are ignored: the fast kernel's tiles are fixed).
 /// Throws: Error(Unsupported) for `which` = Fast on a problem fast_unsupported names, or D > 256
-/// for the twin; Error(Internal) when CUDA fails. Cost (fast): 4·B·H·D·(visible pairs) flops.
+/// for the twin; Error(Internal) when CUDA fails, or for Cudnn without `cudnn` (a state of q's
+/// GPU). Cost (fast): 4·B·H·D·(visible pairs) flops.
 void step_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                   const TensorView& lse, const kernels::KernelArgs& args, cudaStream_t stream,
-                  StepKernel which = StepKernel::Auto);
+                  StepKernel which = StepKernel::Auto, CudnnState* cudnn = nullptr);
 
 /// The backward step: dq like q, dk, dv like k (F32 / BF16 / F16; accumulate: F32 only, added
 /// into), from dout like q, lse and delta [B,H,S_q] fp32. Throws: as step_forward. Extra memory
 /// (fast, dq not fp32): an fp32 copy of dq's shape, stream-ordered, freed on the stream.
+/// Cudnn: cuDNN reads `out` (the global out [B,S_q,H,D] that delta came from) instead of delta;
+/// without `out` the step runs on Auto's kernel.
 void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                    const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
                    const TensorView& dv, const kernels::KernelArgs& args, bool accumulate,
-                   cudaStream_t stream, StepKernel which = StepKernel::Auto);
+                   cudaStream_t stream, StepKernel which = StepKernel::Auto, CudnnState* cudnn = nullptr,
+                   const TensorView* out = nullptr);
 
 /// One timed kernel case (bench_step_kernels): shapes, dtype, mask, which kernel, repetitions.
 struct StepBenchCase {
@@ -83,7 +93,7 @@ struct StepBenchCase {
 /// and TFLOP/s with burst's formula (forward 4·B·H·D·visible pairs, backward 2.5× that).
 struct StepBenchResult {
   std::string gpu;     ///< the device's name (cudaGetDeviceProperties)
-  std::string kernel;  ///< "fast" or "reference" (what Auto chose)
+  std::string kernel;  ///< "fast", "fast_mma", "cudnn" or "reference" (what ran the forward)
   std::int64_t visible_pairs = 0;
   double forward_ms = 0, backward_ms = 0, forward_tflops = 0, backward_tflops = 0;
 };

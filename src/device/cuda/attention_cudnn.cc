@@ -1,0 +1,349 @@
+// The cuDNN backend of the attention step (attention_cudnn.h): graphs of the cuDNN frontend
+// built once per key and cached in the CudnnState, executed on the caller's stream.
+#include "device/cuda/attention_cudnn.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "burst/error.h"
+#include "device/cuda/cuda_memory.h"
+#include "device/cuda/elementwise.h"
+
+#if defined(BURST_HAVE_CUDNN)
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+#endif
+
+namespace burst::cuda {
+namespace {
+
+bool in_device_memory(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+/// n elements of a host or device array, as a host vector (a device array is copied on the
+/// stream and waited for).
+template <typename T>
+std::vector<T> on_host(const T* p, std::int64_t n, cudaStream_t stream) {
+  std::vector<T> h(static_cast<std::size_t>(n));
+  if (n <= 0) return h;
+  if (!in_device_memory(p)) {
+    std::memcpy(h.data(), p, h.size() * sizeof(T));
+    return h;
+  }
+  check(cudaMemcpyAsync(h.data(), p, h.size() * sizeof(T), cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync (positions for cuDNN)");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (positions for cuDNN)");
+  return h;
+}
+
+bool aligned16(const TensorView& t) { return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0; }
+
+std::string operand_problem(const char* name, const TensorView& t, DType dt) {
+  if (t.dtype != dt) return std::string(name) + " is " + to_string(t.dtype) + ", q " + to_string(dt);
+  if (t.ndim != 4 || (t.stride[3] != 1 && t.shape[3] > 1))
+    return std::string(name) + " is not BSHD, D contiguous";
+  if (!aligned16(t)) return std::string(name) + " does not start on 16 bytes";
+  return "";
+}
+
+}  // namespace
+
+bool cudnn_compiled() noexcept {
+#if defined(BURST_HAVE_CUDNN)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
+                              const TensorView* dout) {
+  if (mask != nullptr) *mask = CudnnMask::None;
+  if (!cudnn_compiled())
+    return "burst_cuda was built without the cuDNN frontend headers (BURST_CUDNN_FRONTEND_DIR)";
+  if (q.dtype != DType::BF16 && q.dtype != DType::F16)
+    return std::string("cuDNN's SDPA takes bf16 or f16 here, not ") + to_string(q.dtype);
+  for (const auto& [name, t] :
+       {std::pair<const char*, const TensorView*>{"q", &q}, {"k", &k}, {"v", &v}, {"dout", dout}}) {
+    if (t == nullptr) continue;
+    const std::string why = operand_problem(name, *t, q.dtype);
+    if (!why.empty()) return why;
+  }
+  const std::vector<std::int64_t> qp = on_host(args.q_pos, q.shape[1], stream),
+                                  kp = on_host(args.kv_pos, k.shape[1], stream);
+  const std::vector<MaskSlice> slices = on_host(args.mask_slices, args.mask_slice_count, stream);
+  const CudnnMaskVerdict verdict = classify_for_cudnn(
+      qp.data(), q.shape[1], kp.data(), k.shape[1], slices.data(), static_cast<std::int64_t>(slices.size()));
+  if (mask != nullptr) *mask = verdict.mask;
+  return verdict.mask == CudnnMask::None ? "the mask: " + verdict.why_not : "";
+}
+
+#if !defined(BURST_HAVE_CUDNN)
+
+struct CudnnState::Impl {};
+
+// Without the frontend a state holds nothing: cudnn_unsupported names the reason, and the
+// steps run on the own kernels.
+CudnnState::CudnnState(int device) : device_(device) {}
+CudnnState::~CudnnState() = default;
+std::int64_t CudnnState::executed() const noexcept { return 0; }
+std::int64_t CudnnState::built() const noexcept { return 0; }
+
+bool cudnn_step_forward(CudnnState&, CudnnMask, const TensorView&, const TensorView&, const TensorView&,
+                        const TensorView&, const TensorView&, float, cudaStream_t) {
+  BURST_FAIL(Unsupported, "cuDNN attention: built without the cuDNN frontend headers");
+}
+bool cudnn_step_backward(CudnnState&, CudnnMask, const TensorView&, const TensorView&, const TensorView&,
+                         const TensorView&, const TensorView&, const TensorView&, const TensorView&,
+                         const TensorView&, const TensorView&, float, bool, cudaStream_t) {
+  BURST_FAIL(Unsupported, "cuDNN attention: built without the cuDNN frontend headers");
+}
+
+#else
+
+namespace fe = cudnn_frontend;
+using GraphPtr = std::shared_ptr<fe::graph::Graph>;
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+struct CudnnState::Impl {
+  cudnnHandle_t handle = nullptr;
+  std::map<std::vector<std::int64_t>, GraphPtr> graphs;  ///< nullptr: cuDNN refused the key
+  std::int64_t executed = 0, built = 0;
+};
+
+namespace {
+
+enum Uid : std::int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+
+void check_cudnn(cudnnStatus_t s, const char* what) {
+  BURST_CHECK(s == CUDNN_STATUS_SUCCESS, Internal, "cuDNN ", what, ": ", cudnnGetErrorString(s));
+}
+
+/// A BSHD view's cuDNN dims [B,H,S,D] and strides, appended to a cache key.
+void key_bshd(std::vector<std::int64_t>& key, const TensorView& t) {
+  key.insert(key.end(),
+             {t.shape[0], t.shape[2], t.shape[1], t.shape[3], t.stride[0], t.stride[2], t.stride[1]});
+}
+void key_rows(std::vector<std::int64_t>& key, const TensorView& t) {
+  key.insert(key.end(), {t.shape[0], t.shape[1], t.shape[2], t.stride[0], t.stride[1], t.stride[2]});
+}
+
+fe::graph::Tensor_attributes bshd_attr(const char* name, Uid uid, const TensorView& t) {
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim({t.shape[0], t.shape[2], t.shape[1], t.shape[3]})
+      .set_stride({t.stride[0], t.stride[2], t.stride[1], 1});
+}
+void as_bshd(const TensorPtr& p, const char* name, Uid uid, const TensorView& t) {
+  p->set_name(name)
+      .set_uid(uid)
+      .set_output(true)
+      .set_dim({t.shape[0], t.shape[2], t.shape[1], t.shape[3]})
+      .set_stride({t.stride[0], t.stride[2], t.stride[1], 1});
+}
+fe::graph::Tensor_attributes rows_attr(const char* name, Uid uid, const TensorView& t) {
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim({t.shape[0], t.shape[1], t.shape[2], 1})
+      .set_stride({t.stride[0], t.stride[1], t.stride[2], 1});
+}
+
+template <typename Attributes>
+void set_mask(Attributes& a, CudnnMask m) {
+  if (m == CudnnMask::CausalTopLeft) a.set_causal_mask(true);
+  if (m == CudnnMask::CausalBottomRight) a.set_causal_mask_bottom_right(true);
+}
+
+GraphPtr new_graph(DType dt) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(dt == DType::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return g;
+}
+
+/// The graph of `key` from the cache, or built by `make` (nullptr when cuDNN refuses it).
+template <typename Make>
+GraphPtr cached(CudnnState::Impl& s, const std::vector<std::int64_t>& key, Make&& make) {
+  if (auto it = s.graphs.find(key); it != s.graphs.end()) return it->second;
+  GraphPtr g = make();
+  ++s.built;
+  const bool ok = g->validate().is_good() && g->build_operation_graph(s.handle).is_good() &&
+                  g->create_execution_plans({fe::HeurMode_t::A}).is_good() &&
+                  g->check_support(s.handle).is_good() && g->build_plans(s.handle).is_good();
+  if (!ok) g = nullptr;
+  s.graphs.emplace(key, g);
+  return g;
+}
+
+/// Runs g on the stream with a stream-ordered workspace.
+void execute(CudnnState::Impl& s, const GraphPtr& g, std::unordered_map<std::int64_t, void*>& pack,
+             cudaStream_t stream) {
+  std::int64_t ws_bytes = 0;
+  BURST_CHECK(g->get_workspace_size(ws_bytes).is_good(), Internal, "cuDNN SDPA: the workspace size");
+  void* ws = nullptr;
+  if (ws_bytes > 0)
+    check(cudaMallocAsync(&ws, static_cast<std::size_t>(ws_bytes), stream),
+          "cudaMallocAsync (cuDNN workspace)");
+  check_cudnn(cudnnSetStream(s.handle, stream), "cudnnSetStream");
+  fe::error_t e = g->execute(s.handle, pack, ws);
+  if (ws != nullptr) cudaFreeAsync(ws, stream);
+  BURST_CHECK(e.is_good(), Internal, "cuDNN SDPA execute: ", e.get_message());
+  ++s.executed;
+}
+
+/// A contiguous stream-ordered BSHD tensor of `like`'s shape in dtype dt, freed on the stream.
+class Scratch {
+ public:
+  Scratch(const TensorView& like, DType dt, cudaStream_t stream) : stream_(stream) {
+    const std::vector<std::int64_t> shape(like.shape.begin(), like.shape.begin() + like.ndim);
+    std::int64_t n = 1;
+    for (std::int64_t d : shape) n *= d;
+    if (n > 0)
+      check(cudaMallocAsync(&data_, static_cast<std::size_t>(n) * dtype_size(dt), stream),
+            "cudaMallocAsync (cuDNN scratch)");
+    view = make_view(static_cast<const void*>(data_), dt, shape);
+    view.data = data_;
+    view.device = like.device;
+  }
+  ~Scratch() {
+    if (data_ != nullptr) cudaFreeAsync(data_, stream_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  TensorView view;
+
+ private:
+  cudaStream_t stream_;
+  void* data_ = nullptr;
+};
+
+std::vector<std::int64_t> key_head(int kind, DType dt, CudnnMask m, float scale) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &scale, sizeof bits);
+  return {kind, static_cast<std::int64_t>(dt), static_cast<std::int64_t>(m), static_cast<std::int64_t>(bits)};
+}
+
+}  // namespace
+
+CudnnState::CudnnState(int device) : device_(device), impl_(std::make_unique<Impl>()) {
+  const DeviceScope scope(Device{DeviceKind::Cuda, device});
+  check_cudnn(cudnnCreate(&impl_->handle), "cudnnCreate");
+}
+CudnnState::~CudnnState() {
+  if (impl_ && impl_->handle != nullptr) {
+    const DeviceScope scope(Device{DeviceKind::Cuda, device_});
+    impl_->graphs.clear();
+    cudnnDestroy(impl_->handle);
+  }
+}
+std::int64_t CudnnState::executed() const noexcept { return impl_->executed; }
+std::int64_t CudnnState::built() const noexcept { return impl_->built; }
+
+bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& out, const TensorView& lse, float scale,
+                        cudaStream_t stream) {
+  const DeviceScope scope(q.device);
+  const bool direct = out.dtype == q.dtype && out.stride[3] == 1 && aligned16(out);
+  std::unique_ptr<Scratch> o16;
+  if (!direct) o16 = std::make_unique<Scratch>(out, q.dtype, stream);
+  const TensorView& o = direct ? out : o16->view;
+  std::vector<std::int64_t> key = key_head(0, q.dtype, mask, scale);
+  for (const TensorView* t : {&q, &k, &v, &o}) key_bshd(key, *t);
+  key_rows(key, lse);
+  GraphPtr g = cached(state.impl(), key, [&] {
+    GraphPtr graph = new_graph(q.dtype);
+    auto Q = graph->tensor(bshd_attr("Q", kQ, q)), K = graph->tensor(bshd_attr("K", kK, k)),
+         V = graph->tensor(bshd_attr("V", kV, v));
+    auto attrs =
+        fe::graph::SDPA_attributes().set_name("burst_step").set_generate_stats(true).set_attn_scale(scale);
+    set_mask(attrs, mask);
+    auto [O, stats] = graph->sdpa(Q, K, V, attrs);
+    as_bshd(O, "O", kO, o);
+    stats->set_name("Stats")
+        .set_uid(kStats)
+        .set_output(true)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({lse.shape[0], lse.shape[1], lse.shape[2], 1})
+        .set_stride({lse.stride[0], lse.stride[1], lse.stride[2], 1});
+    return graph;
+  });
+  if (g == nullptr) return false;
+  std::unordered_map<std::int64_t, void*> pack{
+      {kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, o.data}, {kStats, lse.data}};
+  execute(state.impl(), g, pack, stream);
+  if (!direct) copy(o, out, stream);
+  return true;
+}
+
+bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& dout, const TensorView& q,
+                         const TensorView& k, const TensorView& v, const TensorView& out,
+                         const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                         const TensorView& dv, float scale, bool accumulate, cudaStream_t stream) {
+  const DeviceScope scope(q.device);
+  auto in_place = [&](const TensorView& t) {
+    return !accumulate && t.dtype == q.dtype && t.stride[3] == 1 && aligned16(t);
+  };
+  std::unique_ptr<Scratch> o16, dq16, dk16, dv16;
+  if (!(out.dtype == q.dtype && out.stride[3] == 1 && aligned16(out)))
+    o16 = std::make_unique<Scratch>(out, q.dtype, stream);
+  if (!in_place(dq)) dq16 = std::make_unique<Scratch>(dq, q.dtype, stream);
+  if (!in_place(dk)) dk16 = std::make_unique<Scratch>(dk, q.dtype, stream);
+  if (!in_place(dv)) dv16 = std::make_unique<Scratch>(dv, q.dtype, stream);
+  const TensorView &o = o16 ? o16->view : out, &gq = dq16 ? dq16->view : dq, &gk = dk16 ? dk16->view : dk,
+                   &gv = dv16 ? dv16->view : dv;
+  std::vector<std::int64_t> key = key_head(1, q.dtype, mask, scale);
+  for (const TensorView* t : {&q, &k, &v, &o, &dout, &gq, &gk, &gv}) key_bshd(key, *t);
+  key_rows(key, lse);
+  GraphPtr g = cached(state.impl(), key, [&] {
+    GraphPtr graph = new_graph(q.dtype);
+    auto Q = graph->tensor(bshd_attr("Q", kQ, q)), K = graph->tensor(bshd_attr("K", kK, k)),
+         V = graph->tensor(bshd_attr("V", kV, v)), O = graph->tensor(bshd_attr("O", kO, o)),
+         dO = graph->tensor(bshd_attr("dO", kDO, dout)),
+         stats = graph->tensor(rows_attr("Stats", kStats, lse));
+    auto attrs = fe::graph::SDPA_backward_attributes().set_name("burst_step_backward").set_attn_scale(scale);
+    set_mask(attrs, mask);
+    auto [dQ, dK, dV] = graph->sdpa_backward(Q, K, V, O, dO, stats, attrs);
+    as_bshd(dQ, "dQ", kDQ, gq);
+    as_bshd(dK, "dK", kDK, gk);
+    as_bshd(dV, "dV", kDV, gv);
+    return graph;
+  });
+  if (g == nullptr) return false;
+  if (o16) copy(out, o, stream);
+  std::unordered_map<std::int64_t, void*> pack{{kQ, q.data},   {kK, k.data},     {kV, v.data},
+                                               {kO, o.data},   {kDO, dout.data}, {kStats, lse.data},
+                                               {kDQ, gq.data}, {kDK, gk.data},   {kDV, gv.data}};
+  execute(state.impl(), g, pack, stream);
+  const std::pair<const TensorView*, const TensorView*> results[] = {{&gq, &dq}, {&gk, &dk}, {&gv, &dv}};
+  for (const auto& [from, to] : results) {
+    if (from->data == to->data) continue;
+    if (accumulate) {
+      add(*to, *from, stream);
+    } else {
+      copy(*from, *to, stream);
+    }
+  }
+  return true;
+}
+
+#endif
+
+}  // namespace burst::cuda

@@ -1,0 +1,87 @@
+// src/device/cuda/attention_cudnn.h — the attention step on cuDNN's fused SDPA, through the
+// cuDNN frontend's graph API (internal, library burst_cuda; docs/gpu.md § cuDNN).
+//
+// Owns: CudnnState, a cuDNN handle on one GPU and the graphs built for it, cached by shape,
+// dtype, strides, mask and scale (a graph's build costs milliseconds to seconds: once per key).
+// The backend is compiled only where the frontend's headers were found (CMake:
+// BURST_CUDNN_FRONTEND_DIR); elsewhere a CudnnState holds nothing, cudnn_unsupported says why,
+// and StepKernel::Cudnn runs the own kernels.
+// Forward: cuDNN's SDPA with its stats, which are burst's lse (natural log of Σ exp(τ·s) over the
+// visible keys, fp32, [B,H,S_q] seen as [B,H,S_q,1]). Backward: cuDNN's SDPA backward from q,
+// k, v, the GLOBAL out, dout and the global lse; cuDNN forms delta = rowsum(dout ∘ out) itself,
+// which is burst's delta when `out` is the out that delta came from. dq, dk, dv come out of cuDNN
+// in the operand dtype (bf16 / fp16): into fp32 targets, or when accumulating, they go through a
+// 16-bit stream-ordered buffer and are widened (and added) afterwards — one rounding to the
+// operand dtype that the fp32 paths of the own kernels do not have.
+// Views: BSHD with D contiguous and any other strides (cuDNN's [B,H,S,D] dims over the same
+// memory); GQA (H_kv divides H). Masks: only what classify_for_cudnn (cudnn_mask.h) matches.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "burst/tensor.h"
+#include "device/cuda/cudnn_mask.h"
+#include "kernels/kernels.h"
+
+namespace burst::cuda {
+
+/// True when burst_cuda was built with the cuDNN frontend headers.
+bool cudnn_compiled() noexcept;
+
+/// A cuDNN handle on GPU `device` and its cache of built graphs. Not thread-safe: one per
+/// device and user of the device's stream (a CudaDevice's or a test's). Created on demand.
+class CudnnState {
+ public:
+  /// Throws: Error(Internal) when cudnnCreate fails (no cuDNN library, no GPU); built without
+  /// the frontend, nothing (the state is empty).
+  explicit CudnnState(int device);
+  ~CudnnState();
+  CudnnState(const CudnnState&) = delete;
+  CudnnState& operator=(const CudnnState&) = delete;
+
+  int device() const noexcept { return device_; }
+  /// Graphs executed (forward and backward) and graphs built (refused ones included), since
+  /// construction: a test reads these to know that cuDNN ran and that the cache took the
+  /// repeated keys.
+  std::int64_t executed() const noexcept;
+  std::int64_t built() const noexcept;
+
+  struct Impl;  // the handle and the cache (attention_cudnn.cc)
+  Impl& impl() noexcept { return *impl_; }
+
+ private:
+  int device_;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Why cuDNN does not take this step, or "" when it does (as far as the host can tell: a graph
+/// cuDNN refuses when built is reported by cudnn_step_forward / _backward returning false).
+/// q [B,S_q,H,D], k, v [B,S_kv,H_kv,D]: BF16 or F16, one dtype (and dout's, out's when given for
+/// the backward: out may be any dtype, converted to q's first); pointers 16-byte aligned; the
+/// mask one of cudnn_mask.h's (positions and the slice table copied to the host when they live
+/// in device memory: that copy waits for the stream). `mask` receives the verdict.
+std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
+                              const TensorView* dout = nullptr);
+
+/// The forward step on cuDNN (the contract of attention_cuda.h's step_forward; out of any dtype,
+/// through a q-dtype buffer when it is not q's). Returns false, having queued nothing, when
+/// cuDNN refuses to build the graph (the caller runs its own kernel). Throws: Error(Internal)
+/// when a cuDNN or CUDA call fails otherwise.
+bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& out, const TensorView& lse, float scale,
+                        cudaStream_t stream);
+
+/// The backward step on cuDNN: step_backward's contract, from `out` (the global out) instead of
+/// delta. Returns false as the forward. Extra memory: the 16-bit gradients that are not written
+/// in place, and out converted when its dtype is not q's.
+bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& dout, const TensorView& q,
+                         const TensorView& k, const TensorView& v, const TensorView& out,
+                         const TensorView& lse, const TensorView& dq, const TensorView& dk,
+                         const TensorView& dv, float scale, bool accumulate, cudaStream_t stream);
+
+}  // namespace burst::cuda

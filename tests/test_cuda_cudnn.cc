@@ -1,0 +1,286 @@
+// The cuDNN backend of the GPU step kernels (src/device/cuda/attention_cudnn.h).
+// CudnnClassify.* run everywhere (no GPU): the host-side decision of which steps cuDNN takes
+// (cudnn_mask.h) against a brute-force twin over every (row, key) pair, on full, causal, window,
+// document and the benchmark masks, and on the blocks of zigzag and striped layouts.
+// CudnnAttention.* need a GPU and burst_cuda built with the frontend (else SKIPPED with the
+// reason; the binary exits 77): StepKernel::Cudnn against the fp64 oracle (the fast kernel's
+// bounds: cuDNN too rounds P and dS to the operand dtype) and against the reference twin, the
+// refused steps on the own kernels, the graph cache, and accumulate into fp32 gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "burst/mask.h"
+#include "cuda_attention_harness.h"
+#include "device/cuda/attention_cuda.h"
+#include "device/cuda/attention_cudnn.h"
+#include "device/cuda/cuda_memory.h"
+#include "device/cuda/cudnn_mask.h"
+
+namespace burst::test {
+namespace {
+
+// ---------------------------------------------------------------- the classifier (host)
+
+/// The twin: every (row, key) pair through ResolvedMask::visible, then the same three shapes.
+cuda::CudnnMask brute_classify(const std::vector<std::int64_t>& qp, const std::vector<std::int64_t>& kp,
+                               const ResolvedMask& mask) {
+  const auto S_q = static_cast<std::int64_t>(qp.size()), S_kv = static_cast<std::int64_t>(kp.size());
+  bool full = true, top_left = true, bottom_right = true;
+  for (std::int64_t i = 0; i < S_q; ++i) {
+    std::int64_t e = 0;
+    while (e < S_kv && mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(e)])) ++e;
+    for (std::int64_t j = e; j < S_kv; ++j)
+      if (mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)]))
+        return cuda::CudnnMask::None;
+    if (e == 0) return cuda::CudnnMask::None;
+    full = full && e == S_kv;
+    top_left = top_left && e == std::min(i + 1, S_kv);
+    bottom_right = bottom_right && e == std::min(i + 1 + S_kv - S_q, S_kv);
+  }
+  if (full) return cuda::CudnnMask::Full;
+  if (top_left) return cuda::CudnnMask::CausalTopLeft;
+  if (bottom_right) return cuda::CudnnMask::CausalBottomRight;
+  return cuda::CudnnMask::None;
+}
+
+cuda::CudnnMask classify(const std::vector<std::int64_t>& qp, const std::vector<std::int64_t>& kp,
+                         const ResolvedMask& mask) {
+  const cuda::CudnnMaskVerdict v = cuda::classify_for_cudnn(
+      qp.data(), static_cast<std::int64_t>(qp.size()), kp.data(), static_cast<std::int64_t>(kp.size()),
+      mask.slices().data(), static_cast<std::int64_t>(mask.slices().size()));
+  EXPECT_EQ(v.mask == cuda::CudnnMask::None, !v.why_not.empty()) << v.why_not;
+  EXPECT_EQ(v.mask, brute_classify(qp, kp, mask)) << "the twin disagrees: " << v.why_not;
+  return v.mask;
+}
+
+std::vector<std::int64_t> range(std::int64_t begin, std::int64_t end) {
+  std::vector<std::int64_t> p;
+  for (std::int64_t i = begin; i < end; ++i) p.push_back(i);
+  return p;
+}
+
+/// Rank r of P under zigzag: chunks r and 2P − 1 − r of 2P chunks of S / (2P).
+std::vector<std::int64_t> zigzag(std::int64_t S, int P, int r) {
+  const std::int64_t c = S / (2 * P);
+  std::vector<std::int64_t> p = range(r * c, (r + 1) * c), hi = range((2 * P - 1 - r) * c, (2 * P - r) * c);
+  p.insert(p.end(), hi.begin(), hi.end());
+  return p;
+}
+
+/// Rank r of P under striping: positions r, r + P, r + 2P, ...
+std::vector<std::int64_t> striped(std::int64_t S, int P, int r) {
+  std::vector<std::int64_t> p;
+  for (std::int64_t i = r; i < S; i += P) p.push_back(i);
+  return p;
+}
+
+TEST(CudnnClassify, FullCausalAndTheirAlignments) {
+  const ResolvedMask full(Mask::full(), 64, 64), causal(Mask::causal_mask(), 64, 64);
+  EXPECT_EQ(classify(range(0, 64), range(0, 64), full), cuda::CudnnMask::Full);
+  EXPECT_EQ(classify(range(0, 64), range(0, 64), causal), cuda::CudnnMask::CausalTopLeft);
+  // Later queries over earlier keys: all visible.
+  EXPECT_EQ(classify(range(32, 64), range(0, 32), causal), cuda::CudnnMask::Full);
+  // The last 24 rows over all 64 keys: the diagonal at the bottom-right.
+  EXPECT_EQ(classify(range(40, 64), range(0, 64), causal), cuda::CudnnMask::CausalBottomRight);
+  // The first 24 rows over all keys: top-left (S_q < S_kv), and all rows over the first 24 keys.
+  EXPECT_EQ(classify(range(0, 24), range(0, 64), causal), cuda::CudnnMask::CausalTopLeft);
+  EXPECT_EQ(classify(range(0, 64), range(0, 24), causal), cuda::CudnnMask::CausalTopLeft);
+  // Earlier queries over later keys: no row sees a key.
+  EXPECT_EQ(classify(range(0, 32), range(32, 64), causal), cuda::CudnnMask::None);
+  // Gaps in the positions that the diagonal does not cross: still the diagonal.
+  EXPECT_EQ(classify({0, 5, 9, 20}, {0, 5, 9, 20}, causal), cuda::CudnnMask::CausalTopLeft);
+  // Keys between the queries: row 0 (position 1) sees keys 0 and 1 of positions 0, 1, 2, 3.
+  EXPECT_EQ(classify({1, 3}, {0, 1, 2, 3}, causal), cuda::CudnnMask::None);
+}
+
+TEST(CudnnClassify, WindowsDocumentsAndBenchmarkMasksAgreeWithTheTwin) {
+  const std::int64_t S = 96;
+  const ResolvedMask window(Mask::sliding_window(10, 0, true), S, S);
+  EXPECT_EQ(classify(range(0, S), range(0, S), window), cuda::CudnnMask::None);
+  // A window wider than the step: causal within it.
+  const ResolvedMask wide(Mask::sliding_window(200, 0, true), S, S);
+  EXPECT_EQ(classify(range(0, S), range(0, S), wide), cuda::CudnnMask::CausalTopLeft);
+  BenchmarkMaskConfig cfg;
+  cfg.seed = 3;
+  cfg.num_documents = 3;
+  cfg.block = 16;
+  cfg.window = 12;
+  for (MaskType t : all_mask_types()) {
+    SCOPED_TRACE(to_string(t));
+    const ResolvedMask m(make_benchmark_mask(t, S, cfg), S, S);
+    for (std::int64_t q0 : {0, 32, 64})
+      for (std::int64_t k0 : {0, 32, 64}) classify(range(q0, q0 + 32), range(k0, k0 + 32), m);
+    classify(range(0, S), range(0, S), m);
+  }
+}
+
+// The blocks a zigzag or striped ring step sees under a causal mask: the twin decides each, and
+// the ones named here are the shapes the layouts are known for.
+TEST(CudnnClassify, ZigzagAndStripedBlocks) {
+  const std::int64_t S = 128;
+  const ResolvedMask causal(Mask::causal_mask(), S, S);
+  for (int P : {2, 4}) {
+    for (int r = 0; r < P; ++r) {
+      for (int s = 0; s < P; ++s) {
+        SCOPED_TRACE("P " + std::to_string(P) + " q rank " + std::to_string(r) + " kv rank " +
+                     std::to_string(s));
+        const cuda::CudnnMask z = classify(zigzag(S, P, r), zigzag(S, P, s), causal);
+        // The diagonal block: both halves causal, the later half over all of the earlier one.
+        // Other blocks: r < s, the rank's first chunk sees no key; r > s, every row sees the
+        // other rank's first chunk and none of its last: half the keys, neither shape.
+        EXPECT_EQ(z, r == s ? cuda::CudnnMask::CausalTopLeft : cuda::CudnnMask::None);
+        const cuda::CudnnMask st = classify(striped(S, P, r), striped(S, P, s), causal);
+        // Striped: key j ≤ row i when s ≤ r (top-left); j < i when s > r (row 0 sees none).
+        EXPECT_EQ(st, s <= r ? cuda::CudnnMask::CausalTopLeft : cuda::CudnnMask::None);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- on the GPU
+
+class CudnnAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const cuda::DeviceQuery q = cuda::query_devices();
+    if (q.count == 0) GTEST_SKIP() << "no CUDA device: " << q.reason;
+    if (!cuda::cudnn_compiled()) GTEST_SKIP() << "burst_cuda built without the cuDNN frontend headers";
+    state_ = std::make_unique<cuda::CudnnState>(0);
+  }
+  std::unique_ptr<cuda::CudnnState> state_;
+};
+
+/// Cudnn on case c: cuDNN must take it (both steps), meet the oracle's bounds of the fast kernel
+/// and agree with the twin (lse within the two fp32-rule tolerances).
+void check_cudnn(const GpuCase& c, cuda::CudnnState& state) {
+  SCOPED_TRACE(c.name);
+  const GpuInputs in = inputs_of(c);
+  const GpuResults twin = run_case(c, in, cuda::StepKernel::Reference);
+  const double tol_twin = check_case(c, in, twin, false);
+  const std::int64_t before = state.executed();
+  const GpuResults got = run_case(c, in, cuda::StepKernel::Cudnn, &state);
+  EXPECT_EQ(state.executed(), before + 2) << "cuDNN did not run both steps (refused the graph?)";
+  const double tol = check_case(c, in, got, true);
+  for (std::int64_t i = 0; i < twin.lse.numel(); ++i)
+    ASSERT_LE(std::fabs(got.lse.data()[i] - twin.lse.data()[i]), tol_twin + tol) << "lse[" << i << "]";
+}
+
+TEST_F(CudnnAttention, FullAndCausalMatchTheOracleAndTheTwin) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    check_cudnn(gpu_case("full", 2, 2, 200, 200, 64, Mask::full(), dt), *state_);
+    check_cudnn(gpu_case("causal", 2, 2, 200, 200, 64, Mask::causal_mask(), dt), *state_);
+    check_cudnn(gpu_case("causal D128 GQA 4:1", 4, 1, 130, 130, 128, Mask::causal_mask(), dt), *state_);
+  }
+  check_cudnn(gpu_case("full cross lengths", 2, 1, 96, 160, 64, Mask::full()), *state_);
+  GpuCase sdpa = gpu_case("causal, [B,H,S,D] memory", 4, 2, 128, 128, 64, Mask::causal_mask());
+  sdpa.B = 2;
+  sdpa.sdpa_layout = true;
+  check_cudnn(sdpa, *state_);
+}
+
+TEST_F(CudnnAttention, CausalBlocksOfOtherLengthsAndLayouts) {
+  GpuCase br =
+      gpu_case("causal bottom-right: the last 96 rows of 160", 2, 1, 96, 160, 64, Mask::causal_mask());
+  br.q_pos = range(64, 160);
+  check_cudnn(br, *state_);
+  GpuCase tl =
+      gpu_case("causal top-left: the first 96 rows over 160 keys", 2, 1, 96, 160, 64, Mask::causal_mask());
+  tl.seq_q_global = tl.seq_kv_global = 160;
+  check_cudnn(tl, *state_);
+  GpuCase zz = gpu_case("zigzag rank 0 of 2, its own block", 2, 2, 128, 128, 128, Mask::causal_mask());
+  zz.q_pos = zz.kv_pos = zigzag(256, 2, 0);
+  check_cudnn(zz, *state_);
+}
+
+// Steps cuDNN does not take run on the own kernels: same results as Fast, nothing executed.
+TEST_F(CudnnAttention, RefusedStepsRunOnTheOwnKernels) {
+  const GpuCase cases[] = {gpu_case("window", 2, 1, 150, 150, 64, Mask::sliding_window(30, 0, true)),
+                           gpu_case("fp32", 2, 1, 70, 70, 64, Mask::causal_mask(), DType::F32)};
+  for (const GpuCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const GpuInputs in = inputs_of(c);
+    const std::int64_t before = state_->executed();
+    const GpuResults got = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+    EXPECT_EQ(state_->executed(), before);
+    check_case(c, in, got, c.dt != DType::F32);
+  }
+}
+
+// A repeated key builds no new graph.
+TEST_F(CudnnAttention, GraphsAreCachedByKey) {
+  const GpuCase c = gpu_case("cache", 2, 2, 64, 64, 64, Mask::causal_mask());
+  const GpuInputs in = inputs_of(c);
+  run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+  const std::int64_t built = state_->built(), ran = state_->executed();
+  run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+  EXPECT_EQ(state_->built(), built);
+  EXPECT_EQ(state_->executed(), ran + 2);
+}
+
+// accumulate: cuDNN's 16-bit gradients added into fp32 dq, dk, dv; written fresh into fp32 they
+// are the same values (widened), which meet the oracle's bounds.
+TEST_F(CudnnAttention, AccumulateAddsIntoFp32Gradients) {
+  const GpuCase c = gpu_case("accumulate", 4, 2, 150, 150, 64, Mask::causal_mask());
+  const GpuInputs in = inputs_of(c);
+  const auto pos = c.positions(true);
+  const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
+  kernels::KernelArgs args;
+  args.q_pos = args.kv_pos = pos.data();
+  args.scale = static_cast<float>(1.0 / std::sqrt(64.0));
+  args.mask_slices = mask.slices().data();
+  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
+  GpuResults base = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+  std::vector<Tensor> fresh, added;
+  for (bool accumulate : {false, true}) {
+    std::vector<Tensor> init{random_tensor(c.qs(), 31), random_tensor(c.ks(), 32), random_tensor(c.ks(), 33)};
+    DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), false),
+              k = to_device(in.k.bits.data(), c.dt, c.ks(), false),
+              v = to_device(in.v.bits.data(), c.dt, c.ks(), false),
+              g = to_device(in.g.bits.data(), c.dt, c.qs(), false),
+              o = to_device(base.out.bits.data(), c.dt, c.qs(), false),
+              l = to_device(base.lse.data(), DType::F32, rs, false),
+              d = to_device(base.delta.data(), DType::F32, rs, false),
+              gq = to_device(init[0].data(), DType::F32, c.qs(), false),
+              gk = to_device(init[1].data(), DType::F32, c.ks(), false),
+              gv = to_device(init[2].data(), DType::F32, c.ks(), false);
+    const std::int64_t before = state_->executed();
+    cuda::step_backward(g.view, q.view, k.view, v.view, l.view, d.view, gq.view, gk.view, gv.view, args,
+                        accumulate, nullptr, cuda::StepKernel::Cudnn, state_.get(), &o.view);
+    cuda::check(cudaDeviceSynchronize(), "backward");
+    EXPECT_EQ(state_->executed(), before + 1);
+    std::vector<Tensor> got{Tensor(c.qs()), Tensor(c.ks()), Tensor(c.ks())};
+    from_device(gq, got[0].data());
+    from_device(gk, got[1].data());
+    from_device(gv, got[2].data());
+    if (accumulate)
+      for (std::size_t t = 0; t < 3; ++t)
+        for (std::int64_t i = 0; i < got[t].numel(); ++i) got[t].data()[i] -= init[t].data()[i];
+    (accumulate ? added : fresh) = std::move(got);
+  }
+  // The same 16-bit values, up to the fp32 rounding of one addition to init (|init| < 1).
+  for (std::size_t t = 0; t < 3; ++t) {
+    const double scale = 1.0 + max_abs(fresh[t]);
+    EXPECT_LE(max_abs_diff(added[t], fresh[t]), 4 * kEps32 * scale) << "gradient " << t;
+    EXPECT_GT(max_abs(fresh[t]), 0.0) << "gradient " << t << " is all zero";
+  }
+  base.dq.wide = fresh[0];
+  base.dk.wide = fresh[1];
+  base.dv.wide = fresh[2];
+  check_case(c, in, base, true);
+}
+
+}  // namespace
+}  // namespace burst::test
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  const ::testing::UnitTest& u = *::testing::UnitTest::GetInstance();
+  if (rc == 0 && u.skipped_test_count() > 0 && u.successful_test_count() == 0) return 77;
+  return rc;
+}
