@@ -59,10 +59,12 @@ def main():
         return med[num] / med[den] if num in med and den in med and med[den] > 0 else None
 
     def target(name, value, bound):
-        ok = None if value is None else value >= bound
+        """bound None: reported only (a target set for another thread count)."""
+        ok = None if value is None or bound is None else value >= bound
         targets.append({"target": name, "value": value, "bound": bound, "ok": ok})
         shown = "n/a" if value is None else f"{value:.2f}"
-        lines.append(f"  {name}: {shown} (>= {bound}) {'n/a' if ok is None else ('PASS' if ok else 'FAIL')}")
+        need = "no target here" if bound is None else f">= {bound}"
+        lines.append(f"  {name}: {shown} ({need}) {'n/a' if ok is None else ('PASS' if ok else 'FAIL')}")
 
     lines.append("targets:")
     for mask in ("full", "causal"):
@@ -70,13 +72,15 @@ def main():
                ratio(("burst", "bf16", "fwd", mask, 1), ("torch", "bf16", "fwd", mask, 1)), 1.3)
         target(f"bf16 fwd 1 thread {mask} / burst fp32",
                ratio(("burst", "bf16", "fwd", mask, 1), ("burst", "fp32", "fwd", mask, 1)), 3.0)
-    if many > 1:
+    if many > 1:  # the targets are for 16 threads; other counts are reported only
         for dt in ("fp32", "bf16"):
             for mask in ("full", "causal"):
                 target(f"{dt} bwd {mask} {many} threads / 1 thread",
-                       ratio(("burst", dt, "bwd", mask, many), ("burst", dt, "bwd", mask, 1)), 10.0)
+                       ratio(("burst", dt, "bwd", mask, many), ("burst", dt, "bwd", mask, 1)),
+                       10.0 if many == 16 else None)
                 target(f"{dt} fwd {mask} {many} threads / 1 thread",
-                       ratio(("burst", dt, "fwd", mask, many), ("burst", dt, "fwd", mask, 1)), 11.0)
+                       ratio(("burst", dt, "fwd", mask, many), ("burst", dt, "fwd", mask, 1)),
+                       11.0 if many == 16 else None)
     lines.append("kept from the last pass (must not drop; the bounds are that pass's ratios):")
     for t, fwd_b, bwd_b in ((1, (1.04, 1.06), (1.77, 2.21)), (16, (1.31, 1.33), (1.84, 1.86))):
         if t == 1 or many == 16:
