@@ -3,7 +3,7 @@
 # libtorch/Python, run the `amx` tests, then in alternated rounds `burst bench kernel` (fp32 and
 # bf16, fwd and bwd, full and causal, 1 thread and all cores, B=1 H=8 S=4096 D=64; the FMA and
 # AMX ceiling probes beside each) and PyTorch's CPU attention on the same shapes
-# (bench/torch_sdpa.py), all as JSON lines in one file, and the ratios beside it
+# (bench/torch_sdpa.py), all as JSON lines in one file, and the target ratios beside it
 # (scripts/amx_summary.py: bf16 forward vs torch and vs burst fp32 on one core, 16-thread vs
 # 1-thread rates, backward vs torch; median of the runs with min and max). Meant for an Intel
 # AMX host without network or apt; runs on any x86-64 Linux host (AMX then reported absent, its

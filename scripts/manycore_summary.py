@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summary of a many-core host check (scripts/manycore_host_check.sh): the issue's targets.
+"""Summary of a many-core host check (scripts/manycore_host_check.sh): the many-core targets.
 
 Reads the check's JSON lines and prints, per ranks P and dtype, every strategy's forward +
 backward seconds over the alternated rounds (median, min, max, rounds), forward, backward,
