@@ -11,10 +11,12 @@ namespace burst {
 namespace {
 
 // The kernels' defaults (src/kernels/attention_tiled*.cc): q-tile rows of the forward; the
-// backward's kv-tile rows, the items it wants (splitting each (b, kv-head) into kv chunks) and
-// the most kv rows of a chunk, and the cap on the chunks' partial dQ buffers.
-constexpr std::int64_t kForwardTileQ = 96, kBackwardTileKv = 96, kBackwardWantedItems = 32,
-                       kBackwardChunkRows = 1024, kBackwardPartialBytesCap = std::int64_t{512} << 20;
+// backward's kv-tile rows, the items it always makes and the items it wants where chunks stay
+// at least kBackwardChunkRows long (cutting each (b, kv-head) into kv chunks), the most kv rows
+// of a chunk (the same 1024), and the cap on the chunks' partial dQ buffers.
+constexpr std::int64_t kForwardTileQ = 96, kBackwardTileKv = 96, kBackwardMinItems = 8,
+                       kBackwardWantedItems = 32, kBackwardChunkRows = 1024,
+                       kBackwardPartialBytesCap = std::int64_t{512} << 20;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -27,8 +29,11 @@ double kernel_thread_efficiency(const ClusterSpec& per_core, const Workload& w, 
   const std::int64_t rows = std::max<std::int64_t>(1, w.S_global / std::max(P, 1));
   if (backward) {
     const std::int64_t base = w.B * w.H_kv, kv_tiles = ceil_div(rows, kBackwardTileKv);
-    std::int64_t wanted = std::min(
-        kv_tiles, std::max(ceil_div(kBackwardWantedItems, base), ceil_div(rows, kBackwardChunkRows)));
+    const std::int64_t long_chunks = std::max<std::int64_t>(1, rows / kBackwardChunkRows);
+    std::int64_t wanted =
+        std::min(kv_tiles, std::max({ceil_div(kBackwardMinItems, base),
+                                     std::min(ceil_div(kBackwardWantedItems, base), long_chunks),
+                                     ceil_div(rows, kBackwardChunkRows)}));
     const std::int64_t partial_bytes = w.B * w.H * rows * w.D * 4;  // one chunk's partial dQ
     while (wanted > 1 && wanted * partial_bytes > kBackwardPartialBytesCap) --wanted;
     const std::int64_t per_chunk = ceil_div(kv_tiles, std::max<std::int64_t>(1, wanted));

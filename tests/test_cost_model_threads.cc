@@ -41,8 +41,11 @@ TEST(CostThreads, KernelItemsDealtToThreads) {
   EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 1, 3, true), 64.0 / 66.0);
   // Few kv rows per rank: 64 rows = one kv tile, no chunking: 8 items for 16 threads.
   EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 512, 16, true), 0.5);
-  // Two KV heads, P = 8: 16 chunks wanted of 43 tiles → 15 chunks of 3 tiles, 30 items.
-  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, causal_workload(32768, 8, 2, 64), 8, 16, true), 30.0 / 32.0);
+  // Two KV heads, P = 8: 16 chunks wanted, but none shorter than 1024 rows: 4 chunks, 8 items.
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, causal_workload(32768, 8, 2, 64), 8, 16, true), 0.5);
+  // P = 16: 2048 rows, 2 chunks of 1024: 16 items; P = 32: 1024 rows, not cut: 8 items.
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 16, 16, true), 1.0);
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 32, 16, true), 0.5);
   // A measured scaling lowers it where it is below the item count's share, never raises it.
   c.thread_scaling_backward = {1.0, 0.9, 0.9, 0.8};
   EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 8, 4, true), 0.8);

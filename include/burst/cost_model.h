@@ -357,8 +357,9 @@ std::vector<Candidate> default_candidates(const ClusterSpec& cluster);
 
 /// Share of `threads` kernel threads a tiled kernel call keeps busy: its parallel items (forward:
 /// B·H·q tiles of the rank's S_global/P rows; backward: B·H_kv (b, kv-head) items, each split
-/// into NC kv chunks, NC = max(⌈32 / (B·H_kv)⌉, ⌈(S_global/P) / 1024⌉) capped by the kv tiles
-/// and by 512 MiB of partial dQ (NC·B·H·(S_global/P)·D·4 bytes) —
+/// into NC kv chunks, NC = max(⌈8 / (B·H_kv)⌉, min(⌈32 / (B·H_kv)⌉, ⌊n / 1024⌋), ⌈n / 1024⌉) for
+/// n = S_global/P kv rows, capped by the kv tiles and by 512 MiB of partial dQ (NC·B·H·n·D·4
+/// bytes) —
 /// src/kernels/attention_tiled*.cc) dealt to the threads in rounds: items /
 /// (threads·⌈items/threads⌉); with a measured thread_scaling entry for `threads`, the smaller of
 /// the two. Pure. 1 for threads = 1.

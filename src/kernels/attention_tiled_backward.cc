@@ -22,9 +22,10 @@
 // chunk order. NC depends only on the shape (B·H_kv, n_kt, a memory cap), never on the thread
 // count, so dq/dk/dv are bitwise identical for any number of threads.
 // Why this split: per-(b, kv-head) ownership needs no recomputation (the two-pass dK/dV-then-dQ
-// scheme recomputes S, P, dP: 7 GEMMs instead of 5). Chunking the kv range gives 32 items (two
-// per thread on 16 cores; B = 1, H_kv = 8 → NC = 4: 8 items left 16 threads half idle, a 4.3×
-// backward on a 16-core Xeon) and bounds an item's live dK, dV, K, V, Kᵀ rows to a core's L2,
+// scheme recomputes S, P, dP: 7 GEMMs instead of 5). Chunking the kv range of long calls gives
+// 32 items (two per thread on 16 cores; B = 1, H_kv = 8, S 4096 → NC = 4: 8 items left 16
+// threads half idle, a 4.3× backward on a 16-core Xeon; see choose_chunks' constants) and bounds
+// an item's live dK, dV, K, V, Kᵀ rows to a core's L2,
 // at the price of NC partial dQ buffers and NC packings of each q tile (≈ 5 % of one thread's
 // rate at S 4096). Items are dealt chunk-major: under a causal mask the first kv chunks are the
 // large ones, so the last small ones fill the threads' tails.
@@ -61,10 +62,14 @@ constexpr int kBackwardBkv = 96;
 // dPᵀ N = 128, halving the accumulator loads/stores per FMA; measured 1.2× bq = 64 on Zen 3
 // (B 1, H 8, S 4096, D 64, full: medians of 3 interleaved runs 64.9 vs 53.7 GFLOP/s).
 constexpr int kBackwardBqPanels = 128;
-// Items wanted for parallelism: enough for 16 threads with two items each (dynamic scheduling
-// evens out the causal chunks' unequal work); sets how many kv chunks a (b, kv-head) is split
-// into when B·H_kv is smaller. Fixed, never the thread count (results do not depend on it).
-constexpr std::int64_t kWantedItems = 32;
+// Items for parallelism, fixed, never the thread count (results do not depend on it): at least
+// kMinItems (a (b, kv-head) with few KV heads is cut into kv chunks of any length, as MQA needs),
+// and kWantedItems — enough for 16 threads with two items each, dynamic scheduling evening out
+// the causal chunks' unequal work — where that leaves chunks of kMinChunkRows or more: every
+// chunk packs each q tile's operands again and writes a partial dQ, which a short chunk does not
+// amortise (measured at one thread, S 1024, B·H_kv = 8, chunks of 288 rows: 10-14 % of the
+// rate). So the ring's backward calls at S/(2P) kv rows (1024 at S 32768, P 16) stay uncut.
+constexpr std::int64_t kMinItems = 8, kWantedItems = 32, kMinChunkRows = 1024;
 // Most kv rows per chunk: an item keeps its chunk's dK, dV accumulators and packed K, V, Kᵀ live
 // while it sweeps every q tile (5 · rows · D · 4 bytes: 1.3 MB at 1024 rows, D 64), which must
 // stay in a core's L2 or the sweep streams them from L3 once per q tile.
@@ -79,8 +84,12 @@ struct Chunking {
 Chunking choose_chunks(const Problem& p, const Geometry& g) {
   Chunking c;
   const std::int64_t base = p.B * p.H_kv;
-  const std::int64_t by_rows = (g.n_kt * g.bkv + kMaxChunkRows - 1) / kMaxChunkRows;
-  std::int64_t nc = std::min<std::int64_t>(g.n_kt, std::max((kWantedItems + base - 1) / base, by_rows));
+  const std::int64_t rows = p.S_kv;
+  const auto per_base = [base](std::int64_t items) { return (items + base - 1) / base; };
+  const std::int64_t long_chunks = std::max<std::int64_t>(1, rows / kMinChunkRows);
+  std::int64_t nc = std::max({per_base(kMinItems), std::min(per_base(kWantedItems), long_chunks),
+                              (rows + kMaxChunkRows - 1) / kMaxChunkRows});
+  nc = std::min(nc, g.n_kt);
   const std::int64_t partial_bytes = p.B * p.H * p.S_q * g.Dp * 4;
   while (nc > 1 && nc * partial_bytes > kPartialBytesCap) --nc;
   nc = std::max<std::int64_t>(nc, 1);
