@@ -53,6 +53,8 @@ ClusterSpec cluster_from_json(const nlohmann::json& j) {
   read_field(j, "kernel_tile_kv", c.kernel_tile_kv);
   read_field(j, "kernel_tile_q_backward", c.kernel_tile_q_backward);
   read_field(j, "kernel_tile_kv_backward", c.kernel_tile_kv_backward);
+  read_field(j, "thread_scaling_forward", c.thread_scaling_forward);
+  read_field(j, "thread_scaling_backward", c.thread_scaling_backward);
   read_field(j, "memory_bandwidth", c.memory_bandwidth);
   read_field(j, "memory_capacity", c.memory_capacity);
   read_field(j, "intra_bandwidth", c.intra_bandwidth);
@@ -94,6 +96,8 @@ nlohmann::json cluster_to_json(const ClusterSpec& c) {
           {"kernel_tile_kv", c.kernel_tile_kv},
           {"kernel_tile_q_backward", c.kernel_tile_q_backward},
           {"kernel_tile_kv_backward", c.kernel_tile_kv_backward},
+          {"thread_scaling_forward", c.thread_scaling_forward},
+          {"thread_scaling_backward", c.thread_scaling_backward},
           {"memory_bandwidth", c.memory_bandwidth},
           {"memory_capacity", c.memory_capacity},
           {"intra_bandwidth", c.intra_bandwidth},

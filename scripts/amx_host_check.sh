@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The AMX host check: build burst without libtorch/Python, run the `amx` tests, the FMA and AMX
-# ceiling probes, `burst bench kernel` (fp32 / bf16, fwd / bwd, full / causal, 1 thread and all
-# cores, B=1 H=8 S=4096 D=64) and PyTorch's CPU attention on the same shapes
-# (bench/torch_sdpa.py), all as JSON lines in one file. Meant for an Intel AMX host without
-# network or apt; runs on any x86-64 Linux host (AMX then reported absent, its tests SKIPPED).
+# The AMX host check, sized for ONE call on a 16-core host (<= 7 minutes): build burst without
+# libtorch/Python, run the `amx` tests, then in alternated rounds `burst bench kernel` (fp32 and
+# bf16, fwd and bwd, full and causal, 1 thread and all cores, B=1 H=8 S=4096 D=64; the FMA and
+# AMX ceiling probes beside each) and PyTorch's CPU attention on the same shapes
+# (bench/torch_sdpa.py), all as JSON lines in one file, and the target ratios beside it
+# (scripts/amx_summary.py: bf16 forward vs torch and vs burst fp32 on one core, 16-thread vs
+# 1-thread rates, backward vs torch; median of the runs with min and max). Meant for an Intel
+# AMX host without network or apt; runs on any x86-64 Linux host (AMX then reported absent, its
+# tests SKIPPED).
 #
 # Usage:  scripts/amx_host_check.sh [OUT.jsonl]          (default amx_host_check.jsonl)
-#         (the ctest output of the amx tests goes beside it, as OUT.ctest.log)
+#         (beside it: OUT.ctest.log, the amx tests' output; OUT.summary.txt / OUT.summary.json)
+#         On the device machine: scripts/amx_host_check.sh "$OUT/amx.jsonl" (4 files back)
 #         scripts/amx_host_check.sh --pack DIR           (on a Debian host with the -dev packages:
 #                                                        copy CLI11, nlohmann-json and GoogleTest
 #                                                        headers, CMake files and static libs to DIR)
@@ -14,10 +19,11 @@
 #                                 else the system's own packages are used)
 #              BURST_BUILD_DIR    build directory (default build-amx)
 #              BURST_CHECK_THREADS thread counts for the benchmarks (default "1 <nproc>")
-#              BURST_CHECK_REPEATS repeats per benchmark (default 3)
+#              BURST_CHECK_REPEATS timed runs per benchmark and round (default 5)
+#              BURST_CHECK_ROUNDS alternated rounds (default 2)
 #              BURST_PYTHON       Python with torch for the anchor (default: the first python3 with torch)
 #              BURST_CHECK_SEQ    S of the benchmarks (default 4096; smaller for a quick trial)
-# Budget: ≤ 5 minutes on a 16-core host (build ~35 s with -j16; benchmarks ~2-3 min).
+# Budget on a 16-core host: build ~35 s with -j16, amx tests ~60 s, a round ~90 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +39,8 @@ out=${1:-amx_host_check.jsonl}
 build=${BURST_BUILD_DIR:-build-amx}
 deps=$(deps_prefix)
 threads=${BURST_CHECK_THREADS:-"1 $(nproc)"}
-repeats=${BURST_CHECK_REPEATS:-3}
+repeats=${BURST_CHECK_REPEATS:-5}
+rounds=${BURST_CHECK_ROUNDS:-2}
 seq=${BURST_CHECK_SEQ:-4096}
 # The Python for JSON and the torch anchor: BURST_PYTHON, else the first python3 that imports torch.
 py=${BURST_PYTHON:-}
@@ -92,23 +99,35 @@ emit amx_hardware_tests "result=$hw"
 "$build"/tests/test_dispatch >/dev/null 2>&1
 emit dispatch_rule_test "rc=$?"
 
-# Benchmarks: each record carries the FMA probe and, for bf16 on AMX / AVX512-BF16, the tile or
-# vdpbf16ps probe timed beside it (fma_peak_gflops_1core, bf16_dot_peak_gflops_1core).
-for t in $threads; do
-  for dt in fp32 bf16; do
+# Benchmarks, in BURST_CHECK_ROUNDS alternated rounds (default 2): each round runs, for every
+# thread count and mask, burst fp32, burst bf16 and then PyTorch's CPU attention (fp32, bf16)
+# on the same shapes (bench/torch_sdpa.py), each with `repeats` timed runs (median, min, max);
+# records tagged "round". Each burst record carries the FMA probe and, for bf16 on AMX /
+# AVX512-BF16, the tile or vdpbf16ps probe timed beside it (fma_peak_gflops_1core,
+# bf16_dot_peak_gflops_1core).
+tag() {  # tag ROUND: the JSON lines of stdin with "round" added, to the output
+  "$py" -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        r = json.loads(line); r["round"] = int(sys.argv[1]); print(json.dumps(r))' "$1" >>"$out"
+}
+for ((round = 1; round <= rounds; round++)); do
+  for t in $threads; do
     for mask in full causal; do
-      timeout 120 "$burst" bench kernel --batch 1 --heads 8 --seq "$seq" --dim 64 --threads "$t" --dtype "$dt" \
-        --mask "$mask" --pass both --repeats "$repeats" --warmup 1 >>"$out" 2>>"$build/amx_host_check.bench.err" ||
-        emit bench_failed "threads=$t" "dtype=$dt" "mask=$mask"
+      for dt in fp32 bf16; do
+        timeout 120 "$burst" bench kernel --batch 1 --heads 8 --seq "$seq" --dim 64 --threads "$t" --dtype "$dt" \
+          --mask "$mask" --pass both --repeats "$repeats" --warmup 1 2>>"$build/amx_host_check.bench.err" |
+          tag "$round" || emit bench_failed "round=$round" "threads=$t" "dtype=$dt" "mask=$mask"
+      done
+      timeout 150 "$py" bench/torch_sdpa.py --batch 1 --heads 8 --seq "$seq" --dim 64 --dtypes fp32,bf16 \
+        --threads "$t" --masks "$mask" --passes fwd,bwd --repeats "$repeats" --warmup 1 | tag "$round" ||
+        emit torch_sdpa_failed "round=$round" "threads=$t" "mask=$mask"
     done
   done
 done
 
-# PyTorch's CPU attention on the same shapes (skipped with a record when torch is missing).
-tlist=$(echo "$threads" | tr ' ' ',')
-timeout 150 "$py" bench/torch_sdpa.py --batch 1 --heads 8 --seq "$seq" --dim 64 --dtypes fp32,bf16 \
-  --threads "$tlist" --masks full,causal --passes fwd,bwd --repeats "$repeats" --warmup 1 >>"$out" ||
-  emit torch_sdpa_failed "rc=$?"
-
 emit done "seconds=$(($(date +%s) - t_start))"
+"$py" scripts/amx_summary.py "$out" --json "${out%.jsonl}.summary.json" >"${out%.jsonl}.summary.txt" 2>&1
+cat "${out%.jsonl}.summary.txt"
 echo "wrote $(wc -l <"$out") JSON lines to $out in $(($(date +%s) - t_start)) s"

@@ -10,9 +10,13 @@ namespace burst {
 
 namespace {
 
-// The kernels' defaults (src/kernels/attention_tiled*.cc): q-tile rows of the forward, and the
-// (b, kv-head) items the backward wants before it splits kv rows into chunks.
-constexpr std::int64_t kForwardTileQ = 96, kBackwardWantedItems = 8;
+// The kernels' defaults (src/kernels/attention_tiled*.cc): q-tile rows of the forward; the
+// backward's kv-tile rows, the items it always makes and the items it wants where chunks stay
+// at least kBackwardChunkRows long (cutting each (b, kv-head) into kv chunks), the most kv rows
+// of a chunk (the same 1024), and the cap on the chunks' partial dQ buffers.
+constexpr std::int64_t kForwardTileQ = 96, kBackwardTileKv = 96, kBackwardMinItems = 8,
+                       kBackwardWantedItems = 32, kBackwardChunkRows = 1024,
+                       kBackwardPartialBytesCap = std::int64_t{512} << 20;
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -22,15 +26,29 @@ double kernel_thread_efficiency(const ClusterSpec& per_core, const Workload& w, 
                                 bool backward) {
   if (threads <= 1) return 1.0;
   std::int64_t items = 0;
+  const std::int64_t rows = std::max<std::int64_t>(1, w.S_global / std::max(P, 1));
   if (backward) {
-    const std::int64_t base = w.B * w.H_kv;
-    items = base * std::max<std::int64_t>(1, ceil_div(kBackwardWantedItems, base));
+    const std::int64_t base = w.B * w.H_kv, kv_tiles = ceil_div(rows, kBackwardTileKv);
+    const std::int64_t long_chunks = std::max<std::int64_t>(1, rows / kBackwardChunkRows);
+    std::int64_t wanted =
+        std::min(kv_tiles, std::max({ceil_div(kBackwardMinItems, base),
+                                     std::min(ceil_div(kBackwardWantedItems, base), long_chunks),
+                                     ceil_div(rows, kBackwardChunkRows)}));
+    const std::int64_t partial_bytes = w.B * w.H * rows * w.D * 4;  // one chunk's partial dQ
+    while (wanted > 1 && wanted * partial_bytes > kBackwardPartialBytesCap) --wanted;
+    const std::int64_t per_chunk = ceil_div(kv_tiles, std::max<std::int64_t>(1, wanted));
+    items = base * ceil_div(kv_tiles, per_chunk);
   } else {
     const std::int64_t tile = per_core.kernel_tile_q > 0 ? per_core.kernel_tile_q : kForwardTileQ;
-    items = w.B * w.H * ceil_div(std::max<std::int64_t>(1, w.S_global / std::max(P, 1)), tile);
+    items = w.B * w.H * ceil_div(rows, tile);
   }
   const std::int64_t T = threads;
-  return static_cast<double>(items) / static_cast<double>(T * ceil_div(items, T));
+  const double dealt = static_cast<double>(items) / static_cast<double>(T * ceil_div(items, T));
+  const std::vector<double>& measured =
+      backward ? per_core.thread_scaling_backward : per_core.thread_scaling_forward;
+  if (static_cast<std::int64_t>(measured.size()) >= T && measured[static_cast<std::size_t>(T - 1)] > 0)
+    return std::min(dealt, measured[static_cast<std::size_t>(T - 1)]);
+  return dealt;
 }
 
 ClusterSpec cluster_for_split(const ClusterSpec& per_core, const Workload& w, int ranks_per_node,

@@ -104,13 +104,15 @@ PassPlan ring_pass(int P, int n, int L, std::int64_t read, std::int64_t write, s
     }
     pass.steps.push_back(std::move(fin));
   }
-  // Buffers (executor in strategies/ring_skeleton.cc): read current + next, plus the inter copy
-  // and inter receive on a double ring; write: step partial, chain accumulator (in flight),
-  // chain receive, the previous round's home send still in flight, one home receive per round;
-  // plus the step's working buffers (work_bytes). With a write accumulator the own read payload
-  // is kept for the own block's second half after the last step (RingExecutor::run, split_own).
-  const std::int64_t read_bufs = P == 1 ? 1 : (n > 1 ? 4 : 2) + (write > 0 ? 1 : 0);
-  const std::int64_t write_bufs = write > 0 ? 4 + n : 0;
+  // Buffers (executor in strategies/ring_skeleton.cc): read current + next + the previous one
+  // (its send completes by the end of the step after it), plus the inter copy and inter receive
+  // on a double ring; write: step partial, chain accumulator in flight (this step's and the
+  // previous step's send), chain receive, the previous round's home send still in flight, one
+  // home receive per round; plus the step's working buffers (work_bytes). With a write
+  // accumulator the own read payload is kept for the own block's second half after the last
+  // step (RingExecutor::run, split_own).
+  const std::int64_t read_bufs = P == 1 ? 1 : (n > 1 ? 5 : 3) + (write > 0 ? 1 : 0);
+  const std::int64_t write_bufs = write > 0 ? 5 + n : 0;
   const std::int64_t peak = read_bufs * read + write_bufs * write_buf + work_bytes;
   pass.peak_buffer_bytes.assign(static_cast<std::size_t>(P), peak);
   return pass;

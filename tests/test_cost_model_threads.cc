@@ -31,13 +31,27 @@ TEST(CostThreads, KernelItemsDealtToThreads) {
   // The spec's forward tile replaces the default.
   c.kernel_tile_q = 128;
   EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 2, 16, false), 1.0);  // 8·128 = 1024 items
-  // Backward: B·H_kv = 8 (b, kv-head) items: 16 threads keep half busy, 3 threads 8 of 9 slots.
-  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 1, 16, true), 0.5);
-  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 1, 8, true), 1.0);
-  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 1, 3, true), 8.0 / 9.0);
-  // Two KV heads: split into 4 kv chunks each (8 items wanted).
-  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, causal_workload(32768, 8, 2, 64), 1, 16, true), 0.5);
-  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, causal_workload(32768, 8, 2, 64), 1, 4, true), 1.0);
+  // Backward: B·H_kv = 8 (b, kv-head) items, each in kv chunks of at most 1024 rows (and at least
+  // 32 items): P = 8, 4096 rows = 43 kv tiles of 96 → 4 chunks of 11 tiles: 32 items.
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 8, 16, true), 1.0);
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 8, 3, true), 32.0 / 33.0);
+  // P = 1: 32 chunks wanted, but their partial dQ (64 MiB each) caps them at 8: 342 kv tiles in
+  // chunks of 43 → 8 chunks, 64 items.
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 1, 16, true), 1.0);
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 1, 3, true), 64.0 / 66.0);
+  // Few kv rows per rank: 64 rows = one kv tile, no chunking: 8 items for 16 threads.
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 512, 16, true), 0.5);
+  // Two KV heads, P = 8: 16 chunks wanted, but none shorter than 1024 rows: 4 chunks, 8 items.
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, causal_workload(32768, 8, 2, 64), 8, 16, true), 0.5);
+  // P = 16: 2048 rows, 2 chunks of 1024: 16 items; P = 32: 1024 rows, not cut: 8 items.
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 16, 16, true), 1.0);
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 32, 16, true), 0.5);
+  // A measured scaling lowers it where it is below the item count's share, never raises it.
+  c.thread_scaling_backward = {1.0, 0.9, 0.9, 0.8};
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 8, 4, true), 0.8);
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 512, 2, true), 0.9);
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 8, 16, true), 1.0);  // no entry for 16 threads
+  EXPECT_DOUBLE_EQ(kernel_thread_efficiency(c, w, 512, 3, true), std::min(8.0 / 9.0, 0.9));
 }
 
 TEST(CostThreads, SplitClusterScalesKernelRatesOnly) {
@@ -48,10 +62,10 @@ TEST(CostThreads, SplitClusterScalesKernelRatesOnly) {
   const ClusterSpec s = cluster_for_split(c, w, 1, 16);
   EXPECT_EQ(s.devices(), 1);
   EXPECT_EQ(s.compute_slots_per_node, 0);
-  EXPECT_DOUBLE_EQ(kernel_rate(s, true, false), kernel_rate(c, true, false) * 16 * 0.5);
+  EXPECT_DOUBLE_EQ(kernel_rate(s, true, false), kernel_rate(c, true, false) * 16);  // 64 items
   EXPECT_DOUBLE_EQ(kernel_rate(s, false, false),
                    kernel_rate(c, false, false) * 16 * kernel_thread_efficiency(c, w, 1, 16, false));
-  EXPECT_DOUBLE_EQ(s.partial_row_cost(true, 64), 2e-6 / 8);
+  EXPECT_DOUBLE_EQ(s.partial_row_cost(true, 64), 2e-6 / 16);
   EXPECT_DOUBLE_EQ(s.intra_bandwidth, c.intra_bandwidth);
   EXPECT_DOUBLE_EQ(s.memory_bandwidth, c.memory_bandwidth);
   EXPECT_THROW(cluster_for_split(c, w, 0, 16), Error);

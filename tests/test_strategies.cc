@@ -284,8 +284,9 @@ TEST(Strategies, PooledBuffersAcrossPassesMatchAFreshPlan) {
 }
 
 TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
-  // docs/algorithm.md §4.2: (P−1)(2b + 2r) + P·b vs (2P−1)·2b; at P = 2 and D = 16 the ratio is
-  // (4 + 2/16)/6 = 0.69 (→ 0.75 as P grows); checked on the counters of real passes.
+  // docs/algorithm.md §4.2: (P−1)(2b + 2r) + P·b vs (2P−1)·2b; at D = 16 (r = b/16) the ratio is
+  // (4 + 2/16)/6 = 0.69 at P = 2, 0.7625 at P = 8 (→ 0.78 as P grows); checked on the counters
+  // of real passes.
   const Communicator world = Communicator::world();
   if (world.size() < 2) return;  // no communication at P = 1 (mpi_main counts a skip as a failure)
   std::int64_t bytes[2] = {};
@@ -304,7 +305,9 @@ TEST(Strategies, BurstBackwardBytesBelowRingAtMha) {
                   dv.view());
     bytes[i] = attn.last_stats().bytes_sent;
   }
-  EXPECT_LE(static_cast<double>(bytes[0]), 0.76 * static_cast<double>(bytes[1]));
+  const double P = world.size(), ratio = ((P - 1) * (2 + 2.0 / 16) + P) / ((2 * P - 1) * 2);
+  EXPECT_LE(static_cast<double>(bytes[0]), (ratio + 1e-3) * static_cast<double>(bytes[1]));
+  EXPECT_LT(bytes[0], bytes[1]);
 }
 
 /// Visible pairs of rank i's queries against rank j's keys, pair by pair (brute force).

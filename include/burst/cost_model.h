@@ -53,6 +53,11 @@ struct ClusterSpec {
   /// Tile rows of the backward kernel (q × kv) when it tiles differently (this library's Tiled
   /// backward: 64 × 96); 0 → the forward's tiles.
   int kernel_tile_q_backward = 0, kernel_tile_kv_backward = 0;
+  /// Measured kernel thread scaling on this host (ranks × threads, kernel_thread_efficiency):
+  /// entry T − 1 = the attention kernel's rate at T threads ÷ (T × its one-thread rate), forward
+  /// and backward, measured on one rank's shape (the many-core host check fills them from `burst
+  /// bench kernel`). Empty, or shorter than T: the item count alone decides.
+  std::vector<double> thread_scaling_forward, thread_scaling_backward;
   /// Per-element masking of Partial tiles (tile mode only): seconds per query row of each
   /// Partial tile, per head and batch (the kernel builds each row's visible ranges and writes
   /// −inf); partial_row_seconds_backward < 0 → the forward value. 0: not charged.
@@ -351,9 +356,13 @@ std::vector<Candidate> default_candidates(const ClusterSpec& cluster);
 // ---- Ranks × threads on a node's cores ---------------------------------------------------------
 
 /// Share of `threads` kernel threads a tiled kernel call keeps busy: its parallel items (forward:
-/// B·H·q tiles of the rank's S_global/P rows; backward: B·H_kv (b, kv-head) items, split into
-/// kv chunks up to 8 items when there are fewer — src/kernels/attention_tiled*.cc) dealt to the
-/// threads in rounds: items / (threads·⌈items/threads⌉). Pure. 1 for threads = 1.
+/// B·H·q tiles of the rank's S_global/P rows; backward: B·H_kv (b, kv-head) items, each split
+/// into NC kv chunks, NC = max(⌈8 / (B·H_kv)⌉, min(⌈32 / (B·H_kv)⌉, ⌊n / 1024⌋), ⌈n / 1024⌉) for
+/// n = S_global/P kv rows, capped by the kv tiles and by 512 MiB of partial dQ (NC·B·H·n·D·4
+/// bytes) —
+/// src/kernels/attention_tiled*.cc) dealt to the threads in rounds: items /
+/// (threads·⌈items/threads⌉); with a measured thread_scaling entry for `threads`, the smaller of
+/// the two. Pure. 1 for threads = 1.
 double kernel_thread_efficiency(const ClusterSpec& per_core, const Workload& w, int P, int threads,
                                 bool backward);
 

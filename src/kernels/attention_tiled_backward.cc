@@ -22,9 +22,13 @@
 // chunk order. NC depends only on the shape (B·H_kv, n_kt, a memory cap), never on the thread
 // count, so dq/dk/dv are bitwise identical for any number of threads.
 // Why this split: per-(b, kv-head) ownership needs no recomputation (the two-pass dK/dV-then-dQ
-// scheme recomputes S, P, dP: 7 GEMMs instead of 5) and no reduction when B·H_kv ≥ 8 items —
-// the common case (B = 1, H_kv = 8 gives 8 items for 2 cores). Chunking the kv range keeps
-// MQA/small-batch problems parallel at the price of NC partial dQ buffers.
+// scheme recomputes S, P, dP: 7 GEMMs instead of 5). Chunking the kv range of long calls gives
+// 32 items (two per thread on 16 cores; B = 1, H_kv = 8, S 4096 → NC = 4: 8 items left 16
+// threads half idle, a 4.3× backward on a 16-core Xeon; see choose_chunks' constants) and bounds
+// an item's live dK, dV, K, V, Kᵀ rows to a core's L2,
+// at the price of NC partial dQ buffers and NC packings of each q tile (≈ 5 % of one thread's
+// rate at S 4096). Items are dealt chunk-major: under a causal mask the first kv chunks are the
+// large ones, so the last small ones fill the threads' tails.
 // Memory: packed K, Kᵀ, V (≈ 1.5× the size of k and v); per thread the q-tile packs, the score tiles and the
 // dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials —
 // all in the calling thread's workspace (kernels/workspace.h), reused by the next call.
@@ -58,9 +62,18 @@ constexpr int kBackwardBkv = 96;
 // dPᵀ N = 128, halving the accumulator loads/stores per FMA; measured 1.2× bq = 64 on Zen 3
 // (B 1, H 8, S 4096, D 64, full: medians of 3 interleaved runs 64.9 vs 53.7 GFLOP/s).
 constexpr int kBackwardBqPanels = 128;
-// Items wanted for parallelism (enough for 8 threads); sets how many kv chunks MQA/GQA with
-// few KV heads is split into.
-constexpr std::int64_t kWantedItems = 8;
+// Items for parallelism, fixed, never the thread count (results do not depend on it): at least
+// kMinItems (a (b, kv-head) with few KV heads is cut into kv chunks of any length, as MQA needs),
+// and kWantedItems — enough for 16 threads with two items each, dynamic scheduling evening out
+// the causal chunks' unequal work — where that leaves chunks of kMinChunkRows or more: every
+// chunk packs each q tile's operands again and writes a partial dQ, which a short chunk does not
+// amortise (measured at one thread, S 1024, B·H_kv = 8, chunks of 288 rows: 10-14 % of the
+// rate). So the ring's backward calls at S/(2P) kv rows (1024 at S 32768, P 16) stay uncut.
+constexpr std::int64_t kMinItems = 8, kWantedItems = 32, kMinChunkRows = 1024;
+// Most kv rows per chunk: an item keeps its chunk's dK, dV accumulators and packed K, V, Kᵀ live
+// while it sweeps every q tile (5 · rows · D · 4 bytes: 1.3 MB at 1024 rows, D 64), which must
+// stay in a core's L2 or the sweep streams them from L3 once per q tile.
+constexpr std::int64_t kMaxChunkRows = 1024;
 // Cap on the partial-dQ buffers of the chunked path (bytes).
 constexpr std::int64_t kPartialBytesCap = std::int64_t{512} << 20;
 
@@ -71,7 +84,12 @@ struct Chunking {
 Chunking choose_chunks(const Problem& p, const Geometry& g) {
   Chunking c;
   const std::int64_t base = p.B * p.H_kv;
-  std::int64_t nc = std::min<std::int64_t>(g.n_kt, (kWantedItems + base - 1) / base);
+  const std::int64_t rows = p.S_kv;
+  const auto per_base = [base](std::int64_t items) { return (items + base - 1) / base; };
+  const std::int64_t long_chunks = std::max<std::int64_t>(1, rows / kMinChunkRows);
+  std::int64_t nc = std::max({per_base(kMinItems), std::min(per_base(kWantedItems), long_chunks),
+                              (rows + kMaxChunkRows - 1) / kMaxChunkRows});
+  nc = std::min(nc, g.n_kt);
   const std::int64_t partial_bytes = p.B * p.H * p.S_q * g.Dp * 4;
   while (nc > 1 && nc * partial_bytes > kPartialBytesCap) --nc;
   nc = std::max<std::int64_t>(nc, 1);
@@ -411,7 +429,9 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
     if (progress) (*p.progress)();  // at least once per call, even if thread 0 gets no item
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t idx = 0; idx < n_items; ++idx) {
-      const std::int64_t chunk = idx % ch.n_chunks, bh = idx / ch.n_chunks;
+      // Chunk-major: the first kv chunks (under a causal mask the ones with the most queries)
+      // are dealt first, so the small last ones fill the threads' tails.
+      const std::int64_t chunk = idx / (p.B * p.H_kv), bh = idx % (p.B * p.H_kv);
       backward_item(cx, w, bh / p.H_kv, bh % p.H_kv, chunk, progress);
     }
     if (ch.n_chunks > 1) {

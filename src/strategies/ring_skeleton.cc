@@ -79,217 +79,356 @@ device::Buffer RingExecutor::own_second_half(const StepFn& compute, const std::b
 
 int RingExecutor::partition(int rank, int t) const { return ring::partition({n_, L_}, rank, t); }
 
+// One run() of the executor: the state its P steps share, and the steps by name. Topology
+// (docs/algorithm.md §7): `nodes` nodes of `per_node` ranks, this rank = node·per_node + local;
+// step t is position t mod per_node of round t / per_node; the read payload moves along the
+// intra ring inside a round and along the inter ring at a round's end.
+// Completion: a step ends when its receives are in (the payload and chain partial of the next
+// step), not when its sends are: those complete by the end of the next step. A rank is then held
+// only by its left neighbour (whose data it needs) and by its right one a step later, so a
+// slower rank does not hold up the rank behind it at every step (its receive is posted one step
+// later than the send).
+class RingExecutor::Run {
+ public:
+  Run(const RingExecutor& ex, device::Buffer own_read, std::int64_t write_floats, const StepFn& compute,
+      RingRunStats& stats, bool split_own)
+      : ex_(ex),
+        st_(ex.stage_),
+        compute_(compute),
+        stats_(stats),
+        steps_(ex.P_),
+        nodes_(ex.n_),
+        per_node_(ex.L_),
+        rank_(ex.rank_),
+        node_(rank_ / per_node_),
+        local_(rank_ % per_node_),
+        read_bytes_(own_read.size()),
+        write_floats_(write_floats),
+        write_bytes_(ex.wire_layout(write_floats).bytes()),
+        partials_(write_floats > 0 && steps_ > 1),
+        defer_own_(split_own && partials_ && ex.overlap_),
+        records_(steps_ + (partials_ ? 1 : 0)),
+        log_(stats.steps, records_),
+        home_parts_(static_cast<std::size_t>(nodes_)),
+        home_index_(static_cast<std::size_t>(nodes_), -1) {
+    st_.begin_pass(read_bytes_);
+    cur_ = st_.out(std::move(own_read));  // staged out once; forwarded from its wire after
+  }
+
+  device::Buffer run() {
+    post_home_receives();
+    for (int t = 0; t < steps_; ++t) {
+      step_ = t;
+      ex_.intra_.set_step(t, steps_);  // named by the communication watchdog (shared by the channels)
+      post_read_transfers(t);
+      pass_partial_on(t);
+      if (!ex_.overlap_) wait_before_compute(t);
+      compute_step(t);
+      wait_receives(t);
+      advance_payload(t);
+      fold_chain_partial(t);
+    }
+    device::Buffer result = write_floats_ > 0 ? finish() : device::Buffer{};
+    drain();
+    return result;
+  }
+
+  int step() const { return step_; }
+
+ private:
+  // Ring neighbours: intra ring inside the node, inter ring across nodes (same local rank).
+  int intra(int d) const { return node_ * per_node_ + mod(local_ + d, per_node_); }
+  int inter(int d) const { return mod(node_ + d, nodes_) * per_node_ + local_; }
+  int position(int t) const { return t % per_node_; }  // in its round
+  int round(int t) const { return t / per_node_; }
+  bool moves_intra(int t) const { return steps_ > 1 && position(t) < per_node_ - 1; }
+  bool moves_inter(int t) const { return steps_ > 1 && position(t) == 0 && round(t) < nodes_ - 1; }
+  bool ends_round(int t) const { return steps_ > 1 && position(t) == per_node_ - 1 && round(t) < nodes_ - 1; }
+
+  // The owner's side of the write ring: one receive per round whose chain ends on another rank.
+  void post_home_receives() {
+    if (!partials_) return;
+    for (int k = 0; k < nodes_; ++k) {
+      const int src = mod(node_ + k, nodes_) * per_node_ + mod(local_ - 1, per_node_);  // round k's chain end
+      if (src == rank_) continue;
+      home_index_[static_cast<std::size_t>(k)] = static_cast<int>(
+          homes_in_.add(ex_.home_.irecv(st_.wire_pool().get_host(write_bytes_), src, kTagHome + k)));
+      log_.at((k + 1) * per_node_).received += write_bytes_;  // sent at the step that ends round k
+    }
+  }
+
+  // Step t's payload goes on (intra: to the right; inter: at a round's start, a second copy
+  // across nodes) while the next one comes in.
+  void post_read_transfers(int t) {
+    StepTimes& rec = log_.at(t);
+    view_ = st_.device_ready(cur_);  // the wire's storage moves into the sends below unchanged
+    read_sent_ = false;
+    if (moves_intra(t)) {
+      i_read_in_ = recvs_.add(ex_.intra_.irecv(st_.wire_pool().get_host(read_bytes_), intra(-1), kTagRead));
+      i_read_out_ = sends_.add(ex_.intra_.isend(std::move(cur_.wire), intra(+1), kTagRead));
+      read_sent_ = true;
+      rec.sent += read_bytes_;
+      rec.received += read_bytes_;
+    }
+    if (moves_inter(t)) {
+      inter_set_.clear();
+      if (read_sent_) {
+        ByteBuffer copy =
+            st_.wire_pool().get_host(read_bytes_);  // a second wire: the intra send owns the first
+        {
+          Stopwatch sw(&rec.copy);
+          st_.device().copy_to_host(view_, copy.data(), read_bytes_);
+          st_.device().wait(st_.device().record());
+        }
+        i_inter_out_ = inter_set_.add(ex_.inter_.isend(std::move(copy), inter(+1), kTagRead));
+      } else {
+        i_inter_out_ = inter_set_.add(ex_.inter_.isend(std::move(cur_.wire), inter(+1), kTagRead));
+      }
+      i_inter_in_ =
+          inter_set_.add(ex_.inter_.irecv(st_.wire_pool().get_host(read_bytes_), inter(-1), kTagRead));
+      rec.sent += read_bytes_;
+      rec.received += read_bytes_;
+    }
+  }
+
+  // The write partial of the previous step's block: along the chain inside a round, home at a
+  // round's end; and this step's zeroed partial.
+  void pass_partial_on(int t) {
+    StepTimes& rec = log_.at(t);
+    Stopwatch sw(&rec.copy);  // wire copies of the partial and the zeroed step partial
+    chain_in_ = false;
+    if (partials_) {
+      if (position(t) >= 1) {
+        i_chain_in_ =
+            recvs_.add(ex_.chain_.irecv(st_.wire_pool().get_host(write_bytes_), intra(-1), kTagChain));
+        sends_.add(ex_.chain_.isend(ex_.to_wire(std::move(acc_)), intra(+1), kTagChain));
+        chain_in_ = true;
+        rec.sent += write_bytes_;
+        rec.received += write_bytes_;
+      } else if (t > 0) {
+        send_home(round(t) - 1, ex_.partition(rank_, t - 1), std::move(acc_), rec);
+      }
+    }
+    if (write_floats_ > 0) step_partial_ = st_.pool().get_zeroed(kF32 * write_floats_);
+  }
+
+  void send_home(int k, int part, device::Buffer acc, StepTimes& rec) {
+    if (part == rank_) {
+      home_parts_[static_cast<std::size_t>(k)] = std::move(acc);
+    } else {
+      home_out_.add(ex_.home_.isend(ex_.to_wire(std::move(acc)), part, kTagHome + k));
+      rec.sent += write_bytes_;
+    }
+  }
+
+  // The no-overlap ablation: every transfer of the step done before its compute.
+  void wait_before_compute(int t) {
+    double waited = recvs_.wait_all() + sends_.wait_all() + earlier_sends_.wait_all();
+    if (position(t) == per_node_ - 1) waited += inter_set_.wait_all();
+    stats_.exposed_comm_seconds += waited;
+    log_.at(t).wait += waited;
+  }
+
+  void poll() {
+    recvs_.progress();
+    sends_.progress();
+    earlier_sends_.progress();
+    inter_set_.progress();
+    home_out_.progress();
+    homes_in_.progress();
+  }
+
+  void compute_step(int t) {
+    const std::function<void()> progress = [this] { poll(); };
+    log_.compute(t, stats_.compute_seconds, [&] {
+      compute_(t, ex_.partition(rank_, t), view_, write_floats_ > 0 ? step_partial_.f32() : nullptr, progress,
+               defer_own_ && t == 0 ? RowSlice{0, 2} : RowSlice{});
+    });
+  }
+
+  // Blocks until the next step's payload and this step's chain partial are in, and the previous
+  // step's sends are out (this step's sends stay in flight until the next step's end).
+  void wait_receives(int t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    recvs_.wait_all();
+    if (ends_round(t)) inter_set_.wait_all();
+    earlier_sends_.wait_all();
+    const double waited = seconds_since(t0);
+    stats_.exposed_comm_seconds += waited;
+    log_.at(t).wait += waited;
+    retire_earlier_sends();
+  }
+
+  // The sends of the step before this one are complete: their buffers go back (the payload's,
+  // unless split_own computes on it again after the last step).
+  void retire_earlier_sends() {
+    for (std::size_t i = 0; i < earlier_sends_.size(); ++i) {
+      ByteBuffer sent = earlier_sends_.take(i);
+      if (static_cast<int>(i) == earlier_read_index_) {
+        recycle_payload(std::move(sent), earlier_read_message_, earlier_read_step_);
+      } else {
+        st_.wire_pool().put_host(std::move(sent));
+      }
+    }
+    earlier_sends_ = RequestSet{};
+    earlier_read_index_ = -1;
+  }
+
+  // Step t's payload is done with; the next one (received) becomes current. A payload still in
+  // an intra send is kept with it until the send completes.
+  void advance_payload(int t) {
+    if (moves_intra(t)) {
+      earlier_read_message_ = std::move(cur_);  // its wire is in the send
+      earlier_read_step_ = t;
+      cur_ = st_.in(recvs_.take(i_read_in_));
+    } else if (ends_round(t)) {
+      ByteBuffer sent = inter_set_.take(i_inter_out_);
+      if (cur_.wire.empty()) {  // the inter send took this payload's wire (no intra ring)
+        recycle_payload(std::move(sent), cur_, t);
+      } else {  // the inter send's was a copy made at the round's start
+        st_.wire_pool().put_host(std::move(sent));
+        ByteBuffer own_wire = std::move(cur_.wire);
+        recycle_payload(std::move(own_wire), cur_, t);
+      }
+      cur_ = st_.in(inter_set_.take(i_inter_in_));
+    }
+  }
+
+  // A payload whose last send completed: back to the pools, or kept (split_own, step 0's).
+  void recycle_payload(ByteBuffer sent, Message& m, int t) {
+    m.wire = std::move(sent);
+    if (defer_own_ && t == 0)
+      own_kept_ = std::move(m);
+    else
+      st_.recycle(std::move(m));
+  }
+
+  // acc = chain partial + this step's contribution (fp32); this step's sends become the
+  // earlier ones, completed by the next step's end.
+  void fold_chain_partial(int t) {
+    if (write_floats_ > 0) {
+      if (chain_in_) {
+        Stopwatch sw(&log_.at(t).copy);
+        ex_.add_wire(step_partial_, recvs_.take(i_chain_in_));
+      }
+      acc_ = std::move(step_partial_);
+    }
+    recvs_ = RequestSet{};
+    earlier_sends_ = std::move(sends_);
+    earlier_read_index_ = read_sent_ ? static_cast<int>(i_read_out_) : -1;
+    sends_ = RequestSet{};
+  }
+
+  // After the last step: the last partial home, the own block's second half (split_own) while
+  // it travels, then the owner's sum of its block's round partials, in round order.
+  device::Buffer finish() {
+    step_ = steps_;
+    ex_.intra_.set_step(steps_, steps_);
+    StepTimes& fin = log_.at(records_ - 1);
+    if (partials_) {
+      Stopwatch sw(&fin.copy);  // the wire copy
+      send_home(nodes_ - 1, ex_.partition(rank_, steps_ - 1), std::move(acc_), fin);
+    } else {
+      home_parts_[0] = std::move(acc_);
+    }
+    device::Buffer own_half;
+    if (defer_own_) {  // step 0's payload: kept when its send completed (by step 1's end)
+      BURST_CHECK(!own_kept_.wire.empty(), Internal, "ring: the own block's payload was not kept");
+      own_half = ex_.own_second_half(
+          compute_, st_.device_ready(own_kept_), write_floats_, [this] { poll(); }, stats_, log_,
+          records_ - 1);
+      st_.recycle(std::move(own_kept_));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    homes_in_.wait_all();
+    home_out_.wait_all();
+    const double waited = seconds_since(t0);
+    stats_.exposed_comm_seconds += waited;
+    fin.wait += waited;
+    Stopwatch sw(&fin.copy);  // the owner's sums
+    device::Buffer result = sum_home_parts();
+    if (defer_own_) {  // after the rounds: a fixed order, the same on every run
+      ex_.add_into(result, own_half);
+      st_.pool().put(std::move(own_half));
+    }
+    return result;
+  }
+
+  // Round 0's part becomes the result when it is fp32 (own, or an fp32 wire); a bf16 one is
+  // widened into a zeroed accumulator. A received part is a wire message, the own one fp32.
+  device::Buffer sum_home_parts() {
+    device::Buffer result;
+    for (int k = 0; k < nodes_; ++k) {
+      const int i = home_index_[static_cast<std::size_t>(k)];
+      device::Buffer& own = home_parts_[static_cast<std::size_t>(k)];
+      if (k == 0 && (i < 0 || ex_.wire_ == DType::F32)) {
+        result =
+            i < 0 ? std::move(own) : st_.take_device(st_.in(homes_in_.take(static_cast<std::size_t>(i))));
+        continue;
+      }
+      if (k == 0) result = st_.pool().get_zeroed(kF32 * write_floats_);
+      if (i >= 0) {
+        ex_.add_wire(result, homes_in_.take(static_cast<std::size_t>(i)));
+      } else {
+        ex_.add_into(result, own);
+        st_.pool().put(std::move(own));
+      }
+    }
+    return result;
+  }
+
+  // Every transfer complete and every buffer back in the pools for the next run.
+  void drain() {
+    {
+      Stopwatch sw(&log_.at(records_ - 1).wait);
+      inter_set_.wait_all();
+      earlier_sends_.wait_all();
+    }
+    retire_earlier_sends();
+    stats_.buffer_bytes = std::max(stats_.buffer_bytes, st_.peak_bytes());
+    st_.recycle(std::move(cur_));
+    for (RequestSet* set : {&home_out_, &inter_set_})
+      for (std::size_t i = 0; i < set->size(); ++i) st_.wire_pool().put_host(set->take(i));
+  }
+
+  const RingExecutor& ex_;
+  Stager& st_;
+  const StepFn& compute_;
+  RingRunStats& stats_;
+  const int steps_, nodes_, per_node_, rank_, node_, local_;
+  const std::int64_t read_bytes_, write_floats_, write_bytes_;
+  const bool partials_;   // a write accumulator that travels (W > 0, P > 1)
+  const bool defer_own_;  // split_own in effect
+  const int records_;     // P ring steps, then the final hop when partials travel home
+  StepLog log_;
+  int step_ = -1;
+
+  Message cur_;              // this step's read payload
+  const std::byte* view_{};  // ... in device memory
+  Message own_kept_;         // split_own: step 0's payload, for the second half
+  device::Buffer acc_;       // the write partial one step behind the read block
+  device::Buffer step_partial_;
+  std::vector<device::Buffer> home_parts_;  // by round: partials whose home is this rank
+  RequestSet homes_in_, home_out_;
+  std::vector<int> home_index_;  // round → index in homes_in_ (−1: own)
+  RequestSet inter_set_;         // inter transfers live for a whole round
+  std::size_t i_inter_out_ = 0, i_inter_in_ = 0;
+  // This step's transfers: receives (waited at its end) and sends (at the next step's end).
+  RequestSet recvs_, sends_, earlier_sends_;
+  std::size_t i_read_in_ = 0, i_read_out_ = 0, i_chain_in_ = 0;
+  bool read_sent_ = false, chain_in_ = false;
+  int earlier_read_index_ = -1, earlier_read_step_ = 0;
+  Message earlier_read_message_;  // the payload of earlier_sends_' read send
+};
+
 device::Buffer RingExecutor::run(device::Buffer own_read, std::int64_t write_floats, const StepFn& compute,
                                  RingRunStats& stats, bool split_own) const {
-  const int P = P_, n = n_, L = L_, g = rank_, a = g / L, b = g % L;
-  const std::int64_t R = own_read.size();
-  const std::int64_t W = write_floats;
-  // Kept across runs: no fresh pages per pass. Device memory (payloads, partials) and the
-  // pinned wire buffers; one pool on a host-memory device.
-  Stager& st = stage_;
-  device::BufferPool &pool = st.pool(), &wires = st.wire_pool();
-  st.begin_pass(R);
-  const int right_intra = a * L + mod(b + 1, L), left_intra = a * L + mod(b - 1, L);
-  const int right_inter = mod(a + 1, n) * L + b, left_inter = mod(a - 1, n) * L + b;
-  // One record per plan step: P ring steps, then the final hop when partials travel home.
-  const int records = P + (W > 0 && P > 1 ? 1 : 0);
-  StepLog log(stats.steps, records);
-  const std::int64_t read_bytes = R, write_bytes = wire_layout(W).bytes();
-
-  Message cur = st.out(std::move(own_read));  // staged out once; forwarded from its wire after
-  device::Buffer w_acc;
-  // The own block's second half, kept for after the last step (RingExecutor::run, split_own).
-  const bool defer = split_own && W > 0 && P > 1 && overlap_;
-  Message own_kept;
-  std::vector<device::Buffer> home_parts(static_cast<std::size_t>(n));  // by round
-  RequestSet homes_in;  // one receive per round whose source is not self
-  std::vector<int> home_index(static_cast<std::size_t>(n), -1);
-  RequestSet inter_set, home_out;  // inter transfers live for a whole round
-  std::size_t i_inter_send = 0, i_inter_recv = 0;
-  int step = -1;
+  Run r(*this, std::move(own_read), write_floats, compute, stats, split_own);
   try {
-    if (W > 0 && P > 1) {
-      for (int k = 0; k < n; ++k) {
-        // The chain of my block ends in round k on rank (a + k, b − 1).
-        const int src = mod(a + k, n) * L + mod(b - 1, L);
-        if (src != g) {
-          home_index[static_cast<std::size_t>(k)] =
-              static_cast<int>(homes_in.add(home_.irecv(wires.get_host(write_bytes), src, kTagHome + k)));
-          log.at((k + 1) * L).received += write_bytes;  // sent at the step that ends round k
-        }
-      }
-    }
-    auto send_home = [&](int k, int part, device::Buffer acc, StepTimes& rec) {
-      if (part == g) {
-        home_parts[static_cast<std::size_t>(k)] = std::move(acc);
-      } else {
-        home_out.add(home_.isend(to_wire(std::move(acc)), part, kTagHome + k));
-        rec.sent += write_bytes;
-      }
-    };
-    for (int t = 0; t < P; ++t) {
-      step = t;
-      intra_.set_step(t, P);  // named by the communication watchdog (shared by the channels)
-      const int u = t % L, k = t / L;
-      const bool intra = P > 1 && u<L - 1, inter = P> 1 && u == 0 && k < n - 1;
-      StepTimes& rec = log.at(t);
-      RequestSet step_set;
-      std::size_t i_recv = 0, i_send = 0, i_chain_in = 0, i_chain_out = 0;
-      // The payload in device memory; the wire's storage moves into the sends below unchanged.
-      const std::byte* view = st.device_ready(cur);
-      if (intra) {
-        i_recv = step_set.add(intra_.irecv(wires.get_host(R), left_intra, kTagRead));
-        i_send = step_set.add(intra_.isend(std::move(cur.wire), right_intra, kTagRead));
-        rec.sent += read_bytes;
-        rec.received += read_bytes;
-      }
-      if (inter) {
-        inter_set.clear();
-        if (intra) {
-          ByteBuffer copy = wires.get_host(R);  // a second wire: the intra send owns the first
-          {
-            Stopwatch sw(&rec.copy);
-            st.device().copy_to_host(view, copy.data(), R);
-            st.device().wait(st.device().record());
-          }
-          i_inter_send = inter_set.add(inter_.isend(std::move(copy), right_inter, kTagRead));
-        } else {
-          i_inter_send = inter_set.add(inter_.isend(std::move(cur.wire), right_inter, kTagRead));
-        }
-        i_inter_recv = inter_set.add(inter_.irecv(wires.get_host(R), left_inter, kTagRead));
-        rec.sent += read_bytes;
-        rec.received += read_bytes;
-      }
-      device::Buffer w_loc;
-      {
-        Stopwatch sw(&rec.copy);  // wire copies of the partial and the zeroed step partial
-        if (W > 0 && P > 1) {
-          if (u >= 1) {
-            i_chain_in = step_set.add(chain_.irecv(wires.get_host(write_bytes), left_intra, kTagChain));
-            i_chain_out = step_set.add(chain_.isend(to_wire(std::move(w_acc)), right_intra, kTagChain));
-            rec.sent += write_bytes;
-            rec.received += write_bytes;
-          } else if (t > 0) {
-            send_home(k - 1, partition(g, t - 1), std::move(w_acc), rec);
-          }
-        }
-        if (W > 0) w_loc = pool.get_zeroed(kF32 * W);
-      }
-      if (!overlap_) {
-        double waited = step_set.wait_all();
-        if (u == L - 1) waited += inter_set.wait_all();
-        stats.exposed_comm_seconds += waited;
-        rec.wait += waited;
-      }
-      const std::function<void()> progress = [&] {
-        step_set.progress();
-        inter_set.progress();
-        home_out.progress();
-      };
-      log.compute(t, stats.compute_seconds, [&] {
-        compute(t, partition(g, t), view, W > 0 ? w_loc.f32() : nullptr, progress,
-                defer && t == 0 ? RowSlice{0, 2} : RowSlice{});
-      });
-      const auto t1 = std::chrono::steady_clock::now();
-      step_set.wait_all();
-      const bool last_of_round = (u == L - 1) && k < n - 1 && P > 1;
-      if (last_of_round) inter_set.wait_all();
-      const double waited = seconds_since(t1);
-      stats.exposed_comm_seconds += waited;
-      rec.wait += waited;
-      // A completed send's buffer goes back to the pool, except step 0's: the own payload that
-      // split_own computes on again after the last step.
-      // The received payload's device copy is enqueued at once (read at the next step).
-      auto retire = [&](ByteBuffer sent) {
-        cur.wire = std::move(sent);
-        if (defer && t == 0)
-          own_kept = std::move(cur);
-        else
-          st.recycle(std::move(cur));
-      };
-      if (intra) {
-        retire(step_set.take(i_send));
-        cur = st.in(step_set.take(i_recv));
-      } else if (last_of_round) {
-        retire(inter_set.take(i_inter_send));
-        cur = st.in(inter_set.take(i_inter_recv));
-      }
-      if (W > 0) {
-        if (P > 1 && u >= 1) {
-          Stopwatch sw(&rec.copy);
-          add_wire(w_loc, step_set.take(i_chain_in));  // w_acc = chain partial + this step's (fp32)
-          wires.put_host(step_set.take(i_chain_out));
-        }
-        w_acc = std::move(w_loc);
-      }
-    }
-    device::Buffer result;
-    if (W > 0) {
-      step = P;
-      intra_.set_step(P, P);
-      StepTimes& fin = log.at(records - 1);
-      if (P > 1) {
-        Stopwatch sw(&fin.copy);  // the wire copy
-        send_home(n - 1, partition(g, P - 1), std::move(w_acc), fin);
-      } else {
-        home_parts[0] = std::move(w_acc);
-      }
-      device::Buffer w_own;
-      if (defer) {  // the own block's second half while the last partials travel home
-        BURST_CHECK(!own_kept.wire.empty(), Internal, "ring: the own block's payload was not kept");
-        w_own = own_second_half(
-            compute, st.device_ready(own_kept), W,
-            [&] {
-              homes_in.progress();
-              home_out.progress();
-              inter_set.progress();
-            },
-            stats, log, records - 1);
-        st.recycle(std::move(own_kept));
-      }
-      const auto t1 = std::chrono::steady_clock::now();
-      homes_in.wait_all();
-      home_out.wait_all();
-      const double waited = seconds_since(t1);
-      stats.exposed_comm_seconds += waited;
-      fin.wait += waited;
-      Stopwatch sw(&fin.copy);  // the owner's sums
-      // The owner's sum in round order; a received part is a wire message, the own one fp32.
-      // Round 0's part becomes the result when it is fp32 (own, or an fp32 wire: as before the
-      // option existed); a bf16 one is widened into a zeroed accumulator.
-      for (int k = 0; k < n; ++k) {
-        const int i = home_index[static_cast<std::size_t>(k)];
-        if (k == 0 && (i < 0 || wire_ == DType::F32)) {
-          result = i < 0 ? std::move(home_parts[0])
-                         : st.take_device(st.in(homes_in.take(static_cast<std::size_t>(i))));
-          continue;
-        }
-        if (k == 0) result = pool.get_zeroed(kF32 * W);
-        if (i >= 0) {
-          add_wire(result, homes_in.take(static_cast<std::size_t>(i)));
-        } else {
-          add_into(result, home_parts[static_cast<std::size_t>(k)]);
-          pool.put(std::move(home_parts[static_cast<std::size_t>(k)]));
-        }
-      }
-      if (defer) {  // after the rounds: a fixed order, the same on every run
-        add_into(result, w_own);
-        pool.put(std::move(w_own));
-      }
-    }
-    {
-      Stopwatch sw(&log.at(records - 1).wait);
-      inter_set.wait_all();
-    }
-    stats.buffer_bytes = std::max(stats.buffer_bytes, st.peak_bytes());
-    // Every buffer goes back to the pool for the next run (sends are complete after the waits).
-    st.recycle(std::move(cur));
-    for (RequestSet* set : {&home_out, &inter_set})
-      for (std::size_t i = 0; i < set->size(); ++i) wires.put_host(set->take(i));
-    return result;
+    return r.run();
   } catch (const std::exception& e) {
-    if (P == 1) throw;
-    intra_.abort("ring step " + std::to_string(step) + " failed with payload in flight: " + e.what());
+    if (P_ == 1) throw;
+    intra_.abort("ring step " + std::to_string(r.step()) + " failed with payload in flight: " + e.what());
   }
 }
 

@@ -3,7 +3,11 @@
 // RingExecutor circulates a read-only payload (K,V forward; Q,dO,delta,lse or K,V backward)
 // around a flat ring or the topology-aware double ring (docs/algorithm.md §7), double-buffered:
 // step t posts the transfer of the payload for step t+1, computes on the current one while the
-// kernel's progress hook polls MPI_Testall, then waits and swaps. An optional write
+// kernel's progress hook polls MPI_Testall, then waits for its receives and swaps. A step's
+// sends (payload, chain partial) complete by the end of the next step, not its own: a rank
+// waits for its left neighbour (whose data it needs) at every step but for its right one (who
+// must have posted the matching receive) one step later, so one slower rank does not stall the
+// rank behind it step by step (the buffers: one more payload and one more chain partial). An optional write
 // accumulator (dQ for the query side, dK,dV for the KV side) follows its read block one step
 // behind: inside a node it accumulates along the intra ring (chain hop per step, overlapped
 // with the next step's compute); at the end of each round the node's partial sum goes home to
@@ -127,6 +131,8 @@ class RingExecutor {
   device::Buffer own_second_half(const StepFn& compute, const std::byte* own, std::int64_t W,
                                  const std::function<void()>& progress, RingRunStats& stats, StepLog& log,
                                  int record) const;
+
+  class Run;  // one run(): its state and its steps by name (ring_skeleton.cc)
 
   mutable Stager stage_;  // run() is logically const: the pools only cache memory
   Communicator intra_, inter_, chain_, home_;
