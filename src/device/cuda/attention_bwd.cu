@@ -206,24 +206,6 @@ __global__ void __launch_bounds__(kThreads) fast_backward_kernel(BackwardArgs a,
 #endif
 }
 
-template <typename T, int D>
-void launch(const BackwardArgs& a, bool vec, cudaStream_t stream) {
-  const auto kernel = fast_backward_kernel<T, D>;
-  const int bytes = static_cast<int>(BackwardSmem<D>::bytes);
-  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  BURST_CHECK(status == cudaSuccess, Internal, "fast attention backward: ", bytes,
-              " bytes of shared memory refused: ", cudaGetErrorString(status));
-  const dim3 grid(static_cast<unsigned>((a.s.S_kv + kBkv - 1) / kBkv), static_cast<unsigned>(a.s.H_kv),
-                  static_cast<unsigned>(a.s.B));
-  kernel<<<grid, kThreads, static_cast<std::size_t>(bytes), stream>>>(a, vec);
-  check_launch("fast attention backward");
-}
-
-bool aligned16(const BshdArg& t) {
-  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 &&
-         t.sh % 8 == 0;
-}
-
 }  // namespace
 
 std::size_t fast_backward_smem_bytes(std::int64_t D) {
@@ -233,12 +215,12 @@ std::size_t fast_backward_smem_bytes(std::int64_t D) {
 void launch_fast_backward(const BackwardArgs& a, cudaStream_t stream) {
   if (a.s.B * a.s.H_kv * a.s.S_kv == 0) return;
   const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.dout);
-  const bool bf16 = a.q.dtype == DType::BF16;
-  if (a.s.D == 64) {
-    bf16 ? launch<__nv_bfloat16, 64>(a, vec, stream) : launch<__half, 64>(a, vec, stream);
-  } else {
-    bf16 ? launch<__nv_bfloat16, 128>(a, vec, stream) : launch<__half, 128>(a, vec, stream);
-  }
+  const dim3 grid(static_cast<unsigned>((a.s.S_kv + kBkv - 1) / kBkv), static_cast<unsigned>(a.s.H_kv),
+                  static_cast<unsigned>(a.s.B));
+  dispatch_tiles(a.q.dtype, a.s.D, [&]<typename T, int D>() {
+    launch_tiles(fast_backward_kernel<T, D>, static_cast<int>(BackwardSmem<D>::bytes), grid, a, vec, stream,
+                 "fast attention backward");
+  });
 }
 
 }  // namespace burst::cuda

@@ -178,24 +178,6 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
 #endif
 }
 
-template <typename T, int D>
-void launch(const ForwardArgs& a, bool vec, cudaStream_t stream) {
-  const auto kernel = fast_forward_kernel<T, D>;
-  const int bytes = static_cast<int>(ForwardSmem<D>::bytes);
-  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  BURST_CHECK(status == cudaSuccess, Internal, "fast attention forward: ", bytes,
-              " bytes of shared memory refused: ", cudaGetErrorString(status));
-  const dim3 grid(static_cast<unsigned>((a.s.S_q + kBq - 1) / kBq), static_cast<unsigned>(a.s.H),
-                  static_cast<unsigned>(a.s.B));
-  kernel<<<grid, kThreads, static_cast<std::size_t>(bytes), stream>>>(a, vec);
-  check_launch("fast attention forward");
-}
-
-bool aligned16(const BshdArg& t) {
-  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 &&
-         t.sh % 8 == 0;
-}
-
 }  // namespace
 
 std::size_t fast_forward_smem_bytes(std::int64_t D) {
@@ -205,12 +187,12 @@ std::size_t fast_forward_smem_bytes(std::int64_t D) {
 void launch_fast_forward(const ForwardArgs& a, cudaStream_t stream) {
   if (a.s.B * a.s.H * a.s.S_q == 0) return;
   const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
-  const bool bf16 = a.q.dtype == DType::BF16;
-  if (a.s.D == 64) {
-    bf16 ? launch<__nv_bfloat16, 64>(a, vec, stream) : launch<__half, 64>(a, vec, stream);
-  } else {
-    bf16 ? launch<__nv_bfloat16, 128>(a, vec, stream) : launch<__half, 128>(a, vec, stream);
-  }
+  const dim3 grid(static_cast<unsigned>((a.s.S_q + kBq - 1) / kBq), static_cast<unsigned>(a.s.H),
+                  static_cast<unsigned>(a.s.B));
+  dispatch_tiles(a.q.dtype, a.s.D, [&]<typename T, int D>() {
+    launch_tiles(fast_forward_kernel<T, D>, static_cast<int>(ForwardSmem<D>::bytes), grid, a, vec, stream,
+                 "fast attention forward");
+  });
 }
 
 }  // namespace burst::cuda

@@ -12,13 +12,15 @@
 
 #include <cstdint>
 
+#include "burst/error.h"
+
 #include "device/cuda/attention_device.cuh"
 
 namespace burst::cuda::tiles {
 
-constexpr int kBq = 64;       ///< query rows per tile
-constexpr int kBkv = 64;      ///< key rows per tile
-constexpr int kWarps = 4;     ///< each warp owns 16 rows of a 64-row tile
+constexpr int kBq = 64;    ///< query rows per tile
+constexpr int kBkv = 64;   ///< key rows per tile
+constexpr int kWarps = 4;  ///< each warp owns 16 rows of a 64-row tile
 constexpr int kThreads = 32 * kWarps;
 constexpr int kMaxSlices = 64;  ///< slices kept in shared memory per block; more → read the global table
 static_assert(kBq == 16 * kWarps && kBkv == 16 * kWarps, "one 16-row wmma strip per warp");
@@ -27,7 +29,7 @@ static_assert(kBq == 16 * kWarps && kBkv == 16 * kWarps, "one 16-row wmma strip 
 /// 4 floats (wmma's ldm rule) so that every 16-row strip starts 32-byte aligned.
 template <int D>
 struct Strides {
-  static constexpr int op = D + 8;      ///< 16-bit operand tiles (Q, K, V, dO)
+  static constexpr int op = D + 8;        ///< 16-bit operand tiles (Q, K, V, dO)
   static constexpr int score = kBkv + 4;  ///< fp32 score tiles (S, dP)
   static constexpr int prob = kBkv + 8;   ///< 16-bit P, dS
   static constexpr int acc = D + 4;       ///< fp32 row accumulators (O, dQ, dK, dV staging)
@@ -59,7 +61,8 @@ __device__ void load_tile(T* dst, int ld, const BshdArg& src, std::int64_t b, st
     } u;
     u.v = make_uint4(0, 0, 0, 0);
     if (r < valid) {
-      const std::uint16_t* p = static_cast<const std::uint16_t*>(src.data) + row_offset(src, b, s0 + r, h) + c;
+      const std::uint16_t* p =
+          static_cast<const std::uint16_t*>(src.data) + row_offset(src, b, s0 + r, h) + c;
       if (vec) {
         u.v = *reinterpret_cast<const uint4*>(p);
       } else {
@@ -126,6 +129,38 @@ __device__ __forceinline__ bool list_visible(const SliceList& list, const StepAr
   for (std::int64_t i = 0; i < n; ++i)
     if (slice_visible(slice_at(list, s, i), q, k)) return true;
   return false;
+}
+
+/// True when 16-byte vector loads of t's rows are aligned: its data, and every stride in
+/// elements a multiple of 8 (16 bytes of a 16-bit dtype).
+inline bool aligned16(const BshdArg& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.sb % 8 == 0 && t.ss % 8 == 0 &&
+         t.sh % 8 == 0;
+}
+
+/// Launches kernel<<<grid, kThreads, bytes, stream>>>(args, vec) after raising its dynamic
+/// shared-memory limit to `bytes`; Error(Internal) naming `what` when the GPU refuses either.
+template <typename Args>
+void launch_tiles(void (*kernel)(Args, bool), int bytes, dim3 grid, const Args& args, bool vec,
+                  cudaStream_t stream, const char* what) {
+  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  BURST_CHECK(status == cudaSuccess, Internal, what, ": ", bytes,
+              " bytes of shared memory refused: ", cudaGetErrorString(status));
+  kernel<<<grid, kThreads, static_cast<std::size_t>(bytes), stream>>>(args, vec);
+  check_launch(what);
+}
+
+/// Calls launch.template operator()<T, D>() for the 16-bit operand type T of `dtype` (bf16 or
+/// fp16) and the head dim D (64 or 128; the callers checked).
+template <typename Launch>
+void dispatch_tiles(DType dtype, std::int64_t D, const Launch& launch) {
+  if (D == 64) {
+    dtype == DType::BF16 ? launch.template operator()<__nv_bfloat16, 64>()
+                         : launch.template operator()<__half, 64>();
+  } else {
+    dtype == DType::BF16 ? launch.template operator()<__nv_bfloat16, 128>()
+                         : launch.template operator()<__half, 128>();
+  }
 }
 
 }  // namespace burst::cuda::tiles
