@@ -5,19 +5,23 @@
 // balanced) and the double ring (burst at P = 4 as 2 nodes × 2), a causal and a document mask,
 // GQA (H 4, H_kv 2), forward and backward in fp32, against the single-process fp64 oracle on
 // the same global inputs (shard / unshard), within the tolerance rule of test_util.h (tied to a
-// naive fp32 computation's error). Results start as NaN on the GPU (every byte 0xFF), so a
+// naive fp32 computation's error); bf16 at D = 64 (the fast kernels) within 2× the single-process
+// GPU error (test_strategies_bf16's rule). Results start as NaN on the GPU (every byte 0xFF), so a
 // row a pass never writes fails. A NaN in q is refused on every rank, as on the host.
 // Without a usable GPU on every rank the binary exits 77 (ctest: skipped), saying why.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "attention_device.h"
 #include "burst/attention.h"
 #include "burst/comm.h"
 #include "burst/error.h"
@@ -25,6 +29,7 @@
 #include "burst/strategy.h"
 #include "device/cuda/cuda_device.h"
 #include "dist_test_util.h"
+#include "lowp_test_util.h"
 #include "strategy_device.h"
 #include "test_util.h"
 
@@ -70,18 +75,20 @@ Reference make_reference(test::Family family) {
   return r;
 }
 
-/// A host tensor's copy in the GPU's memory (or NaN bytes of its shape), and back.
+/// A contiguous host view's copy in the GPU's memory (or NaN bytes of its shape), and back.
 struct GpuTensor {
   device::Buffer buffer;
   TensorView view;
-  GpuTensor(const device::CudaDevice& dev, const Tensor& host, bool copy) {
-    const std::int64_t bytes = host.numel() * 4;
+  GpuTensor(const device::CudaDevice& dev, const Tensor& host, bool copy)
+      : GpuTensor(dev, host.view(), copy) {}
+  GpuTensor(const device::CudaDevice& dev, const TensorView& host, bool copy) {
+    const std::int64_t bytes = host.numel() * static_cast<std::int64_t>(dtype_size(host.dtype));
     buffer = dev.allocate(bytes, device::MemoryKind::Device);
-    view = make_view(static_cast<const void*>(buffer.data()), DType::F32, host.shape());
+    view = make_view(static_cast<const void*>(buffer.data()), host.dtype,
+                     std::vector<std::int64_t>(host.shape.begin(), host.shape.begin() + host.ndim));
     view.device = Device{DeviceKind::Cuda, g_gpu};
     if (copy) {
-      dev.copy_from_host(static_cast<const std::byte*>(static_cast<const void*>(host.data())), buffer.data(),
-                         bytes);
+      dev.copy_from_host(static_cast<const std::byte*>(host.data), buffer.data(), bytes);
     } else {
       EXPECT_EQ(cudaMemsetAsync(buffer.data(), 0xFF, static_cast<std::size_t>(bytes),
                                 static_cast<cudaStream_t>(dev.stream())),
@@ -89,10 +96,15 @@ struct GpuTensor {
     }
     dev.wait(dev.record());
   }
+  /// The bytes back into host view `host` (same shape and dtype, contiguous).
+  void download_into(const device::CudaDevice& dev, const TensorView& host) const {
+    dev.copy_to_host(buffer.data(), static_cast<std::byte*>(host.data), buffer.size());
+    dev.wait(dev.record());
+  }
+  /// fp32 contents as a host tensor.
   Tensor download(const device::CudaDevice& dev) const {
     Tensor t(std::vector<std::int64_t>(view.shape.begin(), view.shape.begin() + view.ndim));
-    dev.copy_to_host(buffer.data(), static_cast<std::byte*>(static_cast<void*>(t.data())), t.numel() * 4);
-    dev.wait(dev.record());
+    download_into(dev, t.view());
     return t;
   }
 };
@@ -164,6 +176,113 @@ TEST(CudaDist, EveryStrategyOnGpuRanksMatchesTheFp64Oracle) {
     DistConfig cfg;
     cfg.ranks_per_node = 2;
     run_case(dev, cfg, test::Family::Causal);
+  }
+}
+
+// bf16 at D = 64 (the GPU's fast tensor-core kernels), every strategy: the distributed error
+// against the fp64 oracle on the same rounded inputs must not grow beyond 2× the single-process
+// GPU error (the entry path, src/attention_device.h, on the whole sequence) plus 32 fp32 ulps of
+// the largest value — test_strategies_bf16's rule and reason: both errors are dominated by the one
+// rounding of each result to bf16; a distributed run adds fp32-sized differences (merge order,
+// partial sums) that move a value across at most one more rounding boundary.
+using Forward = std::function<void(const TensorView& q, const TensorView& k, const TensorView& v,
+                                   const TensorView& out, const TensorView& lse)>;
+using Backward = std::function<void(const TensorView& dout, const TensorView& q, const TensorView& k,
+                                    const TensorView& v, const TensorView& out, const TensorView& lse,
+                                    const TensorView& dq, const TensorView& dk, const TensorView& dv)>;
+
+/// fwd then bwd on the GPU with q, k, v, dout (bf16-representable values) in bf16: out, lse, dq,
+/// dk, dv widened to fp32.
+std::vector<Tensor> bf16_run(const device::CudaDevice& dev, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& dout, const Forward& fwd, const Backward& bwd) {
+  const DType dt = DType::BF16;
+  test::Rounded rq = test::round_to(q, dt), rk = test::round_to(k, dt), rv = test::round_to(v, dt),
+                rdout = test::round_to(dout, dt);
+  test::Rounded rout = test::empty_rounded(q.shape(), dt), rdq = test::empty_rounded(q.shape(), dt),
+                rdk = test::empty_rounded(k.shape(), dt), rdv = test::empty_rounded(k.shape(), dt);
+  const Tensor lse({q.shape()[0], q.shape()[2], q.shape()[1]});
+  const GpuTensor gq(dev, rq.view, true), gk(dev, rk.view, true), gv(dev, rv.view, true),
+      gdout(dev, rdout.view, true), gout(dev, rout.view, false), glse(dev, lse, false),
+      gdq(dev, rdq.view, false), gdk(dev, rdk.view, false), gdv(dev, rdv.view, false);
+  fwd(gq.view, gk.view, gv.view, gout.view, glse.view);
+  bwd(gdout.view, gq.view, gk.view, gv.view, gout.view, glse.view, gdq.view, gdk.view, gdv.view);
+  gout.download_into(dev, rout.view);
+  gdq.download_into(dev, rdq.view);
+  gdk.download_into(dev, rdk.view);
+  gdv.download_into(dev, rdv.view);
+  for (test::Rounded* r : {&rout, &rdq, &rdk, &rdv}) test::widen_into(*r);
+  return {rout.wide, glse.download(dev), rdq.wide, rdk.wide, rdv.wide};
+}
+
+TEST(CudaDist, Bf16OnGpuRanksDoesNotGrowTheSingleProcessGpuError) {
+  constexpr std::int64_t D = 64;
+  const DType dt = DType::BF16;
+  const auto dev = std::make_shared<const device::CudaDevice>(g_gpu);
+  const Device gpu{DeviceKind::Cuda, g_gpu};
+  const Communicator world = Communicator::world();
+  const int rank = world.rank();
+  const Tensor q = test::round_to(test::random_tensor({1, kS, kH, D}, 41), dt).wide,
+               k = test::round_to(test::random_tensor({1, kS, kHkv, D}, 42), dt).wide,
+               v = test::round_to(test::random_tensor({1, kS, kHkv, D}, 43), dt).wide,
+               dout = test::round_to(test::random_tensor({1, kS, kH, D}, 44), dt).wide;
+  AttentionParams p;
+  p.mask = Mask::causal_mask();
+  p.impl = KernelImpl::Reference;
+  const AttentionOutput o = attention_forward(q.view(), k.view(), v.view(), p);
+  const Tensor out_rounded = test::round_to(o.out, dt).wide;  // what a bf16 caller saves
+  const AttentionGrads g =
+      attention_backward(dout.view(), q.view(), k.view(), v.view(), out_rounded.view(), o.lse.view(), p);
+  const Tensor* oracle[5] = {&o.out, &o.lse, &g.dq, &g.dk, &g.dv};
+  AttentionParams gp;
+  gp.mask = Mask::causal_mask();
+  const std::vector<Tensor> single = bf16_run(
+      *dev, q, k, v, dout,
+      [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
+          const TensorView& e) { entry::attention_forward_on(*dev, gpu, a, b, c, d, e, gp); },
+      [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
+          const TensorView& e, const TensorView& f, const TensorView& h, const TensorView& i,
+          const TensorView& j) { entry::attention_backward_on(*dev, gpu, a, b, c, d, e, f, h, i, j, gp); });
+  double local[5];
+  for (int i = 0; i < 5; ++i) local[i] = test::max_abs_diff(single[static_cast<std::size_t>(i)], *oracle[i]);
+  const char* names[5] = {"out", "lse", "dq", "dk", "dv"};
+  const std::vector<std::pair<StrategyKind, LayoutKind>> kinds = {
+      {StrategyKind::Burst, LayoutKind::Zigzag},       {StrategyKind::Ring, LayoutKind::Contiguous},
+      {StrategyKind::AllGather, LayoutKind::Zigzag},   {StrategyKind::Ulysses, LayoutKind::Zigzag},
+      {StrategyKind::Usp, LayoutKind::Zigzag},         {StrategyKind::DistFlash, LayoutKind::Contiguous},
+      {StrategyKind::HeadParallel, LayoutKind::Zigzag}};
+  ProblemShape shape{1, kS, kH, kHkv, D};
+  shape.dtype = dt;
+  for (const auto& [strategy, layout_kind] : kinds) {
+    DistConfig cfg;
+    cfg.strategy = strategy;
+    cfg.layout = layout_kind;
+    SCOPED_TRACE(std::string("bf16 strategy=") + to_string(strategy) + " layout=" + to_string(layout_kind) +
+                 " P=" + std::to_string(world.size()));
+    std::unique_ptr<DistAttention> attn;
+    try {
+      attn = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask(),
+                                             DistAttention::OnDevice{dev, gpu});
+    } catch (const Error& e) {  // headpar / ulysses with H % P != 0: refused on every rank
+      ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+      continue;
+    }
+    const SequenceLayout& layout = attn->plan().layout();
+    const std::vector<Tensor> got = bf16_run(
+        *dev, test::shard_of(layout, rank, q), test::shard_of(layout, rank, k),
+        test::shard_of(layout, rank, v), test::shard_of(layout, rank, dout),
+        [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
+            const TensorView& e) { attn->forward(a, b, c, d, e); },
+        [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
+            const TensorView& e, const TensorView& f, const TensorView& h, const TensorView& i,
+            const TensorView& j) { attn->backward(a, b, c, d, e, f, h, i, j); });
+    for (int i = 0; i < 5; ++i) {
+      const Tensor want =
+          i == 1 ? test::rows_of(layout, rank, *oracle[i]) : test::shard_of(layout, rank, *oracle[i]);
+      const double e = test::max_abs_diff(got[static_cast<std::size_t>(i)], want);
+      const double floor = 32 * test::kEps32 * std::max(1.0, test::max_abs(want));
+      EXPECT_LE(e, 2 * local[i] + floor)
+          << names[i] << ": distributed bf16 error vs the single-process GPU's " << local[i];
+    }
   }
 }
 
