@@ -250,7 +250,6 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
 
 DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
                              const Mask& mask, const OnDevice& on) {
-  BURST_CHECK(on.device != nullptr, InvalidArgument, "DistAttention: OnDevice holds no device");
   // Every collective of the set-up runs under cfg's timeout (a rank that never arrives ends the
   // job within it): the split's roll call on the caller's communicator too, whose setting is
   // restored afterwards. An invalid value keeps the caller's until the agreed verdict refuses it.
@@ -289,6 +288,7 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
   // every kernel step of every pass use this object.
   std::shared_ptr<const ResolvedMask> resolved;
   c.agree_on([&] {
+    BURST_CHECK(on.device != nullptr, InvalidArgument, "DistAttention: OnDevice holds no device");
     validate_common(cfg, shape, mask, P);
     resolved = std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global);
     validate_run(cfg, run, *resolved, P);
