@@ -12,6 +12,7 @@
 
 #include "bench/bench_timeline.h"
 #include "bench/cli_options.h"
+#include "bench/gpu.h"
 #include "bench/harness.h"
 #include "burst/comm.h"
 #include "burst/error.h"
@@ -23,7 +24,7 @@ namespace {
 
 struct DistOptions {
   std::string strategy = "burst", layout = "zigzag", mask = "causal", pass = "both", backward_side = "auto";
-  std::string dtype = "fp32", usp_ring = "ring", partials_dtype = "fp32", timeline;
+  std::string dtype = "fp32", usp_ring = "ring", partials_dtype = "fp32", timeline, device = "cpu";
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0, ulysses_degree = 0;
   double comm_timeout = 300;
@@ -31,7 +32,7 @@ struct DistOptions {
 };
 
 struct Sample {
-  double seconds = 0, exposed = 0, compute = 0, cpu = 0;
+  double seconds = 0, exposed = 0, compute = 0, cpu = 0, gpu = 0;
   std::int64_t bytes = 0, peak = 0;
   std::string side;
   std::int64_t inter = 0;  // bytes to ranks on other nodes
@@ -39,7 +40,7 @@ struct Sample {
 
 /// Max over ranks of one pass's measurements; balance from per-rank compute seconds.
 struct Reduced {
-  double seconds = 0, exposed = 0, compute_max = 0, compute_mean = 0, cpu = 0;
+  double seconds = 0, exposed = 0, compute_max = 0, compute_mean = 0, cpu = 0, gpu = 0;
   std::int64_t bytes = 0, peak = 0, inter = 0;
 };
 
@@ -48,6 +49,7 @@ Reduced reduce(const Communicator& c, const Sample& s) {
   r.seconds = c.all_reduce_max(s.seconds);
   r.exposed = c.all_reduce_max(s.exposed);
   r.cpu = c.all_reduce_max(s.cpu);
+  r.gpu = c.all_reduce_max(s.gpu);
   r.compute_max = c.all_reduce_max(s.compute);
   // mean via a sum of microseconds in int64 (control data; exact enough for a ratio)
   r.compute_mean =
@@ -98,7 +100,10 @@ void run_dist(const DistOptions& o) {
     TimelineCollector::check_path(world, o.timeline);
     cfg.timeline = &timeline;
   }
-  DistAttention attn(world, cfg, shape, mask);
+  // --device cuda: every rank's tensors and passes on its GPU (local rank modulo the GPUs).
+  const int device = parse_bench_device(o.device);
+  const std::unique_ptr<GpuDist> gpu = device == -2 ? nullptr : make_gpu_dist(device, launcher_local_rank());
+  DistAttention attn = gpu ? gpu->make(world, cfg, shape, mask) : DistAttention(world, cfg, shape, mask);
   const std::int64_t n = attn.local_length();
   Tensor q32({o.batch, n, o.heads, o.dim}), k32({o.batch, n, H_kv, o.dim}), v32({o.batch, n, H_kv, o.dim});
   Tensor dout32({o.batch, n, o.heads, o.dim}), lse({o.batch, o.heads, n});
@@ -112,6 +117,11 @@ void run_dist(const DistOptions& o) {
   const StoredTensor dout(std::move(dout32), shape.dtype), out(Tensor(q_shape), shape.dtype);
   const StoredTensor dq(Tensor(q_shape), shape.dtype), dk(Tensor(kv_shape), shape.dtype),
       dv(Tensor(kv_shape), shape.dtype);
+  // The views the passes take: the host tensors, or their copies on the GPU.
+  const auto at = [&](const TensorView& h) { return gpu ? gpu->upload(h) : h; };
+  const TensorView vq = at(q.view), vk = at(k.view), vv = at(v.view), vdout = at(dout.view),
+                   vout = at(out.view), vdq = at(dq.view), vdk = at(dk.view), vdv = at(dv.view),
+                   vlse = at(lse.view());
   const bool fwd = o.pass != "bwd", bwd = o.pass != "fwd";
   // Process CPU seconds of a pass (all threads of this rank): on the shared machine, wall time
   // includes time lost to other jobs; the max over ranks of CPU time shows the algorithm's cost.
@@ -125,27 +135,34 @@ void run_dist(const DistOptions& o) {
   const bool saves = cfg.strategy == StrategyKind::Ulysses || cfg.strategy == StrategyKind::Usp;
   int repeat = -1;  // the timed repeat running (−1: warm-up, whose records are dropped)
   auto run_pass = [&](bool backward) {
-    if (backward && saves && o.pass == "bwd") attn.forward(q.view, k.view, v.view, out.view, lse.view());
+    if (backward && saves && o.pass == "bwd") attn.forward(vq, vk, vv, vout, vlse);
     timeline.clear();
     const double cpu0 = cpu_now();
-    if (backward)
-      attn.backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view);
+    const auto pass = [&] {
+      if (backward)
+        attn.backward(vdout, vq, vk, vv, vout, vlse, vdq, vdk, vdv);
+      else
+        attn.forward(vq, vk, vv, vout, vlse);
+    };
+    double gpu_seconds = 0;
+    if (gpu)
+      gpu_seconds = gpu->time(pass);
     else
-      attn.forward(q.view, k.view, v.view, out.view, lse.view());
+      pass();
     const DistStats& s = attn.last_stats();
-    Sample sample{s.seconds,    s.exposed_comm_seconds, s.compute_seconds, cpu_now() - cpu0,
-                  s.bytes_sent, s.peak_buffer_bytes,    s.backward_side};
+    Sample sample{s.seconds,   s.exposed_comm_seconds, s.compute_seconds,   cpu_now() - cpu0,
+                  gpu_seconds, s.bytes_sent,           s.peak_buffer_bytes, s.backward_side};
     sample.inter = s.bytes_sent_inter_node;
     if (repeat >= 0 && cfg.timeline)
       collected.add_pass(timeline, backward ? "bwd" : "fwd", world.rank(), repeat, s);
     return sample;
   };
-  attn.forward(q.view, k.view, v.view, out.view, lse.view());  // out, lse for the backward
+  attn.forward(vq, vk, vv, vout, vlse);  // out, lse for the backward
   for (int i = 0; i < o.warmup; ++i) {
     if (fwd) run_pass(false);
     if (bwd) run_pass(true);
   }
-  std::vector<double> t_f, t_b, t_fb, e_f, e_b, bal_f, bal_b, c_f, c_b, c_fb;
+  std::vector<double> t_f, t_b, t_fb, e_f, e_b, bal_f, bal_b, c_f, c_b, c_fb, g_f, g_b, g_fb;
   Reduced last_f, last_b;
   std::string side;
   for (int i = 0; i < o.repeats; ++i) {
@@ -155,6 +172,7 @@ void run_dist(const DistOptions& o) {
       last_f = reduce(world, run_pass(false));
       t_f.push_back(last_f.seconds);
       c_f.push_back(last_f.cpu);
+      g_f.push_back(last_f.gpu);
       e_f.push_back(last_f.exposed);
       bal_f.push_back(last_f.compute_mean > 0 ? last_f.compute_max / last_f.compute_mean : 1.0);
     }
@@ -164,12 +182,14 @@ void run_dist(const DistOptions& o) {
       last_b = reduce(world, s);
       t_b.push_back(last_b.seconds);
       c_b.push_back(last_b.cpu);
+      g_b.push_back(last_b.gpu);
       e_b.push_back(last_b.exposed);
       bal_b.push_back(last_b.compute_mean > 0 ? last_b.compute_max / last_b.compute_mean : 1.0);
     }
     if (fwd && bwd) {
       t_fb.push_back(t_f.back() + t_b.back());
       c_fb.push_back(c_f.back() + c_b.back());
+      g_fb.push_back(g_f.back() + g_b.back());
     }
   }
   // The configuration every record of this run carries (the timeline's on every rank, the
@@ -189,7 +209,12 @@ void run_dist(const DistOptions& o) {
                            {"dtype", to_string(shape.dtype)},
                            {"overlap", !o.no_overlap},
                            {"mask_aware", plan.forward().mask_aware},
-                           {"load_1m", load_average_1m()}};
+                           {"load_1m", load_average_1m()},
+                           {"device", gpu ? "cuda" : "cpu"}};
+  if (gpu) {  // rank 0's GPU (every rank's: local rank modulo the GPUs, the same model on a host)
+    config["gpu_name"] = gpu->name();
+    config["gpu_index"] = gpu->index();
+  }
   if (cfg.timeline) {
     nlohmann::json timeline_config = config;
     timeline_config["cpu"] = cpu_model_name();
@@ -225,6 +250,7 @@ void run_dist(const DistOptions& o) {
     add_timing(j, summarize(t_f), flop_f);
     j["flop_formula"] = kAttentionForwardFlopFormula;
     j["rank_cpu_seconds"] = summarize(c_f).median;
+    if (gpu) j["gpu_seconds"] = summarize(g_f).median;
     j["bytes_sent"] = last_f.bytes;
     j["bytes_sent_inter_node"] = last_f.inter;
     j["bytes_predicted"] = max_of(plan.forward().bytes_sent);
@@ -239,6 +265,7 @@ void run_dist(const DistOptions& o) {
     add_timing(j, summarize(t_b), flop_b);
     j["flop_formula"] = kAttentionBackwardFlopFormula;
     j["rank_cpu_seconds"] = summarize(c_b).median;
+    if (gpu) j["gpu_seconds"] = summarize(g_b).median;
     j["bytes_sent"] = last_b.bytes;
     j["bytes_sent_inter_node"] = last_b.inter;
     j["bytes_predicted"] = max_of(plan.backward().bytes_sent);
@@ -254,6 +281,7 @@ void run_dist(const DistOptions& o) {
     add_timing(j, summarize(t_fb), flop_f + flop_b);
     j["flop_formula"] = "3.5*4*B*H*D*visible_pairs";
     j["rank_cpu_seconds"] = summarize(c_fb).median;
+    if (gpu) j["gpu_seconds"] = summarize(g_fb).median;
     j["bytes_sent"] = last_f.bytes + last_b.bytes;
     j["bytes_sent_inter_node"] = last_f.inter + last_b.inter;  // max over ranks per pass, summed
     j["backward_side"] = side;
@@ -278,6 +306,10 @@ void add_dist_bench(CLI::App& bench) {
                    "storage of q, k, v, dout and results (burst, ring: on the wire)");
   add_partials_option(cmd, o->partials_dtype);
   add_timing_options(cmd, o->threads, o->repeats, o->warmup);
+  cmd->add_option("--device", o->device,
+                  "cpu, or cuda / cuda:N: every rank's tensors and passes on its GPU (cuda: local rank "
+                  "modulo the GPUs, ranks sharing them beyond; messages through pinned host memory)")
+      ->capture_default_str();
   cmd->add_option("--ranks-per-node", o->ranks_per_node, "double ring L (0: discover)")
       ->capture_default_str();
   add_ulysses_degree_option(cmd, o->ulysses_degree);

@@ -12,7 +12,7 @@ namespace burst::bench {
 ///   mpirun -n P burst bench dist --strategy NAME --layout NAME --seq S --heads H --kv-heads H_kv
 ///        --dim D --mask NAME --threads T --pass fwd|bwd|both [--batch B] [--repeats N]
 ///        [--warmup N] [--ranks-per-node L] [--backward-side auto|query|kv] [--no-overlap]
-///        [--no-double-ring] [--timeline FILE]
+///        [--no-double-ring] [--timeline FILE] [--device cpu|cuda|cuda:N]
 /// Per pass (rank 0 prints; pass "both" prints fwd, bwd and fwd+bwd): seconds = median over
 /// repeats of the max over ranks; gflops = whole-problem FLOP (4·B·H·D·visible pairs forward,
 /// 2.5× backward) / seconds; bytes_sent = max over ranks of the pass's counted payload bytes
@@ -22,6 +22,9 @@ namespace burst::bench {
 /// machine the wall time also counts time other jobs took).
 /// --timeline FILE: every timed pass's per-rank, per-step records (DistConfig::timeline;
 /// bench_timeline.h) as JSON lines, bench = "timeline"; `burst report FILE` draws them.
+/// --device cuda: the tensors and passes on each rank's GPU (bench/gpu.h: local rank modulo the
+/// GPUs); the records add device, gpu_name, gpu_index and gpu_seconds (median over repeats of the
+/// max over ranks of CUDA-event time on the passes' stream).
 /// Collective: every rank parses the same argv. Throws: burst::Error on bad options.
 void add_dist_bench(CLI::App& bench);
 

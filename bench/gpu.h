@@ -1,18 +1,23 @@
 // bench/gpu.h — the benchmarks' GPU side (`burst bench kernel --device cuda`, `burst calibrate
 // --device cuda`, `burst info`): what a CUDA build of burst_bench adds (gpu_cuda.cc, with
 // BURST_WITH_CUDA), and the clear refusal of a build without it (gpu_none.cc).
-// Owns: choosing a rank's GPU (local rank modulo the device count), the GPU's name, timing with
-// CUDA events on the device's stream, and the kernel benchmark on a GPU (the device seam's
-// step kernels, src/device/device.h, on seeded inputs in GPU memory).
-// Does not: communicate (MPI is only asked whether it handles device pointers).
+// Owns: choosing a rank's GPU, DistAttention on it (`bench dist --device cuda`) (local rank modulo the device
+// count), the GPU's name, timing with CUDA events on the device's stream, and the kernel benchmark on a GPU
+// (the device seam's step kernels, src/device/device.h, on seeded inputs in GPU memory). Does not:
+// communicate (MPI is only asked whether it handles device pointers).
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "burst/comm.h"
+#include "burst/strategy.h"
+#include "burst/tensor.h"
 
 namespace burst::bench {
 
@@ -71,5 +76,28 @@ void run_kernel_bench_gpu(const GpuKernelCase& c);
 /// matrix product's (cuBLAS, 8192³), with the GPU's name and memory, as JSON.
 /// Throws: as run_kernel_bench_gpu.
 nlohmann::json calibrate_gpu(int device, std::int64_t seq, std::int64_t heads, std::int64_t dim, int repeats);
+
+/// A rank's GPU for `bench dist --device cuda` (gpu_dist_cuda.cc): the DistAttention whose
+/// operands live there (src/strategy_device.h), its tensors, and CUDA-event timing on the
+/// stream the passes run on.
+class GpuDist {
+ public:
+  virtual ~GpuDist() = default;
+  /// The GPU's index and name ("NVIDIA H200").
+  virtual int index() const = 0;
+  virtual std::string name() const = 0;
+  /// DistAttention (burst/strategy.h) with every pass on this GPU. Collective as its constructor.
+  virtual DistAttention make(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
+                             const Mask& mask) const = 0;
+  /// A contiguous copy of host view `host` (any dtype) in the GPU's memory, marked as this
+  /// GPU's; kept until this object is destroyed.
+  virtual TensorView upload(const TensorView& host) = 0;
+  /// GPU seconds between CUDA events recorded on the passes' stream before and after fn.
+  virtual double time(const std::function<void()>& fn) = 0;
+};
+
+/// The GPU of choose_gpu(requested, local_rank).
+/// Throws: as choose_gpu (Error(Unsupported) in a build without CUDA, naming it).
+std::unique_ptr<GpuDist> make_gpu_dist(int requested, int local_rank);
 
 }  // namespace burst::bench

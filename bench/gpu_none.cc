@@ -23,6 +23,8 @@ int choose_gpu(int, int) { no_cuda("--device cuda"); }
 
 void run_kernel_bench_gpu(const GpuKernelCase&) { no_cuda("bench kernel --device cuda"); }
 
+std::unique_ptr<GpuDist> make_gpu_dist(int, int) { no_cuda("bench dist --device cuda"); }
+
 nlohmann::json calibrate_gpu(int, std::int64_t, std::int64_t, std::int64_t, int) {
   no_cuda("calibrate --device cuda");
 }

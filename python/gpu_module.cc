@@ -20,11 +20,6 @@
 namespace py = pybind11;
 
 namespace burst::python {
-namespace {
-
-/// (data_ptr, shape, strides in elements, dtype "fp32" | "bf16" | "fp16", device "cuda:N").
-using Desc = std::tuple<std::uintptr_t, std::vector<std::int64_t>, std::vector<std::int64_t>, std::string,
-                        std::string>;
 
 TensorView view_of_desc(const Desc& d, const char* name) {
   const auto& [ptr, shape, strides, dtype, device] = d;
@@ -46,6 +41,8 @@ TensorView view_of_desc(const Desc& d, const char* name) {
   } catch (const Error& e) { BURST_FAIL(InvalidArgument, name, ": ", e.message()); }
   return v;
 }
+
+namespace {
 
 // The device the call runs on: q's (every other operand is checked against it by the entry).
 Device call_device(const TensorView& q) {

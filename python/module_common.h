@@ -3,8 +3,12 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "burst/attention.h"
 #include "burst/comm.h"
@@ -57,6 +61,14 @@ void bind_transport(pybind11::module_& m);  // torch_transport.cc
 using GpuParams =
     std::function<AttentionParams(const pybind11::kwargs&, const TensorView& q, const TensorView& k)>;
 void bind_gpu(pybind11::module_& m, const GpuParams& params);  // gpu_module.cc
+
+/// A device tensor handed over by Python: (data_ptr, shape, strides in elements, dtype "fp32" |
+/// "bf16" | "fp16", device "cuda:N") — torch's data_ptr(), shape, stride(), no copy.
+using Desc = std::tuple<std::uintptr_t, std::vector<std::int64_t>, std::vector<std::int64_t>, std::string,
+                        std::string>;
+/// The view of a Desc (marked with its device). Throws: Error(InvalidArgument) naming `name` for
+/// a bad rank, dtype or device (gpu_module.cc).
+TensorView view_of_desc(const Desc& d, const char* name);
 
 /// True in a CUDA build of the module (gpu_cuda.cc; false: gpu_none.cc).
 bool gpu_built();

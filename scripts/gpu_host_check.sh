@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The GPU host check, in one call of at most 8 minutes: build burst with CUDA (Ninja, all cores,
-# no libtorch; the Python module where pybind11 is there), run `ctest -L cuda`, the Python tests
+# The GPU host check, in one call of at most 8 minutes, the one entry point of a GPU session
+# (scripts/cuda_kernel_check.sh calls it): build burst with CUDA (Ninja, all cores,
+# no libtorch; the Python module where pybind11 is there), run `ctest -L cuda` (DistAttention on
+# GPU ranks at P = 1..4 included: test_cuda_dist), cuda_step_bench's table, the Python tests
 # with torch CUDA tensors, the step kernels beside PyTorch's SDPA per
 # backend (bench/torch_sdpa.py --device cuda) at S = 32768, (H 8, D 64) and (H 32, D 128), bf16,
 # full and causal, the kernels against the CPU kernel at small S, the strategies at P = 1..4 MPI
@@ -114,7 +116,7 @@ mkdir -p "$build"
 built=false
 if timeout 60 cmake "${cmake_args[@]}" >"$log" 2>&1; then
   mapfile -t cuda_tests < <(cmake --build "$build" --target help 2>/dev/null |
-    grep -oE '\b(test_cuda[a-z0-9_]*|test_bench_gpu|burst_python)\b' | sort -u)
+    grep -oE '\b(test_cuda[a-z0-9_]*|test_bench_gpu|burst_python|cuda_step_bench)\b' | sort -u)
   if timeout 240 cmake --build "$build" -j "$cores" --target burst_cli "${cuda_tests[@]}" >>"$log" 2>&1; then
     built=true
   fi
@@ -131,7 +133,7 @@ burst=$build/tools/burst
 
 # The cuda tests (kernels against the fp64 oracle, the device seam, the CLI's GPU side).
 t0=$(date +%s)
-timeout --kill-after=5 90 ctest --test-dir "$build" -L cuda --output-on-failure >"$outdir/ctest_cuda.log" 2>&1
+timeout --kill-after=5 120 ctest --test-dir "$build" -L cuda --output-on-failure >"$outdir/ctest_cuda.log" 2>&1
 rc=$?
 summary=$(grep -E 'tests passed|Skipped|\*\*\*|Failed' "$outdir/ctest_cuda.log" | tr '\n' '|' | tr -d '"\\')
 emit ctest_cuda "rc=$rc" "seconds=$(($(date +%s) - t0))" "summary=$summary"
@@ -164,11 +166,17 @@ done
 step torch_sdpa 120 "$py" bench/torch_sdpa.py --device cuda --seq "$seq" --shapes 8x64,32x128 --dtypes bf16 \
   --masks full,causal --passes fwd,bwd --repeats "$repeats" --warmup 2
 
-# The strategies at P = 1..4 ranks sharing the GPU (`burst bench dist --device cuda`, where this
-# tree has it: the record says so otherwise).
+# The step kernels' fixed table (cuda_step_bench: the fast kernels and their twin, CUDA events).
+[[ -x $build/bench/cuda_step_bench ]] && step cuda_step_bench 40 "$build/bench/cuda_step_bench"
+
+# The strategies on GPU ranks sharing the GPU (`burst bench dist --device cuda`, where this tree
+# has it: the record says so otherwise): every strategy at P = 2 and 4, burst at P = 1 and 3 (the
+# exactness of every strategy at P = 1..4 is test_cuda_dist's, in ctest -L cuda above).
 if "$burst" bench dist --help 2>/dev/null | grep -q -- '--device'; then
-  for P in 1 2 3 4; do
-    for strategy in burst ring allgather ulysses usp distflash headpar; do
+  for run in "1 burst" "3 burst" "2 burst ring allgather ulysses usp distflash headpar" \
+    "4 burst ring allgather ulysses usp distflash headpar"; do
+    read -r P strategies <<<"$run"
+    for strategy in $strategies; do
       step "dist_${strategy}_p$P" 30 mpirun -n "$P" --bind-to none "$burst" bench dist --device cuda \
         --strategy "$strategy" --seq $((seq / 4)) --heads 8 --dim 64 --dtype bf16 --mask causal \
         --pass both --repeats 3 --warmup 1

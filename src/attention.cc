@@ -397,10 +397,22 @@ using namespace entry;  // NOLINT(google-build-using-namespace): this file's own
 
 // ---------------------------------------------------------------- public entry points ------
 
+// check_device for host-only entry points that have a twin on the device seam: the refusal also
+// names that twin (the library burst links no CUDA, docs/gpu.md).
+template <typename... Operands>
+void check_host_or_name(const char* api, const char* twin, const Operands&... operands) {
+  try {
+    check_device(api, kHost, operands...);
+  } catch (const Error& e) {
+    BURST_FAIL(InvalidArgument, e.message(), " (the library burst runs on the host: GPU memory goes through ",
+               twin, ", src/attention_device.h, with burst_cuda's device::CudaDevice)");
+  }
+}
+
 void attention_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                        const TensorView& lse, const AttentionParams& params) {
   constexpr const char* api = "attention_forward";
-  check_device(api, kHost, "q", q, "k", k, "v", v, "out", out, "lse", lse);
+  check_host_or_name(api, "entry::attention_forward_on", "q", q, "k", k, "v", v, "out", out, "lse", lse);
   const Call c = validate(api, q, k, v, params, KernelPass::Forward);
   check_same_shape(api, "out", out, "q", q);
   check_output_dtype(api, "out", out, c.dtype, false);
@@ -467,8 +479,8 @@ void attention_backward(const TensorView& dout, const TensorView& q, const Tenso
                         const TensorView& out, const TensorView& lse, const TensorView& dq,
                         const TensorView& dk, const TensorView& dv, const AttentionParams& params) {
   constexpr const char* api = "attention_backward";
-  check_device(api, kHost, "dout", dout, "q", q, "k", k, "v", v, "out", out, "lse", lse, "dq", dq, "dk", dk,
-               "dv", dv);
+  check_host_or_name(api, "entry::attention_backward_on", "dout", dout, "q", q, "k", k, "v", v, "out", out,
+                     "lse", lse, "dq", dq, "dk", dk, "dv", dv);
   const Call c = validate(api, q, k, v, params, KernelPass::Backward);
   check_same_shape(api, "dout", dout, "q", q);
   check_same_shape(api, "out", out, "q", q);

@@ -8,14 +8,15 @@
 // runs the strategy under run_pass (abort-on-failure once payload may be in flight) and times it.
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "bshd_check.h"
 #include "burst/error.h"
 #include "burst/strategy.h"
 #include "plan_strategies.h"
+#include "strategies/step_tables.h"
 #include "strategies/strategy_impl.h"
+#include "strategy_device.h"
 
 namespace burst {
 
@@ -112,28 +113,19 @@ void check_operand(const TensorView& t, const char* name, std::int64_t B, std::i
 // the rows that see it — a masked key inside a computed tile still meets V with weight 0, and
 // 0·NaN = NaN — so no result would be exact. One read of the operand (bits only, any dtype):
 // B·S·H·D elements against the pass's O(S²) work. `positions`: this rank's global positions.
-// A host-only check, outside the device seam (src/device/device.h): the façade validates the
-// caller's tensors where they live today, in host memory; a device path checks a host copy.
-void check_finite(const TensorView& t, const char* name, const std::vector<std::int64_t>& positions) {
-  const auto* base = static_cast<const unsigned char*>(t.data);
-  const std::size_t es = dtype_size(t.dtype);
-  const std::uint32_t mask = t.dtype == DType::F32 ? 0x7f800000u : t.dtype == DType::BF16 ? 0x7f80u : 0x7c00u;
-  for (std::int64_t b = 0; b < t.size(0); ++b)
-    for (std::int64_t i = 0; i < t.size(1); ++i)
-      for (std::int64_t h = 0; h < t.size(2); ++h) {
-        const unsigned char* row =
-            base + static_cast<std::size_t>(b * t.stride[0] + i * t.stride[1] + h * t.stride[2]) * es;
-        for (std::int64_t d = 0; d < t.size(3); ++d) {
-          std::uint32_t bits = 0;
-          std::memcpy(&bits, row + static_cast<std::size_t>(d) * es, es);
-          if ((bits & mask) != mask) continue;
-          BURST_FAIL(
-              InvalidArgument, name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
-              "] (global position ", positions[static_cast<std::size_t>(i)],
-              "): exact attention needs finite q, k, v and dout, since a NaN would reach rows that do "
-              "not see it; find where it came from (numpy.isfinite / torch.isfinite) or drop that token");
-        }
-      }
+// The scan runs on the operands' device (Device::first_nonfinite: the host answer, where a GPU
+// reads a copy of the operand).
+void check_finite(const device::Device& dev, const TensorView& t, const char* name,
+                  const std::vector<std::int64_t>& positions) {
+  const std::int64_t at = dev.first_nonfinite(t);
+  if (at < 0) return;
+  const std::int64_t d = at % t.size(3), h = at / t.size(3) % t.size(2),
+                     i = at / (t.size(3) * t.size(2)) % t.size(1),
+                     b = at / (t.size(3) * t.size(2) * t.size(1));
+  BURST_FAIL(InvalidArgument, name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
+             "] (global position ", positions[static_cast<std::size_t>(i)],
+             "): exact attention needs finite q, k, v and dout, since a NaN would reach rows that do "
+             "not see it; find where it came from (numpy.isfinite / torch.isfinite) or drop that token");
 }
 
 // After the fingerprint agreement failed (on every rank): which arguments differ, with every
@@ -203,17 +195,30 @@ void check_rows(const TensorView& t, const char* name, std::int64_t B, std::int6
               "]");
 }
 
-// The fp32 stand-in of a 16-bit result for one pass (strategies compute and merge in fp32): an
-// uninitialised buffer, rounded into the caller's tensor by finish().
-TensorView as_f32(const TensorView& t, Tensor& store) {
-  if (t.dtype == DType::F32) return t;
-  store = Tensor(std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
-  return store.view();
+// An uninitialised contiguous fp32 tensor of `shape` in the device's memory, held by `store`.
+TensorView f32_buffer(const device::Device& dev, const std::vector<std::int64_t>& shape,
+                      device::Buffer& store, const Device& runs_on) {
+  std::int64_t n = 1;
+  for (const std::int64_t x : shape) n *= x;
+  store = dev.allocate(n * 4, device::MemoryKind::Device);
+  TensorView v = make_view(static_cast<const void*>(store.data()), DType::F32, shape);
+  v.device = runs_on;
+  return v;
 }
 
-// Rounds an fp32 stand-in into the caller's 16-bit result once, at the end of the pass.
-void finish(const TensorView& t, const Tensor& store) {
-  if (t.dtype != DType::F32) convert(store.view(), t);
+// The fp32 stand-in of a 16-bit result for one pass (strategies compute and merge in fp32): an
+// uninitialised buffer on the device, rounded into the caller's tensor by finish().
+TensorView as_f32(const device::Device& dev, const TensorView& t, device::Buffer& store,
+                  const Device& runs_on) {
+  if (t.dtype == DType::F32) return t;
+  return f32_buffer(dev, std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim), store,
+                    runs_on);
+}
+
+// Rounds an fp32 stand-in into the caller's 16-bit result once, at the end of the pass (on the
+// device: round to nearest even, as burst/tensor.h's convert).
+void finish(const device::Device& dev, const TensorView& t, const TensorView& f32) {
+  if (t.dtype != DType::F32) dev.convert(f32, t);
 }
 
 /// ulysses and usp return lse only when asked (an empty lse ships nothing) and can run their
@@ -233,11 +238,18 @@ struct DistAttention::Impl {
   std::unique_ptr<strategies::Strategy> strategy;
   DistStats stats;
   std::int64_t S_local = 0;
+  /// The device of every pass (the CPU for the host constructor) and its burst::Device.
+  std::shared_ptr<const device::Device> device;
+  Device runs_on = kHost;
   explicit Impl(Communicator c) : comm(std::move(c)) {}
 };
 
 DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
-                             const Mask& mask) {
+                             const Mask& mask)
+    : DistAttention(comm, cfg, shape, mask, OnDevice{device::make_cpu_device(), kHost}) {}
+
+DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape,
+                             const Mask& mask, const OnDevice& on) {
   // Every collective of the set-up runs under cfg's timeout (a rank that never arrives ends the
   // job within it): the split's roll call on the caller's communicator too, whose setting is
   // restored afterwards. An invalid value keeps the caller's until the agreed verdict refuses it.
@@ -276,6 +288,7 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
   // every kernel step of every pass use this object.
   std::shared_ptr<const ResolvedMask> resolved;
   c.agree_on([&] {
+    BURST_CHECK(on.device != nullptr, InvalidArgument, "DistAttention: OnDevice holds no device");
     validate_common(cfg, shape, mask, P);
     resolved = std::make_shared<const ResolvedMask>(run_mask, run.S_global, run.S_global);
     validate_run(cfg, run, *resolved, P);
@@ -296,7 +309,12 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
                           P,
                           topo,
                           cfg.softmax_scale.value_or(1.0f / std::sqrt(static_cast<float>(shape.D))),
-                          device::make_cpu_device()};
+                          on.device};
+  // The kernels' index tables in the device's memory, once (nothing on the CPU).
+  if (!on.device->host_memory())
+    setup.tables = std::make_shared<const strategies::StepTables>(*on.device, *plan, *resolved);
+  impl_->device = on.device;
+  impl_->runs_on = on.runs_on;
   impl_->cfg = cfg;
   impl_->shape = run;
   impl_->plan = plan;
@@ -326,7 +344,7 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
                       " forward, checks before the pass");
   m.comm.agree(want_lse ? 1 : 0, "forward: whether lse is requested (empty on some ranks only)");
   m.comm.agree_on([&] {
-    check_device("DistAttention::forward", kHost, "q", q, "k", k, "v", v, "out", out, "lse", lse);
+    check_device("DistAttention::forward", m.runs_on, "q", q, "k", k, "v", v, "out", out, "lse", lse);
     check_operand(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
     check_operand(v, "v", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
@@ -334,21 +352,25 @@ void DistAttention::forward(const TensorView& q, const TensorView& k, const Tens
     if (want_lse) check_rows(lse, "lse", s.B, s.H, m.S_local);
     const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
     for (const auto& [t, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
-      check_finite(*t, name, pos);
+      check_finite(*m.device, *t, name, pos);
   });
   m.comm.reset_counters();
   m.stats = DistStats{};
   const auto t0 = std::chrono::steady_clock::now();
-  Tensor scratch;  // the strategies that compute lse anyway get a buffer to write it to
-  if (!want_lse && !lse_optional(m.cfg.strategy)) scratch = Tensor({s.B, s.H, m.S_local});
-  const TensorView lse_out = scratch.numel() > 0 ? scratch.view() : lse;
+  const device::Device& dev = *m.device;
+  device::Buffer scratch;  // the strategies that compute lse anyway get a buffer to write it to
+  const TensorView lse_out = !want_lse && !lse_optional(m.cfg.strategy)
+                                 ? f32_buffer(dev, {s.B, s.H, m.S_local}, scratch, m.runs_on)
+                                 : lse;
   // Every strategy moves Q, K, V, dO in their storage dtype (plan_strategies.cc counts them so)
   // and computes out in fp32, rounded once here.
-  Tensor out32;
-  const TensorView oa = as_f32(out, out32);
-  strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " forward",
-                       [&] { m.strategy->forward(q, k, v, oa, lse_out, m.stats); });
-  finish(out, out32);
+  device::Buffer out32;
+  const TensorView oa = as_f32(dev, out, out32, m.runs_on);
+  strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " forward", [&] {
+    m.strategy->forward(q, k, v, oa, lse_out, m.stats);
+    finish(dev, out, oa);
+    dev.wait(dev.record());  // the results are complete on return (and the time is the device's)
+  });
   m.stats.seconds = strategies::seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
   m.stats.bytes_sent_inter_node = m.comm.counters().bytes_sent_inter_node;
@@ -365,8 +387,8 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
                       " backward, checks before the pass");
   m.comm.agree(has_lse ? 1 : 0, "backward: whether lse is passed (empty on some ranks only)");
   m.comm.agree_on([&] {
-    check_device("DistAttention::backward", kHost, "dout", dout, "q", q, "k", k, "v", v, "out", out, "lse",
-                 lse, "dq", dq, "dk", dk, "dv", dv);
+    check_device("DistAttention::backward", m.runs_on, "dout", dout, "q", q, "k", k, "v", v, "out", out,
+                 "lse", lse, "dq", dq, "dk", dk, "dv", dv);
     check_operand(dout, "dout", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(q, "q", s.B, m.S_local, s.H, s.D, s.dtype, Role::Input);
     check_operand(k, "k", s.B, m.S_local, s.H_kv, s.D, s.dtype, Role::Input);
@@ -379,12 +401,14 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
     const auto& pos = m.plan->layout().positions[static_cast<std::size_t>(m.comm.rank())];
     for (const auto& [t, name] :
          {std::pair{&dout, "dout"}, std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}})
-      check_finite(*t, name, pos);
+      check_finite(*m.device, *t, name, pos);
   });
   // Q, K, V, dO, out reach the strategy in their storage dtype; dQ, dK, dV are accumulated in
   // fp32 (partials on the write ring included) and rounded once at the end.
-  Tensor dq32, dk32, dv32;
-  const TensorView dqa = as_f32(dq, dq32), dka = as_f32(dk, dk32), dva = as_f32(dv, dv32);
+  const device::Device& dev = *m.device;
+  device::Buffer dq32, dk32, dv32;
+  const TensorView dqa = as_f32(dev, dq, dq32, m.runs_on), dka = as_f32(dev, dk, dk32, m.runs_on),
+                   dva = as_f32(dev, dv, dv32, m.runs_on);
   // Collective and agreed: every rank gets the same answer, so the same verdict.
   if (!has_lse)
     BURST_CHECK(m.strategy->backward_without_lse(q, k, v, out), InvalidArgument,
@@ -396,11 +420,13 @@ void DistAttention::backward(const TensorView& dout, const TensorView& q, const 
   m.comm.reset_counters();
   m.stats = DistStats{};
   const auto t0 = std::chrono::steady_clock::now();
-  strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " backward",
-                       [&] { m.strategy->backward(dout, q, k, v, out, lse, dqa, dka, dva, m.stats); });
-  finish(dq, dq32);
-  finish(dk, dk32);
-  finish(dv, dv32);
+  strategies::run_pass(m.comm, std::string(to_string(m.cfg.strategy)) + " backward", [&] {
+    m.strategy->backward(dout, q, k, v, out, lse, dqa, dka, dva, m.stats);
+    finish(dev, dq, dqa);
+    finish(dev, dk, dka);
+    finish(dev, dv, dva);
+    dev.wait(dev.record());
+  });
   m.stats.seconds = strategies::seconds_since(t0);
   m.stats.bytes_sent = m.comm.counters().bytes_sent;
   m.stats.bytes_sent_inter_node = m.comm.counters().bytes_sent_inter_node;

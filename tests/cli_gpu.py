@@ -13,6 +13,9 @@ What must hold (each a check that fails the test):
   attention efficiencies are the measured rates over the preset's matmul peak.
 - bench/torch_sdpa.py --device cuda: without a GPU one record saying why, exit 0; with one, a
   record per backend and pass with a positive time or the backend's error.
+- `bench dist --device cuda` (2 ranks under mpirun): without a GPU the Unsupported error and no
+  record; with one, fwd / bwd / fwd+bwd records naming the GPU with CUDA-event seconds and the
+  plan's bytes.
 - `burst simulate` takes the H200 presets (vendor data-sheet figures, share/clusters/).
 """
 import json
@@ -84,6 +87,27 @@ with tempfile.TemporaryDirectory() as tmp:
             spec = json.load(open(spec_path))
             check(0 < spec["attention_efficiency_forward"] and 0 < spec["attention_efficiency_backward"],
                   f"calibrated spec: {spec}")
+
+# `bench dist --device cuda` under mpirun, 2 ranks sharing the GPU(s): without one, the same
+# Unsupported error on the ranks and no record; with one, a record per pass naming the GPU, with
+# CUDA-event time and the bytes the plan predicts.
+dist = ["mpirun", "-n", "2", "--oversubscribe", burst, "bench", "dist", "--device", "cuda", "--strategy", "burst",
+        "--seq", "256", "--heads", "2", "--dim", "64", "--dtype", "bf16", "--mask", "causal", "--pass", "both",
+        "--repeats", "2", "--warmup", "1"]
+p = subprocess.run(dist, capture_output=True, text=True, env=env, timeout=300)
+recs = records(p.stdout)
+if not have_gpu:
+    reason = "built without CUDA" if not cuda.get("built") else "no usable CUDA GPU"
+    check(p.returncode != 0 and "Unsupported" in p.stderr and reason in p.stderr and not recs,
+          f"bench dist --device cuda without a GPU: rc {p.returncode}, {p.stderr[-400:]}")
+else:
+    check(p.returncode == 0 and [r.get("pass") for r in recs] == ["fwd", "bwd", "fwd+bwd"],
+          f"bench dist --device cuda: rc {p.returncode}: {p.stderr[-600:]} {recs}")
+    for r in recs:
+        check(r.get("device") == "cuda" and r.get("gpu_name") and r.get("gpu_seconds", 0) > 0,
+              f"bench dist record without the GPU's name / event time: {r}")
+        if r.get("pass") != "fwd+bwd":
+            check(r.get("bytes_sent") == r.get("bytes_predicted"), f"bench dist bytes vs plan: {r}")
 
 # PyTorch's SDPA on the GPU per backend (or one record saying why not).
 p = run([os.path.join(root, "bench", "torch_sdpa.py"), "--device", "cuda", "--seq", "256", "--shapes", "2x64",

@@ -5,6 +5,7 @@
 // it as skipped); CudaDeviceChecks.* run everywhere. OnGpu.* is the GPU part.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -216,6 +217,32 @@ TEST_F(OnGpu, EventsStagingFingerprintAndPool) {
   EXPECT_EQ(pool.kept_bytes(), 4 * 1000);
   EXPECT_EQ(gpu->name(), "cuda:0");
   EXPECT_FALSE(gpu->host_memory());
+}
+
+// The first NaN / infinity of a padded 4-dim view, fp32 and bf16: the CPU device's answer on the
+// same bytes (a NaN in the padding is not seen; the first of two is reported; none: -1).
+TEST_F(OnGpu, FirstNonfiniteIsTheCpuDevicesAnswer) {
+  auto x = random_floats(2 * 5 * 3 * 8, 6);  // [2,5,3,4] with D padded to 8
+  const std::vector<std::int64_t> shape{2, 5, 3, 4}, stride{120, 24, 8, 1};
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      x[1 * 120 + 2 * 24 + 1 * 8 + 3] = -INFINITY;  // (1, 2, 1, 3)
+      x[1 * 120 + 4 * 24] = NAN;                    // (1, 4, 0, 0): later
+      x[5] = NAN;                                   // padding of (0, 0, 0)
+    }
+    for (const DType dtype : {DType::F32, DType::BF16}) {
+      std::vector<std::uint16_t> h;
+      for (const float f : x) h.push_back(bf16_from_float(f));
+      const void* host = dtype == DType::F32 ? static_cast<const void*>(x.data()) : h.data();
+      const std::int64_t bytes = static_cast<std::int64_t>(x.size() * dtype_size(dtype));
+      const Buffer b = upload(*gpu, host, bytes);
+      TensorView on_host = make_view(host, dtype, shape);
+      for (std::size_t i = 0; i < 4; ++i) on_host.stride[i] = stride[i];
+      const std::int64_t want = cpu->first_nonfinite(on_host);
+      EXPECT_EQ(gpu->first_nonfinite(view_over(b, dtype, shape, stride)), want) << to_string(dtype);
+      EXPECT_EQ(want, pass == 0 ? -1 : ((1 * 5 + 2) * 3 + 1) * 4 + 3) << to_string(dtype);
+    }
+  }
 }
 
 TEST(CudaDeviceChecks, WithoutAGpuConstructionNamesTheReason) {

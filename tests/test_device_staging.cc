@@ -36,6 +36,7 @@
 #include "plan_strategies.h"
 #include "strategies/ring_skeleton.h"
 #include "strategies/strategy_impl.h"
+#include "strategy_device.h"
 #include "wire_layout.h"
 
 namespace burst {
@@ -317,6 +318,101 @@ TEST(DeviceStaging, EveryStrategyStagesWhatItsPlanMovesAndComputesTheCpuResults)
   }
 }
 
+/// One DistAttention forward and backward on this rank's shards of a seeded problem: the
+/// host constructor (on null) or the device one. Results as StrategyRun (fp32 values).
+StrategyRun run_dist(const Communicator& world, const DistConfig& cfg, const ProblemShape& shape,
+                     const DistAttention::OnDevice* on) {
+  DistAttention attn = on ? DistAttention(world, cfg, shape, Mask::causal_mask(), *on)
+                          : DistAttention(world, cfg, shape, Mask::causal_mask());
+  const auto& pos = attn.positions();
+  const std::int64_t S = attn.local_length(), B = shape.B, H = shape.H, Hk = shape.H_kv, D = shape.D;
+  const bool bf16 = shape.dtype == DType::BF16;
+  // An operand in the problem's dtype: fp32 values, or their bf16 bits.
+  struct Operand {
+    std::vector<float> f;
+    std::vector<std::uint16_t> h;
+    std::vector<std::int64_t> shape;
+    TensorView view(bool half) {
+      return half ? make_view(static_cast<const void*>(h.data()), DType::BF16, shape)
+                  : make_view(f.data(), shape);
+    }
+    std::vector<float> values(bool half) const {
+      if (!half) return f;
+      std::vector<float> r;
+      for (const std::uint16_t x : h) r.push_back(bf16_to_float(x));
+      return r;
+    }
+  };
+  const auto make = [&](std::int64_t heads, double freq) {
+    Operand t{std::vector<float>(static_cast<std::size_t>(B * S * heads * D)), {}, {B, S, heads, D}};
+    for (std::int64_t i = 0; i < S; ++i)
+      for (std::int64_t j = 0; j < heads * D; ++j)
+        t.f[static_cast<std::size_t>(i * heads * D + j)] = static_cast<float>(
+            std::sin(freq * static_cast<double>(pos[static_cast<std::size_t>(i)] * 97 + j)));
+    for (const float x : t.f) t.h.push_back(bf16_from_float(x));
+    return t;
+  };
+  Operand q = make(H, 0.31), k = make(Hk, 0.57), v = make(Hk, 0.73), dout = make(H, 0.19), out = make(H, 0.0),
+          dq = make(H, 0.0), dk = make(Hk, 0.0), dv = make(Hk, 0.0);
+  Tensor lse({B, H, S});
+  attn.forward(q.view(bf16), k.view(bf16), v.view(bf16), out.view(bf16), lse.view());
+  attn.backward(dout.view(bf16), q.view(bf16), k.view(bf16), v.view(bf16), out.view(bf16), lse.view(),
+                dq.view(bf16), dk.view(bf16), dv.view(bf16));
+  return {out.values(bf16), lse.vec(), dq.values(bf16), dk.values(bf16), dv.values(bf16), {0, 0}, {0, 0}};
+}
+
+// DistAttention on a device whose memory is not host memory (DistAttention::OnDevice with the
+// stand-in): the façade's checks, its fp32 stand-ins and their rounding through the device, the
+// kernels' positions and mask slices read from the tables uploaded once (step_tables.h; the
+// stand-in's blocks start as NaN, so an offset off by one row reads a NaN position or the wrong
+// one). Every strategy, fp32 and bf16 (the rounding of out, dq, dk, dv): bitwise the host
+// constructor's results. A NaN in q is refused on every rank with the host's message.
+TEST(DeviceStaging, DistAttentionOnADeviceComputesTheHostResults) {
+  const Communicator world = Communicator::world();
+  const int P = world.size();
+  const std::vector<std::pair<StrategyKind, LayoutKind>> cases = {
+      {StrategyKind::Burst, LayoutKind::Zigzag},        {StrategyKind::Ring, LayoutKind::Contiguous},
+      {StrategyKind::Burst, LayoutKind::Striped},       {StrategyKind::AllGather, LayoutKind::Zigzag},
+      {StrategyKind::Ulysses, LayoutKind::Zigzag},      {StrategyKind::Usp, LayoutKind::Zigzag},
+      {StrategyKind::HeadParallel, LayoutKind::Zigzag}, {StrategyKind::DistFlash, LayoutKind::Contiguous}};
+  const auto standin = std::make_shared<const StandInDevice>();
+  const DistAttention::OnDevice on{standin, kHost};
+  for (const DType dtype : {DType::F32, DType::BF16})
+    for (const auto& [kind, layout] : cases) {
+      const ProblemShape shape{1, 48, 12, 12, 8, dtype};
+      DistConfig cfg;
+      cfg.strategy = kind;
+      cfg.layout = layout;
+      if (kind == StrategyKind::Usp) cfg.ulysses_degree = P == 4 ? 2 : 1;
+      const std::string name = std::string(to_string(kind)) + " " + to_string(layout) + " " +
+                               to_string(dtype) + " P=" + std::to_string(P);
+      const StrategyRun want = run_dist(world, cfg, shape, nullptr), got = run_dist(world, cfg, shape, &on);
+      EXPECT_TRUE(bitwise_equal(want.out, got.out) && bitwise_equal(want.lse, got.lse)) << name << " forward";
+      EXPECT_TRUE(bitwise_equal(want.dq, got.dq) && bitwise_equal(want.dk, got.dk) &&
+                  bitwise_equal(want.dv, got.dv))
+          << name << " backward";
+    }
+  DistConfig cfg;
+  const ProblemShape shape{1, 48, 12, 12, 8, DType::F32};
+  std::string messages[2];
+  for (int on_device = 0; on_device < 2; ++on_device) {
+    DistAttention attn = on_device ? DistAttention(world, cfg, shape, Mask::causal_mask(), on)
+                                   : DistAttention(world, cfg, shape, Mask::causal_mask());
+    const std::int64_t S = attn.local_length();
+    Tensor q({1, S, 12, 8}), k({1, S, 12, 8}), v({1, S, 12, 8}), out({1, S, 12, 8}), lse({1, 12, S});
+    if (world.rank() == 0) q.vec()[static_cast<std::size_t>((1 * 12 + 3) * 8 + 5)] = std::nanf("");
+    try {
+      attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
+      ADD_FAILURE() << "a NaN in q was accepted (on_device " << on_device << ")";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      messages[on_device] = e.what();
+    }
+  }
+  EXPECT_NE(messages[0].find("q holds a NaN or infinity at [0,1,3,5]"), std::string::npos) << messages[0];
+  EXPECT_EQ(messages[0], messages[1]);
+}
+
 /// The CPU device's copies against plain index loops on a strided [2, 5, 3, 4] view (element
 /// (a, b, c, d) at a·100 + b·16 + c·5 + d, padding between rows and heads).
 TEST(CpuDevice, CopiesGathersScattersFillsAddsAndRoundsAsPlainLoops) {
@@ -369,6 +465,14 @@ TEST(CpuDevice, CopiesGathersScattersFillsAddsAndRoundsAsPlainLoops) {
     ASSERT_EQ(h[i], bf16_from_float(packed[i]));
     ASSERT_EQ(sum[i], 0.25f + bf16_to_float(h[i]));
   }
+  EXPECT_EQ(dev.first_nonfinite(strided), -1);
+  big[static_cast<std::size_t>(1 * 100 + 2 * 16 + 1 * 5 + 3)] = -INFINITY;  // element (1, 2, 1, 3)
+  big[static_cast<std::size_t>(1 * 100 + 4 * 16 + 0 * 5 + 0)] = NAN;        // a later one: not the first
+  big[4] = NAN;                                                             // padding: not seen
+  EXPECT_EQ(dev.first_nonfinite(strided), ((1 * 5 + 2) * 3 + 1) * 4 + 3);
+  dev.convert(strided, hv);
+  EXPECT_EQ(dev.first_nonfinite(hv), ((1 * 5 + 2) * 3 + 1) * 4 + 3);
+  big[4] = -5.0f;  // the padding's value again, for the fill check below
   dev.fill(strided, -2.0f);
   EXPECT_EQ(at(1, 4, 2, 3), -2.0f);
   EXPECT_EQ(big[4], -5.0f);  // padding between heads (c stride 5, d < 4) untouched

@@ -79,6 +79,14 @@ class DistAttention {
   /// mismatched or invalid arguments, Error(Unsupported) for strategy/mask/layout pairs the
   /// strategy cannot express (e.g. ulysses with H % P ≠ 0).
   DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape, const Mask& mask);
+  /// Where the passes' operands live and run (a GPU; library-internal: src/strategy_device.h
+  /// defines it, so only code linking a device library, burst_cuda, can name one). The
+  /// constructor above runs on the host.
+  struct OnDevice;
+  /// As the constructor above, every pass's operands in on's device memory (check_device
+  /// refuses the others on every rank). Collective; throws as above.
+  DistAttention(const Communicator& comm, const DistConfig& cfg, const ProblemShape& shape, const Mask& mask,
+                const OnDevice& on);
   ~DistAttention();
   DistAttention(DistAttention&&) noexcept;
   DistAttention& operator=(DistAttention&&) noexcept;

@@ -1,8 +1,9 @@
-"""Where operands live. A single-process call runs where its operands are: on the host, or — in
-a module built with CUDA (``_C.cuda_built()``) — on the GPU of torch CUDA tensors, all on that one
-GPU (_torch.py hands their memory over without a copy). Everything else computes on the host: a
-tensor on another device (a CUDA tensor in a distributed call, or in a build without CUDA) is
-refused by name with the library's own error (burst/tensor.h check_device: ValueError "<api>: q is
+"""Where operands live. A call runs where its operands are: on the host, or — in a module built
+with CUDA (``_C.cuda_built()``) — on the GPU of torch CUDA tensors, all on that one GPU (_torch.py
+hands their memory over without a copy; a distributed call: each rank's on its own GPU, the ranks
+agreeing that they all pass CUDA tensors, _numpy.check_operands). Everything else computes on the
+host: a tensor on another device (a CUDA tensor in a build without CUDA, or beside host operands)
+is refused by name with the library's own error (burst/tensor.h check_device: ValueError "<api>: q is
 on cuda:0, but this call runs on host; move it there first") before any conversion. numpy arrays
 and objects without ``.device`` are host memory; a device burst does not know (meta, mps, ...) is
 refused as well.

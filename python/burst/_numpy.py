@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _C
 from ._comm import comm_timeout, rank_size
-from ._device import check_host, check_local
+from ._device import check_local
 from ._layout import padding_error
 from ._masks import build_mask, document_slices
 
@@ -179,6 +179,20 @@ class DistRunner:
     def backward(self, dout, q, k, v, out, lse, dq, dk, dv):
         self.dist.backward(*self._v(dout, q, k, v, out, lse, dq, dk, dv))
 
+    def _d(self, *descs):
+        """Device descriptors (data_ptr, shape, strides, dtype, device); varlen: a leading B = 1."""
+        if not self.varlen:
+            return list(descs)
+        return [(p, [1] + list(shape), [shape[0] * strides[0]] + list(strides), dt, dev)
+                for p, shape, strides, dt, dev in descs]
+
+    def forward_device(self, q, k, v, out, lse):
+        """The plan's passes on this rank's GPU (a plan built with device="cuda:N", _torch.py)."""
+        self.dist.forward_device(*self._d(q, k, v, out, lse))
+
+    def backward_device(self, dout, q, k, v, out, lse, dq, dk, dv):
+        self.dist.backward_device(*self._d(dout, q, k, v, out, lse, dq, dk, dv))
+
 
 def check_comm(comm):
     from ._comm import check
@@ -192,14 +206,15 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
     disagree on (B, H, H_kv, D). Returns ((B, H, H_kv, D), [S_local of every rank]) — one entry
     when comm is None."""
     check_comm(comm)
-    error, S_local, dims = None, 0, None
+    error, S_local, dims, kind = None, 0, None, "cpu"
     try:
         if local_error is not None:
             raise local_error
-        if comm is None:    # single process: on the host, or on the operands' GPU (_device.py)
-            check_local("burst attention", q=q, k=k, v=v)
-        else:
-            check_host("burst attention", q=q, k=k, v=v)
+        # On the host, or on the operands' GPU (_device.py; with comm, each rank its own GPU).
+        device = check_local("burst attention", q=q, k=k, v=v)
+        if device != "cpu":
+            _C.check_gpu(device)
+            kind = "cuda"
         check_extra(extra or {})
         S_q, S_kv, H, H_kv, D, B = seq_shape(q, k, v, varlen)
         S_local, dims = S_q, (B, H, H_kv, D)
@@ -217,13 +232,17 @@ def check_operands(q, k, v, comm, varlen, cu_seqlens_q=None, cu_seqlens_k=None, 
                                  "cu_seqlens_q must equal cu_seqlens_k")
     except (ValueError, TypeError, NotImplementedError) as e:
         error = e
-    reports = agree(comm, error, (S_local, dims), comm_timeout(extra or {}),
-                    "attention arguments (shapes, dtypes, cu_seqlens)")
-    if any(d != reports[0][1] for _, d in reports):
+    reports = agree(comm, error, (S_local, dims, kind), comm_timeout(extra or {}),
+                    "attention arguments (shapes, dtypes, devices, cu_seqlens)")
+    if any(d != reports[0][2] for _, _, d in reports):
+        raise ValueError("ranks disagree on where the operands are: " +
+                         ", ".join(f"rank {r}: {d}" for r, (_, _, d) in enumerate(reports)) +
+                         "; every rank passes host tensors, or every rank CUDA tensors of its GPU")
+    if any(d != reports[0][1] for _, d, _ in reports):
         raise ValueError("ranks disagree on (B, H, H_kv, D): " +
-                         ", ".join(f"rank {r}: {d}" for r, (_, d) in enumerate(reports)) +
+                         ", ".join(f"rank {r}: {d}" for r, (_, d, _) in enumerate(reports)) +
                          "; every rank must pass its shard of the same problem (the call is collective)")
-    return reports[0][1], [s for s, _ in reports]
+    return reports[0][1], [s for s, _, _ in reports]
 
 
 def check_fits_layout(sizes, layout, mask):
@@ -245,11 +264,12 @@ def check_fits_layout(sizes, layout, mask):
 
 
 def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, extra, varlen=False,
-                pad=False, positions=None, dtype="fp32"):
+                pad=False, positions=None, dtype="fp32", device="cpu"):
     """Builds the burst::DistAttention plan (collective: MPI_Comm_dup + agreement). pad: S_global
     is the real length and the shards hold the padded layout; positions: an explicit layout
     (one increasing int array per rank); dtype: the storage dtype of q, k, v, dout ("fp32",
-    "bf16", "fp16"); burst and ring move them in it."""
+    "bf16", "fp16"); burst and ring move them in it; device: "cpu", or this rank's "cuda:N" (the
+    passes on that GPU, messages through pinned host memory)."""
     B, H, H_kv, D = dims
     explicit = [] if positions is None else [[int(p) for p in pos] for pos in positions]
     from . import _comm
@@ -267,7 +287,7 @@ def dist_runner(comm, dims, S_global, mask, softmax_scale, strategy, layout, ext
                             partials_dtype=str(extra.get("partials_dtype", "fp32")),
                             num_threads=int(extra.get("num_threads", 0)),
                             impl=extra.get("impl", "tiled"),
-                            comm_timeout=timeout)
+                            comm_timeout=timeout, device=device)
     return DistRunner(dist, varlen)
 
 
@@ -323,7 +343,8 @@ def make_runner(q, k, v, *, softmax_scale, causal, window_size, deterministic, c
         if S_global is None and positions is None:
             check_fits_layout(sizes, layout, m)
     runner = dist_runner(comm, dims, S_real, m, softmax_scale, strategy, layout, extra, varlen,
-                         pad=S_global is not None, positions=positions, dtype=dtype_name(q))
+                         pad=S_global is not None, positions=positions, dtype=dtype_name(q),
+                         device=check_local("burst attention", q=q, k=k, v=v))
     _cache.store(comm, key, runner)
     return runner
 

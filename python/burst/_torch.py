@@ -7,8 +7,9 @@ the gradients have the input dtype, lse is float32 (as flash_attn).
 CUDA tensors of a single-process call (a module built with CUDA, _device.check_local) take the
 GPU path instead: their memory goes to the C++ core as (data_ptr, shape, strides, dtype, device),
 no copy either, out / lse / the gradients are allocated on the same GPU, and the call waits for
-torch's current stream first and returns once its own work is done. Distributed calls take host
-tensors only (a CUDA tensor is refused by name).
+torch's current stream first and returns once its own work is done. Distributed calls
+(DistRunner) do the same with each rank's tensors on its own GPU: the plan was built for that
+GPU (make_runner), messages travel through pinned host memory.
 Imported lazily: the numpy path does not need torch.
 """
 import numpy as np
@@ -16,8 +17,8 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from . import _C
-from ._device import check_host, check_local, device_name
-from ._numpy import LocalRunner, lse_shape
+from ._device import check_local, device_name
+from ._numpy import lse_shape
 
 _GPU_DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
@@ -44,11 +45,9 @@ def _desc(t, name):
 
 
 def _where(runner, q, k, v):
-    """The device of this call: the operands' GPU for a single-process call in a CUDA build
-    (after _C.check_gpu: a clear error when it is not usable), else "cpu"."""
-    if not isinstance(runner, LocalRunner):
-        check_host("burst attention", q=q, k=k, v=v)
-        return "cpu"
+    """The device of this call: the operands' GPU in a CUDA build (after _C.check_gpu: a clear
+    error when it is not usable; a distributed call's plan was built for it, make_runner), else
+    "cpu"."""
     device = check_local("burst attention", q=q, k=k, v=v)
     if device != "cpu":
         _C.check_gpu(device)
@@ -84,7 +83,7 @@ def backward_tensors(runner, dout, q, k, v, out, lse):
     """(dq, dk, dv) like q, k, v (contiguous, on their device) of runner's backward."""
     qc, kc, vc = _contig_d(q), _contig_d(k), _contig_d(v)
     dout = _contig_d(dout).to(qc.dtype)
-    if device_name(qc) != "cpu" and isinstance(runner, LocalRunner):
+    if device_name(qc) != "cpu":
         oc, lc = _contig_d(out), _contig_d(lse)
         check_local("burst attention backward", dout=dout, q=qc, k=kc, v=vc, out=oc, lse=lc)
         dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (qc, kc, vc))

@@ -22,7 +22,8 @@ Contracts kept from upstream:
   ``llama3_flash_attn_prepare_cu_seqlens``: the Llama-3 all-gather on burst's "allgather"
   strategy, the packed sequence split contiguously, documents free to cross ranks; the offsets
   are prepare's outputs (this rank's q offsets, k offsets within ``local_k_slice``).
-Differences: CPU only; float32, bfloat16 or float16 (numpy: float32, float16), computed in
+Differences: host tensors, or torch CUDA tensors with each rank's on its GPU (a module built
+with CUDA; messages through host memory, not NCCL); float32, bfloat16 or float16 (numpy: float32, float16), computed in
 float32, out and gradients in the input dtype; ``dropout_p`` and ``alibi_slopes`` raise
 NotImplementedError; ``window_size`` is honoured on global positions (upstream ignores it
 across ranks). Every call is collective over the group; the plan is cached (burst.attn_func).

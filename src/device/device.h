@@ -214,6 +214,11 @@ class Device {
   /// in four lanes, 16-bit views as their bytes): the same value for the same contents on every
   /// device (a GPU reads a host copy). Not cryptographic. Cost: one read of every element.
   virtual std::uint64_t fingerprint(std::initializer_list<TensorView> views) const = 0;
+  /// The first NaN or infinity of `t` (fp32 / bf16 / f16, 4 dims, any strides): its index in
+  /// row-major order over t's shape, or -1 when every element is finite. Blocks until the answer
+  /// is on the host (it waits for the operations enqueued before). Bits only: exponent all ones.
+  /// Cost: one read of every element (a GPU reads a host copy).
+  virtual std::int64_t first_nonfinite(const TensorView& t) const = 0;
 };
 
 /// The CPU device (src/device/cpu/): today's host code behind the seam. Immutable, stateless:

@@ -8,6 +8,7 @@
 #include "strategies/backward_spans.h"
 #include "strategies/step_log.h"
 #include "strategies/step_params.h"
+#include "strategies/step_tables.h"
 #include "strategies/views.h"
 #include "strategies/wire_pack.h"
 
@@ -37,8 +38,8 @@ LocalBlock local_block(const TensorView& q, const TensorView& k) {
 kernels::KernelParams params(const RingBlocks& blocks, const std::int64_t* q_pos, const std::int64_t* kv_pos,
                              const std::function<void()>& progress) {
   kernels::KernelParams p = blocks.base;
-  p.q_pos = q_pos;
-  p.kv_pos = kv_pos;
+  p.q_pos = blocks.tables ? blocks.tables->positions(q_pos) : q_pos;
+  p.kv_pos = blocks.tables ? blocks.tables->positions(kv_pos) : kv_pos;
   p.progress = blocks.overlap ? &progress : nullptr;
   return p;
 }
@@ -206,6 +207,7 @@ class RingFamilyStrategy final : public Strategy {
     }
     blocks_.mask = setup.resolved.get();
     blocks_.base = step_params(setup, nullptr, nullptr, nullptr);
+    blocks_.tables = setup.tables.get();
     blocks_.overlap = setup.cfg.overlap;
   }
 

@@ -38,6 +38,9 @@ struct RingBlocks {
   const ResolvedMask* mask = nullptr;
   /// Kernel parameters every step starts from (positions and the progress hook set per call).
   kernels::KernelParams base;
+  /// The positions' device twins (step_tables.h) the steps' parameters point at; null: the
+  /// host arrays (the CPU, usp's groups).
+  const StepTables* tables = nullptr;
   bool overlap = true;  ///< kernel calls poll the ring's transfers (DistConfig::overlap)
   /// Backward kernel calls cut by backward_spans and the own block split in halves
   /// (RingExecutor::run split_own): burst and ring. false: one call per block (usp, whose

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "burst/dispatch.h"
+#include "strategies/step_tables.h"
 
 namespace burst::strategies {
 
@@ -25,6 +26,11 @@ kernels::KernelParams step_params(const Setup& setup, const std::int64_t* q_pos,
   p.mask_slice_count = static_cast<std::int64_t>(setup.resolved->slices().size());
   p.q_pos = q_pos;
   p.kv_pos = kv_pos;
+  if (setup.tables) {  // a GPU: the tables uploaded once (step_tables.h)
+    p.mask_slices = setup.tables->slices();
+    p.q_pos = setup.tables->positions(q_pos);
+    p.kv_pos = setup.tables->positions(kv_pos);
+  }
   p.scale = setup.softmax_scale;
   p.num_threads = setup.cfg.num_threads > 0 ? setup.cfg.num_threads : std::max(1, omp_get_max_threads());
   p.impl = setup.cfg.kernel;

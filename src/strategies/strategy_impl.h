@@ -29,6 +29,8 @@
 
 namespace burst::strategies {
 
+class StepTables;
+
 /// Seconds of steady_clock since t0 (the strategies' and DistAttention's per-pass timings).
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -50,6 +52,10 @@ struct Setup {
   /// The device every tensor of a pass lives on and every memory operation of the strategy
   /// goes through (src/device/device.h; the CPU device today).
   std::shared_ptr<const device::Device> device;
+  /// The mask's slice table and the plan's positions in the device's memory, uploaded once
+  /// (step_tables.h; step_params reads them). Null: the host tables (the CPU, and tests that
+  /// run executors alone; a GPU's step kernels then upload them per step).
+  std::shared_ptr<const StepTables> tables = nullptr;
 };
 
 class Strategy {

@@ -114,3 +114,70 @@ def test_cuda_lse_and_no_input_copy():
     assert lse.device == q.device and lse.dtype == torch.float32 and lse.shape == (2, 4, 96)
     again = burst.attn_func(q, k, v, causal=True)
     assert torch.equal(out, again)
+
+
+def _rank_gpu(comm):
+    """This rank's GPU: its local rank modulo the GPUs (ranks of a one-GPU host share it)."""
+    from mpi4py import MPI
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+    return torch.device("cuda", local % torch.cuda.device_count())
+
+
+def _compare_dist(comm, dtype, strategy, layout, call):
+    """One distributed call on this rank's shard: `call(q, k, v)` with the shards on the rank's
+    GPU against the same call on host tensors (burst's own CPU result), out and the gradients
+    within the dtype's rounding (fp32 1e-4; 16-bit 2e-2), everything on the rank's GPU."""
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    gpu = _rank_gpu(comm)
+    q, k, v, dout = (burst.shard(t, comm, layout) for t in _inputs(B=1, S=96, dtype=dtype, seed=5))
+    host = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    dev = [t.to(gpu).requires_grad_(True) for t in (q, k, v)]
+    out_h, out_g = call(*host), call(*dev)
+    assert out_g.device == gpu and out_g.dtype == dtype, (strategy, layout)
+    err = (out_g.cpu().float() - out_h.float()).abs().max().item()
+    assert err <= tol, f"{strategy} {layout} out: {err}"
+    out_h.backward(dout)
+    out_g.backward(dout.to(gpu))
+    for name, a, b in zip("qkv", host, dev):
+        assert b.grad.device == gpu, name
+        err = (b.grad.cpu().float() - a.grad.float()).abs().max().item()
+        assert err <= tol, f"{strategy} {layout} d{name}: {err}"
+
+
+@needs_gpu
+@needs_cuda_build
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("strategy,layout", [("burst", "zigzag"), ("ring", "contiguous"),
+                                             ("allgather", "zigzag"), ("ulysses", "zigzag"),
+                                             ("usp", "zigzag"), ("distflash", "contiguous"),
+                                             ("headpar", "zigzag")])
+def test_cuda_distributed_matches_the_host_with_autograd(comm, dtype, strategy, layout):
+    """attn_func(comm=...) with each rank's shard on its GPU (the plan's passes there, messages
+    through pinned host memory), every strategy, causal, GQA (H 4, H_kv 2)."""
+    P = comm.Get_size()
+    if strategy in ("ulysses", "headpar") and 4 % P:
+        pytest.skip(f"{strategy} splits H = 4 query heads over ranks, not over P = {P}")
+    _compare_dist(comm, dtype, strategy, layout,
+                  lambda q, k, v: burst.attn_func(q, k, v, causal=True, comm=comm, strategy=strategy,
+                                                  layout=layout))
+
+
+@needs_gpu
+@needs_cuda_build
+def test_cuda_ring_flash_attn_shim(comm):
+    """ring-flash-attention's zigzag shim with CUDA tensors: the same as on the host."""
+    from burst import ring_flash_attn as rfa
+    _compare_dist(comm, torch.bfloat16, "ring", "zigzag",
+                  lambda q, k, v: rfa.zigzag_ring_flash_attn_func(q, k, v, causal=True, group=comm))
+
+
+@pytest.mark.skipif(GPU, reason="a GPU is usable here: the distributed GPU tests run instead")
+def test_cuda_distributed_without_a_usable_gpu_says_why_on_every_rank(comm):
+    """A distributed call with (what reports as) CUDA tensors: every rank raises the same error
+    before any pass — the build's host error, or the runtime's reason in a CUDA build."""
+    q, k, v, _ = (burst.shard(t, comm, "zigzag") for t in _inputs(B=1, S=32))
+    qc, kc, vc = (t.as_subclass(_ReportsCuda) for t in (q, k, v))
+    want = (NotImplementedError, r"no usable CUDA GPU") if _C.cuda_built() else \
+        (ValueError, r"q is on cuda:0, but this call runs on host")
+    with pytest.raises(want[0], match=want[1]):
+        burst.attn_func(qc, kc, vc, causal=True, comm=comm)

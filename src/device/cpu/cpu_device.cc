@@ -281,6 +281,28 @@ std::uint64_t CpuDevice::fingerprint(std::initializer_list<TensorView> views) co
   return h;
 }
 
+std::int64_t CpuDevice::first_nonfinite(const TensorView& t) const {
+  BURST_CHECK(t.ndim == 4, Internal, "first_nonfinite: ", t.describe(), " is not 4-dimensional");
+  const auto* base = static_cast<const unsigned char*>(t.data);
+  const std::size_t es = dtype_size(t.dtype);
+  const std::uint32_t all_ones = t.dtype == DType::F32    ? 0x7f800000u
+                                 : t.dtype == DType::BF16 ? 0x7f80u
+                                                          : 0x7c00u;
+  std::int64_t flat = 0;
+  for (std::int64_t a = 0; a < t.size(0); ++a)
+    for (std::int64_t b = 0; b < t.size(1); ++b)
+      for (std::int64_t c = 0; c < t.size(2); ++c) {
+        const unsigned char* row =
+            base + static_cast<std::size_t>(a * t.stride[0] + b * t.stride[1] + c * t.stride[2]) * es;
+        for (std::int64_t d = 0; d < t.size(3); ++d, ++flat) {
+          std::uint32_t bits = 0;
+          std::memcpy(&bits, row + static_cast<std::size_t>(d * t.stride[3]) * es, es);
+          if ((bits & all_ones) == all_ones) return flat;
+        }
+      }
+  return -1;
+}
+
 std::shared_ptr<const Device> make_cpu_device() { return std::make_shared<const CpuDevice>(); }
 
 }  // namespace burst::device

@@ -41,6 +41,7 @@ class CpuDevice : public Device {
                      const TensorView& dk, const TensorView& dv, const kernels::KernelParams& p,
                      bool accumulate) const override;
   std::uint64_t fingerprint(std::initializer_list<TensorView> views) const override;
+  std::int64_t first_nonfinite(const TensorView& t) const override;
 };
 
 }  // namespace burst::device

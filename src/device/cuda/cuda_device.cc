@@ -186,6 +186,22 @@ void CudaDevice::step_backward(const TensorView& dout, const TensorView& q, cons
                       p.impl == KernelImpl::Reference ? cuda::StepKernel::Reference : cuda::StepKernel::Auto);
 }
 
+std::int64_t CudaDevice::first_nonfinite(const TensorView& t) const {
+  const auto bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);
+  Buffer packed = allocate(static_cast<std::int64_t>(bytes), MemoryKind::Device);
+  TensorView contiguous = make_view(static_cast<const void*>(packed.data()), t.dtype,
+                                    std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
+  ByteBuffer host(bytes);
+  if (bytes > 0) {
+    cuda::copy(here(t), here(contiguous), stream_);
+    copy_to_host(packed.data(), host.data(), static_cast<std::int64_t>(bytes));
+  }
+  cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  contiguous.data = host.data();
+  contiguous.device = kHost;
+  return make_cpu_device()->first_nonfinite(contiguous);
+}
+
 std::uint64_t CudaDevice::fingerprint(std::initializer_list<TensorView> views) const {
   std::vector<ByteBuffer> host;
   std::vector<TensorView> host_views;

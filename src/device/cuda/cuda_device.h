@@ -60,6 +60,9 @@ class CudaDevice final : public Device {
   /// Copies each view to host memory (waiting for the stream), then the CPU device's fingerprint:
   /// the same value as on the CPU for the same contents.
   std::uint64_t fingerprint(std::initializer_list<TensorView> views) const override;
+  /// Packs `t` contiguous on the GPU, copies it to host memory (waiting for the stream), then
+  /// the CPU device's scan: the same answer as on the CPU.
+  std::int64_t first_nonfinite(const TensorView& t) const override;
 
  private:
   TensorView here(TensorView v) const;  // v marked as this GPU's memory

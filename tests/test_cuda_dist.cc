@@ -1,0 +1,350 @@
+// DistAttention with every operand in GPU memory (DistAttention::OnDevice with a CudaDevice,
+// src/strategy_device.h) under mpiexec -n 1..4, the ranks sharing the GPUs there are (rank's GPU =
+// local rank modulo their count): every strategy (burst, ring, allgather, ulysses, usp,
+// distflash, headpar), the layouts (contiguous: the mask-aware schedule; zigzag, striped,
+// balanced) and the double ring (burst at P = 4 as 2 nodes × 2), a causal and a document mask,
+// GQA (H 4, H_kv 2), forward and backward in fp32, against the single-process fp64 oracle on
+// the same global inputs (shard / unshard), within the tolerance rule of test_util.h (tied to a
+// naive fp32 computation's error); bf16 at D = 64 (the fast kernels) within 2× the single-process
+// GPU error (test_strategies_bf16's rule). Results start as NaN on the GPU (every byte 0xFF), so a
+// row a pass never writes fails. A NaN in q is refused on every rank, as on the host.
+// Without a usable GPU on every rank the binary exits 77 (ctest: skipped), saying why.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention_device.h"
+#include "burst/attention.h"
+#include "burst/comm.h"
+#include "burst/error.h"
+#include "burst/mask.h"
+#include "burst/strategy.h"
+#include "device/cuda/cuda_device.h"
+#include "dist_test_util.h"
+#include "lowp_test_util.h"
+#include "strategy_device.h"
+#include "test_util.h"
+
+namespace burst {
+namespace {
+
+constexpr std::int64_t kS = 96, kD = 16, kH = 4, kHkv = 2;  // 96: every layout divides it at P ≤ 4
+
+int g_gpu = 0;  // this rank's GPU (main)
+
+struct Reference {
+  ProblemShape shape;
+  Mask mask;
+  Tensor q, k, v, dout, out, lse, dq, dk, dv;
+  double tol[5] = {};  // out, lse, dq, dk, dv: the tolerance rule against the naive fp32 error
+};
+
+Reference make_reference(test::Family family) {
+  Reference r;
+  r.shape = {1, kS, kH, kHkv, kD};
+  r.mask = test::mask_of(family, kS, /*seed=*/3, /*window=*/11);
+  r.q = test::random_tensor({1, kS, kH, kD}, 11);
+  r.k = test::random_tensor({1, kS, kHkv, kD}, 12);
+  r.v = test::random_tensor({1, kS, kHkv, kD}, 13);
+  r.dout = test::random_tensor({1, kS, kH, kD}, 14);
+  AttentionParams p;
+  p.mask = r.mask;
+  p.impl = KernelImpl::Reference;
+  AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
+  AttentionGrads g =
+      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
+  const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
+  const AttentionGrads ng = test::naive_fp32_backward(r.dout, r.q, r.k, r.v, o.out, o.lse, p);
+  r.out = std::move(o.out);
+  r.lse = std::move(o.lse);
+  r.dq = std::move(g.dq);
+  r.dk = std::move(g.dk);
+  r.dv = std::move(g.dv);
+  const Tensor* refs[5] = {&r.out, &r.lse, &r.dq, &r.dk, &r.dv};
+  const Tensor* naive[5] = {&n.out, &n.lse, &ng.dq, &ng.dk, &ng.dv};
+  for (int i = 0; i < 5; ++i)
+    r.tol[i] = test::tolerance(test::max_abs_diff(*naive[i], *refs[i]), test::max_abs(*refs[i]));
+  return r;
+}
+
+/// A contiguous host view's copy in the GPU's memory (or NaN bytes of its shape), and back.
+struct GpuTensor {
+  device::Buffer buffer;
+  TensorView view;
+  GpuTensor(const device::CudaDevice& dev, const Tensor& host, bool copy)
+      : GpuTensor(dev, host.view(), copy) {}
+  GpuTensor(const device::CudaDevice& dev, const TensorView& host, bool copy) {
+    const std::int64_t bytes = host.numel() * static_cast<std::int64_t>(dtype_size(host.dtype));
+    buffer = dev.allocate(bytes, device::MemoryKind::Device);
+    view = make_view(static_cast<const void*>(buffer.data()), host.dtype,
+                     std::vector<std::int64_t>(host.shape.begin(), host.shape.begin() + host.ndim));
+    view.device = Device{DeviceKind::Cuda, g_gpu};
+    if (copy) {
+      dev.copy_from_host(static_cast<const std::byte*>(host.data), buffer.data(), bytes);
+    } else {
+      EXPECT_EQ(cudaMemsetAsync(buffer.data(), 0xFF, static_cast<std::size_t>(bytes),
+                                static_cast<cudaStream_t>(dev.stream())),
+                cudaSuccess);
+    }
+    dev.wait(dev.record());
+  }
+  /// The bytes back into host view `host` (same shape and dtype, contiguous).
+  void download_into(const device::CudaDevice& dev, const TensorView& host) const {
+    dev.copy_to_host(buffer.data(), static_cast<std::byte*>(host.data), buffer.size());
+    dev.wait(dev.record());
+  }
+  /// fp32 contents as a host tensor.
+  Tensor download(const device::CudaDevice& dev) const {
+    Tensor t(std::vector<std::int64_t>(view.shape.begin(), view.shape.begin() + view.ndim));
+    download_into(dev, t.view());
+    return t;
+  }
+};
+
+::testing::AssertionResult close(const char* what, const Tensor& got, const Tensor& want, double tol) {
+  const double err = test::max_abs_diff(got, want);
+  if (err <= tol) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": max |gpu − fp64| = " << err << ", tolerance " << tol;
+}
+
+void run_case(const std::shared_ptr<const device::CudaDevice>& dev, const DistConfig& cfg,
+              test::Family family) {
+  static const Reference causal = make_reference(test::Family::Causal),
+                         document = make_reference(test::Family::Document);
+  const Reference& ref = family == test::Family::Causal ? causal : document;
+  const Communicator world = Communicator::world();
+  SCOPED_TRACE(std::string("strategy=") + to_string(cfg.strategy) + " layout=" + to_string(cfg.layout) +
+               " mask=" + test::name_of(family) + " L=" + std::to_string(cfg.ranks_per_node) +
+               " P=" + std::to_string(world.size()));
+  std::unique_ptr<DistAttention> made;
+  try {
+    made = std::make_unique<DistAttention>(world, cfg, ref.shape, ref.mask,
+                                           DistAttention::OnDevice{dev, Device{DeviceKind::Cuda, g_gpu}});
+  } catch (const Error& e) {  // e.g. headpar with H_kv < P: refused on every rank, as on the host
+    ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+    return;
+  }
+  DistAttention& attn = *made;
+  const int rank = world.rank();
+  const SequenceLayout& layout = attn.plan().layout();
+  const Tensor qh = test::shard_of(layout, rank, ref.q), kh = test::shard_of(layout, rank, ref.k),
+               vh = test::shard_of(layout, rank, ref.v), douth = test::shard_of(layout, rank, ref.dout);
+  const GpuTensor q(*dev, qh, true), k(*dev, kh, true), v(*dev, vh, true), dout(*dev, douth, true);
+  const GpuTensor out(*dev, qh, false), lse(*dev, Tensor({1, kH, attn.local_length()}), false);
+  const GpuTensor dq(*dev, qh, false), dk(*dev, kh, false), dv(*dev, vh, false);
+  attn.forward(q.view, k.view, v.view, out.view, lse.view);
+  EXPECT_TRUE(close("out", out.download(*dev), test::shard_of(layout, rank, ref.out), ref.tol[0]));
+  EXPECT_TRUE(close("lse", lse.download(*dev), test::rows_of(layout, rank, ref.lse), ref.tol[1]));
+  EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().forward().bytes_sent[static_cast<std::size_t>(rank)]);
+  attn.backward(dout.view, q.view, k.view, v.view, out.view, lse.view, dq.view, dk.view, dv.view);
+  EXPECT_TRUE(close("dq", dq.download(*dev), test::shard_of(layout, rank, ref.dq), ref.tol[2]));
+  EXPECT_TRUE(close("dk", dk.download(*dev), test::shard_of(layout, rank, ref.dk), ref.tol[3]));
+  EXPECT_TRUE(close("dv", dv.download(*dev), test::shard_of(layout, rank, ref.dv), ref.tol[4]));
+}
+
+TEST(CudaDist, EveryStrategyOnGpuRanksMatchesTheFp64Oracle) {
+  const auto dev = std::make_shared<const device::CudaDevice>(g_gpu);
+  const int P = Communicator::world().size();
+  struct Kind {
+    StrategyKind strategy;
+    LayoutKind layout;
+  };
+  const std::vector<Kind> kinds = {
+      {StrategyKind::Burst, LayoutKind::Zigzag},       {StrategyKind::Burst, LayoutKind::Contiguous},
+      {StrategyKind::Burst, LayoutKind::Striped},      {StrategyKind::Burst, LayoutKind::Balanced},
+      {StrategyKind::Ring, LayoutKind::Zigzag},        {StrategyKind::Ring, LayoutKind::Contiguous},
+      {StrategyKind::AllGather, LayoutKind::Zigzag},   {StrategyKind::Ulysses, LayoutKind::Zigzag},
+      {StrategyKind::Usp, LayoutKind::Zigzag},         {StrategyKind::DistFlash, LayoutKind::Contiguous},
+      {StrategyKind::HeadParallel, LayoutKind::Zigzag}};
+  for (const Kind& kind : kinds)
+    for (const test::Family family : {test::Family::Causal, test::Family::Document}) {
+      DistConfig cfg;
+      cfg.strategy = kind.strategy;
+      cfg.layout = kind.layout;
+      if (kind.strategy == StrategyKind::Usp) cfg.ulysses_degree = P == 4 ? 2 : 1;
+      run_case(dev, cfg, family);
+    }
+  if (P == 4) {  // the double ring: 2 nodes × 2 ranks (DistConfig::ranks_per_node)
+    DistConfig cfg;
+    cfg.ranks_per_node = 2;
+    run_case(dev, cfg, test::Family::Causal);
+  }
+}
+
+// bf16 at D = 64 (the GPU's fast tensor-core kernels), every strategy: the distributed error
+// against the fp64 oracle on the same rounded inputs must not grow beyond 2× the single-process
+// GPU error (the entry path, src/attention_device.h, on the whole sequence) plus 32 fp32 ulps of
+// the largest value — test_strategies_bf16's rule and reason: both errors are dominated by the one
+// rounding of each result to bf16; a distributed run adds fp32-sized differences (merge order,
+// partial sums) that move a value across at most one more rounding boundary.
+using Forward = std::function<void(const TensorView& q, const TensorView& k, const TensorView& v,
+                                   const TensorView& out, const TensorView& lse)>;
+using Backward = std::function<void(const TensorView& dout, const TensorView& q, const TensorView& k,
+                                    const TensorView& v, const TensorView& out, const TensorView& lse,
+                                    const TensorView& dq, const TensorView& dk, const TensorView& dv)>;
+
+/// fwd then bwd on the GPU with q, k, v, dout (bf16-representable values) in bf16: out, lse, dq,
+/// dk, dv widened to fp32.
+std::vector<Tensor> bf16_run(const device::CudaDevice& dev, const Tensor& q, const Tensor& k, const Tensor& v,
+                             const Tensor& dout, const Forward& fwd, const Backward& bwd) {
+  const DType dt = DType::BF16;
+  test::Rounded rq = test::round_to(q, dt), rk = test::round_to(k, dt), rv = test::round_to(v, dt),
+                rdout = test::round_to(dout, dt);
+  test::Rounded rout = test::empty_rounded(q.shape(), dt), rdq = test::empty_rounded(q.shape(), dt),
+                rdk = test::empty_rounded(k.shape(), dt), rdv = test::empty_rounded(k.shape(), dt);
+  const Tensor lse({q.shape()[0], q.shape()[2], q.shape()[1]});
+  const GpuTensor gq(dev, rq.view, true), gk(dev, rk.view, true), gv(dev, rv.view, true),
+      gdout(dev, rdout.view, true), gout(dev, rout.view, false), glse(dev, lse, false),
+      gdq(dev, rdq.view, false), gdk(dev, rdk.view, false), gdv(dev, rdv.view, false);
+  fwd(gq.view, gk.view, gv.view, gout.view, glse.view);
+  bwd(gdout.view, gq.view, gk.view, gv.view, gout.view, glse.view, gdq.view, gdk.view, gdv.view);
+  gout.download_into(dev, rout.view);
+  gdq.download_into(dev, rdq.view);
+  gdk.download_into(dev, rdk.view);
+  gdv.download_into(dev, rdv.view);
+  for (test::Rounded* r : {&rout, &rdq, &rdk, &rdv}) test::widen_into(*r);
+  return {rout.wide, glse.download(dev), rdq.wide, rdk.wide, rdv.wide};
+}
+
+TEST(CudaDist, Bf16OnGpuRanksDoesNotGrowTheSingleProcessGpuError) {
+  constexpr std::int64_t D = 64;
+  const DType dt = DType::BF16;
+  const auto dev = std::make_shared<const device::CudaDevice>(g_gpu);
+  const Device gpu{DeviceKind::Cuda, g_gpu};
+  const Communicator world = Communicator::world();
+  const int rank = world.rank();
+  const Tensor q = test::round_to(test::random_tensor({1, kS, kH, D}, 41), dt).wide,
+               k = test::round_to(test::random_tensor({1, kS, kHkv, D}, 42), dt).wide,
+               v = test::round_to(test::random_tensor({1, kS, kHkv, D}, 43), dt).wide,
+               dout = test::round_to(test::random_tensor({1, kS, kH, D}, 44), dt).wide;
+  AttentionParams p;
+  p.mask = Mask::causal_mask();
+  p.impl = KernelImpl::Reference;
+  const AttentionOutput o = attention_forward(q.view(), k.view(), v.view(), p);
+  const Tensor out_rounded = test::round_to(o.out, dt).wide;  // what a bf16 caller saves
+  const AttentionGrads g =
+      attention_backward(dout.view(), q.view(), k.view(), v.view(), out_rounded.view(), o.lse.view(), p);
+  const Tensor* oracle[5] = {&o.out, &o.lse, &g.dq, &g.dk, &g.dv};
+  AttentionParams gp;
+  gp.mask = Mask::causal_mask();
+  const std::vector<Tensor> single = bf16_run(
+      *dev, q, k, v, dout,
+      [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
+          const TensorView& e) { entry::attention_forward_on(*dev, gpu, a, b, c, d, e, gp); },
+      [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
+          const TensorView& e, const TensorView& f, const TensorView& h, const TensorView& i,
+          const TensorView& j) { entry::attention_backward_on(*dev, gpu, a, b, c, d, e, f, h, i, j, gp); });
+  double local[5];
+  for (int i = 0; i < 5; ++i) local[i] = test::max_abs_diff(single[static_cast<std::size_t>(i)], *oracle[i]);
+  const char* names[5] = {"out", "lse", "dq", "dk", "dv"};
+  const std::vector<std::pair<StrategyKind, LayoutKind>> kinds = {
+      {StrategyKind::Burst, LayoutKind::Zigzag},       {StrategyKind::Ring, LayoutKind::Contiguous},
+      {StrategyKind::AllGather, LayoutKind::Zigzag},   {StrategyKind::Ulysses, LayoutKind::Zigzag},
+      {StrategyKind::Usp, LayoutKind::Zigzag},         {StrategyKind::DistFlash, LayoutKind::Contiguous},
+      {StrategyKind::HeadParallel, LayoutKind::Zigzag}};
+  ProblemShape shape{1, kS, kH, kHkv, D};
+  shape.dtype = dt;
+  for (const auto& [strategy, layout_kind] : kinds) {
+    DistConfig cfg;
+    cfg.strategy = strategy;
+    cfg.layout = layout_kind;
+    SCOPED_TRACE(std::string("bf16 strategy=") + to_string(strategy) + " layout=" + to_string(layout_kind) +
+                 " P=" + std::to_string(world.size()));
+    std::unique_ptr<DistAttention> attn;
+    try {
+      attn = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask(),
+                                             DistAttention::OnDevice{dev, gpu});
+    } catch (const Error& e) {  // headpar / ulysses with H % P != 0: refused on every rank
+      ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+      continue;
+    }
+    const SequenceLayout& layout = attn->plan().layout();
+    const std::vector<Tensor> got = bf16_run(
+        *dev, test::shard_of(layout, rank, q), test::shard_of(layout, rank, k),
+        test::shard_of(layout, rank, v), test::shard_of(layout, rank, dout),
+        [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
+            const TensorView& e) { attn->forward(a, b, c, d, e); },
+        [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
+            const TensorView& e, const TensorView& f, const TensorView& h, const TensorView& i,
+            const TensorView& j) { attn->backward(a, b, c, d, e, f, h, i, j); });
+    for (int i = 0; i < 5; ++i) {
+      const Tensor want =
+          i == 1 ? test::rows_of(layout, rank, *oracle[i]) : test::shard_of(layout, rank, *oracle[i]);
+      const double e = test::max_abs_diff(got[static_cast<std::size_t>(i)], want);
+      const double floor = 32 * test::kEps32 * std::max(1.0, test::max_abs(want));
+      EXPECT_LE(e, 2 * local[i] + floor)
+          << names[i] << ": distributed bf16 error vs the single-process GPU's " << local[i];
+    }
+  }
+}
+
+TEST(CudaDist, ANanInQIsRefusedOnEveryRank) {
+  const auto dev = std::make_shared<const device::CudaDevice>(g_gpu);
+  const Communicator world = Communicator::world();
+  const ProblemShape shape{1, kS, kH, kHkv, kD};
+  DistAttention attn(world, DistConfig{}, shape, Mask::causal_mask(),
+                     DistAttention::OnDevice{dev, Device{DeviceKind::Cuda, g_gpu}});
+  Tensor qh({1, attn.local_length(), kH, kD});
+  if (world.rank() == 0) qh.vec()[7] = std::nanf("");
+  const Tensor kh({1, attn.local_length(), kHkv, kD});
+  const GpuTensor q(*dev, qh, true), k(*dev, kh, true), v(*dev, kh, true), out(*dev, qh, false),
+      lse(*dev, Tensor({1, kH, attn.local_length()}), false);
+  try {
+    attn.forward(q.view, k.view, v.view, out.view, lse.view);
+    ADD_FAILURE() << "a NaN in q was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("q holds a NaN or infinity at [0,0,1,7]"), std::string::npos)
+        << e.what();
+  }
+  // Operands on the host are refused by the device DistAttention (check_device), on every rank.
+  try {
+    attn.forward(qh.view(), kh.view(), kh.view(), qh.view(), TensorView{});
+    ADD_FAILURE() << "host operands were accepted";
+  } catch (const Error& e) { EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what(); }
+}
+
+}  // namespace
+}  // namespace burst
+
+// MPI and GoogleTest: the rank's GPU is its local rank modulo the GPUs visible; without one on
+// every rank, exit 77 (ctest: skipped). A test's verdict is the AND over ranks.
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0, local = 0, count = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  int have = e == cudaSuccess && count > 0 ? 1 : 0, all_have = 0;
+  MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  if (!all_have) {
+    if (rank == 0)
+      std::printf("SKIPPED: no usable CUDA GPU on every rank (%s)\n",
+                  e == cudaSuccess ? "the driver reports 0 devices" : cudaGetErrorString(e));
+    MPI_Finalize();
+    return 77;
+  }
+  burst::g_gpu = local % count;
+  if (rank != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int local_rc = RUN_ALL_TESTS();
+  int rc = 0;
+  MPI_Allreduce(&local_rc, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return rc == 0 ? 0 : 1;
+}
