@@ -26,12 +26,21 @@
 // 32 items (two per thread on 16 cores; B = 1, H_kv = 8, S 4096 → NC = 4: 8 items left 16
 // threads half idle, a 4.3× backward on a 16-core Xeon; see choose_chunks' constants) and bounds
 // an item's live dK, dV, K, V, Kᵀ rows to a core's L2,
-// at the price of NC partial dQ buffers and NC packings of each q tile (≈ 5 % of one thread's
-// rate at S 4096). Items are dealt chunk-major: under a causal mask the first kv chunks are the
-// large ones, so the last small ones fill the threads' tails.
+// at the price of NC partial dQ buffers (written in place by the dQᵀ transpose) and, had every
+// chunk packed its q tiles, NC packings of each: 4-8 % of one thread's rate at S 4096. So with
+// NC > 1 each (b, h, q tile)'s q-side operands (those tile_pair reads, and shift, delta) are
+// packed once per call, in a parallel pass before the items, into a block every chunk's item
+// reads (kQPackBytesCap; above it, and with NC = 1, an item packs into its thread's scratch).
+// Measured on a loaded 2-core Xeon VM, one thread, B 1, H 8, D 64, S 4096 (NC = 4), shared
+// packs against per-item packs alternated in one process, 7 pairs, thread CPU time: fp32 full
+// 1.059× [0.98-1.15], causal 1.039× [0.92-1.28]; bf16 storage (fp32 arithmetic) full 1.074×
+// [1.01-1.15], causal 1.064× [0.98-1.10]. Items are dealt chunk-major: under a causal mask the
+// first kv chunks are the large ones, so the last small ones fill the threads' tails.
 // Memory: packed K, Kᵀ, V (≈ 1.5× the size of k and v); per thread the q-tile packs, the score tiles and the
-// dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials —
-// all in the calling thread's workspace (kernels/workspace.h), reused by the next call.
+// dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials and
+// the shared q-side packs (≈ 4·B·H·S_q·D floats; bf16 path ≈ 2·B·H·S_q·D: 32 MiB / 16 MiB at
+// B 1, H 8, S 4096, D 64) — all in the calling thread's workspace (kernels/workspace.h), reused by
+// the next call.
 // Source: FlashAttention-2 (Dao 2023) Alg. 2; docs/algorithm.md §3, §5.
 #include <omp.h>
 
