@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "burst/attention.h"
+#include "burst/isa.h"
 #include "burst/mask.h"
 #include "kernels/step.h"
 #include "test_util.h"
@@ -115,6 +116,67 @@ TEST(KernelStep, SameBitsAsThePublicEntryForEveryMaskAndLayout) {
         EXPECT_TRUE(same_bits(fast.dk, slow.dk));
         EXPECT_TRUE(same_bits(fast.dv, slow.dv));
       }
+}
+
+TEST(KernelStep, SharedBackwardQPacksGiveTheSameBitsAsPerItemPacks) {
+  // One KV head, 256 kv rows in tiles of 16: the tiled backward cuts the (b, kv-head) into kv
+  // chunks, whose items read each q tile's packs from one shared copy made once per call; with
+  // backward_q_pack_cap = 0 every item packs them itself (the slow twin). Packing copies values,
+  // so dq, dk, dv must agree bit for bit — fp32 and bf16 operands, full and causal, 1 and 2
+  // threads, D odd (the bf16 pair packs' zero partner) and not, every ISA's tables here.
+  constexpr std::int64_t S = 256, B = 2, H = 4, H_kv = 1;
+  std::vector<std::int64_t> pos(S);
+  for (std::int64_t i = 0; i < S; ++i) pos[static_cast<std::size_t>(i)] = i;
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::AmxEmulated) continue;  // slow; the same tables as Amx
+    for (std::int64_t D : {16, 21})
+      for (DType dt : {DType::F32, DType::BF16})
+        for (bool causal : {false, true})
+          for (int threads : {1, 2}) {
+            SCOPED_TRACE(std::string(to_string(isa)) + " " + to_string(dt) + " D " + std::to_string(D) +
+                         (causal ? " causal " : " full ") + std::to_string(threads));
+            const Tensor q32 = test::random_tensor({B, S, H, D}, 11),
+                         k32 = test::random_tensor({B, S, H_kv, D}, 12);
+            const Tensor v32 = test::random_tensor({B, S, H_kv, D}, 13),
+                         do32 = test::random_tensor({B, S, H, D}, 14);
+            std::vector<std::vector<std::uint16_t>> store;
+            const auto as = [&](const Tensor& t) {  // t in dt (rounded once for BF16)
+              if (dt == DType::F32) return t.view();
+              store.emplace_back(static_cast<std::size_t>(t.numel()));
+              const TensorView v = make_view(store.back().data(), dt, t.shape());
+              convert(t.view(), v);
+              return v;
+            };
+            store.reserve(4);
+            const TensorView q = as(q32), k = as(k32), v = as(v32), dout = as(do32);
+            const ResolvedMask resolved(causal ? Mask::causal_mask() : Mask::full(), S, S);
+            kernels::KernelParams step;
+            step.mask = &resolved;
+            step.q_pos = step.kv_pos = pos.data();
+            step.scale = 0.25f;
+            step.num_threads = threads;
+            step.isa = isa;
+            step.block_q = step.block_kv = 16;
+            Tensor out({B, S, H, D}), lse({B, H, S}), delta({B, H, S});
+            kernels::step_forward(q, k, v, out.view(), lse.view(), step);
+            attention_delta(dout, out.view(), delta.view());
+            Results r[2];
+            for (int i = 0; i < 2; ++i) {
+              step.backward_q_pack_cap = i == 0 ? -1 : 0;
+              r[i].dq = Tensor({B, S, H, D});
+              r[i].dk = Tensor({B, S, H_kv, D});
+              r[i].dv = Tensor({B, S, H_kv, D});
+              for (Tensor* t : {&r[i].dq, &r[i].dk, &r[i].dv})
+                for (float& x : t->vec()) x = 0.5f;
+              kernels::step_backward(dout, q, k, v, lse.view(), delta.view(), r[i].dq.view(), r[i].dk.view(),
+                                     r[i].dv.view(), step, true);
+            }
+            EXPECT_GT(test::max_abs(r[0].dq), 0.5);  // the backward ran
+            EXPECT_TRUE(same_bits(r[0].dq, r[1].dq));
+            EXPECT_TRUE(same_bits(r[0].dk, r[1].dk));
+            EXPECT_TRUE(same_bits(r[0].dv, r[1].dv));
+          }
+  }
 }
 
 TEST(KernelStep, AMaskResolvedAgainstOtherLengthsGivesOtherResults) {

@@ -26,12 +26,21 @@
 // 32 items (two per thread on 16 cores; B = 1, H_kv = 8, S 4096 → NC = 4: 8 items left 16
 // threads half idle, a 4.3× backward on a 16-core Xeon; see choose_chunks' constants) and bounds
 // an item's live dK, dV, K, V, Kᵀ rows to a core's L2,
-// at the price of NC partial dQ buffers and NC packings of each q tile (≈ 5 % of one thread's
-// rate at S 4096). Items are dealt chunk-major: under a causal mask the first kv chunks are the
-// large ones, so the last small ones fill the threads' tails.
+// at the price of NC partial dQ buffers (written in place by the dQᵀ transpose) and, had every
+// chunk packed its q tiles, NC packings of each: 4-8 % of one thread's rate at S 4096. So with
+// NC > 1 each (b, h, q tile)'s q-side operands (those tile_pair reads, and shift, delta) are
+// packed once per call, in a parallel pass before the items, into a block every chunk's item
+// reads (kQPackBytesCap; above it, and with NC = 1, an item packs into its thread's scratch).
+// Measured on a loaded 2-core Xeon VM, one thread, B 1, H 8, D 64, S 4096 (NC = 4), shared
+// packs against per-item packs alternated in one process, 7 pairs, thread CPU time: fp32 full
+// 1.059× [0.98-1.15], causal 1.039× [0.92-1.28]; bf16 storage (fp32 arithmetic) full 1.074×
+// [1.01-1.15], causal 1.064× [0.98-1.10]. Items are dealt chunk-major: under a causal mask the
+// first kv chunks are the large ones, so the last small ones fill the threads' tails.
 // Memory: packed K, Kᵀ, V (≈ 1.5× the size of k and v); per thread the q-tile packs, the score tiles and the
-// dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials —
-// all in the calling thread's workspace (kernels/workspace.h), reused by the next call.
+// dK/dV accumulators of one chunk (chunk rows × D × 2); NC > 1: NC·B·H·S_q·D floats of partials and
+// the shared q-side packs (≈ 4·B·H·S_q·D floats; bf16 path ≈ 2·B·H·S_q·D: 32 MiB / 16 MiB at
+// B 1, H 8, S 4096, D 64) — all in the calling thread's workspace (kernels/workspace.h), reused by
+// the next call.
 // Source: FlashAttention-2 (Dao 2023) Alg. 2; docs/algorithm.md §3, §5.
 #include <omp.h>
 
@@ -76,6 +85,9 @@ constexpr std::int64_t kMinItems = 8, kWantedItems = 32, kMinChunkRows = 1024;
 constexpr std::int64_t kMaxChunkRows = 1024;
 // Cap on the partial-dQ buffers of the chunked path (bytes).
 constexpr std::int64_t kPartialBytesCap = std::int64_t{512} << 20;
+// Cap on the q-side packs the chunks of a chunked call share (bytes; about 16·B·H·S_q·D fp32,
+// 8·B·H·S_q·D bf16): above it every item packs its q tiles itself.
+constexpr std::int64_t kQPackBytesCap = std::int64_t{512} << 20;
 
 struct Chunking {
   std::int64_t n_chunks = 1, tiles_per_chunk = 1;
@@ -98,6 +110,53 @@ Chunking choose_chunks(const Problem& p, const Geometry& g) {
   return c;
 }
 
+// The q-side operands of one (b, h, q tile), read by every tile pair of the q tile: fp32 Qᵀ,
+// dOᵀ over D and Q, dO over q rows (in column panels on the panels path), their bf16 pair packs
+// on the bf16 path (bf16 elements), and per column the shift lse·log₂e and delta.
+struct QSide {
+  float *qt = nullptr, *dot = nullptr, *qp = nullptr, *dop = nullptr, *shift = nullptr, *delta = nullptr;
+  float *qt2 = nullptr, *dot2 = nullptr, *qp2 = nullptr, *dop2 = nullptr;
+};
+
+// Floats of each q-side array (bf16 arrays: n/2 floats; zero where the path does not use it).
+struct QSizes {
+  std::size_t qt = 0, qp = 0, qt2 = 0, qp2 = 0, bq = 0;
+  QSizes(const Microkernels& mk, const Geometry& g, int D, bool bf16, bool panels) {
+    const auto bqn = static_cast<std::size_t>(g.bq), Dp = static_cast<std::size_t>(g.Dp);
+    const auto Dn = static_cast<std::size_t>(D);
+    qt = panels ? static_cast<std::size_t>(tiled::panels_floats(mk, D, g.bq)) : Dn * bqn;
+    qp = panels ? static_cast<std::size_t>(tiled::panels_floats(mk, g.bq, g.Dp)) : bqn * Dp;
+    qt2 = bf16 ? (Dn + (Dn & 1)) * bqn / 2 : 0;
+    qp2 = bf16 ? bqn * Dp / 2 : 0;
+    bq = bqn;
+  }
+};
+
+// One (b, h, q tile)'s block of the shared q-side packs: the operands tile_pair reads (the bf16
+// pair packs on the bf16 path, else the fp32 ones), shift and delta.
+struct SharedQLayout {
+  std::array<WorkspaceSlot, 6> slots;  // qt, dot, qp, dop (or their bf16 packs), shift, delta
+  std::size_t floats = 0;
+  SharedQLayout(const QSizes& n, bool bf16) {
+    WorkspacePlan plan;
+    std::size_t i = 0;
+    for (std::size_t len :
+         {bf16 ? n.qt2 : n.qt, bf16 ? n.qt2 : n.qt, bf16 ? n.qp2 : n.qp, bf16 ? n.qp2 : n.qp, n.bq, n.bq})
+      slots[i++] = plan.add(len);
+    floats = plan.floats();
+  }
+  // The block at `base`; on the bf16 path the fp32 packs the bf16 ones are made from stay in `w`.
+  QSide at(float* base, const QSide& w, bool bf16) const {
+    QSide q = w;
+    float** fields[4] = {&q.qt, &q.dot, &q.qp, &q.dop};
+    float** fields2[4] = {&q.qt2, &q.dot2, &q.qp2, &q.dop2};
+    for (std::size_t i = 0; i < 4; ++i) *(bf16 ? fields2 : fields)[i] = base + slots[i].offset;
+    q.shift = base + slots[4].offset;
+    q.delta = base + slots[5].offset;
+    return q;
+  }
+};
+
 // Per-thread scratch: slices of the calling thread's workspace (kernels/workspace.h).
 struct BackwardScratch {
   std::span<float> qt, qp, dot, dop, shift, delta, dqt, dq, st, dpt, dk, dv;
@@ -110,24 +169,33 @@ struct BackwardScratch {
   std::vector<std::pair<std::int64_t, TileClass>> live;
   static constexpr std::size_t kArrays = 19;
   using Slots = std::array<WorkspaceSlot, kArrays>;
-  static Slots plan(WorkspacePlan& plan, const Microkernels& mk, const Geometry& g, int D,
-                    std::int64_t chunk_rows, bool bf16, bool panels) {
+  static Slots plan(WorkspacePlan& plan, const QSizes& q, const Geometry& g, int D, std::int64_t chunk_rows,
+                    bool panels) {
     const auto bq = static_cast<std::size_t>(g.bq), bkv = static_cast<std::size_t>(g.bkv);
     const auto Dp = static_cast<std::size_t>(g.Dp), Dn = static_cast<std::size_t>(D);
     const auto rows = static_cast<std::size_t>(chunk_rows);
-    const std::size_t h = bf16 ? 1 : 0, D2 = Dn + (Dn & 1);  // bf16 arrays: n/2 floats
-    const std::size_t qt_n = panels ? static_cast<std::size_t>(tiled::panels_floats(mk, D, g.bq)) : Dn * bq;
-    const std::size_t qp_n =
-        panels ? static_cast<std::size_t>(tiled::panels_floats(mk, g.bq, g.Dp)) : bq * Dp;
-    //                   qt    qp    dot   dop   shift delta dqt      dq       st         dpt dk
-    //                   dv
-    const std::size_t n[kArrays] = {qt_n, qp_n, qt_n, qp_n, bq, bq, Dn * bq, bq * Dp, bkv * bq, bkv * bq,
-                                    rows * Dp, rows * Dp,
-                                    //                   qt2          dot2         qp2          dop2 p16 ds2
-                                    h * D2 * bq / 2, h * D2 * bq / 2, h * bq * Dp / 2, h * bq * Dp / 2,
-                                    h * bkv * bq / 2, h * bkv * bq / 2,
-                                    //                   pack
-                                    panels ? bq * Dp : 0};
+    const std::size_t h = q.qt2 > 0 ? 1 : 0;  // bf16 path
+    const std::size_t n[kArrays] = {
+        q.qt,                 // qt
+        q.qp,                 // qp
+        q.qt,                 // dot
+        q.qp,                 // dop
+        bq,                   // shift
+        bq,                   // delta
+        Dn * bq,              // dqt
+        bq * Dp,              // dq
+        bkv * bq,             // st
+        bkv * bq,             // dpt
+        rows * Dp,            // dk
+        rows * Dp,            // dv
+        q.qt2,                // qt2
+        q.qt2,                // dot2
+        q.qp2,                // qp2
+        q.qp2,                // dop2
+        h * bkv * bq / 2,     // p16
+        h * bkv * bq / 2,     // ds2
+        panels ? bq * Dp : 0  // pack
+    };
     Slots slots;
     for (std::size_t i = 0; i < kArrays; ++i) slots[i] = plan.add(n[i]);
     return slots;
@@ -136,6 +204,11 @@ struct BackwardScratch {
     std::span<float>* arrays[kArrays] = {&qt, &qp, &dot, &dop,  &shift, &delta, &dqt, &dq,  &st,  &dpt,
                                          &dk, &dv, &qt2, &dot2, &qp2,   &dop2,  &p16, &ds2, &pack};
     for (std::size_t i = 0; i < kArrays; ++i) *arrays[i] = slice(base, slots[i]);
+  }
+  // The q-side arrays of this thread (an item packs into them when the packs are not shared).
+  QSide own() {
+    return {qt.data(),    dot.data(), qp.data(),   dop.data(), shift.data(),
+            delta.data(), qt2.data(), dot2.data(), qp2.data(), dop2.data()};
   }
 };
 
@@ -160,7 +233,12 @@ struct Context {
   // rows); else their row strides.
   bool panels = false;
   std::int64_t qt_ld = 0, qp_ld = 0;
+  // Shared q-side packs (chunked calls under kQPackBytesCap), else null: [B][H][n_qt] blocks.
+  float* qshared = nullptr;
+  const SharedQLayout* qlayout = nullptr;
 };
+
+std::uint16_t* bf16_of(float* p) { return reinterpret_cast<std::uint16_t*>(p); }
 
 // Final fp32 rows → dst (rounded once to dst's dtype). src rows are scratch afterwards.
 void write_rows(const Converters& cv, const MutOperand& dst, std::int64_t b, std::int64_t s0, std::int64_t h,
@@ -171,32 +249,32 @@ void write_rows(const Converters& cv, const MutOperand& dst, std::int64_t b, std
   }
 }
 
-// Packs the q-side operands of (b, h, q tile at i0 with nr rows) into the scratch.
-void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t h, std::int64_t i0,
-                 int nr) {
+// Packs the q-side operands of (b, h, q tile at i0 with nr rows) into q (w.pack: the panels' row-major tile).
+void pack_q_side(const Context& cx, BackwardScratch& w, const QSide& q, std::int64_t b, std::int64_t h,
+                 std::int64_t i0, int nr) {
   const Problem& p = cx.p;
   const int D = static_cast<int>(p.D), bq = cx.g.bq, Dp = cx.g.Dp;
   if (cx.panels) {  // row-major through w.pack, then into panels
     float* tmp = w.pack.data();
     tiled::pack_transposed(cx.cv, p.q, b, h, i0, nr, D, bq, tmp);
-    cx.mk.pack_panels(tmp, bq, w.qt.data(), cx.qt_ld, D, bq);
+    cx.mk.pack_panels(tmp, bq, q.qt, cx.qt_ld, D, bq);
     tiled::pack_transposed(cx.cv, cx.io.dout, b, h, i0, nr, D, bq, tmp);
-    cx.mk.pack_panels(tmp, bq, w.dot.data(), cx.qt_ld, D, bq);
+    cx.mk.pack_panels(tmp, bq, q.dot, cx.qt_ld, D, bq);
     tiled::pack_rows(cx.cv, p.q, b, h, i0, nr, D, Dp, bq, tmp);
-    cx.mk.pack_panels(tmp, Dp, w.qp.data(), cx.qp_ld, bq, Dp);
+    cx.mk.pack_panels(tmp, Dp, q.qp, cx.qp_ld, bq, Dp);
     tiled::pack_rows(cx.cv, cx.io.dout, b, h, i0, nr, D, Dp, bq, tmp);
-    cx.mk.pack_panels(tmp, Dp, w.dop.data(), cx.qp_ld, bq, Dp);
+    cx.mk.pack_panels(tmp, Dp, q.dop, cx.qp_ld, bq, Dp);
   } else {
-    tiled::pack_transposed(cx.cv, p.q, b, h, i0, nr, D, bq, w.qt.data());
-    tiled::pack_transposed(cx.cv, cx.io.dout, b, h, i0, nr, D, bq, w.dot.data());
-    tiled::pack_rows(cx.cv, p.q, b, h, i0, nr, D, Dp, bq, w.qp.data());
-    tiled::pack_rows(cx.cv, cx.io.dout, b, h, i0, nr, D, Dp, bq, w.dop.data());
+    tiled::pack_transposed(cx.cv, p.q, b, h, i0, nr, D, bq, q.qt);
+    tiled::pack_transposed(cx.cv, cx.io.dout, b, h, i0, nr, D, bq, q.dot);
+    tiled::pack_rows(cx.cv, p.q, b, h, i0, nr, D, Dp, bq, q.qp);
+    tiled::pack_rows(cx.cv, cx.io.dout, b, h, i0, nr, D, Dp, bq, q.dop);
   }
   if (cx.k16 != nullptr) {  // exact: the fp32 values are widened bf16
-    cx.mk.pack_pairs_bf16(w.qt.data(), bq, tiled::as_bf16(w.qt2), 2 * bq, D, bq);
-    cx.mk.pack_pairs_bf16(w.dot.data(), bq, tiled::as_bf16(w.dot2), 2 * bq, D, bq);
-    cx.mk.pack_pairs_bf16(w.qp.data(), Dp, tiled::as_bf16(w.qp2), 2 * Dp, bq, Dp);
-    cx.mk.pack_pairs_bf16(w.dop.data(), Dp, tiled::as_bf16(w.dop2), 2 * Dp, bq, Dp);
+    cx.mk.pack_pairs_bf16(q.qt, bq, bf16_of(q.qt2), 2 * bq, D, bq);
+    cx.mk.pack_pairs_bf16(q.dot, bq, bf16_of(q.dot2), 2 * bq, D, bq);
+    cx.mk.pack_pairs_bf16(q.qp, Dp, bf16_of(q.qp2), 2 * Dp, bq, Dp);
+    cx.mk.pack_pairs_bf16(q.dop, Dp, bf16_of(q.dop2), 2 * Dp, bq, Dp);
   }
   for (int c = 0; c < bq; ++c) {
     float shift = std::numeric_limits<float>::infinity(), delta = 0.0f;
@@ -206,14 +284,14 @@ void pack_q_side(const Context& cx, BackwardScratch& w, std::int64_t b, std::int
       if (lse != kNegInf) shift = lse * tiled::kLog2e;
       delta = cx.io.delta.data[b * cx.io.delta.sb + h * cx.io.delta.sh + s * cx.io.delta.ss];
     }
-    w.shift[c] = shift;
-    w.delta[c] = delta;
+    q.shift[c] = shift;
+    q.delta[c] = delta;
   }
 }
 
 // tile_pair on vdpbf16ps (header comment): the same five products, bf16 operands, fp32 results.
-void tile_pair_bf16(const Context& cx, BackwardScratch& w, std::int64_t panel, TileClass cls, std::int64_t j0,
-                    int nc, std::int64_t i0, int nr, float* dk, float* dv) {
+void tile_pair_bf16(const Context& cx, BackwardScratch& w, const QSide& q, std::int64_t panel, TileClass cls,
+                    std::int64_t j0, int nc, std::int64_t i0, int nr, float* dk, float* dv) {
   const Problem& p = cx.p;
   const Microkernels& mk = cx.mk;
   const int D = static_cast<int>(p.D), D2 = D + (D & 1), bq = cx.g.bq, bkv = cx.g.bkv, Dp = cx.g.Dp;
@@ -225,26 +303,26 @@ void tile_pair_bf16(const Context& cx, BackwardScratch& w, std::int64_t panel, T
   std::uint16_t* dS2 = tiled::as_bf16(w.ds2);
   float* st = w.st.data();
 
-  mk.gemm_bf16(K, D2, tiled::as_bf16(w.qt2), 2 * bq, st, bq, nc, bq, D2, false, 1.0f);  // Sᵀ [nc × bq]
+  mk.gemm_bf16(K, D2, bf16_of(q.qt2), 2 * bq, st, bq, nc, bq, D2, false, 1.0f);  // Sᵀ [nc × bq]
   if (cls == TileClass::Partial) {
     for (int c = 0; c < nr; ++c)
       tiled::mask_line(*p.mask, p.q_pos[i0 + c], p.kv_pos + j0, nc, nc, st + c, bq);
   }
-  mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, w.shift.data());  // Pᵀ (fp32)
-  mk.gemm_bf16(V, D2, tiled::as_bf16(w.dot2), 2 * bq, w.dpt.data(), bq, nc, bq, D2, false, 1.0f);  // dPᵀ
+  mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, q.shift);                             // Pᵀ (fp32)
+  mk.gemm_bf16(V, D2, bf16_of(q.dot2), 2 * bq, w.dpt.data(), bq, nc, bq, D2, false, 1.0f);  // dPᵀ
   mk.narrow_rows_bf16(st, bq, P16, bq, nc, bq);
-  mk.gemm_bf16(P16, bq, tiled::as_bf16(w.dop2), 2 * Dp, dv, Dp, nc, Dp, nr2, true, 1.0f);  // dV += Pᵀ·dO
-  mk.dscores_t(st, w.dpt.data(), bq, nc, bq, w.delta.data());                              // dSᵀ (fp32)
+  mk.gemm_bf16(P16, bq, bf16_of(q.dop2), 2 * Dp, dv, Dp, nc, Dp, nr2, true, 1.0f);  // dV += Pᵀ·dO
+  mk.dscores_t(st, w.dpt.data(), bq, nc, bq, q.delta);                              // dSᵀ (fp32)
   mk.narrow_rows_bf16(st, bq, P16, bq, nc, bq);
-  mk.gemm_bf16(P16, bq, tiled::as_bf16(w.qp2), 2 * Dp, dk, Dp, nc, Dp, nr2, true, 1.0f);  // dK += dSᵀ·Q
+  mk.gemm_bf16(P16, bq, bf16_of(q.qp2), 2 * Dp, dk, Dp, nc, Dp, nr2, true, 1.0f);  // dK += dSᵀ·Q
   mk.pack_pairs_bf16(st, bq, dS2, 2 * bq, nc, bq);
   mk.gemm_bf16(KT, bkv, dS2, 2 * bq, w.dqt.data(), bq, D, bq, nc2, true, 1.0f);  // dQᵀ += Kᵀ·dSᵀ
 }
 
 // All five products of one (kv tile t, q tile) pair; accumulates into w.dk/w.dv rows of tile t
 // and into w.dqt (dQᵀ).
-void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk, std::int64_t kt0,
-               std::int64_t t, TileClass cls, std::int64_t i0, int nr) {
+void tile_pair(const Context& cx, BackwardScratch& w, const QSide& q, std::int64_t b, std::int64_t hk,
+               std::int64_t kt0, std::int64_t t, TileClass cls, std::int64_t i0, int nr) {
   const Problem& p = cx.p;
   const Microkernels& mk = cx.mk;
   const int D = static_cast<int>(p.D), bq = cx.g.bq, bkv = cx.g.bkv, Dp = cx.g.Dp;
@@ -258,23 +336,23 @@ void tile_pair(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64
   float* dv = w.dv.data() + (t - kt0) * bkv * Dp;
   float* st = w.st.data();
   if (cx.k16 != nullptr) {
-    tile_pair_bf16(cx, w, (b * p.H_kv + hk) * cx.g.n_kt + t, cls, j0, nc, i0, nr, dk, dv);
+    tile_pair_bf16(cx, w, q, (b * p.H_kv + hk) * cx.g.n_kt + t, cls, j0, nc, i0, nr, dk, dv);
     return;
   }
 
-  const tiled::BOperand QT{w.qt.data(), cx.qt_ld, cx.panels}, dOT{w.dot.data(), cx.qt_ld, cx.panels};
-  const tiled::BOperand Q{w.qp.data(), cx.qp_ld, cx.panels}, dO{w.dop.data(), cx.qp_ld, cx.panels};
+  const tiled::BOperand QT{q.qt, cx.qt_ld, cx.panels}, dOT{q.dot, cx.qt_ld, cx.panels};
+  const tiled::BOperand Q{q.qp, cx.qp_ld, cx.panels}, dO{q.dop, cx.qp_ld, cx.panels};
   tiled::gemm(mk, K, Dp, QT, st, bq, nc, bq, D, false);  // Sᵀ [nc × bq]
   if (cls == TileClass::Partial) {
     for (int c = 0; c < nr; ++c)
       tiled::mask_line(*p.mask, p.q_pos[i0 + c], p.kv_pos + j0, nc, nc, st + c, bq);
   }
-  mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, w.shift.data());  // Pᵀ
-  tiled::gemm(mk, V, Dp, dOT, w.dpt.data(), bq, nc, bq, D, false);      // dPᵀ
-  tiled::gemm(mk, st, bq, dO, dv, Dp, nc, Dp, nr, true);                // dV += Pᵀ·dO
-  mk.dscores_t(st, w.dpt.data(), bq, nc, bq, w.delta.data());           // dSᵀ
-  tiled::gemm(mk, st, bq, Q, dk, Dp, nc, Dp, nr, true);                 // dK += dSᵀ·Q
-  mk.gemm(KT, bkv, st, bq, w.dqt.data(), bq, D, bq, nc, true);          // dQᵀ += Kᵀ·dSᵀ
+  mk.probs_t(st, bq, nc, bq, p.scale * tiled::kLog2e, q.shift);     // Pᵀ
+  tiled::gemm(mk, V, Dp, dOT, w.dpt.data(), bq, nc, bq, D, false);  // dPᵀ
+  tiled::gemm(mk, st, bq, dO, dv, Dp, nc, Dp, nr, true);            // dV += Pᵀ·dO
+  mk.dscores_t(st, w.dpt.data(), bq, nc, bq, q.delta);              // dSᵀ
+  tiled::gemm(mk, st, bq, Q, dk, Dp, nc, Dp, nr, true);             // dK += dSᵀ·Q
+  mk.gemm(KT, bkv, st, bq, w.dqt.data(), bq, D, bq, nc, true);      // dQᵀ += Kᵀ·dSᵀ
 }
 
 void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::int64_t hk, std::int64_t chunk,
@@ -299,21 +377,31 @@ void backward_item(const Context& cx, BackwardScratch& w, std::int64_t b, std::i
         const TileClass cls = tiled::classify_tile(p, i0, nr, j0, nc);
         if (cls != TileClass::Empty) w.live.emplace_back(t, cls);
       }
+      // NC > 1: this chunk's partial dQ rows, written in place (zero where no tile is live).
+      float* partial =
+          cx.ch.n_chunks == 1 ? nullptr : cx.partial + (((chunk * p.B + b) * p.H + h) * p.S_q + i0) * Dp;
+      if (partial != nullptr && w.live.empty()) {
+        std::fill(partial, partial + static_cast<std::int64_t>(nr) * Dp, 0.0f);
+        continue;
+      }
       std::fill(w.dqt.begin(), w.dqt.end(), 0.0f);
       if (!w.live.empty()) {
-        pack_q_side(cx, w, b, h, i0, nr);
+        QSide q = w.own();
+        if (cx.qshared != nullptr) {
+          q = cx.qlayout->at(cx.qshared + ((b * p.H + h) * g.n_qt + qt) * cx.qlayout->floats, q,
+                             cx.k16 != nullptr);
+        } else {
+          pack_q_side(cx, w, q, b, h, i0, nr);
+        }
         for (const auto& [t, cls] : w.live) {
-          tile_pair(cx, w, b, hk, kt0, t, cls, i0, nr);
+          tile_pair(cx, w, q, b, hk, kt0, t, cls, i0, nr);
           if (call_progress) (*p.progress)();
         }
       }
-      cx.mk.transpose(w.dqt.data(), g.bq, w.dq.data(), Dp, D, nr);  // dQᵀ [D × bq] → dQ [nr × Dp]
-      if (cx.ch.n_chunks == 1) {
+      // dQᵀ [D × bq] → dQ [nr × Dp]
+      cx.mk.transpose(w.dqt.data(), g.bq, partial != nullptr ? partial : w.dq.data(), Dp, D, nr);
+      if (partial == nullptr)
         write_rows(cx.cv, cx.io.dq, b, i0, h, nr, D, w.dq.data(), Dp, p.scale, cx.io.accumulate);
-      } else {
-        float* dst = cx.partial + (((chunk * p.B + b) * p.H + h) * p.S_q + i0) * Dp;
-        std::copy(w.dq.begin(), w.dq.begin() + static_cast<std::int64_t>(nr) * Dp, dst);
-      }
     }
   }
   for (std::int64_t t = kt0; t < kt1; ++t) {
@@ -377,9 +465,18 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   const WorkspaceSlot k16_slot = plan.add(tiled::bf16_floats(n_pack * kv16_tile));
   const WorkspaceSlot v16_slot = plan.add(tiled::bf16_floats(n_pack * kv16_tile));
   const WorkspaceSlot kt16_slot = plan.add(tiled::bf16_floats(n_pack * kt16_tile));
+  // Chunked calls share each q tile's packs between their chunks' items (packed once per call,
+  // not once per chunk) where they fit under the cap.
+  const QSizes q_sizes(mk, g, D, bf16, panels);
+  const SharedQLayout q_layout(q_sizes, bf16);
+  const std::int64_t n_qpack = p.B * p.H * g.n_qt;
+  const auto q_pack_floats = static_cast<std::size_t>(n_qpack) * q_layout.floats;
+  const std::int64_t q_pack_cap = p.backward_q_pack_cap < 0 ? kQPackBytesCap : p.backward_q_pack_cap;
+  const bool share_q = ch.n_chunks > 1 && static_cast<std::int64_t>(q_pack_floats * 4) <= q_pack_cap;
+  const WorkspaceSlot qshared_slot = plan.add(share_q ? q_pack_floats : 0);
   std::vector<BackwardScratch::Slots> slots;
   for (int t = 0; t < p.num_threads; ++t)
-    slots.push_back(BackwardScratch::plan(plan, mk, g, D, chunk_rows, bf16, panels));
+    slots.push_back(BackwardScratch::plan(plan, q_sizes, g, D, chunk_rows, panels));
   float* base = thread_workspace(plan.floats());
   const std::span<float> kpack = slice(base, k_slot), vpack = slice(base, v_slot),
                          ktpack = slice(base, kt_slot);
@@ -397,6 +494,8 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
   cx.panels = panels;
   cx.qt_ld = panels ? tiled::panel_stride(mk, D) : g.bq;
   cx.qp_ld = panels ? tiled::panel_stride(mk, g.bq) : g.Dp;
+  cx.qshared = share_q ? slice(base, qshared_slot).data() : nullptr;
+  cx.qlayout = &q_layout;
   const std::int64_t n_items = p.B * p.H_kv * ch.n_chunks;
   const std::int64_t n_rows = p.B * p.H * p.S_q;
   std::vector<BackwardScratch> scratch;
@@ -425,6 +524,14 @@ void backward_tiled(const Problem& p, const BackwardIO& io) {
       }
     }
     BackwardScratch& w = scratch[static_cast<std::size_t>(omp_get_thread_num())];
+    if (share_q) {
+#pragma omp for schedule(static)
+      for (std::int64_t idx = 0; idx < n_qpack; ++idx) {
+        const std::int64_t qt = idx % g.n_qt, bh = idx / g.n_qt;
+        const QSide q = q_layout.at(cx.qshared + idx * q_layout.floats, w.own(), bf16);
+        pack_q_side(cx, w, q, bh / p.H, bh % p.H, g.q_begin(qt), g.q_rows(qt));
+      }
+    }
     const bool progress = p.progress != nullptr && *p.progress && omp_get_thread_num() == 0;
     if (progress) (*p.progress)();  // at least once per call, even if thread 0 gets no item
 #pragma omp for schedule(dynamic, 1)

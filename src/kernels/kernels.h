@@ -60,6 +60,9 @@ struct CpuKnobs {
   KernelImpl impl = KernelImpl::Tiled;              ///< read by step_forward / step_backward
   Isa isa = Isa::Portable;                          ///< resolved (never Auto), supported here
   const std::function<void()>* progress = nullptr;  ///< may be null; called on thread 0 only
+  /// Bytes the tiled backward may spend on q-side packs shared by its kv chunks: < 0 → its own
+  /// cap; 0 → every item packs its q tiles itself (the shared packs' slow twin, for tests).
+  std::int64_t backward_q_pack_cap = -1;
 };
 
 /// The kernel parameters, resolved: what AttentionParams (burst/attention.h) becomes after
