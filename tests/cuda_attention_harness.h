@@ -181,6 +181,21 @@ inline void from_device(const DevTensor& t, void* host) {
                     staged.data() + static_cast<std::size_t>(bhsd_index(shape, b, s, h)) * es, row);
 }
 
+/// dq, dk, dv of case c downloaded from fp32 device tensors; accumulate: less `init` (the values
+/// the kernel added into), so that both runs of an accumulate test compare what was written.
+inline std::vector<Tensor> gradients_written(const GpuCase& c, const DevTensor& dq, const DevTensor& dk,
+                                             const DevTensor& dv, const std::vector<Tensor>& init,
+                                             bool accumulate) {
+  std::vector<Tensor> got{Tensor(c.qs()), Tensor(c.ks()), Tensor(c.ks())};
+  from_device(dq, got[0].data());
+  from_device(dk, got[1].data());
+  from_device(dv, got[2].data());
+  if (accumulate)
+    for (std::size_t t = 0; t < 3; ++t)
+      for (std::int64_t i = 0; i < got[t].numel(); ++i) got[t].data()[i] -= init[t].data()[i];
+  return got;
+}
+
 /// The rounded inputs of a case (seeded) and what a kernel produced, widened to fp32.
 struct GpuInputs {
   Rounded q, k, v, g;
