@@ -210,18 +210,28 @@ struct GpuResults {
   Rounded dq, dk, dv;
 };
 
+/// The step kernels' arguments: global positions qp, kp (host memory), the slice table of `mask`
+/// and `scale`; they point into qp, kp and mask, which must outlive them.
+inline kernels::KernelArgs kernel_args(const std::vector<std::int64_t>& qp,
+                                       const std::vector<std::int64_t>& kp, const ResolvedMask& mask,
+                                       float scale) {
+  kernels::KernelArgs args;
+  args.q_pos = qp.data();
+  args.kv_pos = kp.data();
+  args.scale = scale;
+  args.mask_slices = mask.slices().data();
+  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  return args;
+}
+
 /// Forward then backward of case c on the GPU with kernel `which` (outputs in c.dt); cudnn: the
 /// state StepKernel::Cudnn needs (its backward reads the forward's out).
 inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKernel which,
                            cuda::CudnnState* cudnn = nullptr) {
   const ResolvedMask mask(c.mask, c.global(true), c.global(false));
   const auto qp = c.positions(true), kp = c.positions(false);
-  kernels::KernelArgs args;
-  args.q_pos = qp.data();
-  args.kv_pos = kp.data();
-  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.D)));
-  args.mask_slices = mask.slices().data();
-  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  const kernels::KernelArgs args =
+      kernel_args(qp, kp, mask, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.D))));
   const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
   GpuResults r{empty_rounded(c.qs(), c.dt),
                Tensor(rs),

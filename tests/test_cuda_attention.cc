@@ -213,11 +213,8 @@ TEST_F(CudaAttention, Fp32OperandsAndOtherHeadDimsRunOnTheTwin) {
               dlse = poisoned(DType::F32, {c.B, c.H, c.S_q}, false);
     const auto pos = c.positions(true);
     const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
-    kernels::KernelArgs args;
-    args.q_pos = args.kv_pos = pos.data();
-    args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-    args.mask_slices = mask.slices().data();
-    args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+    const kernels::KernelArgs args =
+        kernel_args(pos, pos, mask, static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))));
     for (cuda::StepKernel fast : {cuda::StepKernel::Fast, cuda::StepKernel::FastMma})
       EXPECT_THROW(cuda::step_forward(dq.view, dk.view, dv.view, dout.view, dlse.view, args, nullptr, fast),
                    Error);
@@ -242,11 +239,7 @@ TEST_F(CudaAttention, AccumulateAddsIntoFp32Gradients) {
   const GpuInputs in = inputs_of(c);
   const auto pos = c.positions(true);
   const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
-  kernels::KernelArgs args;
-  args.q_pos = args.kv_pos = pos.data();
-  args.scale = 0.125f;
-  args.mask_slices = mask.slices().data();
-  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  const kernels::KernelArgs args = kernel_args(pos, pos, mask, 0.125f);
   const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
   for (cuda::StepKernel which : {cuda::StepKernel::Reference, cuda::StepKernel::Fast}) {
     SCOPED_TRACE(which == cuda::StepKernel::Fast ? "fast" : "reference");

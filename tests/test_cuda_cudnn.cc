@@ -229,11 +229,7 @@ TEST_F(CudnnAttention, AccumulateAddsIntoFp32Gradients) {
   const GpuInputs in = inputs_of(c);
   const auto pos = c.positions(true);
   const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
-  kernels::KernelArgs args;
-  args.q_pos = args.kv_pos = pos.data();
-  args.scale = static_cast<float>(1.0 / std::sqrt(64.0));
-  args.mask_slices = mask.slices().data();
-  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  const kernels::KernelArgs args = kernel_args(pos, pos, mask, static_cast<float>(1.0 / std::sqrt(64.0)));
   const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
   GpuResults base = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
   std::vector<Tensor> fresh, added;
