@@ -115,13 +115,10 @@ void run_kernel_bench(const KernelBenchOptions& o) {
               " is not available on this CPU");
   const std::vector<std::int64_t> q_shape{o.batch, o.seq, o.heads, o.dim},
       kv_shape{o.batch, S_kv, H_kv, o.dim};
-  auto seeded = [](const std::vector<std::int64_t>& shape, std::uint64_t seed) {
-    Tensor t(shape);
-    fill_uniform(t, seed);
-    return t;
-  };
-  const StoredTensor q(seeded(q_shape, o.seed), dtype), k(seeded(kv_shape, o.seed + 1), dtype);
-  const StoredTensor v(seeded(kv_shape, o.seed + 2), dtype), dout(seeded(q_shape, o.seed + 3), dtype);
+  const StoredTensor q(uniform_tensor(q_shape, o.seed), dtype),
+      k(uniform_tensor(kv_shape, o.seed + 1), dtype);
+  const StoredTensor v(uniform_tensor(kv_shape, o.seed + 2), dtype),
+      dout(uniform_tensor(q_shape, o.seed + 3), dtype);
   const StoredTensor out(Tensor(q_shape), dtype), dq(Tensor(q_shape), dtype);
   const StoredTensor dk(Tensor(kv_shape), dtype), dv(Tensor(kv_shape), dtype);
   Tensor lse({o.batch, o.heads, o.seq});

@@ -186,13 +186,10 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
   const std::int64_t pairs = resolved.visible_pairs();
   const std::vector<std::int64_t> q_shape{c.batch, c.seq, c.heads, c.dim},
       kv_shape{c.batch, c.seq, H_kv, c.dim};
-  auto seeded = [](const std::vector<std::int64_t>& shape, std::uint64_t seed) {
-    Tensor t(shape);
-    fill_uniform(t, seed);
-    return t;
-  };
-  const StoredTensor q(seeded(q_shape, c.seed), dtype), k(seeded(kv_shape, c.seed + 1), dtype);
-  const StoredTensor v(seeded(kv_shape, c.seed + 2), dtype), dout(seeded(q_shape, c.seed + 3), dtype);
+  const StoredTensor q(uniform_tensor(q_shape, c.seed), dtype),
+      k(uniform_tensor(kv_shape, c.seed + 1), dtype);
+  const StoredTensor v(uniform_tensor(kv_shape, c.seed + 2), dtype),
+      dout(uniform_tensor(q_shape, c.seed + 3), dtype);
   const StoredTensor out_h(Tensor(q_shape), dtype), dq_h(Tensor(q_shape), dtype);
   const StoredTensor dk_h(Tensor(kv_shape), dtype), dv_h(Tensor(kv_shape), dtype);
   Tensor lse_h({c.batch, c.heads, c.seq}), delta_h({c.batch, c.heads, c.seq});

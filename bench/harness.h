@@ -32,6 +32,13 @@ inline void fill_uniform(Tensor& t, std::uint64_t seed) {
   for (float& x : t.vec()) x = static_cast<float>(2 * rng.uniform() - 1);
 }
 
+/// A new fp32 tensor of `shape` filled by fill_uniform(seed).
+inline Tensor uniform_tensor(const std::vector<std::int64_t>& shape, std::uint64_t seed) {
+  Tensor t(shape);
+  fill_uniform(t, seed);
+  return t;
+}
+
 /// A benchmark operand stored as `dtype`: the given fp32 values, rounded once (to nearest even)
 /// for bf16/f16. `view` points at the stored data (f32 → values' own memory). Not copyable.
 struct StoredTensor {

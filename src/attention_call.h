@@ -3,7 +3,8 @@
 //
 // Owns: Call (a call after validation: shapes, dtype, scale, positions, the resolved masks,
 // varlen offsets), validate() and the operand checks, the per-sequence views of varlen calls,
-// and for_each_problem (the kernel parameters of each kernel call). Defined in attention.cc.
+// and for_each_problem (the kernel parameters of each kernel call). Defined in attention.cc, the
+// operand checks in attention_checks.cc.
 // Does not: touch tensor memory (validation reads shapes, strides and pointers only).
 #pragma once
 
@@ -36,6 +37,10 @@ struct Call {
 /// Throws: Error(InvalidArgument / Unsupported) as the public entry points document.
 Call validate(const char* api, const TensorView& q, const TensorView& k, const TensorView& v,
               const AttentionParams& p, KernelPass pass);
+/// Operand checks (messages name the api, the operand and the values). Throws:
+/// Error(InvalidArgument), Error(Unsupported) for an f64 input or a non-f32 row vector.
+void check_tensor(const char* api, const char* name, const TensorView& t, int ndim);
+DType check_input_dtypes(const char* api, const TensorView& q, const TensorView& k, const TensorView& v);
 void check_same_shape(const char* api, const char* name, const TensorView& t, const char* ref_name,
                       const TensorView& ref);
 void check_output_dtype(const char* api, const char* name, const TensorView& t, DType input, bool accumulate);
@@ -43,6 +48,17 @@ void check_rows(const char* api, const char* name, const TensorView& t, bool var
                 std::int64_t H, std::int64_t S);
 void check_no_alias(const char* api, const char* out_name, const TensorView& out, const char* in_name,
                     const TensorView& in);
+/// The forward outputs' checks: out shaped like q in the call's dtype, lse rows [B,H,S_q] (varlen
+/// [H,T]), neither aliasing q, k, v or the other. Throws: Error(InvalidArgument), Error(Unsupported)
+/// for a non-f32 lse.
+void check_forward_outputs(const char* api, const Call& c, const TensorView& q, const TensorView& k,
+                           const TensorView& v, const TensorView& out, const TensorView& lse);
+/// The backward's gradient checks: dq shaped like q, dk and dv like k, dout and the gradients in
+/// the call's dtype (the gradients fp32 when accumulate), no gradient aliasing an input or another
+/// gradient. Throws: Error(InvalidArgument).
+void check_gradients(const char* api, const Call& c, const TensorView& dout, const TensorView& q,
+                     const TensorView& k, const TensorView& v, const TensorView& dq, const TensorView& dk,
+                     const TensorView& dv, bool accumulate);
 /// Rows [row0, row0 + n) of a varlen tensor as the BSHD view of one sequence: [T,H,D] → [1,n,H,D]
 /// (rows [H,T] → [1,H,n]); BSHD tensors pass unchanged.
 TensorView sequence(const TensorView& t, bool varlen, std::int64_t row0, std::int64_t n);

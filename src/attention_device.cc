@@ -50,15 +50,7 @@ void attention_forward_on(const device::Device& dev, const Device& runs_on, cons
   constexpr const char* api = "attention_forward";
   check_device(api, runs_on, "q", q, "k", k, "v", v, "out", out, "lse", lse);
   const Call c = validate(api, q, k, v, params, KernelPass::Forward);
-  check_same_shape(api, "out", out, "q", q);
-  check_output_dtype(api, "out", out, c.dtype, false);
-  check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
-  for (const auto& [name, t] : {std::pair{"out", out}, {"lse", lse}}) {
-    check_no_alias(api, name, t, "q", q);
-    check_no_alias(api, name, t, "k", k);
-    check_no_alias(api, name, t, "v", v);
-  }
-  check_no_alias(api, "out", out, "lse", lse);
+  check_forward_outputs(api, c, q, k, v, out, lse);
   const DeviceArgs args = device_args(dev, c);
   const bool vl = c.varlen;
   for_each_problem(c, params, [&](const kernels::KernelParams& sp, const Seq& s) {
@@ -80,20 +72,7 @@ void attention_backward_on(const device::Device& dev, const Device& runs_on, con
   check_same_shape(api, "dout", dout, "q", q);
   check_same_shape(api, "out", out, "q", q);
   check_rows(api, "lse", lse, c.varlen, c.B, c.H, c.S_q);
-  check_same_shape(api, "dq", dq, "q", q);
-  check_same_shape(api, "dk", dk, "k", k);
-  check_same_shape(api, "dv", dv, "k", k);
-  check_output_dtype(api, "dout", dout, c.dtype, false);
-  for (const auto& [name, t] : {std::pair{"dq", dq}, {"dk", dk}, {"dv", dv}}) {
-    check_output_dtype(api, name, t, c.dtype, false);
-    check_no_alias(api, name, t, "q", q);
-    check_no_alias(api, name, t, "k", k);
-    check_no_alias(api, name, t, "v", v);
-    check_no_alias(api, name, t, "dout", dout);
-  }
-  check_no_alias(api, "dq", dq, "dk", dk);
-  check_no_alias(api, "dq", dq, "dv", dv);
-  check_no_alias(api, "dk", dk, "dv", dv);
+  check_gradients(api, c, dout, q, k, v, dq, dk, dv, false);
   // delta [B,H,S] (varlen [H,T]) fp32 in the device's memory, contiguous like lse.
   const std::vector<std::int64_t> rows =
       c.varlen ? std::vector<std::int64_t>{c.H, c.S_q} : std::vector<std::int64_t>{c.B, c.H, c.S_q};

@@ -21,17 +21,12 @@ import subprocess
 import sys
 import tempfile
 
+import cli_checks
+from cli_checks import check, failures, records
+
 burst = os.path.abspath(sys.argv[1])
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1")
-failures = []
+env = dict(cli_checks.env, OMPI_MCA_rmaps_base_oversubscribe="1")
 S, H, D, P = 256, 2, 16, 2
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def run(args, ranks=0, expect_ok=True):
@@ -40,10 +35,6 @@ def run(args, ranks=0, expect_ok=True):
     if expect_ok and p.returncode != 0:
         sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stderr[-2000:]}")
     return p
-
-
-def records(text):
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 with tempfile.TemporaryDirectory() as tmp:

@@ -24,25 +24,15 @@ import subprocess
 import sys
 import tempfile
 
+from cli_checks import check, env, failures, records
+
 burst = os.path.abspath(sys.argv[1])
 python = sys.argv[2] if len(sys.argv) > 2 else sys.executable
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def run(args, exe=None):
     return subprocess.run([exe or burst] + args, capture_output=True, text=True, env=env, timeout=300)
-
-
-def records(text):
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 info = json.loads(run(["info"]).stdout)

@@ -19,15 +19,9 @@ import subprocess
 import sys
 import tempfile
 
+from cli_checks import check, env, failures
+
 burst, burst_lm = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1")
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def run(cmd, extra_env=None):

@@ -181,6 +181,21 @@ inline void from_device(const DevTensor& t, void* host) {
                     staged.data() + static_cast<std::size_t>(bhsd_index(shape, b, s, h)) * es, row);
 }
 
+/// dq, dk, dv of case c downloaded from fp32 device tensors; accumulate: less `init` (the values
+/// the kernel added into), so that both runs of an accumulate test compare what was written.
+inline std::vector<Tensor> gradients_written(const GpuCase& c, const DevTensor& dq, const DevTensor& dk,
+                                             const DevTensor& dv, const std::vector<Tensor>& init,
+                                             bool accumulate) {
+  std::vector<Tensor> got{Tensor(c.qs()), Tensor(c.ks()), Tensor(c.ks())};
+  from_device(dq, got[0].data());
+  from_device(dk, got[1].data());
+  from_device(dv, got[2].data());
+  if (accumulate)
+    for (std::size_t t = 0; t < 3; ++t)
+      for (std::int64_t i = 0; i < got[t].numel(); ++i) got[t].data()[i] -= init[t].data()[i];
+  return got;
+}
+
 /// The rounded inputs of a case (seeded) and what a kernel produced, widened to fp32.
 struct GpuInputs {
   Rounded q, k, v, g;
@@ -195,18 +210,28 @@ struct GpuResults {
   Rounded dq, dk, dv;
 };
 
+/// The step kernels' arguments: global positions qp, kp (host memory), the slice table of `mask`
+/// and `scale`; they point into qp, kp and mask, which must outlive them.
+inline kernels::KernelArgs kernel_args(const std::vector<std::int64_t>& qp,
+                                       const std::vector<std::int64_t>& kp, const ResolvedMask& mask,
+                                       float scale) {
+  kernels::KernelArgs args;
+  args.q_pos = qp.data();
+  args.kv_pos = kp.data();
+  args.scale = scale;
+  args.mask_slices = mask.slices().data();
+  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  return args;
+}
+
 /// Forward then backward of case c on the GPU with kernel `which` (outputs in c.dt); cudnn: the
 /// state StepKernel::Cudnn needs (its backward reads the forward's out).
 inline GpuResults run_case(const GpuCase& c, const GpuInputs& in, cuda::StepKernel which,
                            cuda::CudnnState* cudnn = nullptr) {
   const ResolvedMask mask(c.mask, c.global(true), c.global(false));
   const auto qp = c.positions(true), kp = c.positions(false);
-  kernels::KernelArgs args;
-  args.q_pos = qp.data();
-  args.kv_pos = kp.data();
-  args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.D)));
-  args.mask_slices = mask.slices().data();
-  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  const kernels::KernelArgs args =
+      kernel_args(qp, kp, mask, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.D))));
   const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
   GpuResults r{empty_rounded(c.qs(), c.dt),
                Tensor(rs),

@@ -17,6 +17,7 @@
 #include "burst/error.h"
 #include "burst/mask.h"
 #include "cuda_attention_harness.h"
+#include "cuda_test_util.h"
 #include "device/cuda/attention_cuda.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_memory.h"
@@ -127,13 +128,7 @@ TEST(CudaMaskTable, FastKernelNamesWhatItRefuses) {
 
 // ---------------------------------------------------------------- kernels (GPU)
 
-class CudaAttention : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const cuda::DeviceQuery q = cuda::query_devices();
-    if (q.count == 0) GTEST_SKIP() << "no CUDA device: " << q.reason;
-  }
-};
+class CudaAttention : public OnCudaDevice {};
 
 // S = 200: three full 64-row tiles and a ragged one; the masks' slices cut tiles anywhere.
 TEST_F(CudaAttention, EveryMaskTypeFastAndTwinMatchTheOracle) {
@@ -218,11 +213,8 @@ TEST_F(CudaAttention, Fp32OperandsAndOtherHeadDimsRunOnTheTwin) {
               dlse = poisoned(DType::F32, {c.B, c.H, c.S_q}, false);
     const auto pos = c.positions(true);
     const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
-    kernels::KernelArgs args;
-    args.q_pos = args.kv_pos = pos.data();
-    args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-    args.mask_slices = mask.slices().data();
-    args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+    const kernels::KernelArgs args =
+        kernel_args(pos, pos, mask, static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))));
     for (cuda::StepKernel fast : {cuda::StepKernel::Fast, cuda::StepKernel::FastMma})
       EXPECT_THROW(cuda::step_forward(dq.view, dk.view, dv.view, dout.view, dlse.view, args, nullptr, fast),
                    Error);
@@ -247,11 +239,7 @@ TEST_F(CudaAttention, AccumulateAddsIntoFp32Gradients) {
   const GpuInputs in = inputs_of(c);
   const auto pos = c.positions(true);
   const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
-  kernels::KernelArgs args;
-  args.q_pos = args.kv_pos = pos.data();
-  args.scale = 0.125f;
-  args.mask_slices = mask.slices().data();
-  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  const kernels::KernelArgs args = kernel_args(pos, pos, mask, 0.125f);
   const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
   for (cuda::StepKernel which : {cuda::StepKernel::Reference, cuda::StepKernel::Fast}) {
     SCOPED_TRACE(which == cuda::StepKernel::Fast ? "fast" : "reference");
@@ -274,14 +262,7 @@ TEST_F(CudaAttention, AccumulateAddsIntoFp32Gradients) {
       cuda::step_backward(g.view, q.view, k.view, v.view, l.view, d.view, gq.view, gk.view, gv.view, args,
                           accumulate, nullptr, which);
       cuda::check(cudaDeviceSynchronize(), "backward");
-      std::vector<Tensor> got{Tensor(c.qs()), Tensor(c.ks()), Tensor(c.ks())};
-      from_device(gq, got[0].data());
-      from_device(gk, got[1].data());
-      from_device(gv, got[2].data());
-      if (accumulate)
-        for (std::size_t t = 0; t < 3; ++t)
-          for (std::int64_t i = 0; i < got[t].numel(); ++i) got[t].data()[i] -= init[t].data()[i];
-      (accumulate ? added : fresh) = std::move(got);
+      (accumulate ? added : fresh) = gradients_written(c, gq, gk, gv, init, accumulate);
     }
     // Same sums up to fp32 rounding of the additions (atomics add dQ in no fixed order).
     for (std::size_t t = 0; t < 3; ++t) {
@@ -349,10 +330,4 @@ TEST_F(CudaAttention, SeamRunsTheSameKernelsWithDeviceTables) {
 }  // namespace
 }  // namespace burst::test
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  const ::testing::UnitTest& u = *::testing::UnitTest::GetInstance();
-  if (rc == 0 && u.skipped_test_count() > 0 && u.successful_test_count() == 0) return 77;
-  return rc;
-}
+int main(int argc, char** argv) { return burst::test::run_cuda_tests(argc, argv); }

@@ -15,6 +15,7 @@
 
 #include "burst/mask.h"
 #include "cuda_attention_harness.h"
+#include "cuda_test_util.h"
 #include "device/cuda/attention_cuda.h"
 #include "device/cuda/attention_cudnn.h"
 #include "device/cuda/cuda_memory.h"
@@ -143,11 +144,11 @@ TEST(CudnnClassify, ZigzagAndStripedBlocks) {
 
 // ---------------------------------------------------------------- on the GPU
 
-class CudnnAttention : public ::testing::Test {
+class CudnnAttention : public OnCudaDevice {
  protected:
   void SetUp() override {
-    const cuda::DeviceQuery q = cuda::query_devices();
-    if (q.count == 0) GTEST_SKIP() << "no CUDA device: " << q.reason;
+    OnCudaDevice::SetUp();
+    if (IsSkipped()) return;
     if (!cuda::cudnn_compiled()) GTEST_SKIP() << "burst_cuda built without the cuDNN frontend headers";
     state_ = std::make_unique<cuda::CudnnState>(0);
   }
@@ -228,11 +229,7 @@ TEST_F(CudnnAttention, AccumulateAddsIntoFp32Gradients) {
   const GpuInputs in = inputs_of(c);
   const auto pos = c.positions(true);
   const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
-  kernels::KernelArgs args;
-  args.q_pos = args.kv_pos = pos.data();
-  args.scale = static_cast<float>(1.0 / std::sqrt(64.0));
-  args.mask_slices = mask.slices().data();
-  args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  const kernels::KernelArgs args = kernel_args(pos, pos, mask, static_cast<float>(1.0 / std::sqrt(64.0)));
   const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
   GpuResults base = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
   std::vector<Tensor> fresh, added;
@@ -253,14 +250,7 @@ TEST_F(CudnnAttention, AccumulateAddsIntoFp32Gradients) {
                         accumulate, nullptr, cuda::StepKernel::Cudnn, state_.get(), &o.view);
     cuda::check(cudaDeviceSynchronize(), "backward");
     EXPECT_EQ(state_->executed(), before + 1);
-    std::vector<Tensor> got{Tensor(c.qs()), Tensor(c.ks()), Tensor(c.ks())};
-    from_device(gq, got[0].data());
-    from_device(gk, got[1].data());
-    from_device(gv, got[2].data());
-    if (accumulate)
-      for (std::size_t t = 0; t < 3; ++t)
-        for (std::int64_t i = 0; i < got[t].numel(); ++i) got[t].data()[i] -= init[t].data()[i];
-    (accumulate ? added : fresh) = std::move(got);
+    (accumulate ? added : fresh) = gradients_written(c, gq, gk, gv, init, accumulate);
   }
   // The same 16-bit values, up to the fp32 rounding of one addition to init (|init| < 1).
   for (std::size_t t = 0; t < 3; ++t) {
@@ -277,10 +267,4 @@ TEST_F(CudnnAttention, AccumulateAddsIntoFp32Gradients) {
 }  // namespace
 }  // namespace burst::test
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  const ::testing::UnitTest& u = *::testing::UnitTest::GetInstance();
-  if (rc == 0 && u.skipped_test_count() > 0 && u.successful_test_count() == 0) return 77;
-  return rc;
-}
+int main(int argc, char** argv) { return burst::test::run_cuda_tests(argc, argv); }

@@ -15,6 +15,7 @@
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "burst/tensor.h"
+#include "cuda_test_util.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_memory.h"
 
@@ -50,11 +51,11 @@ TensorView view_over(const Buffer& b, DType dtype, std::vector<std::int64_t> sha
   return v;
 }
 
-class OnGpu : public ::testing::Test {
+class OnGpu : public test::OnCudaDevice {
  protected:
   void SetUp() override {
-    const cuda::DeviceQuery q = cuda::query_devices();
-    if (q.count == 0) GTEST_SKIP() << "no CUDA device: " << q.reason;
+    OnCudaDevice::SetUp();
+    if (IsSkipped()) return;
     gpu = std::make_unique<CudaDevice>(0);
   }
   std::unique_ptr<CudaDevice> gpu;
@@ -260,11 +261,4 @@ TEST(CudaDeviceChecks, WithoutAGpuConstructionNamesTheReason) {
 }  // namespace
 }  // namespace burst::device
 
-// Exit 77 (ctest: skipped) when every test that ran was skipped: no GPU here.
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  const ::testing::UnitTest& u = *::testing::UnitTest::GetInstance();
-  if (rc == 0 && u.skipped_test_count() > 0 && u.successful_test_count() == 0) return 77;
-  return rc;
-}
+int main(int argc, char** argv) { return burst::test::run_cuda_tests(argc, argv); }

@@ -23,6 +23,7 @@
 #include "burst/error.h"
 #include "burst/softmax_merge.h"
 #include "burst/tensor.h"
+#include "cuda_test_util.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/elementwise.h"
 
@@ -164,13 +165,7 @@ void fill_values(HostArray& a, std::uint64_t seed) {
   return ::testing::AssertionSuccess();
 }
 
-class CudaElementwise : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const cuda::DeviceQuery q = cuda::query_devices();
-    if (q.count == 0) GTEST_SKIP() << "no CUDA device: " << q.reason;
-  }
-};
+class CudaElementwise : public test::OnCudaDevice {};
 
 TEST_F(CudaElementwise, CopyMatchesConvertForEveryDtypePairStrideAndEdgeSize) {
   const DType dtypes[] = {DType::F32, DType::BF16, DType::F16, DType::F64};
@@ -452,11 +447,4 @@ TEST(CudaChecks, TheDeviceQueryGivesAReasonWhenThereIsNoDevice) {
 }  // namespace
 }  // namespace burst
 
-// Exit 77 (ctest: skipped) when every test that ran was skipped: no GPU here.
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rc = RUN_ALL_TESTS();
-  const ::testing::UnitTest& u = *::testing::UnitTest::GetInstance();
-  if (rc == 0 && u.skipped_test_count() > 0 && u.successful_test_count() == 0) return 77;
-  return rc;
-}
+int main(int argc, char** argv) { return burst::test::run_cuda_tests(argc, argv); }

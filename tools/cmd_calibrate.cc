@@ -560,18 +560,20 @@ void run_calibrate(CalibrateOptions o) {
       << intra_collective_text << inter_share_text << sharing_text;
   c.source = src.str();
   c.validate();
-  if (comm.rank() == 0) {
-    const std::string text = bench::cluster_to_json(c).dump(2);
-    std::cout << text << std::endl;
-    if (!o.output.empty()) {
-      std::ofstream f(o.output);
-      BURST_CHECK(f.good(), InvalidArgument, "calibrate: cannot write ", o.output);
-      f << text << "\n";
-    }
-  }
+  if (comm.rank() == 0) print_cluster_spec(c, o.output);
 }
 
 }  // namespace
+
+void print_cluster_spec(const ClusterSpec& c, const std::string& output) {
+  const std::string text = bench::cluster_to_json(c).dump(2);
+  std::cout << text << std::endl;
+  if (!output.empty()) {
+    std::ofstream f(output);
+    BURST_CHECK(f.good(), InvalidArgument, "calibrate: cannot write ", output);
+    f << text << "\n";
+  }
+}
 
 void add_calibrate_command(CLI::App& app) {
   auto opt = std::make_shared<CalibrateOptions>();

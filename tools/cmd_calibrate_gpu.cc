@@ -4,8 +4,6 @@
 // data sheets, share/clusters/): attention_efficiency_forward / _backward = the measured rate ÷
 // the preset's matmul_flops, memory_capacity = the GPU's own. One process, one GPU; the links of
 // a multi-GPU node are not measured here (one GPU cannot show them).
-#include <fstream>
-#include <iostream>
 #include <sstream>
 #include <string>
 
@@ -37,13 +35,7 @@ void run_calibrate_gpu(const GpuCalibrateOptions& o) {
       << " TFLOP/s; links, matmul peak and the rest from the preset " << o.cluster << " (not measured)";
   c.source = src.str();
   c.validate();
-  const std::string text = bench::cluster_to_json(c).dump(2);
-  std::cout << text << std::endl;
-  if (!o.output.empty()) {
-    std::ofstream f(o.output);
-    BURST_CHECK(f.good(), InvalidArgument, "calibrate: cannot write ", o.output);
-    f << text << "\n";
-  }
+  print_cluster_spec(c, o.output);
 }
 
 }  // namespace burst::cli

@@ -11,6 +11,9 @@
 namespace CLI {
 class App;
 }
+namespace burst {
+struct ClusterSpec;
+}
 
 namespace burst::cli {
 
@@ -31,5 +34,9 @@ struct GpuCalibrateOptions {
 /// Measures the GPU's step-kernel rates into the preset `cluster`'s spec; prints it (and writes
 /// `output`). Throws: Error(Unsupported) without CUDA or a GPU; Error(InvalidArgument) otherwise.
 void run_calibrate_gpu(const GpuCalibrateOptions& o);
+/// Prints a calibrated cluster spec as JSON (2-space indent) to stdout and, when `output` is not
+/// empty, writes the same text there (cmd_calibrate.cc). Throws: Error(InvalidArgument) when
+/// `output` cannot be opened.
+void print_cluster_spec(const ClusterSpec& c, const std::string& output);
 
 }  // namespace burst::cli

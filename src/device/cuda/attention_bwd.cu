@@ -200,23 +200,18 @@ __global__ void __launch_bounds__(kThreads) fast_backward_kernel(BackwardArgs a,
 #else
   (void)a;
   (void)vec;
-#if defined(__CUDA_ARCH__)
-  __trap();  // the host dispatches here only on compute capability 8.0 or newer
-#endif
+  trap_below_sm80();
 #endif
 }
 
 }  // namespace
 
-std::size_t fast_backward_smem_bytes(std::int64_t D) {
-  return D == 64 ? BackwardSmem<64>::bytes : BackwardSmem<128>::bytes;
-}
+std::size_t fast_backward_smem_bytes(std::int64_t D) { return smem_bytes_for<BackwardSmem>(D); }
 
 void launch_fast_backward(const BackwardArgs& a, cudaStream_t stream) {
   if (a.s.B * a.s.H_kv * a.s.S_kv == 0) return;
   const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.dout);
-  const dim3 grid(static_cast<unsigned>((a.s.S_kv + kBkv - 1) / kBkv), static_cast<unsigned>(a.s.H_kv),
-                  static_cast<unsigned>(a.s.B));
+  const dim3 grid = tile_grid(a.s.S_kv, kBkv, a.s.H_kv, a.s.B);
   dispatch_tiles(a.q.dtype, a.s.D, [&]<typename T, int D>() {
     launch_tiles(fast_backward_kernel<T, D>, static_cast<int>(BackwardSmem<D>::bytes), grid, a, vec, stream,
                  "fast attention backward");

@@ -47,6 +47,12 @@ __device__ __forceinline__ void store_elem(const BshdArg& t, std::int64_t off, f
   *p = accumulate ? *p + x : x;
 }
 
+/// The end of an online-softmax row with running max m and sum l: out = o / l and
+/// lse = m + log l (natural log); when no key was visible (l = 0), out = 0 and lse = −∞ (the
+/// flash_attn convention, never NaN).
+__device__ __forceinline__ float normalized_out(float o, float l) { return l == 0.0f ? 0.0f : o / l; }
+__device__ __forceinline__ float row_lse(float m, float l) { return l == 0.0f ? -INFINITY : m + logf(l); }
+
 /// Visibility of (q, k) under the first n slices of a table (global or shared memory).
 __device__ __forceinline__ bool visible_in(const SliceBounds* bounds, int n, std::int64_t q, std::int64_t k) {
   for (int s = 0; s < n; ++s)

@@ -162,33 +162,27 @@ __global__ void __launch_bounds__(kThreads) fast_forward_kernel(ForwardArgs a, b
   for (int e = tid; e < q_valid * D; e += kThreads) {
     const int row = e / D, d = e % D;
     const float l = l_row[row];
-    store_elem(a.out, row_offset(a.out, b, q0 + row, h) + d, l == 0.0f ? 0.0f : Os[row * St::acc + d] / l,
-               false);
+    store_elem(a.out, row_offset(a.out, b, q0 + row, h) + d, normalized_out(Os[row * St::acc + d], l), false);
   }
   for (int row = tid; row < q_valid; row += kThreads) {
     const float l = l_row[row];
-    row_at(a.lse, b, h, q0 + row) = l == 0.0f ? -INFINITY : m_row[row] + logf(l);
+    row_at(a.lse, b, h, q0 + row) = row_lse(m_row[row], l);
   }
 #else
   (void)a;
   (void)vec;
-#if defined(__CUDA_ARCH__)
-  __trap();  // the host dispatches here only on compute capability 8.0 or newer
-#endif
+  trap_below_sm80();
 #endif
 }
 
 }  // namespace
 
-std::size_t fast_forward_smem_bytes(std::int64_t D) {
-  return D == 64 ? ForwardSmem<64>::bytes : ForwardSmem<128>::bytes;
-}
+std::size_t fast_forward_smem_bytes(std::int64_t D) { return smem_bytes_for<ForwardSmem>(D); }
 
 void launch_fast_forward(const ForwardArgs& a, cudaStream_t stream) {
   if (a.s.B * a.s.H * a.s.S_q == 0) return;
   const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
-  const dim3 grid(static_cast<unsigned>((a.s.S_q + kBq - 1) / kBq), static_cast<unsigned>(a.s.H),
-                  static_cast<unsigned>(a.s.B));
+  const dim3 grid = tile_grid(a.s.S_q, kBq, a.s.H, a.s.B);
   dispatch_tiles(a.q.dtype, a.s.D, [&]<typename T, int D>() {
     launch_tiles(fast_forward_kernel<T, D>, static_cast<int>(ForwardSmem<D>::bytes), grid, a, vec, stream,
                  "fast attention forward");

@@ -239,29 +239,24 @@ __global__ void __launch_bounds__(kThreads) mma_forward_kernel(ForwardArgs a, bo
 #pragma unroll
       for (int e = 0; e < 2; ++e)
         store_elem(a.out, at + 8 * n + mma_layout::accumulator_element(lane, 2 * i + e).col,
-                   sum == 0.0f ? 0.0f : o[n][2 * i + e] / sum, false);
-    if (t == 0) row_at(a.lse, b, h, qi) = sum == 0.0f ? -INFINITY : m[i] + logf(sum);
+                   normalized_out(o[n][2 * i + e], sum), false);
+    if (t == 0) row_at(a.lse, b, h, qi) = row_lse(m[i], sum);
   }
 #else
   (void)a;
   (void)vec;
-#if defined(__CUDA_ARCH__)
-  __trap();  // the host dispatches here only on compute capability 8.0 or newer
-#endif
+  trap_below_sm80();
 #endif
 }
 
 }  // namespace
 
-std::size_t mma_forward_smem_bytes(std::int64_t D) {
-  return D == 64 ? MmaSmem<64>::bytes : MmaSmem<128>::bytes;
-}
+std::size_t mma_forward_smem_bytes(std::int64_t D) { return smem_bytes_for<MmaSmem>(D); }
 
 void launch_mma_forward(const ForwardArgs& a, cudaStream_t stream) {
   if (a.s.B * a.s.H * a.s.S_q == 0) return;
   const bool vec = aligned16(a.q) && aligned16(a.k) && aligned16(a.v);
-  const dim3 grid(static_cast<unsigned>((a.s.S_q + kBq - 1) / kBq), static_cast<unsigned>(a.s.H),
-                  static_cast<unsigned>(a.s.B));
+  const dim3 grid = tile_grid(a.s.S_q, kBq, a.s.H, a.s.B);
   dispatch_tiles(a.q.dtype, a.s.D, [&]<typename T, int D>() {
     launch_tiles(mma_forward_kernel<T, D>, static_cast<int>(MmaSmem<D>::bytes), grid, a, vec, stream,
                  "mma attention forward");

@@ -27,6 +27,21 @@ __device__ bool visible(const StepArgs& s, std::int64_t i, std::int64_t j) {
   return table_visible(s.slices, s.slice_count, s.q_pos[i], s.kv_pos[j]);
 }
 
+// The row this thread owns: one thread a row of the flattened grid.
+__device__ std::int64_t thread_row() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+// Query row `row` of the flattened [B, H, S_q] grid: its position i, head h, batch b, and the
+// K/V head hk its GQA group reads.
+struct QueryRow {
+  std::int64_t i, h, b, hk;
+};
+__device__ QueryRow query_row(const StepArgs& s, std::int64_t row) {
+  const std::int64_t h = (row / s.S_q) % s.H;
+  return {row % s.S_q, h, row / (s.S_q * s.H), h / (s.H / s.H_kv)};
+}
+
 __device__ float dot_rows(const BshdArg& a, std::int64_t oa, const BshdArg& b, std::int64_t ob, int D) {
   float acc = 0.0f;
   for (int d = 0; d < D; ++d) acc = fmaf(load_elem(a, oa + d), load_elem(b, ob + d), acc);
@@ -35,10 +50,9 @@ __device__ float dot_rows(const BshdArg& a, std::int64_t oa, const BshdArg& b, s
 
 __global__ void reference_forward_kernel(ForwardArgs a) {
   const StepArgs& s = a.s;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t row = thread_row();
   if (row >= s.B * s.H * s.S_q) return;
-  const std::int64_t i = row % s.S_q, h = (row / s.S_q) % s.H, b = row / (s.S_q * s.H);
-  const std::int64_t hk = h / (s.H / s.H_kv);
+  const auto [i, h, b, hk] = query_row(s, row);
   const int D = static_cast<int>(s.D);
   const std::int64_t oq = row_offset(a.q, b, i, h);
   float m = -INFINITY;
@@ -84,10 +98,9 @@ __device__ bool pair_grads(const BackwardArgs& a, std::int64_t b, std::int64_t h
 
 __global__ void reference_backward_dq_kernel(BackwardArgs a) {
   const StepArgs& s = a.s;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t row = thread_row();
   if (row >= s.B * s.H * s.S_q) return;
-  const std::int64_t i = row % s.S_q, h = (row / s.S_q) % s.H, b = row / (s.S_q * s.H);
-  const std::int64_t hk = h / (s.H / s.H_kv);
+  const auto [i, h, b, hk] = query_row(s, row);
   const int D = static_cast<int>(s.D);
   float acc[kMaxD];
   for (int d = 0; d < D; ++d) acc[d] = 0.0f;
@@ -103,7 +116,7 @@ __global__ void reference_backward_dq_kernel(BackwardArgs a) {
 
 __global__ void reference_backward_dkv_kernel(BackwardArgs a) {
   const StepArgs& s = a.s;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t row = thread_row();
   if (row >= s.B * s.H_kv * s.S_kv) return;
   const std::int64_t j = row % s.S_kv, hk = (row / s.S_kv) % s.H_kv, b = row / (s.S_kv * s.H_kv);
   const std::int64_t group = s.H / s.H_kv;

@@ -138,6 +138,26 @@ inline bool aligned16(const BshdArg& t) {
          t.sh % 8 == 0;
 }
 
+/// The grid of a tiled kernel: one block per `tile` rows of `rows` (x), per head (y), per batch (z).
+inline dim3 tile_grid(std::int64_t rows, int tile, std::int64_t heads, std::int64_t B) {
+  return dim3(static_cast<unsigned>((rows + tile - 1) / tile), static_cast<unsigned>(heads),
+              static_cast<unsigned>(B));
+}
+
+/// Bytes of the shared-memory layout Smem<D> for the head dim D (64 or 128; the callers checked).
+template <template <int> class Smem>
+std::size_t smem_bytes_for(std::int64_t D) {
+  return D == 64 ? Smem<64>::bytes : Smem<128>::bytes;
+}
+
+/// The body of a tiled kernel compiled for a device older than compute capability 8.0: the
+/// host dispatches there only on 8.0 or newer, so reaching it is a bug and the kernel traps.
+__device__ __forceinline__ void trap_below_sm80() {
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+
 /// Launches kernel<<<grid, kThreads, bytes, stream>>>(args, vec) after raising its dynamic
 /// shared-memory limit to `bytes`; Error(Internal) naming `what` when the GPU refuses either.
 template <typename Args>
