@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -13,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "burst/attention.h"
 #include "burst/comm.h"
 #include "burst/mask.h"
 #include "burst/plan.h"
@@ -95,6 +97,46 @@ inline Mask mask_of(Family f, std::int64_t S, std::uint64_t seed, std::int64_t w
     case Family::BlockSparse: return make_benchmark_mask(MaskType::QkSparse, S, cfg);
   }
   return Mask::full();
+}
+
+/// One global problem and its fp64 oracle: seeded q, dout [B,S,H,D] and k, v [B,S,H_kv,D]
+/// (seeds seed + 1 .. seed + 4, fp32), the Reference kernel's out, lse [B,H,S], dq, dk, dv on
+/// them, and for each of those five the tolerance rule (test_util.h) from the naive-fp32 twin's
+/// error on the same inputs.
+struct OracleCase {
+  ProblemShape shape;
+  Mask mask;
+  Tensor q, k, v, dout, out, lse, dq, dk, dv;
+  double tol[5] = {};  // out, lse, dq, dk, dv
+  /// The five results, in tol's order.
+  std::array<const Tensor*, 5> results() const { return {&out, &lse, &dq, &dk, &dv}; }
+};
+
+inline OracleCase oracle_case(const ProblemShape& shape, Mask mask, std::uint64_t seed) {
+  OracleCase r;
+  r.shape = shape;
+  r.mask = std::move(mask);
+  r.q = random_tensor({shape.B, shape.S_global, shape.H, shape.D}, seed + 1);
+  r.k = random_tensor({shape.B, shape.S_global, shape.H_kv, shape.D}, seed + 2);
+  r.v = random_tensor({shape.B, shape.S_global, shape.H_kv, shape.D}, seed + 3);
+  r.dout = random_tensor({shape.B, shape.S_global, shape.H, shape.D}, seed + 4);
+  AttentionParams p;
+  p.mask = r.mask;
+  p.impl = KernelImpl::Reference;
+  AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
+  AttentionGrads g =
+      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
+  const AttentionOutput n = naive_fp32_forward(r.q, r.k, r.v, p);
+  const AttentionGrads ng = naive_fp32_backward(r.dout, r.q, r.k, r.v, o.out, o.lse, p);
+  r.out = std::move(o.out);
+  r.lse = std::move(o.lse);
+  r.dq = std::move(g.dq);
+  r.dk = std::move(g.dk);
+  r.dv = std::move(g.dv);
+  const Tensor* naive[5] = {&n.out, &n.lse, &ng.dq, &ng.dk, &ng.dv};
+  const auto refs = r.results();
+  for (int i = 0; i < 5; ++i) r.tol[i] = tolerance(max_abs_diff(*naive[i], *refs[i]), max_abs(*refs[i]));
+  return r;
 }
 
 /// make(B, H, H_kv, family), computed once per argument tuple (fp64 references are the slow part

@@ -40,39 +40,10 @@ constexpr std::int64_t kS = 96, kD = 16, kH = 4, kHkv = 2;  // 96: every layout 
 
 int g_gpu = 0;  // this rank's GPU (main)
 
-struct Reference {
-  ProblemShape shape;
-  Mask mask;
-  Tensor q, k, v, dout, out, lse, dq, dk, dv;
-  double tol[5] = {};  // out, lse, dq, dk, dv: the tolerance rule against the naive fp32 error
-};
+using Reference = test::OracleCase;
 
 Reference make_reference(test::Family family) {
-  Reference r;
-  r.shape = {1, kS, kH, kHkv, kD};
-  r.mask = test::mask_of(family, kS, /*seed=*/3, /*window=*/11);
-  r.q = test::random_tensor({1, kS, kH, kD}, 11);
-  r.k = test::random_tensor({1, kS, kHkv, kD}, 12);
-  r.v = test::random_tensor({1, kS, kHkv, kD}, 13);
-  r.dout = test::random_tensor({1, kS, kH, kD}, 14);
-  AttentionParams p;
-  p.mask = r.mask;
-  p.impl = KernelImpl::Reference;
-  AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
-  AttentionGrads g =
-      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
-  const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
-  const AttentionGrads ng = test::naive_fp32_backward(r.dout, r.q, r.k, r.v, o.out, o.lse, p);
-  r.out = std::move(o.out);
-  r.lse = std::move(o.lse);
-  r.dq = std::move(g.dq);
-  r.dk = std::move(g.dk);
-  r.dv = std::move(g.dv);
-  const Tensor* refs[5] = {&r.out, &r.lse, &r.dq, &r.dk, &r.dv};
-  const Tensor* naive[5] = {&n.out, &n.lse, &ng.dq, &ng.dk, &ng.dv};
-  for (int i = 0; i < 5; ++i)
-    r.tol[i] = test::tolerance(test::max_abs_diff(*naive[i], *refs[i]), test::max_abs(*refs[i]));
-  return r;
+  return test::oracle_case({1, kS, kH, kHkv, kD}, test::mask_of(family, kS, /*seed=*/3, /*window=*/11), 10);
 }
 
 /// A contiguous host view's copy in the GPU's memory (or NaN bytes of its shape), and back.

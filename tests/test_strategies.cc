@@ -33,50 +33,23 @@ Mask mask_of(Family f) { return test::mask_of(f, kS, /*seed=*/3, /*window=*/11);
 
 /// Global inputs, fp64-oracle results, the single-process fp32 (Tiled, P = 1) errors and the
 /// tolerance of test_util.h's rule.
-struct Reference {
-  ProblemShape shape;
-  Mask mask;
-  Tensor q, k, v, dout, out, lse, dq, dk, dv;
-  double tol[5] = {};        // out, lse, dq, dk, dv
+struct Reference : test::OracleCase {
   double local_err[5] = {};  // |tiled(P=1) − ref|
 };
 
-double err(const Tensor& a, const Tensor& b) { return test::max_abs_diff(a, b); }
-
 Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
-  Reference r;
-  r.shape = {B, kS, H, H_kv, kD};
-  r.mask = mask_of(family);
-  const auto seed = static_cast<std::uint64_t>(1000 * H + 10 * H_kv + B);
-  r.q = test::random_tensor({B, kS, H, kD}, seed + 1);
-  r.k = test::random_tensor({B, kS, H_kv, kD}, seed + 2);
-  r.v = test::random_tensor({B, kS, H_kv, kD}, seed + 3);
-  r.dout = test::random_tensor({B, kS, H, kD}, seed + 4);
+  Reference r{test::oracle_case({B, kS, H, H_kv, kD}, mask_of(family),
+                                static_cast<std::uint64_t>(1000 * H + 10 * H_kv + B))};
   AttentionParams p;
   p.mask = r.mask;
-  p.impl = KernelImpl::Reference;
-  AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
-  AttentionGrads g =
-      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
-  const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
-  const AttentionGrads ng = test::naive_fp32_backward(r.dout, r.q, r.k, r.v, o.out, o.lse, p);
   p.impl = KernelImpl::Tiled;
   p.num_threads = 1;
   const AttentionOutput t = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
   const AttentionGrads tg =
-      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
-  r.out = std::move(o.out);
-  r.lse = std::move(o.lse);
-  r.dq = std::move(g.dq);
-  r.dk = std::move(g.dk);
-  r.dv = std::move(g.dv);
-  const Tensor* refs[5] = {&r.out, &r.lse, &r.dq, &r.dk, &r.dv};
-  const Tensor* naive[5] = {&n.out, &n.lse, &ng.dq, &ng.dk, &ng.dv};
+      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), r.out.view(), r.lse.view(), p);
   const Tensor* tiled[5] = {&t.out, &t.lse, &tg.dq, &tg.dk, &tg.dv};
-  for (int i = 0; i < 5; ++i) {
-    r.tol[i] = test::tolerance(err(*naive[i], *refs[i]), test::max_abs(*refs[i]));
-    r.local_err[i] = err(*tiled[i], *refs[i]);
-  }
+  const auto refs = r.results();
+  for (int i = 0; i < 5; ++i) r.local_err[i] = test::max_abs_diff(*tiled[i], *refs[i]);
   return r;
 }
 
