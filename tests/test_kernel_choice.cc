@@ -40,6 +40,7 @@ TEST(KernelChoice, TheFastestCandidateWinsAndIsCachedPerKey) {
   // Another key is timed on its own.
   EXPECT_EQ(chooser.choose({7, 2}, {1, 2, 3}, 0, t.fn()), 1);
   EXPECT_EQ(chooser.size(), 2u);
+  EXPECT_EQ(chooser.entries().size(), 2u);
   EXPECT_EQ(chooser.measured(), 2);
   const KernelChooser::Choice* c = chooser.find({7, 1});
   ASSERT_NE(c, nullptr);

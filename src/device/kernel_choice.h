@@ -45,6 +45,8 @@ class KernelChooser {
   std::size_t size() const noexcept { return cache_.size(); }
   /// Per kernel chosen, the number of keys it was chosen for.
   std::map<int, std::int64_t> chosen_counts() const;
+  /// Every cached key and its choice, in key order.
+  const std::map<Key, Choice>& entries() const noexcept { return cache_; }
   std::int64_t measured() const noexcept { return measured_; }
 
  private:

@@ -129,7 +129,7 @@ StepBenchResult bench_step_kernels(const StepBenchCase& c) {
     dev.step_backward(vg, vq, vk, vv, vlse, vdelta, vdq, vdk, vdv, args, false, &vo);
   });
   r.backward_kernel = dev.last_kernel(true);
-  r.choices = dev.choice_summary();
+  r.choices = dev.choice_timings();
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   const double flops =
       4.0 * static_cast<double>(c.H) * static_cast<double>(c.D) * static_cast<double>(r.visible_pairs);

@@ -94,7 +94,7 @@ struct StepBenchResult {
   std::string gpu;              ///< the device's name (cudaGetDeviceProperties)
   std::string kernel;           ///< "fast", "fast_mma", "cudnn" or "reference" (what ran the forward)
   std::string backward_kernel;  ///< what ran the backward
-  std::string choices;          ///< Auto's choices by kernel (CudaDevice::choice_summary), or ""
+  std::string choices;          ///< Auto's timed choices (CudaDevice::choice_timings), or ""
   std::int64_t visible_pairs = 0;
   double forward_ms = 0, backward_ms = 0, forward_tflops = 0, backward_tflops = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -200,6 +201,24 @@ std::string CudaDevice::choice_summary() const {
   return out;
 }
 
+std::string CudaDevice::choice_timings() const {
+  std::string out;
+  for (const auto& [key, c] : steps_->chooser.entries()) {
+    if (!c.measured) continue;
+    // key: pass, dtypes (2), accumulate, B, H, H_kv, S_q class, S_kv class, ... (choose_step)
+    std::string line = std::string(key[0] != 0 ? "bwd " : "fwd ") + std::to_string(key[7]) + "x" +
+                       std::to_string(key[8]) + ":";
+    for (const auto& [k, ms] : c.timings) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, " %.3f ms,", ms ? *ms : 0.0);
+      line += std::string(" ") + name_of(static_cast<StepKernel>(k)) + (ms ? buf : " refused,");
+    }
+    line.back() = ' ';
+    out += (out.empty() ? "" : "; ") + line + "-> " + name_of(static_cast<StepKernel>(c.kernel));
+  }
+  return out;
+}
+
 namespace {
 
 /// One step's operands, marked as this GPU's (backward: dout and the gradients set).
@@ -238,6 +257,7 @@ StepKernel choose_step(cuda::CudnnState* cudnn, KernelChooser& chooser, const Cu
       cuda::cudnn_unsupported(s.q, s.k, s.v, p, stream, &verdict, s.dout, &cudnn->masks()).empty())
     cands.push_back(static_cast<int>(StepKernel::Cudnn));
   const TensorView& o_or_dq = s.backward() ? s.dq : s.out;
+  // choice_timings reads entries 0 (the pass), 7 and 8 (the length classes): keep them there.
   KernelChooser::Key key{s.backward() ? 1 : 0,
                          static_cast<std::int64_t>(s.q.dtype),
                          static_cast<std::int64_t>(o_or_dq.dtype),
