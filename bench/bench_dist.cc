@@ -214,6 +214,7 @@ void run_dist(const DistOptions& o) {
   if (gpu) {  // rank 0's GPU (every rank's: local rank modulo the GPUs, the same model on a host)
     config["gpu_name"] = gpu->name();
     config["gpu_index"] = gpu->index();
+    config["kernel"] = gpu->step_kernels();  // rank 0's device: its steps' measured choices
   }
   if (cfg.timeline) {
     nlohmann::json timeline_config = config;

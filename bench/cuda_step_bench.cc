@@ -28,6 +28,17 @@ burst::Mask mask_of(const std::string& name, std::int64_t S) {
   return burst::make_benchmark_mask(burst::mask_type_from_string(name), S);
 }
 
+const char* requested(burst::cuda::StepKernel k) {
+  switch (k) {
+    case burst::cuda::StepKernel::Auto: return "auto";
+    case burst::cuda::StepKernel::Reference: return "reference";
+    case burst::cuda::StepKernel::Fast: return "fast";
+    case burst::cuda::StepKernel::FastMma: return "fast_mma";
+    case burst::cuda::StepKernel::Cudnn: return "cudnn";
+  }
+  return "?";
+}
+
 /// s with the characters JSON strings may not hold raw (quotes, backslashes, controls) replaced.
 std::string json_safe(std::string s) {
   for (char& ch : s)
@@ -47,8 +58,9 @@ int main() {
   // The shapes PyTorch's SDPA backends are measured at (S = 32K; H 8, D 64 and H 32, D 128;
   // full and causal), a document mask and a window (tiles skipped by the slice table), and the
   // reference twin for scale; FastMma (the mma.sync forward, Fast's backward) and cuDNN's fused
-  // SDPA (StepKernel::Cudnn, where built with the frontend; else its rows run Auto's kernel and
-  // say so in "kernel") beside Fast.
+  // SDPA (StepKernel::Cudnn, where built with the frontend; else its rows run Fast and say so in
+  // "kernel") forced, beside Auto — the device's choice by measured speed: "kernel" /
+  // "backward_kernel" name what ran, "choices" every candidate's time (Fast's among them).
   const std::vector<Row> rows = {
       {"causal", 32768, 8, 64, StepKernel::Auto},
       {"full", 32768, 8, 64, StepKernel::Auto},
@@ -77,11 +89,13 @@ int main() {
     try {
       const burst::cuda::StepBenchResult r = burst::cuda::bench_step_kernels(c);
       std::printf(
-          "{\"bench\":\"cuda_step\",\"gpu\":\"%s\",\"kernel\":\"%s\",\"mask\":\"%s\",\"B\":1,\"S\":%lld,"
+          "{\"bench\":\"cuda_step\",\"gpu\":\"%s\",\"requested\":\"%s\",\"kernel\":\"%s\","
+          "\"backward_kernel\":\"%s\",\"choices\":\"%s\",\"mask\":\"%s\",\"B\":1,\"S\":%lld,"
           "\"H\":%lld,"
           "\"H_kv\":%lld,\"D\":%lld,\"dtype\":\"bf16\",\"visible_pairs\":%lld,\"forward_ms\":%.4f,"
           "\"backward_ms\":%.4f,\"forward_tflops\":%.2f,\"backward_tflops\":%.2f}\n",
-          r.gpu.c_str(), r.kernel.c_str(), row.mask, static_cast<long long>(c.S), static_cast<long long>(c.H),
+          r.gpu.c_str(), requested(row.kernel), r.kernel.c_str(), r.backward_kernel.c_str(),
+          json_safe(r.choices).c_str(), row.mask, static_cast<long long>(c.S), static_cast<long long>(c.H),
           static_cast<long long>(c.H_kv), static_cast<long long>(c.D),
           static_cast<long long>(r.visible_pairs), r.forward_ms, r.backward_ms, r.forward_tflops,
           r.backward_tflops);

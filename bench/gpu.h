@@ -94,6 +94,9 @@ class GpuDist {
   virtual TensorView upload(const TensorView& host) = 0;
   /// GPU seconds between CUDA events recorded on the passes' stream before and after fn.
   virtual double time(const std::function<void()>& fn) = 0;
+  /// The step kernels this rank's device chose so far (its Auto choice by measured speed), as
+  /// "kernel: step keys, ...", e.g. "cudnn: 2, fast: 3" (records' "kernel").
+  virtual std::string step_kernels() const = 0;
 };
 
 /// The GPU of choose_gpu(requested, local_rank).

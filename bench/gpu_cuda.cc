@@ -210,6 +210,8 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
   p.q_pos = p.kv_pos = reinterpret_cast<const std::int64_t*>(gpos.data());
   p.mask_slices = reinterpret_cast<const MaskSlice*>(gslices.data());
   p.mask_slice_count = static_cast<std::int64_t>(resolved.slices().size());
+  p.host_q_pos = p.host_kv_pos = pos.data();  // host twins: the kernel choice reads no device table
+  p.host_mask_slices = resolved.slices().data();
   p.block_q = c.block_q;
   p.block_kv = c.block_kv;
   p.mask = &resolved;
@@ -247,6 +249,7 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
                      {"flop_formula", formula}};
     add_timing(j, t, flop);
     j["tflops"] = flop / t.median / 1e12;
+    j["kernel"] = dev.last_kernel(std::string(pass) == "bwd");  // the device's measured choice (Auto)
     if (check) j["max_abs_diff_vs_cpu_kernel"] = err;
     records.push_back(std::move(j));
   };
@@ -267,7 +270,7 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
     const Timing tb = timed([&] {
       dev.attention_delta(gdout.view, gout.view, gdelta.view);
       dev.step_backward(gdout.view, gq.view, gk.view, gv.view, glse.view, gdelta.view, gdq.view, gdk.view,
-                        gdv.view, p, false);
+                        gdv.view, p, false, &gout.view);
     });
     double err = 0;
     if (check) {

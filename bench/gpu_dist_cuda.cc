@@ -60,6 +60,7 @@ class CudaDist final : public GpuDist {
     check(cudaEventElapsedTime(&ms, start_, end_), "cudaEventElapsedTime");
     return ms / 1e3;
   }
+  std::string step_kernels() const override { return dev_->choice_summary(); }
 
  private:
   int index_;

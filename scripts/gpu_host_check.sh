@@ -166,8 +166,9 @@ done
 step torch_sdpa 120 "$py" bench/torch_sdpa.py --device cuda --seq "$seq" --shapes 8x64,32x128 --dtypes bf16 \
   --masks full,causal --passes fwd,bwd --repeats "$repeats" --warmup 2
 
-# The step kernels' fixed table (cuda_step_bench: the fast kernels and their twin, CUDA events).
-[[ -x $build/bench/cuda_step_bench ]] && step cuda_step_bench 40 "$build/bench/cuda_step_bench"
+# The step kernels' fixed table (cuda_step_bench, CUDA events): Auto's measured choice per case
+# (its records name the kernel), cuDNN and FastMma forced, and the twin.
+[[ -x $build/bench/cuda_step_bench ]] && step cuda_step_bench 60 "$build/bench/cuda_step_bench"
 
 # The strategies on GPU ranks sharing the GPU (`burst bench dist --device cuda`, where this tree
 # has it: the record says so otherwise): every strategy at P = 2 and 4, burst at P = 1 and 3 (the

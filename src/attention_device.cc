@@ -39,6 +39,9 @@ kernels::KernelParams on_device(kernels::KernelParams sp, const Call& c, const D
   sp.kv_pos = reinterpret_cast<const std::int64_t*>(a.kv_pos.data());
   sp.mask_slices = reinterpret_cast<const MaskSlice*>(a.slices[m].data());
   sp.mask_slice_count = static_cast<std::int64_t>(c.masks[m].slices().size());
+  sp.host_q_pos = c.q_pos.data();  // the host arrays these came from (kernels.h)
+  sp.host_kv_pos = c.kv_pos.data();
+  sp.host_mask_slices = c.masks[m].slices().data();
   return sp;
 }
 
@@ -85,11 +88,12 @@ void attention_backward_on(const device::Device& dev, const Device& runs_on, con
   const DeviceArgs args = device_args(dev, c);
   const bool vl = c.varlen;
   for_each_problem(c, params, [&](const kernels::KernelParams& sp, const Seq& s) {
+    const TensorView out_s = sequence(out, vl, s.q0, s.nq);  // the out delta came from
     dev.step_backward(sequence(dout, vl, s.q0, s.nq), sequence(q, vl, s.q0, s.nq),
                       sequence(k, vl, s.kv0, s.nkv), sequence(v, vl, s.kv0, s.nkv),
                       sequence_rows(lse, vl, s.q0, s.nq), sequence_rows(delta, vl, s.q0, s.nq),
                       sequence(dq, vl, s.q0, s.nq), sequence(dk, vl, s.kv0, s.nkv),
-                      sequence(dv, vl, s.kv0, s.nkv), on_device(sp, c, args), false);
+                      sequence(dv, vl, s.kv0, s.nkv), on_device(sp, c, args), false, &out_s);
   });
   dev.wait(dev.record());  // delta and the position buffers are released on return
 }

@@ -277,15 +277,18 @@ TEST_F(CudaAttention, AccumulateAddsIntoFp32Gradients) {
   }
 }
 
-// The device seam runs these kernels: CudaDevice::step_forward with KernelImpl Tiled (→ Fast, the
-// wmma kernel) and Reference (→ twin), positions and slice table in device memory, give the
-// bytes of the direct calls with host tables.
+// The device seam runs these kernels: CudaDevice::step_forward forced onto Fast
+// (Options::kernel; Auto would time Fast against FastMma) with KernelImpl Tiled (→ Fast, the wmma
+// kernel) and Reference (→ twin), positions and slice table in device memory, give the bytes of
+// the direct calls with host tables.
 TEST_F(CudaAttention, SeamRunsTheSameKernelsWithDeviceTables) {
   const GpuCase c = gpu_case("seam", 2, 1, 130, 130, 64, Mask::sliding_window(40, 0, true));
   const GpuInputs in = inputs_of(c);
   const auto pos = c.positions(true);
   const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
-  device::CudaDevice gpu(0);
+  device::CudaDevice::Options fast;
+  fast.kernel = cuda::StepKernel::Fast;
+  device::CudaDevice gpu(0, fast);
   cuda::DeviceBuffer pos_d(0, pos.size() * 8), slices_d(0, mask.slices().size() * sizeof(MaskSlice));
   pos_d.upload(pos.data(), pos_d.bytes());
   slices_d.upload(mask.slices().data(), slices_d.bytes());

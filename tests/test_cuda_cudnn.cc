@@ -8,6 +8,7 @@
 // refused steps on the own kernels, the graph cache, and accumulate into fp32 gradients.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -20,6 +21,8 @@
 #include "device/cuda/attention_cudnn.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/cudnn_mask.h"
+#include "device/cuda/elementwise.h"
+#include "device/out_synth.h"
 
 namespace burst::test {
 namespace {
@@ -96,6 +99,40 @@ TEST(CudnnClassify, FullCausalAndTheirAlignments) {
   EXPECT_EQ(classify({0, 5, 9, 20}, {0, 5, 9, 20}, causal), cuda::CudnnMask::CausalTopLeft);
   // Keys between the queries: row 0 (position 1) sees keys 0 and 1 of positions 0, 1, 2, 3.
   EXPECT_EQ(classify({1, 3}, {0, 1, 2, 3}, causal), cuda::CudnnMask::None);
+}
+
+// The verdict cache: keyed by contents (copies at other addresses hit, a changed array misses),
+// the same verdicts as the scan, the oldest entry dropped past kMaxEntries; planted, every
+// verdict but None comes back wrong.
+TEST(CudnnClassify, TheVerdictCacheIsKeyedByContents) {
+  const ResolvedMask causal(Mask::causal_mask(), 64, 64);
+  const MaskSlice* sl = causal.slices().data();
+  const auto n = static_cast<std::int64_t>(causal.slices().size());
+  cuda::CudnnMaskCache cache;
+  const std::vector<std::int64_t> a = range(0, 64), b = range(32, 64), c = range(0, 32);
+  EXPECT_EQ(cache.classify(a.data(), 64, a.data(), 64, sl, n).mask, cuda::CudnnMask::CausalTopLeft);
+  EXPECT_EQ(cache.scans(), 1);
+  const std::vector<std::int64_t> a2 = a;  // same contents, another address
+  EXPECT_EQ(cache.classify(a2.data(), 64, a2.data(), 64, sl, n).mask, cuda::CudnnMask::CausalTopLeft);
+  EXPECT_EQ(cache.scans(), 1);
+  EXPECT_EQ(cache.classify(b.data(), 32, c.data(), 32, sl, n).mask, cuda::CudnnMask::Full);
+  EXPECT_EQ(cache.scans(), 2);
+  std::vector<std::int64_t> changed = a;  // one position moved: a new key
+  changed[63] = 70;
+  EXPECT_EQ(cache.classify(changed.data(), 64, a.data(), 64, sl, n).mask,
+            cuda::classify_for_cudnn(changed.data(), 64, a.data(), 64, sl, n).mask);
+  EXPECT_EQ(cache.scans(), 3);
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(cuda::CudnnMaskCache::kMaxEntries); ++i) {
+    const std::vector<std::int64_t> q = range(i, i + 1);
+    cache.classify(q.data(), 1, a.data(), 64, sl, n);
+  }
+  const std::int64_t scans = cache.scans();
+  cache.classify(a.data(), 64, a.data(), 64, sl, n);  // dropped by now: scanned again
+  EXPECT_EQ(cache.scans(), scans + 1);
+  cache.plant_wrong_verdicts(true);
+  EXPECT_EQ(cache.classify(a.data(), 64, a.data(), 64, sl, n).mask, cuda::CudnnMask::Full);
+  EXPECT_EQ(cache.classify(b.data(), 32, c.data(), 32, sl, n).mask, cuda::CudnnMask::CausalTopLeft);
+  EXPECT_EQ(cache.classify(c.data(), 32, b.data(), 32, sl, n).mask, cuda::CudnnMask::None);
 }
 
 TEST(CudnnClassify, WindowsDocumentsAndBenchmarkMasksAgreeWithTheTwin) {
@@ -262,6 +299,81 @@ TEST_F(CudnnAttention, AccumulateAddsIntoFp32Gradients) {
   base.dk.wide = fresh[1];
   base.dv.wide = fresh[2];
   check_case(c, in, base, true);
+}
+
+// Without the global out, cuDNN reads the stand-in O' (synthesize_out, device/out_synth.h): the
+// GPU's O' is its host twin's bit for bit, and the gradients stay within what the stand-in's
+// perturbation of delta allows against the run from the real out: dv does not read delta (2
+// roundings to the dtype apart at most); dS_ij moves by P_ij · Δδ_i, so dq_i by at most
+// τ · Δδ_i · max|k| and dk_j by τ · max Δδ · max|q| · S_q, Δδ_i = out_synth_delta_bound.
+TEST_F(CudnnAttention, TheStandInOutMatchesItsHostTwinAndTheRealOutsGradients) {
+  for (const DType dt : {DType::BF16, DType::F16}) {
+    const GpuCase c = gpu_case("stand-in", 2, 1, 150, 150, 64, Mask::causal_mask(), dt);
+    SCOPED_TRACE(to_string(dt));
+    const GpuInputs in = inputs_of(c);
+    const GpuResults real = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+    const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
+    const std::int64_t D = c.D, rows = c.B * c.S_q * c.H;
+    // O' on the GPU against the host twin.
+    DevTensor g = to_device(in.g.bits.data(), dt, c.qs(), false),
+              d = to_device(real.delta.data(), DType::F32, rs, false), o = poisoned(dt, c.qs(), false);
+    cuda::synthesize_out(g.view, d.view, o.view, nullptr);
+    cuda::check(cudaDeviceSynchronize(), "synthesize_out");
+    std::vector<std::uint16_t> got(static_cast<std::size_t>(rows * D));
+    from_device(o, got.data());
+    std::vector<double> dd(static_cast<std::size_t>(rows));  // Δδ per row (b, s, h)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t b = r / (c.S_q * c.H), sq = (r / c.H) % c.S_q, h = r % c.H;
+      const float* row = in.g.wide.data() + r * D;
+      const float delta = real.delta.data()[(b * c.H + h) * c.S_q + sq];
+      const float scale = device::out_synth_scale([&](std::int64_t e) { return row[e]; }, D, delta);
+      double l1 = 0;
+      for (std::int64_t e = 0; e < D; ++e) {
+        const float x = device::out_synth_value(row[e], scale);
+        const std::uint16_t want = dt == DType::BF16 ? bf16_from_float(x) : f16_from_float(x);
+        ASSERT_EQ(got[static_cast<std::size_t>(r * D + e)], want) << "row " << r << " d " << e;
+        l1 += std::fabs(row[e]);
+      }
+      dd[static_cast<std::size_t>(r)] = device::out_synth_delta_bound(delta, l1, D, dt);
+    }
+    // The backward without out: cuDNN on the stand-in.
+    const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
+    const auto pos = c.positions(true);
+    const float tau = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    const kernels::KernelArgs args = kernel_args(pos, pos, mask, tau);
+    DevTensor q = to_device(in.q.bits.data(), dt, c.qs(), false),
+              k = to_device(in.k.bits.data(), dt, c.ks(), false),
+              v = to_device(in.v.bits.data(), dt, c.ks(), false),
+              l = to_device(real.lse.data(), DType::F32, rs, false), dq = poisoned(dt, c.qs(), false),
+              dk = poisoned(dt, c.ks(), false), dv = poisoned(dt, c.ks(), false);
+    const std::int64_t before = state_->executed();
+    cuda::step_backward(g.view, q.view, k.view, v.view, l.view, d.view, dq.view, dk.view, dv.view, args,
+                        false, nullptr, cuda::StepKernel::Cudnn, state_.get(), nullptr);
+    cuda::check(cudaDeviceSynchronize(), "backward from the stand-in");
+    EXPECT_EQ(state_->executed(), before + 1) << "cuDNN did not run the backward";
+    GpuResults s = real;
+    from_device(dq, s.dq.bits.data());
+    from_device(dk, s.dk.bits.data());
+    from_device(dv, s.dv.bits.data());
+    for (Rounded* r : {&s.dq, &s.dk, &s.dv}) widen_into(*r);
+    const double u = dt == DType::BF16 ? 0x1p-8 : 0x1p-11;
+    const double max_dd = *std::max_element(dd.begin(), dd.end());
+    const double kmax = max_abs(in.k.wide), qmax = max_abs(in.q.wide);
+    for (std::int64_t i = 0; i < s.dq.wide.numel(); ++i) {
+      const double b = real.dq.wide.data()[i], a = s.dq.wide.data()[i];
+      ASSERT_LE(std::fabs(a - b), 2 * u * std::fabs(b) + tau * dd[static_cast<std::size_t>(i / D)] * kmax)
+          << "dq[" << i << "]";
+    }
+    for (std::int64_t i = 0; i < s.dk.wide.numel(); ++i) {
+      const double b = real.dk.wide.data()[i], a = s.dk.wide.data()[i];
+      ASSERT_LE(std::fabs(a - b), 2 * u * std::fabs(b) + tau * max_dd * qmax * static_cast<double>(c.S_q))
+          << "dk[" << i << "]";
+      ASSERT_LE(std::fabs(s.dv.wide.data()[i] - real.dv.wide.data()[i]),
+                2 * u * std::fabs(real.dv.wide.data()[i]))
+          << "dv[" << i << "]";
+    }
+    check_case(c, in, real, true);
+  }
 }
 
 }  // namespace

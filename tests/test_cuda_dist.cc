@@ -6,8 +6,11 @@
 // GQA (H 4, H_kv 2), forward and backward in fp32, against the single-process fp64 oracle on
 // the same global inputs (shard / unshard), within the tolerance rule of test_util.h (tied to a
 // naive fp32 computation's error); bf16 at D = 64 (the fast kernels) within 2× the single-process
-// GPU error (test_strategies_bf16's rule). Results start as NaN on the GPU (every byte 0xFF), so a
-// row a pass never writes fails. A NaN in q is refused on every rank, as on the host.
+// GPU error (test_strategies_bf16's rule), with the steps on the device's measured choice (Auto),
+// forced onto cuDNN and onto the fast kernels — cuDNN's per-step bf16 roundings bounded from the
+// problem's magnitudes (step_magnitudes) — and a planted wrong cuDNN mask that must be caught.
+// Results start as NaN on the GPU (every byte 0xFF), so a row a pass never writes fails. A NaN
+// in q is refused on every rank, as on the host.
 // Without a usable GPU on every rank the binary exits 77 (ctest: skipped), saying why.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -27,6 +30,7 @@
 #include "burst/error.h"
 #include "burst/mask.h"
 #include "burst/strategy.h"
+#include "device/cuda/attention_cudnn.h"
 #include "device/cuda/cuda_device.h"
 #include "dist_test_util.h"
 #include "lowp_test_util.h"
@@ -185,10 +189,63 @@ std::vector<Tensor> bf16_run(const device::CudaDevice& dev, const Tensor& q, con
   return {rout.wide, glse.download(dev), rdq.wide, rdk.wide, rdv.wide};
 }
 
+/// Per element, an fp64 upper bound on the sum of the magnitudes of what a step-wise computation
+/// adds into each result (causal, GQA; global q, k, v, dout, the bf16 out and the oracle's lse):
+/// out: Σ_j P_ij |v_j|; dq: τ Σ_j M_ij |k_j|; dk: τ Σ_i M_ij |q_i|; dv: Σ_i P_ij |dO_i|, with
+/// M_ij = P_ij (|dP_ij| + 2 |delta_i|) ≥ |dS_ij| + P_ij |delta_i|. A kernel that rounds each step's
+/// contribution to bf16 before the fp32 accumulation (cuDNN: docs/gpu.md § cuDNN) adds at most
+/// u · Σ_steps |contribution| ≤ u · magnitude; one that forms delta from a bf16 out or from the
+/// stand-in O' (device/out_synth.h) adds at most u |delta_i| to each dS_ij / P_ij, again within
+/// u · magnitude. So cuDNN's steps stay within 2u · magnitude of what the own kernels would give.
+std::vector<Tensor> step_magnitudes(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                    const Tensor& out, const Tensor& lse) {
+  const std::int64_t S = q.shape()[1], H = q.shape()[2], H_kv = k.shape()[2], D = q.shape()[3];
+  const double tau = 1.0 / std::sqrt(static_cast<double>(D));
+  std::vector<Tensor> m = {Tensor(q.shape()), Tensor(lse.shape()), Tensor(q.shape()), Tensor(k.shape()),
+                           Tensor(k.shape())};
+  const auto at = [&](const Tensor& t, std::int64_t s, std::int64_t h, std::int64_t d) {
+    return static_cast<double>(t.data()[(s * t.shape()[2] + h) * D + d]);
+  };
+  const auto add = [&](Tensor& t, std::int64_t s, std::int64_t h, std::int64_t d, double x) {
+    float& e = t.vec()[static_cast<std::size_t>((s * t.shape()[2] + h) * D + d)];
+    e = static_cast<float>(e + x);
+  };
+  for (std::int64_t h = 0; h < H; ++h) {
+    const std::int64_t g = h / (H / H_kv);
+    for (std::int64_t i = 0; i < S; ++i) {
+      double delta = 0;
+      for (std::int64_t d = 0; d < D; ++d) delta += at(dout, i, h, d) * at(out, i, h, d);
+      const double l = lse.data()[h * S + i];
+      for (std::int64_t j = 0; j <= i; ++j) {
+        double s = 0, dp = 0;
+        for (std::int64_t d = 0; d < D; ++d) {
+          s += at(q, i, h, d) * at(k, j, g, d);
+          dp += at(dout, i, h, d) * at(v, j, g, d);
+        }
+        const double P = std::exp(tau * s - l), M = P * (std::fabs(dp) + 2 * std::fabs(delta));
+        for (std::int64_t d = 0; d < D; ++d) {
+          add(m[0], i, h, d, P * std::fabs(at(v, j, g, d)));
+          add(m[2], i, h, d, tau * M * std::fabs(at(k, j, g, d)));
+          add(m[3], j, g, d, tau * M * std::fabs(at(q, i, h, d)));
+          add(m[4], j, g, d, P * std::fabs(at(dout, i, h, d)));
+        }
+      }
+    }
+  }
+  return m;
+}
+
+/// max over elements of |got − want| − c · mag (c = 0: the plain largest difference).
+double excess(const Tensor& got, const Tensor& want, const Tensor& mag, double c) {
+  double e = 0;
+  for (std::int64_t i = 0; i < want.numel(); ++i)
+    e = std::max(e, std::fabs(static_cast<double>(got.data()[i]) - want.data()[i]) - c * mag.data()[i]);
+  return e;
+}
+
 TEST(CudaDist, Bf16OnGpuRanksDoesNotGrowTheSingleProcessGpuError) {
   constexpr std::int64_t D = 64;
   const DType dt = DType::BF16;
-  const auto dev = std::make_shared<const device::CudaDevice>(g_gpu);
   const Device gpu{DeviceKind::Cuda, g_gpu};
   const Communicator world = Communicator::world();
   const int rank = world.rank();
@@ -204,55 +261,100 @@ TEST(CudaDist, Bf16OnGpuRanksDoesNotGrowTheSingleProcessGpuError) {
   const AttentionGrads g =
       attention_backward(dout.view(), q.view(), k.view(), v.view(), out_rounded.view(), o.lse.view(), p);
   const Tensor* oracle[5] = {&o.out, &o.lse, &g.dq, &g.dk, &g.dv};
-  AttentionParams gp;
-  gp.mask = Mask::causal_mask();
-  const std::vector<Tensor> single = bf16_run(
-      *dev, q, k, v, dout,
-      [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
-          const TensorView& e) { entry::attention_forward_on(*dev, gpu, a, b, c, d, e, gp); },
-      [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
-          const TensorView& e, const TensorView& f, const TensorView& h, const TensorView& i,
-          const TensorView& j) { entry::attention_backward_on(*dev, gpu, a, b, c, d, e, f, h, i, j, gp); });
-  double local[5];
-  for (int i = 0; i < 5; ++i) local[i] = test::max_abs_diff(single[static_cast<std::size_t>(i)], *oracle[i]);
+  const std::vector<Tensor> mag = step_magnitudes(q, k, v, dout, out_rounded, o.lse);
   const char* names[5] = {"out", "lse", "dq", "dk", "dv"};
   const std::vector<std::pair<StrategyKind, LayoutKind>> kinds = {
-      {StrategyKind::Burst, LayoutKind::Zigzag},       {StrategyKind::Ring, LayoutKind::Contiguous},
-      {StrategyKind::AllGather, LayoutKind::Zigzag},   {StrategyKind::Ulysses, LayoutKind::Zigzag},
-      {StrategyKind::Usp, LayoutKind::Zigzag},         {StrategyKind::DistFlash, LayoutKind::Contiguous},
-      {StrategyKind::HeadParallel, LayoutKind::Zigzag}};
+      {StrategyKind::Burst, LayoutKind::Zigzag},         {StrategyKind::Burst, LayoutKind::Contiguous},
+      {StrategyKind::Ring, LayoutKind::Contiguous},      {StrategyKind::AllGather, LayoutKind::Zigzag},
+      {StrategyKind::Ulysses, LayoutKind::Zigzag},       {StrategyKind::Usp, LayoutKind::Zigzag},
+      {StrategyKind::DistFlash, LayoutKind::Contiguous}, {StrategyKind::HeadParallel, LayoutKind::Zigzag}};
   ProblemShape shape{1, kS, kH, kHkv, D};
   shape.dtype = dt;
-  for (const auto& [strategy, layout_kind] : kinds) {
-    DistConfig cfg;
-    cfg.strategy = strategy;
-    cfg.layout = layout_kind;
-    SCOPED_TRACE(std::string("bf16 strategy=") + to_string(strategy) + " layout=" + to_string(layout_kind) +
-                 " P=" + std::to_string(world.size()));
-    std::unique_ptr<DistAttention> attn;
-    try {
-      attn = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask(),
-                                             DistAttention::OnDevice{dev, gpu});
-    } catch (const Error& e) {  // headpar / ulysses with H % P != 0: refused on every rank
-      ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-      continue;
+  // The steps on the device's measured choice (Auto), forced onto cuDNN (the own kernels where
+  // it does not take a step) and onto the own fast kernels; then cuDNN with a planted wrong mask,
+  // which must break the bound somewhere. Auto and Cudnn may run cuDNN: their bound adds the
+  // 2u · magnitude above (u = 2⁻⁸); Fast keeps the plain rule.
+  struct Variant {
+    const char* name;
+    cuda::StepKernel kernel;
+    bool plant;
+  };
+  const Variant variants[] = {{"auto", cuda::StepKernel::Auto, false},
+                              {"fast", cuda::StepKernel::Fast, false},
+                              {"cudnn", cuda::StepKernel::Cudnn, false},  // right before the planted one
+                              {"cudnn with a planted wrong mask", cuda::StepKernel::Cudnn, true}};
+  double local[5] = {0, 0, 0, 0, 0};
+  for (const Variant& variant : variants) {
+    device::CudaDevice::Options options;
+    options.kernel = variant.kernel;
+    options.plant_wrong_cudnn_mask = variant.plant;
+    const auto dev = std::make_shared<const device::CudaDevice>(g_gpu, options);
+    const double c = variant.kernel == cuda::StepKernel::Fast ? 0.0 : 2 * 0x1p-8;
+    if (!variant.plant) {  // the planted run keeps the unplanted cuDNN run's single-process error
+      AttentionParams gp;
+      gp.mask = Mask::causal_mask();
+      const std::vector<Tensor> single = bf16_run(
+          *dev, q, k, v, dout,
+          [&](const TensorView& a, const TensorView& b, const TensorView& cc, const TensorView& d,
+              const TensorView& e) { entry::attention_forward_on(*dev, gpu, a, b, cc, d, e, gp); },
+          [&](const TensorView& a, const TensorView& b, const TensorView& cc, const TensorView& d,
+              const TensorView& e, const TensorView& f, const TensorView& h, const TensorView& i,
+              const TensorView& j) {
+            entry::attention_backward_on(*dev, gpu, a, b, cc, d, e, f, h, i, j, gp);
+          });
+      for (int i = 0; i < 5; ++i)
+        local[i] = test::max_abs_diff(single[static_cast<std::size_t>(i)], *oracle[i]);
     }
-    const SequenceLayout& layout = attn->plan().layout();
-    const std::vector<Tensor> got = bf16_run(
-        *dev, test::shard_of(layout, rank, q), test::shard_of(layout, rank, k),
-        test::shard_of(layout, rank, v), test::shard_of(layout, rank, dout),
-        [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
-            const TensorView& e) { attn->forward(a, b, c, d, e); },
-        [&](const TensorView& a, const TensorView& b, const TensorView& c, const TensorView& d,
-            const TensorView& e, const TensorView& f, const TensorView& h, const TensorView& i,
-            const TensorView& j) { attn->backward(a, b, c, d, e, f, h, i, j); });
-    for (int i = 0; i < 5; ++i) {
-      const Tensor want =
-          i == 1 ? test::rows_of(layout, rank, *oracle[i]) : test::shard_of(layout, rank, *oracle[i]);
-      const double e = test::max_abs_diff(got[static_cast<std::size_t>(i)], want);
-      const double floor = 32 * test::kEps32 * std::max(1.0, test::max_abs(want));
-      EXPECT_LE(e, 2 * local[i] + floor)
-          << names[i] << ": distributed bf16 error vs the single-process GPU's " << local[i];
+    int broken = 0;  // elements beyond the bound on this rank (the planted run wants some)
+    for (const auto& [strategy, layout_kind] : kinds) {
+      // The planted run needs one strategy whose steps cuDNN takes (each device builds its own
+      // cuDNN graphs, seconds where many): ring over contiguous blocks, every block full or causal.
+      if (variant.plant && strategy != StrategyKind::Ring) continue;
+      DistConfig cfg;
+      cfg.strategy = strategy;
+      cfg.layout = layout_kind;
+      SCOPED_TRACE(std::string("bf16 kernel=") + variant.name + " strategy=" + to_string(strategy) +
+                   " layout=" + to_string(layout_kind) + " P=" + std::to_string(world.size()));
+      std::unique_ptr<DistAttention> attn;
+      try {
+        attn = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask(),
+                                               DistAttention::OnDevice{dev, gpu});
+      } catch (const Error& e) {  // headpar / ulysses with H % P != 0: refused on every rank
+        ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+        continue;
+      }
+      const SequenceLayout& layout = attn->plan().layout();
+      const std::vector<Tensor> got = bf16_run(
+          *dev, test::shard_of(layout, rank, q), test::shard_of(layout, rank, k),
+          test::shard_of(layout, rank, v), test::shard_of(layout, rank, dout),
+          [&](const TensorView& a, const TensorView& b, const TensorView& cc, const TensorView& d,
+              const TensorView& e) { attn->forward(a, b, cc, d, e); },
+          [&](const TensorView& a, const TensorView& b, const TensorView& cc, const TensorView& d,
+              const TensorView& e, const TensorView& f, const TensorView& h, const TensorView& i,
+              const TensorView& j) { attn->backward(a, b, cc, d, e, f, h, i, j); });
+      for (int i = 0; i < 5; ++i) {
+        const bool rows = i == 1;
+        const Tensor want =
+            rows ? test::rows_of(layout, rank, *oracle[i]) : test::shard_of(layout, rank, *oracle[i]);
+        const Tensor m = rows ? test::rows_of(layout, rank, mag[1])
+                              : test::shard_of(layout, rank, mag[static_cast<std::size_t>(i)]);
+        const double e = excess(got[static_cast<std::size_t>(i)], want, m, c);
+        const double floor = 32 * test::kEps32 * std::max(1.0, test::max_abs(want));
+        if (variant.plant) {
+          broken += e > 2 * local[i] + floor ? 1 : 0;
+        } else {
+          EXPECT_LE(e, 2 * local[i] + floor) << names[i] << ": distributed bf16 error beyond " << c
+                                             << " · magnitude vs the single-process GPU's " << local[i];
+        }
+      }
+    }
+    if (variant.kernel == cuda::StepKernel::Cudnn && cuda::cudnn_compiled()) {
+      EXPECT_GT(dev->cudnn_executed(), 0) << variant.name << ": cuDNN never ran a step";
+    }
+    if (variant.plant) {
+      int any = 0;
+      MPI_Allreduce(&broken, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      if (cuda::cudnn_compiled()) { EXPECT_GT(any, 0) << "cuDNN under a planted wrong mask was not caught"; }
     }
   }
 }

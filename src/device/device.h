@@ -200,14 +200,18 @@ class Device {
   virtual void attention_delta(const TensorView& dout, const TensorView& out,
                                const TensorView& delta) const = 0;
   /// kernels::step_forward / step_backward (kernels/step.h) on this device's memory; the
-  /// params' positions and mask table are host memory on the CPU, device memory on a GPU.
+  /// params' positions and mask table are host memory on the CPU, device memory on a GPU (with
+  /// their host copies in KernelArgs::host_*, where the caller has them). step_backward's `out`,
+  /// when given, is the global out [B,S_q,H,D] (any dtype) that delta came from, for a kernel that
+  /// reads O instead of delta (cuDNN's); a device whose kernels read delta ignores it (the CPU).
   virtual void step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                             const TensorView& out, const TensorView& lse,
                             const kernels::KernelParams& p) const = 0;
   virtual void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
                              const TensorView& v, const TensorView& lse, const TensorView& delta,
                              const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                             const kernels::KernelParams& p, bool accumulate) const = 0;
+                             const kernels::KernelParams& p, bool accumulate,
+                             const TensorView* out = nullptr) const = 0;
 
   // ---- host-only checks ----------------------------------------------------------------------
   /// 64-bit content fingerprint of `views` (shapes, dtypes, contents; FNV-1a over 32-bit words

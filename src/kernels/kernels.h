@@ -51,6 +51,13 @@ struct KernelArgs {
   /// resolved mask (CpuKnobs::mask) and its index instead.
   const MaskSlice* mask_slices = nullptr;
   std::int64_t mask_slice_count = 0;
+  /// Host copies of q_pos, kv_pos and mask_slices where those point into a GPU's memory (null:
+  /// none known — the arrays are host memory, or the caller has no copy). A GPU device's host-side
+  /// decisions about a step (which kernel takes it: cuDNN's mask classification) read these, so
+  /// that they never copy device tables back (a wait for the stream). Never read by a kernel.
+  const std::int64_t* host_q_pos = nullptr;
+  const std::int64_t* host_kv_pos = nullptr;
+  const MaskSlice* host_mask_slices = nullptr;
 };
 
 /// The CPU-only half: host objects and knobs a GPU kernel never sees.

@@ -40,6 +40,8 @@ kernels::KernelParams params(const RingBlocks& blocks, const std::int64_t* q_pos
   kernels::KernelParams p = blocks.base;
   p.q_pos = blocks.tables ? blocks.tables->positions(q_pos) : q_pos;
   p.kv_pos = blocks.tables ? blocks.tables->positions(kv_pos) : kv_pos;
+  p.host_q_pos = q_pos;  // their host twins: a GPU decides per step without reading the device's
+  p.host_kv_pos = kv_pos;
   p.progress = blocks.overlap ? &progress : nullptr;
   return p;
 }
@@ -112,7 +114,7 @@ RingRunStats ring_pass_backward(const RingExecutor& exec, const RingBlocks& bloc
                                 BackwardSide side, const TensorView& dout, const TensorView& q,
                                 const TensorView& k, const TensorView& v, const TensorView& lse,
                                 const TensorView& delta, const TensorView& dq, const TensorView& dk,
-                                const TensorView& dv, std::vector<StepTimes>* steps) {
+                                const TensorView& dv, std::vector<StepTimes>* steps, const TensorView* out) {
   const LocalBlock d = local_block(q, k);
   const int g = exec.rank();
   device::BufferPool& pool = exec.pool();
@@ -171,6 +173,7 @@ RingRunStats ring_pass_backward(const RingExecutor& exec, const RingBlocks& bloc
           // One call per key chunk, on the query rows that see it (spans).
           for (const KernelSpan& sp : spans(blocks, q_pos, d.S, kv_pos + r0, r1 - r0)) {
             const std::int64_t a = r0 + sp.k0, e = r0 + sp.k1;
+            const TensorView out_rows = out != nullptr ? narrow(*out, 1, sp.q0, sp.q1) : TensorView{};
             const TensorView kj = narrow(field_view(kv, wire::kK, read, {d.B, d.S, d.H_kv, d.D}), 1, a, e);
             const TensorView vj = narrow(field_view(kv, wire::kV, read, {d.B, d.S, d.H_kv, d.D}), 1, a, e);
             dev.step_backward(narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), kj, vj,
@@ -178,7 +181,8 @@ RingRunStats ring_pass_backward(const RingExecutor& exec, const RingBlocks& bloc
                               narrow(dq, 1, sp.q0, sp.q1),
                               narrow(bshd_view(write, d.B, d.S, d.H_kv, d.D), 1, a, e),
                               narrow(bshd_view(write + d.kv_numel, d.B, d.S, d.H_kv, d.D), 1, a, e),
-                              params(blocks, q_pos + sp.q0, kv_pos + a, progress), true);
+                              params(blocks, q_pos + sp.q0, kv_pos + a, progress), true,
+                              out != nullptr ? &out_rows : nullptr);
           }
         },
         rs, blocks.split_backward);
@@ -233,8 +237,9 @@ class RingFamilyStrategy final : public Strategy {
     const TensorView delta = rows_view(delta_mem.f32(), d.B, d.H, d.S);
     exec_.device().attention_delta(dout, out, delta);
     std::vector<StepTimes> steps;
-    const RingRunStats rs = ring_pass_backward(exec_, blocks_, pass.mask_aware, side, dout, q, k, v, lse,
-                                               delta, dq, dk, dv, setup_.cfg.timeline ? &steps : nullptr);
+    const RingRunStats rs =
+        ring_pass_backward(exec_, blocks_, pass.mask_aware, side, dout, q, k, v, lse, delta, dq, dk, dv,
+                           setup_.cfg.timeline ? &steps : nullptr, &out);
     exec_.pool().put(std::move(delta_mem));
     record_timeline(setup_, "bwd", steps);
     fill_stats(stats, {rs.compute_seconds, rs.exposed_comm_seconds}, pass.visible_pairs[rank()],

@@ -61,12 +61,16 @@ RingRunStats ring_pass_forward(const RingExecutor& exec, const RingBlocks& block
                                const TensorView& out, const TensorView& lse, std::vector<StepTimes>* steps);
 
 /// Backward over the ring on `side` (QuerySide or KvSide), delta = rowsum(dO∘O) [B,H,S] given;
-/// dq, dk, dv (fp32) overwritten. Shapes as ring_pass_forward; collective likewise.
+/// dq, dk, dv (fp32) overwritten. Shapes as ring_pass_forward; collective likewise. out: the
+/// member's out [B,S,H,D] that delta came from, or null; the KvSide steps hand its rows to the
+/// device (Device::step_backward: a kernel that reads O instead of delta takes it); the QuerySide
+/// circulates q, dout, delta and lse without out.
 RingRunStats ring_pass_backward(const RingExecutor& exec, const RingBlocks& blocks, bool mask_aware,
                                 BackwardSide side, const TensorView& dout, const TensorView& q,
                                 const TensorView& k, const TensorView& v, const TensorView& lse,
                                 const TensorView& delta, const TensorView& dq, const TensorView& dk,
-                                const TensorView& dv, std::vector<StepTimes>* steps);
+                                const TensorView& dv, std::vector<StepTimes>* steps,
+                                const TensorView* out = nullptr);
 
 // The burst and ring strategies: the forward ring pass, and the backward on `side` — the plan's
 // choice (burst: QuerySide, or Auto resolved by bytes) or always KvSide (ring).

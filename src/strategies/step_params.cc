@@ -26,6 +26,9 @@ kernels::KernelParams step_params(const Setup& setup, const std::int64_t* q_pos,
   p.mask_slice_count = static_cast<std::int64_t>(setup.resolved->slices().size());
   p.q_pos = q_pos;
   p.kv_pos = kv_pos;
+  p.host_q_pos = q_pos;  // the host arrays; the device twins below (kernels.h: KernelArgs::host_*)
+  p.host_kv_pos = kv_pos;
+  p.host_mask_slices = setup.resolved->slices().data();
   if (setup.tables) {  // a GPU: the tables uploaded once (step_tables.h)
     p.mask_slices = setup.tables->slices();
     p.q_pos = setup.tables->positions(q_pos);

@@ -236,7 +236,8 @@ void CpuDevice::step_forward(const TensorView& q, const TensorView& k, const Ten
 void CpuDevice::step_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
                               const TensorView& v, const TensorView& lse, const TensorView& delta,
                               const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                              const kernels::KernelParams& p, bool accumulate) const {
+                              const kernels::KernelParams& p, bool accumulate, const TensorView*) const {
+  // `out` is not read: the CPU kernels take delta
   kernels::step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, accumulate);
 }
 

@@ -11,7 +11,7 @@
 
 #include "burst/error.h"
 #include "device/cuda/attention_cuda.h"
-#include "device/cuda/attention_cudnn.h"
+#include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/elementwise.h"
 
@@ -89,10 +89,13 @@ StepBenchResult bench_step_kernels(const StepBenchCase& c) {
       slices_d(c.device, mask.slices().size() * sizeof(MaskSlice));
   pos_d.upload(pos.data(), pos_d.bytes());
   slices_d.upload(mask.slices().data(), slices_d.bytes());
-  kernels::KernelArgs args;
+  kernels::KernelParams args;
   args.q_pos = args.kv_pos = static_cast<const std::int64_t*>(pos_d.data());
   args.mask_slices = static_cast<const MaskSlice*>(slices_d.data());
   args.mask_slice_count = static_cast<std::int64_t>(mask.slices().size());
+  args.host_q_pos = args.host_kv_pos = pos.data();  // what the kernel choice reads (no readback)
+  args.host_mask_slices = mask.slices().data();
+  args.mask = &mask;
   args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.D)));
 
   const std::vector<std::int64_t> qs{c.B, c.S, c.H, c.D}, ks{c.B, c.S, c.H_kv, c.D}, rs{c.B, c.H, c.S};
@@ -110,31 +113,24 @@ StepBenchResult bench_step_kernels(const StepBenchCase& c) {
                    vg = on(bg, c.dtype, qs), vo = on(bo, c.dtype, qs), vlse = on(blse, DType::F32, rs),
                    vdelta = on(bdelta, DType::F32, rs), vdq = on(bdq, c.dtype, qs),
                    vdk = on(bdk, c.dtype, ks), vdv = on(bdv, c.dtype, ks);
-  const bool fast = c.kernel != StepKernel::Reference && fast_unsupported(vq, vk, vv, &vg).empty();
-  r.kernel = !fast ? "reference" : c.kernel == StepKernel::FastMma ? "fast_mma" : "fast";
-  // Cudnn: a state of its own (the graphs are built in the warm-up runs), and the backward from
-  // the forward's out.
-  std::unique_ptr<CudnnState> cudnn;
-  if (c.kernel == StepKernel::Cudnn) cudnn = std::make_unique<CudnnState>(c.device);
-
-  cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  try {
-    r.forward_ms = median_ms(stream, c.warmup, c.reps, [&] {
-      step_forward(vq, vk, vv, vo, vlse, args, stream, c.kernel, cudnn.get());
-    });
-    if (cudnn && cudnn->executed() > 0) r.kernel = "cudnn";
-    attention_delta(vg, vo, vdelta, stream);
-    r.backward_ms = median_ms(stream, c.warmup, c.reps, [&] {
-      step_backward(vg, vq, vk, vv, vlse, vdelta, vdq, vdk, vdv, args, false, stream, c.kernel, cudnn.get(),
-                    &vo);
-    });
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  } catch (...) {
-    cudaStreamDestroy(stream);
-    throw;
-  }
-  cudaStreamDestroy(stream);
+  // Through the device seam on GPU c.device, its steps on c.kernel (Auto: the kernel measured
+  // fastest for the step's key, chosen in the first warm-up run, which Auto and Cudnn always get:
+  // the choice's timings and cuDNN's graph build stay out of the timed runs).
+  device::CudaDevice::Options options;
+  options.kernel = c.kernel;
+  const device::CudaDevice dev(c.device, options);
+  const auto stream = static_cast<cudaStream_t>(dev.stream());
+  const int warmup =
+      c.kernel == StepKernel::Auto || c.kernel == StepKernel::Cudnn ? std::max(c.warmup, 1) : c.warmup;
+  r.forward_ms = median_ms(stream, warmup, c.reps, [&] { dev.step_forward(vq, vk, vv, vo, vlse, args); });
+  r.kernel = dev.last_kernel(false);
+  dev.attention_delta(vg, vo, vdelta);
+  r.backward_ms = median_ms(stream, warmup, c.reps, [&] {
+    dev.step_backward(vg, vq, vk, vv, vlse, vdelta, vdq, vdk, vdv, args, false, &vo);
+  });
+  r.backward_kernel = dev.last_kernel(true);
+  r.choices = dev.choice_timings();
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   const double flops =
       4.0 * static_cast<double>(c.H) * static_cast<double>(c.D) * static_cast<double>(r.visible_pairs);
   if (r.forward_ms > 0) r.forward_tflops = flops / (r.forward_ms * 1e-3) / 1e12;

@@ -122,7 +122,7 @@ CudnnMask cudnn_mask_for(StepKernel which, CudnnState* cudnn, const TensorView& 
   BURST_CHECK(cudnn != nullptr && q.device.kind == DeviceKind::Cuda && cudnn->device() == q.device.index,
               Internal, "StepKernel::Cudnn needs a CudnnState of ", to_string(q.device));
   CudnnMask m = CudnnMask::None;
-  return cudnn_unsupported(q, k, v, args, stream, &m, dout).empty() ? m : CudnnMask::None;
+  return cudnn_unsupported(q, k, v, args, stream, &m, dout, &cudnn->masks()).empty() ? m : CudnnMask::None;
 }
 
 }  // namespace
@@ -203,10 +203,9 @@ void step_backward(const TensorView& dout, const TensorView& q, const TensorView
               Internal, "accumulating attention gradients into ", dq.describe());
   const DeviceScope scope(q.device);
   if (which == StepKernel::Cudnn) {
-    const CudnnMask m =
-        out != nullptr ? cudnn_mask_for(which, cudnn, q, k, v, args, stream, &dout) : CudnnMask::None;
-    if (m != CudnnMask::None &&
-        cudnn_step_backward(*cudnn, m, dout, q, k, v, *out, lse, dq, dk, dv, args.scale, accumulate, stream))
+    const CudnnMask m = cudnn_mask_for(which, cudnn, q, k, v, args, stream, &dout);
+    if (m != CudnnMask::None && cudnn_step_backward(*cudnn, m, dout, q, k, v, out, lse, delta, dq, dk, dv,
+                                                    args.scale, accumulate, stream))
       return;
     which = StepKernel::Auto;
   }

@@ -42,12 +42,11 @@ namespace burst::cuda {
 
 /// Which kernel runs a step. Auto: the fast kernel where it supports the case, else the twin.
 /// FastMma: the forward on mma.sync fragments held in registers (attention_fwd_mma.cu; same
-/// cases and numerics as Fast; its backward is Fast's) — not chosen by Auto until a GPU run has
-/// shown it against the oracle and measured it beside Fast.
+/// cases and numerics as Fast; its backward is Fast's).
 /// Cudnn: cuDNN's fused SDPA (attention_cudnn.h) where it takes the step — bf16 / fp16, a step
-/// whose visibility is all keys or a causal diagonal, the backward given the global out — and
-/// Auto's choice elsewhere; needs a CudnnState. Opt-in: Auto does not choose it until a GPU run
-/// has checked it against the oracle and measured it beside Fast (docs/gpu.md § cuDNN).
+/// whose visibility is all keys or a causal diagonal — and Auto's choice elsewhere; needs a
+/// CudnnState. Auto here is the static rule (Fast where it takes the step, else the twin);
+/// device::CudaDevice chooses among Fast, FastMma and Cudnn by measured speed (cuda_device.h).
 enum class StepKernel : std::uint8_t { Auto, Reference, Fast, FastMma, Cudnn };
 
 class CudnnState;
@@ -72,8 +71,8 @@ void step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
 /// The backward step: dq like q, dk, dv like k (F32 / BF16 / F16; accumulate: F32 only, added
 /// into), from dout like q, lse and delta [B,H,S_q] fp32. Throws: as step_forward. Extra memory
 /// (fast, dq not fp32): an fp32 copy of dq's shape, stream-ordered, freed on the stream.
-/// Cudnn: cuDNN reads `out` (the global out [B,S_q,H,D] that delta came from) instead of delta;
-/// without `out` the step runs on Auto's kernel.
+/// Cudnn: cuDNN reads O instead of delta — `out` (the global out [B,S_q,H,D] that delta came
+/// from) when given in q's dtype, else a stand-in made from dout and delta (attention_cudnn.h).
 void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                    const TensorView& lse, const TensorView& delta, const TensorView& dq, const TensorView& dk,
                    const TensorView& dv, const kernels::KernelArgs& args, bool accumulate,
@@ -92,13 +91,16 @@ struct StepBenchCase {
 /// What bench_step_kernels measured: GPU time from CUDA events (median of reps, milliseconds)
 /// and TFLOP/s with burst's formula (forward 4·B·H·D·visible pairs, backward 2.5× that).
 struct StepBenchResult {
-  std::string gpu;     ///< the device's name (cudaGetDeviceProperties)
-  std::string kernel;  ///< "fast", "fast_mma", "cudnn" or "reference" (what ran the forward)
+  std::string gpu;              ///< the device's name (cudaGetDeviceProperties)
+  std::string kernel;           ///< "fast", "fast_mma", "cudnn" or "reference" (what ran the forward)
+  std::string backward_kernel;  ///< what ran the backward
+  std::string choices;          ///< Auto's timed choices (CudaDevice::choice_timings), or ""
   std::int64_t visible_pairs = 0;
   double forward_ms = 0, backward_ms = 0, forward_tflops = 0, backward_tflops = 0;
 };
-/// Times step_forward and step_backward on random inputs (seeded) on GPU `device`: the hook
-/// behind `burst bench kernel --device cuda`. Allocates its own tensors (freed on return).
+/// Times step_forward and step_backward on random inputs (seeded) on GPU `device`, through a
+/// device::CudaDevice whose Options::kernel is c.kernel (Auto: the measured choice, made in a
+/// warm-up run): the hook behind cuda_step_bench. Allocates its own tensors (freed on return).
 /// Throws: Error(Internal) without a usable GPU; as step_forward otherwise.
 StepBenchResult bench_step_kernels(const StepBenchCase& c);
 

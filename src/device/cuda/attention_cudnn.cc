@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -37,10 +38,10 @@ bool in_device_memory(const void* p) {
 /// stream and waited for).
 template <typename T>
 std::vector<T> on_host(const T* p, std::int64_t n, cudaStream_t stream) {
-  std::vector<T> h(static_cast<std::size_t>(n));
+  std::vector<T> h(static_cast<std::size_t>(n > 0 ? n : 0));
   if (n <= 0) return h;
   if (!in_device_memory(p)) {
-    std::memcpy(h.data(), p, h.size() * sizeof(T));
+    std::copy(p, p + n, h.begin());
     return h;
   }
   check(cudaMemcpyAsync(h.data(), p, h.size() * sizeof(T), cudaMemcpyDeviceToHost, stream),
@@ -71,7 +72,7 @@ bool cudnn_compiled() noexcept {
 
 std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
                               const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
-                              const TensorView* dout) {
+                              const TensorView* dout, CudnnMaskCache* masks) {
   if (mask != nullptr) *mask = CudnnMask::None;
   if (!cudnn_compiled())
     return "burst_cuda was built without the cuDNN frontend headers (BURST_CUDNN_FRONTEND_DIR)";
@@ -83,11 +84,18 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
     const std::string why = operand_problem(name, *t, q.dtype);
     if (!why.empty()) return why;
   }
-  const std::vector<std::int64_t> qp = on_host(args.q_pos, q.shape[1], stream),
-                                  kp = on_host(args.kv_pos, k.shape[1], stream);
-  const std::vector<MaskSlice> slices = on_host(args.mask_slices, args.mask_slice_count, stream);
-  const CudnnMaskVerdict verdict = classify_for_cudnn(
-      qp.data(), q.shape[1], kp.data(), k.shape[1], slices.data(), static_cast<std::int64_t>(slices.size()));
+  // The host arrays: the caller's mirrors, else the arrays when in host memory, else copies.
+  std::vector<std::int64_t> qp, kp;
+  std::vector<MaskSlice> sl;
+  const std::int64_t* hq = args.host_q_pos;
+  const std::int64_t* hk = args.host_kv_pos;
+  const MaskSlice* hs = args.host_mask_slices;
+  if (hq == nullptr) hq = (qp = on_host(args.q_pos, q.shape[1], stream)).data();
+  if (hk == nullptr) hk = (kp = on_host(args.kv_pos, k.shape[1], stream)).data();
+  if (hs == nullptr) hs = (sl = on_host(args.mask_slices, args.mask_slice_count, stream)).data();
+  const CudnnMaskVerdict verdict =
+      masks != nullptr ? masks->classify(hq, q.shape[1], hk, k.shape[1], hs, args.mask_slice_count)
+                       : classify_for_cudnn(hq, q.shape[1], hk, k.shape[1], hs, args.mask_slice_count);
   if (mask != nullptr) *mask = verdict.mask;
   return verdict.mask == CudnnMask::None ? "the mask: " + verdict.why_not : "";
 }
@@ -108,8 +116,8 @@ bool cudnn_step_forward(CudnnState&, CudnnMask, const TensorView&, const TensorV
   BURST_FAIL(Unsupported, "cuDNN attention: built without the cuDNN frontend headers");
 }
 bool cudnn_step_backward(CudnnState&, CudnnMask, const TensorView&, const TensorView&, const TensorView&,
-                         const TensorView&, const TensorView&, const TensorView&, const TensorView&,
-                         const TensorView&, const TensorView&, float, bool, cudaStream_t) {
+                         const TensorView&, const TensorView*, const TensorView&, const TensorView&,
+                         const TensorView&, const TensorView&, const TensorView&, float, bool, cudaStream_t) {
   BURST_FAIL(Unsupported, "cuDNN attention: built without the cuDNN frontend headers");
 }
 
@@ -260,6 +268,7 @@ std::int64_t CudnnState::built() const noexcept { return impl_->built; }
 bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse, float scale,
                         cudaStream_t stream) {
+  if (!aligned16(lse)) return false;  // the stats (a step's rows of a wider lse): not cuDNN's
   const DeviceScope scope(q.device);
   const bool direct = out.dtype == q.dtype && out.stride[3] == 1 && aligned16(out);
   std::unique_ptr<Scratch> o16;
@@ -294,20 +303,25 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
 }
 
 bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& dout, const TensorView& q,
-                         const TensorView& k, const TensorView& v, const TensorView& out,
-                         const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                         const TensorView& dv, float scale, bool accumulate, cudaStream_t stream) {
+                         const TensorView& k, const TensorView& v, const TensorView* out,
+                         const TensorView& lse, const TensorView& delta, const TensorView& dq,
+                         const TensorView& dk, const TensorView& dv, float scale, bool accumulate,
+                         cudaStream_t stream) {
+  if (!aligned16(lse)) return false;  // as the forward
   const DeviceScope scope(q.device);
   auto in_place = [&](const TensorView& t) {
     return !accumulate && t.dtype == q.dtype && t.stride[3] == 1 && aligned16(t);
   };
+  // O as cuDNN reads it: the real out when it is already in q's dtype, else the stand-in O' made
+  // from dout and delta (one pass, as a conversion of out would be, and never less accurate:
+  // device/out_synth.h).
+  const bool direct_out = out != nullptr && out->dtype == q.dtype && out->stride[3] == 1 && aligned16(*out);
   std::unique_ptr<Scratch> o16, dq16, dk16, dv16;
-  if (!(out.dtype == q.dtype && out.stride[3] == 1 && aligned16(out)))
-    o16 = std::make_unique<Scratch>(out, q.dtype, stream);
+  if (!direct_out) o16 = std::make_unique<Scratch>(dout, q.dtype, stream);
   if (!in_place(dq)) dq16 = std::make_unique<Scratch>(dq, q.dtype, stream);
   if (!in_place(dk)) dk16 = std::make_unique<Scratch>(dk, q.dtype, stream);
   if (!in_place(dv)) dv16 = std::make_unique<Scratch>(dv, q.dtype, stream);
-  const TensorView &o = o16 ? o16->view : out, &gq = dq16 ? dq16->view : dq, &gk = dk16 ? dk16->view : dk,
+  const TensorView &o = o16 ? o16->view : *out, &gq = dq16 ? dq16->view : dq, &gk = dk16 ? dk16->view : dk,
                    &gv = dv16 ? dv16->view : dv;
   std::vector<std::int64_t> key = key_head(1, q.dtype, mask, scale);
   for (const TensorView* t : {&q, &k, &v, &o, &dout, &gq, &gk, &gv}) key_bshd(key, *t);
@@ -327,7 +341,7 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
     return graph;
   });
   if (g == nullptr) return false;
-  if (o16) copy(out, o, stream);
+  if (o16) synthesize_out(dout, delta, o, stream);
   std::unordered_map<std::int64_t, void*> pack{{kQ, q.data},   {kK, k.data},     {kV, v.data},
                                                {kO, o.data},   {kDO, dout.data}, {kStats, lse.data},
                                                {kDQ, gq.data}, {kDK, gk.data},   {kDV, gv.data}};

@@ -49,6 +49,8 @@ class CudnnState {
   /// repeated keys.
   std::int64_t executed() const noexcept;
   std::int64_t built() const noexcept;
+  /// The steps' mask verdicts, cached by contents (cudnn_mask.h): what cudnn_unsupported asks.
+  CudnnMaskCache& masks() noexcept { return masks_; }
 
   struct Impl;  // the handle and the cache (attention_cudnn.cc)
   Impl& impl() noexcept { return *impl_; }
@@ -56,32 +58,41 @@ class CudnnState {
  private:
   int device_;
   std::unique_ptr<Impl> impl_;
+  CudnnMaskCache masks_;
 };
 
 /// Why cuDNN does not take this step, or "" when it does (as far as the host can tell: a graph
 /// cuDNN refuses when built is reported by cudnn_step_forward / _backward returning false).
 /// q [B,S_q,H,D], k, v [B,S_kv,H_kv,D]: BF16 or F16, one dtype (and dout's, out's when given for
 /// the backward: out may be any dtype, converted to q's first); pointers 16-byte aligned; the
-/// mask one of cudnn_mask.h's (positions and the slice table copied to the host when they live
-/// in device memory: that copy waits for the stream). `mask` receives the verdict.
+/// mask one of cudnn_mask.h's, classified from the host arrays: args.host_* where given, else
+/// the positions and slice table themselves when they are host memory, else copies of them
+/// (a copy from device memory waits for the stream). `mask` receives the verdict; `masks`, when
+/// given, remembers verdicts by contents (a ring's repeated blocks are classified once).
 std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
                               const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
-                              const TensorView* dout = nullptr);
+                              const TensorView* dout = nullptr, CudnnMaskCache* masks = nullptr);
 
 /// The forward step on cuDNN (the contract of attention_cuda.h's step_forward; out of any dtype,
 /// through a q-dtype buffer when it is not q's). Returns false, having queued nothing, when
-/// cuDNN refuses to build the graph (the caller runs its own kernel). Throws: Error(Internal)
+/// cuDNN refuses to build the graph or lse does not start on 16 bytes (the caller runs its own
+/// kernel). Throws: Error(Internal)
 /// when a cuDNN or CUDA call fails otherwise.
 bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse, float scale,
                         cudaStream_t stream);
 
-/// The backward step on cuDNN: step_backward's contract, from `out` (the global out) instead of
-/// delta. Returns false as the forward. Extra memory: the 16-bit gradients that are not written
-/// in place, and out converted when its dtype is not q's.
+/// The backward step on cuDNN: step_backward's contract. cuDNN reads O (and forms delta =
+/// rowsum(dO ∘ O) itself), not delta: `out`, when given, is the global out that delta came from,
+/// read directly when it is in q's dtype (else converted to it); without `out`, or when it
+/// would need a conversion anyway, a stand-in O' with rowsum(dO ∘ O') = delta is made from dout
+/// and delta (synthesize_out, elementwise.h; device/out_synth.h bounds its error by that of the
+/// real out rounded to the dtype). Returns false as the forward. Extra memory: the 16-bit
+/// gradients that are not written in place, and the q-dtype O'.
 bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& dout, const TensorView& q,
-                         const TensorView& k, const TensorView& v, const TensorView& out,
-                         const TensorView& lse, const TensorView& dq, const TensorView& dk,
-                         const TensorView& dv, float scale, bool accumulate, cudaStream_t stream);
+                         const TensorView& k, const TensorView& v, const TensorView* out,
+                         const TensorView& lse, const TensorView& delta, const TensorView& dq,
+                         const TensorView& dk, const TensorView& dv, float scale, bool accumulate,
+                         cudaStream_t stream);
 
 }  // namespace burst::cuda

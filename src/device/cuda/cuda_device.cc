@@ -18,18 +18,6 @@ void free_device_memory(const void*, void* data, std::int64_t) {
 
 }  // namespace
 
-CudaDevice::CudaDevice(int index) : index_(index) {
-  const cuda::DeviceScope scope(burst::Device{DeviceKind::Cuda, index});
-  cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-}
-
-CudaDevice::~CudaDevice() {
-  if (stream_ != nullptr) {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
-  }
-}
-
 std::string CudaDevice::name() const { return to_string(burst::Device{DeviceKind::Cuda, index_}); }
 
 TensorView CudaDevice::here(TensorView v) const {
@@ -165,25 +153,6 @@ void CudaDevice::merge_forward(const TensorView& out, const TensorView& lse, con
 void CudaDevice::attention_delta(const TensorView& dout, const TensorView& out,
                                  const TensorView& delta) const {
   cuda::attention_delta(here(dout), here(out), here(delta), stream_);
-}
-
-// The step kernels of attention_cuda.h: KernelImpl::Reference runs the reference twin, any
-// other choice the fast kernel where it supports the case (else the twin). The positions and the
-// slice table may be host or device memory (attention_cuda.h copies host ones per call).
-void CudaDevice::step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
-                              const TensorView& out, const TensorView& lse,
-                              const kernels::KernelParams& p) const {
-  cuda::step_forward(here(q), here(k), here(v), here(out), here(lse), p, stream_,
-                     p.impl == KernelImpl::Reference ? cuda::StepKernel::Reference : cuda::StepKernel::Auto);
-}
-
-void CudaDevice::step_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
-                               const TensorView& v, const TensorView& lse, const TensorView& delta,
-                               const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                               const kernels::KernelParams& p, bool accumulate) const {
-  cuda::step_backward(here(dout), here(q), here(k), here(v), here(lse), here(delta), here(dq), here(dk),
-                      here(dv), p, accumulate, stream_,
-                      p.impl == KernelImpl::Reference ? cuda::StepKernel::Reference : cuda::StepKernel::Auto);
 }
 
 std::int64_t CudaDevice::first_nonfinite(const TensorView& t) const {

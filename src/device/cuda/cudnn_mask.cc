@@ -78,4 +78,32 @@ CudnnMaskVerdict classify_for_cudnn(const std::int64_t* q_pos, std::int64_t S_q,
   return {CudnnMask::None, "the visible keys are prefixes, but neither all keys nor a causal diagonal"};
 }
 
+CudnnMaskVerdict CudnnMaskCache::classify(const std::int64_t* q_pos, std::int64_t S_q,
+                                          const std::int64_t* kv_pos, std::int64_t S_kv,
+                                          const MaskSlice* slices, std::int64_t n) {
+  const auto same = [](const auto& held, const auto* p, std::int64_t count) {
+    return static_cast<std::int64_t>(held.size()) == count && std::equal(held.begin(), held.end(), p);
+  };
+  CudnnMaskVerdict v;
+  bool found = false;
+  for (const Entry& e : entries_) {
+    if (same(e.q, q_pos, S_q) && same(e.kv, kv_pos, S_kv) && same(e.slices, slices, n)) {
+      v = e.verdict;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    ++scans_;
+    v = classify_for_cudnn(q_pos, S_q, kv_pos, S_kv, slices, n);
+    if (entries_.size() == kMaxEntries) entries_.pop_front();
+    entries_.push_back({std::vector<std::int64_t>(q_pos, q_pos + max64(S_q, 0)),
+                        std::vector<std::int64_t>(kv_pos, kv_pos + max64(S_kv, 0)),
+                        std::vector<MaskSlice>(slices, slices + max64(n, 0)), v});
+  }
+  if (plant_ && v.mask != CudnnMask::None)
+    v.mask = v.mask == CudnnMask::Full ? CudnnMask::CausalTopLeft : CudnnMask::Full;
+  return v;
+}
+
 }  // namespace burst::cuda

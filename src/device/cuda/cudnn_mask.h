@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <vector>
 
 #include "burst/mask.h"
 
@@ -36,5 +38,34 @@ struct CudnnMaskVerdict {
 /// the two causal alignments agree and top-left is reported. Cost: O(S_q · n · log S_kv).
 CudnnMaskVerdict classify_for_cudnn(const std::int64_t* q_pos, std::int64_t S_q, const std::int64_t* kv_pos,
                                     std::int64_t S_kv, const MaskSlice* slices, std::int64_t n);
+
+/// classify_for_cudnn with a memory, so that a ring's steps, which repeat the same few position
+/// blocks pass after pass, scan each once: a step whose positions and slice table equal, element
+/// for element, those of a step classified before gets that verdict back after a comparison
+/// (O(S_q + S_kv + n)) instead of the scan (O(S_q · n · log S_kv)). Keyed by contents, never by
+/// address: an array freed and refilled at the same address is a new key. Keeps the last
+/// kMaxEntries steps. Host arrays. Not thread-safe (one per CudnnState).
+class CudnnMaskCache {
+ public:
+  static constexpr std::size_t kMaxEntries = 64;
+  CudnnMaskVerdict classify(const std::int64_t* q_pos, std::int64_t S_q, const std::int64_t* kv_pos,
+                            std::int64_t S_kv, const MaskSlice* slices, std::int64_t n);
+  /// Scans run (cache misses) since construction.
+  std::int64_t scans() const noexcept { return scans_; }
+  /// A planted error for the tests only (CudaDevice::Options::plant_wrong_cudnn_mask): every
+  /// verdict but None comes back wrong — Full as causal top-left, either causal one as Full — so
+  /// cuDNN runs such steps under a mask that is not theirs, which the GPU tests must catch.
+  void plant_wrong_verdicts(bool on) noexcept { plant_ = on; }
+
+ private:
+  struct Entry {
+    std::vector<std::int64_t> q, kv;
+    std::vector<MaskSlice> slices;
+    CudnnMaskVerdict verdict;
+  };
+  std::deque<Entry> entries_;  // oldest first
+  std::int64_t scans_ = 0;
+  bool plant_ = false;
+};
 
 }  // namespace burst::cuda

@@ -13,6 +13,7 @@
 #include "burst/tensor.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/elementwise.h"
+#include "device/out_synth.h"
 
 namespace burst::cuda {
 namespace {
@@ -195,6 +196,21 @@ __global__ void delta_kernel(Strided dout, Strided out, Strided delta) {
   }
 }
 
+/// One thread per row (b, s, h) of out [B,S,H,D]: the stand-in O' of device/out_synth.h.
+__global__ void synth_out_kernel(Strided dout, Strided delta, Strided out) {
+  const std::int64_t B = out.shape[0], S = out.shape[1], H = out.shape[2], D = out.shape[3];
+  const std::int64_t rows = B * H * S;
+  for (std::int64_t row = first_index(); row < rows; row += grid_threads()) {
+    const std::int64_t s = row % S, h = (row / S) % H, b = row / (S * H);
+    const std::int64_t oo = b * out.stride[0] + s * out.stride[1] + h * out.stride[2];
+    const std::int64_t og = b * dout.stride[0] + s * dout.stride[1] + h * dout.stride[2];
+    const float r =
+        reinterpret_cast<const float*>(delta.data)[b * delta.stride[0] + h * delta.stride[1] + s * delta.stride[2]];
+    const float c = device::out_synth_scale([&](std::int64_t d) { return load_f(dout, og + d); }, D, r);
+    for (std::int64_t d = 0; d < D; ++d) store_f(out, oo + d, device::out_synth_value(load_f(dout, og + d), c));
+  }
+}
+
 // ---------------------------------------------------------------- host side -----------------
 
 unsigned blocks_for(std::int64_t threads) {
@@ -369,6 +385,28 @@ void attention_delta(const TensorView& dout, const TensorView& out, const Tensor
   if (rows == 0) return;
   const DeviceScope scope(out.device);
   delta_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(strided(g), strided(o), strided(r));
+  check_launch(api);
+}
+
+void synthesize_out(const TensorView& dout, const TensorView& delta, const TensorView& out,
+                    cudaStream_t stream) {
+  constexpr const char* api = "cuda::synthesize_out";
+  check_device(api, on_gpu(api, "out", out), "dout", dout, "delta", delta);
+  for (const auto& [name, t] : {std::pair{"out", out}, {"dout", dout}}) {
+    BURST_CHECK(t.ndim == 4 && (t.stride[3] == 1 || t.shape[3] <= 1), InvalidArgument, api, ": ", name,
+                " must be [B,S,H,D] with D contiguous, got ", t.describe());
+    BURST_CHECK(t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16, Unsupported, api,
+                ": ", name, " has dtype ", to_string(t.dtype), "; f32, bf16 or f16 expected");
+  }
+  check_same_shape(api, "dout", dout, "out", out);
+  check_f32(api, "delta", delta);
+  BURST_CHECK(delta.ndim == 3 && delta.shape[0] == out.shape[0] && delta.shape[1] == out.shape[2] &&
+                  delta.shape[2] == out.shape[1],
+              InvalidArgument, api, ": delta ", delta.describe(), " must be [B,H,S] of out ", out.describe());
+  const std::int64_t rows = out.shape[0] * out.shape[1] * out.shape[2];
+  if (rows == 0) return;
+  const DeviceScope scope(out.device);
+  synth_out_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(strided(dout), strided(delta), strided(out));
   check_launch(api);
 }
 

@@ -65,4 +65,13 @@ void merge_forward(const TensorView& out, const TensorView& lse, const TensorVie
 void attention_delta(const TensorView& dout, const TensorView& out, const TensorView& delta,
                      cudaStream_t stream);
 
+/// out ← the stand-in O' of device/out_synth.h, row by row: O'_d = sign(dO_d) · delta / ‖dO‖₁
+/// rounded once to out's dtype, so that rowsum(dO ∘ O') = delta within out_synth_delta_bound (what
+/// cuDNN's SDPA backward, which reads O only to form that rowsum, needs where a step has delta
+/// but not the global out). dout, out [B,S,H,D] F32 / BF16 / F16, D contiguous, same shape;
+/// delta [B,H,S] fp32, any strides. Bit for bit the host twin (out_synth.h's functions).
+/// Throws: as attention_delta. Cost: one thread per row, two reads of dout, one write of out.
+void synthesize_out(const TensorView& dout, const TensorView& delta, const TensorView& out,
+                    cudaStream_t stream);
+
 }  // namespace burst::cuda
