@@ -10,9 +10,11 @@
 // bf16 arithmetic (tiled::use_bf16_dot: Isa::Avx512Bf16, Amx or AmxEmulated, whose gemm_bf16
 // runs on vdpbf16ps or on AMX tiles, and bf16 q, k, v): the panels are also
 // pair-packed in bf16 (Kᵀ [D/2][bkv][2], V [bkv/2][Dp][2]), the Q tile is kept in bf16 unscaled
-// (c₂ is applied to S in fp32 by the GEMM's alpha, so Q is not rounded twice), S = Q·Kᵀ and
-// O += P·V run on vdpbf16ps with fp32 accumulators, and P is rounded to bf16 after exp2 — the
-// row sum l is taken from the fp32 P before that rounding, as FlashAttention-2 does.
+// (so Q is not rounded twice), S = Q·Kᵀ and O += P·V run on vdpbf16ps or tiles with fp32
+// accumulators. S stays unscaled (the GEMM's alpha is 1, so AMX stores its tiles straight to
+// S): c₂ multiplies the row max (max(c₂·s) = c₂·max s for c₂ > 0) and enters exp2's argument
+// by one FMA in probs_bf16, which writes P in bf16 in the same pass and returns the row sum l
+// of the fp32 P before that rounding, as FlashAttention-2 does (no fp32 P pass).
 // K is packed transposed [D][bkv] and V padded [bkv][Dp] (tables with gemm_packed, AVX2: then
 // into column panels, contiguous per 16 columns) once per (b, kv-head, kv-tile) in a
 // first parallel loop and shared by the G = H/H_kv query heads of the group (never copied per
@@ -155,9 +157,9 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
     if (cls == TileClass::Empty) continue;
 
     float* S = w.s.data();
-    if (bf16)
+    if (bf16)  // raw scores (alpha 1: the AMX tiles store straight to S); c₂ goes into exp2's FMA
       mk.gemm_bf16(tiled::as_bf16(w.q16), D2, packs.kt16 + (pack_base + t) * packs.kt16_tile, 2 * bkv, S, bkv,
-                   nr, bkv, D2, false, c2);
+                   nr, bkv, D2, false, 1.0f);
     else
       tiled::gemm(mk, w.q.data(), D, {packs.kt_panel(g, b, hk, p.H_kv, t), packs.kt_ld, packs.panels}, S, bkv,
                   nr, bkv, D, false);
@@ -170,24 +172,32 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
         std::fill(S + static_cast<std::int64_t>(r) * bkv + nc, S + static_cast<std::int64_t>(r + 1) * bkv,
                   kNegInf);
     }
+    std::uint16_t* P16 = bf16 ? tiled::as_bf16(w.p16) : nullptr;
     for (int r = 0; r < nr; ++r) {
       float* srow = S + static_cast<std::int64_t>(r) * bkv;
-      const float m_tile = mk.row_max(srow, bkv);
+      const float m_row = mk.row_max(srow, bkv);
+      // bf16: the scores are unscaled, and max(c₂·s) = c₂·max(s) exactly (c₂ > 0, rounding is monotone).
+      const float m_tile = bf16 ? m_row * c2 : m_row;
       const float m_tile_nat = m_tile == kNegInf ? kNegInf : m_tile * tiled::kLn2;
       // The running max usually stops growing after a few tiles: then α = 1 and the state is
       // unchanged, so the scalar exp of the rescale is skipped.
       const float alpha = m_tile_nat > w.m[r] ? online_softmax_rescale(w.m[r], m_tile_nat) : 1.0f;
       if (w.m[r] == kNegInf) {  // nothing visible yet: P = 0, O and l stay 0
-        std::fill(srow, srow + bkv, 0.0f);
+        if (bf16)
+          std::fill(P16 + static_cast<std::int64_t>(r) * bkv, P16 + static_cast<std::int64_t>(r + 1) * bkv,
+                    std::uint16_t{0});
+        else
+          std::fill(srow, srow + bkv, 0.0f);
         continue;
       }
-      const float sum = mk.exp2_shift_sum(srow, bkv, w.m[r] * tiled::kLog2e);
+      const float shift = w.m[r] * tiled::kLog2e;
+      // bf16: P straight to bf16 in one pass, its sum from the fp32 values before rounding.
+      const float sum = bf16 ? mk.probs_bf16(srow, bkv, c2, shift, P16 + static_cast<std::int64_t>(r) * bkv)
+                             : mk.exp2_shift_sum(srow, bkv, shift);
       w.l[r] = w.l[r] * alpha + sum;
       if (alpha != 1.0f) mk.scale(w.o.data() + static_cast<std::int64_t>(r) * Dp, Dp, alpha);
     }
-    if (bf16) {  // P rounded to bf16 (l already holds the fp32 sum); V rows ≥ nc are zero pairs
-      std::uint16_t* P16 = tiled::as_bf16(w.p16);
-      mk.narrow_rows_bf16(S, bkv, P16, bkv, nr, bkv);
+    if (bf16) {  // V rows ≥ nc are zero pairs
       mk.gemm_bf16(P16, bkv, packs.v16 + (pack_base + t) * packs.v16_tile, 2 * Dp, w.o.data(), Dp, nr, Dp,
                    nc + (nc & 1), true, 1.0f);
     } else {
