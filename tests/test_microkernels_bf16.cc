@@ -6,7 +6,8 @@
 // table with bf16 entries this CPU runs: AVX512-BF16 (vdpbf16ps), AMX (tdpbf16ps) and the AMX
 // GEMM over the emulated tile layer (any AVX2 CPU).
 //
-// probs_bf16 (the forward's fused exp2 → bf16 P row) bit for bit against a scalar twin.
+// probs_bf16 (the forward's fused exp2 → bf16 P row) bit for bit against a scalar twin, and the
+// forward's K / V pair packs from bf16 storage against the fp32 route.
 //
 // GEMM bound: the bf16 products are exact in fp32, so the only error is fp32 summation: at most
 // K additions into the accumulator, one multiply by alpha and one add of the old C, each
@@ -24,6 +25,7 @@
 #include "burst/error.h"
 #include "burst/tensor.h"
 #include "kernels/microkernels.h"
+#include "kernels/tiled_common.h"
 #include "test_util.h"
 
 namespace burst {
@@ -221,6 +223,42 @@ TEST(MicrokernelsBf16, ProbsBf16IsItsScalarTwinBitForBit) {
       float e = 0.0f;
       mk.exp2(&arg, &e, 1);
       ASSERT_EQ(p[j], bf16_from_float(e)) << to_string(isa) << " s=" << picked[j] << ": not one rounding";
+    }
+  }
+}
+
+// The bf16 forward packs K and V straight from bf16 storage into its pair-packed operands
+// (tiled::pack_kt_pairs_bf16, pack_v_pairs_bf16); their slow twin is the fp32 route it replaced
+// (pack_transposed / pack_rows widen to fp32, then the table's pack_pairs_bf16 narrows back,
+// exactly): bit for bit, for even and odd D, full and partial tiles (odd nc), strided BSHD rows.
+TEST(MicrokernelsBf16, ForwardPairPacksFromStorageAreTheFp32Route) {
+  if (bf16_tables().empty()) GTEST_SKIP() << "no table with bf16 entries on this CPU";
+  const kernels::Microkernels& mk = kernels::microkernels(bf16_tables().front());
+  const kernels::Converters& cv = kernels::converters(detect_isa());
+  const std::int64_t B = 2, S = 45, H = 3;
+  for (int D : {20, 21, 64}) {
+    const std::vector<std::uint16_t> x = random_bf16(static_cast<std::size_t>(B * S * H * D), 40 + D);
+    kernels::Operand op;
+    op.data = x.data();
+    op.dtype = DType::BF16;
+    op.sb = S * H * D;
+    op.ss = H * D;
+    op.sh = D;
+    const int cols = 32, Dp = (D + 15) / 16 * 16, D2 = D + (D & 1);
+    for (int nc : {32, 7}) {
+      SCOPED_TRACE(testing::Message() << "D=" << D << " nc=" << nc);
+      std::vector<float> tmp(static_cast<std::size_t>(std::max(D * cols, cols * Dp)));
+      std::vector<std::uint16_t> twin(static_cast<std::size_t>(D2 * cols), 0x7777), fast(twin.size(), 0x5555);
+      kernels::tiled::pack_transposed(cv, op, 1, 2, 9, nc, D, cols, tmp.data());
+      mk.pack_pairs_bf16(tmp.data(), cols, twin.data(), 2 * cols, D, cols);
+      kernels::tiled::pack_kt_pairs_bf16(op, 1, 2, 9, nc, D, cols, fast.data());
+      for (std::size_t i = 0; i < twin.size(); ++i) ASSERT_EQ(fast[i], twin[i]) << "Kt pairs at " << i;
+      std::vector<std::uint16_t> vtwin(static_cast<std::size_t>(cols * Dp), 0x7777),
+          vfast(vtwin.size(), 0x5555);
+      kernels::tiled::pack_rows(cv, op, 1, 2, 9, nc, D, Dp, cols, tmp.data());
+      mk.pack_pairs_bf16(tmp.data(), Dp, vtwin.data(), 2 * Dp, cols, Dp);
+      kernels::tiled::pack_v_pairs_bf16(op, 1, 2, 9, nc, D, Dp, cols, vfast.data());
+      for (std::size_t i = 0; i < vtwin.size(); ++i) ASSERT_EQ(vfast[i], vtwin[i]) << "V pairs at " << i;
     }
   }
 }

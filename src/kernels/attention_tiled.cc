@@ -8,9 +8,9 @@
 //   O += P·V                                                                   [gemm]
 // then out = O·(1/l), lse = m + log l (online_softmax_inv_sum / online_softmax_lse).
 // bf16 arithmetic (tiled::use_bf16_dot: Isa::Avx512Bf16, Amx or AmxEmulated, whose gemm_bf16
-// runs on vdpbf16ps or on AMX tiles, and bf16 q, k, v): the panels are also
-// pair-packed in bf16 (Kᵀ [D/2][bkv][2], V [bkv/2][Dp][2]), the Q tile is kept in bf16 unscaled
-// (so Q is not rounded twice), S = Q·Kᵀ and O += P·V run on vdpbf16ps or tiles with fp32
+// runs on vdpbf16ps or on AMX tiles, and bf16 q, k, v): K and V are packed straight from their
+// bf16 storage into bf16 pairs (Kᵀ [D/2][bkv][2], V [bkv/2][Dp][2]; no fp32 panels), the Q tile is kept in
+// bf16 unscaled (so Q is not rounded twice), S = Q·Kᵀ and O += P·V run on vdpbf16ps or tiles with fp32
 // accumulators. S stays unscaled (the GEMM's alpha is 1, so AMX stores its tiles straight to
 // S): c₂ multiplies the row max (max(c₂·s) = c₂·max s for c₂ > 0) and enters exp2's argument
 // by one FMA in probs_bf16, which writes P in bf16 in the same pass and returns the row sum l
@@ -109,6 +109,11 @@ void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs,
   float* kt = packs.kt.data() + idx * packs.kt_tile;
   const Converters& cv = converters(p.isa);
   float* v = packs.v.data() + idx * packs.v_tile;
+  if (packs.kt16 != nullptr) {  // bf16 arithmetic (bf16 storage): straight into the pairs, no fp32 pack
+    tiled::pack_kt_pairs_bf16(p.k, b, hk, j0, nc, D, g.bkv, packs.kt16 + idx * packs.kt16_tile);
+    tiled::pack_v_pairs_bf16(p.v, b, hk, j0, nc, D, g.Dp, g.bkv, packs.v16 + idx * packs.v16_tile);
+    return;
+  }
   if (packs.panels) {  // row-major through tmp, then into panels
     const Microkernels& mk = microkernels(p.isa);
     tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, tmp);
@@ -119,11 +124,6 @@ void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs,
   }
   tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, kt);
   tiled::pack_rows(cv, p.v, b, hk, j0, nc, D, g.Dp, g.bkv, v);
-  if (packs.kt16 != nullptr) {  // exact: the fp32 values are widened bf16
-    const Microkernels& mk = microkernels(p.isa);
-    mk.pack_pairs_bf16(kt, g.bkv, packs.kt16 + idx * packs.kt16_tile, 2 * g.bkv, D, g.bkv);
-    mk.pack_pairs_bf16(v, g.Dp, packs.v16 + idx * packs.v16_tile, 2 * g.Dp, g.bkv, g.Dp);
-  }
 }
 
 void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk, const Geometry& g,
@@ -236,9 +236,11 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   const int D = static_cast<int>(p.D);
   ForwardPacks packs;
   packs.panels = tiled::use_panels(mk, bf16);
-  packs.kt_tile = packs.panels ? tiled::panels_floats(mk, D, g.bkv) : p.D * g.bkv;
-  packs.v_tile =
-      packs.panels ? tiled::panels_floats(mk, g.bkv, g.Dp) : static_cast<std::int64_t>(g.bkv) * g.Dp;
+  // fp32 packs for the fp32 GEMMs only (the bf16 path packs bf16 pairs straight from storage)
+  packs.kt_tile = bf16 ? 0 : packs.panels ? tiled::panels_floats(mk, D, g.bkv) : p.D * g.bkv;
+  packs.v_tile = bf16           ? 0
+                 : packs.panels ? tiled::panels_floats(mk, g.bkv, g.Dp)
+                                : static_cast<std::int64_t>(g.bkv) * g.Dp;
   packs.kt_ld = packs.panels ? tiled::panel_stride(mk, D) : g.bkv;
   packs.v_ld = packs.panels ? tiled::panel_stride(mk, g.bkv) : g.Dp;
   const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;
