@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The AMX host check, sized for ONE call on a 16-core host (<= 7 minutes): build burst without
-# libtorch/Python, run the `amx` tests, then in alternated rounds `burst bench kernel` (fp32 and
+# libtorch/Python, run the `amx` tests and the bf16 microkernel twins, then in alternated rounds `burst bench kernel` (fp32 and
 # bf16, fwd and bwd, full and causal, 1 thread and all cores, B=1 H=8 S=4096 D=64; the FMA and
 # AMX ceiling probes beside each) and PyTorch's CPU attention on the same shapes
 # (bench/torch_sdpa.py), all as JSON lines in one file, and the target ratios beside it
@@ -107,6 +107,10 @@ hw=$("$build"/tests/test_attention_amx --gtest_filter='AmxHardware.*' 2>&1 | gre
 emit amx_hardware_tests "result=$hw"
 "$build"/tests/test_dispatch >/dev/null 2>&1
 emit dispatch_rule_test "rc=$?"
+# The bf16 microkernels against their twins on every bf16 table here (the AMX one included).
+mk_out=$("$build"/tests/test_microkernels_bf16 2>&1)
+rc=$?
+emit microkernels_bf16_tests "rc=$rc" "result=$(echo "$mk_out" | grep -E '^\[  (PASSED|FAILED) ' | tr '\n' '|' | tr -d '"\\')"
 
 # Benchmarks, in BURST_CHECK_ROUNDS alternated rounds (default 2): each round runs, for every
 # thread count and mask, burst fp32, burst bf16 and then PyTorch's CPU attention (fp32, bf16)
