@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The AMX host check, sized for ONE call on a 16-core host (<= 7 minutes): build burst without
-# libtorch/Python, run the `amx` tests, then in alternated rounds `burst bench kernel` (fp32 and
+# libtorch/Python, run the `amx` tests and the bf16 microkernel twins, then in alternated rounds `burst bench kernel` (fp32 and
 # bf16, fwd and bwd, full and causal, 1 thread and all cores, B=1 H=8 S=4096 D=64; the FMA and
 # AMX ceiling probes beside each) and PyTorch's CPU attention on the same shapes
 # (bench/torch_sdpa.py), all as JSON lines in one file, and the target ratios beside it
 # (scripts/amx_summary.py: bf16 forward vs torch and vs burst fp32 on one core, 16-thread vs
-# 1-thread rates, backward vs torch; median of the runs with min and max). Meant for an Intel
+# 1-thread rates, backward vs torch; median of the runs with min and max). Then more alternated
+# rounds of just the one-core forward targets' three runs (burst bf16, burst fp32, torch bf16;
+# full and causal), so each target ratio is a median of per-round paired ratios with its spread.
+# Meant for an Intel
 # AMX host without network or apt; runs on any x86-64 Linux host (AMX then reported absent, its
 # tests SKIPPED).
 #
@@ -23,7 +26,11 @@
 #              BURST_CHECK_ROUNDS alternated rounds (default 2)
 #              BURST_PYTHON       Python with torch for the anchor (default: the first python3 with torch)
 #              BURST_CHECK_SEQ    S of the benchmarks (default 4096; smaller for a quick trial)
-# Budget on a 16-core host: build ~35 s with -j16, amx tests ~60 s, a round ~90 s.
+#              BURST_CHECK_FWD_ROUNDS rounds of the one-core forward targets (default 5)
+#              BURST_CHECK_BUDGET_S no forward-target round starts past this many seconds since
+#                                 the start (default 360)
+# Budget on a 16-core host: build ~35 s with -j16, amx tests ~60 s, a round ~90 s, a forward-
+# target round ~15 s (two processes of `burst bench kernel` and one of torch per mask).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +48,8 @@ deps=$(deps_prefix)
 threads=${BURST_CHECK_THREADS:-"1 $(nproc)"}
 repeats=${BURST_CHECK_REPEATS:-5}
 rounds=${BURST_CHECK_ROUNDS:-2}
+fwd_rounds=${BURST_CHECK_FWD_ROUNDS:-5}
+budget=${BURST_CHECK_BUDGET_S:-360}
 seq=${BURST_CHECK_SEQ:-4096}
 # The Python for JSON and the torch anchor: BURST_PYTHON, else the first python3 that imports torch.
 py=${BURST_PYTHON:-}
@@ -98,6 +107,10 @@ hw=$("$build"/tests/test_attention_amx --gtest_filter='AmxHardware.*' 2>&1 | gre
 emit amx_hardware_tests "result=$hw"
 "$build"/tests/test_dispatch >/dev/null 2>&1
 emit dispatch_rule_test "rc=$?"
+# The bf16 microkernels against their twins on every bf16 table here (the AMX one included).
+mk_out=$("$build"/tests/test_microkernels_bf16 2>&1)
+rc=$?
+emit microkernels_bf16_tests "rc=$rc" "result=$(echo "$mk_out" | grep -E '^\[  (PASSED|FAILED) ' | tr '\n' '|' | tr -d '"\\')"
 
 # Benchmarks, in BURST_CHECK_ROUNDS alternated rounds (default 2): each round runs, for every
 # thread count and mask, burst fp32, burst bf16 and then PyTorch's CPU attention (fp32, bf16)
@@ -105,12 +118,13 @@ emit dispatch_rule_test "rc=$?"
 # records tagged "round". Each burst record carries the FMA probe and, for bf16 on AMX /
 # AVX512-BF16, the tile or vdpbf16ps probe timed beside it (fma_peak_gflops_1core,
 # bf16_dot_peak_gflops_1core).
-tag() {  # tag ROUND: the JSON lines of stdin with "round" added, to the output
+tag() {  # tag ROUND [PHASE]: the JSON lines of stdin with "round" and "phase" added, to the output
   "$py" -c '
 import json, sys
 for line in sys.stdin:
     if line.startswith("{"):
-        r = json.loads(line); r["round"] = int(sys.argv[1]); print(json.dumps(r))' "$1" >>"$out"
+        r = json.loads(line); r["round"] = int(sys.argv[1]); r["phase"] = sys.argv[2]; print(json.dumps(r))' \
+    "$1" "${2:-all}" >>"$out"
 }
 for ((round = 1; round <= rounds; round++)); do
   for t in $threads; do
@@ -124,6 +138,27 @@ for ((round = 1; round <= rounds; round++)); do
         --threads "$t" --masks "$mask" --passes fwd,bwd --repeats "$repeats" --warmup 1 | tag "$round" ||
         emit torch_sdpa_failed "round=$round" "threads=$t" "mask=$mask"
     done
+  done
+done
+
+# The one-core forward targets: rounds of the three runs each target ratio compares, alternated
+# (burst bf16, burst fp32, torch bf16; full then causal), records tagged phase "fwd1"; the
+# summary takes each ratio per round (here and in the rounds above) and reports their median
+# with the smallest and largest. No round starts past BURST_CHECK_BUDGET_S.
+for ((round = 1; round <= fwd_rounds; round++)); do
+  if (($(date +%s) - t_start > budget)); then
+    emit fwd1_rounds_cut "done=$((round - 1))" "budget_s=$budget"
+    break
+  fi
+  for mask in full causal; do
+    for dt in bf16 fp32; do
+      timeout 60 "$burst" bench kernel --batch 1 --heads 8 --seq "$seq" --dim 64 --threads 1 --dtype "$dt" \
+        --mask "$mask" --pass fwd --repeats "$repeats" --warmup 1 2>>"$build/amx_host_check.bench.err" |
+        tag "$round" fwd1 || emit bench_failed "phase=fwd1" "round=$round" "dtype=$dt" "mask=$mask"
+    done
+    timeout 90 "$py" bench/torch_sdpa.py --batch 1 --heads 8 --seq "$seq" --dim 64 --dtypes bf16 \
+      --threads 1 --masks "$mask" --passes fwd --repeats "$repeats" --warmup 1 | tag "$round" fwd1 ||
+      emit torch_sdpa_failed "phase=fwd1" "round=$round" "mask=$mask"
   done
 done
 

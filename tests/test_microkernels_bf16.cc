@@ -6,6 +6,9 @@
 // table with bf16 entries this CPU runs: AVX512-BF16 (vdpbf16ps), AMX (tdpbf16ps) and the AMX
 // GEMM over the emulated tile layer (any AVX2 CPU).
 //
+// probs_bf16 (the forward's fused exp2 → bf16 P row) bit for bit against a scalar twin, and the
+// forward's K / V pair packs from bf16 storage against the fp32 route.
+//
 // GEMM bound: the bf16 products are exact in fp32, so the only error is fp32 summation: at most
 // K additions into the accumulator, one multiply by alpha and one add of the old C, each
 // rounding by ≤ 2^-24 relative, so |C − C_exact| ≤ (K + 2)·2^-24·(|alpha|·Σ_k|a_k·b_k| + |C_old|)
@@ -13,6 +16,7 @@
 // A pair-order or packing mistake gives errors of order |a·b|, ≫ this bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -21,6 +25,7 @@
 #include "burst/error.h"
 #include "burst/tensor.h"
 #include "kernels/microkernels.h"
+#include "kernels/tiled_common.h"
 #include "test_util.h"
 
 namespace burst {
@@ -138,6 +143,122 @@ TEST(MicrokernelsBf16, ConversionsAreThePortableRoundingBitForBit) {
             ASSERT_EQ(d[static_cast<std::size_t>(kk * ldd + 2 * n + e)], want)
                 << "K=" << K << " k=" << k << " n=" << n;
           }
+    }
+  }
+}
+
+// probs_bf16 (the bf16 forward's P row) against its scalar twin: the argument by std::fma (one
+// rounding), the same table's exp2 entry (the polynomial every entry shares), the portable bf16
+// rounding — bit for bit where the argument is ≥ −126, and exactly 0 below it and for −inf
+// scores, under FlushDenormals as the kernels run; the returned sum within fp32 summation error
+// of the twin's fp64 sum of the same fp32 values; the twin's fp32 values within exp2's accuracy
+// of fp64; and on scores picked where rounding the argument twice changes the bf16 P. Sizes: one vector (the
+// tail alone), two (one paired step), three (step and tail), a forward tile row (128) and a long row. A
+// swapped half of the paired narrowing, a lane left out of the sum, a missed tail, a wrong scale or shift, or
+// a write past n fails it.
+TEST(MicrokernelsBf16, ProbsBf16IsItsScalarTwinBitForBit) {
+  if (bf16_tables().empty()) GTEST_SKIP() << "no table with bf16 entries on this CPU";
+  for (Isa isa : bf16_tables()) {
+    const kernels::Microkernels& mk = kernels::microkernels(isa);
+    ASSERT_NE(mk.probs_bf16, nullptr) << to_string(isa);
+    const float c2 = 0.125f * 1.4426950408889634f;  // τ·log2(e) at D = 64
+    for (int n : {16, 32, 48, 128, 400}) {
+      SCOPED_TRACE(testing::Message() << to_string(isa) << " n=" << n);
+      std::vector<float> s(static_cast<std::size_t>(n));
+      test::fill_uniform(s.data(), n, 21 + static_cast<std::uint64_t>(n), -900.0f, 60.0f);
+      s[1] = -INFINITY;  // masked
+      float mx = -INFINITY;
+      for (float x : s) mx = std::max(mx, x);
+      const float shift = mx * c2 + 0.25f;
+      // Arguments across exp2's underflow edge: c2·s − shift ≈ −125.5 … −127.
+      const float edge[] = {-125.5f, -126.0f, -126.25f, -126.9f, -127.0f};
+      for (int i = 0; i < 5 && 3 + 2 * i < n; ++i)
+        s[static_cast<std::size_t>(3 + 2 * i)] = (edge[i] + shift) / c2;
+      std::vector<std::uint16_t> p(static_cast<std::size_t>(n) + 16, 0x7777);
+      kernels::FlushDenormals flush;
+      const float sum = mk.probs_bf16(s.data(), n, c2, shift, p.data());
+      double twin_sum = 0;
+      for (int j = 0; j < n; ++j) {
+        const float arg = std::fma(s[static_cast<std::size_t>(j)], c2, -shift);
+        float e = 0.0f;
+        mk.exp2(&arg, &e, 1);
+        if (arg >= -126.0f) {
+          EXPECT_NEAR(e, std::exp2(static_cast<double>(arg)), 3e-7 * std::exp2(static_cast<double>(arg)))
+              << "j=" << j;
+          ASSERT_EQ(p[static_cast<std::size_t>(j)], bf16_from_float(e)) << "j=" << j << " arg=" << arg;
+          twin_sum += e;
+        } else {
+          ASSERT_EQ(p[static_cast<std::size_t>(j)], 0u) << "j=" << j << " arg=" << arg;
+        }
+      }
+      EXPECT_EQ(p[1], 0u);
+      EXPECT_LE(std::fabs(sum - twin_sum), n * 0x1.0p-24 * twin_sum);
+      EXPECT_GT(twin_sum, 0.5);  // the row max gives exp2(−0.25): live values
+      for (int j = n; j < n + 16; ++j) ASSERT_EQ(p[static_cast<std::size_t>(j)], 0x7777u) << "wrote past n";
+    }
+    // Scores whose bf16 P differs between one rounding of c2·s − shift (the FMA) and two (c2·s
+    // rounded, then the subtraction): picked from many, the kernel must give the fused value on
+    // each, so an argument rounded twice fails here.
+    const float shift = 3.14159274f;  // not on the arguments' grid, or both forms round alike
+    const std::size_t n_cand = std::size_t{1} << 20;
+    std::vector<float> cand(n_cand), fused(n_cand), twice(n_cand), e_fused(n_cand), e_twice(n_cand), picked;
+    test::fill_uniform(cand.data(), static_cast<std::int64_t>(n_cand), 99, -690.0f,
+                       -350.0f);  // arguments −125 … −66
+    for (std::size_t i = 0; i < n_cand; ++i) {
+      fused[i] = std::fma(cand[i], c2, -shift);
+      volatile float product = cand[i] * c2;  // rounded on its own: no contraction into an FMA
+      twice[i] = product - shift;
+    }
+    mk.exp2(fused.data(), e_fused.data(), static_cast<std::int64_t>(n_cand));
+    mk.exp2(twice.data(), e_twice.data(), static_cast<std::int64_t>(n_cand));
+    for (std::size_t i = 0; i < n_cand && picked.size() < 128; ++i)
+      if (bf16_from_float(e_fused[i]) != bf16_from_float(e_twice[i])) picked.push_back(cand[i]);
+    ASSERT_GE(picked.size(), 16u) << to_string(isa);
+    picked.resize(picked.size() / 16 * 16);
+    std::vector<std::uint16_t> p(picked.size());
+    kernels::FlushDenormals flush;
+    mk.probs_bf16(picked.data(), static_cast<int>(picked.size()), c2, shift, p.data());
+    for (std::size_t j = 0; j < picked.size(); ++j) {
+      const float arg = std::fma(picked[j], c2, -shift);
+      float e = 0.0f;
+      mk.exp2(&arg, &e, 1);
+      ASSERT_EQ(p[j], bf16_from_float(e)) << to_string(isa) << " s=" << picked[j] << ": not one rounding";
+    }
+  }
+}
+
+// The bf16 forward packs K and V straight from bf16 storage into its pair-packed operands
+// (tiled::pack_kt_pairs_bf16, pack_v_pairs_bf16); their slow twin is the fp32 route it replaced
+// (pack_transposed / pack_rows widen to fp32, then the table's pack_pairs_bf16 narrows back,
+// exactly): bit for bit, for even and odd D, full and partial tiles (odd nc), strided BSHD rows.
+TEST(MicrokernelsBf16, ForwardPairPacksFromStorageAreTheFp32Route) {
+  if (bf16_tables().empty()) GTEST_SKIP() << "no table with bf16 entries on this CPU";
+  const kernels::Microkernels& mk = kernels::microkernels(bf16_tables().front());
+  const kernels::Converters& cv = kernels::converters(detect_isa());
+  const std::int64_t B = 2, S = 45, H = 3;
+  for (int D : {20, 21, 64}) {
+    const std::vector<std::uint16_t> x = random_bf16(static_cast<std::size_t>(B * S * H * D), 40 + D);
+    kernels::Operand op;
+    op.data = x.data();
+    op.dtype = DType::BF16;
+    op.sb = S * H * D;
+    op.ss = H * D;
+    op.sh = D;
+    const int cols = 32, Dp = (D + 15) / 16 * 16, D2 = D + (D & 1);
+    for (int nc : {32, 7}) {
+      SCOPED_TRACE(testing::Message() << "D=" << D << " nc=" << nc);
+      std::vector<float> tmp(static_cast<std::size_t>(std::max(D * cols, cols * Dp)));
+      std::vector<std::uint16_t> twin(static_cast<std::size_t>(D2 * cols), 0x7777), fast(twin.size(), 0x5555);
+      kernels::tiled::pack_transposed(cv, op, 1, 2, 9, nc, D, cols, tmp.data());
+      mk.pack_pairs_bf16(tmp.data(), cols, twin.data(), 2 * cols, D, cols);
+      kernels::tiled::pack_kt_pairs_bf16(op, 1, 2, 9, nc, D, cols, fast.data());
+      for (std::size_t i = 0; i < twin.size(); ++i) ASSERT_EQ(fast[i], twin[i]) << "Kt pairs at " << i;
+      std::vector<std::uint16_t> vtwin(static_cast<std::size_t>(cols * Dp), 0x7777),
+          vfast(vtwin.size(), 0x5555);
+      kernels::tiled::pack_rows(cv, op, 1, 2, 9, nc, D, Dp, cols, tmp.data());
+      mk.pack_pairs_bf16(tmp.data(), Dp, vtwin.data(), 2 * Dp, cols, Dp);
+      kernels::tiled::pack_v_pairs_bf16(op, 1, 2, 9, nc, D, Dp, cols, vfast.data());
+      for (std::size_t i = 0; i < vtwin.size(); ++i) ASSERT_EQ(vfast[i], vtwin[i]) << "V pairs at " << i;
     }
   }
 }

@@ -8,11 +8,13 @@
 //   O += P·V                                                                   [gemm]
 // then out = O·(1/l), lse = m + log l (online_softmax_inv_sum / online_softmax_lse).
 // bf16 arithmetic (tiled::use_bf16_dot: Isa::Avx512Bf16, Amx or AmxEmulated, whose gemm_bf16
-// runs on vdpbf16ps or on AMX tiles, and bf16 q, k, v): the panels are also
-// pair-packed in bf16 (Kᵀ [D/2][bkv][2], V [bkv/2][Dp][2]), the Q tile is kept in bf16 unscaled
-// (c₂ is applied to S in fp32 by the GEMM's alpha, so Q is not rounded twice), S = Q·Kᵀ and
-// O += P·V run on vdpbf16ps with fp32 accumulators, and P is rounded to bf16 after exp2 — the
-// row sum l is taken from the fp32 P before that rounding, as FlashAttention-2 does.
+// runs on vdpbf16ps or on AMX tiles, and bf16 q, k, v): K and V are packed straight from their
+// bf16 storage into bf16 pairs (Kᵀ [D/2][bkv][2], V [bkv/2][Dp][2]; no fp32 panels), the Q tile is kept in
+// bf16 unscaled (so Q is not rounded twice), S = Q·Kᵀ and O += P·V run on vdpbf16ps or tiles with fp32
+// accumulators. S stays unscaled (the GEMM's alpha is 1, so AMX stores its tiles straight to
+// S): c₂ multiplies the row max (max(c₂·s) = c₂·max s for c₂ > 0) and enters exp2's argument
+// by one FMA in probs_bf16, which writes P in bf16 in the same pass and returns the row sum l
+// of the fp32 P before that rounding, as FlashAttention-2 does (no fp32 P pass).
 // K is packed transposed [D][bkv] and V padded [bkv][Dp] (tables with gemm_packed, AVX2: then
 // into column panels, contiguous per 16 columns) once per (b, kv-head, kv-tile) in a
 // first parallel loop and shared by the G = H/H_kv query heads of the group (never copied per
@@ -107,6 +109,11 @@ void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs,
   float* kt = packs.kt.data() + idx * packs.kt_tile;
   const Converters& cv = converters(p.isa);
   float* v = packs.v.data() + idx * packs.v_tile;
+  if (packs.kt16 != nullptr) {  // bf16 arithmetic (bf16 storage): straight into the pairs, no fp32 pack
+    tiled::pack_kt_pairs_bf16(p.k, b, hk, j0, nc, D, g.bkv, packs.kt16 + idx * packs.kt16_tile);
+    tiled::pack_v_pairs_bf16(p.v, b, hk, j0, nc, D, g.Dp, g.bkv, packs.v16 + idx * packs.v16_tile);
+    return;
+  }
   if (packs.panels) {  // row-major through tmp, then into panels
     const Microkernels& mk = microkernels(p.isa);
     tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, tmp);
@@ -117,11 +124,6 @@ void pack_forward_tile(const Problem& p, const Geometry& g, ForwardPacks& packs,
   }
   tiled::pack_transposed(cv, p.k, b, hk, j0, nc, D, g.bkv, kt);
   tiled::pack_rows(cv, p.v, b, hk, j0, nc, D, g.Dp, g.bkv, v);
-  if (packs.kt16 != nullptr) {  // exact: the fp32 values are widened bf16
-    const Microkernels& mk = microkernels(p.isa);
-    mk.pack_pairs_bf16(kt, g.bkv, packs.kt16 + idx * packs.kt16_tile, 2 * g.bkv, D, g.bkv);
-    mk.pack_pairs_bf16(v, g.Dp, packs.v16 + idx * packs.v16_tile, 2 * g.Dp, g.bkv, g.Dp);
-  }
 }
 
 void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk, const Geometry& g,
@@ -155,9 +157,9 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
     if (cls == TileClass::Empty) continue;
 
     float* S = w.s.data();
-    if (bf16)
+    if (bf16)  // raw scores (alpha 1: the AMX tiles store straight to S); c₂ goes into exp2's FMA
       mk.gemm_bf16(tiled::as_bf16(w.q16), D2, packs.kt16 + (pack_base + t) * packs.kt16_tile, 2 * bkv, S, bkv,
-                   nr, bkv, D2, false, c2);
+                   nr, bkv, D2, false, 1.0f);
     else
       tiled::gemm(mk, w.q.data(), D, {packs.kt_panel(g, b, hk, p.H_kv, t), packs.kt_ld, packs.panels}, S, bkv,
                   nr, bkv, D, false);
@@ -170,24 +172,32 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
         std::fill(S + static_cast<std::int64_t>(r) * bkv + nc, S + static_cast<std::int64_t>(r + 1) * bkv,
                   kNegInf);
     }
+    std::uint16_t* P16 = bf16 ? tiled::as_bf16(w.p16) : nullptr;
     for (int r = 0; r < nr; ++r) {
       float* srow = S + static_cast<std::int64_t>(r) * bkv;
-      const float m_tile = mk.row_max(srow, bkv);
+      const float m_row = mk.row_max(srow, bkv);
+      // bf16: the scores are unscaled, and max(c₂·s) = c₂·max(s) exactly (c₂ > 0, rounding is monotone).
+      const float m_tile = bf16 ? m_row * c2 : m_row;
       const float m_tile_nat = m_tile == kNegInf ? kNegInf : m_tile * tiled::kLn2;
       // The running max usually stops growing after a few tiles: then α = 1 and the state is
       // unchanged, so the scalar exp of the rescale is skipped.
       const float alpha = m_tile_nat > w.m[r] ? online_softmax_rescale(w.m[r], m_tile_nat) : 1.0f;
       if (w.m[r] == kNegInf) {  // nothing visible yet: P = 0, O and l stay 0
-        std::fill(srow, srow + bkv, 0.0f);
+        if (bf16)
+          std::fill(P16 + static_cast<std::int64_t>(r) * bkv, P16 + static_cast<std::int64_t>(r + 1) * bkv,
+                    std::uint16_t{0});
+        else
+          std::fill(srow, srow + bkv, 0.0f);
         continue;
       }
-      const float sum = mk.exp2_shift_sum(srow, bkv, w.m[r] * tiled::kLog2e);
+      const float shift = w.m[r] * tiled::kLog2e;
+      // bf16: P straight to bf16 in one pass, its sum from the fp32 values before rounding.
+      const float sum = bf16 ? mk.probs_bf16(srow, bkv, c2, shift, P16 + static_cast<std::int64_t>(r) * bkv)
+                             : mk.exp2_shift_sum(srow, bkv, shift);
       w.l[r] = w.l[r] * alpha + sum;
       if (alpha != 1.0f) mk.scale(w.o.data() + static_cast<std::int64_t>(r) * Dp, Dp, alpha);
     }
-    if (bf16) {  // P rounded to bf16 (l already holds the fp32 sum); V rows ≥ nc are zero pairs
-      std::uint16_t* P16 = tiled::as_bf16(w.p16);
-      mk.narrow_rows_bf16(S, bkv, P16, bkv, nr, bkv);
+    if (bf16) {  // V rows ≥ nc are zero pairs
       mk.gemm_bf16(P16, bkv, packs.v16 + (pack_base + t) * packs.v16_tile, 2 * Dp, w.o.data(), Dp, nr, Dp,
                    nc + (nc & 1), true, 1.0f);
     } else {
@@ -226,9 +236,11 @@ void forward_tiled(const Problem& p, const ForwardIO& io) {
   const int D = static_cast<int>(p.D);
   ForwardPacks packs;
   packs.panels = tiled::use_panels(mk, bf16);
-  packs.kt_tile = packs.panels ? tiled::panels_floats(mk, D, g.bkv) : p.D * g.bkv;
-  packs.v_tile =
-      packs.panels ? tiled::panels_floats(mk, g.bkv, g.Dp) : static_cast<std::int64_t>(g.bkv) * g.Dp;
+  // fp32 packs for the fp32 GEMMs only (the bf16 path packs bf16 pairs straight from storage)
+  packs.kt_tile = bf16 ? 0 : packs.panels ? tiled::panels_floats(mk, D, g.bkv) : p.D * g.bkv;
+  packs.v_tile = bf16           ? 0
+                 : packs.panels ? tiled::panels_floats(mk, g.bkv, g.Dp)
+                                : static_cast<std::int64_t>(g.bkv) * g.Dp;
   packs.kt_ld = packs.panels ? tiled::panel_stride(mk, D) : g.bkv;
   packs.v_ld = packs.panels ? tiled::panel_stride(mk, g.bkv) : g.Dp;
   const std::int64_t n_pack = p.B * p.H_kv * g.n_kt;

@@ -102,6 +102,15 @@ struct Microkernels {
   void (*narrow_rows_bf16)(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd, int rows,
                            int cols) = nullptr;
 
+  /// The bf16 forward's probabilities of one row of raw scores s (Q·Kᵀ unscaled, −inf where
+  /// masked), in one pass that never stores them in fp32: e_j = exp2(c2·s[j] − shift) with the
+  /// argument one FMA (one rounding), p[j] = bf16(e_j) (round to nearest even); returns Σ_j e_j
+  /// of the fp32 values before rounding (FlashAttention-2's row sum), summed in fp32 in a fixed
+  /// order. n a multiple of `width`. c2 > 0 and finite; shift finite and ≥ c2·s[j] up to
+  /// rounding (the running max, base 2); −inf scores give exact zeros; arguments below −126 as
+  /// exp2_shift_sum. Accuracy: e_j as exp2, then bf16's rounding.
+  float (*probs_bf16)(const float* s, int n, float c2, float shift, std::uint16_t* p) = nullptr;
+
   /// Pair-packs fp32 rows src[k][n] (K rows, N a multiple of `width`, stride lds) as bf16:
   /// dst[kk·ldd + 2n + e] = bf16(src[2kk+e][n]), with row K taken as zeros when K is odd.
   void (*pack_pairs_bf16)(const float* src, std::int64_t lds, std::uint16_t* dst, std::int64_t ldd, int K,

@@ -15,6 +15,7 @@
 // The fp32 entries are the best SIMD table here (AVX-512 or AVX2); the bf16 conversions are the
 // scalar round-to-nearest-even of burst/tensor.h with vcvtneps2bf16's denormal flush.
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -115,12 +116,36 @@ void pack_pairs_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std
       dst[(k / 2) * ldd + 2 * n + (k & 1)] = k < K ? narrow(src[k * lds + n]) : std::uint16_t{0};
 }
 
-Microkernels make_table() {
+// The best fp32 table here: the emulated table's fp32 entries and exp2.
+const Microkernels& fp32_table() {
   const Isa best = detect_isa();
-  Microkernels t =
-      best == Isa::Avx512Bf16 || best == Isa::Avx512 ? microkernels_avx512() : microkernels_avx2();
+  return best == Isa::Avx512Bf16 || best == Isa::Avx512 ? microkernels_avx512() : microkernels_avx2();
+}
+
+// Microkernels::probs_bf16 in scalar steps: the argument by std::fma (one rounding), exp2 by the
+// fp32 table's entry (the polynomial of every table), the scalar narrowing; summed in order.
+float probs_bf16(const float* s, int n, float c2, float shift, std::uint16_t* p) {
+  const Microkernels& fp32 = fp32_table();
+  constexpr int kChunk = 64;
+  float arg[kChunk], e[kChunk];
+  float sum = 0.0f;
+  for (int j0 = 0; j0 < n; j0 += kChunk) {
+    const int m = n - j0 < kChunk ? n - j0 : kChunk;
+    for (int j = 0; j < m; ++j) arg[j] = std::fma(s[j0 + j], c2, -shift);
+    fp32.exp2(arg, e, m);
+    for (int j = 0; j < m; ++j) {
+      sum += e[j];
+      p[j0 + j] = narrow(e[j]);
+    }
+  }
+  return sum;
+}
+
+Microkernels make_table() {
+  Microkernels t = fp32_table();
   t.isa = Isa::AmxEmulated;
   t.gemm_bf16 = &amx_gemm_bf16;
+  t.probs_bf16 = &probs_bf16;
   t.narrow_rows_bf16 = &narrow_rows_bf16;
   t.pack_pairs_bf16 = &pack_pairs_bf16;
   t.bf16_dot_probe = nullptr;

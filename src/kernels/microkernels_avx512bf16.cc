@@ -1,6 +1,7 @@
-// AVX512-BF16 microkernels: the AVX-512 fp32 table plus the bf16 dot-product entries
-// (microkernels.h), compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16 only (what
-// detect_isa() checks before reporting Isa::Avx512Bf16; src/CMakeLists.txt).
+// AVX512-BF16 microkernels: the AVX-512 fp32 table (microkernels_avx512_body.h, compiled here
+// again with this file's flags) plus the bf16 dot-product entries (microkernels.h), compiled with
+// -mavx512f -mavx512bw -mavx512vl -mavx512bf16 only (what detect_isa() checks before reporting
+// Isa::Avx512Bf16; src/CMakeLists.txt).
 // GEMM: 6 rows × 4 zmm block = 24 fp32 accumulators + 4 pair-packed B vectors + 1 broadcast
 // pair of A, as the fp32 block; one vdpbf16ps does 16 lanes × 2 multiply-adds, twice the work of
 // one fp32 FMA (the ceiling bf16_dot_probe measures).
@@ -18,10 +19,10 @@
 namespace burst::kernels {
 namespace {
 
+#include "kernels/microkernels_avx512_body.h"
+
 constexpr int kW = 16;  // fp32 lanes per zmm = bf16 pairs per zmm
 constexpr int kMaxR = 6, kMaxNV = 4;
-
-inline int imin(int a, int b) { return a < b ? a : b; }
 
 inline __m512bh pair_broadcast(const std::uint16_t* p) {
   std::int32_t pair = 0;
@@ -31,8 +32,8 @@ inline __m512bh pair_broadcast(const std::uint16_t* p) {
 
 // One register block: C[R × NV·16] (+)= alpha · A[R × K] · B[K × NV·16], K even.
 template <int R, int NV>
-void gemm_block(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb, float* C,
-                std::int64_t ldc, int K, bool accumulate, float alpha) {
+void dot_block(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb, float* C,
+               std::int64_t ldc, int K, bool accumulate, float alpha) {
   __m512 c[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -64,13 +65,13 @@ void gemm_block(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* B
 }
 
 template <int R>
-void gemm_rows(int nv, const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb,
-               float* C, std::int64_t ldc, int K, bool accumulate, float alpha) {
+void dot_rows(int nv, const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp, std::int64_t ldb,
+              float* C, std::int64_t ldc, int K, bool accumulate, float alpha) {
   switch (nv) {
-    case 1: gemm_block<R, 1>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
-    case 2: gemm_block<R, 2>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
-    case 3: gemm_block<R, 3>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
-    default: gemm_block<R, 4>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
+    case 1: dot_block<R, 1>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
+    case 2: dot_block<R, 2>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
+    case 3: dot_block<R, 3>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
+    default: dot_block<R, 4>(A, lda, Bp, ldb, C, ldc, K, accumulate, alpha); break;
   }
 }
 
@@ -85,12 +86,12 @@ void gemm_bf16(const std::uint16_t* A, std::int64_t lda, const std::uint16_t* Bp
       const std::uint16_t* Am = A + m0 * lda;
       float* Cm = Cv + m0 * ldc;
       switch (imin(kMaxR, M - m0)) {
-        case 1: gemm_rows<1>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
-        case 2: gemm_rows<2>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
-        case 3: gemm_rows<3>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
-        case 4: gemm_rows<4>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
-        case 5: gemm_rows<5>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
-        default: gemm_rows<6>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 1: dot_rows<1>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 2: dot_rows<2>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 3: dot_rows<3>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 4: dot_rows<4>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        case 5: dot_rows<5>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
+        default: dot_rows<6>(nv, Am, lda, Bv, ldb, Cm, ldc, K, accumulate, alpha); break;
       }
     }
   }
@@ -133,6 +134,27 @@ void pack_pairs_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std
   }
 }
 
+// Two vectors a step: two exp2 chains in flight, and one vcvtne2ps2bf16 (b's lanes low, a's
+// high) narrows both into one 32-element store.
+float probs_bf16(const float* s, int n, float c2, float shift, std::uint16_t* p) {
+  const __m512 c = _mm512_set1_ps(c2), neg_shift = _mm512_set1_ps(-shift);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + 2 * kW <= n; j += 2 * kW) {
+    const __m512 e0 = VecT::exp2_nonpos(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), c, neg_shift));
+    const __m512 e1 = VecT::exp2_nonpos(_mm512_fmadd_ps(_mm512_loadu_ps(s + j + kW), c, neg_shift));
+    acc0 = _mm512_add_ps(acc0, e0);
+    acc1 = _mm512_add_ps(acc1, e1);
+    _mm512_storeu_si512(p + j, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(e1, e0)));
+  }
+  for (; j < n; j += kW) {
+    const __m512 e = VecT::exp2_nonpos(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), c, neg_shift));
+    acc0 = _mm512_add_ps(acc0, e);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + j), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(e)));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
 float bf16_dot_probe(std::int64_t iters) {
   __m512 acc[16];
   for (int j = 0; j < 16; ++j) acc[j] = _mm512_set1_ps(1e-3f * static_cast<float>(j));
@@ -147,10 +169,10 @@ float bf16_dot_probe(std::int64_t iters) {
   return _mm512_reduce_add_ps(s);
 }
 
-Microkernels make_table() {
-  Microkernels t = microkernels_avx512();  // the fp32 entries are the AVX-512 ones
-  t.isa = Isa::Avx512Bf16;
+Microkernels make_bf16_table() {
+  Microkernels t = make_table(Isa::Avx512Bf16);  // the fp32 entries: the AVX-512 body
   t.gemm_bf16 = &gemm_bf16;
+  t.probs_bf16 = &probs_bf16;
   t.narrow_rows_bf16 = &narrow_rows_bf16;
   t.pack_pairs_bf16 = &pack_pairs_bf16;
   t.bf16_dot_probe = &bf16_dot_probe;
@@ -160,7 +182,7 @@ Microkernels make_table() {
 }  // namespace
 
 const Microkernels& microkernels_avx512bf16() {
-  static const Microkernels table = make_table();
+  static const Microkernels table = make_bf16_table();
   return table;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -119,6 +120,44 @@ inline void pack_transposed(const Converters& cv, const Operand& x, std::int64_t
   for (int r = 0; r < nr; ++r) {
     load_row(cv, x, b, i0 + r, h, D, row);
     for (int d = 0; d < D; ++d) dst[static_cast<std::int64_t>(d) * cols + r] = row[d];
+  }
+}
+
+/// The bf16 forward's pair-packed Kᵀ tile straight from bf16 storage (bit patterns copied, no
+/// widening): rows [j0, j0 + nc) of x (b, kv-head h) into dst [D2/2][cols][2], dst[kk][r] = the
+/// pair (x[r][2kk], x[r][2kk + 1]) — adjacent in x's row, so one 32-bit word —, zero pairs for
+/// r ≥ nc and a zero partner for an odd D. Bitwise pack_transposed then pack_pairs_bf16 (the
+/// twin, tests/test_attention_bf16.cc). x.dtype must be BF16.
+inline void pack_kt_pairs_bf16(const Operand& x, std::int64_t b, std::int64_t h, std::int64_t j0, int nc,
+                               int D, int cols, std::uint16_t* dst) {
+  const int D2 = D + (D & 1);
+  std::fill(dst, dst + static_cast<std::int64_t>(D2) * cols, std::uint16_t{0});
+  for (int r = 0; r < nc; ++r) {
+    const auto* src = static_cast<const std::uint16_t*>(x.data) + element_offset(x, b, j0 + r, h);
+    for (int kk = 0; 2 * kk + 1 < D; ++kk) {
+      std::uint32_t pair = 0;
+      std::memcpy(&pair, src + 2 * kk, sizeof pair);
+      std::memcpy(dst + (static_cast<std::int64_t>(kk) * cols + r) * 2, &pair, sizeof pair);
+    }
+    if (D & 1) dst[(static_cast<std::int64_t>(D / 2) * cols + r) * 2] = src[D - 1];
+  }
+}
+
+/// The bf16 forward's pair-packed V tile straight from bf16 storage: rows [j0, j0 + nc) of x into
+/// dst [rows/2][Dp][2], dst[kk][n] = (x[2kk][n], x[2kk + 1][n]), zeros beyond nc and D (rows
+/// even). Bitwise pack_rows then pack_pairs_bf16. x.dtype must be BF16.
+inline void pack_v_pairs_bf16(const Operand& x, std::int64_t b, std::int64_t h, std::int64_t j0, int nc,
+                              int D, int Dp, int rows, std::uint16_t* dst) {
+  std::fill(dst, dst + static_cast<std::int64_t>(rows) * Dp, std::uint16_t{0});
+  const auto* base = static_cast<const std::uint16_t*>(x.data);
+  for (int r = 0; r < nc; r += 2) {
+    const std::uint16_t* r0 = base + element_offset(x, b, j0 + r, h);
+    const std::uint16_t* r1 = r + 1 < nc ? base + element_offset(x, b, j0 + r + 1, h) : nullptr;
+    std::uint16_t* d = dst + static_cast<std::int64_t>(r / 2) * 2 * Dp;
+    for (int n = 0; n < D; ++n) {
+      d[2 * n] = r0[n];
+      d[2 * n + 1] = r1 != nullptr ? r1[n] : std::uint16_t{0};
+    }
   }
 }
 
