@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -114,6 +115,9 @@ void run_dist(const DistOptions& o) {
   const std::vector<int> slow_ranks = resolve_slow_ranks(o.slow_ranks, world.size());
   BURST_CHECK(slow_ranks.empty() || device == -2, InvalidArgument,
               "--emulate-slow-rank: the CPU device only (not --device ", o.device, ")");
+  // The factor on every rank (SlowDevice's own check runs on the slowed ranks only).
+  BURST_CHECK(std::isfinite(o.slow_factor) && o.slow_factor >= 1.0, InvalidArgument, "--slow-factor ",
+              o.slow_factor, " (valid: a finite number >= 1)");
   BURST_CHECK(o.slow_factor == 1.0 || !slow_ranks.empty(), InvalidArgument, "--slow-factor ", o.slow_factor,
               " needs --emulate-slow-rank");
   const bool slowed = std::find(slow_ranks.begin(), slow_ranks.end(), world.rank()) != slow_ranks.end();
