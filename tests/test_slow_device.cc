@@ -4,8 +4,8 @@
 // - Same bits: forward (out, lse) and backward (dq, dk, dv, accumulating) through the decorator
 //   equal the CPU device's bit for bit, causal on a zigzag rank's positions.
 // - F times the time: the decorated call's thread CPU time against the plain call's (medians of
-//   alternated calls) is about F (a decorator that forgot to spin, or spun by wall time while
-//   descheduled, fails), and its own accounting says spun = (F − 1) × kernel.
+//   7 alternated calls) is within [0.75 F, 1.35 F] (a decorator that forgot to spin, or spun by
+//   wall time while descheduled, fails), and its own accounting says spun = (F − 1) × kernel.
 // - The spin polls the kernel's progress hook (the ring's transfers keep moving): more calls of
 //   the hook at F = 3 than at F = 1.
 // - Refusals: F < 1 or not finite, a device whose kernels are asynchronous, ranks out of range;
@@ -123,13 +123,13 @@ TEST(SlowDevice, SpendsFTimesTheKernelsTime) {
   };
   cpu_time(*cpu);  // warm the workspace
   std::vector<double> plain, slowed;
-  for (int i = 0; i < 5; ++i) {  // alternated: a change of the machine's load hits both
+  for (int i = 0; i < 7; ++i) {  // alternated: a change of the machine's load hits both
     plain.push_back(cpu_time(*cpu));
     slowed.push_back(cpu_time(slow));
   }
   const double ratio = median(slowed) / median(plain);
-  EXPECT_GT(ratio, 0.8 * F) << "median " << median(slowed) << " s slowed, " << median(plain) << " s plain";
-  EXPECT_LT(ratio, 1.25 * F) << "median " << median(slowed) << " s slowed, " << median(plain) << " s plain";
+  EXPECT_GT(ratio, 0.75 * F) << "median " << median(slowed) << " s slowed, " << median(plain) << " s plain";
+  EXPECT_LT(ratio, 1.35 * F) << "median " << median(slowed) << " s slowed, " << median(plain) << " s plain";
   // Its own accounting: the spin is (F − 1) × the kernel, to within the last clock read.
   EXPECT_GE(slow.spun_seconds(), (F - 1) * slow.kernel_seconds());
   EXPECT_LT(slow.spun_seconds(), (F - 1) * slow.kernel_seconds() * 1.02 + 5 * 1e-4);
