@@ -20,9 +20,16 @@ the slow rank's steps F times that. Prints a Markdown table: wall, the slowest r
 the longest wait of any rank (what `bench dist` reports as exposed_comm_seconds) and the sum of
 the waits, per completion rule.
 
+With --timeline FILE (`burst bench dist --timeline` of burst or ring, flat ring): replays each
+timed pass with its own measured per-rank, per-step compute + copy seconds instead, and prints
+per pass the wall time, the slowest rank's busy time, and every rank's measured and replayed wait.
+
 Usage: scripts/ring_replay.py [--ranks 2 8 16] [--factors 1.15 1.3 1.6] [--own-first 0.25 0.75]
+       scripts/ring_replay.py --timeline TL.jsonl
 """
 import argparse
+import collections
+import json
 
 
 def replay(P, cost, fin, lag, backward, start=None):
@@ -65,13 +72,45 @@ def case(P, F, backward, lag, own_first=0.5, slow=0):
     return max(end), max(busy), [end[r] - busy[r] for r in range(P)]
 
 
+def from_timeline(path):
+    """Each pass of a bench dist timeline, replayed with its measured step times."""
+    passes = collections.defaultdict(list)
+    with open(path) as f:
+        for line in f:
+            if line.startswith("{"):
+                r = json.loads(line)
+                if r.get("bench") == "timeline" and not r.get("whole_pass"):
+                    passes[(r["pass"], r["repeat"])].append(r)
+    for (p, rep), rs in sorted(passes.items()):
+        P = max(r["rank"] for r in rs) + 1
+        cost, fin = [[0.0] * P for _ in range(P)], [0.0] * P
+        wait, wall = [0.0] * P, [0.0] * P
+        for r in rs:
+            k, t, c = r["rank"], r["step"], r["compute_seconds"] + r["copy_seconds"]
+            if t < P:
+                cost[k][t] += c
+            else:  # the backward's final hop record: the own block's second half, the sums
+                fin[k] += c
+            wait[k] += r["wait_seconds"]
+            wall[k] = r["pass_seconds"]
+        end = replay(P, cost, fin, 1, p == "bwd")
+        busy = [sum(cost[k]) + fin[k] for k in range(P)]
+        print(f"{p} repeat {rep}: wall {max(wall):.3f} s, slowest busy {max(busy):.3f} s; waits measured "
+              + " ".join(f"{w:.3f}" for w in wait) + ", replayed "
+              + " ".join(f"{end[k] - busy[k]:.3f}" for k in range(P)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 8, 16])
     ap.add_argument("--factors", type=float, nargs="+", default=[1.15, 1.3, 1.6])
     ap.add_argument("--own-first", type=float, nargs="+", default=[0.25, 0.75],
                     help="the own block's share computed at step 0 (backward); the rest after the last step")
+    ap.add_argument("--timeline", help="replay the passes of this bench dist --timeline file instead")
     a = ap.parse_args()
+    if a.timeline:
+        from_timeline(a.timeline)
+        return
     rules = (("own", 0), ("prev", 1), ("deep2", 2))
     print("| P | F | pass (own block first / last) | wall | slowest busy | longest wait ("
           + " / ".join(n for n, _ in rules) + ") | sum of waits (" + " / ".join(n for n, _ in rules) + ") |")
