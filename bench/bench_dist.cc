@@ -4,7 +4,9 @@
 #include "bench/bench_dist.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -14,10 +16,12 @@
 #include "bench/cli_options.h"
 #include "bench/gpu.h"
 #include "bench/harness.h"
+#include "bench/slow_device.h"
 #include "burst/comm.h"
 #include "burst/error.h"
 #include "burst/splitmix64.h"
 #include "burst/strategy.h"
+#include "strategy_device.h"
 
 namespace burst::bench {
 namespace {
@@ -28,6 +32,8 @@ struct DistOptions {
   std::int64_t batch = 1, seq = 4096, heads = 8, kv_heads = 0, dim = 64;
   int threads = 1, repeats = 3, warmup = 1, ranks_per_node = 0, ulysses_degree = 0;
   double comm_timeout = 300;
+  std::vector<int> slow_ranks;  // --emulate-slow-rank (−1: the last rank)
+  double slow_factor = 1.0;
   bool no_overlap = false, no_return_overlap = false, no_double_ring = false, no_mask_aware = false;
 };
 
@@ -41,6 +47,7 @@ struct Sample {
 /// Max over ranks of one pass's measurements; balance from per-rank compute seconds.
 struct Reduced {
   double seconds = 0, exposed = 0, compute_max = 0, compute_mean = 0, cpu = 0, gpu = 0;
+  double busiest = 0;  // max over ranks of a rank's wall minus its waits (its busy time)
   std::int64_t bytes = 0, peak = 0, inter = 0;
 };
 
@@ -48,6 +55,7 @@ Reduced reduce(const Communicator& c, const Sample& s) {
   Reduced r;
   r.seconds = c.all_reduce_max(s.seconds);
   r.exposed = c.all_reduce_max(s.exposed);
+  r.busiest = c.all_reduce_max(s.seconds - s.exposed);
   r.cpu = c.all_reduce_max(s.cpu);
   r.gpu = c.all_reduce_max(s.gpu);
   r.compute_max = c.all_reduce_max(s.compute);
@@ -102,8 +110,23 @@ void run_dist(const DistOptions& o) {
   }
   // --device cuda: every rank's tensors and passes on its GPU (local rank modulo the GPUs).
   const int device = parse_bench_device(o.device);
+  // --emulate-slow-rank: those ranks' step kernels stretched to --slow-factor times their
+  // duration (bench/slow_device.h); every rank parses the same argv, so every rank refuses alike.
+  const std::vector<int> slow_ranks = resolve_slow_ranks(o.slow_ranks, world.size());
+  BURST_CHECK(slow_ranks.empty() || device == -2, InvalidArgument,
+              "--emulate-slow-rank: the CPU device only (not --device ", o.device, ")");
+  // The factor on every rank (SlowDevice's own check runs on the slowed ranks only).
+  BURST_CHECK(std::isfinite(o.slow_factor) && o.slow_factor >= 1.0, InvalidArgument, "--slow-factor ",
+              o.slow_factor, " (valid: a finite number >= 1)");
+  BURST_CHECK(o.slow_factor == 1.0 || !slow_ranks.empty(), InvalidArgument, "--slow-factor ", o.slow_factor,
+              " needs --emulate-slow-rank");
+  const bool slowed = std::find(slow_ranks.begin(), slow_ranks.end(), world.rank()) != slow_ranks.end();
   const std::unique_ptr<GpuDist> gpu = device == -2 ? nullptr : make_gpu_dist(device, launcher_local_rank());
-  DistAttention attn = gpu ? gpu->make(world, cfg, shape, mask) : DistAttention(world, cfg, shape, mask);
+  DistAttention attn = gpu      ? gpu->make(world, cfg, shape, mask)
+                       : slowed ? DistAttention(world, cfg, shape, mask,
+                                                DistAttention::OnDevice{std::make_shared<const SlowDevice>(
+                                                    burst::device::make_cpu_device(), o.slow_factor)})
+                                : DistAttention(world, cfg, shape, mask);
   const std::int64_t n = attn.local_length();
   Tensor q32({o.batch, n, o.heads, o.dim}), k32({o.batch, n, H_kv, o.dim}), v32({o.batch, n, H_kv, o.dim});
   Tensor dout32({o.batch, n, o.heads, o.dim}), lse({o.batch, o.heads, n});
@@ -162,32 +185,39 @@ void run_dist(const DistOptions& o) {
     if (fwd) run_pass(false);
     if (bwd) run_pass(true);
   }
-  std::vector<double> t_f, t_b, t_fb, e_f, e_b, bal_f, bal_b, c_f, c_b, c_fb, g_f, g_b, g_fb;
+  std::vector<double> t_f, t_b, t_fb, e_f, e_b, x_f, x_b, bal_f, bal_b, c_f, c_b, c_fb, g_f, g_b, g_fb;
   Reduced last_f, last_b;
+  Sample sample_f, sample_b;  // this rank's, of the current repeat
   std::string side;
   for (int i = 0; i < o.repeats; ++i) {
     repeat = i;
     world.barrier();
     if (fwd) {
-      last_f = reduce(world, run_pass(false));
+      sample_f = run_pass(false);
+      last_f = reduce(world, sample_f);
       t_f.push_back(last_f.seconds);
       c_f.push_back(last_f.cpu);
       g_f.push_back(last_f.gpu);
       e_f.push_back(last_f.exposed);
+      x_f.push_back(last_f.seconds - last_f.busiest);
       bal_f.push_back(last_f.compute_mean > 0 ? last_f.compute_max / last_f.compute_mean : 1.0);
     }
     if (bwd) {
-      const Sample s = run_pass(true);
-      side = s.side;
-      last_b = reduce(world, s);
+      sample_b = run_pass(true);
+      side = sample_b.side;
+      last_b = reduce(world, sample_b);
       t_b.push_back(last_b.seconds);
       c_b.push_back(last_b.cpu);
       g_b.push_back(last_b.gpu);
       e_b.push_back(last_b.exposed);
+      x_b.push_back(last_b.seconds - last_b.busiest);
       bal_b.push_back(last_b.compute_mean > 0 ? last_b.compute_max / last_b.compute_mean : 1.0);
     }
     if (fwd && bwd) {
-      t_fb.push_back(t_f.back() + t_b.back());
+      // A rank's backward starts when its forward ends, so a rank that left the forward early
+      // waits inside its backward for one still in the forward: the wall time of the two is the
+      // max over ranks of their sum (the sum of the two maxima can exceed it).
+      t_fb.push_back(world.all_reduce_max(sample_f.seconds + sample_b.seconds));
       c_fb.push_back(c_f.back() + c_b.back());
       g_fb.push_back(g_f.back() + g_b.back());
     }
@@ -210,7 +240,9 @@ void run_dist(const DistOptions& o) {
                            {"overlap", !o.no_overlap},
                            {"mask_aware", plan.forward().mask_aware},
                            {"load_1m", load_average_1m()},
-                           {"device", gpu ? "cuda" : "cpu"}};
+                           {"device", gpu ? "cuda" : "cpu"},
+                           {"slow_ranks", slow_ranks},
+                           {"slow_factor", slow_ranks.empty() ? 1.0 : o.slow_factor}};
   if (gpu) {  // rank 0's GPU (every rank's: local rank modulo the GPUs, the same model on a host)
     config["gpu_name"] = gpu->name();
     config["gpu_index"] = gpu->index();
@@ -256,6 +288,7 @@ void run_dist(const DistOptions& o) {
     j["bytes_sent_inter_node"] = last_f.inter;
     j["bytes_predicted"] = max_of(plan.forward().bytes_sent);
     j["exposed_comm_seconds"] = summarize(e_f).median;
+    j["exposed_beyond_busiest_seconds"] = summarize(x_f).median;
     j["balance"] = summarize(bal_f).median;
     j["plan_balance"] = plan.forward().balance();
     j["peak_buffer_bytes"] = last_f.peak;
@@ -272,6 +305,7 @@ void run_dist(const DistOptions& o) {
     j["bytes_predicted"] = max_of(plan.backward().bytes_sent);
     j["backward_side"] = side;
     j["exposed_comm_seconds"] = summarize(e_b).median;
+    j["exposed_beyond_busiest_seconds"] = summarize(x_b).median;
     j["balance"] = summarize(bal_b).median;
     j["plan_balance"] = plan.backward().balance();
     j["peak_buffer_bytes"] = last_b.peak;
@@ -324,6 +358,12 @@ void add_dist_bench(CLI::App& bench) {
       "--no-return-overlap", o->no_return_overlap,
       "distflash: wait for the returned partials (O/lse, dQ, dK/dV) inside the step that made them");
   cmd->add_flag("--no-double-ring", o->no_double_ring, "flat ring even across nodes");
+  cmd->add_option("--emulate-slow-rank", o->slow_ranks,
+                  "emulate a slower core on this rank (repeatable; -1: the last rank): its step kernels "
+                  "spin on after each call until they took --slow-factor times their CPU time (CPU device)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--slow-factor", o->slow_factor, "F >= 1 for --emulate-slow-rank")->capture_default_str();
   cmd->add_flag("--no-mask-aware", o->no_mask_aware,
                 "burst, ring: every block circulates the whole ring (no mask-aware schedule)");
   cmd->add_option("--comm-timeout", o->comm_timeout,

@@ -7,7 +7,10 @@
 # timed fwd+bwd per case, no warm-up besides the forward bench dist always runs first): burst at
 # P = 1 (fp32, bf16); at P = 8 and 16 burst, ring, usp, allgather and ulysses (H % P == 0) in
 # fp32 and bf16, 1 thread per rank; burst as 8x2, 4x4 and 2x8 ranks x threads. Round 1 also
-# writes every case's per-rank, per-step timeline (`--timeline`). A round starts only if the
+# writes every case's per-rank, per-step timeline (`--timeline`) and runs burst and ring (fp32,
+# the first P) once more with the last rank's kernels slowed by BURST_CHECK_SLOW (`bench dist
+# --emulate-slow-rank -1 --slow-factor F`, docs/manycore.md § A slow rank, emulated), on top of
+# whatever speed its core has. A round starts only if the
 # last one fits in the budget left. Causal, zigzag, H 8, D 64, S = BURST_CHECK_SEQ (16384: five
 # rounds fit; the targets' S 32768 fits about two).
 # Everything as JSON lines in one file: {"check": ...} records of the script, the bench's own
@@ -35,6 +38,7 @@
 #              BURST_CHECK_STRATEGIES  strategies at P > 1 (default "burst ring usp allgather ulysses")
 #              BURST_CHECK_DTYPES dtypes of the strategy cases (default "fp32 bf16")
 #              BURST_CHECK_SPLITS ranks x threads splits (default "8x2 4x4 2x8")
+#              BURST_CHECK_SLOW   slow factors of round 1's emulated slow rank (default "1.3"; "" none)
 # Budget on the 16-core Xeon (S 16384): build ~40 s with -j16, calibrate + kernels ~40 s, one
 # round ~60 s.
 set -uo pipefail
@@ -58,6 +62,7 @@ cores=${BURST_CORES:-16}
 rounds=${BURST_CHECK_ROUNDS:-5}
 dtypes=${BURST_CHECK_DTYPES:-"fp32 bf16"}
 strategies=${BURST_CHECK_STRATEGIES:-"burst ring usp allgather ulysses"}
+slow_factors=${BURST_CHECK_SLOW-"1.3"}
 py=$(command -v python3 || echo /usr/bin/python3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=0
 if ((quick)); then
@@ -236,6 +241,15 @@ for ((round = 1; round <= rounds; round++)); do
   while read -r name P T dt s <&3; do  # fd 3: mpirun reads (and would eat) stdin
     run_case "$name" "$round" "$P" "$T" "$dt" --strategy "$s" </dev/null
   done 3< <(round_cases)
+  if ((round == 1)); then  # the emulated slow rank: the last one, at the first P
+    P=${ranks_list%% *}
+    for f in $slow_factors; do
+      for s in burst ring; do
+        run_case "${s}_P${P}_fp32_slow$f" "$round" "$P" 1 fp32 --strategy "$s" --emulate-slow-rank=-1 \
+          --slow-factor "$f" </dev/null
+      done
+    done
+  fi
   last=$(($(date +%s) - r0))
   emit round "round=$round" "seconds=$last" "elapsed=$(elapsed)" "load_1m=$(cut -d' ' -f1 /proc/loadavg)"
 done

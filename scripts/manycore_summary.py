@@ -3,9 +3,12 @@
 
 Reads the check's JSON lines and prints, per ranks P and dtype, every strategy's forward +
 backward seconds over the alternated rounds (median, min, max, rounds), forward, backward,
-exposed communication and backward balance (medians); burst's efficiency against P = 1; the
+exposed communication (and the part of it beyond the busiest rank's busy time, which a schedule
+could still hide) and backward balance (medians); burst's efficiency against P = 1; the
 ranks x threads splits as measured and as `burst simulate --cores-per-node` recommends them
-(calibrated spec); the kernels' thread scaling. Each target line says PASS / FAIL / n/a.
+(calibrated spec); the kernels' thread scaling; the cases run with an emulated slow rank
+(`bench dist --emulate-slow-rank`) beside the same case without. Each target line says
+PASS / FAIL / n/a.
 
 Usage: scripts/manycore_summary.py CHECK.jsonl [--json SUMMARY.json]
 """
@@ -52,14 +55,20 @@ def main():
     # bench dist records (rank 0's summaries), by case name; one per round.
     by_case = collections.defaultdict(lambda: collections.defaultdict(list))
     meta = {}
+    slowed = collections.defaultdict(list)  # case -> its records (an emulated slow rank)
     for r in recs:
         if r.get("bench") != "dist" or "case" not in r:
+            continue
+        if r.get("slow_factor", 1.0) != 1.0:
+            slowed[r["case"]].append(r)
             continue
         c = r["case"]
         meta[c] = (r.get("strategy"), r.get("ranks"), r.get("threads"), r.get("dtype"), r.get("S_global"))
         p = r.get("pass")
         by_case[c][p + ".seconds"].append(r["seconds"])
         by_case[c][p + ".exposed"].append(r.get("exposed_comm_seconds", 0.0))
+        if "exposed_beyond_busiest_seconds" in r:
+            by_case[c][p + ".beyond"].append(r["exposed_beyond_busiest_seconds"])
         if "balance" in r:
             by_case[c][p + ".balance"].append(r["balance"])
     stats = {}
@@ -82,14 +91,15 @@ def main():
     for (P, dt) in sorted(groups, key=lambda k: (k[0], str(k[1]))):
         cs = sorted(groups[(P, dt)], key=med)
         lines.append(f"\nP = {P}, {dt}, S = {meta[cs[0]][4]}: fwd+bwd seconds median [min, max] (rounds); "
-                     "fwd, bwd, exposed (fwd+bwd) medians; bwd balance")
+                     "fwd, bwd, exposed (fwd+bwd; beyond the busiest rank: fwd / bwd) medians; bwd balance")
         for c in cs:
             s = stats[c]
             fb = s["fwd+bwd.seconds"]
             ex = med(c, "fwd+bwd.exposed") or 0.0
             lines.append(f"  {meta[c][0]:10s} {fb['median']:8.3f} [{fb['min']:.3f}, {fb['max']:.3f}] ({fb['n']})"
                          f"  fwd {med(c, 'fwd.seconds') or 0:.3f}  bwd {med(c, 'bwd.seconds') or 0:.3f}"
-                         f"  exposed {ex:.3f} ({100 * ex / fb['median']:.1f} %)"
+                         f"  exposed {ex:.3f} ({100 * ex / fb['median']:.1f} %;"
+                         f" beyond {med(c, 'fwd.beyond') or 0:.3f} / {med(c, 'bwd.beyond') or 0:.3f})"
                          f"  balance {med(c, 'bwd.balance') or 0:.2f}")
         if P > 1:
             burst = [c for c in cs if meta[c][0] == "burst"]
@@ -105,6 +115,29 @@ def main():
                                        "value": ex})
                 lines.append(f"  target burst exposed communication <= 10 %: {100 * ex:.1f} % "
                              f"{verdict(ex <= 0.10)}")
+
+    # Emulated slow ranks: each case beside the same case without (same strategy, P, T, dtype).
+    if slowed:
+        lines.append("\nemulated slow rank (bench dist --emulate-slow-rank; medians over rounds): pass seconds, "
+                     "exposed, beyond the busiest rank; the same case without a slow rank after '|'")
+        for c in sorted(slowed):
+            rs = slowed[c]
+            key = (rs[0].get("strategy"), rs[0].get("ranks"), rs[0].get("threads"), rs[0].get("dtype"))
+            base = next((b for b in stats if meta[b][:4] == key), None)
+            for p in ("fwd", "bwd"):
+                pr = [r for r in rs if r.get("pass") == p]
+                if not pr:
+                    continue
+                sec = statistics.median(r["seconds"] for r in pr)
+                ex = statistics.median(r.get("exposed_comm_seconds", 0.0) for r in pr)
+                bey = statistics.median(r.get("exposed_beyond_busiest_seconds", 0.0) for r in pr)
+                line = (f"  {c} (rank {rs[0].get('slow_ranks')} x{rs[0].get('slow_factor')}) {p}: {sec:.3f} s, "
+                        f"exposed {ex:.3f}, beyond {bey:.3f}")
+                if base:
+                    line += (f"  | {med(base, p + '.seconds') or 0:.3f} s, exposed {med(base, p + '.exposed') or 0:.3f},"
+                             f" beyond {med(base, p + '.beyond') or 0:.3f}")
+                lines.append(line)
+                out.setdefault("slowed", {}).setdefault(c, {})[p] = {"seconds": sec, "exposed": ex, "beyond": bey}
 
     # Efficiency of burst against P = 1 (same dtype and S).
     p1 = {meta[c][3]: c for c in stats if meta[c][0] == "burst" and meta[c][1] == 1}

@@ -11,7 +11,8 @@ What must hold (each a check that fails the test):
 - Bad input (--passes sideways): non-zero exit, the same error on both ranks, the output file
   untouched.
 - `bench kernel`, `bench dist`, `bench decode`: records with the configuration echoed and a
-  positive median time; `burst report` writes report.md with one row per case, and its figures;
+  positive median time; `bench dist --emulate-slow-rank -1 --slow-factor 3`: the records name the
+  slowed rank and factor, the pass's CPU time grows, bad ranks and factors are refused on every rank; `burst report` writes report.md with one row per case, and its figures;
   `burst info` is JSON.
 Time: about 10 s on 2 cores. Timings are not judged (benchmarks, not timed tests).
 """
@@ -107,6 +108,26 @@ with tempfile.TemporaryDirectory() as tmp:
         check(d["usp_ring"] == "burst" and d["seconds"] > 0, f"bench dist {d['pass']}: configuration or time")
         if "bytes_predicted" in d:
             check(d["bytes_sent"] == d["bytes_predicted"], f"bench dist {d['pass']}: bytes vs plan")
+
+    # An emulated slow rank (bench/slow_device.h): the last rank's kernels at 3x; the records
+    # say so, the pass takes longer than without, and the bad values are refused on every rank.
+    base = ["bench", "dist", "--strategy", "burst", "--seq", "2048", "--heads", str(H), "--dim", "64",
+            "--pass", "bwd", "--repeats", "3"]
+    plain = records(run(base, ranks=P).stdout)
+    slow = records(run(base + ["--emulate-slow-rank=-1", "--slow-factor", "3"], ranks=P).stdout)
+    check(plain[0]["slow_ranks"] == [] and plain[0]["slow_factor"] == 1.0, f"bench dist slow fields {plain[0]}")
+    check(slow[0]["slow_ranks"] == [P - 1] and slow[0]["slow_factor"] == 3.0, f"bench dist slow fields {slow[0]}")
+    check(slow[0]["rank_cpu_seconds"] > 1.5 * plain[0]["rank_cpu_seconds"],
+          f"bench dist: the slowed rank's CPU time {slow[0]['rank_cpu_seconds']} against "
+          f"{plain[0]['rank_cpu_seconds']} without")
+    for d in plain + slow:
+        check(0 <= d["exposed_beyond_busiest_seconds"] <= d["seconds"], f"exposed_beyond_busiest_seconds {d}")
+    for bad, what in ((["--emulate-slow-rank", "2"], "--emulate-slow-rank 2"),
+                      (["--slow-factor", "2"], "needs --emulate-slow-rank"),
+                      (["--emulate-slow-rank", "0", "--slow-factor", "0.5"], "--slow-factor 0.5")):
+        p = run(base + bad, ranks=P, expect_ok=False)
+        check(p.returncode != 0 and p.stderr.count(what) >= P, f"bench dist {bad}: exit {p.returncode}, "
+              f"stderr {p.stderr[-600:]}")
 
     dec = records(run(["bench", "decode", "--context", "4096", "--heads", str(H), "--dim", str(D),
                        "--repeats", "3", "--warmup", "1", "--no-dram-probe"], ranks=P).stdout)

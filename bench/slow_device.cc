@@ -1,0 +1,75 @@
+// The emulated slow rank (slow_device.h): the wrapped device's kernels, then a spin.
+#include "bench/slow_device.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <utility>
+
+#include "burst/error.h"
+
+namespace burst::bench {
+
+namespace {
+
+double thread_cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+SlowDevice::SlowDevice(std::shared_ptr<const device::Device> inner, double factor)
+    : inner_(std::move(inner)), factor_(factor) {
+  BURST_CHECK(inner_ != nullptr, InvalidArgument, "SlowDevice: no device to wrap");
+  BURST_CHECK(inner_->host_memory(), InvalidArgument, "SlowDevice: ", inner_->name(),
+              " runs its kernels asynchronously; a slow rank is emulated on the CPU device only");
+  BURST_CHECK(std::isfinite(factor) && factor >= 1.0, InvalidArgument, "--slow-factor ", factor,
+              " (valid: a finite number >= 1)");
+}
+
+template <typename Kernel>
+void SlowDevice::slowed(const kernels::KernelParams& p, Kernel&& kernel) const {
+  const double c0 = thread_cpu_now();
+  kernel();
+  const double c1 = thread_cpu_now();
+  kernel_seconds_ += c1 - c0;
+  const double until = c1 + (factor_ - 1.0) * (c1 - c0);
+  double now = c1, polled = c1;
+  while (now < until) {  // busy: the core stays taken, as by a slower kernel
+    if (p.progress && *p.progress && now - polled >= kPollSeconds) {
+      (*p.progress)();
+      polled = now;
+    }
+    now = thread_cpu_now();
+  }
+  spun_seconds_ += now - c1;
+}
+
+void SlowDevice::step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& out, const TensorView& lse,
+                              const kernels::KernelParams& p) const {
+  slowed(p, [&] { inner_->step_forward(q, k, v, out, lse, p); });
+}
+
+void SlowDevice::step_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& lse, const TensorView& delta,
+                               const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                               const kernels::KernelParams& p, bool accumulate) const {
+  slowed(p, [&] { inner_->step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, accumulate); });
+}
+
+std::vector<int> resolve_slow_ranks(const std::vector<int>& requested, int P) {
+  std::vector<int> ranks;
+  for (const int r : requested) {
+    BURST_CHECK(r >= -P && r < P, InvalidArgument, "--emulate-slow-rank ", r, " with ", P,
+                " ranks (valid: 0..", P - 1, ", or -1..-", P, " counting from the last)");
+    const int rank = r < 0 ? r + P : r;
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) ranks.push_back(rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+}  // namespace burst::bench
