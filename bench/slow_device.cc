@@ -56,8 +56,8 @@ void SlowDevice::step_forward(const TensorView& q, const TensorView& k, const Te
 void SlowDevice::step_backward(const TensorView& dout, const TensorView& q, const TensorView& k,
                                const TensorView& v, const TensorView& lse, const TensorView& delta,
                                const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                               const kernels::KernelParams& p, bool accumulate) const {
-  slowed(p, [&] { inner_->step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, accumulate); });
+                               const kernels::KernelParams& p, bool accumulate, const TensorView* out) const {
+  slowed(p, [&] { inner_->step_backward(dout, q, k, v, lse, delta, dq, dk, dv, p, accumulate, out); });
 }
 
 std::vector<int> resolve_slow_ranks(const std::vector<int>& requested, int P) {

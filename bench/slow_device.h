@@ -82,7 +82,7 @@ class SlowDevice final : public device::Device {
   void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TensorView& lse, const TensorView& delta, const TensorView& dq,
                      const TensorView& dk, const TensorView& dv, const kernels::KernelParams& p,
-                     bool accumulate) const override;
+                     bool accumulate, const TensorView* out = nullptr) const override;
   std::uint64_t fingerprint(std::initializer_list<TensorView> views) const override {
     return inner_->fingerprint(views);
   }
