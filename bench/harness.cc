@@ -10,13 +10,12 @@
 #include "burst/error.h"
 
 namespace burst::bench {
-namespace {
-double process_cpu_seconds() {
+
+double cpu_clock_seconds(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
-}  // namespace
 
 Timing summarize(std::vector<double> samples) {
   BURST_CHECK(!samples.empty(), InvalidArgument, "bench: no timing samples to summarize");
@@ -38,11 +37,11 @@ Timing time_runs(const std::function<void()>& fn, const TimingOptions& opt) {
   std::vector<double> samples, cpu;
   samples.reserve(static_cast<std::size_t>(opt.repeats));
   for (int i = 0; i < opt.repeats; ++i) {
-    const double c0 = process_cpu_seconds();
+    const double c0 = cpu_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     const auto t1 = std::chrono::steady_clock::now();
-    cpu.push_back(process_cpu_seconds() - c0);
+    cpu.push_back(cpu_clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0);
     samples.push_back(std::chrono::duration<double>(t1 - t0).count());
     if (opt.after_each) opt.after_each();
   }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,6 +25,10 @@ namespace burst::bench {
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+/// Seconds on a POSIX CPU-time clock: CLOCK_PROCESS_CPUTIME_ID (every thread of the process) or
+/// CLOCK_THREAD_CPUTIME_ID (the calling thread only).
+double cpu_clock_seconds(clockid_t clock);
 
 /// Fills t with uniform [−1, 1) from SplitMix64 (seeded: the same values on every rank and
 /// platform, no dependence on <random> versions).

@@ -6,19 +6,10 @@
 #include <ctime>
 #include <utility>
 
+#include "bench/harness.h"
 #include "burst/error.h"
 
 namespace burst::bench {
-
-namespace {
-
-double thread_cpu_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-}  // namespace
 
 SlowDevice::SlowDevice(std::shared_ptr<const device::Device> inner, double factor)
     : inner_(std::move(inner)), factor_(factor) {
@@ -31,9 +22,9 @@ SlowDevice::SlowDevice(std::shared_ptr<const device::Device> inner, double facto
 
 template <typename Kernel>
 void SlowDevice::slowed(const kernels::KernelParams& p, Kernel&& kernel) const {
-  const double c0 = thread_cpu_now();
+  const double c0 = cpu_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
   kernel();
-  const double c1 = thread_cpu_now();
+  const double c1 = cpu_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
   kernel_seconds_ += c1 - c0;
   const double until = c1 + (factor_ - 1.0) * (c1 - c0);
   double now = c1, polled = c1;
@@ -42,7 +33,7 @@ void SlowDevice::slowed(const kernels::KernelParams& p, Kernel&& kernel) const {
       (*p.progress)();
       polled = now;
     }
-    now = thread_cpu_now();
+    now = cpu_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
   }
   spun_seconds_ += now - c1;
 }
