@@ -1,10 +1,12 @@
 // cuda_step_bench — the GPU attention step kernels (src/device/cuda/attention_cuda.h) timed on a
-// GPU host, one JSON line per case: GPU time from CUDA events (median of 10 after 2 warm-ups)
+// GPU host, one JSON line per case: GPU time from CUDA events (median of 10 after 2 warm-ups;
+// `cuda_step_bench REPS`: median of REPS after 1, for a host check's time budget)
 // and TFLOP/s with burst's formula (forward 4·B·H·D·visible pairs, backward 2.5× that), the
 // numbers docs/gpu.md compares with PyTorch's SDPA backends (bench/torch_sdpa.py) on the same
 // shapes. The cases are a fixed table (the house's benchmarks are data, not flags); without a
 // GPU it prints the reason and exits 77. Built with BURST_WITH_CUDA.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -48,8 +50,18 @@ std::string json_safe(std::string s) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   using burst::cuda::StepKernel;
+  int reps = 0;  // 0: the case's defaults
+  if (argc > 1) {
+    char* end = nullptr;
+    const long n = std::strtol(argv[1], &end, 10);
+    if (argc > 2 || *end != '\0' || n < 1 || n > 1000) {
+      std::fprintf(stderr, "usage: cuda_step_bench [REPS]  (REPS: timed repeats per case, 1..1000)\n");
+      return 2;
+    }
+    reps = static_cast<int>(n);
+  }
   const burst::cuda::DeviceQuery q = burst::cuda::query_devices();
   if (q.count == 0) {
     std::fprintf(stderr, "cuda_step_bench: no CUDA device: %s\n", q.reason.c_str());
@@ -85,6 +97,7 @@ int main() {
     c.D = row.D;
     c.mask = mask_of(row.mask, row.S);
     c.kernel = row.kernel;
+    if (reps > 0) c.warmup = 1, c.reps = reps;
     if (row.kernel == StepKernel::Reference) c.warmup = 0, c.reps = 1;
     try {
       const burst::cuda::StepBenchResult r = burst::cuda::bench_step_kernels(c);
@@ -92,11 +105,12 @@ int main() {
           "{\"bench\":\"cuda_step\",\"gpu\":\"%s\",\"requested\":\"%s\",\"kernel\":\"%s\","
           "\"backward_kernel\":\"%s\",\"choices\":\"%s\",\"mask\":\"%s\",\"B\":1,\"S\":%lld,"
           "\"H\":%lld,"
-          "\"H_kv\":%lld,\"D\":%lld,\"dtype\":\"bf16\",\"visible_pairs\":%lld,\"forward_ms\":%.4f,"
+          "\"H_kv\":%lld,\"D\":%lld,\"dtype\":\"bf16\",\"reps\":%d,\"visible_pairs\":%lld,\"forward_ms\":%."
+          "4f,"
           "\"backward_ms\":%.4f,\"forward_tflops\":%.2f,\"backward_tflops\":%.2f}\n",
           r.gpu.c_str(), requested(row.kernel), r.kernel.c_str(), r.backward_kernel.c_str(),
           json_safe(r.choices).c_str(), row.mask, static_cast<long long>(c.S), static_cast<long long>(c.H),
-          static_cast<long long>(c.H_kv), static_cast<long long>(c.D),
+          static_cast<long long>(c.H_kv), static_cast<long long>(c.D), c.reps,
           static_cast<long long>(r.visible_pairs), r.forward_ms, r.backward_ms, r.forward_tflops,
           r.backward_tflops);
     } catch (const std::exception& e) {

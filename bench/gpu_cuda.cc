@@ -173,8 +173,11 @@ int choose_gpu(int requested, int local_rank) {
 
 namespace {
 
-// The records of one case (run_kernel_bench_gpu prints them; calibrate_gpu reads their rates).
-std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
+// The records of one case, each handed to `emit` as soon as its pass is measured (so a run
+// stopped during the backward of a long case has printed its forward), and returned
+// (run_kernel_bench_gpu prints them; calibrate_gpu reads their rates).
+std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c,
+                                           const std::function<void(const nlohmann::json&)>& emit) {
   BURST_CHECK(c.pass == "fwd" || c.pass == "bwd" || c.pass == "both", InvalidArgument,
               "bench kernel: --pass=", c.pass, " (expected fwd, bwd or both)");
   const int index = choose_gpu(c.device, launcher_local_rank());
@@ -251,6 +254,7 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
     j["tflops"] = flop / t.median / 1e12;
     j["kernel"] = dev.last_kernel(std::string(pass) == "bwd");  // the device's measured choice (Auto)
     if (check) j["max_abs_diff_vs_cpu_kernel"] = err;
+    if (emit) emit(j);
     records.push_back(std::move(j));
   };
   {  // the forward always runs: the backward needs its out and lse
@@ -291,7 +295,7 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c) {
 }  // namespace
 
 void run_kernel_bench_gpu(const GpuKernelCase& c) {
-  for (const nlohmann::json& j : kernel_records(c)) print_json_line(j);
+  kernel_records(c, [](const nlohmann::json& j) { print_json_line(j); });
 }
 
 nlohmann::json calibrate_gpu(int device, std::int64_t seq, std::int64_t heads, std::int64_t dim,
@@ -305,7 +309,7 @@ nlohmann::json calibrate_gpu(int device, std::int64_t seq, std::int64_t heads, s
   c.dtype = "bf16";
   c.repeats = repeats;
   c.device = device;
-  const std::vector<nlohmann::json> r = kernel_records(c);
+  const std::vector<nlohmann::json> r = kernel_records(c, nullptr);
   const int index = choose_gpu(device, launcher_local_rank());
   cudaDeviceProp props{};
   cudaGetDeviceProperties(&props, index);
