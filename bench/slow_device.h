@@ -63,8 +63,8 @@ class SlowDevice final : public device::Device {
   }
   void copy(const TensorView& src, const TensorView& dst) const override { inner_->copy(src, dst); }
   void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
-                  bool scatter, bool accumulate) const override {
-    inner_->index_copy(src, dst, dim, index, scatter, accumulate);
+                  const std::int64_t* index_twin, bool scatter, bool accumulate) const override {
+    inner_->index_copy(src, dst, dim, index, index_twin, scatter, accumulate);
   }
   void fill(const TensorView& dst, float value) const override { inner_->fill(dst, value); }
   void add(const TensorView& x, const TensorView& acc) const override { inner_->add(x, acc); }

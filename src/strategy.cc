@@ -235,11 +235,15 @@ struct DistAttention::Impl {
   /// The mask resolved once over (S_global, S_global): every kernel step of the strategy points
   /// at it (kernels/step.h), so it outlives the strategy (declared before it).
   std::shared_ptr<const ResolvedMask> resolved;
+  /// The device of every pass (the CPU for the host constructor); runs_on is its burst::Device.
+  std::shared_ptr<const device::Device> device;
+  /// The kernels' tables in the device's memory (null on the CPU): every step's parameters point
+  /// into them — the peer strategies keep no Setup — so they outlive the strategy (declared
+  /// before it, after the device whose memory they hold).
+  std::shared_ptr<const strategies::StepTables> tables;
   std::unique_ptr<strategies::Strategy> strategy;
   DistStats stats;
   std::int64_t S_local = 0;
-  /// The device of every pass (the CPU for the host constructor) and its burst::Device.
-  std::shared_ptr<const device::Device> device;
   Device runs_on = kHost;
   explicit Impl(Communicator c) : comm(std::move(c)) {}
 };
@@ -314,6 +318,7 @@ DistAttention::DistAttention(const Communicator& comm, const DistConfig& cfg, co
   if (!on.device->host_memory())
     setup.tables = std::make_shared<const strategies::StepTables>(*on.device, *plan, *resolved);
   impl_->device = on.device;
+  impl_->tables = setup.tables;
   impl_->runs_on = on.runs_on;
   impl_->cfg = cfg;
   impl_->shape = run;

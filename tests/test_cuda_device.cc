@@ -5,6 +5,7 @@
 // it as skipped); CudaDeviceChecks.* run everywhere. OnGpu.* is the GPU part.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -107,14 +108,50 @@ TEST_F(OnGpu, IndexCopyGathersScattersAndAccumulatesAsTheCpuDevice) {
           Buffer bs = upload(*dev, x.data(), 4 * A * N * C);
           const TensorView small = view_over(bs, DType::F32, small_shape, {});
           if (scatter)
-            dev->index_copy(small, full, dim, perm.data(), true, accumulate);
+            dev->index_copy(small, full, dim, perm.data(), nullptr, true, accumulate);
           else
-            dev->index_copy(full, small, dim, perm.data(), false, accumulate);
+            dev->index_copy(full, small, dim, perm.data(), nullptr, false, accumulate);
           got[side++] = download(*dev, scatter ? bx : bs);
         }
         EXPECT_TRUE(got[0] == got[1])
             << "dim " << dim << " scatter " << scatter << " accumulate " << accumulate;
       }
+}
+
+/// With a twin (the table in the GPU's memory, uploaded once by the caller: the strategies'
+/// Ulysses rows) the kernel reads the twin, not a per-call copy of the host table: a twin
+/// holding another permutation gives that permutation's result (the CPU device's bytes for it),
+/// and the host table is still the one checked against the bounds.
+TEST_F(OnGpu, IndexCopyReadsTheCallersTwinOfTheTable) {
+  const std::int64_t A = 3, N = 9, C = 9;
+  const auto x = random_floats(static_cast<std::size_t>(A * N * C), 4);
+  const std::vector<std::int64_t> host{4, 0, 8, 2, 6}, other{1, 3, 5, 7, 0};
+  const Buffer twin =
+      upload(*gpu, other.data(), static_cast<std::int64_t>(other.size() * sizeof(std::int64_t)));
+  const auto* twin_data = static_cast<const std::int64_t*>(static_cast<const void*>(twin.data()));
+  for (bool scatter : {false, true}) {
+    std::vector<unsigned char> got[2];
+    int side = 0;
+    for (const Device* dev : {static_cast<const Device*>(gpu.get()), cpu.get()}) {
+      Buffer bx = upload(*dev, x.data(), 4 * A * N * C), bs = upload(*dev, x.data(), 4 * A * 5 * C);
+      const TensorView full = view_over(bx, DType::F32, {A, N, C}, {}),
+                       small = view_over(bs, DType::F32, {A, 5, C}, {});
+      const bool on_gpu = dev == gpu.get();
+      const std::int64_t* index = on_gpu ? host.data() : other.data();  // the CPU reads `other` itself
+      if (scatter)
+        dev->index_copy(small, full, 1, index, on_gpu ? twin_data : nullptr, true, false);
+      else
+        dev->index_copy(full, small, 1, index, on_gpu ? twin_data : nullptr, false, false);
+      got[side++] = download(*dev, scatter ? bx : bs);
+    }
+    EXPECT_TRUE(got[0] == got[1]) << "scatter " << scatter;
+  }
+  const std::vector<std::int64_t> outside{4, 0, 9, 2, 6};  // 9: past the 9 rows
+  Buffer bx = upload(*gpu, x.data(), 4 * A * N * C), bs = upload(*gpu, x.data(), 4 * A * 5 * C);
+  EXPECT_THROW(
+      gpu->index_copy(view_over(bx, DType::F32, {A, N, C}, {}), view_over(bs, DType::F32, {A, 5, C}, {}), 1,
+                      outside.data(), twin_data, false, false),
+      Error);
 }
 
 /// One launch per call (cuda::index_copy) against the CPU device's loops: every dim of a strided
@@ -156,9 +193,9 @@ TEST_F(OnGpu, IndexCopyInOneLaunchMatchesTheCpuDeviceOnEveryDimAndDtype) {
                 const TensorView vp = view_over(bp, dtype, part_shape, {});
                 const std::int64_t* ix = with_index ? index.data() : nullptr;
                 if (scatter)
-                  dev->index_copy(vp, vf, dim, ix, true, accumulate);
+                  dev->index_copy(vp, vf, dim, ix, nullptr, true, accumulate);
                 else
-                  dev->index_copy(vf, vp, dim, ix, false, accumulate);
+                  dev->index_copy(vf, vp, dim, ix, nullptr, false, accumulate);
                 got[side++] = download(*dev, scatter ? bf : bp);
               }
               EXPECT_TRUE(got[0] == got[1])

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -45,6 +46,10 @@ namespace {
 /// Host memory posing as a separate device: Device blocks are malloc'd apart from any
 /// ByteBuffer (on_host() false), so staging must copy; copies and their bytes are counted.
 /// A fresh block holds 0xFF bytes (fp32 NaN): a pass that reads memory it never wrote shows.
+/// The tables a step or an index copy reads must be in its memory, as a GPU's kernels need
+/// them (uploaded once: strategies/step_tables.h): a step forward whose positions or slice
+/// table are host memory, or an index copy without its twin or with a twin other than the host
+/// table, is counted in `host_tables` (the index copy then reads the twin: a wrong offset shows).
 class StandInDevice final : public device::CpuDevice {
  public:
   bool host_memory() const override { return false; }
@@ -53,8 +58,43 @@ class StandInDevice final : public device::CpuDevice {
     const auto padded = static_cast<std::size_t>((bytes + 63) / 64 * 64 + 64);
     void* p = std::aligned_alloc(64, padded);
     std::memset(p, 0xFF, padded);
+    blocks.emplace_back(static_cast<const char*>(p), bytes);
     return device::Buffer(
-        p, bytes, [](const void*, void* data, std::int64_t) { std::free(data); }, this);
+        p, bytes,
+        [](const void* owner, void* data, std::int64_t) {
+          auto& live = static_cast<const StandInDevice*>(owner)->blocks;
+          for (std::size_t i = 0; i < live.size(); ++i)
+            if (live[i].first == data) live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+          std::free(data);
+        },
+        this);
+  }
+  /// True when [p, p + bytes) lies in one of the device's live blocks.
+  bool owns(const void* p, std::int64_t bytes) const {
+    const auto* c = static_cast<const char*>(p);
+    for (const auto& [base, n] : blocks)
+      if (!std::less<>{}(c, base) && !std::less<>{}(base + n, c + bytes)) return true;
+    return false;
+  }
+  void step_forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                    const TensorView& lse, const kernels::KernelParams& p) const override {
+    const auto S_q = q.size(1), S_kv = k.size(1);
+    const auto slice_bytes = p.mask_slice_count * static_cast<std::int64_t>(sizeof(MaskSlice));
+    if ((p.q_pos && !owns(p.q_pos, 8 * S_q)) || (p.kv_pos && !owns(p.kv_pos, 8 * S_kv)) ||
+        (p.mask_slices && !owns(p.mask_slices, slice_bytes)))
+      ++host_tables;
+    CpuDevice::step_forward(q, k, v, out, lse, p);
+  }
+  void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
+                  const std::int64_t* index_twin, bool scatter, bool accumulate) const override {
+    if (index != nullptr) {
+      const std::int64_t n = (scatter ? src : dst).size(dim);
+      if (!index_twin || !owns(index_twin, 8 * n) ||
+          std::memcmp(index, index_twin, static_cast<std::size_t>(8 * n)) != 0)
+        ++host_tables;
+      if (index_twin && owns(index_twin, 8 * n)) index = index_twin;
+    }
+    CpuDevice::index_copy(src, dst, dim, index, nullptr, scatter, accumulate);
   }
   void reset() const { to_host = from_host = bytes_to_host = bytes_from_host = 0; }
   void copy_to_host(const std::byte* src, std::byte* dst, std::int64_t bytes) const override {
@@ -67,7 +107,8 @@ class StandInDevice final : public device::CpuDevice {
     bytes_from_host += bytes;
     CpuDevice::copy_from_host(src, dst, bytes);
   }
-  mutable std::int64_t to_host = 0, from_host = 0, bytes_to_host = 0, bytes_from_host = 0;
+  mutable std::int64_t to_host = 0, from_host = 0, bytes_to_host = 0, bytes_from_host = 0, host_tables = 0;
+  mutable std::vector<std::pair<const char*, std::int64_t>> blocks;  // the live Device blocks
 };
 
 /// Runs the executor over `dev`: read payload of R bytes (byte i = (rank·31 + i) mod 251), write
@@ -363,10 +404,12 @@ StrategyRun run_dist(const Communicator& world, const DistConfig& cfg, const Pro
 
 // DistAttention on a device whose memory is not host memory (DistAttention::OnDevice with the
 // stand-in): the façade's checks, its fp32 stand-ins and their rounding through the device, the
-// kernels' positions and mask slices read from the tables uploaded once (step_tables.h; the
-// stand-in's blocks start as NaN, so an offset off by one row reads a NaN position or the wrong
-// one). Every strategy, fp32 and bf16 (the rounding of out, dq, dk, dv): bitwise the host
-// constructor's results. A NaN in q is refused on every rank with the host's message.
+// kernels' positions and mask slices and the index copies' rows read from the tables uploaded
+// once (step_tables.h: every forward step's tables and every index table in the stand-in's
+// memory, none a host array a GPU would upload per call; the stand-in's blocks start as NaN, so
+// an offset off by one row reads a NaN position or the wrong one). Every strategy, fp32 and bf16
+// (the rounding of out, dq, dk, dv): bitwise the host constructor's results. A NaN in q is
+// refused on every rank with the host's message.
 TEST(DeviceStaging, DistAttentionOnADeviceComputesTheHostResults) {
   const Communicator world = Communicator::world();
   const int P = world.size();
@@ -386,7 +429,9 @@ TEST(DeviceStaging, DistAttentionOnADeviceComputesTheHostResults) {
       if (kind == StrategyKind::Usp) cfg.ulysses_degree = P == 4 ? 2 : 1;
       const std::string name = std::string(to_string(kind)) + " " + to_string(layout) + " " +
                                to_string(dtype) + " P=" + std::to_string(P);
+      standin->host_tables = 0;
       const StrategyRun want = run_dist(world, cfg, shape, nullptr), got = run_dist(world, cfg, shape, &on);
+      EXPECT_EQ(standin->host_tables, 0) << name << ": steps or index copies read tables in host memory";
       EXPECT_TRUE(bitwise_equal(want.out, got.out) && bitwise_equal(want.lse, got.lse)) << name << " forward";
       EXPECT_TRUE(bitwise_equal(want.dq, got.dq) && bitwise_equal(want.dk, got.dk) &&
                   bitwise_equal(want.dv, got.dv))
@@ -433,7 +478,7 @@ TEST(CpuDevice, CopiesGathersScattersFillsAddsAndRoundsAsPlainLoops) {
           ASSERT_EQ(packed[static_cast<std::size_t>(((a * 5 + b) * 3 + c) * 4 + d)], at(a, b, c, d));
   const std::vector<std::int64_t> rows = {4, 0, 2};
   std::vector<float> gathered(2 * 3 * 3 * 4);
-  dev.index_copy(strided, make_view(gathered.data(), {2, 3, 3, 4}), 1, rows.data(), false, false);
+  dev.index_copy(strided, make_view(gathered.data(), {2, 3, 3, 4}), 1, rows.data(), nullptr, false, false);
   for (std::int64_t a = 0; a < 2; ++a)
     for (std::int64_t i = 0; i < 3; ++i)
       for (std::int64_t c = 0; c < 3; ++c)
@@ -442,7 +487,7 @@ TEST(CpuDevice, CopiesGathersScattersFillsAddsAndRoundsAsPlainLoops) {
                     at(a, rows[static_cast<std::size_t>(i)], c, d));
   std::vector<float> acc(120, 1.0f);
   dev.index_copy(make_view(gathered.data(), {2, 3, 3, 4}), make_view(acc.data(), {2, 5, 3, 4}), 1,
-                 rows.data(), true, true);  // scatter-add back
+                 rows.data(), nullptr, true, true);  // scatter-add back
   for (std::int64_t a = 0; a < 2; ++a)
     for (std::int64_t b = 0; b < 5; ++b)
       for (std::int64_t c = 0; c < 3; ++c)
@@ -453,7 +498,7 @@ TEST(CpuDevice, CopiesGathersScattersFillsAddsAndRoundsAsPlainLoops) {
         }
   std::vector<float> inner(2 * 5 * 3 * 2);  // gather along the innermost dim, element by element
   const std::vector<std::int64_t> cols = {3, 1};
-  dev.index_copy(strided, make_view(inner.data(), {2, 5, 3, 2}), 3, cols.data(), false, false);
+  dev.index_copy(strided, make_view(inner.data(), {2, 5, 3, 2}), 3, cols.data(), nullptr, false, false);
   EXPECT_EQ(inner[1], at(0, 0, 0, 1));
   EXPECT_EQ(inner[static_cast<std::size_t>(((1 * 5 + 4) * 3 + 2) * 2)], at(1, 4, 2, 3));
   std::vector<std::uint16_t> h(120);

@@ -178,10 +178,13 @@ class Device {
   /// element). scatter false: dst[.., i, ..] ← src[.., index[i], ..] for i < dst.shape[dim] (a
   /// gather); scatter true: dst[.., index[i], ..] ← src[.., i, ..] for i < src.shape[dim].
   /// index null: the identity (a plain copy). Same dtype; the other dims equal; `index` is
-  /// host memory. accumulate (fp32 only): += instead of ←. Ulysses' all-to-all segments and
+  /// host memory (checked against the bounds on the host). `index_twin`: null, or the same
+  /// table in this device's memory, uploaded once by the caller (strategies/step_tables.h): a
+  /// GPU reads it instead of copying `index` to its memory per call; a host-memory device reads
+  /// `index`. accumulate (fp32 only): += instead of ←. Ulysses' all-to-all segments and
   /// head-parallel blocks are gathered from and scattered to position order with it.
   virtual void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
-                          bool scatter, bool accumulate) const = 0;
+                          const std::int64_t* index_twin, bool scatter, bool accumulate) const = 0;
   /// Every element of dst (fp32, or 16-bit: value rounded once) ← value.
   virtual void fill(const TensorView& dst, float value) const = 0;
   /// acc ← acc + widen(x) element-wise: acc fp32, x fp32 / bf16 / f16, same shape, any strides.

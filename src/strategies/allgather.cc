@@ -18,6 +18,7 @@
 #include "strategies/pooled_tensor.h"
 #include "strategies/staging.h"
 #include "strategies/step_params.h"
+#include "strategies/step_tables.h"
 #include "strategies/strategy_impl.h"
 #include "strategies/views.h"
 #include "strategies/wire_pack.h"
@@ -34,6 +35,7 @@ class AllGatherStrategy final : public Strategy {
     S_ = s.S_global / setup.P;
     b_kv_ = s.B * S_ * s.H_kv * s.D;
     std::iota(gathered_pos_.begin(), gathered_pos_.end(), std::int64_t{0});
+    twins_ = TableTwins(*setup.device, {&gathered_pos_});
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -51,7 +53,7 @@ class AllGatherStrategy final : public Strategy {
       Stopwatch sw(&rec.at().copy);
       kv = reorder(ranked, g, k.dtype);
     }
-    compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats, rec.log);
+    compute_forward(q, kv.k, kv.v, twins_.positions(gathered_pos_.data()), out, lse, stats, rec.log);
     stats.peak_buffer_bytes = 2 * ranked.size() + wire::kv_block(k.dtype, b_kv_).bytes();
     pool().put(std::move(ranked));
     pool().put(std::move(g));
@@ -216,6 +218,7 @@ class AllGatherStrategy final : public Strategy {
 
   Setup setup_;
   std::vector<std::int64_t> gathered_pos_;  ///< 0 .. S_global − 1
+  TableTwins twins_;                        ///< gathered_pos_ in the device's memory (step_tables.h)
   std::int64_t S_ = 0, b_kv_ = 0;
   const device::Device& dev() const { return *setup_.device; }
 

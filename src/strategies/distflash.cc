@@ -17,6 +17,7 @@
 #include "strategies/pooled_tensor.h"
 #include "strategies/step_log.h"
 #include "strategies/step_params.h"
+#include "strategies/step_tables.h"
 #include "strategies/views.h"
 #include "strategies/wire_pack.h"
 
@@ -378,26 +379,29 @@ class DistFlashStrategy final : public PlannedStrategy {
         schedule_(make_distflash_schedule(*setup.resolved, setup.shape.S_global, setup.P)),
         stage_(*setup.device) {
     std::iota(positions_.begin(), positions_.end(), std::int64_t{0});
+    twins_ = TableTwins(*setup.device, {&positions_});
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const TensorView& lse, DistStats& stats) override {
     run(peak_fwd_, stats, [&](PassTimes& t) {
-      distflash_forward(stage_, comm_, schedule_, base_, positions_.data(), q, k, v, out, lse, overlap_, t);
+      distflash_forward(stage_, comm_, schedule_, base_, twins_.positions(positions_.data()), q, k, v, out,
+                        lse, overlap_, t);
     });
   }
   void backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const TensorView& lse, const TensorView& dq, const TensorView& dk,
                 const TensorView& dv, DistStats& stats) override {
     run(peak_bwd_, stats, [&](PassTimes& t) {
-      distflash_backward(stage_, comm_, schedule_, base_, positions_.data(), dout, q, k, v, out, lse, dq, dk,
-                         dv, overlap_, t);
+      distflash_backward(stage_, comm_, schedule_, base_, twins_.positions(positions_.data()), dout, q, k, v,
+                         out, lse, dq, dk, dv, overlap_, t);
     });
   }
 
  private:
   kernels::KernelParams base_;
   std::vector<std::int64_t> positions_;  ///< 0 .. S_global − 1 (chunk i at i·c)
+  TableTwins twins_;                     ///< positions_ in the device's memory (step_tables.h)
   FlashOverlap overlap_;
   DistFlashSchedule schedule_;
   Stager stage_;  // payload, partial and wire buffers kept across calls

@@ -53,7 +53,7 @@ void unpack_gathered(const device::Device& dev, const std::byte* all, const Ulys
     const WireLayout block = block_layout(parts, B, ex.local_length(i), D);
     for (std::size_t f = 0; f < parts.size(); ++f)
       dev.index_copy(part_heads(parts[f], all + block[f].offset, B, ex.local_length(i), D), dst[f],
-                     parts[f].row ? 2 : 1, ex.rows(i).data(), true, false);
+                     parts[f].row ? 2 : 1, ex.rows(i).data(), ex.device_rows(i), true, false);
     all += block.bytes();
   }
 }
@@ -68,7 +68,7 @@ void pack_scatter(const device::Device& dev, std::byte* buf, const UlyssesExchan
     const WireLayout block = block_layout(parts, B, ex.local_length(i), D);  // fp32 fields only
     for (std::size_t f = 0; f < parts.size(); ++f)
       dev.index_copy(src[f], part_heads(parts[f], buf + block[f].offset, B, ex.local_length(i), D),
-                     parts[f].row ? 2 : 1, ex.rows(i).data(), false, false);
+                     parts[f].row ? 2 : 1, ex.rows(i).data(), ex.device_rows(i), false, false);
     buf += block.bytes();
   }
 }
@@ -82,7 +82,7 @@ class HeadParallelStrategy final : public PlannedStrategy {
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         shape_(setup.shape),
         me_(setup.rank) {
-    base_.q_pos = base_.kv_pos = ex_.positions().data();
+    base_.q_pos = base_.kv_pos = ex_.device_positions();  // uploaded once (a GPU)
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

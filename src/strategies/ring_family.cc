@@ -211,7 +211,7 @@ class RingFamilyStrategy final : public Strategy {
     }
     blocks_.mask = setup.resolved.get();
     blocks_.base = step_params(setup, nullptr, nullptr, nullptr);
-    blocks_.tables = setup.tables.get();
+    blocks_.tables = setup.tables ? &setup.tables->position_twins() : nullptr;
     blocks_.overlap = setup.cfg.overlap;
   }
 

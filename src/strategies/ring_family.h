@@ -27,6 +27,8 @@
 
 namespace burst::strategies {
 
+class TableTwins;
+
 /// The blocks of one ring: ring member j holds block j. Fixed per strategy (built once).
 struct RingBlocks {
   /// Global positions of block j's tokens (increasing; every block the same count). Not owned:
@@ -38,9 +40,9 @@ struct RingBlocks {
   const ResolvedMask* mask = nullptr;
   /// Kernel parameters every step starts from (positions and the progress hook set per call).
   kernels::KernelParams base;
-  /// The positions' device twins (step_tables.h) the steps' parameters point at; null: the
-  /// host arrays (the CPU, usp's groups).
-  const StepTables* tables = nullptr;
+  /// The positions' device twins (step_tables.h: the plan's, or usp's groups') the steps'
+  /// parameters point at; null: the host arrays (the CPU, executors run alone in tests).
+  const TableTwins* tables = nullptr;
   bool overlap = true;  ///< kernel calls poll the ring's transfers (DistConfig::overlap)
   /// Backward kernel calls cut by backward_spans and the own block split in halves
   /// (RingExecutor::run split_own): burst and ring. false: one call per block (usp, whose

@@ -38,11 +38,12 @@ std::int64_t total(const std::vector<std::int64_t>& bytes) {
 
 /// Copies the part of field t one partner's segment holds between t and the segment field at
 /// `seg` (device memory): BSHD t's heads [lo, lo + n) of tokens `rows` (nullptr: every token of
-/// t in order) as a contiguous [B, tokens, n, D], row t's [B, n, tokens]. to_segment: t → seg (a
-/// gather of the rows); else seg → t (a scatter, added in when accumulate).
+/// t in order; `rows_twin`: the same table in the device's memory, or nullptr) as a contiguous
+/// [B, tokens, n, D], row t's [B, n, tokens]. to_segment: t → seg (a gather of the rows); else
+/// seg → t (a scatter, added in when accumulate).
 void segment_copy(const device::Device& dev, const TensorView& t, bool row,
-                  const std::vector<std::int64_t>* rows, std::int64_t lo, std::int64_t n,
-                  const std::byte* seg, bool to_segment, bool accumulate = false) {
+                  const std::vector<std::int64_t>* rows, const std::int64_t* rows_twin, std::int64_t lo,
+                  std::int64_t n, const std::byte* seg, bool to_segment, bool accumulate = false) {
   const int head_dim = row ? 1 : 2, seq_dim = row ? 2 : 1;
   const TensorView part = narrow(t, head_dim, lo, lo + n);
   std::vector<std::int64_t> shape = shape_of(part);
@@ -50,9 +51,9 @@ void segment_copy(const device::Device& dev, const TensorView& t, bool row,
   const TensorView field = make_view(static_cast<const void*>(seg), t.dtype, shape);
   const std::int64_t* index = rows ? rows->data() : nullptr;
   if (to_segment)
-    dev.index_copy(part, field, seq_dim, index, false, false);
+    dev.index_copy(part, field, seq_dim, index, rows_twin, false, false);
   else
-    dev.index_copy(field, part, seq_dim, index, true, accumulate);
+    dev.index_copy(field, part, seq_dim, index, rows_twin, true, accumulate);
 }
 
 /// Each field's local and gathered views share a dtype; row vectors (lse, delta) are fp32.
@@ -84,6 +85,9 @@ UlyssesExchange::UlyssesExchange(const device::Device& dev,
       rows_[i].push_back(std::lower_bound(positions_.begin(), positions_.end(), p) - positions_.begin());
     }
   }
+  std::vector<const std::vector<std::int64_t>*> tables = tables_of(rows_);
+  tables.push_back(&positions_);
+  twins_ = TableTwins(dev, tables);
 }
 
 TypedTensor UlyssesExchange::q_heads(std::int64_t B, std::int64_t D, DType dtype) const {
@@ -114,7 +118,7 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
     std::byte* seg = segment(send, send_bytes, j);
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
       const Field& f = fields[fi];
-      segment_copy(dev(), f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
+      segment_copy(dev(), f.local, f.row, nullptr, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
                    f.kv ? split_.kv_heads : split_.heads, seg + mine[fi].offset, true);
     }
   }
@@ -126,7 +130,7 @@ void UlyssesExchange::seq_to_heads(const Communicator& comm, const std::vector<F
     const std::byte* seg = segment(recv, recv_bytes, i);
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
       const Field& f = fields[fi];
-      segment_copy(dev(), f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
+      segment_copy(dev(), f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], device_rows(i), 0,
                    f.kv ? split_.kv_heads : split_.heads, seg + theirs[fi].offset, false);
     }
   }
@@ -150,7 +154,7 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
     std::byte* seg = segment(send, send_bytes, i);
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
       const Field& f = fields[fi];
-      segment_copy(dev(), f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], 0,
+      segment_copy(dev(), f.gathered, f.row, &rows_[static_cast<std::size_t>(i)], device_rows(i), 0,
                    f.kv ? split_.kv_heads : split_.heads, seg + theirs[fi].offset, true);
     }
   }
@@ -169,7 +173,7 @@ void UlyssesExchange::heads_to_seq(const Communicator& comm, const std::vector<F
     for (std::size_t fi = 0; fi < fields.size(); ++fi) {
       const Field& f = fields[fi];
       const bool sum = f.kv && split_.kv_replicated;  // fp32 (checked above): added in member order
-      segment_copy(dev(), f.local, f.row, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
+      segment_copy(dev(), f.local, f.row, nullptr, nullptr, f.kv ? split_.kv_lo(j) : split_.q_lo(j),
                    f.kv ? split_.kv_heads : split_.heads, seg + mine[fi].offset, false, sum);
     }
   }
@@ -186,8 +190,8 @@ double* compute_sink(PassTimes* t) { return t ? &t->compute_seconds : nullptr; }
 
 kernels::KernelParams gathered_params(const kernels::KernelParams& base, const UlyssesExchange& ex) {
   kernels::KernelParams p = base;
-  p.q_pos = ex.positions().data();
-  p.kv_pos = ex.positions().data();
+  p.q_pos = ex.device_positions();  // uploaded once per exchange (a GPU)
+  p.kv_pos = ex.device_positions();
   return p;
 }
 

@@ -27,6 +27,7 @@
 #include "strategies/staging.h"
 #include "strategies/step_log.h"
 #include "strategies/step_params.h"
+#include "strategies/step_tables.h"
 #include "strategies/strategy_impl.h"
 
 namespace burst::strategies {
@@ -52,6 +53,9 @@ class UlyssesExchange {
                   HeadSplit split);
 
   const std::vector<std::int64_t>& positions() const { return positions_; }
+  /// positions() as the step kernels read them: in the device's memory (uploaded once, at
+  /// construction: step_tables.h), or positions().data() on a host-memory device.
+  const std::int64_t* device_positions() const { return twins_.positions(positions_.data()); }
   std::int64_t group_length() const { return static_cast<std::int64_t>(positions_.size()); }
   std::int64_t local_length(int member) const {
     return static_cast<std::int64_t>(rows_[static_cast<std::size_t>(member)].size());
@@ -59,6 +63,9 @@ class UlyssesExchange {
   const HeadSplit& split() const { return split_; }
   /// Member i's tokens as row indices into positions().
   const std::vector<std::int64_t>& rows(int member) const { return rows_[static_cast<std::size_t>(member)]; }
+  /// rows(member) in the device's memory (uploaded once, at construction), the index copies'
+  /// twin of the host table; nullptr on a host-memory device (or for a member without tokens).
+  const std::int64_t* device_rows(int member) const { return twins_.twin(rows(member).data()); }
   /// Message buffers of the exchanges and the gathered tensors of the passes live here between
   /// calls (device::BufferPool, src/device/device.h: no fresh zeroed memory per call).
   device::BufferPool& pool() const { return stage_.pool(); }
@@ -93,6 +100,7 @@ class UlyssesExchange {
   HeadSplit split_;
   std::vector<std::int64_t> positions_;
   std::vector<std::vector<std::int64_t>> rows_;  ///< member i's tokens as rows of positions_
+  TableTwins twins_;                             ///< positions_ and rows_ in the device's memory
   mutable Stager stage_;  // the exchanges are logically const: the pools only cache memory
 };
 

@@ -19,6 +19,7 @@
 #include "strategies/ring_family.h"
 #include "strategies/ring_skeleton.h"
 #include "strategies/step_params.h"
+#include "strategies/step_tables.h"
 #include "strategies/ulysses.h"
 
 namespace burst::strategies {
@@ -54,7 +55,8 @@ class GroupRingAttention final : public GroupAttention {
                      kernels::KernelParams base)
       : exec_(ring, dev, topo.nodes, topo.ranks_per_node, overlap),
         query_side_(query_side),
-        groups_(std::move(groups)) {
+        groups_(std::move(groups)),
+        twins_(dev, tables_of(groups_)) {
     for (const auto& gi : groups_) {
       blocks_.positions.push_back(gi.data());
       std::vector<std::int64_t> row;
@@ -63,6 +65,7 @@ class GroupRingAttention final : public GroupAttention {
     }
     blocks_.mask = &mask;  // DistAttention keeps it alive (Setup::resolved)
     blocks_.base = std::move(base);
+    blocks_.tables = &twins_;  // the groups' positions uploaded once (a GPU), read by every step
     blocks_.overlap = overlap;
     blocks_.split_backward = false;
   }
@@ -84,6 +87,7 @@ class GroupRingAttention final : public GroupAttention {
   RingExecutor exec_;
   bool query_side_;
   std::vector<std::vector<std::int64_t>> groups_;  ///< group i's global positions (blocks_ points here)
+  TableTwins twins_;                               ///< their device twins (step_tables.h)
   RingBlocks blocks_;
 };
 

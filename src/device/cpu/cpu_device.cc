@@ -115,7 +115,7 @@ void CpuDevice::copy(const TensorView& src, const TensorView& dst) const {
 }
 
 void CpuDevice::index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
-                           bool scatter, bool accumulate) const {
+                           const std::int64_t*, bool scatter, bool accumulate) const {
   BURST_CHECK(src.dtype == dst.dtype && src.ndim == dst.ndim && dim >= 0 && dim < src.ndim, Internal,
               "index_copy along dim ", dim, " from ", src.describe(), " to ", dst.describe());
   BURST_CHECK(!accumulate || src.dtype == DType::F32, Internal, "index_copy accumulating into ",

@@ -26,8 +26,9 @@ class CpuDevice : public Device {
   void copy_to_host(const std::byte* src, std::byte* dst_host, std::int64_t bytes) const override;
   void copy_from_host(const std::byte* src_host, std::byte* dst, std::int64_t bytes) const override;
   void copy(const TensorView& src, const TensorView& dst) const override;
+  /// Reads `index` (host memory is this device's: `index_twin` is not needed).
   void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
-                  bool scatter, bool accumulate) const override;
+                  const std::int64_t* index_twin, bool scatter, bool accumulate) const override;
   void fill(const TensorView& dst, float value) const override;
   void add(const TensorView& x, const TensorView& acc) const override;
   void convert(const TensorView& src, const TensorView& dst) const override;

@@ -105,7 +105,7 @@ void CudaDevice::copy(const TensorView& src, const TensorView& dst) const {
 }
 
 void CudaDevice::index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
-                            bool scatter, bool accumulate) const {
+                            const std::int64_t* index_twin, bool scatter, bool accumulate) const {
   BURST_CHECK(src.dtype == dst.dtype && src.ndim == dst.ndim && dim >= 0 && dim < src.ndim, Internal,
               "index_copy along dim ", dim, " from ", src.describe(), " to ", dst.describe());
   BURST_CHECK(!accumulate || src.dtype == DType::F32, Internal, "index_copy accumulating into ",
@@ -122,9 +122,13 @@ void CudaDevice::index_copy(const TensorView& src, const TensorView& dst, int di
     BURST_CHECK(index[i] >= 0 && index[i] < bound, Internal, "index_copy: index[", i, "] = ", index[i],
                 " outside [0, ", bound, ")");
   if (n == 0 || (scatter ? src : dst).numel() == 0) return;
-  // The index table goes to device memory once per call (stream-ordered allocation: freed after
-  // the launch that reads it), then one launch moves every element.
   const cuda::DeviceScope scope(burst::Device{DeviceKind::Cuda, index_});
+  if (index_twin != nullptr) {  // the caller's copy in this GPU's memory: one launch, no upload
+    cuda::index_copy(here(src), here(dst), dim, index_twin, scatter, accumulate, stream_);
+    return;
+  }
+  // Without a twin the index table goes to device memory once per call (stream-ordered
+  // allocation: freed after the launch that reads it), then one launch moves every element.
   const auto bytes = static_cast<std::size_t>(n) * sizeof(std::int64_t);
   void* table = nullptr;
   cuda::check(cudaMallocAsync(&table, bytes, stream_), "cudaMallocAsync (index table)");

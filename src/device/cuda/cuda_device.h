@@ -70,11 +70,12 @@ class CudaDevice final : public Device {
   void copy_to_host(const std::byte* src, std::byte* dst_host, std::int64_t bytes) const override;
   void copy_from_host(const std::byte* src_host, std::byte* dst, std::int64_t bytes) const override;
   void copy(const TensorView& src, const TensorView& dst) const override;
-  /// One launch (cuda::index_copy): the host index table is checked against the bounds, copied
-  /// to device memory once per call (stream-ordered: cudaMallocAsync / cudaFreeAsync around the
-  /// launch), and read by the kernel. Without an index, one copy (or add) of the whole views.
+  /// One launch (cuda::index_copy): the host index table is checked against the bounds; the
+  /// kernel reads `index_twin` (the caller's copy in this GPU's memory, uploaded once per plan)
+  /// or, without one, a copy of `index` made per call (stream-ordered: cudaMallocAsync /
+  /// cudaFreeAsync around the launch). Without an index, one copy (or add) of the whole views.
   void index_copy(const TensorView& src, const TensorView& dst, int dim, const std::int64_t* index,
-                  bool scatter, bool accumulate) const override;
+                  const std::int64_t* index_twin, bool scatter, bool accumulate) const override;
   void fill(const TensorView& dst, float value) const override;
   void add(const TensorView& x, const TensorView& acc) const override;
   void convert(const TensorView& src, const TensorView& dst) const override;
