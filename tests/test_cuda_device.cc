@@ -283,6 +283,44 @@ TEST_F(OnGpu, FirstNonfiniteIsTheCpuDevicesAnswer) {
   }
 }
 
+// The GPU's reduction (cuda::first_nonfinite through the seam) against the CPU device's scan on
+// the same bytes: fp32, bf16 and f16, SDPA-ordered memory with padded rows (NaN in the padding
+// is never seen), a NaN, +inf or -inf planted at the first, a middle and the last element or
+// nowhere, two planted (the earlier wins, also when it lies in a later block of the launch),
+// and a view of 1.2M elements (many blocks, grid-stride).
+TEST_F(OnGpu, FirstNonfiniteFindsTheFirstEverywhereAsTheCpuDevice) {
+  for (const std::int64_t S : {std::int64_t{7}, std::int64_t{3000}}) {
+    const std::int64_t B = 2, H = 5, D = 40, Dp = 48, n = B * S * H * D;
+    const std::vector<std::int64_t> shape{B, S, H, D}, stride{H * S * Dp, Dp, S * Dp, 1};
+    const auto at = [&](std::int64_t e) {  // memory offset of the e-th element in row-major order
+      const std::int64_t d = e % D, h = e / D % H, s = e / (D * H) % S, b = e / (D * H * S);
+      return static_cast<std::size_t>(b * stride[0] + s * stride[1] + h * stride[2] + d);
+    };
+    const auto base = random_floats(static_cast<std::size_t>(B * H * S * Dp), 11);
+    const std::vector<std::vector<std::int64_t>> plants = {{}, {0}, {n / 2}, {n - 1}, {2 * n / 3, n / 3}};
+    for (const DType dtype : {DType::F32, DType::BF16, DType::F16})
+      for (std::size_t c = 0; c < plants.size(); ++c)
+        for (const float bad : {NAN, INFINITY, -INFINITY}) {
+          std::vector<float> x = base;
+          for (std::int64_t s = 0; s < S; ++s)
+            x[at(s * H * D) + static_cast<std::size_t>(D)] = NAN;  // padding
+          for (const std::int64_t e : plants[c]) x[at(e)] = bad;
+          std::vector<std::uint16_t> h;
+          for (const float f : x) h.push_back(dtype == DType::BF16 ? bf16_from_float(f) : f16_from_float(f));
+          const void* host = dtype == DType::F32 ? static_cast<const void*>(x.data()) : h.data();
+          const Buffer b = upload(*gpu, host, static_cast<std::int64_t>(x.size() * dtype_size(dtype)));
+          TensorView on_host = make_view(host, dtype, shape);
+          for (std::size_t i = 0; i < 4; ++i) on_host.stride[i] = stride[i];
+          const std::int64_t want = cpu->first_nonfinite(on_host);
+          const std::int64_t expected =
+              plants[c].empty() ? -1 : *std::min_element(plants[c].begin(), plants[c].end());
+          EXPECT_EQ(want, expected) << "the CPU twin itself, " << to_string(dtype) << " case " << c;
+          EXPECT_EQ(gpu->first_nonfinite(view_over(b, dtype, shape, stride)), want)
+              << to_string(dtype) << " S " << S << " case " << c << " value " << bad;
+        }
+  }
+}
+
 TEST(CudaDeviceChecks, WithoutAGpuConstructionNamesTheReason) {
   const cuda::DeviceQuery q = cuda::query_devices();
   if (q.count > 0) GTEST_SKIP() << "a GPU is here";

@@ -160,19 +160,16 @@ void CudaDevice::attention_delta(const TensorView& dout, const TensorView& out,
 }
 
 std::int64_t CudaDevice::first_nonfinite(const TensorView& t) const {
-  const auto bytes = static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype);
-  Buffer packed = allocate(static_cast<std::int64_t>(bytes), MemoryKind::Device);
-  TensorView contiguous = make_view(static_cast<const void*>(packed.data()), t.dtype,
-                                    std::vector<std::int64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
-  ByteBuffer host(bytes);
-  if (bytes > 0) {
-    cuda::copy(here(t), here(contiguous), stream_);
-    copy_to_host(packed.data(), host.data(), static_cast<std::int64_t>(bytes));
-  }
+  BURST_CHECK(t.ndim == 4, Internal, "first_nonfinite: ", t.describe(), " is not 4-dimensional");
+  const Buffer word = allocate(sizeof(std::int64_t), MemoryKind::Device);
+  auto* first = static_cast<std::int64_t*>(static_cast<void*>(word.data()));
+  cuda::first_nonfinite(here(t), first, stream_);  // a reduction on the GPU: one word comes back
+  std::int64_t answer = -1;
+  const cuda::DeviceScope scope(burst::Device{DeviceKind::Cuda, index_});
+  cuda::check(cudaMemcpyAsync(&answer, first, sizeof answer, cudaMemcpyDeviceToHost, stream_),
+              "cudaMemcpyAsync (first_nonfinite)");
   cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-  contiguous.data = host.data();
-  contiguous.device = kHost;
-  return make_cpu_device()->first_nonfinite(contiguous);
+  return answer;
 }
 
 std::uint64_t CudaDevice::fingerprint(std::initializer_list<TensorView> views) const {

@@ -107,8 +107,8 @@ class CudaDevice final : public Device {
   /// Copies each view to host memory (waiting for the stream), then the CPU device's fingerprint:
   /// the same value as on the CPU for the same contents.
   std::uint64_t fingerprint(std::initializer_list<TensorView> views) const override;
-  /// Packs `t` contiguous on the GPU, copies it to host memory (waiting for the stream), then
-  /// the CPU device's scan: the same answer as on the CPU.
+  /// A reduction on the GPU (cuda::first_nonfinite, the CPU device's scan's twin: the same
+  /// answer), then one word copied back (waiting for the stream): no host copy of `t`.
   std::int64_t first_nonfinite(const TensorView& t) const override;
 
  private:

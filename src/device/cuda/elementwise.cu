@@ -204,11 +204,35 @@ __global__ void synth_out_kernel(Strided dout, Strided delta, Strided out) {
     const std::int64_t s = row % S, h = (row / S) % H, b = row / (S * H);
     const std::int64_t oo = b * out.stride[0] + s * out.stride[1] + h * out.stride[2];
     const std::int64_t og = b * dout.stride[0] + s * dout.stride[1] + h * dout.stride[2];
-    const float r =
-        reinterpret_cast<const float*>(delta.data)[b * delta.stride[0] + h * delta.stride[1] + s * delta.stride[2]];
+    const float r = reinterpret_cast<const float*>(
+        delta.data)[b * delta.stride[0] + h * delta.stride[1] + s * delta.stride[2]];
     const float c = device::out_synth_scale([&](std::int64_t d) { return load_f(dout, og + d); }, D, r);
-    for (std::int64_t d = 0; d < D; ++d) store_f(out, oo + d, device::out_synth_value(load_f(dout, og + d), c));
+    for (std::int64_t d = 0; d < D; ++d)
+      store_f(out, oo + d, device::out_synth_value(load_f(dout, og + d), c));
   }
+}
+
+/// Folds the smallest row-major index e < n of an element with all exponent bits set into
+/// *first (all ones = none): each thread's first hit (its indices only grow), the warp's
+/// minimum, one atomicMin per warp that found one.
+__global__ void first_nonfinite_kernel(Strided t, std::int64_t n, unsigned long long* first) {
+  const bool wide = t.dtype == DType::F32;
+  const std::uint32_t ones = wide ? 0x7f800000u : (t.dtype == DType::BF16 ? 0x7f80u : 0x7c00u);
+  unsigned long long mine = ~0ull;
+  for (std::int64_t e = first_index(); e < n; e += grid_threads()) {
+    const std::int64_t off = offset(t, e);
+    const std::uint32_t bits = wide ? reinterpret_cast<const std::uint32_t*>(t.data)[off]
+                                    : reinterpret_cast<const std::uint16_t*>(t.data)[off];
+    if ((bits & ones) == ones) {
+      mine = static_cast<unsigned long long>(e);
+      break;
+    }
+  }
+  for (int lane = 16; lane > 0; lane /= 2) {
+    const unsigned long long other = __shfl_down_sync(0xffffffffu, mine, lane);
+    mine = other < mine ? other : mine;
+  }
+  if ((threadIdx.x & 31u) == 0 && mine != ~0ull) atomicMin(first, mine);
 }
 
 // ---------------------------------------------------------------- host side -----------------
@@ -407,6 +431,22 @@ void synthesize_out(const TensorView& dout, const TensorView& delta, const Tenso
   if (rows == 0) return;
   const DeviceScope scope(out.device);
   synth_out_kernel<<<blocks_for(rows), kThreads, 0, stream>>>(strided(dout), strided(delta), strided(out));
+  check_launch(api);
+}
+
+void first_nonfinite(const TensorView& t, std::int64_t* first, cudaStream_t stream) {
+  constexpr const char* api = "cuda::first_nonfinite";
+  on_gpu(api, "t", t);
+  check_rank(api, "t", t);
+  BURST_CHECK(t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16, Unsupported, api,
+              ": t is ", to_string(t.dtype), "; f32, bf16 or f16 expected");
+  BURST_CHECK(first != nullptr, InvalidArgument, api, ": no result word");
+  const DeviceScope scope(t.device);
+  check(cudaMemsetAsync(first, 0xFF, sizeof(std::int64_t), stream), api);  // −1: none found
+  const std::int64_t n = t.numel();
+  if (n == 0) return;
+  first_nonfinite_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      strided(t), n, reinterpret_cast<unsigned long long*>(first));
   check_launch(api);
 }
 

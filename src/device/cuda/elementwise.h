@@ -74,4 +74,13 @@ void attention_delta(const TensorView& dout, const TensorView& out, const Tensor
 void synthesize_out(const TensorView& dout, const TensorView& delta, const TensorView& out,
                     cudaStream_t stream);
 
+/// *first ← the smallest row-major index (over t's shape) of an element of t whose exponent
+/// bits are all ones (NaN or ±inf), or −1 when every element is finite: the twin of
+/// CpuDevice::first_nonfinite (src/device/cpu/cpu_device.cc), bits only. t: F32, BF16 or F16,
+/// 1–4 dims, any strides; `first`: one int64 of this GPU's memory, not read before. Enqueued (a
+/// memset and one launch; each warp folds its lanes' first hits into *first with one atomic
+/// minimum). Throws: Error(InvalidArgument) on shapes or devices, Error(Unsupported) for
+/// another dtype, Error(Internal) on launch failure. Cost: one read per element.
+void first_nonfinite(const TensorView& t, std::int64_t* first, cudaStream_t stream);
+
 }  // namespace burst::cuda
