@@ -7,14 +7,23 @@
 # fail. Built without the cuDNN backend (not the planted check's subject; its one frontend file
 # would only add compile time). Exit 0: both errors were caught; 1: one was not (or the build
 # broke); 77: no GPU here (the tests were skipped, so nothing was shown).
+# Usage: scripts/cuda_plant_check.sh [--build-only]   (--build-only: configure and build, exit 0;
+# scripts/gpu_host_check.sh builds in the background and runs the tests later)
+# Environment: BURST_PLANT_BUILD_DIR (default build-plant), BURST_PLANT_JOBS (default nproc),
+#              BURST_CMAKE_ARGS (extra CMake arguments, e.g. the dependency pack's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BURST_PLANT_BUILD_DIR:-build-plant}
 mkdir -p "$build"
+# shellcheck disable=SC2086
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBURST_WITH_CUDA=ON -DBURST_CUDA_PLANT_ERROR=ON \
       -DBURST_WITH_TORCH=OFF -DBURST_WITH_PYTHON=OFF -DBURST_BUILD_TOOLS=OFF -DBURST_WITH_CUDNN=OFF ${BURST_CMAKE_ARGS:-} \
       >"$build/configure.log"
-cmake --build "$build" -j "$(nproc)" --target test_cuda_elementwise test_cuda_attention
+cmake --build "$build" -j "${BURST_PLANT_JOBS:-$(nproc)}" --target test_cuda_elementwise test_cuda_attention
+if [[ ${1:-} == --build-only ]]; then
+  echo "cuda_plant_check: built in $build"
+  exit 0
+fi
 # caught TEST BINARY FILTER LOG: 0 when TEST failed in the run, 77 when it was skipped, else 1.
 caught() {
   local test=$1 binary=$2 filter=$3 log=$4 rc

@@ -1,11 +1,15 @@
-# Sourced by scripts/amx_host_check.sh and scripts/manycore_host_check.sh: the dependency pack for
-# a host without network or apt, the JSON-line writer, and the CMake arguments for the pack.
+# Sourced by scripts/amx_host_check.sh, manycore_host_check.sh and gpu_host_check.sh: the
+# dependency pack for a host without network or apt, the JSON-line writer, and the CMake
+# arguments for the pack.
 
 # pack_deps DIR: on a Debian host with the -dev packages, copy the CLI11, nlohmann-json and
 # GoogleTest headers, CMake files and static libraries to DIR (the config files locate their
-# targets relative to themselves, so the layout is kept as is), and the cuDNN frontend headers
+# targets relative to themselves, so the layout is kept as is), the cuDNN frontend headers
 # (scripts/fetch_cudnn_frontend.sh; DIR/cudnn_frontend, where CMake looks in a carried
-# third_party_carry/) for the CUDA step kernels' cuDNN backend on a GPU host without network.
+# third_party_carry/) for the CUDA step kernels' cuDNN backend on a GPU host without network,
+# and the C headers of a Python 3.12 (BURST_PACK_PYTHON, default python3.12: the GPU host's
+# version; DIR/python/include/python3.12), which a GPU host whose Python has none builds the
+# Python module against (python_headers below).
 pack_deps() {
   local dest=$1 arch=lib/x86_64-linux-gnu
   mkdir -p "$dest"/include "$dest"/$arch/cmake "$dest"/share/cmake
@@ -20,7 +24,30 @@ pack_deps() {
   else
     echo "pack_deps: no cuDNN frontend headers to pack (offline?): the GPU host builds without the cuDNN backend" >&2
   fi
+  local pyinc
+  pyinc=$("${BURST_PACK_PYTHON:-python3.12}" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+  if [[ -f $pyinc/Python.h ]]; then
+    rm -rf "$dest"/python
+    mkdir -p "$dest"/python/include
+    cp -r "$pyinc" "$dest"/python/include/
+  else
+    echo "pack_deps: no Python 3.12 headers to pack (BURST_PACK_PYTHON): a GPU host without them builds no Python module" >&2
+  fi
   echo "packed into $dest ($(du -sh "$dest" | cut -f1)); copy it to the host as third_party_carry/"
+}
+
+# python_headers PY PREFIX: the folder holding Python.h for PY's version: PY's own, else the
+# pack's (PREFIX/python/include/pythonX.Y), else nothing.
+python_headers() {
+  local own ver
+  own=$("$1" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+  ver=$("$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+  if [[ -n $own && -f $own/Python.h ]]; then
+    echo "$own"
+  elif [[ -n $2 && -n $ver && -f $2/python/include/python$ver/Python.h ]]; then
+    echo "$2/python/include/python$ver"
+  fi
+  return 0
 }
 
 # emit NAME KEY=VALUE...: appends {"check": NAME, KEY: VALUE...} to $out with the Python in $py;
@@ -52,6 +79,7 @@ deps_prefix() {
 deps_cmake_args() {
   [[ -n $1 ]] && printf '%s\n' "-DCMAKE_PREFIX_PATH=$1" "-DGTest_DIR=$1/lib/x86_64-linux-gnu/cmake/GTest" \
     "-DCLI11_DIR=$1/share/cmake/CLI11" "-Dnlohmann_json_DIR=$1/share/cmake/nlohmann_json"
+  [[ -n $1 && -f $1/cudnn_frontend/include/cudnn_frontend.h ]] && printf '%s\n' "-DBURST_CUDNN_FRONTEND_DIR=$1/cudnn_frontend"
   return 0
 }
 
