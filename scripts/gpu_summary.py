@@ -257,9 +257,10 @@ class Summary:
         for P in (1, 2, 3, 4):
             self.ctest_row(f"every strategy at P = {P} vs the fp64 oracle", f"test_cuda_dist_np{P}")
         plant = next((r for r in self.recs if r.get("check") in ("plant_check", "plant_check_skipped")), None)
-        if plant is None or plant.get("check") == "plant_check_skipped":
+        if plant is None or plant.get("check") == "plant_check_skipped" or plant.get("rc") == 77:
             self.add("exactness", "a planted kernel error fails a cuda test", None,
-                     detail=(plant or {}).get("reason", "plant_check: no record (not run)"))
+                     detail=(plant or {}).get("reason") or (plant or {}).get("last_line") or
+                     "plant_check: no record (not run)")
         else:
             self.add("exactness", "a planted kernel error fails a cuda test", bool(plant.get("caught")),
                      detail=str(plant.get("last_line", ""))[:120])
@@ -267,6 +268,9 @@ class Summary:
         if py is None:
             self.add("python", "torch CUDA tensors through the Python functions", None,
                      detail=self.why_missing("pytest_cuda"))
+        elif "is_available() is False" in str(py.get("summary", "")):  # the GPU tests skipped: no GPU
+            self.add("python", "torch CUDA tensors through the Python functions", None,
+                     detail="the GPU tests were skipped: " + str(py.get("summary", ""))[:140])
         else:
             self.add("python", "torch CUDA tensors through the Python functions", py.get("rc") == 0,
                      detail=str(py.get("summary", ""))[:160])

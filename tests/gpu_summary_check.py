@@ -10,7 +10,8 @@ What must hold (each a check that fails the test):
   above FAIL, PyTorch not measured on that S MISSING saying so, a backward cut by the timeout
   MISSING with the forward's time; P = 4 reported PASS, absent MISSING;
 - exactness: ctest results (Passed PASS, Failed / Timeout FAIL, Skipped or absent MISSING),
-  burst's errors against PyTorch's largest per tensor, the planted error caught or not;
+  burst's errors against PyTorch's largest per tensor, the planted error caught or not (its
+  tests skipped without a GPU: MISSING), the Python GPU tests run (skipped: MISSING);
 - the ctest log parser reads ctest's result lines (Passed, ***Failed, ***Skipped, ***Timeout,
   ***Exception, ***Not Run) and nothing else; the command line prints the table and the records.
 """
@@ -164,6 +165,16 @@ check(find(rows, "P = 1 vs")["verdict"] == "PASS", "P = 1 still PASS")
 r = find(rows, "within PyTorch's error")
 check(r["verdict"] == "FAIL" and "dk 3.00e-03/2.00e-03" in r["detail"], f"burst's dk above PyTorch's: {r}")
 check(find(rows, "planted")["verdict"] == "FAIL", "a planted error not caught is FAIL")
+
+# A run without a GPU: the planted check skipped (77) and the Python GPU tests skipped are MISSING.
+recs = [x for x in base_records() if x.get("check") not in ("plant_check", "pytest_cuda")]
+recs += [{"check": "plant_check", "rc": 77, "caught": False, "last_line": "no GPU here: the tests were skipped"},
+         {"check": "pytest_cuda", "rc": 0,
+          "summary": "SKIPPED [14] tests/py/test_cuda.py:147: torch.cuda.is_available() is False|2 passed"}]
+rows = rows_of(recs)
+r = find(rows, "planted")
+check(r["verdict"] == "MISSING" and "no GPU" in r["detail"], f"plant skipped (77) is MISSING: {r}")
+check(find(rows, "torch CUDA tensors")["verdict"] == "MISSING", "Python GPU tests skipped is MISSING")
 
 # The ctest log parser.
 log = """Test project /x/build-gpu
