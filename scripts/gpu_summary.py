@@ -26,6 +26,8 @@ import json
 import re
 import sys
 
+from host_records import load  # scripts/host_records.py, beside this file
+
 KERNEL_RATIO = 0.9    # each step kernel case >= 0.9x PyTorch's fastest backend
 LONG_RATIO = 1.15     # the long causal run at P = 1 <= 1.15x PyTorch's fastest on the same S
 CPU_DIFF = 0.05       # GPU kernel vs CPU kernel on the same bf16 inputs (tests/cli_gpu.py's bound)
@@ -47,19 +49,6 @@ def ctest_records(text):
             out.append({"check": "ctest", "test": m.group(1), "result": m.group(2).strip(),
                         "seconds": float(m.group(3))})
     return out
-
-
-def load(path):
-    recs = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    recs.append(json.loads(line))
-                except ValueError:
-                    pass
-    return recs
 
 
 def verdict(ok):

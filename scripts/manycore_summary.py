@@ -18,18 +18,7 @@ import json
 import statistics
 import sys
 
-
-def load(path):
-    recs = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    recs.append(json.loads(line))
-                except ValueError:
-                    pass
-    return recs
+from host_records import load  # scripts/host_records.py, beside this file
 
 
 def spread(xs):
