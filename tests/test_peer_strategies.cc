@@ -209,45 +209,18 @@ Mask mask_of(Family f) { return test::mask_of(f, kS, /*seed=*/7, /*window=*/13);
 const std::vector<Family> kFamilies = {Family::Full,     Family::Causal,   Family::SlidingWindow,
                                        Family::Document, Family::PrefixLm, Family::BlockSparse};
 
-/// Global inputs, the fp64 oracle's outputs and the naive-fp32 errors that set the tolerance.
-struct Reference {
-  ProblemShape shape;
-  Mask mask;
-  Tensor q, k, v, dout, out, lse, dq, dk, dv;
-  double tol_out = 0, tol_lse = 0, tol_dq = 0, tol_dk = 0, tol_dv = 0;
+/// Global inputs, the fp64 oracle's outputs and the naive-fp32 errors that set the tolerance
+/// (test::oracle_case; tol[] in the order out, lse, dq, dk, dv).
+struct Reference : test::OracleCase {
   /// Error of the single-process fp32 Tiled kernel on the same global problem.
   double local_out = 0, local_lse = 0, local_dq = 0, local_dk = 0, local_dv = 0;
 };
 
 Reference make_reference(std::int64_t B, std::int64_t H, std::int64_t H_kv, Family family) {
-  Reference r;
-  r.shape = {B, kS, H, H_kv, kD};
-  r.mask = mask_of(family);
-  const std::uint64_t seed = static_cast<std::uint64_t>(H * 131 + H_kv * 17 + B);
-  r.q = test::random_tensor({B, kS, H, kD}, seed + 1);
-  r.k = test::random_tensor({B, kS, H_kv, kD}, seed + 2);
-  r.v = test::random_tensor({B, kS, H_kv, kD}, seed + 3);
-  r.dout = test::random_tensor({B, kS, H, kD}, seed + 4);
-  AttentionParams p;
-  p.mask = r.mask;
-  p.impl = KernelImpl::Reference;
-  AttentionOutput o = attention_forward(r.q.view(), r.k.view(), r.v.view(), p);
-  AttentionGrads g =
-      attention_backward(r.dout.view(), r.q.view(), r.k.view(), r.v.view(), o.out.view(), o.lse.view(), p);
-  r.out = std::move(o.out);
-  r.lse = std::move(o.lse);
-  r.dq = std::move(g.dq);
-  r.dk = std::move(g.dk);
-  r.dv = std::move(g.dv);
-  // The tolerance rule of test_util.h, measured on the whole problem (max over every element).
-  const AttentionOutput n = test::naive_fp32_forward(r.q, r.k, r.v, p);
-  const AttentionGrads ng = test::naive_fp32_backward(r.dout, r.q, r.k, r.v, r.out, r.lse, p);
-  r.tol_out = test::tolerance(test::max_abs_diff(n.out, r.out), test::max_abs(r.out));
-  r.tol_lse = test::tolerance(test::max_abs_diff(n.lse, r.lse), test::max_abs(r.lse));
-  r.tol_dq = test::tolerance(test::max_abs_diff(ng.dq, r.dq), test::max_abs(r.dq));
-  r.tol_dk = test::tolerance(test::max_abs_diff(ng.dk, r.dk), test::max_abs(r.dk));
-  r.tol_dv = test::tolerance(test::max_abs_diff(ng.dv, r.dv), test::max_abs(r.dv));
-  AttentionParams tiled = p;
+  Reference r{test::oracle_case({B, kS, H, H_kv, kD}, mask_of(family),
+                                static_cast<std::uint64_t>(H * 131 + H_kv * 17 + B))};
+  AttentionParams tiled;
+  tiled.mask = r.mask;
   tiled.impl = KernelImpl::Tiled;
   tiled.num_threads = 1;
   const AttentionOutput t = attention_forward(r.q.view(), r.k.view(), r.v.view(), tiled);
@@ -392,8 +365,8 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
   const auto pick = [&](Tensor& t, StridedCopy& c) { return strided ? c.view : t.view(); };
   attn.forward(pick(q, sq), pick(k, sk), pick(v, sv), pick(out, sout), lse.view());
   if (strided) out = sout.contiguous();
-  EXPECT_TRUE(dist_close("out", out, shard_of(layout, rank, ref.out), ref.tol_out, ref.local_out));
-  EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse, ref.local_lse));
+  EXPECT_TRUE(dist_close("out", out, shard_of(layout, rank, ref.out), ref.tol[0], ref.local_out));
+  EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol[1], ref.local_lse));
   EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, false))
       << "forward bytes";
   const DistStats fs = attn.last_stats();
@@ -417,9 +390,9 @@ void run_case(const DistConfig& cfg, std::int64_t B, std::int64_t H, std::int64_
     dk = sdk.contiguous();
     dv = sdv.contiguous();
   }
-  EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq, ref.local_dq));
-  EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk, ref.local_dk));
-  EXPECT_TRUE(dist_close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol_dv, ref.local_dv));
+  EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol[2], ref.local_dq));
+  EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol[3], ref.local_dk));
+  EXPECT_TRUE(dist_close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol[4], ref.local_dv));
   EXPECT_EQ(attn.last_stats().bytes_sent, predicted_bytes(cfg, ref.shape, layout, ref.mask, rank, true))
       << "backward bytes";
   const DistStats bs = attn.last_stats();
@@ -779,12 +752,12 @@ TEST(PeerStrategies, HeadParallelSavedContextsMoveWhatDeepSpeedMoves) {
     Tensor q2 = q, out2(q.shape()), dq2(q.shape()), dk2(k.shape()), dv2(v.shape());
     for (std::int64_t i = 0; i < q2.numel(); ++i) q2.data()[i] *= 0.5f;
     const auto check_grads = [&] {
-      EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq, ref.local_dq));
-      EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk, ref.local_dk));
-      EXPECT_TRUE(dist_close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol_dv, ref.local_dv));
+      EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol[2], ref.local_dq));
+      EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol[3], ref.local_dk));
+      EXPECT_TRUE(dist_close("dv", dv, shard_of(layout, rank, ref.dv), ref.tol[4], ref.local_dv));
     };
     attn.forward(q.view(), k.view(), v.view(), out.view(), TensorView{});
-    EXPECT_TRUE(dist_close("out", out, shard_of(layout, rank, ref.out), ref.tol_out, ref.local_out));
+    EXPECT_TRUE(dist_close("out", out, shard_of(layout, rank, ref.out), ref.tol[0], ref.local_out));
     const std::int64_t fwd = attn.last_stats().bytes_sent;
     EXPECT_EQ(fwd, head_parallel_bytes(cfg, ref.shape, layout, rank, false, false)) << "forward without lse";
     attn.forward(q2.view(), k.view(), v.view(), out2.view(), TensorView{});
@@ -817,7 +790,7 @@ TEST(PeerStrategies, HeadParallelSavedContextsMoveWhatDeepSpeedMoves) {
     // Stateless: with the forward's lse, exact, the stateless formula's bytes.
     Tensor lse({1, H, attn.local_length()});
     attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
-    EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol_lse, ref.local_lse));
+    EXPECT_TRUE(dist_close("lse", lse, rows_of(layout, rank, ref.lse), ref.tol[1], ref.local_lse));
     EXPECT_EQ(attn.last_stats().bytes_sent, head_parallel_bytes(cfg, ref.shape, layout, rank, false, true));
     attn.forward(q2.view(), k.view(), v.view(), out2.view(), TensorView{});
     attn.forward(q2.view(), v.view(), v.view(), out2.view(), TensorView{});  // evicts q's context (2 slots)
@@ -848,8 +821,8 @@ TEST(PeerStrategies, HeadParallelWithoutSavedContexts) {
   attn.forward(q.view(), k.view(), v.view(), out.view(), lse.view());
   attn.backward(dout.view(), q.view(), k.view(), v.view(), out.view(), lse.view(), dq.view(), dk.view(),
                 dv.view());
-  EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol_dq, ref.local_dq));
-  EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol_dk, ref.local_dk));
+  EXPECT_TRUE(dist_close("dq", dq, shard_of(layout, rank, ref.dq), ref.tol[2], ref.local_dq));
+  EXPECT_TRUE(dist_close("dk", dk, shard_of(layout, rank, ref.dk), ref.tol[3], ref.local_dk));
   EXPECT_EQ(attn.last_stats().bytes_sent, head_parallel_bytes(cfg, ref.shape, layout, rank, true, false));
   EXPECT_EQ(attn.last_stats().bytes_sent, attn.plan().backward().bytes_sent[static_cast<std::size_t>(rank)]);
   EXPECT_LE(attn.last_stats().peak_buffer_bytes,
