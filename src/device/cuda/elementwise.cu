@@ -150,6 +150,15 @@ __global__ void index_copy_kernel(Strided src, Strided dst, int dim, const std::
   }
 }
 
+/// Element offset of row (b, s, h) of a [B,S,H,D] view, and of entry (b, h, s) of a [B,H,S] row
+/// field (lse, delta).
+__device__ std::int64_t bshd_row(const Strided& t, std::int64_t b, std::int64_t s, std::int64_t h) {
+  return b * t.stride[0] + s * t.stride[1] + h * t.stride[2];
+}
+__device__ std::int64_t bhs_entry(const Strided& t, std::int64_t b, std::int64_t h, std::int64_t s) {
+  return b * t.stride[0] + h * t.stride[1] + s * t.stride[2];
+}
+
 /// One warp per row (b, s, h) of out [B,S,H,D]: every lane reads the row's lse before lane 0
 /// writes the merged one. The three cases are merge_row's (src/softmax_merge.cc).
 __global__ void merge_kernel(Strided out, Strided lse, Strided part, Strided lse_part) {
@@ -159,12 +168,10 @@ __global__ void merge_kernel(Strided out, Strided lse, Strided part, Strided lse
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   for (std::int64_t row = first_index() / kWarp; row < rows; row += grid_threads() / kWarp) {
     const std::int64_t h = row % H, s = (row / H) % S, b = row / (H * S);
-    float* o = reinterpret_cast<float*>(out.data) + b * out.stride[0] + s * out.stride[1] + h * out.stride[2];
-    const float* p = reinterpret_cast<const float*>(part.data) + b * part.stride[0] + s * part.stride[1] +
-                     h * part.stride[2];
-    float* l = reinterpret_cast<float*>(lse.data) + b * lse.stride[0] + h * lse.stride[1] + s * lse.stride[2];
-    const float l_part = reinterpret_cast<const float*>(
-        lse_part.data)[b * lse_part.stride[0] + h * lse_part.stride[1] + s * lse_part.stride[2]];
+    float* o = reinterpret_cast<float*>(out.data) + bshd_row(out, b, s, h);
+    const float* p = reinterpret_cast<const float*>(part.data) + bshd_row(part, b, s, h);
+    float* l = reinterpret_cast<float*>(lse.data) + bhs_entry(lse, b, h, s);
+    const float l_part = reinterpret_cast<const float*>(lse_part.data)[bhs_entry(lse_part, b, h, s)];
     const float l_old = *l;
     const MergeWeights w = merge_weights(l_old, l_part);
     if (l_part == kNegInf) {
@@ -186,13 +193,11 @@ __global__ void delta_kernel(Strided dout, Strided out, Strided delta) {
   const std::int64_t rows = B * H * S;
   for (std::int64_t row = first_index(); row < rows; row += grid_threads()) {
     const std::int64_t s = row % S, h = (row / S) % H, b = row / (S * H);
-    const std::int64_t oo = b * out.stride[0] + s * out.stride[1] + h * out.stride[2];
-    const std::int64_t og = b * dout.stride[0] + s * dout.stride[1] + h * dout.stride[2];
+    const std::int64_t oo = bshd_row(out, b, s, h), og = bshd_row(dout, b, s, h);
     float acc = 0.0f;
     for (std::int64_t d = 0; d < D; ++d)
       acc = __fadd_rn(acc, __fmul_rn(load_f(out, oo + d), load_f(dout, og + d)));
-    reinterpret_cast<float*>(delta.data)[b * delta.stride[0] + h * delta.stride[1] + s * delta.stride[2]] =
-        acc;
+    reinterpret_cast<float*>(delta.data)[bhs_entry(delta, b, h, s)] = acc;
   }
 }
 
@@ -202,10 +207,8 @@ __global__ void synth_out_kernel(Strided dout, Strided delta, Strided out) {
   const std::int64_t rows = B * H * S;
   for (std::int64_t row = first_index(); row < rows; row += grid_threads()) {
     const std::int64_t s = row % S, h = (row / S) % H, b = row / (S * H);
-    const std::int64_t oo = b * out.stride[0] + s * out.stride[1] + h * out.stride[2];
-    const std::int64_t og = b * dout.stride[0] + s * dout.stride[1] + h * dout.stride[2];
-    const float r = reinterpret_cast<const float*>(
-        delta.data)[b * delta.stride[0] + h * delta.stride[1] + s * delta.stride[2]];
+    const std::int64_t oo = bshd_row(out, b, s, h), og = bshd_row(dout, b, s, h);
+    const float r = reinterpret_cast<const float*>(delta.data)[bhs_entry(delta, b, h, s)];
     const float c = device::out_synth_scale([&](std::int64_t d) { return load_f(dout, og + d); }, D, r);
     for (std::int64_t d = 0; d < D; ++d)
       store_f(out, oo + d, device::out_synth_value(load_f(dout, og + d), c));
