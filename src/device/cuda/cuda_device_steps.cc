@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "burst/error.h"
@@ -132,6 +133,24 @@ double time_runs(cudaStream_t stream, int runs, Fn&& fn) {
     ms.push_back(t);
   }
   return median_of(std::move(ms));
+}
+
+/// time_runs for an Auto candidate `w`: nullopt when w is Cudnn and cuDNN did not take the step
+/// (it refused the graph, so the own kernel ran, or it failed): then w is no candidate for the
+/// key. Any other kernel's error propagates.
+template <typename Fn>
+std::optional<double> time_candidate_runs(cudaStream_t stream, int runs, StepKernel w,
+                                          const cuda::CudnnState* cudnn, Fn&& fn) {
+  const std::int64_t before = cudnn != nullptr ? cudnn->executed() : 0;
+  try {
+    const double ms = time_runs(stream, runs, std::forward<Fn>(fn));
+    if (w == StepKernel::Cudnn && cudnn->executed() == before) return std::nullopt;  // refused: ran Fast
+    return ms;
+  } catch (const Error&) {
+    if (w != StepKernel::Cudnn) throw;
+    cudaGetLastError();
+    return std::nullopt;  // cuDNN failed on this step
+  }
 }
 
 /// A contiguous scratch tensor of `like`'s shape and dtype in this device's memory (the timed
@@ -306,18 +325,9 @@ void CudaDevice::step_forward(const TensorView& q, const TensorView& k, const Te
                      v1 = part(s.v, 1, x.k0, x.nk);
     const Scratch o(*this, part(s.out, 1, 0, x.nq)), l(*this, part(s.lse, 2, 0, x.nq));
     const kernels::KernelParams p1 = part(p, x);
-    const std::int64_t before = cudnn != nullptr ? cudnn->executed() : 0;
-    try {
-      const double ms = time_runs(stream_, steps_->options.timing_runs, [&] {
-        cuda::step_forward(q1, k1, v1, o.view, l.view, p1, stream_, w, cudnn);
-      });
-      if (w == StepKernel::Cudnn && cudnn->executed() == before) return std::nullopt;  // refused: ran Fast
-      return ms;
-    } catch (const Error&) {
-      if (w != StepKernel::Cudnn) throw;
-      cudaGetLastError();
-      return std::nullopt;  // cuDNN failed on this step: not a candidate for its key
-    }
+    return time_candidate_runs(stream_, steps_->options.timing_runs, w, cudnn, [&] {
+      cuda::step_forward(q1, k1, v1, o.view, l.view, p1, stream_, w, cudnn);
+    });
   };
   const StepKernel which = choose_step(cudnn, steps_->chooser, steps_->options, s, p, stream_, time);
   const std::int64_t before = cudnn != nullptr ? cudnn->executed() : 0;
@@ -356,19 +366,10 @@ void CudaDevice::step_backward(const TensorView& dout, const TensorView& q, cons
     const Scratch a(*this, part(s.dq, 1, 0, x.nq)), b(*this, part(s.dk, 1, 0, x.nk)),
         c(*this, part(s.dv, 1, 0, x.nk));
     const kernels::KernelParams p1 = part(p, x);
-    const std::int64_t before = cudnn != nullptr ? cudnn->executed() : 0;
-    try {
-      const double ms = time_runs(stream_, steps_->options.timing_runs, [&] {
-        cuda::step_backward(g1, q1, k1, v1, l1, d1, a.view, b.view, c.view, p1, accumulate, stream_, w, cudnn,
-                            s.global_out != nullptr ? &o1 : nullptr);
-      });
-      if (w == StepKernel::Cudnn && cudnn->executed() == before) return std::nullopt;
-      return ms;
-    } catch (const Error&) {
-      if (w != StepKernel::Cudnn) throw;
-      cudaGetLastError();
-      return std::nullopt;
-    }
+    return time_candidate_runs(stream_, steps_->options.timing_runs, w, cudnn, [&] {
+      cuda::step_backward(g1, q1, k1, v1, l1, d1, a.view, b.view, c.view, p1, accumulate, stream_, w, cudnn,
+                          s.global_out != nullptr ? &o1 : nullptr);
+    });
   };
   const StepKernel which = choose_step(cudnn, steps_->chooser, steps_->options, s, p, stream_, time);
   const std::int64_t before = cudnn != nullptr ? cudnn->executed() : 0;
