@@ -53,7 +53,7 @@ class AllGatherStrategy final : public Strategy {
       Stopwatch sw(&rec.at().copy);
       kv = reorder(ranked, g, k.dtype);
     }
-    compute_forward(q, kv.k, kv.v, twins_.positions(gathered_pos_.data()), out, lse, stats, rec.log);
+    compute_forward(q, kv.k, kv.v, gathered_pos_.data(), out, lse, stats, rec.log);
     stats.peak_buffer_bytes = 2 * ranked.size() + wire::kv_block(k.dtype, b_kv_).bytes();
     pool().put(std::move(ranked));
     pool().put(std::move(g));
@@ -193,21 +193,31 @@ class AllGatherStrategy final : public Strategy {
     const WireLayout block = wire::kv_block(dt, b_kv_), whole = wire::kv_block(dt, b_kv_ * setup_.P);
     Gathered kv{field_view(whole, wire::kK, g.data(), {s.B, s.S_global, s.H_kv, s.D}),
                 field_view(whole, wire::kV, g.data(), {s.B, s.S_global, s.H_kv, s.D})};
+    // Rank r's rows go to its global positions: a scatter along the sequence on the device,
+    // reading the positions' twin in its memory (the plan's tables, uploaded once).
     for (int r = 0; r < setup_.P; ++r) {
       const std::byte* at = ranked.data() + block.bytes() * r;
-      unshard(setup_.plan->layout(), r, field_view(block, wire::kK, at, {s.B, S_, s.H_kv, s.D}), kv.k);
-      unshard(setup_.plan->layout(), r, field_view(block, wire::kV, at, {s.B, S_, s.H_kv, s.D}), kv.v);
+      const std::int64_t* pos = rank_positions(setup_, r).data();
+      const std::int64_t* twin = setup_.tables ? setup_.tables->position_twins().twin(pos) : nullptr;
+      dev().index_copy(field_view(block, wire::kK, at, {s.B, S_, s.H_kv, s.D}), kv.k, 1, pos, twin, true,
+                       false);
+      dev().index_copy(field_view(block, wire::kV, at, {s.B, S_, s.H_kv, s.D}), kv.v, 1, pos, twin, true,
+                       false);
     }
     return kv;
   }
 
+  /// kv_pos: host memory (the own positions, or the gathered 0 .. S_global − 1); the step reads
+  /// its device twin and keeps the host array as its mirror (kernels.h: KernelArgs::host_*).
   void compute_forward(const TensorView& q, const TensorView& kg, const TensorView& vg,
                        const std::int64_t* kv_pos, const TensorView& out, const TensorView& lse,
                        DistStats& stats, StepLog& log) const {
     stats.compute_seconds = 0;
     log.compute(0, stats.compute_seconds, [&] {
       if (own_pairs() > 0) {
-        dev().step_forward(q, kg, vg, out, lse, step_params(setup_, own_positions(), kv_pos, nullptr));
+        kernels::KernelParams p = step_params(setup_, own_positions(), kv_pos, nullptr);
+        if (const std::int64_t* twin = twins_.twin(kv_pos)) p.kv_pos = twin;  // the gathered positions
+        dev().step_forward(q, kg, vg, out, lse, p);
       } else {
         dev().fill(out, 0.0f);
         dev().fill(lse, kNegInf);

@@ -58,6 +58,10 @@ kernels::KernelParams block_params(const kernels::KernelParams& base, const std:
   kernels::KernelParams p = base;
   p.q_pos = positions + blk.q * d.c;
   p.kv_pos = positions + blk.kv * d.c;
+  if (base.host_q_pos != nullptr) {  // the host twin of `positions` (distflash.h)
+    p.host_q_pos = base.host_q_pos + blk.q * d.c;
+    p.host_kv_pos = base.host_q_pos + blk.kv * d.c;
+  }
   return p;
 }
 
@@ -380,6 +384,7 @@ class DistFlashStrategy final : public PlannedStrategy {
         stage_(*setup.device) {
     std::iota(positions_.begin(), positions_.end(), std::int64_t{0});
     twins_ = TableTwins(*setup.device, {&positions_});
+    base_.host_q_pos = base_.host_kv_pos = positions_.data();  // the host twin of what the steps read
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

@@ -33,7 +33,9 @@ struct FlashOverlap {
 
 /// Forward under the schedule on the contiguous layout: q [B,c,H,D], k, v [B,c,H_kv,D] (chunk
 /// comm.rank()), out like q, lse [B,H,c] contiguous. `base` carries scale, mask (resolved over
-/// S_global = P·c) and kernel; each block's positions are taken from `positions` (0 .. P·c − 1).
+/// S_global = P·c) and kernel; each block's positions are taken from `positions` (0 .. P·c − 1,
+/// in the device's memory), and base.host_q_pos, when set, is the same array in host memory
+/// (the steps' host mirrors: kernels.h, KernelArgs::host_*).
 /// Collective over comm (P = s.P ranks). Memory O(c): own payloads, one step's inbox, one
 /// partial buffer. Every tensor is in st.device()'s memory; messages are staged through `st`
 /// (src/strategies/staging.h: an own chunk copied out once and sent from its wire to every rank

@@ -82,7 +82,8 @@ class HeadParallelStrategy final : public PlannedStrategy {
         base_(step_params(setup, nullptr, nullptr, nullptr)),
         shape_(setup.shape),
         me_(setup.rank) {
-    base_.q_pos = base_.kv_pos = ex_.device_positions();  // uploaded once (a GPU)
+    base_.q_pos = base_.kv_pos = ex_.device_positions();            // uploaded once (a GPU)
+    base_.host_q_pos = base_.host_kv_pos = ex_.positions().data();  // their host twins
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

@@ -192,6 +192,7 @@ kernels::KernelParams gathered_params(const kernels::KernelParams& base, const U
   kernels::KernelParams p = base;
   p.q_pos = ex.device_positions();  // uploaded once per exchange (a GPU)
   p.kv_pos = ex.device_positions();
+  p.host_q_pos = p.host_kv_pos = ex.positions().data();  // their host twins (KernelArgs::host_*)
   return p;
 }
 
