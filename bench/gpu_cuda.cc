@@ -253,6 +253,8 @@ std::vector<nlohmann::json> kernel_records(const GpuKernelCase& c,
     add_timing(j, t, flop);
     j["tflops"] = flop / t.median / 1e12;
     j["kernel"] = dev.last_kernel(std::string(pass) == "bwd");  // the device's measured choice (Auto)
+    j["choices"] = dev.choice_timings();  // Auto's timings per key (proxy blocks for long steps)
+    if (const std::string why = dev.cudnn_refusal(); !why.empty()) j["cudnn_refusal"] = why;
     if (check) j["max_abs_diff_vs_cpu_kernel"] = err;
     if (emit) emit(j);
     records.push_back(std::move(j));

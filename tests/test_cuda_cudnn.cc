@@ -248,6 +248,21 @@ TEST_F(CudnnAttention, RefusedStepsRunOnTheOwnKernels) {
   }
 }
 
+// A step cuDNN refuses whole runs as halves of its KV heads (planted: more than one KV head
+// refused, so 4 KV heads run as 4 one-head graphs, one graph shared by all): the results meet
+// the oracle's bounds, cuDNN ran 4 graphs a pass, and the refusal is reported.
+TEST_F(CudnnAttention, ARefusedStepRunsAsHalvesOfItsHeads) {
+  const GpuCase c = gpu_case("halves", 8, 4, 150, 150, 64, Mask::causal_mask());
+  const GpuInputs in = inputs_of(c);
+  state_->plant_refusal_above_kv_heads(1);
+  const std::int64_t before = state_->executed();
+  const GpuResults got = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+  state_->plant_refusal_above_kv_heads(0);
+  EXPECT_EQ(state_->executed() - before, 8) << "4 one-head graphs forward, 4 backward";
+  EXPECT_NE(state_->last_refusal().find("planted"), std::string::npos) << state_->last_refusal();
+  check_case(c, in, got, true);
+}
+
 // A repeated key builds no new graph.
 TEST_F(CudnnAttention, GraphsAreCachedByKey) {
   const GpuCase c = gpu_case("cache", 2, 2, 64, 64, 64, Mask::causal_mask());

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -87,9 +88,11 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
   // The host arrays: the caller's mirrors, else the arrays when in host memory, else copies.
   std::vector<std::int64_t> qp, kp;
   std::vector<MaskSlice> sl;
-  const std::int64_t* hq = args.host_q_pos;
-  const std::int64_t* hk = args.host_kv_pos;
-  const MaskSlice* hs = args.host_mask_slices;
+  // A mirror in device memory (a caller's mistake) is not read by the host: copied instead.
+  const auto host_only = [](const auto* p) { return p != nullptr && !in_device_memory(p) ? p : nullptr; };
+  const std::int64_t* hq = host_only(args.host_q_pos);
+  const std::int64_t* hk = host_only(args.host_kv_pos);
+  const MaskSlice* hs = host_only(args.host_mask_slices);
   if (hq == nullptr) hq = (qp = on_host(args.q_pos, q.shape[1], stream)).data();
   if (hk == nullptr) hk = (kp = on_host(args.kv_pos, k.shape[1], stream)).data();
   if (hs == nullptr) hs = (sl = on_host(args.mask_slices, args.mask_slice_count, stream)).data();
@@ -110,6 +113,8 @@ CudnnState::CudnnState(int device) : device_(device) {}
 CudnnState::~CudnnState() = default;
 std::int64_t CudnnState::executed() const noexcept { return 0; }
 std::int64_t CudnnState::built() const noexcept { return 0; }
+std::string CudnnState::last_refusal() const { return ""; }
+void CudnnState::plant_refusal_above_kv_heads(std::int64_t) {}
 
 bool cudnn_step_forward(CudnnState&, CudnnMask, const TensorView&, const TensorView&, const TensorView&,
                         const TensorView&, const TensorView&, float, cudaStream_t) {
@@ -131,6 +136,8 @@ struct CudnnState::Impl {
   cudnnHandle_t handle = nullptr;
   std::map<std::vector<std::int64_t>, GraphPtr> graphs;  ///< nullptr: cuDNN refused the key
   std::int64_t executed = 0, built = 0;
+  std::string last_refusal;               ///< the frontend's stage and message of the last refused build
+  std::int64_t planted_max_kv_heads = 0;  ///< plant_refusal_above_kv_heads
 };
 
 namespace {
@@ -193,10 +200,20 @@ GraphPtr cached(CudnnState::Impl& s, const std::vector<std::int64_t>& key, Make&
   if (auto it = s.graphs.find(key); it != s.graphs.end()) return it->second;
   GraphPtr g = make();
   ++s.built;
-  const bool ok = g->validate().is_good() && g->build_operation_graph(s.handle).is_good() &&
-                  g->create_execution_plans({fe::HeurMode_t::A}).is_good() &&
-                  g->check_support(s.handle).is_good() && g->build_plans(s.handle).is_good();
-  if (!ok) g = nullptr;
+  std::string why;
+  const auto stage = [&why](fe::error_t e, const char* name) {
+    if (!e.is_good()) why = std::string(name) + ": " + e.get_message();
+    return e.is_good();
+  };
+  const bool ok = stage(g->validate(), "validate") &&
+                  stage(g->build_operation_graph(s.handle), "build_operation_graph") &&
+                  stage(g->create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans") &&
+                  stage(g->check_support(s.handle), "check_support") &&
+                  stage(g->build_plans(s.handle), "build_plans");
+  if (!ok) {
+    g = nullptr;
+    s.last_refusal = why;
+  }
   s.graphs.emplace(key, g);
   return g;
 }
@@ -249,6 +266,56 @@ std::vector<std::int64_t> key_head(int kind, DType dt, CudnnMask m, float scale)
   return {kind, static_cast<std::int64_t>(dt), static_cast<std::int64_t>(m), static_cast<std::int64_t>(bits)};
 }
 
+/// True when rows t [B,H,S] are packed: S contiguous, H after it, B after both.
+bool packed_rows(const TensorView& t) {
+  return (t.shape[2] <= 1 || t.stride[2] == 1) && (t.shape[1] <= 1 || t.stride[1] == t.shape[2]) &&
+         (t.shape[0] <= 1 || t.stride[0] == t.shape[1] * t.shape[2]);
+}
+
+/// t's heads [a, a + n) (dim: 2 for a BSHD view, 1 for [B,H,S] rows).
+TensorView heads(TensorView t, int dim, std::int64_t a, std::int64_t n) {
+  const auto d = static_cast<std::size_t>(dim);
+  t.data = static_cast<char*>(t.data) + a * t.stride[d] * static_cast<std::int64_t>(dtype_size(t.dtype));
+  t.shape[d] = n;
+  return t;
+}
+
+/// True when a step on q (H heads), k (H_kv) and rows lse can be cut into two halves of its KV
+/// heads whose views all start on 16 bytes, as the whole step's do: H_kv even, and the second
+/// half's offset into every operand a multiple of 16 bytes.
+bool halves_fit(const TensorView& q, const TensorView& k, std::initializer_list<const TensorView*> bshd_q,
+                std::initializer_list<const TensorView*> bshd_kv,
+                std::initializer_list<const TensorView*> rows) {
+  const std::int64_t H = q.shape[2], H_kv = k.shape[2];
+  if (H_kv < 2 || H_kv % 2 != 0) return false;
+  const auto at = [](const TensorView* t, int dim, std::int64_t h) {
+    return t == nullptr || h * t->stride[static_cast<std::size_t>(dim)] *
+                                   static_cast<std::int64_t>(dtype_size(t->dtype)) % 16 ==
+                               0;
+  };
+  for (const TensorView* t : bshd_q)
+    if (!at(t, 2, H / 2)) return false;
+  for (const TensorView* t : bshd_kv)
+    if (!at(t, 2, H_kv / 2)) return false;
+  for (const TensorView* t : rows)
+    if (!at(t, 1, H / 2)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string CudnnState::last_refusal() const { return impl_->last_refusal; }
+void CudnnState::plant_refusal_above_kv_heads(std::int64_t n) { impl_->planted_max_kv_heads = n; }
+
+namespace {
+
+/// True (and the refusal recorded) when the planted limit refuses a graph of h_kv KV heads.
+bool planted_refusal(CudnnState::Impl& s, std::int64_t h_kv) {
+  if (s.planted_max_kv_heads <= 0 || h_kv <= s.planted_max_kv_heads) return false;
+  s.last_refusal = "planted: more than " + std::to_string(s.planted_max_kv_heads) + " KV heads";
+  return true;
+}
+
 }  // namespace
 
 CudnnState::CudnnState(int device) : device_(device), impl_(std::make_unique<Impl>()) {
@@ -277,7 +344,7 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
   std::vector<std::int64_t> key = key_head(0, q.dtype, mask, scale);
   for (const TensorView* t : {&q, &k, &v, &o}) key_bshd(key, *t);
   key_rows(key, lse);
-  GraphPtr g = cached(state.impl(), key, [&] {
+  GraphPtr g = planted_refusal(state.impl(), k.shape[2]) ? nullptr : cached(state.impl(), key, [&] {
     GraphPtr graph = new_graph(q.dtype);
     auto Q = graph->tensor(bshd_attr("Q", kQ, q)), K = graph->tensor(bshd_attr("K", kK, k)),
          V = graph->tensor(bshd_attr("V", kV, v));
@@ -294,7 +361,21 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
         .set_stride({lse.stride[0], lse.stride[1], lse.stride[2], 1});
     return graph;
   });
-  if (g == nullptr) return false;
+  if (g == nullptr) {  // refused whole: two halves of the KV heads (one graph for both)
+    if (!halves_fit(q, k, {&q, &out}, {&k, &v}, {&lse})) return false;
+    const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
+    for (int half = 0; half < 2; ++half) {
+      const bool ran =
+          cudnn_step_forward(state, mask, heads(q, 2, half * h, h), heads(k, 2, half * h_kv, h_kv),
+                             heads(v, 2, half * h_kv, h_kv), heads(out, 2, half * h, h),
+                             heads(lse, 1, half * h, h), scale, stream);
+      if (!ran) {  // the second half's graph is the first's: refused only when the first was
+        BURST_CHECK(half == 0, Internal, "cuDNN SDPA: the second half of a step's heads was refused");
+        return false;
+      }
+    }
+    return true;
+  }
   std::unordered_map<std::int64_t, void*> pack{
       {kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, o.data}, {kStats, lse.data}};
   execute(state.impl(), g, pack, stream);
@@ -304,11 +385,19 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
 
 bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& dout, const TensorView& q,
                          const TensorView& k, const TensorView& v, const TensorView* out,
-                         const TensorView& lse, const TensorView& delta, const TensorView& dq,
+                         const TensorView& lse_in, const TensorView& delta, const TensorView& dq,
                          const TensorView& dk, const TensorView& dv, float scale, bool accumulate,
                          cudaStream_t stream) {
-  if (!aligned16(lse)) return false;  // as the forward
   const DeviceScope scope(q.device);
+  // cuDNN (before 9.26) reads the backward's Stats only as a packed [B,H,S_q] tensor; a step's
+  // rows of a wider lse (a ring step's span, Auto's timing block, a head half) are copied into
+  // one first (4·B·H·S_q bytes, against the step's O(S_q·S_kv) work).
+  std::unique_ptr<Scratch> lse32;
+  if (!packed_rows(lse_in) || !aligned16(lse_in)) {
+    lse32 = std::make_unique<Scratch>(lse_in, DType::F32, stream);
+    copy(lse_in, lse32->view, stream);
+  }
+  const TensorView& lse = lse32 ? lse32->view : lse_in;
   auto in_place = [&](const TensorView& t) {
     return !accumulate && t.dtype == q.dtype && t.stride[3] == 1 && aligned16(t);
   };
@@ -326,7 +415,7 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
   std::vector<std::int64_t> key = key_head(1, q.dtype, mask, scale);
   for (const TensorView* t : {&q, &k, &v, &o, &dout, &gq, &gk, &gv}) key_bshd(key, *t);
   key_rows(key, lse);
-  GraphPtr g = cached(state.impl(), key, [&] {
+  GraphPtr g = planted_refusal(state.impl(), k.shape[2]) ? nullptr : cached(state.impl(), key, [&] {
     GraphPtr graph = new_graph(q.dtype);
     auto Q = graph->tensor(bshd_attr("Q", kQ, q)), K = graph->tensor(bshd_attr("K", kK, k)),
          V = graph->tensor(bshd_attr("V", kV, v)), O = graph->tensor(bshd_attr("O", kO, o)),
@@ -340,7 +429,25 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
     as_bshd(dV, "dV", kDV, gv);
     return graph;
   });
-  if (g == nullptr) return false;
+  if (g == nullptr) {  // refused whole: two halves of the KV heads (one graph for both)
+    if (!halves_fit(q, k, {&q, &dout, out, &dq}, {&k, &v, &dk, &dv}, {})) return false;  // rows: any offset
+    const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
+    for (int half = 0; half < 2; ++half) {
+      const std::int64_t a = half * h, a_kv = half * h_kv;
+      TensorView out_half;
+      if (out != nullptr) out_half = heads(*out, 2, a, h);
+      const bool ran =
+          cudnn_step_backward(state, mask, heads(dout, 2, a, h), heads(q, 2, a, h), heads(k, 2, a_kv, h_kv),
+                              heads(v, 2, a_kv, h_kv), out != nullptr ? &out_half : nullptr,
+                              heads(lse_in, 1, a, h), heads(delta, 1, a, h), heads(dq, 2, a, h),
+                              heads(dk, 2, a_kv, h_kv), heads(dv, 2, a_kv, h_kv), scale, accumulate, stream);
+      if (!ran) {  // nothing written yet: the own kernel takes the whole step
+        BURST_CHECK(half == 0, Internal, "cuDNN SDPA: the second half of a step's heads was refused");
+        return false;
+      }
+    }
+    return true;
+  }
   if (o16) synthesize_out(dout, delta, o, stream);
   std::unordered_map<std::int64_t, void*> pack{{kQ, q.data},   {kK, k.data},     {kV, v.data},
                                                {kO, o.data},   {kDO, dout.data}, {kStats, lse.data},

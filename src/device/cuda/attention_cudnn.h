@@ -49,6 +49,12 @@ class CudnnState {
   /// repeated keys.
   std::int64_t executed() const noexcept;
   std::int64_t built() const noexcept;
+  /// Why cuDNN refused the last graph it refused (the frontend's stage and message), "" when it
+  /// refused none: benchmark records carry it, so a step that ran on the own kernels says why.
+  std::string last_refusal() const;
+  /// Test hook: graphs of more than n KV heads are refused as cuDNN would refuse an oversized
+  /// one (0: none), so the split into head halves runs on any GPU.
+  void plant_refusal_above_kv_heads(std::int64_t n);
   /// The steps' mask verdicts, cached by contents (cudnn_mask.h): what cudnn_unsupported asks.
   CudnnMaskCache& masks() noexcept { return masks_; }
 
@@ -74,10 +80,13 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
                               const TensorView* dout = nullptr, CudnnMaskCache* masks = nullptr);
 
 /// The forward step on cuDNN (the contract of attention_cuda.h's step_forward; out of any dtype,
-/// through a q-dtype buffer when it is not q's). Returns false, having queued nothing, when
-/// cuDNN refuses to build the graph or lse does not start on 16 bytes (the caller runs its own
-/// kernel). Throws: Error(Internal)
-/// when a cuDNN or CUDA call fails otherwise.
+/// through a q-dtype buffer when it is not q's). A step whose graph cuDNN refuses is tried as
+/// two halves of its KV heads (each with its query heads; the mask is every head's), and so on
+/// down to one KV head: cuDNN's limits on one graph's size (the backward's fp32 dQ accumulator
+/// holds B·H·S_q·D values) then hold for long steps; the halves share one graph. Returns false,
+/// having queued nothing, when cuDNN refuses the step at every split or lse does not start on
+/// 16 bytes (the caller runs its own kernel). Throws: Error(Internal) when a cuDNN or CUDA call
+/// fails otherwise.
 bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse, float scale,
                         cudaStream_t stream);
@@ -87,8 +96,10 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
 /// read directly when it is in q's dtype (else converted to it); without `out`, or when it
 /// would need a conversion anyway, a stand-in O' with rowsum(dO ∘ O') = delta is made from dout
 /// and delta (synthesize_out, elementwise.h; device/out_synth.h bounds its error by that of the
-/// real out rounded to the dtype). Returns false as the forward. Extra memory: the 16-bit
-/// gradients that are not written in place, and the q-dtype O'.
+/// real out rounded to the dtype). lse may be any view of fp32 rows (a step's span of a wider
+/// lse): cuDNN reads a packed copy when it is not packed [B,H,S_q]. Returns false as the
+/// forward. Extra memory: the 16-bit gradients that are not written in place, the q-dtype O',
+/// and the packed lse.
 bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& dout, const TensorView& q,
                          const TensorView& k, const TensorView& v, const TensorView* out,
                          const TensorView& lse, const TensorView& delta, const TensorView& dq,

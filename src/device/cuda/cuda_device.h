@@ -98,6 +98,8 @@ class CudaDevice final : public Device {
   const KernelChooser& choices() const;
   /// cuDNN graphs executed by this device's steps (0 without cuDNN).
   std::int64_t cudnn_executed() const;
+  /// Why cuDNN refused the last graph it refused on this device (CudnnState::last_refusal), or "".
+  std::string cudnn_refusal() const;
   /// "kernel name: keys" for each kernel chosen by Auto, e.g. "cudnn: 3, fast: 1" ("" for none).
   std::string choice_summary() const;
   /// The measured choices with their times, one per timed key: "bwd 32768x32768: fast 41.2 ms,

@@ -211,6 +211,7 @@ cuda::CudnnState* CudaDevice::cudnn_state() const {
 std::string CudaDevice::last_kernel(bool backward) const { return steps_->last[backward ? 1 : 0]; }
 const KernelChooser& CudaDevice::choices() const { return steps_->chooser; }
 std::int64_t CudaDevice::cudnn_executed() const { return steps_->cudnn ? steps_->cudnn->executed() : 0; }
+std::string CudaDevice::cudnn_refusal() const { return steps_->cudnn ? steps_->cudnn->last_refusal() : ""; }
 
 std::string CudaDevice::choice_summary() const {
   std::string out;
