@@ -11,14 +11,19 @@
 namespace burst::test {
 
 struct Rounded {
-  std::vector<std::uint16_t> bits;
-  Tensor wide;      ///< the bits widened to fp32 (exact)
-  TensorView view;  ///< dtype view of bits
+  std::vector<std::uint16_t> bits;  ///< the dtype's storage: 2 words per element for fp32
+  Tensor wide;                      ///< the bits widened to fp32 (exact)
+  TensorView view;                  ///< dtype view of bits
 };
+
+/// 16-bit words of storage for n elements of dt (an fp32 "rounding" keeps the fp32 bits).
+inline std::size_t words(std::int64_t n, DType dt) {
+  return static_cast<std::size_t>(n) * dtype_size(dt) / sizeof(std::uint16_t);
+}
 
 /// t rounded to dt (nearest even) and widened back.
 inline Rounded round_to(const Tensor& t, DType dt) {
-  Rounded r{std::vector<std::uint16_t>(static_cast<std::size_t>(t.numel())), Tensor(t.shape()), {}};
+  Rounded r{std::vector<std::uint16_t>(words(t.numel(), dt)), Tensor(t.shape()), {}};
   r.view = make_view(r.bits.data(), dt, t.shape());
   convert(t.view(), r.view);
   convert(r.view, r.wide.view());
@@ -28,7 +33,7 @@ inline Rounded round_to(const Tensor& t, DType dt) {
 /// Zeroed 16-bit storage of the given shape (an output buffer).
 inline Rounded empty_rounded(const std::vector<std::int64_t>& shape, DType dt) {
   Rounded r{{}, Tensor(shape), {}};
-  r.bits.resize(static_cast<std::size_t>(r.wide.numel()));
+  r.bits.resize(words(r.wide.numel(), dt));
   r.view = make_view(r.bits.data(), dt, shape);
   return r;
 }
