@@ -36,6 +36,10 @@
 #              BURST_PYTHON       Python with torch (default: the first python3 that imports torch)
 #              BURST_CHECK_REPEATS timed repeats per benchmark (default 3)
 #              BURST_BUILD_TIMEOUT seconds the build may take (default 300; a slower host's trial)
+#              BURST_CHECK_BUDGET seconds after which no step starts (default 450)
+#              BURST_CHECK_STEPS  the step groups to run, comma-separated (default all): checks,
+#                                 kernels, ctest, long, long_torch, exactness, pytest, dist, plant (a rerun
+#                                 of what a first call left failing or unmeasured)
 # Budget (16-core host, H200; estimated from CPU seconds on a development host, docs/gpu.md §
 # The host check's budget): build ~120 s, kernels and PyTorch at S 32K ~80 s, ctest ~80 s, the
 # 1M runs ~150-300 s depending on the kernels' speed. A step starts only while 20 s of the 450 s
@@ -80,7 +84,10 @@ fi
 errs=$outdir/bench.err
 : >"$errs"
 t_start=$(date +%s)
-budget=450
+budget=${BURST_CHECK_BUDGET:-450}
+steps=${BURST_CHECK_STEPS:-all}
+# want GROUP: true when the step group runs in this call.
+want() { [[ $steps == all || ,$steps, == *,$1,* ]]; }
 # The total watchdog: a step starts only while this many seconds are left of the budget.
 budget_left() { echo $((budget - ($(date +%s) - t_start))); }
 # step NAME SECONDS CMD...: runs CMD (stdout appended to the JSON lines) under its own timeout,
@@ -126,7 +133,8 @@ emit host "gpu=$gpu" "nproc=$cores" "cpu_model=$(lscpu | sed -n 's/^Model name:[
   "nvcc=$(nvcc --version 2>/dev/null | tail -1)" \
   "ompi_built_with_cuda=${ompi_cuda:-unknown}" "compiler=$(c++ --version | head -1)" \
   "cmake=$(cmake --version | head -1)" "deps_prefix=${deps:-system}" \
-  "python=$py" "torch=$("$py" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)" "quick=$quick"
+  "python=$py" "torch=$("$py" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)" "quick=$quick" \
+  "steps=$steps" "budget=$budget"
 
 # Build: the CLI, every test target labelled cuda (their names start with test_cuda), the
 # benchmarks and the Python module for the torch Python's interpreter where it has pybind11
@@ -173,34 +181,37 @@ burst=$build/tools/burst
 plant_log=$outdir/plant_check.log
 plant_dir=$build-plant
 deps_args=$(deps_cmake_args "$deps" | tr '\n' ' ')
-setsid env -u OMP_NUM_THREADS BURST_CMAKE_ARGS="$deps_args" BURST_PLANT_BUILD_DIR="$plant_dir" \
+plant_pid=
+want plant && setsid env -u OMP_NUM_THREADS BURST_CMAKE_ARGS="$deps_args" BURST_PLANT_BUILD_DIR="$plant_dir" \
   BURST_PLANT_JOBS=$(((cores + 1) / 2)) nice -n 19 scripts/cuda_plant_check.sh --build-only >"$plant_log" 2>&1 &
-plant_pid=$!
+want plant && plant_pid=$!
 
 # 1. The step kernels against the CPU kernel on the same rounded inputs (max_abs_diff_vs_cpu_kernel).
-for mask in full causal sliding_window_causal causal_document; do
+want checks && for mask in full causal sliding_window_causal causal_document; do
   step "check_$mask" 30 "$burst" bench kernel --device cuda --seq 1024 --heads 4 --kv-heads 2 --dim 64 \
     --dtype bf16 --mask "$mask" --pass both --repeats 1 --warmup 0 --check-max-seq 1024
 done
 
 # 2. The step kernels beside PyTorch, per backend, on the same shapes (S = $seq, bf16, full and
 # causal), then the kernels' fixed table (cuda_step_bench: Fast, FastMma, cuDNN, CUDA events).
-for hd in "8 64" "32 128"; do
+want kernels && for hd in "8 64" "32 128"; do
   read -r h d <<<"$hd"
   for mask in full causal; do
     step "kernel_h${h}_d${d}_$mask" 60 "$burst" bench kernel --device cuda --seq "$seq" --heads "$h" --dim "$d" \
       --dtype bf16 --mask "$mask" --pass both --repeats "$repeats" --warmup 1 --check-max-seq 0
   done
 done
-step torch_sdpa 120 "$py" bench/torch_sdpa.py --device cuda --seq "$seq" --shapes 8x64,32x128 --dtypes bf16 \
+want kernels && step torch_sdpa 120 "$py" bench/torch_sdpa.py --device cuda --seq "$seq" --shapes 8x64,32x128 --dtypes bf16 \
   --masks full,causal --passes fwd,bwd --backends cudnn,flash,efficient --repeats "$repeats" --warmup 1
 # cuda_step_bench (CUDA events): Auto's measured choice per case (its records name the kernel),
 # cuDNN and FastMma forced, and the twin.
-[[ -x $build/bench/cuda_step_bench ]] && step cuda_step_bench 90 "$build/bench/cuda_step_bench" "$repeats"
+want kernels && [[ -x $build/bench/cuda_step_bench ]] && step cuda_step_bench 90 "$build/bench/cuda_step_bench" "$repeats"
 
 # 3. The cuda tests, four at a time (the MPI ones one after another: RESOURCE_LOCK), and one
 # record per test (scripts/gpu_summary.py --ctest reads the log).
-if (($(budget_left) >= 30)); then
+if ! want ctest; then
+  :
+elif (($(budget_left) >= 30)); then
   t0=$(date +%s)
   limit=$(($(budget_left) < 150 ? $(budget_left) : 150))
   timeout --kill-after=5 "$limit" ctest --test-dir "$build" -L cuda -j 4 --output-on-failure \
@@ -218,22 +229,26 @@ fi
 # pass, the forward's record written before the backward runs), PyTorch's cudnn backend on the
 # same S (the fastest at 32K; one warm-up), burst at P = 4 ranks sharing the GPU (zigzag; time
 # and exposed communication). PyTorch's flash backend on that S comes after step 6.
-step long_p1 150 "$burst" bench kernel --device cuda --seq "$long" --heads 8 --dim 64 --dtype bf16 \
+want long && step long_p1 150 "$burst" bench kernel --device cuda --seq "$long" --heads 8 --dim 64 --dtype bf16 \
   --mask causal --pass both --repeats 1 --warmup 0 --check-max-seq 0
-step long_torch 90 "$py" bench/torch_sdpa.py --device cuda --seq "$long" --shapes 8x64 --dtypes bf16 \
+want long_torch && step long_torch 90 "$py" bench/torch_sdpa.py --device cuda --seq "$long" --shapes 8x64 --dtypes bf16 \
   --masks causal --passes fwd,bwd --backends cudnn --repeats 1 --warmup 1
-step long_p4 150 mpirun -n 4 --bind-to none "$burst" bench dist --device cuda --strategy burst \
+want long && step long_p4 150 mpirun -n 4 --bind-to none "$burst" bench dist --device cuda --strategy burst \
   --layout zigzag --seq "$long" --heads 8 --dim 64 --dtype bf16 --mask causal --pass both --repeats 1 --warmup 0
 
 # 5. burst's GPU kernels and PyTorch's backends against fp64 on the same bf16 inputs.
-if [[ -f $build/python/burst/__init__.py ]]; then
+if ! want exactness; then
+  :
+elif [[ -f $build/python/burst/__init__.py ]]; then
   step exactness 60 env PYTHONPATH="$build/python" "$py" bench/gpu_exactness.py
 else
   emit step_skipped "step=exactness" "reason=no Python module in $build (pybind11 or the Python headers missing for $py)"
 fi
 
 # 6. torch CUDA tensors through the Python functions, autograd included (tests/py/test_cuda.py).
-if [[ -f $build/python/burst/__init__.py ]] && (($(budget_left) >= 30)); then
+if ! want pytest; then
+  :
+elif [[ -f $build/python/burst/__init__.py ]] && (($(budget_left) >= 30)); then
   t0=$(date +%s)
   PYTHONPATH=$build/python timeout --kill-after=5 $(($(budget_left) < 90 ? $(budget_left) : 90)) "$py" -m pytest \
     -q -p no:cacheprovider -rs tests/py/test_cuda.py >"$outdir/pytest_cuda.log" 2>&1
@@ -244,12 +259,12 @@ else
 fi
 
 # PyTorch's second backend on the long run's S (whether cuDNN stays the fastest there).
-step long_torch_flash 90 "$py" bench/torch_sdpa.py --device cuda --seq "$long" --shapes 8x64 --dtypes bf16 \
+want long_torch && step long_torch_flash 90 "$py" bench/torch_sdpa.py --device cuda --seq "$long" --shapes 8x64 --dtypes bf16 \
   --masks causal --passes fwd,bwd --backends flash --repeats 1 --warmup 1
 
 # 7. The strategies on GPU ranks sharing the GPU: every strategy at P = 4, burst at P = 1, 2
 # and 3 (their exactness at P = 1..4 is test_cuda_dist's, in step 3).
-for run in "4 burst ring allgather ulysses usp distflash headpar" "1 burst" "2 burst" "3 burst"; do
+want dist && for run in "4 burst ring allgather ulysses usp distflash headpar" "1 burst" "2 burst" "3 burst"; do
   read -r P strategies <<<"$run"
   for strategy in $strategies; do
     step "dist_${strategy}_p$P" 30 mpirun -n "$P" --bind-to none "$burst" bench dist --device cuda \
@@ -260,8 +275,10 @@ done
 
 # 8. A planted error must fail a cuda test: wait (while the budget lasts) for the background
 # build, then run its tests (the build is then up to date).
-while kill -0 "$plant_pid" 2>/dev/null && (($(budget_left) >= 40)); do sleep 2; done
-if kill -0 "$plant_pid" 2>/dev/null; then
+while [[ -n $plant_pid ]] && kill -0 "$plant_pid" 2>/dev/null && (($(budget_left) >= 40)); do sleep 2; done
+if [[ -z $plant_pid ]]; then
+  :
+elif kill -0 "$plant_pid" 2>/dev/null; then
   kill -TERM -- -"$plant_pid" 2>/dev/null
   emit plant_check_skipped "reason=its build had not finished within the budget" \
     "last_line=$(tail -1 "$plant_log" | tr -d '"\\')"
