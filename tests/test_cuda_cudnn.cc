@@ -23,6 +23,7 @@
 #include "device/cuda/cudnn_mask.h"
 #include "device/cuda/elementwise.h"
 #include "device/out_synth.h"
+#include "strategies/backward_spans.h"
 
 namespace burst::test {
 namespace {
@@ -174,6 +175,35 @@ TEST(CudnnClassify, ZigzagAndStripedBlocks) {
         const cuda::CudnnMask st = classify(striped(S, P, r), striped(S, P, s), causal);
         // Striped: key j ≤ row i when s ≤ r (top-left); j < i when s > r (row 0 sees none).
         EXPECT_EQ(st, s <= r ? cuda::CudnnMask::CausalTopLeft : cuda::CudnnMask::None);
+      }
+    }
+  }
+}
+
+// The ring family's backward cuts a step into key-chunk spans (strategies/backward_spans.h); on
+// zigzag blocks under a causal mask every span is one of cuDNN's shapes, the off-diagonal blocks
+// included (their whole blocks are not, above): each span's query rows all see all of its keys,
+// or its keys causally. So the zigzag backward runs on cuDNN at every step; the forward's
+// off-diagonal blocks, whole, do not.
+TEST(CudnnClassify, ZigzagBackwardSpansAreCudnnShapes) {
+  const std::int64_t S = 128;
+  const ResolvedMask causal(Mask::causal_mask(), S, S);
+  for (int P : {2, 3, 4}) {
+    for (int r = 0; r < P; ++r) {
+      for (int s = 0; s < P; ++s) {
+        const std::vector<std::int64_t> qp = zigzag(S, P, r), kp = zigzag(S, P, s);
+        const auto spans = strategies::backward_spans(causal, qp.data(), static_cast<std::int64_t>(qp.size()),
+                                                      kp.data(), static_cast<std::int64_t>(kp.size()));
+        EXPECT_FALSE(spans.empty());
+        for (const strategies::KernelSpan& sp : spans) {
+          SCOPED_TRACE("P " + std::to_string(P) + " q rank " + std::to_string(r) + " kv rank " +
+                       std::to_string(s) + " span q [" + std::to_string(sp.q0) + ", " +
+                       std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) + ", " +
+                       std::to_string(sp.k1) + ")");
+          const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
+              k(kp.begin() + sp.k0, kp.begin() + sp.k1);
+          EXPECT_NE(classify(q, k, causal), cuda::CudnnMask::None);
+        }
       }
     }
   }
