@@ -87,5 +87,59 @@ TEST(BackwardSpans, ContiguousStripedAndFull) {
   EXPECT_EQ(backward_spans(full, q.data(), 0, k.data(), 16).size(), 1u);
 }
 
+// forward_spans: one call per query chunk over the key chunks it sees, hand-worked on zigzag.
+TEST(ForwardSpans, ZigzagCausalOneCallPerQueryChunk) {
+  const std::int64_t c = 8, S = 2 * 4 * c;  // P = 4
+  const ResolvedMask causal(Mask::causal_mask(), S, S);
+  const auto r0 = zigzag(4, 0, c), r2 = zigzag(4, 2, c);
+  // Queries of rank 0 (chunks 0, 7) against keys of rank 2 (chunks 2, 5): chunk 0 sees none (its
+  // rows are left to the caller), chunk 7 sees both key chunks.
+  auto spans = forward_spans(causal, r0.data(), 2 * c, r2.data(), 2 * c);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_TRUE(same(spans[0], {c, 2 * c, 0, 2 * c}));
+  // Queries of rank 2 (chunks 2, 5) against keys of rank 0 (chunks 0, 7): each query chunk sees
+  // key chunk 0 only.
+  spans = forward_spans(causal, r2.data(), 2 * c, r0.data(), 2 * c);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_TRUE(same(spans[0], {0, c, 0, c}));
+  EXPECT_TRUE(same(spans[1], {c, 2 * c, 0, c}));
+  // The own block: chunk 0 over key chunk 0 (causal), chunk 7 over both (the second causal).
+  spans = forward_spans(causal, r0.data(), 2 * c, r0.data(), 2 * c);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_TRUE(same(spans[0], {0, c, 0, c}));
+  EXPECT_TRUE(same(spans[1], {c, 2 * c, 0, 2 * c}));
+}
+
+// Every visible (query, key) pair lies in exactly one span, the spans' rows are disjoint and in
+// order, and no query row outside the spans sees a key: zigzag at P = 2..4, contiguous and the
+// full mask, against a brute-force scan of the mask.
+TEST(ForwardSpans, CoverEveryVisiblePairOnce) {
+  for (const bool use_full : {false, true})
+    for (int P : {2, 3, 4}) {
+      const std::int64_t c = 6, S = 2 * P * c;
+      const ResolvedMask mask(use_full ? Mask::full() : Mask::causal_mask(), S, S);
+      for (int r = 0; r < P; ++r)
+        for (int s = 0; s < P; ++s) {
+          const auto qp = zigzag(P, r, c), kp = zigzag(P, s, c);
+          const std::int64_t n = 2 * c;
+          const auto spans = forward_spans(mask, qp.data(), n, kp.data(), n);
+          std::int64_t done = 0;
+          for (const KernelSpan& sp : spans) {
+            EXPECT_LE(done, sp.q0);
+            EXPECT_LT(sp.q0, sp.q1);
+            done = sp.q1;
+          }
+          for (std::int64_t i = 0; i < n; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              if (!mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)])) continue;
+              int in = 0;
+              for (const KernelSpan& sp : spans) in += i >= sp.q0 && i < sp.q1 && j >= sp.k0 && j < sp.k1;
+              EXPECT_EQ(in, 1) << "P " << P << " q rank " << r << " kv rank " << s << " pair " << i << ", "
+                               << j;
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace burst::strategies

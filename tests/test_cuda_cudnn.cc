@@ -180,21 +180,24 @@ TEST(CudnnClassify, ZigzagAndStripedBlocks) {
   }
 }
 
-// The ring family's backward cuts a step into key-chunk spans (strategies/backward_spans.h); on
-// zigzag blocks under a causal mask every span is one of cuDNN's shapes, the off-diagonal blocks
-// included (their whole blocks are not, above): each span's query rows all see all of its keys,
-// or its keys causally. So the zigzag backward runs on cuDNN at every step; the forward's
-// off-diagonal blocks, whole, do not.
-TEST(CudnnClassify, ZigzagBackwardSpansAreCudnnShapes) {
+// The ring family's backward cuts a step into key-chunk spans, and on a GPU its forward into
+// query-chunk spans (strategies/backward_spans.h); on zigzag blocks under a causal mask every
+// span is one of cuDNN's shapes, the blocks between ranks included (whole, they are not: above).
+// So the zigzag ring runs on cuDNN at every step, both passes.
+TEST(CudnnClassify, ZigzagRingSpansAreCudnnShapes) {
   const std::int64_t S = 128;
   const ResolvedMask causal(Mask::causal_mask(), S, S);
   for (int P : {2, 3, 4}) {
     for (int r = 0; r < P; ++r) {
       for (int s = 0; s < P; ++s) {
         const std::vector<std::int64_t> qp = zigzag(S, P, r), kp = zigzag(S, P, s);
-        const auto spans = strategies::backward_spans(causal, qp.data(), static_cast<std::int64_t>(qp.size()),
-                                                      kp.data(), static_cast<std::int64_t>(kp.size()));
+        const auto n_q = static_cast<std::int64_t>(qp.size()), n_kv = static_cast<std::int64_t>(kp.size());
+        std::vector<strategies::KernelSpan> spans =
+            strategies::backward_spans(causal, qp.data(), n_q, kp.data(), n_kv);
         EXPECT_FALSE(spans.empty());
+        for (const strategies::KernelSpan& sp :
+             strategies::forward_spans(causal, qp.data(), n_q, kp.data(), n_kv))
+          spans.push_back(sp);
         for (const strategies::KernelSpan& sp : spans) {
           SCOPED_TRACE("P " + std::to_string(P) + " q rank " + std::to_string(r) + " kv rank " +
                        std::to_string(s) + " span q [" + std::to_string(sp.q0) + ", " +

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -41,7 +42,11 @@ namespace {
 /// Pinned host memory stays host memory (the wire buffers the communicator reads).
 class GuardedDevice final : public device::CpuDevice {
  public:
+  /// shaped: the device says it prefers whole-shaped steps (as a GPU does: the ring's forward is
+  /// then cut into query-chunk calls, strategies/backward_spans.h).
+  explicit GuardedDevice(bool shaped = false) : shaped_(shaped) {}
   bool host_memory() const override { return false; }
+  bool prefers_shaped_steps() const override { return shaped_; }
   device::Buffer allocate(std::int64_t bytes, device::MemoryKind kind) const override {
     if (kind == device::MemoryKind::PinnedHost) return CpuDevice::allocate(bytes, kind);
     if (bytes == 0) return device::Buffer();
@@ -109,6 +114,7 @@ class GuardedDevice final : public device::CpuDevice {
                     const TensorView& lse, const kernels::KernelParams& p) const override {
     const Open o(*this);
     check_mirrors(q, k, p);
+    ++forward_calls;
     CpuDevice::step_forward(q, k, v, out, lse, p);
   }
   void step_backward(const TensorView& dout, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -133,6 +139,7 @@ class GuardedDevice final : public device::CpuDevice {
   /// (the GPU would copy it back, waiting for its stream), a mirror in device memory (a host
   /// read of it faults on a GPU) and a mirror whose values differ from the table's.
   mutable std::int64_t missing_mirrors = 0, mirrors_in_device_memory = 0, wrong_mirrors = 0;
+  mutable std::int64_t forward_calls = 0;  ///< step_forward calls
 
  private:
   bool owns(const void* p) const {
@@ -173,6 +180,7 @@ class GuardedDevice final : public device::CpuDevice {
   void protect(int prot) const {
     for (const auto& [p, len] : blocks_) mprotect(p, len, prot);
   }
+  bool shaped_;
   mutable int open_ = 0;
   mutable std::vector<std::pair<void*, std::size_t>> blocks_;  // the live Device blocks
 };
@@ -244,6 +252,27 @@ bool host_write_faults(void* p) {
 }
 
 // The guard itself: a host write faults, the device's copies pass.
+/// The largest |a − b| of two arrays of fp32 values (half: bf16 values).
+double max_diff(const std::vector<std::byte>& a, const std::vector<std::byte>& b, bool half) {
+  const std::size_t e = half ? 2 : 4, n = std::min(a.size(), b.size()) / e;
+  double m = a.size() == b.size() ? 0 : 1e30;
+  for (std::size_t i = 0; i < n; ++i) {
+    float x = 0, y = 0;
+    if (half) {
+      std::uint16_t u = 0, w = 0;
+      std::memcpy(&u, &a[i * 2], 2);
+      std::memcpy(&w, &b[i * 2], 2);
+      x = bf16_to_float(u);
+      y = bf16_to_float(w);
+    } else {
+      std::memcpy(&x, &a[i * 4], 4);
+      std::memcpy(&y, &b[i * 4], 4);
+    }
+    m = std::max(m, static_cast<double>(std::fabs(x - y)));
+  }
+  return m;
+}
+
 TEST(GuardedDevice, HostCodeCannotTouchItsMemory) {
   const GuardedDevice dev;
   const device::Buffer b = dev.allocate(64, device::MemoryKind::Device);
@@ -272,62 +301,87 @@ TEST(GuardedDevice, DistAttentionTouchesDeviceMemoryOnlyThroughTheDevice) {
       {StrategyKind::Ring, LayoutKind::Contiguous},      {StrategyKind::AllGather, LayoutKind::Zigzag},
       {StrategyKind::Ulysses, LayoutKind::Zigzag},       {StrategyKind::Usp, LayoutKind::Zigzag},
       {StrategyKind::DistFlash, LayoutKind::Contiguous}, {StrategyKind::HeadParallel, LayoutKind::Zigzag}};
-  const auto dev = std::make_shared<const GuardedDevice>();
-  const DistAttention::OnDevice on{dev, kHost};
-  for (const DType dtype : {DType::F32, DType::BF16})
-    for (const Case& c : cases) {
-      if (c.ranks_per_node > 0 && P % c.ranks_per_node != 0) continue;
-      const ProblemShape shape{1, 96, 4, c.strategy == StrategyKind::HeadParallel ? 4 : 2, 8, dtype};
-      DistConfig cfg;
-      cfg.strategy = c.strategy;
-      cfg.layout = c.layout;
-      if (c.ranks_per_node > 0) cfg.ranks_per_node = c.ranks_per_node;
-      if (c.strategy == StrategyKind::Usp) cfg.ulysses_degree = P == 4 ? 2 : 1;
-      const std::string name = std::string(to_string(c.strategy)) + " " + to_string(c.layout) +
-                               " L=" + std::to_string(c.ranks_per_node) + " " + to_string(dtype) +
-                               " P=" + std::to_string(P);
-      SCOPED_TRACE(name);
-      std::unique_ptr<DistAttention> host, gpu;
-      try {
-        host = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask());
-        gpu = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask(), on);
-      } catch (const Error& e) {  // e.g. Ulysses with H_kv < P: refused on every rank
-        ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-        continue;
+  const auto plain = std::make_shared<const GuardedDevice>(),
+             shaped = std::make_shared<const GuardedDevice>(true);
+  std::vector<std::int64_t> plain_calls(2 * cases.size(), 0);
+  for (const bool cut : {false, true})
+    for (const DType dtype : {DType::F32, DType::BF16})
+      for (const Case& c : cases) {
+        const auto& dev = cut ? shaped : plain;
+        const DistAttention::OnDevice on{dev, kHost};
+        if (c.ranks_per_node > 0 && P % c.ranks_per_node != 0) continue;
+        const ProblemShape shape{1, 96, 4, c.strategy == StrategyKind::HeadParallel ? 4 : 2, 8, dtype};
+        DistConfig cfg;
+        cfg.strategy = c.strategy;
+        cfg.layout = c.layout;
+        if (c.ranks_per_node > 0) cfg.ranks_per_node = c.ranks_per_node;
+        if (c.strategy == StrategyKind::Usp) cfg.ulysses_degree = P == 4 ? 2 : 1;
+        const std::string name = std::string(to_string(c.strategy)) + " " + to_string(c.layout) +
+                                 " L=" + std::to_string(c.ranks_per_node) + " " + to_string(dtype) +
+                                 " P=" + std::to_string(P) + (cut ? " forward cut by query chunk" : "");
+        SCOPED_TRACE(name);
+        std::unique_ptr<DistAttention> host, gpu;
+        try {
+          host = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask());
+          gpu = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask(), on);
+        } catch (const Error& e) {  // e.g. Ulysses with H_kv < P: refused on every rank
+          ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+          continue;
+        }
+        const auto& pos = host->positions();
+        const std::int64_t S = host->local_length(), H = shape.H, Hk = shape.H_kv, D = shape.D;
+        const bool half = dtype == DType::BF16;
+        Operand q = make(pos, S, H, D, 0.31), k = make(pos, S, Hk, D, 0.57), v = make(pos, S, Hk, D, 0.73),
+                dout = make(pos, S, H, D, 0.19), out = make(pos, S, H, D, 0), dq = make(pos, S, H, D, 0),
+                dk = make(pos, S, Hk, D, 0), dv = make(pos, S, Hk, D, 0);
+        Tensor lse({1, H, S});
+        // The guarded run first (its operands copied in before the host run writes its results).
+        const GuardedTensor gq(*dev, q.view(half), true), gk(*dev, k.view(half), true),
+            gv(*dev, v.view(half), true), gdout(*dev, dout.view(half), true),
+            gout(*dev, out.view(half), false), glse(*dev, lse.view(), false), gdq(*dev, dq.view(half), false),
+            gdk(*dev, dk.view(half), false), gdv(*dev, dv.view(half), false);
+        dev->forward_calls = 0;
+        gpu->forward(gq.view, gk.view, gv.view, gout.view, glse.view);
+        // The forward's calls: the ring family's zigzag steps between ranks are cut when the
+        // device prefers shaped steps (one call per query chunk that sees keys), else one a step.
+        const std::size_t at = static_cast<std::size_t>(&c - cases.data()) * 2 + (half ? 1 : 0);
+        if (!cut) plain_calls[at] = dev->forward_calls;
+        const bool ring_zigzag = (c.strategy == StrategyKind::Burst || c.strategy == StrategyKind::Ring) &&
+                                 c.layout == LayoutKind::Zigzag && P > 1;
+        if (cut && ring_zigzag) {
+          EXPECT_GT(dev->forward_calls, plain_calls[at]) << "the forward was not cut";
+        }
+        gpu->backward(gdout.view, gq.view, gk.view, gv.view, gout.view, glse.view, gdq.view, gdk.view,
+                      gdv.view);
+        host->forward(q.view(half), k.view(half), v.view(half), out.view(half), lse.view());
+        host->backward(dout.view(half), q.view(half), k.view(half), v.view(half), out.view(half), lse.view(),
+                       dq.view(half), dk.view(half), dv.view(half));
+        std::vector<std::byte> lse_bytes(4 * lse.vec().size());
+        std::memcpy(lse_bytes.data(), lse.vec().data(), lse_bytes.size());
+        if (!cut) {  // the same calls as the host's: bit for bit
+          EXPECT_TRUE(gout.bytes(*dev) == out.bytes(half)) << "out";
+          EXPECT_TRUE(glse.bytes(*dev) == lse_bytes) << "lse";
+          EXPECT_TRUE(gdq.bytes(*dev) == dq.bytes(half)) << "dq";
+          EXPECT_TRUE(gdk.bytes(*dev) == dk.bytes(half)) << "dk";
+          EXPECT_TRUE(gdv.bytes(*dev) == dv.bytes(half)) << "dv";
+        } else {  // the forward's calls over fewer keys: the same values up to fp32 rounding (out
+                  // and the gradients then one rounding to bf16 apart at most; |values| < 4)
+          const double tol = half ? 4 * 0x1p-8 * 4 : 1e-5;
+          EXPECT_LE(max_diff(gout.bytes(*dev), out.bytes(half), half), tol) << "out";
+          EXPECT_LE(max_diff(glse.bytes(*dev), lse_bytes, false), 1e-5) << "lse";
+          EXPECT_LE(max_diff(gdq.bytes(*dev), dq.bytes(half), half), tol) << "dq";
+          EXPECT_LE(max_diff(gdk.bytes(*dev), dk.bytes(half), half), tol) << "dk";
+          EXPECT_LE(max_diff(gdv.bytes(*dev), dv.bytes(half), half), tol) << "dv";
+        }
+        EXPECT_EQ(dev->missing_mirrors, 0) << "steps whose device tables had no host mirror";
+        EXPECT_EQ(dev->mirrors_in_device_memory, 0) << "host mirrors in device memory";
+        EXPECT_EQ(dev->wrong_mirrors, 0) << "host mirrors that differ from the tables";
+        dev->missing_mirrors = dev->mirrors_in_device_memory = dev->wrong_mirrors = 0;
       }
-      const auto& pos = host->positions();
-      const std::int64_t S = host->local_length(), H = shape.H, Hk = shape.H_kv, D = shape.D;
-      const bool half = dtype == DType::BF16;
-      Operand q = make(pos, S, H, D, 0.31), k = make(pos, S, Hk, D, 0.57), v = make(pos, S, Hk, D, 0.73),
-              dout = make(pos, S, H, D, 0.19), out = make(pos, S, H, D, 0), dq = make(pos, S, H, D, 0),
-              dk = make(pos, S, Hk, D, 0), dv = make(pos, S, Hk, D, 0);
-      Tensor lse({1, H, S});
-      // The guarded run first (its operands copied in before the host run writes its results).
-      const GuardedTensor gq(*dev, q.view(half), true), gk(*dev, k.view(half), true),
-          gv(*dev, v.view(half), true), gdout(*dev, dout.view(half), true), gout(*dev, out.view(half), false),
-          glse(*dev, lse.view(), false), gdq(*dev, dq.view(half), false), gdk(*dev, dk.view(half), false),
-          gdv(*dev, dv.view(half), false);
-      gpu->forward(gq.view, gk.view, gv.view, gout.view, glse.view);
-      gpu->backward(gdout.view, gq.view, gk.view, gv.view, gout.view, glse.view, gdq.view, gdk.view,
-                    gdv.view);
-      host->forward(q.view(half), k.view(half), v.view(half), out.view(half), lse.view());
-      host->backward(dout.view(half), q.view(half), k.view(half), v.view(half), out.view(half), lse.view(),
-                     dq.view(half), dk.view(half), dv.view(half));
-      EXPECT_TRUE(gout.bytes(*dev) == out.bytes(half)) << "out";
-      std::vector<std::byte> lse_bytes(4 * lse.vec().size());
-      std::memcpy(lse_bytes.data(), lse.vec().data(), lse_bytes.size());
-      EXPECT_TRUE(glse.bytes(*dev) == lse_bytes) << "lse";
-      EXPECT_TRUE(gdq.bytes(*dev) == dq.bytes(half)) << "dq";
-      EXPECT_TRUE(gdk.bytes(*dev) == dk.bytes(half)) << "dk";
-      EXPECT_TRUE(gdv.bytes(*dev) == dv.bytes(half)) << "dv";
-      EXPECT_EQ(dev->missing_mirrors, 0) << "steps whose device tables had no host mirror";
-      EXPECT_EQ(dev->mirrors_in_device_memory, 0) << "host mirrors in device memory";
-      EXPECT_EQ(dev->wrong_mirrors, 0) << "host mirrors that differ from the tables";
-      dev->missing_mirrors = dev->mirrors_in_device_memory = dev->wrong_mirrors = 0;
-    }
   // A NaN in q (rank 0, row 1, head 3, dimension 5) is refused on every rank with its index.
   const ProblemShape shape{1, 96, 4, 2, 8, DType::F32};
-  DistAttention attn(world, DistConfig{}, shape, Mask::causal_mask(), on);
+  const auto& dev = plain;
+  DistAttention attn(world, DistConfig{}, shape, Mask::causal_mask(), DistAttention::OnDevice{dev, kHost});
   const std::int64_t S = attn.local_length();
   Tensor qh({1, S, 4, 8}), kh({1, S, 2, 8});
   if (rank == 0) qh.vec()[static_cast<std::size_t>((1 * 4 + 3) * 8 + 5)] = std::nanf("");

@@ -143,6 +143,12 @@ class Device {
   virtual std::string name() const = 0;
   /// True when device memory is host memory (the CPU): staging a message is the identity.
   virtual bool host_memory() const = 0;
+  /// True when this device's fastest step kernel takes only steps whose visibility has one of a
+  /// few whole shapes (a GPU's cuDNN: all keys, or causal): the ring's forward then cuts a step
+  /// into query chunks, each over the key rows it sees (strategies/backward_spans.h:
+  /// forward_spans), as its backward always does. False on the CPU, whose kernels skip invisible
+  /// tiles themselves (its results stay those of one call per step).
+  virtual bool prefers_shaped_steps() const { return false; }
 
   // ---- memory ------------------------------------------------------------------------------
   /// A fresh block of `bytes` bytes of `kind` (contents unspecified). Prefer a BufferPool.

@@ -52,4 +52,27 @@ std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int6
   return out;
 }
 
+std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
+                                      const std::int64_t* kv_pos, std::int64_t n_kv) {
+  const std::vector<KernelSpan> whole = {{0, n_q, 0, n_kv}};
+  if (n_q == 0 || n_kv == 0) return whole;
+  std::vector<std::int64_t> qr = position_runs(q_pos, n_q), kr = position_runs(kv_pos, n_kv);
+  if (qr.size() > 3 || kr.size() > 3) return whole;  // at most two runs each
+  qr = halves(std::move(qr), n_q);
+  kr = halves(std::move(kr), n_kv);
+  std::vector<KernelSpan> out;
+  for (std::size_t a = 0; a + 1 < qr.size(); ++a) {
+    const std::int64_t q0 = qr[a], q1 = qr[a + 1];
+    std::int64_t k0 = -1, k1 = -1;
+    for (std::size_t b = 0; b + 1 < kr.size(); ++b) {
+      if (mask.classify(q_pos[q0], q_pos[q1 - 1], kv_pos[kr[b]], kv_pos[kr[b + 1] - 1]) == TileClass::Empty)
+        continue;
+      if (k0 < 0) k0 = kr[b];
+      k1 = kr[b + 1];
+    }
+    if (k0 >= 0) out.push_back({q0, q1, k0, k1});
+  }
+  return out;
+}
+
 }  // namespace burst::strategies

@@ -29,4 +29,15 @@ struct KernelSpan {
 std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                        const std::int64_t* kv_pos, std::int64_t n_kv);
 
+/// How a forward step is cut for a device that prefers whole-shaped steps
+/// (Device::prefers_shaped_steps): one call per piece of the query rows (the pieces of
+/// backward_spans), each over the key rows from the first to the last key piece the mask does not
+/// leave Empty against it; query pieces that see no key are left out (their rows: out 0, lse
+/// −inf, written by the caller). The calls' rows are disjoint and in order, so no merge is needed
+/// within the step. On a zigzag block every call is then all-keys or causal (a whole zigzag block
+/// between ranks is neither). Pure; exact (a row's keys are the same; only invisible keys are
+/// dropped). More than two runs on either side, or an empty side: the whole block, one call.
+std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
+                                      const std::int64_t* kv_pos, std::int64_t n_kv);
+
 }  // namespace burst::strategies

@@ -90,13 +90,36 @@ RingRunStats ring_pass_forward(const RingExecutor& exec, const RingBlocks& block
         if (blocks.visible(g, j) == 0) return;  // no visible pair: skip the block
         const TensorView kj = field_view(kv, wire::kK, read, {d.B, d.S, d.H_kv, d.D});
         const TensorView vj = field_view(kv, wire::kV, read, {d.B, d.S, d.H_kv, d.D});
-        const kernels::KernelParams p = params(blocks, blocks.positions[static_cast<std::size_t>(g)],
-                                               blocks.positions[static_cast<std::size_t>(j)], progress);
+        const std::int64_t *q_pos = blocks.positions[static_cast<std::size_t>(g)],
+                           *kv_pos = blocks.positions[static_cast<std::size_t>(j)];
+        // One call, or one per query piece over the keys it sees (rows no piece covers: out 0,
+        // lse −inf, what a call over them would write).
+        const auto step = [&](const TensorView& o, const TensorView& l) {
+          if (!blocks.split_forward) {
+            dev.step_forward(q, kj, vj, o, l, params(blocks, q_pos, kv_pos, progress));
+            return;
+          }
+          std::int64_t done = 0;
+          const auto blank = [&](std::int64_t a, std::int64_t b) {
+            if (a >= b) return;
+            dev.fill(narrow(o, 1, a, b), 0.0f);
+            dev.fill(narrow(l, 2, a, b), kNegInf);
+          };
+          for (const KernelSpan& sp : forward_spans(*blocks.mask, q_pos, d.S, kv_pos, d.S)) {
+            blank(done, sp.q0);
+            dev.step_forward(narrow(q, 1, sp.q0, sp.q1), narrow(kj, 1, sp.k0, sp.k1),
+                             narrow(vj, 1, sp.k0, sp.k1), narrow(o, 1, sp.q0, sp.q1),
+                             narrow(l, 2, sp.q0, sp.q1),
+                             params(blocks, q_pos + sp.q0, kv_pos + sp.k0, progress));
+            done = sp.q1;
+          }
+          blank(done, d.S);
+        };
         if (first) {
-          dev.step_forward(q, kj, vj, out, lse, p);
+          step(out, lse);
           first = false;
         } else {
-          dev.step_forward(q, kj, vj, out_part, lse_part, p);
+          step(out_part, lse_part);
           dev.merge_forward(out, lse, out_part, lse_part);
         }
       },
@@ -213,6 +236,7 @@ class RingFamilyStrategy final : public Strategy {
     blocks_.base = step_params(setup, nullptr, nullptr, nullptr);
     blocks_.tables = setup.tables ? &setup.tables->position_twins() : nullptr;
     blocks_.overlap = setup.cfg.overlap;
+    blocks_.split_forward = setup.device->prefers_shaped_steps();
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

@@ -48,6 +48,10 @@ struct RingBlocks {
   /// (RingExecutor::run split_own): burst and ring. false: one call per block (usp, whose
   /// sums then stay those of one call over the group's sequence).
   bool split_backward = true;
+  /// Forward kernel calls cut by forward_spans: set where the device prefers whole-shaped steps
+  /// (Device::prefers_shaped_steps, a GPU: cuDNN then takes every zigzag step). false: one call
+  /// per block (the CPU; usp).
+  bool split_forward = false;
 
   std::int64_t visible(int q_block, int kv_block) const {
     return pairs[static_cast<std::size_t>(q_block)][static_cast<std::size_t>(kv_block)];
