@@ -333,10 +333,15 @@ std::int64_t CudnnState::executed() const noexcept { return impl_->executed; }
 std::int64_t CudnnState::built() const noexcept { return impl_->built; }
 
 bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& out, const TensorView& lse, float scale,
+                        const TensorView& v, const TensorView& out, const TensorView& lse_out, float scale,
                         cudaStream_t stream) {
-  if (!aligned16(lse)) return false;  // the stats (a step's rows of a wider lse): not cuDNN's
   const DeviceScope scope(q.device);
+  // cuDNN writes its Stats into a packed [B,H,S_q] buffer where lse is a step's rows of a wider
+  // lse (a query-chunk span, a head half), copied into lse afterwards, as the backward reads one.
+  std::unique_ptr<Scratch> lse32;
+  if (!packed_rows(lse_out) || !aligned16(lse_out))
+    lse32 = std::make_unique<Scratch>(lse_out, DType::F32, stream);
+  const TensorView& lse = lse32 ? lse32->view : lse_out;
   const bool direct = out.dtype == q.dtype && out.stride[3] == 1 && aligned16(out);
   std::unique_ptr<Scratch> o16;
   if (!direct) o16 = std::make_unique<Scratch>(out, q.dtype, stream);
@@ -362,13 +367,13 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
     return graph;
   });
   if (g == nullptr) {  // refused whole: two halves of the KV heads (one graph for both)
-    if (!halves_fit(q, k, {&q, &out}, {&k, &v}, {&lse})) return false;
+    if (!halves_fit(q, k, {&q, &out}, {&k, &v}, {})) return false;  // rows: any offset
     const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
     for (int half = 0; half < 2; ++half) {
       const bool ran =
           cudnn_step_forward(state, mask, heads(q, 2, half * h, h), heads(k, 2, half * h_kv, h_kv),
                              heads(v, 2, half * h_kv, h_kv), heads(out, 2, half * h, h),
-                             heads(lse, 1, half * h, h), scale, stream);
+                             heads(lse_out, 1, half * h, h), scale, stream);
       if (!ran) {  // the second half's graph is the first's: refused only when the first was
         BURST_CHECK(half == 0, Internal, "cuDNN SDPA: the second half of a step's heads was refused");
         return false;
@@ -380,6 +385,7 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
       {kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, o.data}, {kStats, lse.data}};
   execute(state.impl(), g, pack, stream);
   if (!direct) copy(o, out, stream);
+  if (lse32) copy(lse, lse_out, stream);
   return true;
 }
 

@@ -84,9 +84,10 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
 /// two halves of its KV heads (each with its query heads; the mask is every head's), and so on
 /// down to one KV head: cuDNN's limits on one graph's size (the backward's fp32 dQ accumulator
 /// holds B·H·S_q·D values) then hold for long steps; the halves share one graph. Returns false,
-/// having queued nothing, when cuDNN refuses the step at every split or lse does not start on
-/// 16 bytes (the caller runs its own kernel). Throws: Error(Internal) when a cuDNN or CUDA call
-/// fails otherwise.
+/// having queued nothing, when cuDNN refuses the step at every split (the caller runs its own
+/// kernel). lse may be any view of fp32 rows: where it is not packed [B,H,S_q] (a step's rows of
+/// a wider lse) cuDNN writes a packed buffer, copied into it afterwards. Throws: Error(Internal)
+/// when a cuDNN or CUDA call fails otherwise.
 bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse, float scale,
                         cudaStream_t stream);
