@@ -27,16 +27,25 @@ std::vector<std::int64_t> halves(std::vector<std::int64_t> runs, std::int64_t n)
   return runs;
 }
 
+/// Both sides' pieces (row starts, then n): their runs cut at the middle. False when a side is
+/// empty or has more than two runs: the caller then makes one call over the whole block.
+bool pieces(const std::int64_t* q_pos, std::int64_t n_q, const std::int64_t* kv_pos, std::int64_t n_kv,
+            std::vector<std::int64_t>& qr, std::vector<std::int64_t>& kr) {
+  if (n_q == 0 || n_kv == 0) return false;
+  qr = position_runs(q_pos, n_q);
+  kr = position_runs(kv_pos, n_kv);
+  if (qr.size() > 3 || kr.size() > 3) return false;  // at most two runs each
+  qr = halves(std::move(qr), n_q);
+  kr = halves(std::move(kr), n_kv);
+  return true;
+}
+
 }  // namespace
 
 std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                        const std::int64_t* kv_pos, std::int64_t n_kv) {
-  const std::vector<KernelSpan> whole = {{0, n_q, 0, n_kv}};
-  if (n_q == 0 || n_kv == 0) return whole;
-  std::vector<std::int64_t> qr = position_runs(q_pos, n_q), kr = position_runs(kv_pos, n_kv);
-  if (qr.size() > 3 || kr.size() > 3) return whole;  // at most two runs each
-  qr = halves(std::move(qr), n_q);
-  kr = halves(std::move(kr), n_kv);
+  std::vector<std::int64_t> qr, kr;
+  if (!pieces(q_pos, n_q, kv_pos, n_kv, qr, kr)) return {{0, n_q, 0, n_kv}};
   std::vector<KernelSpan> out;
   for (std::size_t b = 0; b + 1 < kr.size(); ++b) {
     const std::int64_t k0 = kr[b], k1 = kr[b + 1];
@@ -54,12 +63,8 @@ std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int6
 
 std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                       const std::int64_t* kv_pos, std::int64_t n_kv) {
-  const std::vector<KernelSpan> whole = {{0, n_q, 0, n_kv}};
-  if (n_q == 0 || n_kv == 0) return whole;
-  std::vector<std::int64_t> qr = position_runs(q_pos, n_q), kr = position_runs(kv_pos, n_kv);
-  if (qr.size() > 3 || kr.size() > 3) return whole;  // at most two runs each
-  qr = halves(std::move(qr), n_q);
-  kr = halves(std::move(kr), n_kv);
+  std::vector<std::int64_t> qr, kr;
+  if (!pieces(q_pos, n_q, kv_pos, n_kv, qr, kr)) return {{0, n_q, 0, n_kv}};
   std::vector<KernelSpan> out;
   for (std::size_t a = 0; a + 1 < qr.size(); ++a) {
     const std::int64_t q0 = qr[a], q1 = qr[a + 1];
