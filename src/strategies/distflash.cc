@@ -58,10 +58,9 @@ kernels::KernelParams block_params(const kernels::KernelParams& base, const std:
   kernels::KernelParams p = base;
   p.q_pos = positions + blk.q * d.c;
   p.kv_pos = positions + blk.kv * d.c;
-  if (base.host_q_pos != nullptr) {  // the host twin of `positions` (distflash.h)
-    p.host_q_pos = base.host_q_pos + blk.q * d.c;
-    p.host_kv_pos = base.host_q_pos + blk.kv * d.c;
-  }
+  // base's host mirrors, when set, are `positions` in host memory (distflash.h).
+  if (base.host_q_pos != nullptr) p.host_q_pos = base.host_q_pos + blk.q * d.c;
+  if (base.host_kv_pos != nullptr) p.host_kv_pos = base.host_kv_pos + blk.kv * d.c;
   return p;
 }
 

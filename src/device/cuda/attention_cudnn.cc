@@ -17,6 +17,7 @@
 #include "burst/error.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/elementwise.h"
+#include "strategies/views.h"
 
 #if defined(BURST_HAVE_CUDNN)
 #include <cudnn.h>
@@ -273,19 +274,16 @@ bool packed_rows(const TensorView& t) {
 }
 
 /// t's heads [a, a + n) (dim: 2 for a BSHD view, 1 for [B,H,S] rows).
-TensorView heads(TensorView t, int dim, std::int64_t a, std::int64_t n) {
-  const auto d = static_cast<std::size_t>(dim);
-  t.data = static_cast<char*>(t.data) + a * t.stride[d] * static_cast<std::int64_t>(dtype_size(t.dtype));
-  t.shape[d] = n;
-  return t;
+TensorView heads(const TensorView& t, int dim, std::int64_t a, std::int64_t n) {
+  return strategies::narrow(t, dim, a, a + n);
 }
 
-/// True when a step on q (H heads), k (H_kv) and rows lse can be cut into two halves of its KV
-/// heads whose views all start on 16 bytes, as the whole step's do: H_kv even, and the second
-/// half's offset into every operand a multiple of 16 bytes.
+/// True when a step on q (H heads) and k (H_kv) can be cut into two halves of its KV heads whose
+/// BSHD views all start on 16 bytes, as the whole step's do: H_kv even, and the second half's
+/// offset into every operand a multiple of 16 bytes (lse rows may start anywhere: cuDNN reads and
+/// writes them through a packed buffer).
 bool halves_fit(const TensorView& q, const TensorView& k, std::initializer_list<const TensorView*> bshd_q,
-                std::initializer_list<const TensorView*> bshd_kv,
-                std::initializer_list<const TensorView*> rows) {
+                std::initializer_list<const TensorView*> bshd_kv) {
   const std::int64_t H = q.shape[2], H_kv = k.shape[2];
   if (H_kv < 2 || H_kv % 2 != 0) return false;
   const auto at = [](const TensorView* t, int dim, std::int64_t h) {
@@ -297,8 +295,6 @@ bool halves_fit(const TensorView& q, const TensorView& k, std::initializer_list<
     if (!at(t, 2, H / 2)) return false;
   for (const TensorView* t : bshd_kv)
     if (!at(t, 2, H_kv / 2)) return false;
-  for (const TensorView* t : rows)
-    if (!at(t, 1, H / 2)) return false;
   return true;
 }
 
@@ -367,7 +363,7 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
     return graph;
   });
   if (g == nullptr) {  // refused whole: two halves of the KV heads (one graph for both)
-    if (!halves_fit(q, k, {&q, &out}, {&k, &v}, {})) return false;  // rows: any offset
+    if (!halves_fit(q, k, {&q, &out}, {&k, &v})) return false;
     const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
     for (int half = 0; half < 2; ++half) {
       const bool ran =
@@ -436,7 +432,7 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
     return graph;
   });
   if (g == nullptr) {  // refused whole: two halves of the KV heads (one graph for both)
-    if (!halves_fit(q, k, {&q, &dout, out, &dq}, {&k, &v, &dk, &dv}, {})) return false;  // rows: any offset
+    if (!halves_fit(q, k, {&q, &dout, out, &dq}, {&k, &v, &dk, &dv})) return false;
     const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
     for (int half = 0; half < 2; ++half) {
       const std::int64_t a = half * h, a_kv = half * h_kv;

@@ -19,6 +19,7 @@
 #include "device/cuda/attention_cudnn.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_memory.h"
+#include "strategies/views.h"
 
 namespace burst::device {
 
@@ -101,11 +102,8 @@ Proxy proxy_of(std::int64_t S_q, std::int64_t S_kv, cuda::CudnnMask verdict, std
 }
 
 /// t's n entries of dimension `dim` from index a on.
-TensorView part(TensorView t, int dim, std::int64_t a, std::int64_t n) {
-  const auto d = static_cast<std::size_t>(dim);
-  t.data = static_cast<char*>(t.data) + a * t.stride[d] * static_cast<std::int64_t>(dtype_size(t.dtype));
-  t.shape[d] = n;
-  return t;
+TensorView part(const TensorView& t, int dim, std::int64_t a, std::int64_t n) {
+  return strategies::narrow(t, dim, a, a + n);
 }
 
 /// p for the proxy block: positions (and their host twins) from the block's first row and key.
