@@ -24,6 +24,7 @@
 #include "device/cuda/elementwise.h"
 #include "device/out_synth.h"
 #include "strategies/backward_spans.h"
+#include "strategies/views.h"
 
 namespace burst::test {
 namespace {
@@ -210,6 +211,27 @@ TEST(CudnnClassify, ZigzagRingSpansAreCudnnShapes) {
       }
     }
   }
+}
+
+// Which lse rows cuDNN gets directly (else a packed copy): only those whose declared strides
+// the frontend takes as a packed [B,H,S_q,1] Stats, sizes of 1 included. A head half of a B = 1
+// lse and a span of a one-head lse are packed in memory order but not by the strides the
+// frontend compares (its backward refuses them before cuDNN 9.26: every half of a refused
+// B = 1 step would then be refused too).
+TEST(CudnnClassify, StatsArePackedOnlyWithTheFrontendsStrides) {
+  std::vector<float> mem(2 * 8 * 16);
+  const TensorView whole = make_view(mem.data(), {2, 8, 16}), one = make_view(mem.data(), {1, 8, 16}),
+                   head = make_view(mem.data(), {1, 1, 16});
+  EXPECT_TRUE(cuda::cudnn_stats_packed(whole));
+  EXPECT_TRUE(cuda::cudnn_stats_packed(one));
+  EXPECT_TRUE(cuda::cudnn_stats_packed(head));
+  EXPECT_TRUE(cuda::cudnn_stats_packed(strategies::narrow(whole, 0, 1, 2)));  // one batch: (128, 16, 1)
+  EXPECT_FALSE(cuda::cudnn_stats_packed(strategies::narrow(one, 1, 4, 8)));   // (128, 16, 1) for [1,4,16]
+  EXPECT_FALSE(cuda::cudnn_stats_packed(strategies::narrow(one, 1, 3, 4)));   // one head of eight
+  EXPECT_FALSE(cuda::cudnn_stats_packed(strategies::narrow(whole, 1, 0, 4)));
+  EXPECT_FALSE(cuda::cudnn_stats_packed(strategies::narrow(head, 2, 4, 12)));  // (16, 16, 1) for [1,1,8]
+  EXPECT_FALSE(cuda::cudnn_stats_packed(strategies::narrow(whole, 2, 0, 8)));
+  EXPECT_FALSE(cuda::cudnn_stats_packed(make_view(mem.data(), {2, 8, 16, 1})));  // not rows
 }
 
 // ---------------------------------------------------------------- on the GPU

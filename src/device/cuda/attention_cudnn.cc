@@ -72,6 +72,11 @@ bool cudnn_compiled() noexcept {
 #endif
 }
 
+bool cudnn_stats_packed(const TensorView& t) noexcept {
+  return t.ndim == 3 && t.stride[2] == 1 && t.stride[1] == t.shape[2] &&
+         t.stride[0] == t.shape[1] * t.shape[2];
+}
+
 std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
                               const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
                               const TensorView* dout, CudnnMaskCache* masks) {
@@ -267,12 +272,6 @@ std::vector<std::int64_t> key_head(int kind, DType dt, CudnnMask m, float scale)
   return {kind, static_cast<std::int64_t>(dt), static_cast<std::int64_t>(m), static_cast<std::int64_t>(bits)};
 }
 
-/// True when rows t [B,H,S] are packed: S contiguous, H after it, B after both.
-bool packed_rows(const TensorView& t) {
-  return (t.shape[2] <= 1 || t.stride[2] == 1) && (t.shape[1] <= 1 || t.stride[1] == t.shape[2]) &&
-         (t.shape[0] <= 1 || t.stride[0] == t.shape[1] * t.shape[2]);
-}
-
 /// t's heads [a, a + n) (dim: 2 for a BSHD view, 1 for [B,H,S] rows).
 TensorView heads(const TensorView& t, int dim, std::int64_t a, std::int64_t n) {
   return strategies::narrow(t, dim, a, a + n);
@@ -335,7 +334,7 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
   // cuDNN writes its Stats into a packed [B,H,S_q] buffer where lse is a step's rows of a wider
   // lse (a query-chunk span, a head half), copied into lse afterwards, as the backward reads one.
   std::unique_ptr<Scratch> lse32;
-  if (!packed_rows(lse_out) || !aligned16(lse_out))
+  if (!cudnn_stats_packed(lse_out) || !aligned16(lse_out))
     lse32 = std::make_unique<Scratch>(lse_out, DType::F32, stream);
   const TensorView& lse = lse32 ? lse32->view : lse_out;
   const bool direct = out.dtype == q.dtype && out.stride[3] == 1 && aligned16(out);
@@ -395,7 +394,7 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
   // rows of a wider lse (a ring step's span, Auto's timing block, a head half) are copied into
   // one first (4·B·H·S_q bytes, against the step's O(S_q·S_kv) work).
   std::unique_ptr<Scratch> lse32;
-  if (!packed_rows(lse_in) || !aligned16(lse_in)) {
+  if (!cudnn_stats_packed(lse_in) || !aligned16(lse_in)) {
     lse32 = std::make_unique<Scratch>(lse_in, DType::F32, stream);
     copy(lse_in, lse32->view, stream);
   }

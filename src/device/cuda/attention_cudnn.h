@@ -79,6 +79,14 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
                               const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
                               const TensorView* dout = nullptr, CudnnMaskCache* masks = nullptr);
 
+/// True when lse rows t [B,H,S_q] (fp32, 3 dims) are packed exactly as the cuDNN frontend
+/// checks a Stats tensor [B,H,S_q,1] before giving it to cuDNN directly: strides (H·S_q, S_q, 1),
+/// a dimension of size 1 included (the frontend compares the declared strides, not the addresses
+/// they reach, and refuses other layouts: a backward's Stats before cuDNN 9.26, a forward's
+/// before 9.12). So a head half [1,H/2,S_q] of a packed [1,H,S_q] is not packed here, nor a
+/// span [1,1,n] of a [1,1,S_q]. Where false, the steps give cuDNN a packed copy.
+bool cudnn_stats_packed(const TensorView& t) noexcept;
+
 /// The forward step on cuDNN (the contract of attention_cuda.h's step_forward; out of any dtype,
 /// through a q-dtype buffer when it is not q's). A step whose graph cuDNN refuses is tried as
 /// two halves of its KV heads (each with its query heads; the mask is every head's), and so on
