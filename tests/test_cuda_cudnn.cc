@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "burst/mask.h"
@@ -369,6 +370,54 @@ TEST_F(CudnnAttention, AccumulateAddsIntoFp32Gradients) {
   base.dk.wide = fresh[1];
   base.dv.wide = fresh[2];
   check_case(c, in, base, true);
+}
+
+// A top-left causal step with more keys than queries (keys 96..159 seen by no query): their dK,
+// dV rows are exactly zero written fresh into the 16-bit tensors (poisoned before: run_case) and
+// exactly nothing added into fp32 accumulators, whatever cuDNN does with key tiles it has no
+// query for (the accumulate path's 16-bit scratch is not initialised).
+TEST_F(CudnnAttention, KeysNoQuerySeesGetZeroGradients) {
+  GpuCase c = gpu_case("top-left, 96 rows over 160 keys", 2, 1, 96, 160, 64, Mask::causal_mask());
+  c.seq_q_global = c.seq_kv_global = 160;
+  const GpuInputs in = inputs_of(c);
+  const GpuResults base = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+  const auto qp = c.positions(true), kp = c.positions(false);
+  const ResolvedMask mask(c.mask, c.global(true), c.global(false));
+  const kernels::KernelArgs args = kernel_args(qp, kp, mask, static_cast<float>(1.0 / std::sqrt(64.0)));
+  const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
+  const std::vector<Tensor> init{random_tensor(c.qs(), 41), random_tensor(c.ks(), 42),
+                                 random_tensor(c.ks(), 43)};
+  DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), false),
+            k = to_device(in.k.bits.data(), c.dt, c.ks(), false),
+            v = to_device(in.v.bits.data(), c.dt, c.ks(), false),
+            g = to_device(in.g.bits.data(), c.dt, c.qs(), false),
+            o = to_device(base.out.bits.data(), c.dt, c.qs(), false),
+            l = to_device(base.lse.data(), DType::F32, rs, false),
+            d = to_device(base.delta.data(), DType::F32, rs, false),
+            gq = to_device(init[0].data(), DType::F32, c.qs(), false),
+            gk = to_device(init[1].data(), DType::F32, c.ks(), false),
+            gv = to_device(init[2].data(), DType::F32, c.ks(), false);
+  const std::int64_t before = state_->executed();
+  cuda::step_backward(g.view, q.view, k.view, v.view, l.view, d.view, gq.view, gk.view, gv.view, args, true,
+                      nullptr, cuda::StepKernel::Cudnn, state_.get(), &o.view);
+  cuda::check(cudaDeviceSynchronize(), "backward");
+  EXPECT_EQ(state_->executed(), before + 1) << "cuDNN did not take the step";
+  const std::vector<Tensor> added = gradients_written(c, gq, gk, gv, init, true);
+  const std::int64_t row = c.H_kv * c.D;  // BSHD, B = 1: key j's values [j·row, (j + 1)·row)
+  for (const auto& [name, t16, t32] :
+       {std::tuple{"dk", &base.dk, &added[1]}, std::tuple{"dv", &base.dv, &added[2]}}) {
+    double seen = 0;
+    for (std::int64_t i = 0; i < t32->numel(); ++i) {
+      const bool unseen = i >= c.S_q * row;
+      if (unseen) {
+        ASSERT_EQ(t16->wide.data()[i], 0.0f) << name << " fresh [" << i << "]";
+        ASSERT_EQ(t32->data()[i], 0.0f) << name << " added [" << i << "]";
+      } else {
+        seen = std::max(seen, static_cast<double>(std::fabs(t32->data()[i])));
+      }
+    }
+    EXPECT_GT(seen, 0.0) << name << ": the seen keys' gradients are all zero";
+  }
 }
 
 // Without the global out, cuDNN reads the stand-in O' (synthesize_out, device/out_synth.h): the

@@ -450,6 +450,13 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
     return true;
   }
   if (o16) synthesize_out(dout, delta, o, stream);
+  // Keys no query sees (a top-left causal step with more keys than queries: keys S_q..S_kv − 1)
+  // have zero gradients; they are written here, so the result does not depend on whether cuDNN
+  // writes the rows of key tiles it has no query for.
+  if (mask == CudnnMask::CausalTopLeft && k.shape[1] > q.shape[1]) {
+    fill(strategies::narrow(gk, 1, q.shape[1], k.shape[1]), 0.0f, stream);
+    fill(strategies::narrow(gv, 1, q.shape[1], k.shape[1]), 0.0f, stream);
+  }
   std::unordered_map<std::int64_t, void*> pack{{kQ, q.data},   {kK, k.data},     {kV, v.data},
                                                {kO, o.data},   {kDO, dout.data}, {kStats, lse.data},
                                                {kDQ, gq.data}, {kDK, gk.data},   {kDV, gv.data}};
