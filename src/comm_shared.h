@@ -1,4 +1,4 @@
-// src/comm_shared.h — what the MPI Communicator (comm_mpi.cc) and the Transport one
+// src/comm_shared.h — what the MPI Communicator (comm_mpi*.cc) and the Transport one
 // (comm_transport.cc) share: the watchdog's state and the control exchange's record, so that
 // both name absent ranks and mismatched calls with the same words (burst/comm.h).
 #pragma once

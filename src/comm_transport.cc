@@ -324,8 +324,8 @@ void all_to_all_v(Comm& c, std::span<const std::byte> send, const std::vector<st
 }
 
 void reduce_scatter(Comm& c, const float* send, const std::vector<std::int64_t>& counts, float* recv) {
-  // As comm_mpi.cc: an all-to-all of the blocks, then the P received blocks summed in rank order
-  // (the same bits as over MPI).
+  // As comm_mpi_collectives.cc: an all-to-all of the blocks, then the P received blocks summed in
+  // rank order (the same bits as over MPI).
   const int P = c.size;
   const std::int64_t mine = counts[static_cast<std::size_t>(c.rank)];
   const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});

@@ -1,5 +1,5 @@
 // src/comm_transport.h — burst::Communicator over a Transport (burst/comm_transport.h): the
-// non-MPI half of the Communicator. comm_mpi.cc forwards every operation of a Communicator made by
+// non-MPI half of the Communicator. comm_mpi*.cc forward every operation of a Communicator made by
 // Communicator::from_transport here; the semantics, byte counters and watchdog messages are those
 // of burst/comm.h. A channel or split is a tag namespace (kNamespaceTags tags) and a member list on
 // the same group: channels made by the same ranks in the same order agree on it (each rank takes

@@ -1,5 +1,6 @@
-// src/cost_model_internal.h — the step simulator shared by cost_model.cc (formulas, ranking)
-// and cost_model_schedules.cc (one schedule builder per strategy). Not installed.
+// src/cost_model_internal.h — the step simulator shared by cost_model.cc (formulas, simulator),
+// cost_model_estimate.cc (feasibility, ranking) and cost_model_schedules.cc (one schedule builder
+// per strategy). Not installed.
 #pragma once
 
 #include <cstdint>

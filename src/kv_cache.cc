@@ -1,5 +1,5 @@
-// DistKVCache: chunked per-rank K/V storage with replicated metadata, and distributed decode
-// (Infinite-LLM's DistAttention: local split-KV partials, one all-gather, the lse merge).
+// DistKVCache: chunked per-rank K/V storage with replicated metadata (configuration, prefill,
+// append, queries). The distributed decode: kv_cache_decode.cc; what both share: kv_cache_internal.h.
 // Validation order of every collective call (docs/style.md rule 5): local checks → agreed verdict;
 // fingerprint of arguments + replicated state → agreed; then checks on replicated data only (the
 // same verdict on every rank without a message); only then is anything mutated or sent.
@@ -8,17 +8,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <set>
 
 #include "bshd_check.h"
-#include "burst/softmax_merge.h"
-#include "device/cpu/cpu_device.h"
-#include "kernels/decode.h"
-#include "strategies/views.h"
+#include "kv_cache_internal.h"
 
 namespace burst {
 
@@ -28,39 +23,17 @@ const char* to_string(AppendPolicy policy) noexcept {
 
 namespace {
 
-using kernels::DecodeChunk;
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// FNV-1a over 64-bit values: fingerprints of arguments and replicated state.
-struct Fnv {
-  std::uint64_t h = 1469598103934665603ull;
-  void add(std::uint64_t x) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((x >> (8 * i)) & 0xffu)) * 1099511628211ull;
-  }
-};
-
 std::uint64_t scale_bits(float x) {
   std::uint32_t u = 0;
   std::memcpy(&u, &x, sizeof u);
   return u;
 }
 
-struct Chunk {
-  std::vector<float> f32;           // H_kv blocks: Kᵀ panels, then V rows (kernels/decode.h) ...
-  std::vector<std::uint16_t> bf16;  // ... in the cache's dtype (the other vector stays empty)
-  std::vector<std::int64_t> pos;    // global positions of the tokens in use
-  const void* data() const { return f32.empty() ? static_cast<const void*>(bf16.data()) : f32.data(); }
-  void* data() { return f32.empty() ? static_cast<void*>(bf16.data()) : f32.data(); }
-  std::int64_t bytes() const { return static_cast<std::int64_t>(f32.size() * 4 + bf16.size() * 2); }
-};
+}  // namespace
 
-struct Sequence {
-  std::int64_t length = 0;           // global tokens (replicated)
-  std::vector<std::int64_t> counts;  // tokens per rank (replicated)
-  std::vector<Chunk> chunks;         // this rank's tokens, in increasing position
-};
+// ---------------------------------------------------------------- shared (kv_cache_internal.h)
+
+namespace kv_cache {
 
 // fp32 view of one operand of the public API, checked: [B, S, heads, D], D contiguous.
 /// K, V appended to or kept by the cache: f32 (Unsupported otherwise), then the shared BSHD check.
@@ -82,142 +55,7 @@ void check_ids(const char* api, const std::vector<std::int64_t>& ids) {
               ": sequence ids must be distinct");
 }
 
-}  // namespace
-
-struct DistKVCache::Impl {
-  Communicator comm;
-  KVCacheConfig cfg;
-  int P = 1, rank = 0, threads = 1;
-  std::int64_t Dp = 0;
-  float scale = 1.0f;
-  Isa isa = Isa::Portable;
-  std::map<std::int64_t, Sequence> seqs;
-  DecodeStats stats;
-  std::vector<kernels::DecodeScratch> scratch;
-
-  explicit Impl(const Communicator& c) : comm(c.channel()) {}
-
-  std::int64_t head_floats() const { return kernels::decode_chunk_head_floats(cfg.chunk_tokens, cfg.D, Dp); }
-
-  std::uint64_t state_fingerprint(Fnv f) const {
-    for (const auto& [id, s] : seqs) {
-      f.add(static_cast<std::uint64_t>(id));
-      f.add(static_cast<std::uint64_t>(s.length));
-      for (auto c : s.counts) f.add(static_cast<std::uint64_t>(c));
-    }
-    return f.h;
-  }
-
-  // The one agreement of a collective call: the verdict of this rank's local checks (run here,
-  // a burst::Error caught) and the fingerprint of the arguments + replicated state, in ONE
-  // all-gather of 5 small integers (as fp32, exact). Every rank throws the same Error if any rank's
-  // checks failed (that rank's message, via agree_verdict) or if the fingerprints differ.
-  template <typename F>
-  void agree_call(const char* api, F&& local_checks, const Fnv& args) const {
-    bool ok = true;
-    std::string msg;
-    ErrorKind kind = ErrorKind::InvalidArgument;
-    try {
-      local_checks();
-    } catch (const Error& e) {
-      ok = false;
-      msg = e.message();
-      kind = e.kind();
-    }
-    comm.set_activity(api);
-    const std::uint64_t fp = state_fingerprint(args);
-    // A control exchange: a rank absent from (or at another call than) this one is named.
-    std::vector<std::int64_t> mine = {ok ? 1 : 0};
-    for (int i = 0; i < 4; ++i) mine.push_back(static_cast<std::int64_t>((fp >> (16 * i)) & 0xffffu));
-    const std::vector<std::int64_t> all = comm.exchange(mine, std::string(api) + " agreement");
-    bool all_ok = true;
-    int differs = -1;
-    for (int r = 0; r < P; ++r) {
-      all_ok = all_ok && all[static_cast<std::size_t>(5 * r)] == 1;
-      if (differs < 0 && !std::equal(all.begin() + 5 * r + 1, all.begin() + 5 * r + 5, all.begin() + 1))
-        differs = r;
-    }
-    if (!all_ok) comm.agree_verdict(ok, msg, kind);  // every rank enters: the same Error everywhere
-    BURST_CHECK(differs < 0, InvalidArgument, api,
-                ": the call differs between ranks in its arguments or the "
-                "cache state (sequence ids, lengths, per-rank counts): rank ",
-                differs,
-                " disagrees with rank 0; "
-                "every rank must pass identical values");
-  }
-
-  // Tokens rank r holds over all sequences (from replicated metadata: identical everywhere).
-  std::int64_t rank_tokens(int r) const {
-    std::int64_t n = 0;
-    for (const auto& kv : seqs) n += kv.second.counts[static_cast<std::size_t>(r)];
-    return n;
-  }
-
-  void check_capacity(const char* api, const std::vector<std::int64_t>& extra) const {
-    for (int r = 0; r < P; ++r) {
-      const std::int64_t need = rank_tokens(r) + extra[static_cast<std::size_t>(r)];
-      BURST_CHECK(need <= cfg.capacity_per_rank, InvalidArgument, api, ": cache overflow on rank ", r, ": ",
-                  need, " tokens needed, capacity_per_rank=", cfg.capacity_per_rank);
-    }
-  }
-
-  // Stores one token (k, v rows [H_kv, D] with head strides) at the end of this rank's shard.
-  void store(Sequence& s, std::int64_t position, const float* k, std::int64_t k_hs, const float* v,
-             std::int64_t v_hs) {
-    const std::int64_t C = cfg.chunk_tokens;
-    if (s.chunks.empty() || static_cast<std::int64_t>(s.chunks.back().pos.size()) == C) {
-      s.chunks.emplace_back();
-      const auto n = static_cast<std::size_t>(cfg.H_kv * head_floats());
-      if (cfg.dtype == DType::BF16)
-        s.chunks.back().bf16.assign(n, 0);
-      else
-        s.chunks.back().f32.assign(n, 0.0f);
-      s.chunks.back().pos.reserve(static_cast<std::size_t>(C));
-    }
-    Chunk& c = s.chunks.back();
-    kernels::decode_chunk_store(c.data(), cfg.dtype, C, cfg.H_kv, cfg.D, Dp,
-                                static_cast<std::int64_t>(c.pos.size()), k, v, k_hs, v_hs);
-    c.pos.push_back(position);
-  }
-
-  // Rank of each appended token of a sequence (replicated decision, no messages).
-  std::vector<int> placement(const Sequence& s, std::int64_t n) const {
-    std::vector<int> dst(static_cast<std::size_t>(n));
-    std::vector<std::int64_t> counts = s.counts;
-    for (std::int64_t i = 0; i < n; ++i) {
-      int r = 0;
-      if (cfg.policy == AppendPolicy::RoundRobin) {
-        r = static_cast<int>((s.length + i) % P);
-      } else {
-        r = static_cast<int>(std::min_element(counts.begin(), counts.end()) - counts.begin());
-      }
-      ++counts[static_cast<std::size_t>(r)];
-      dst[static_cast<std::size_t>(i)] = r;
-    }
-    return dst;
-  }
-
-  const Sequence& find(const char* api, std::int64_t id) const {
-    auto it = seqs.find(id);
-    BURST_CHECK(it != seqs.end(), InvalidArgument, api, ": unknown sequence id ", id);
-    return it->second;
-  }
-
-  void decode_local(const std::vector<std::int64_t>& ids, const std::vector<float>& q, std::int64_t S_q,
-                    bool causal, float* part);
-
-  void check_append(const char* api, const std::vector<std::int64_t>& ids, const TensorView& k_new,
-                    const TensorView& v_new) const;
-  void check_decode(const char* api, const std::vector<std::int64_t>& ids, const TensorView& q,
-                    const TensorView& out, const TensorView& lse, bool ids_must_exist) const;
-  // Placement of the appended tokens (replicated decision) after the capacity check.
-  std::vector<std::vector<int>> plan_append(const char* api, const std::vector<std::int64_t>& ids,
-                                            std::int64_t n) const;
-  void commit_append(const std::vector<std::int64_t>& ids, const TensorView& k_new, const TensorView& v_new,
-                     const std::vector<std::vector<int>>& dst);
-  void run_decode(const std::vector<std::int64_t>& ids, const TensorView& q, const TensorView& out,
-                  const TensorView& lse, bool causal);
-};
+}  // namespace kv_cache
 
 DistKVCache::DistKVCache(const Communicator& comm, const KVCacheConfig& cfg) {
   auto impl = std::make_unique<Impl>(comm);
@@ -396,171 +234,6 @@ void DistKVCache::append(const std::vector<std::int64_t>& seq_ids, const TensorV
   m.agree_call(
       api, [&] { m.check_append(api, seq_ids, k_new, v_new); }, args);
   m.commit_append(seq_ids, k_new, v_new, m.plan_append(api, seq_ids, k_new.shape[1]));
-}
-
-// Partial (out [B,S_q,H,D], lse [B,H,S_q]) of this rank's shard into part (out block then lse
-// block): one normalised partial per chunk on the rank's threads, merged per sequence in chunk order
-// (deterministic for any thread count).
-void DistKVCache::Impl::decode_local(const std::vector<std::int64_t>& ids, const std::vector<float>& q,
-                                     std::int64_t S_q, bool causal, float* part) {
-  const std::int64_t B = static_cast<std::int64_t>(ids.size()), H = cfg.H, D = cfg.D;
-  const std::int64_t out_n = S_q * H * D, lse_n = H * S_q;
-  struct Item {
-    std::int64_t b;
-    const Chunk* chunk;
-  };
-  std::vector<Item> items;
-  std::vector<std::vector<std::int64_t>> q_pos(static_cast<std::size_t>(B));
-  std::vector<std::size_t> first(static_cast<std::size_t>(B + 1), 0);
-  for (std::int64_t b = 0; b < B; ++b) {
-    const Sequence& s = seqs.at(ids[static_cast<std::size_t>(b)]);
-    for (std::int64_t i = 0; i < S_q; ++i) q_pos[static_cast<std::size_t>(b)].push_back(s.length - S_q + i);
-    for (const Chunk& c : s.chunks) items.push_back({b, &c});
-    first[static_cast<std::size_t>(b + 1)] = items.size();
-  }
-  std::vector<float> partials(items.size() * static_cast<std::size_t>(out_n + lse_n));
-  std::int64_t bytes = 0;
-  for (const Item& it : items)
-    bytes += cfg.H_kv * static_cast<std::int64_t>(dtype_size(cfg.dtype)) *
-             ((static_cast<std::int64_t>(it.chunk->pos.size()) + kernels::kDecodePanel - 1) /
-                  kernels::kDecodePanel * kernels::kDecodePanel * D +
-              static_cast<std::int64_t>(it.chunk->pos.size()) * Dp);
-  const auto n_items = static_cast<std::int64_t>(items.size());
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (std::int64_t j = 0; j < n_items; ++j) {
-    const Item& it = items[static_cast<std::size_t>(j)];
-    kernels::DecodeQuery dq{S_q,
-                            H,
-                            cfg.H_kv,
-                            D,
-                            Dp,
-                            q.data() + it.b * out_n,
-                            causal ? q_pos[static_cast<std::size_t>(it.b)].data() : nullptr,
-                            scale,
-                            isa};
-    const DecodeChunk chunk{it.chunk->data(), cfg.dtype, it.chunk->pos.data(), cfg.chunk_tokens,
-                            static_cast<std::int64_t>(it.chunk->pos.size())};
-    float* o = partials.data() + j * (out_n + lse_n);
-    if (cfg.kernel == KernelImpl::Reference)
-      kernels::decode_chunk_reference(dq, chunk, o, o + out_n);
-    else
-      kernels::decode_chunk_tiled(dq, chunk, o, o + out_n,
-                                  scratch[static_cast<std::size_t>(omp_get_thread_num())]);
-  }
-  float* out = part;
-  float* lse = part + B * out_n;
-  std::fill(out, out + B * out_n, 0.0f);
-  std::fill(lse, lse + B * lse_n, kNegInf);
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::size_t j = first[static_cast<std::size_t>(b)]; j < first[static_cast<std::size_t>(b + 1)];
-         ++j) {
-      const float* o = partials.data() + j * static_cast<std::size_t>(out_n + lse_n);
-      merge_forward(strategies::bshd_view(out + b * out_n, 1, S_q, H, D),
-                    strategies::rows_view(lse + b * lse_n, 1, H, S_q), strategies::bshd_view(o, 1, S_q, H, D),
-                    strategies::rows_view(o + out_n, 1, H, S_q));
-    }
-  stats.kv_bytes_read = bytes;
-  stats.chunks = n_items;
-}
-
-void DistKVCache::Impl::check_decode(const char* api, const std::vector<std::int64_t>& ids,
-                                     const TensorView& q, const TensorView& out, const TensorView& lse,
-                                     bool ids_must_exist) const {
-  check_device(api, kHost, "q", q, "out", out, "lse", lse);
-  const auto B = static_cast<std::int64_t>(ids.size());
-  const std::int64_t H = cfg.H, D = cfg.D;
-  check_ids(api, ids);
-  if (ids_must_exist)
-    for (auto id : ids) find(api, id);
-  check_kv(api, "q", q, B, H, D);
-  check_kv(api, "out", out, B, H, D);
-  BURST_CHECK(out.shape[1] == q.shape[1], InvalidArgument, api, ": out ", out.describe(), " must match q ",
-              q.describe());
-  BURST_CHECK(lse.dtype == DType::F32 && lse.ndim == 3 && lse.shape[0] == B && lse.shape[1] == H &&
-                  lse.shape[2] == q.shape[1] && lse.is_contiguous(),
-              InvalidArgument, api, ": lse ", lse.describe(), " must be contiguous [B=", B, ", H=", H,
-              ", S_q=", q.shape[1], "]");
-  const auto* ob = static_cast<const char*>(out.data);
-  const auto* qb = static_cast<const char*>(q.data);
-  const auto span = [](const TensorView& t) {
-    std::int64_t e = 1;
-    for (int i = 0; i < t.ndim; ++i)
-      e += (t.shape[static_cast<std::size_t>(i)] - 1) * t.stride[static_cast<std::size_t>(i)];
-    return 4 * e;
-  };
-  BURST_CHECK(q.numel() == 0 || ob + span(out) <= qb || qb + span(q) <= ob, InvalidArgument, api,
-              ": out overlaps q");
-}
-
-// The decode after the agreement: local split-KV partials, one all-gather, the rank merge.
-void DistKVCache::Impl::run_decode(const std::vector<std::int64_t>& ids, const TensorView& q,
-                                   const TensorView& out, const TensorView& lse, bool causal) {
-  const auto B = static_cast<std::int64_t>(ids.size());
-  const std::int64_t H = cfg.H, D = cfg.D, S_q = q.shape[1];
-  const auto before = comm.counters().bytes_sent;
-  const auto t0 = Clock::now();
-  std::vector<float> qc(static_cast<std::size_t>(q.numel()));
-  convert(q, make_view(qc.data(), {B, S_q, H, D}));  // contiguous (q is fp32: a copy)
-  const std::int64_t count = B * S_q * H * (D + 1);
-  std::vector<float> part(static_cast<std::size_t>(count));
-  decode_local(ids, qc, S_q, causal, part.data());
-  stats.local_seconds = since(t0);
-  const auto t1 = Clock::now();
-  std::vector<float> all(static_cast<std::size_t>(count * P));
-  if (P > 1)
-    comm.all_gather(std::as_bytes(std::span(part)), std::as_writable_bytes(std::span(all)));
-  else
-    all = std::move(part);
-  // Rank merge in rank order (identical on every rank): out starts at (0, −inf).
-  device::CpuDevice{}.fill(out, 0.0f);  // the cache is host memory
-  std::fill(lse.f32(), lse.f32() + lse.numel(), kNegInf);
-  const std::int64_t out_n = B * S_q * H * D;
-  for (int r = 0; r < P; ++r) {
-    const float* pr = all.data() + r * count;
-    merge_forward(out, lse, strategies::bshd_view(pr, B, S_q, H, D),
-                  strategies::rows_view(pr + out_n, B, H, S_q));
-  }
-  stats.merge_seconds = since(t1);
-  stats.bytes_sent = comm.counters().bytes_sent - before;
-}
-
-void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorView& q, const TensorView& out,
-                         const TensorView& lse, bool causal) {
-  Impl& m = *impl_;
-  const char* api = "DistKVCache::decode";
-  const auto t0 = Clock::now();
-  Fnv args = ids_fingerprint(seq_ids);
-  args.add(static_cast<std::uint64_t>(q.ndim == 4 ? q.shape[1] : -1));
-  args.add(causal ? 1u : 0u);
-  m.agree_call(
-      api, [&] { m.check_decode(api, seq_ids, q, out, lse, true); }, args);
-  m.stats.check_seconds = since(t0);
-  m.run_decode(seq_ids, q, out, lse, causal);
-  m.stats.seconds = since(t0);
-}
-
-void DistKVCache::decode(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new,
-                         const TensorView& v_new, const TensorView& q, const TensorView& out,
-                         const TensorView& lse, bool causal) {
-  Impl& m = *impl_;
-  const char* api = "DistKVCache::decode(k_new, v_new)";
-  const auto t0 = Clock::now();
-  Fnv args = ids_fingerprint(seq_ids);
-  args.add(static_cast<std::uint64_t>(k_new.ndim == 4 ? k_new.shape[1] : -1));
-  args.add(static_cast<std::uint64_t>(q.ndim == 4 ? q.shape[1] : -1));
-  args.add(causal ? 3u : 2u);
-  m.agree_call(
-      api,
-      [&] {
-        m.check_append(api, seq_ids, k_new, v_new);
-        m.check_decode(api, seq_ids, q, out, lse, false);
-      },
-      args);
-  m.commit_append(seq_ids, k_new, v_new, m.plan_append(api, seq_ids, k_new.shape[1]));
-  m.stats.check_seconds = since(t0);
-  m.run_decode(seq_ids, q, out, lse, causal);
-  m.stats.seconds = since(t0);
 }
 
 void DistKVCache::remove(std::int64_t seq_id) {

@@ -3,7 +3,7 @@
 // Owns: Communicator, an RAII handle on an MPI_Comm_dup of the caller's communicator, plus
 // the point-to-point and collective operations the strategies need, with byte/message
 // counters and a progress hook for overlapping transfers with kernel tiles.
-// Invariants: never calls MPI_Init/MPI_Finalize; <mpi.h> is included only by src/comm_mpi.cc
+// Invariants: never calls MPI_Init/MPI_Finalize; <mpi.h> is included only by src/comm_mpi*.cc
 // (users holding an MPI_Comm use burst/comm_interop.h or pass MPI_Comm_c2f(comm)).
 // Payloads are bytes (MPI_BYTE): a caller lays out its fields (any dtype, each at an offset
 // aligned to its element size; src/wire_layout.h) and sends the buffer; counts are bytes, int64,
