@@ -330,35 +330,46 @@ TEST_F(CudnnAttention, GraphsAreCachedByKey) {
   EXPECT_EQ(state_->executed(), ran + 2);
 }
 
+/// Case c's backward on cuDNN from base's forward (out, lse, delta) into fp32 dq, dk, dv that
+/// hold `init` (accumulate: added into; else overwritten); returns what was written (less init
+/// when accumulating), having checked that cuDNN ran the step.
+std::vector<Tensor> backward_into_fp32(const GpuCase& c, const GpuInputs& in, const GpuResults& base,
+                                       const std::vector<Tensor>& init, bool accumulate,
+                                       cuda::CudnnState& state) {
+  const auto qp = c.positions(true), kp = c.positions(false);
+  const ResolvedMask mask(c.mask, c.global(true), c.global(false));
+  const kernels::KernelArgs args =
+      kernel_args(qp, kp, mask, static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.D))));
+  const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
+  DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), false),
+            k = to_device(in.k.bits.data(), c.dt, c.ks(), false),
+            v = to_device(in.v.bits.data(), c.dt, c.ks(), false),
+            g = to_device(in.g.bits.data(), c.dt, c.qs(), false),
+            o = to_device(base.out.bits.data(), c.dt, c.qs(), false),
+            l = to_device(base.lse.data(), DType::F32, rs, false),
+            d = to_device(base.delta.data(), DType::F32, rs, false),
+            gq = to_device(init[0].data(), DType::F32, c.qs(), false),
+            gk = to_device(init[1].data(), DType::F32, c.ks(), false),
+            gv = to_device(init[2].data(), DType::F32, c.ks(), false);
+  const std::int64_t before = state.executed();
+  cuda::step_backward(g.view, q.view, k.view, v.view, l.view, d.view, gq.view, gk.view, gv.view, args,
+                      accumulate, nullptr, cuda::StepKernel::Cudnn, &state, &o.view);
+  cuda::check(cudaDeviceSynchronize(), "backward");
+  EXPECT_EQ(state.executed(), before + 1) << "cuDNN did not take the step";
+  return gradients_written(c, gq, gk, gv, init, accumulate);
+}
+
 // accumulate: cuDNN's 16-bit gradients added into fp32 dq, dk, dv; written fresh into fp32 they
 // are the same values (widened), which meet the oracle's bounds.
 TEST_F(CudnnAttention, AccumulateAddsIntoFp32Gradients) {
   const GpuCase c = gpu_case("accumulate", 4, 2, 150, 150, 64, Mask::causal_mask());
   const GpuInputs in = inputs_of(c);
-  const auto pos = c.positions(true);
-  const ResolvedMask mask(c.mask, c.S_q, c.S_kv);
-  const kernels::KernelArgs args = kernel_args(pos, pos, mask, static_cast<float>(1.0 / std::sqrt(64.0)));
-  const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
   GpuResults base = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
   std::vector<Tensor> fresh, added;
   for (bool accumulate : {false, true}) {
-    std::vector<Tensor> init{random_tensor(c.qs(), 31), random_tensor(c.ks(), 32), random_tensor(c.ks(), 33)};
-    DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), false),
-              k = to_device(in.k.bits.data(), c.dt, c.ks(), false),
-              v = to_device(in.v.bits.data(), c.dt, c.ks(), false),
-              g = to_device(in.g.bits.data(), c.dt, c.qs(), false),
-              o = to_device(base.out.bits.data(), c.dt, c.qs(), false),
-              l = to_device(base.lse.data(), DType::F32, rs, false),
-              d = to_device(base.delta.data(), DType::F32, rs, false),
-              gq = to_device(init[0].data(), DType::F32, c.qs(), false),
-              gk = to_device(init[1].data(), DType::F32, c.ks(), false),
-              gv = to_device(init[2].data(), DType::F32, c.ks(), false);
-    const std::int64_t before = state_->executed();
-    cuda::step_backward(g.view, q.view, k.view, v.view, l.view, d.view, gq.view, gk.view, gv.view, args,
-                        accumulate, nullptr, cuda::StepKernel::Cudnn, state_.get(), &o.view);
-    cuda::check(cudaDeviceSynchronize(), "backward");
-    EXPECT_EQ(state_->executed(), before + 1);
-    (accumulate ? added : fresh) = gradients_written(c, gq, gk, gv, init, accumulate);
+    const std::vector<Tensor> init{random_tensor(c.qs(), 31), random_tensor(c.ks(), 32),
+                                   random_tensor(c.ks(), 33)};
+    (accumulate ? added : fresh) = backward_into_fp32(c, in, base, init, accumulate, *state_);
   }
   // The same 16-bit values, up to the fp32 rounding of one addition to init (|init| < 1).
   for (std::size_t t = 0; t < 3; ++t) {
@@ -381,35 +392,15 @@ TEST_F(CudnnAttention, KeysNoQuerySeesGetZeroGradients) {
   c.seq_q_global = c.seq_kv_global = 160;
   const GpuInputs in = inputs_of(c);
   const GpuResults base = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
-  const auto qp = c.positions(true), kp = c.positions(false);
-  const ResolvedMask mask(c.mask, c.global(true), c.global(false));
-  const kernels::KernelArgs args = kernel_args(qp, kp, mask, static_cast<float>(1.0 / std::sqrt(64.0)));
-  const std::vector<std::int64_t> rs{c.B, c.H, c.S_q};
   const std::vector<Tensor> init{random_tensor(c.qs(), 41), random_tensor(c.ks(), 42),
                                  random_tensor(c.ks(), 43)};
-  DevTensor q = to_device(in.q.bits.data(), c.dt, c.qs(), false),
-            k = to_device(in.k.bits.data(), c.dt, c.ks(), false),
-            v = to_device(in.v.bits.data(), c.dt, c.ks(), false),
-            g = to_device(in.g.bits.data(), c.dt, c.qs(), false),
-            o = to_device(base.out.bits.data(), c.dt, c.qs(), false),
-            l = to_device(base.lse.data(), DType::F32, rs, false),
-            d = to_device(base.delta.data(), DType::F32, rs, false),
-            gq = to_device(init[0].data(), DType::F32, c.qs(), false),
-            gk = to_device(init[1].data(), DType::F32, c.ks(), false),
-            gv = to_device(init[2].data(), DType::F32, c.ks(), false);
-  const std::int64_t before = state_->executed();
-  cuda::step_backward(g.view, q.view, k.view, v.view, l.view, d.view, gq.view, gk.view, gv.view, args, true,
-                      nullptr, cuda::StepKernel::Cudnn, state_.get(), &o.view);
-  cuda::check(cudaDeviceSynchronize(), "backward");
-  EXPECT_EQ(state_->executed(), before + 1) << "cuDNN did not take the step";
-  const std::vector<Tensor> added = gradients_written(c, gq, gk, gv, init, true);
+  const std::vector<Tensor> added = backward_into_fp32(c, in, base, init, true, *state_);
   const std::int64_t row = c.H_kv * c.D;  // BSHD, B = 1: key j's values [j·row, (j + 1)·row)
   for (const auto& [name, t16, t32] :
        {std::tuple{"dk", &base.dk, &added[1]}, std::tuple{"dv", &base.dv, &added[2]}}) {
     double seen = 0;
     for (std::int64_t i = 0; i < t32->numel(); ++i) {
-      const bool unseen = i >= c.S_q * row;
-      if (unseen) {
+      if (i >= c.S_q * row) {
         ASSERT_EQ(t16->wide.data()[i], 0.0f) << name << " fresh [" << i << "]";
         ASSERT_EQ(t32->data()[i], 0.0f) << name << " added [" << i << "]";
       } else {
