@@ -11,6 +11,8 @@
 // Communicator::node_topology: ranks node-contiguous): nodes and devices_per_node of the spec;
 // on the emulated cluster (scripts/cluster.sh run, docs/multinode.md) the inter-node link is
 // the emulated one, with its tc rate.
+// This file: copy bandwidth, MPI links and collectives, the spec assembled and the command;
+// the kernel's timing (rates, overhead, masking probe, bf16): cmd_calibrate_kernel.cc.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -24,283 +26,26 @@
 #include <memory>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "bench/cluster_spec_io.h"
 #include "bench/harness.h"
-#include "burst/attention.h"
 #include "burst/comm.h"
 #include "burst/cost_model.h"
 #include "burst/dispatch.h"
 #include "burst/error.h"
-#include "burst/mask.h"
-#include "burst/plan.h"
-#include "burst/splitmix64.h"
+#include "cmd_calibrate_internal.h"
 #include "commands.h"
 
 namespace burst::cli {
 
 namespace {
 
-struct CalibrateOptions {
-  int threads = 1, repeats = 5;
-  std::int64_t heads = 8, head_dim = 64;
-  std::vector<std::int64_t> seqs{512, 1024, 2048, 4096};
-  std::string name = "calibrated", output;
-  std::string device = "cpu", cluster = "h200_nvlink_node";  // --device cuda: cmd_calibrate_gpu.cc
-  std::int64_t gpu_seq = 32768;
-  double comm_timeout = 300;  // the communication watchdog (burst/comm.h): a rank that never comes
-  bool shared_cores = false;  // more ranks on a node than its cores (÷ threads) hold
-  // One rank per compute slot (shared cores, the per-call overhead's fit): barriers sleep between
-  // polls, and only ranks with `computes` run the kernel while the others sleep.
-  bool one_per_slot = false, computes = true;
-};
-
-void fill_uniform(std::vector<float>& x, std::uint64_t seed) {
-  SplitMix64 rng(seed * 0x9e3779b97f4a7c15ull + 7);
-  for (float& v : x) v = static_cast<float>(2 * rng.uniform() - 1);
-}
-
-/// Seconds of back-to-back kernel calls per timed repeat when ranks share cores (time_kernel).
-constexpr double kSharedCoresBatchSeconds = 0.05;
-
-struct KernelPoint {
-  double flops = 0, seconds = 0;
-};
-
-/// Positions of the masking probe: queries on even, keys on odd positions of a causal mask over
-/// 2S, so the hulls of almost every tile overlap the diagonal (Partial, masked per element).
-struct Interleaved {
-  std::vector<std::int64_t> q, k;
-  explicit Interleaved(std::int64_t S) : q(static_cast<std::size_t>(S)), k(static_cast<std::size_t>(S)) {
-    for (std::int64_t i = 0; i < S; ++i) {
-      q[static_cast<std::size_t>(i)] = 2 * i;
-      k[static_cast<std::size_t>(i)] = 2 * i + 1;
-    }
-  }
-};
-
-/// A barrier whose waiting ranks sleep between polls (0.1 ms) instead of spinning in MPI, so that
-/// ranks not being timed leave the cores to those that are. Collective.
-void sleeping_barrier(const Communicator& comm) {
-  auto sleep_until_done = [](Request r) {
-    while (!r.test()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  };
-  if (comm.rank() == 0) {
-    for (int r = 1; r < comm.size(); ++r) sleep_until_done(comm.irecv(ByteBuffer(1), r, 11));
-    for (int r = 1; r < comm.size(); ++r) sleep_until_done(comm.isend(ByteBuffer(1), r, 12));
-  } else {
-    sleep_until_done(comm.isend(ByteBuffer(1), 0, 11));
-    sleep_until_done(comm.irecv(ByteBuffer(1), 0, 12));
-  }
-}
-
-/// Median seconds of `collective` over every rank (each round after `barrier`, comm.barrier() when
-/// empty; max over the ranks whose clock `counts`), after one warm-up round. Collective.
-double collective_seconds(const Communicator& comm, const std::function<void()>& collective, int rounds,
-                          const std::function<void()>& barrier = {}, bool counts = true) {
-  std::vector<double> samples;
-  for (int i = 0; i < rounds + 1; ++i) {
-    if (barrier)
-      barrier();
-    else
-      comm.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    collective();
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double slowest = comm.all_reduce_max(counts ? t : 0.0);
-    if (i >= 1) samples.push_back(slowest);
-  }
-  return bench::summarize(samples).median;
-}
-
-/// Median over repeats of the seconds all ranks take to run the forward or backward kernel at
-/// length S together (between two barriers): full mask, or
-/// (probe != nullptr) the causal masking probe on its interleaved positions; operands and results
-/// stored as `dtype` (BF16 on an AVX512_BF16 CPU: the bf16-arithmetic path).
-KernelPoint time_kernel(const Communicator& comm, const CalibrateOptions& o, std::int64_t S, bool backward,
-                        const Interleaved* probe = nullptr, DType dtype = DType::F32) {
-  const std::int64_t H = o.heads, D = o.head_dim;
-  const std::vector<std::int64_t> shape{1, S, H, D};
-  auto seeded = [&shape](std::uint64_t seed) {
-    Tensor t(shape);
-    fill_uniform(t.vec(), seed);
-    return t;
-  };
-  const bench::StoredTensor q(seeded(1), dtype), k(seeded(2), dtype), v(seeded(3), dtype),
-      dout(seeded(4), dtype);
-  const bench::StoredTensor out(Tensor(shape), dtype), dq(Tensor(shape), dtype), dk(Tensor(shape), dtype),
-      dv(Tensor(shape), dtype);
-  Tensor lse({1, H, S});
-  AttentionParams p;
-  p.num_threads = o.threads;
-  if (probe != nullptr) {
-    p.mask = Mask::causal_mask();
-    p.q_positions = probe->q.data();
-    p.kv_positions = probe->k.data();
-    p.seq_q_global = p.seq_kv_global = 2 * S;
-  }
-  auto run = [&] {
-    if (backward)
-      attention_backward(dout.view, q.view, k.view, v.view, out.view, lse.view(), dq.view, dk.view, dv.view,
-                         p);
-    else
-      attention_forward(q.view, k.view, v.view, out.view, lse.view(), p);
-  };
-  // Every repeat runs on all ranks at once, between two barriers, and counts from a rank's
-  // leaving the first to the last rank's reaching the second (max over ranks): the ranks share
-  // the cores as they do inside a distributed pass. Timing each rank's kernel alone misses
-  // that: with more ranks than cores a rank the scheduler holds back starts its clock late, so
-  // every rank measures the solo time while the ranks in fact run in turn (and ranks timing
-  // their repeats on their own drift apart and sometimes run one to a core).
-  // Ranks sharing cores: a repeat also pays for the scheduler letting the last rank back onto a
-  // core (about a time slice), a fixed cost per repeat that the fit would charge to every kernel
-  // call, where a distributed pass pays it once for its many calls. So run back-to-back calls
-  // filling kSharedCoresBatchSeconds between the barriers and count per call.
-  // one_per_slot: the same between sleeping barriers, only the ranks that compute timed (the
-  // others sleep, so each computing rank has a core to itself).
-  auto barrier = [&] {
-    if (o.one_per_slot)
-      sleeping_barrier(comm);
-    else
-      comm.barrier();
-  };
-  auto per_call = [&](int calls, int rounds) {  // max over ranks: the same on every rank
-    return collective_seconds(
-               comm,
-               [&] {
-                 if (o.computes)
-                   for (int i = 0; i < calls; ++i) run();
-                 barrier();
-               },
-               rounds, barrier, o.computes) /
-           calls;
-  };
-  int calls = 1;
-  if (o.shared_cores)
-    calls = std::max(1, static_cast<int>(std::ceil(kSharedCoresBatchSeconds / per_call(1, 1))));
-  const double seconds = per_call(calls, o.repeats);
-  const double pairs = static_cast<double>(S) * static_cast<double>(S);
-  return {attention_flops(pairs, 1, H, D, backward), seconds};
-}
-
 std::string seqs_text(const std::vector<std::int64_t>& seqs) {
   std::string out;
   for (std::int64_t S : seqs) out += (out.empty() ? "" : ",") + std::to_string(S);
   return out;
-}
-
-/// Seconds per query row of a Partial tile at head dim `D` (ClusterSpec::partial_row_cost): the
-/// masking probe's time minus that of the full-mask kernel scaled to the area the probe
-/// computes, over its Partial rows — area and rows counted with the spec's tiles as the model
-/// counts them. Probe and full run alternate over 3 rounds and the median round counts, so that
-/// a change of the machine's speed between them does not masquerade as masking cost.
-double partial_row_seconds(const Communicator& comm, CalibrateOptions o, const ClusterSpec& c, std::int64_t S,
-                           bool backward, std::int64_t D) {
-  o.head_dim = D;
-  const Interleaved probe(S);
-  SequenceLayout layout;
-  layout.P = 2;
-  layout.S_global = 2 * S;
-  layout.positions = {probe.q, probe.k};
-  std::vector<double> rows;
-  const auto [tile_q, tile_kv] = c.kernel_tile(backward);
-  const std::vector<double> area = visible_pair_matrix(ResolvedMask(Mask::causal_mask(), 2 * S, 2 * S),
-                                                       layout, 1.0, tile_q, tile_kv, &rows);
-  if (rows[1] <= 0) return 0.0;
-  const double over = c.call_overhead(backward);
-  const double share = area[1] / (static_cast<double>(S) * static_cast<double>(S));
-  std::vector<double> rounds;
-  for (int r = 0; r < 3; ++r) {
-    const double t_full = time_kernel(comm, o, S, backward).seconds;
-    const double t_probe = time_kernel(comm, o, S, backward, &probe).seconds;
-    rounds.push_back((t_probe - over - (t_full - over) * share) / (rows[1] * static_cast<double>(o.heads)));
-  }
-  std::sort(rounds.begin(), rounds.end());
-  return std::max(0.0, rounds[1]);
-}
-
-/// The per-Partial-row cost as a line in the head dim, t_row(D) = base + D · per_dim
-/// (ClusterSpec::partial_row_seconds[_per_dim]), from the probe at 5/8, 7/8, 1, 11/8 and 7/4 of
-/// the calibration's head dim (multiples of 8: 40, 56, 64, 88, 112 at D = 64).
-/// Backward: least squares; a negative slope is noise (the mean, flat) and a negative intercept
-/// becomes a line through the origin. Its Partial tiles cost about 2.5 ns per
-/// row per unit of D here (docs/cost_model.md): one head dim alone carried D = 64's cost to
-/// D = 32 at 1.22x and to D = 128 at 0.86x the measured pass.
-/// Forward: flat, the median of the five (robust to one noisy round; the probe at one head dim
-/// alone moved 59 <-> 113 ns between runs). Its probe also grows with D (about 1 ns per unit),
-/// but real masks' forward passes do not follow it: the line predicted D = 32 at 0.74-0.86x and
-/// D = 128 at 1.07-1.18x of the measured time (the validation of docs/cost_model.md).
-struct RowCost {
-  double base = 0, per_dim = 0;
-  std::vector<std::pair<std::int64_t, double>> points;  // (D, seconds per row)
-};
-RowCost partial_row_line(const Communicator& comm, const CalibrateOptions& o, const ClusterSpec& c,
-                         std::int64_t S, bool backward) {
-  RowCost f;
-  for (std::int64_t D :
-       {o.head_dim * 5 / 8, o.head_dim * 7 / 8, o.head_dim, o.head_dim * 11 / 8, o.head_dim * 7 / 4}) {
-    D = std::max<std::int64_t>(8, (D + 4) / 8 * 8);
-    f.points.emplace_back(D, partial_row_seconds(comm, o, c, S, backward, D));
-  }
-  if (!backward) {
-    std::vector<double> t;
-    for (const auto& point : f.points) t.push_back(point.second);
-    f.base = bench::summarize(t).median;
-    return f;
-  }
-  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& [D, t] : f.points) {
-    const double x = static_cast<double>(D);
-    n += 1;
-    sx += x;
-    sy += t;
-    sxx += x * x;
-    sxy += x * t;
-  }
-  const double det = n * sxx - sx * sx;
-  f.per_dim = det > 0 ? (n * sxy - sx * sy) / det : 0.0;
-  f.base = (sy - f.per_dim * sx) / n;
-  if (f.per_dim < 0) {
-    f.per_dim = 0;
-    f.base = sy / n;
-  } else if (f.base < 0) {
-    f.base = 0;
-    f.per_dim = sxy / sxx;
-  }
-  return f;
-}
-
-std::string row_cost_text(const RowCost& f) {
-  std::string out;
-  for (const auto& [D, t] : f.points)
-    out += (out.empty() ? "" : ", ") + std::to_string(t * 1e9) + " at D=" + std::to_string(D);
-  return out + " -> " + std::to_string(f.base * 1e9) + " + " + std::to_string(f.per_dim * 1e9) + " * D";
-}
-
-/// Weighted least-squares fit (fit_kernel_time) over every calibration length.
-KernelFit fit_lengths(const Communicator& comm, const CalibrateOptions& o, bool backward) {
-  std::vector<std::pair<double, double>> points;
-  for (std::int64_t S : o.seqs) {
-    const KernelPoint k = time_kernel(comm, o, S, backward);
-    points.emplace_back(k.flops, k.seconds);
-  }
-  return fit_kernel_time(points);
-}
-
-/// bf16-operand kernel rate ÷ fp32 rate (ClusterSpec::bf16_speedup_*): the two timed one right
-/// after the other at every calibration length, so that the machine's speed drifting between
-/// runs does not enter the ratio, and the median of the per-length ratios kept.
-double bf16_speedup(const Communicator& comm, const CalibrateOptions& o, bool backward) {
-  std::vector<double> ratios;
-  for (std::int64_t S : o.seqs) {
-    const double t32 = time_kernel(comm, o, S, backward).seconds;
-    const double t16 = time_kernel(comm, o, S, backward, nullptr, DType::BF16).seconds;
-    ratios.push_back(t32 / t16);
-  }
-  return bench::summarize(ratios).median;
 }
 
 /// STREAM-style copy bandwidth (bytes read + written per second), best of 3, min over ranks.
