@@ -40,44 +40,45 @@ bool pieces(const std::int64_t* q_pos, std::int64_t n_q, const std::int64_t* kv_
   return true;
 }
 
-}  // namespace
-
-std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
-                                       const std::int64_t* kv_pos, std::int64_t n_kv) {
+/// Both cuts: for each piece of the outer side (the keys when by_keys, else the queries), one
+/// call on the hull of the other side's pieces the mask does not leave Empty against it; an
+/// outer piece that sees none is left out.
+std::vector<KernelSpan> cut(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
+                            const std::int64_t* kv_pos, std::int64_t n_kv, bool by_keys) {
   std::vector<std::int64_t> qr, kr;
   if (!pieces(q_pos, n_q, kv_pos, n_kv, qr, kr)) return {{0, n_q, 0, n_kv}};
+  const std::vector<std::int64_t>& outer = by_keys ? kr : qr;
+  const std::vector<std::int64_t>& inner = by_keys ? qr : kr;
+  // The span of outer piece [o0, o1) and inner piece [i0, i1).
+  const auto span = [by_keys](std::int64_t o0, std::int64_t o1, std::int64_t i0, std::int64_t i1) {
+    return by_keys ? KernelSpan{i0, i1, o0, o1} : KernelSpan{o0, o1, i0, i1};
+  };
   std::vector<KernelSpan> out;
-  for (std::size_t b = 0; b + 1 < kr.size(); ++b) {
-    const std::int64_t k0 = kr[b], k1 = kr[b + 1];
-    std::int64_t q0 = -1, q1 = -1;
-    for (std::size_t a = 0; a + 1 < qr.size(); ++a) {
-      if (mask.classify(q_pos[qr[a]], q_pos[qr[a + 1] - 1], kv_pos[k0], kv_pos[k1 - 1]) == TileClass::Empty)
+  for (std::size_t a = 0; a + 1 < outer.size(); ++a) {
+    const std::int64_t o0 = outer[a], o1 = outer[a + 1];
+    std::int64_t i0 = -1, i1 = -1;
+    for (std::size_t b = 0; b + 1 < inner.size(); ++b) {
+      const KernelSpan sp = span(o0, o1, inner[b], inner[b + 1]);
+      if (mask.classify(q_pos[sp.q0], q_pos[sp.q1 - 1], kv_pos[sp.k0], kv_pos[sp.k1 - 1]) == TileClass::Empty)
         continue;
-      if (q0 < 0) q0 = qr[a];
-      q1 = qr[a + 1];
+      if (i0 < 0) i0 = inner[b];
+      i1 = inner[b + 1];
     }
-    if (q0 >= 0) out.push_back({q0, q1, k0, k1});
+    if (i0 >= 0) out.push_back(span(o0, o1, i0, i1));
   }
   return out;
 }
 
+}  // namespace
+
+std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
+                                       const std::int64_t* kv_pos, std::int64_t n_kv) {
+  return cut(mask, q_pos, n_q, kv_pos, n_kv, true);
+}
+
 std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                       const std::int64_t* kv_pos, std::int64_t n_kv) {
-  std::vector<std::int64_t> qr, kr;
-  if (!pieces(q_pos, n_q, kv_pos, n_kv, qr, kr)) return {{0, n_q, 0, n_kv}};
-  std::vector<KernelSpan> out;
-  for (std::size_t a = 0; a + 1 < qr.size(); ++a) {
-    const std::int64_t q0 = qr[a], q1 = qr[a + 1];
-    std::int64_t k0 = -1, k1 = -1;
-    for (std::size_t b = 0; b + 1 < kr.size(); ++b) {
-      if (mask.classify(q_pos[q0], q_pos[q1 - 1], kv_pos[kr[b]], kv_pos[kr[b + 1] - 1]) == TileClass::Empty)
-        continue;
-      if (k0 < 0) k0 = kr[b];
-      k1 = kr[b + 1];
-    }
-    if (k0 >= 0) out.push_back({q0, q1, k0, k1});
-  }
-  return out;
+  return cut(mask, q_pos, n_q, kv_pos, n_kv, false);
 }
 
 }  // namespace burst::strategies
