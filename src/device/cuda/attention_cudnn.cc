@@ -297,6 +297,29 @@ bool halves_fit(const TensorView& q, const TensorView& k, std::initializer_list<
   return true;
 }
 
+/// A step refused whole, run as two halves of its KV heads: run_half(a, h, a_kv, h_kv) runs
+/// query heads [a, a + h) with KV heads [a_kv, a_kv + h_kv) and says whether cuDNN took them.
+/// The halves share one graph, so only the first can be refused, before any result was written:
+/// false then (the caller's own kernel takes the whole step).
+template <typename RunHalf>
+bool on_halves(const TensorView& q, const TensorView& k, RunHalf&& run_half) {
+  const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
+  for (int half = 0; half < 2; ++half) {
+    if (!run_half(half * h, h, half * h_kv, h_kv)) {
+      BURST_CHECK(half == 0, Internal, "cuDNN SDPA: the second half of a step's heads was refused");
+      return false;
+    }
+  }
+  return true;
+}
+
+/// cuDNN's Stats buffer for lse rows that are not packed [B,H,S_q] on 16 bytes (a step's rows of
+/// a wider lse, a head half: cudnn_stats_packed), else null (cuDNN reads or writes lse itself).
+std::unique_ptr<Scratch> stats_scratch(const TensorView& lse, cudaStream_t stream) {
+  if (cudnn_stats_packed(lse) && aligned16(lse)) return nullptr;
+  return std::make_unique<Scratch>(lse, DType::F32, stream);
+}
+
 }  // namespace
 
 std::string CudnnState::last_refusal() const { return impl_->last_refusal; }
@@ -333,9 +356,7 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
   const DeviceScope scope(q.device);
   // cuDNN writes its Stats into a packed [B,H,S_q] buffer where lse is a step's rows of a wider
   // lse (a query-chunk span, a head half), copied into lse afterwards, as the backward reads one.
-  std::unique_ptr<Scratch> lse32;
-  if (!cudnn_stats_packed(lse_out) || !aligned16(lse_out))
-    lse32 = std::make_unique<Scratch>(lse_out, DType::F32, stream);
+  const std::unique_ptr<Scratch> lse32 = stats_scratch(lse_out, stream);
   const TensorView& lse = lse32 ? lse32->view : lse_out;
   const bool direct = out.dtype == q.dtype && out.stride[3] == 1 && aligned16(out);
   std::unique_ptr<Scratch> o16;
@@ -361,20 +382,13 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
         .set_stride({lse.stride[0], lse.stride[1], lse.stride[2], 1});
     return graph;
   });
-  if (g == nullptr) {  // refused whole: two halves of the KV heads (one graph for both)
-    if (!halves_fit(q, k, {&q, &out}, {&k, &v})) return false;
-    const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
-    for (int half = 0; half < 2; ++half) {
-      const bool ran =
-          cudnn_step_forward(state, mask, heads(q, 2, half * h, h), heads(k, 2, half * h_kv, h_kv),
-                             heads(v, 2, half * h_kv, h_kv), heads(out, 2, half * h, h),
-                             heads(lse_out, 1, half * h, h), scale, stream);
-      if (!ran) {  // the second half's graph is the first's: refused only when the first was
-        BURST_CHECK(half == 0, Internal, "cuDNN SDPA: the second half of a step's heads was refused");
-        return false;
-      }
-    }
-    return true;
+  if (g == nullptr) {  // refused whole: two halves of the KV heads
+    return halves_fit(q, k, {&q, &out}, {&k, &v}) &&
+           on_halves(q, k, [&](std::int64_t a, std::int64_t h, std::int64_t a_kv, std::int64_t h_kv) {
+             return cudnn_step_forward(state, mask, heads(q, 2, a, h), heads(k, 2, a_kv, h_kv),
+                                       heads(v, 2, a_kv, h_kv), heads(out, 2, a, h), heads(lse_out, 1, a, h),
+                                       scale, stream);
+           });
   }
   std::unordered_map<std::int64_t, void*> pack{
       {kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, o.data}, {kStats, lse.data}};
@@ -392,12 +406,8 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
   const DeviceScope scope(q.device);
   // cuDNN (before 9.26) reads the backward's Stats only as a packed [B,H,S_q] tensor; a step's
   // rows of a wider lse (a ring step's span, Auto's timing block, a head half) are copied into
-  // one first (4·B·H·S_q bytes, against the step's O(S_q·S_kv) work).
-  std::unique_ptr<Scratch> lse32;
-  if (!cudnn_stats_packed(lse_in) || !aligned16(lse_in)) {
-    lse32 = std::make_unique<Scratch>(lse_in, DType::F32, stream);
-    copy(lse_in, lse32->view, stream);
-  }
+  // one before the graph runs (4·B·H·S_q bytes, against the step's O(S_q·S_kv) work).
+  const std::unique_ptr<Scratch> lse32 = stats_scratch(lse_in, stream);
   const TensorView& lse = lse32 ? lse32->view : lse_in;
   auto in_place = [&](const TensorView& t) {
     return !accumulate && t.dtype == q.dtype && t.stride[3] == 1 && aligned16(t);
@@ -430,25 +440,19 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
     as_bshd(dV, "dV", kDV, gv);
     return graph;
   });
-  if (g == nullptr) {  // refused whole: two halves of the KV heads (one graph for both)
-    if (!halves_fit(q, k, {&q, &dout, out, &dq}, {&k, &v, &dk, &dv})) return false;
-    const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
-    for (int half = 0; half < 2; ++half) {
-      const std::int64_t a = half * h, a_kv = half * h_kv;
-      TensorView out_half;
-      if (out != nullptr) out_half = heads(*out, 2, a, h);
-      const bool ran =
-          cudnn_step_backward(state, mask, heads(dout, 2, a, h), heads(q, 2, a, h), heads(k, 2, a_kv, h_kv),
-                              heads(v, 2, a_kv, h_kv), out != nullptr ? &out_half : nullptr,
-                              heads(lse_in, 1, a, h), heads(delta, 1, a, h), heads(dq, 2, a, h),
-                              heads(dk, 2, a_kv, h_kv), heads(dv, 2, a_kv, h_kv), scale, accumulate, stream);
-      if (!ran) {  // nothing written yet: the own kernel takes the whole step
-        BURST_CHECK(half == 0, Internal, "cuDNN SDPA: the second half of a step's heads was refused");
-        return false;
-      }
-    }
-    return true;
+  if (g == nullptr) {  // refused whole: two halves of the KV heads
+    return halves_fit(q, k, {&q, &dout, out, &dq}, {&k, &v, &dk, &dv}) &&
+           on_halves(q, k, [&](std::int64_t a, std::int64_t h, std::int64_t a_kv, std::int64_t h_kv) {
+             TensorView out_half;
+             if (out != nullptr) out_half = heads(*out, 2, a, h);
+             return cudnn_step_backward(state, mask, heads(dout, 2, a, h), heads(q, 2, a, h),
+                                        heads(k, 2, a_kv, h_kv), heads(v, 2, a_kv, h_kv),
+                                        out != nullptr ? &out_half : nullptr, heads(lse_in, 1, a, h),
+                                        heads(delta, 1, a, h), heads(dq, 2, a, h), heads(dk, 2, a_kv, h_kv),
+                                        heads(dv, 2, a_kv, h_kv), scale, accumulate, stream);
+           });
   }
+  if (lse32) copy(lse_in, lse32->view, stream);
   if (o16) synthesize_out(dout, delta, o, stream);
   // Keys no query sees (a top-left causal step with more keys than queries: keys S_q..S_kv − 1)
   // have zero gradients; they are written here, so the result does not depend on whether cuDNN
