@@ -29,6 +29,14 @@ struct LocalBlock {
   std::int64_t B, S, H, H_kv, D, q_numel, kv_numel, row_numel;
 };
 
+/// Query rows [a, b) of out [B,S,H,D] and lse [B,H,S] as rows that see no key: out 0, lse −inf.
+void fill_unseen(const device::Device& dev, const TensorView& out, const TensorView& lse, std::int64_t a,
+                 std::int64_t b) {
+  if (a >= b) return;
+  dev.fill(narrow(out, 1, a, b), 0.0f);
+  dev.fill(narrow(lse, 2, a, b), kNegInf);
+}
+
 LocalBlock local_block(const TensorView& q, const TensorView& k) {
   const std::int64_t B = q.size(0), S = q.size(1), H = q.size(2), H_kv = k.size(2), D = q.size(3);
   return {B, S, H, H_kv, D, B * S * H * D, B * S * H_kv * D, B * H * S};
@@ -100,20 +108,15 @@ RingRunStats ring_pass_forward(const RingExecutor& exec, const RingBlocks& block
             return;
           }
           std::int64_t done = 0;
-          const auto blank = [&](std::int64_t a, std::int64_t b) {
-            if (a >= b) return;
-            dev.fill(narrow(o, 1, a, b), 0.0f);
-            dev.fill(narrow(l, 2, a, b), kNegInf);
-          };
           for (const KernelSpan& sp : forward_spans(*blocks.mask, q_pos, d.S, kv_pos, d.S)) {
-            blank(done, sp.q0);
+            fill_unseen(dev, o, l, done, sp.q0);
             dev.step_forward(narrow(q, 1, sp.q0, sp.q1), narrow(kj, 1, sp.k0, sp.k1),
                              narrow(vj, 1, sp.k0, sp.k1), narrow(o, 1, sp.q0, sp.q1),
                              narrow(l, 2, sp.q0, sp.q1),
                              params(blocks, q_pos + sp.q0, kv_pos + sp.k0, progress));
             done = sp.q1;
           }
-          blank(done, d.S);
+          fill_unseen(dev, o, l, done, d.S);
         };
         if (first) {
           step(out, lse);
@@ -124,10 +127,7 @@ RingRunStats ring_pass_forward(const RingExecutor& exec, const RingBlocks& block
         }
       },
       rs);
-  if (first) {  // every block empty: rows see no key (out = 0, lse = −inf)
-    dev.fill(out, 0.0f);
-    dev.fill(lse, kNegInf);
-  }
+  if (first) fill_unseen(dev, out, lse, 0, d.S);  // every block empty
   pool.put(std::move(out_mem));
   pool.put(std::move(lse_mem));
   return rs;
