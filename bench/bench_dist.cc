@@ -9,15 +9,20 @@
 #include <cmath>
 #include <ctime>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
+
+#include <omp.h>
 
 #include "bench/bench_timeline.h"
 #include "bench/cli_options.h"
 #include "bench/gpu.h"
 #include "bench/harness.h"
 #include "bench/slow_device.h"
+#include "burst/attention.h"
 #include "burst/comm.h"
+#include "burst/dispatch.h"
 #include "burst/error.h"
 #include "burst/splitmix64.h"
 #include "burst/strategy.h"
@@ -66,6 +71,66 @@ Reduced reduce(const Communicator& c, const Sample& s) {
   r.peak = c.all_reduce_max(s.peak);
   r.inter = c.all_reduce_max(s.inter);
   return r;
+}
+
+/// The fp32 FMA rate of the calling thread (run_fma_probe on the fp32 kernels' path), in GFLOP
+/// per wall second and per thread CPU-second: one warm-up, then the medians of 5 runs of ~5 ms.
+struct FmaRate {
+  double wall = 0, cpu = 0;
+};
+
+FmaRate fma_rate_this_thread(Isa isa) {
+  const std::int64_t iters = std::int64_t{1} << 20;
+  (void)run_fma_probe(isa, iters);
+  std::vector<double> wall, cpu;
+  for (int i = 0; i < 5; ++i) {
+    const double c0 = cpu_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
+    const auto t0 = std::chrono::steady_clock::now();
+    const double flop = run_fma_probe(isa, iters);
+    const double w = seconds_since(t0), c = cpu_clock_seconds(CLOCK_THREAD_CPUTIME_ID) - c0;
+    if (w > 0 && c > 0) {
+      wall.push_back(flop / w / 1e9);
+      cpu.push_back(flop / c / 1e9);
+    }
+  }
+  if (wall.empty()) return {};
+  return {summarize(wall).median, summarize(cpu).median};
+}
+
+/// What each core of the run gives when all of them are busy (docs/manycore.md § The cores'
+/// ceiling): every thread of every rank runs the FMA probe at once, right after a barrier.
+/// GFLOP/s per wall second (min / median / max over all of them) and the median per thread
+/// CPU-second (a core's rate while it runs the thread). Meant for one thread per core: with more
+/// threads than cores, time slices of a few ms decide which runs overlap, so the wall rates are a
+/// sample of the sharing, not its average.
+/// A P = 1 run's value is one core's with the others idle, so a P-rank run's median over P = 1's
+/// bounds the strong-scaling efficiency the cores allow. Collective over `world`.
+struct CoreCeiling {
+  double min = 0, median = 0, max = 0, cpu_median = 0;
+  int threads = 0;  ///< probes summarised: ranks × threads per rank
+};
+
+CoreCeiling probe_cores_busy(const Communicator& world, int threads) {
+  const Isa isa = resolve_isa(Isa::Auto, DType::F32, KernelPass::Forward);
+  std::vector<double> mine(2 * static_cast<std::size_t>(threads), 0.0);  // wall, cpu per thread
+  world.barrier();
+#pragma omp parallel num_threads(threads)
+  {
+    const FmaRate r = fma_rate_this_thread(isa);
+    const auto t = static_cast<std::size_t>(omp_get_thread_num());
+    mine[2 * t] = r.wall;
+    mine[2 * t + 1] = r.cpu;
+  }
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
+  world.all_gather(std::as_bytes(std::span<const double>(mine)),
+                   std::as_writable_bytes(std::span<double>(all)));
+  std::vector<double> wall, cpu;
+  for (std::size_t i = 0; i < all.size(); i += 2) {
+    wall.push_back(all[i]);
+    cpu.push_back(all[i + 1]);
+  }
+  const Timing w = summarize(wall);
+  return CoreCeiling{w.min, w.median, w.max, summarize(cpu).median, static_cast<int>(wall.size())};
 }
 
 BackwardSide side_from(const std::string& s) {
@@ -222,6 +287,8 @@ void run_dist(const DistOptions& o) {
       g_fb.push_back(g_f.back() + g_b.back());
     }
   }
+  // The cores' rate with all of them busy, beside the timed passes (not on GPU ranks).
+  const CoreCeiling ceiling = gpu ? CoreCeiling{} : probe_cores_busy(world, o.threads);
   // The configuration every record of this run carries (the timeline's on every rank, the
   // summary records on rank 0).
   const Plan& plan = attn.plan();
@@ -267,6 +334,13 @@ void run_dist(const DistOptions& o) {
     j["partials_dtype"] = to_string(cfg.partials_dtype);
     j["warmup"] = o.warmup;
     j["load_1m"] = load_average_1m();
+    if (!gpu) {
+      j["fma_peak_gflops_per_core_all_busy"] = ceiling.median;
+      j["fma_peak_gflops_per_core_all_busy_min"] = ceiling.min;
+      j["fma_peak_gflops_per_core_all_busy_max"] = ceiling.max;
+      j["fma_peak_gflops_per_core_all_busy_cpu"] = ceiling.cpu_median;
+      j["fma_probes_at_once"] = ceiling.threads;
+    }
     if (cfg.strategy == StrategyKind::Usp) {
       j["ulysses_degree"] = o.ulysses_degree;
       j["usp_ring"] = o.usp_ring;

@@ -60,6 +60,8 @@ def main():
             by_case[c][p + ".beyond"].append(r["exposed_beyond_busiest_seconds"])
         if "balance" in r:
             by_case[c][p + ".balance"].append(r["balance"])
+        if "fma_peak_gflops_per_core_all_busy" in r and p == "fwd+bwd":
+            by_case[c]["fma_all_busy"].append(r["fma_peak_gflops_per_core_all_busy"])
     stats = {}
     for c, fields in by_case.items():
         if not fields.get("fwd+bwd.seconds"):
@@ -130,13 +132,22 @@ def main():
 
     # Efficiency of burst against P = 1 (same dtype and S).
     p1 = {meta[c][3]: c for c in stats if meta[c][0] == "burst" and meta[c][1] == 1}
-    lines.append("\nburst efficiency against P = 1 (median seconds P1 / (P x median seconds P)):")
+    lines.append("\nburst efficiency against P = 1 (median seconds P1 / (P x median seconds P)); the cores' "
+                 "ceiling (FMA probe per core with all P busy / with one busy, medians over rounds) and the "
+                 "efficiency over it:")
     for c in sorted(stats, key=lambda c: (str(meta[c][3]), meta[c][1])):
         strategy, P, T, dt, S = meta[c]
         if strategy != "burst" or T != 1 or P == 1 or dt not in p1:
             continue
         eff = med(p1[dt]) / (P * med(c))
-        lines.append(f"  {dt} P = {P}: {eff:.2f} (P1 {med(p1[dt]):.2f} s)")
+        line = f"  {dt} P = {P}: {eff:.2f} (P1 {med(p1[dt]):.2f} s)"
+        one, busy = med(p1[dt], "fma_all_busy"), med(c, "fma_all_busy")
+        if one and busy:
+            ceiling = busy / one
+            out["cases"][c]["core_ceiling"] = ceiling
+            out["cases"][c]["efficiency_over_ceiling"] = eff / ceiling
+            line += f"; cores' ceiling {ceiling:.2f} ({busy:.0f} / {one:.0f} GFLOP/s), over it {eff / ceiling:.2f}"
+        lines.append(line)
         if P == 16:
             out["targets"].append({"target": f"burst efficiency >= 0.80 at P=16, {dt}", "ok": eff >= 0.80,
                                    "value": eff})

@@ -108,6 +108,10 @@ with tempfile.TemporaryDirectory() as tmp:
         check(d["usp_ring"] == "burst" and d["seconds"] > 0, f"bench dist {d['pass']}: configuration or time")
         if "bytes_predicted" in d:
             check(d["bytes_sent"] == d["bytes_predicted"], f"bench dist {d['pass']}: bytes vs plan")
+        # The cores' ceiling: P probes at once, rates ordered and positive (a probe that never ran reads 0).
+        busy = [d[f"fma_peak_gflops_per_core_all_busy{s}"] for s in ("_min", "", "_max")]
+        check(d["fma_probes_at_once"] == P and 0 < busy[0] <= busy[1] <= busy[2]
+              and d["fma_peak_gflops_per_core_all_busy_cpu"] > 0, f"bench dist {d['pass']}: the cores' probe {d}")
 
     # An emulated slow rank (bench/slow_device.h): the last rank's kernels at 3x; the records
     # say so, the pass takes longer than without, and the bad values are refused on every rank.
