@@ -1,13 +1,16 @@
 // The device seam's CPU operations (src/device/cpu/cpu_device.h) against plain index loops:
 // strided copy, gather and scatter(-add) along a middle and the innermost dimension, rounding to
-// bf16 and adding it, the first non-finite element (padding never read) and fill (padding never
-// written).
+// bf16 and adding it, the first non-finite element (padding never read; the block scan against
+// its element-by-element twin) and fill (padding never written).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <vector>
 
+#include "burst/splitmix64.h"
 #include "burst/tensor.h"
 #include "device/cpu/cpu_device.h"
 
@@ -80,4 +83,67 @@ TEST(CpuDevice, CopiesGathersScattersFillsAddsAndRoundsAsPlainLoops) {
 }
 
 }  // namespace
+/// The block scan of first_nonfinite against first_nonfinite_elementwise: f32, bf16 and f16
+/// storage; contiguous views (one run of up to 9,000 elements, so hits fall in later blocks and
+/// on block edges), views with padding between rows, heads or tokens (runs of one row or one
+/// token), and an innermost stride of 2; no hit, one or several planted inf / −inf / NaN
+/// (several exponent patterns of each), some only in the padding, which neither may report.
+TEST(CpuDevice, FirstNonfiniteBlockScanMatchesTheElementwiseTwin) {
+  const device::CpuDevice dev;
+  SplitMix64 rng(20261128);
+  const auto pick = [&](std::int64_t n) {
+    return static_cast<std::int64_t>(rng.uniform() * static_cast<double>(n));
+  };
+  const float specials[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::quiet_NaN()};
+  int hits = 0, cases = 0;
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (int trial = 0; trial < 60; ++trial) {
+      const std::int64_t B = 1 + pick(2), S = 1 + pick(40), H = 1 + pick(4), D = 1 + pick(70);
+      // Padding: 0 (contiguous), after each row, after each token, or the innermost stride 2.
+      const int pad = trial % 4;
+      const std::int64_t sd = pad == 3 ? 2 : 1, sh = D * sd + (pad == 1 ? 3 : 0);
+      const std::int64_t ss = H * sh + (pad == 2 ? 5 : 0), sb = S * ss + (pad == 0 ? 0 : 7);
+      const std::int64_t n = B * sb;
+      std::vector<float> values(static_cast<std::size_t>(n));
+      for (float& x : values) x = static_cast<float>(8 * rng.uniform() - 4);
+      const int planted = trial % 5 == 0 ? 0 : 1 + static_cast<int>(pick(3));
+      for (int i = 0; i < planted; ++i) values[static_cast<std::size_t>(pick(n))] = specials[pick(4)];
+      std::vector<std::uint16_t> bits16(static_cast<std::size_t>(n));
+      TensorView t = make_view(values.data(), {B, S, H, D});
+      if (dtype != DType::F32) {
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          const float x = values[i];
+          if (dtype == DType::BF16)
+            bits16[i] = bf16_from_float(x);
+          else  // f16: finite values stay finite (|x| < 4); specials keep their class
+            bits16[i] = std::isnan(x)   ? 0x7e00
+                        : std::isinf(x) ? (x > 0 ? 0x7c00 : 0xfc00)
+                                        : f16_from_float(x);
+        }
+        t = make_view(bits16.data(), dtype, {B, S, H, D});
+      }
+      t.stride = {sb, ss, sh, sd};
+      const std::int64_t want = device::first_nonfinite_elementwise(t);
+      ASSERT_EQ(dev.first_nonfinite(t), want)
+          << to_string(dtype) << " trial " << trial << " shape " << B << "x" << S << "x" << H << "x" << D;
+      hits += want >= 0;
+      ++cases;
+    }
+  // The planted values must have been seen in most cases, and missed in the others.
+  EXPECT_GT(hits, cases / 2);
+  EXPECT_LT(hits, cases);
+  // One long contiguous run: a hit at every position near the block edges, then none.
+  std::vector<float> run(2 * 4 * 2 * 300, 1.0f);
+  const TensorView rv = make_view(run.data(), {2, 4, 2, 300});
+  for (const std::int64_t at : {0L, 1L, 255L, 256L, 257L, 511L, 512L, 4000L, 4799L}) {
+    run[static_cast<std::size_t>(at)] = specials[at % 4];
+    EXPECT_EQ(dev.first_nonfinite(rv), at);
+    EXPECT_EQ(device::first_nonfinite_elementwise(rv), at);
+    run[static_cast<std::size_t>(at)] = 1.0f;
+  }
+  EXPECT_EQ(dev.first_nonfinite(rv), -1);
+}
+
 }  // namespace burst

@@ -282,13 +282,48 @@ std::uint64_t CpuDevice::fingerprint(std::initializer_list<TensorView> views) co
   return h;
 }
 
-std::int64_t CpuDevice::first_nonfinite(const TensorView& t) const {
+namespace {
+
+/// The exponent mask of a storage dtype: all ones there means inf or NaN.
+std::uint32_t exponent_all_ones(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return 0x7f800000u;
+    case DType::BF16: return 0x7f80u;
+    case DType::F16: return 0x7c00u;
+    default:
+      BURST_FAIL(Internal, "first_nonfinite: dtype ", to_string(dtype), " (expected f32, bf16 or f16)");
+  }
+}
+
+/// The first of n contiguous elements of `Bits` at p whose exponent is all ones, or −1. Blocks
+/// of 256 are tested with a branch-free OR, which the compiler vectorises; only a block with a
+/// hit is walked element by element.
+template <typename Bits>
+std::int64_t first_all_ones(const char* p, std::int64_t n, Bits all_ones) {
+  constexpr std::int64_t kBlock = 256;
+  const auto is_hit = [&](std::int64_t i) {
+    Bits b;
+    std::memcpy(&b, p + i * static_cast<std::int64_t>(sizeof(Bits)), sizeof b);
+    return static_cast<Bits>((b & all_ones) == all_ones);
+  };
+  for (std::int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const std::int64_t end = std::min(n, i0 + kBlock);
+    Bits hit = 0;
+    for (std::int64_t i = i0; i < end; ++i) hit |= is_hit(i);
+    if (hit != 0)
+      for (std::int64_t i = i0; i < end; ++i)
+        if (is_hit(i) != 0) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::int64_t first_nonfinite_elementwise(const TensorView& t) {
   BURST_CHECK(t.ndim == 4, Internal, "first_nonfinite: ", t.describe(), " is not 4-dimensional");
   const auto* base = static_cast<const unsigned char*>(t.data);
   const std::size_t es = dtype_size(t.dtype);
-  const std::uint32_t all_ones = t.dtype == DType::F32    ? 0x7f800000u
-                                 : t.dtype == DType::BF16 ? 0x7f80u
-                                                          : 0x7c00u;
+  const std::uint32_t all_ones = exponent_all_ones(t.dtype);
   std::int64_t flat = 0;
   for (std::int64_t a = 0; a < t.size(0); ++a)
     for (std::int64_t b = 0; b < t.size(1); ++b)
@@ -300,6 +335,29 @@ std::int64_t CpuDevice::first_nonfinite(const TensorView& t) const {
           std::memcpy(&bits, row + static_cast<std::size_t>(d * t.stride[3]) * es, es);
           if ((bits & all_ones) == all_ones) return flat;
         }
+      }
+  return -1;
+}
+
+std::int64_t CpuDevice::first_nonfinite(const TensorView& t) const {
+  BURST_CHECK(t.ndim == 4, Internal, "first_nonfinite: ", t.describe(), " is not 4-dimensional");
+  const std::uint32_t all_ones = exponent_all_ones(t.dtype);
+  if (t.stride[3] != 1 && t.size(3) > 1) return first_nonfinite_elementwise(t);
+  // Row-major runs as long as the strides allow (a contiguous tensor is one run); the flat index
+  // counts the elements of the runs before.
+  View4 v = view4(t), same = v;
+  merge_inner(v, same, -1);
+  std::int64_t flat = 0;
+  for (std::int64_t a = 0; a < v.shape[0]; ++a)
+    for (std::int64_t b = 0; b < v.shape[1]; ++b)
+      for (std::int64_t c = 0; c < v.shape[2]; ++c) {
+        const char* run = v.base + v.es * (a * v.stride[0] + b * v.stride[1] + c * v.stride[2]);
+        const std::int64_t at =
+            t.dtype == DType::F32
+                ? first_all_ones<std::uint32_t>(run, v.shape[3], all_ones)
+                : first_all_ones<std::uint16_t>(run, v.shape[3], static_cast<std::uint16_t>(all_ones));
+        if (at >= 0) return flat + at;
+        flat += v.shape[3];
       }
   return -1;
 }

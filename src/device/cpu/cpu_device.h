@@ -45,4 +45,10 @@ class CpuDevice : public Device {
   std::int64_t first_nonfinite(const TensorView& t) const override;
 };
 
+/// CpuDevice::first_nonfinite's reference twin: the same answer (the row-major index of the first
+/// element of t [4-d, f32 / bf16 / f16, any strides] whose exponent is all ones, or −1), one
+/// element at a time. The fast scan runs it for views whose innermost stride is not 1.
+/// Throws: Error(Internal) for another dtype or rank.
+std::int64_t first_nonfinite_elementwise(const TensorView& t);
+
 }  // namespace burst::device
