@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -17,6 +16,7 @@
 #include "burst/error.h"
 #include "device/cuda/cuda_memory.h"
 #include "device/cuda/elementwise.h"
+#include "device/lru_cache.h"
 #include "strategies/views.h"
 
 #if defined(BURST_HAVE_CUDNN)
@@ -138,9 +138,15 @@ namespace fe = cudnn_frontend;
 using GraphPtr = std::shared_ptr<fe::graph::Graph>;
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 
+/// Built graphs kept per state: enough for every step shape of several configurations (a ring
+/// pass has a few), bounded so that a run of ever new shapes (varlen: one key per sequence
+/// length) does not hold every graph it ever built. The least recently used go first.
+constexpr std::size_t kMaxCachedGraphs = 128;
+
 struct CudnnState::Impl {
   cudnnHandle_t handle = nullptr;
-  std::map<std::vector<std::int64_t>, GraphPtr> graphs;  ///< nullptr: cuDNN refused the key
+  device::LruCache<std::vector<std::int64_t>, GraphPtr> graphs{
+      kMaxCachedGraphs};  ///< nullptr: cuDNN refused the key
   std::int64_t executed = 0, built = 0;
   std::string last_refusal;               ///< the frontend's stage and message of the last refused build
   std::int64_t planted_max_kv_heads = 0;  ///< plant_refusal_above_kv_heads
@@ -203,7 +209,7 @@ GraphPtr new_graph(DType dt) {
 /// The graph of `key` from the cache, or built by `make` (nullptr when cuDNN refuses it).
 template <typename Make>
 GraphPtr cached(CudnnState::Impl& s, const std::vector<std::int64_t>& key, Make&& make) {
-  if (auto it = s.graphs.find(key); it != s.graphs.end()) return it->second;
+  if (const GraphPtr* hit = s.graphs.find(key)) return *hit;
   GraphPtr g = make();
   ++s.built;
   std::string why;
@@ -220,7 +226,11 @@ GraphPtr cached(CudnnState::Impl& s, const std::vector<std::int64_t>& key, Make&
     g = nullptr;
     s.last_refusal = why;
   }
-  s.graphs.emplace(key, g);
+  // An evicted graph's kernels may still be queued on a stream: they finish before it is freed.
+  // A miss past the capacity (a build, milliseconds or more) pays one device synchronisation.
+  const auto evicted = s.graphs.insert(key, g);  // freed when this returns, after the wait
+  if (!evicted.empty())
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before freeing evicted cuDNN graphs)");
   return g;
 }
 

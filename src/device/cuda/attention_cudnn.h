@@ -2,7 +2,8 @@
 // cuDNN frontend's graph API (internal, library burst_cuda; docs/gpu.md § cuDNN).
 //
 // Owns: CudnnState, a cuDNN handle on one GPU and the graphs built for it, cached by shape,
-// dtype, strides, mask and scale (a graph's build costs milliseconds to seconds: once per key).
+// dtype, strides, mask and scale (a graph's build costs milliseconds to seconds: once per key);
+// the 128 most recently used are kept (device/lru_cache.h).
 // The backend is compiled only where the frontend's headers were found (CMake:
 // BURST_CUDNN_FRONTEND_DIR); elsewhere a CudnnState holds nothing, cudnn_unsupported says why,
 // and StepKernel::Cudnn runs the own kernels.

@@ -1,0 +1,92 @@
+// LruCache (device/lru_cache.h) against a plain model: a vector of (key, value) pairs, most
+// recent first, cut to the capacity after each insert. Random finds and inserts over a small key
+// space at capacities 1..6; the evicted entries, every lookup and the size must match the
+// model's; plus the hand cases: a refreshed entry survives, a replaced value evicts nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "burst/error.h"
+#include "burst/splitmix64.h"
+#include "device/lru_cache.h"
+
+namespace burst::device {
+namespace {
+
+using Entry = std::pair<int, std::string>;
+
+/// The model: entries most recent first.
+struct Model {
+  std::size_t capacity;
+  std::vector<Entry> entries;
+  const std::string* find(int key) {
+    const auto it =
+        std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.first == key; });
+    if (it == entries.end()) return nullptr;
+    std::rotate(entries.begin(), it, it + 1);
+    return &entries.front().second;
+  }
+  std::vector<Entry> insert(int key, const std::string& value) {
+    if (find(key) != nullptr) {
+      entries.front().second = value;
+      return {};
+    }
+    entries.insert(entries.begin(), {key, value});
+    std::vector<Entry> evicted;
+    while (entries.size() > capacity) {
+      evicted.push_back(entries.back());
+      entries.pop_back();
+    }
+    return evicted;
+  }
+};
+
+TEST(LruCache, MatchesAPlainModelUnderRandomUse) {
+  SplitMix64 rng(7);
+  std::int64_t total_evicted = 0;
+  for (std::size_t capacity = 1; capacity <= 6; ++capacity) {
+    LruCache<int, std::string> cache(capacity);
+    Model model{capacity, {}};
+    for (int op = 0; op < 2000; ++op) {
+      const int key = static_cast<int>(rng.uniform() * 10);
+      if (rng.uniform() < 0.5) {
+        const std::string* want = model.find(key);
+        std::string* got = cache.find(key);
+        ASSERT_EQ(got == nullptr, want == nullptr) << "capacity " << capacity << " op " << op;
+        if (got != nullptr) { ASSERT_EQ(*got, *want); }
+      } else {
+        const std::string value = std::to_string(op);
+        ASSERT_EQ(cache.insert(key, value), model.insert(key, value))
+            << "capacity " << capacity << " op " << op;
+      }
+      ASSERT_EQ(cache.size(), model.entries.size());
+      ASSERT_LE(cache.size(), capacity);
+    }
+    total_evicted += cache.evictions();
+  }
+  EXPECT_GT(total_evicted, 0);  // the random use did evict
+}
+
+TEST(LruCache, KeepsTheRecentlyUsedAndHandsBackTheEvicted) {
+  LruCache<int, std::string> cache(2);
+  EXPECT_TRUE(cache.insert(1, "a").empty());
+  EXPECT_TRUE(cache.insert(2, "b").empty());
+  ASSERT_NE(cache.find(1), nullptr);  // 1 is now the most recent
+  const auto evicted = cache.insert(3, "c");
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0], (Entry{2, "b"}));
+  EXPECT_EQ(cache.find(2), nullptr);
+  EXPECT_TRUE(cache.insert(1, "a2").empty());  // a replaced value evicts nothing
+  EXPECT_EQ(*cache.find(1), "a2");
+  EXPECT_EQ(cache.evictions(), 1);
+  cache.clear();
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.find(1), nullptr);
+  EXPECT_THROW((LruCache<int, int>(0)), Error);
+}
+
+}  // namespace
+}  // namespace burst::device
