@@ -251,17 +251,15 @@ void execute(CudnnState::Impl& s, const GraphPtr& g, std::unordered_map<std::int
 }
 
 /// A contiguous stream-ordered BSHD tensor of `like`'s shape in dtype dt, freed on the stream.
+/// Its geometry (view's shape and strides: what a graph's key and attributes read) exists from
+/// construction, its memory only after allocate(): a step allocates once cuDNN has taken its
+/// graph, so a step refused whole and run as head halves holds no full-size scratch meanwhile.
 class Scratch {
  public:
   Scratch(const TensorView& like, DType dt, cudaStream_t stream) : stream_(stream) {
     const std::vector<std::int64_t> shape(like.shape.begin(), like.shape.begin() + like.ndim);
-    std::int64_t n = 1;
-    for (std::int64_t d : shape) n *= d;
-    if (n > 0)
-      check(cudaMallocAsync(&data_, static_cast<std::size_t>(n) * dtype_size(dt), stream),
-            "cudaMallocAsync (cuDNN scratch)");
-    view = make_view(static_cast<const void*>(data_), dt, shape);
-    view.data = data_;
+    for (std::int64_t d : shape) elements_ *= d;
+    view = make_view(static_cast<const void*>(nullptr), dt, shape);
     view.device = like.device;
   }
   ~Scratch() {
@@ -269,12 +267,26 @@ class Scratch {
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
+  /// Allocates the memory (stream-ordered; once) and points view at it.
+  void allocate() {
+    if (data_ != nullptr || elements_ == 0) return;
+    check(cudaMallocAsync(&data_, static_cast<std::size_t>(elements_) * dtype_size(view.dtype), stream_),
+          "cudaMallocAsync (cuDNN scratch)");
+    view.data = data_;
+  }
   TensorView view;
 
  private:
   cudaStream_t stream_;
+  std::int64_t elements_ = 1;
   void* data_ = nullptr;
 };
+
+/// Allocates every scratch given (null ones skipped).
+void allocate(std::initializer_list<Scratch*> scratch) {
+  for (Scratch* s : scratch)
+    if (s != nullptr) s->allocate();
+}
 
 std::vector<std::int64_t> key_head(int kind, DType dt, CudnnMask m, float scale) {
   std::uint32_t bits = 0;
@@ -400,6 +412,7 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
                                        scale, stream);
            });
   }
+  allocate({lse32.get(), o16.get()});
   std::unordered_map<std::int64_t, void*> pack{
       {kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, o.data}, {kStats, lse.data}};
   execute(state.impl(), g, pack, stream);
@@ -462,6 +475,7 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
                                         heads(dv, 2, a_kv, h_kv), scale, accumulate, stream);
            });
   }
+  allocate({lse32.get(), o16.get(), dq16.get(), dk16.get(), dv16.get()});
   if (lse32) copy(lse_in, lse32->view, stream);
   if (o16) synthesize_out(dout, delta, o, stream);
   // Keys no query sees (a top-left causal step with more keys than queries: keys S_q..S_kv − 1)
