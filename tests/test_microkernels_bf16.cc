@@ -24,6 +24,7 @@
 #include "burst/attention.h"
 #include "burst/error.h"
 #include "burst/tensor.h"
+#include "kernels/exp2_p16.h"
 #include "kernels/microkernels.h"
 #include "kernels/tiled_common.h"
 #include "test_util.h"
@@ -147,15 +148,46 @@ TEST(MicrokernelsBf16, ConversionsAreThePortableRoundingBitForBit) {
   }
 }
 
+// exp2_p16, P's polynomial (kernels/exp2_p16.h), against fp64 2^x: within kExp2P16MaxRelError
+// on 400,001 points of [−126, 0] and on every fp32 value of r in [−0.5, 0.5] stepped by 2^−16
+// around several n; at least a tenth of that bound somewhere (it is the polynomial's error, not a
+// bound that cannot be reached); exactly 1 at 0, 2^−126 at −126 (normal, never a denormal), 0
+// below −126 and for −inf and NaN; increasing on a dense grid (P keeps the order of the scores).
+TEST(MicrokernelsBf16, Exp2P16IsWithinItsStatedErrorOfFp64) {
+  double worst = 0;
+  float prev = 0.0f;
+  for (int i = 0; i <= 400000; ++i) {
+    const float x = -126.0f + 126.0f * static_cast<float>(i) / 400000.0f;
+    const float e = kernels::exp2_p16(x);
+    const double want = std::exp2(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(e / want - 1));
+    ASSERT_GE(e, prev) << "x=" << x;
+    prev = e;
+  }
+  for (const float n : {-120.0f, -7.0f, -1.0f, 0.0f})
+    for (int k = -32768; k <= 32768; ++k) {
+      const float x = n + static_cast<float>(k) * 0x1.0p-16f;
+      if (x > 0.0f || x < -126.0f) continue;
+      worst = std::max(worst, std::fabs(kernels::exp2_p16(x) / std::exp2(static_cast<double>(x)) - 1));
+    }
+  EXPECT_LE(worst, kernels::kExp2P16MaxRelError);
+  EXPECT_GE(worst, 0.1 * kernels::kExp2P16MaxRelError);
+  EXPECT_EQ(kernels::exp2_p16(0.0f), 1.0f);
+  EXPECT_EQ(kernels::exp2_p16(-126.0f), 0x1.0p-126f);
+  EXPECT_EQ(kernels::exp2_p16(-126.01f), 0.0f);
+  EXPECT_EQ(kernels::exp2_p16(-INFINITY), 0.0f);
+  EXPECT_EQ(kernels::exp2_p16(NAN), 0.0f);
+}
+
 // probs_bf16 (the bf16 forward's P row) against its scalar twin: the argument by std::fma (one
-// rounding), the same table's exp2 entry (the polynomial every entry shares), the portable bf16
+// rounding), exp2_p16 (kernels/exp2_p16.h: P's degree-4 polynomial), the portable bf16
 // rounding — bit for bit where the argument is ≥ −126, and exactly 0 below it and for −inf
 // scores, under FlushDenormals as the kernels run; the returned sum within fp32 summation error
-// of the twin's fp64 sum of the same fp32 values; the twin's fp32 values within exp2's accuracy
-// of fp64; and on scores picked where rounding the argument twice changes the bf16 P. Sizes: one vector (the
-// tail alone), two (one paired step), three (step and tail), a forward tile row (128) and a long row. A
-// swapped half of the paired narrowing, a lane left out of the sum, a missed tail, a wrong scale or shift, or
-// a write past n fails it.
+// of the twin's fp64 sum of the same fp32 values; the twin's fp32 values within the polynomial's
+// stated accuracy (kExp2P16MaxRelError) of fp64; and on scores picked where rounding the argument twice
+// changes the bf16 P. Sizes: one vector (the tail alone), two (one paired step), three (step and tail), a
+// forward tile row (128) and a long row. A swapped half of the paired narrowing, a lane left out of the sum,
+// a missed tail, a wrong scale or shift, or a write past n fails it.
 TEST(MicrokernelsBf16, ProbsBf16IsItsScalarTwinBitForBit) {
   if (bf16_tables().empty()) GTEST_SKIP() << "no table with bf16 entries on this CPU";
   for (Isa isa : bf16_tables()) {
@@ -180,10 +212,10 @@ TEST(MicrokernelsBf16, ProbsBf16IsItsScalarTwinBitForBit) {
       double twin_sum = 0;
       for (int j = 0; j < n; ++j) {
         const float arg = std::fma(s[static_cast<std::size_t>(j)], c2, -shift);
-        float e = 0.0f;
-        mk.exp2(&arg, &e, 1);
+        const float e = kernels::exp2_p16(arg);
         if (arg >= -126.0f) {
-          EXPECT_NEAR(e, std::exp2(static_cast<double>(arg)), 3e-7 * std::exp2(static_cast<double>(arg)))
+          EXPECT_NEAR(e, std::exp2(static_cast<double>(arg)),
+                      kernels::kExp2P16MaxRelError * std::exp2(static_cast<double>(arg)))
               << "j=" << j;
           ASSERT_EQ(p[static_cast<std::size_t>(j)], bf16_from_float(e)) << "j=" << j << " arg=" << arg;
           twin_sum += e;
@@ -209,8 +241,10 @@ TEST(MicrokernelsBf16, ProbsBf16IsItsScalarTwinBitForBit) {
       volatile float product = cand[i] * c2;  // rounded on its own: no contraction into an FMA
       twice[i] = product - shift;
     }
-    mk.exp2(fused.data(), e_fused.data(), static_cast<std::int64_t>(n_cand));
-    mk.exp2(twice.data(), e_twice.data(), static_cast<std::int64_t>(n_cand));
+    for (std::size_t i = 0; i < n_cand; ++i) {
+      e_fused[i] = kernels::exp2_p16(fused[i]);
+      e_twice[i] = kernels::exp2_p16(twice[i]);
+    }
     for (std::size_t i = 0; i < n_cand && picked.size() < 128; ++i)
       if (bf16_from_float(e_fused[i]) != bf16_from_float(e_twice[i])) picked.push_back(cand[i]);
     ASSERT_GE(picked.size(), 16u) << to_string(isa);
@@ -219,9 +253,7 @@ TEST(MicrokernelsBf16, ProbsBf16IsItsScalarTwinBitForBit) {
     kernels::FlushDenormals flush;
     mk.probs_bf16(picked.data(), static_cast<int>(picked.size()), c2, shift, p.data());
     for (std::size_t j = 0; j < picked.size(); ++j) {
-      const float arg = std::fma(picked[j], c2, -shift);
-      float e = 0.0f;
-      mk.exp2(&arg, &e, 1);
+      const float e = kernels::exp2_p16(std::fma(picked[j], c2, -shift));
       ASSERT_EQ(p[j], bf16_from_float(e)) << to_string(isa) << " s=" << picked[j] << ": not one rounding";
     }
   }

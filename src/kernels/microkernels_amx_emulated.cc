@@ -21,6 +21,7 @@
 
 #include "burst/tensor.h"
 #include "kernels/amx_tiles.h"
+#include "kernels/exp2_p16.h"
 #include "kernels/microkernels.h"
 
 namespace burst::kernels {
@@ -122,21 +123,15 @@ const Microkernels& fp32_table() {
   return best == Isa::Avx512Bf16 || best == Isa::Avx512 ? microkernels_avx512() : microkernels_avx2();
 }
 
-// Microkernels::probs_bf16 in scalar steps: the argument by std::fma (one rounding), exp2 by the
-// fp32 table's entry (the polynomial of every table), the scalar narrowing; summed in order.
+// Microkernels::probs_bf16 in scalar steps: the argument by std::fma (one rounding), exp2 by
+// exp2_p16 (kernels/exp2_p16.h: the vector tables' polynomial for P, bit for bit), the scalar
+// narrowing; summed in order.
 float probs_bf16(const float* s, int n, float c2, float shift, std::uint16_t* p) {
-  const Microkernels& fp32 = fp32_table();
-  constexpr int kChunk = 64;
-  float arg[kChunk], e[kChunk];
   float sum = 0.0f;
-  for (int j0 = 0; j0 < n; j0 += kChunk) {
-    const int m = n - j0 < kChunk ? n - j0 : kChunk;
-    for (int j = 0; j < m; ++j) arg[j] = std::fma(s[j0 + j], c2, -shift);
-    fp32.exp2(arg, e, m);
-    for (int j = 0; j < m; ++j) {
-      sum += e[j];
-      p[j0 + j] = narrow(e[j]);
-    }
+  for (int j = 0; j < n; ++j) {
+    const float e = exp2_p16(std::fma(s[j], c2, -shift));
+    sum += e;
+    p[j] = narrow(e);
   }
   return sum;
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/exp2_p16.h"
 #include "kernels/microkernels.h"
 
 namespace burst::kernels {
@@ -134,6 +135,19 @@ void pack_pairs_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std
   }
 }
 
+// exp2 of P before its bf16 rounding (kernels/exp2_p16.h: the degree-4 polynomial, exp2_p16 its
+// scalar twin bit for bit): exp2_nonpos's range reduction and zero mask around it.
+__m512 exp2_p16(__m512 x) {
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kExp2P16C4), r, _mm512_set1_ps(kExp2P16C3));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2P16C2));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2P16C1));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(keep, p, n);
+}
+
 // Two vectors a step: two exp2 chains in flight, and one vcvtne2ps2bf16 (b's lanes low, a's
 // high) narrows both into one 32-element store.
 float probs_bf16(const float* s, int n, float c2, float shift, std::uint16_t* p) {
@@ -141,14 +155,14 @@ float probs_bf16(const float* s, int n, float c2, float shift, std::uint16_t* p)
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   int j = 0;
   for (; j + 2 * kW <= n; j += 2 * kW) {
-    const __m512 e0 = VecT::exp2_nonpos(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), c, neg_shift));
-    const __m512 e1 = VecT::exp2_nonpos(_mm512_fmadd_ps(_mm512_loadu_ps(s + j + kW), c, neg_shift));
+    const __m512 e0 = exp2_p16(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), c, neg_shift));
+    const __m512 e1 = exp2_p16(_mm512_fmadd_ps(_mm512_loadu_ps(s + j + kW), c, neg_shift));
     acc0 = _mm512_add_ps(acc0, e0);
     acc1 = _mm512_add_ps(acc1, e1);
     _mm512_storeu_si512(p + j, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(e1, e0)));
   }
   for (; j < n; j += kW) {
-    const __m512 e = VecT::exp2_nonpos(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), c, neg_shift));
+    const __m512 e = exp2_p16(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), c, neg_shift));
     acc0 = _mm512_add_ps(acc0, e);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + j), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(e)));
   }
