@@ -330,6 +330,28 @@ TEST_F(CudnnAttention, GraphsAreCachedByKey) {
   EXPECT_EQ(state_->executed(), ran + 2);
 }
 
+// With room for two graphs, another case's graphs evict the first case's (after the device
+// finished their kernels): running the first case again builds graphs again, and every run
+// meets the oracle's bounds, before and after an eviction.
+TEST_F(CudnnAttention, EvictedGraphsAreBuiltAgain) {
+  state_->set_graph_capacity(2);
+  const GpuCase a = gpu_case("evict a", 2, 2, 64, 64, 64, Mask::causal_mask());
+  const GpuCase b = gpu_case("evict b", 2, 2, 96, 96, 64, Mask::causal_mask());
+  const GpuInputs ia = inputs_of(a), ib = inputs_of(b);
+  check_case(a, ia, run_case(a, ia, cuda::StepKernel::Cudnn, state_.get()), true);
+  const std::int64_t built_a = state_->built();
+  run_case(a, ia, cuda::StepKernel::Cudnn, state_.get());
+  EXPECT_EQ(state_->built(), built_a) << "a's graphs fit: a second run builds none";
+  check_case(b, ib, run_case(b, ib, cuda::StepKernel::Cudnn, state_.get()), true);
+  EXPECT_GT(state_->evicted(), 0) << "b's graphs did not evict a's";
+  const std::int64_t built_b = state_->built();
+  const std::int64_t ran = state_->executed();
+  check_case(a, ia, run_case(a, ia, cuda::StepKernel::Cudnn, state_.get()), true);
+  EXPECT_GT(state_->built(), built_b) << "a's evicted graphs were not built again";
+  EXPECT_EQ(state_->executed(), ran + 2) << "cuDNN did not run a's steps after the eviction";
+  state_->set_graph_capacity(128);
+}
+
 /// Case c's backward on cuDNN from base's forward (out, lse, delta) into fp32 dq, dk, dv that
 /// hold `init` (accumulate: added into; else overwritten); returns what was written (less init
 /// when accumulating), having checked that cuDNN ran the step.

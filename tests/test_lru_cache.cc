@@ -1,7 +1,8 @@
 // LruCache (device/lru_cache.h) against a plain model: a vector of (key, value) pairs, most
-// recent first, cut to the capacity after each insert. Random finds and inserts over a small key
-// space at capacities 1..6; the evicted entries, every lookup and the size must match the
-// model's; plus the hand cases: a refreshed entry survives, a replaced value evicts nothing.
+// recent first, cut to the capacity after each insert. Random finds, inserts and new capacities
+// over a small key space, starting at capacities 1..6; the evicted entries, every lookup and the
+// size must match the model's; plus the hand cases: a refreshed entry survives, a replaced value
+// evicts nothing, a smaller capacity evicts the least recent.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -52,7 +53,16 @@ TEST(LruCache, MatchesAPlainModelUnderRandomUse) {
     Model model{capacity, {}};
     for (int op = 0; op < 2000; ++op) {
       const int key = static_cast<int>(rng.uniform() * 10);
-      if (rng.uniform() < 0.5) {
+      if (rng.uniform() < 0.02) {  // a new capacity: both evict down to it
+        const std::size_t cap = 1 + static_cast<std::size_t>(rng.uniform() * 6);
+        model.capacity = cap;
+        std::vector<Entry> want;
+        while (model.entries.size() > cap) {
+          want.push_back(model.entries.back());
+          model.entries.pop_back();
+        }
+        ASSERT_EQ(cache.set_capacity(cap), want) << "capacity " << cap << " op " << op;
+      } else if (rng.uniform() < 0.5) {
         const std::string* want = model.find(key);
         std::string* got = cache.find(key);
         ASSERT_EQ(got == nullptr, want == nullptr) << "capacity " << capacity << " op " << op;
@@ -63,7 +73,7 @@ TEST(LruCache, MatchesAPlainModelUnderRandomUse) {
             << "capacity " << capacity << " op " << op;
       }
       ASSERT_EQ(cache.size(), model.entries.size());
-      ASSERT_LE(cache.size(), capacity);
+      ASSERT_LE(cache.size(), model.capacity);
     }
     total_evicted += cache.evictions();
   }
@@ -82,6 +92,15 @@ TEST(LruCache, KeepsTheRecentlyUsedAndHandsBackTheEvicted) {
   EXPECT_TRUE(cache.insert(1, "a2").empty());  // a replaced value evicts nothing
   EXPECT_EQ(*cache.find(1), "a2");
   EXPECT_EQ(cache.evictions(), 1);
+
+  // A smaller capacity evicts the least recent down to it: 1 ("a2") is more recent than 3.
+  ASSERT_NE(cache.find(1), nullptr);
+  const auto trimmed = cache.set_capacity(1);
+  ASSERT_EQ(trimmed.size(), 1u);
+  EXPECT_EQ(trimmed[0], (Entry{3, "c"}));
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.evictions(), 2);
+  EXPECT_THROW(cache.set_capacity(0), Error);
   cache.clear();
   EXPECT_EQ(cache.size(), 0u);
   EXPECT_EQ(cache.find(1), nullptr);

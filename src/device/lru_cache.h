@@ -46,15 +46,15 @@ class LruCache {
     }
     order_.emplace_front(key, std::move(value));
     index_.emplace(key, order_.begin());
-    std::vector<std::pair<Key, Value>> evicted;
-    while (order_.size() > capacity_) {
-      auto last = std::prev(order_.end());
-      index_.erase(last->first);
-      evicted.push_back(std::move(*last));
-      order_.erase(last);
-    }
-    evictions_ += static_cast<std::int64_t>(evicted.size());
-    return evicted;
+    return trim();
+  }
+
+  /// A new capacity (> 0); returns the entries evicted to fit it, least recent first.
+  /// Throws: Error(InvalidArgument) for 0.
+  std::vector<std::pair<Key, Value>> set_capacity(std::size_t capacity) {
+    BURST_CHECK(capacity > 0, InvalidArgument, "LruCache: capacity must be > 0");
+    capacity_ = capacity;
+    return trim();
   }
 
   void clear() {
@@ -67,6 +67,18 @@ class LruCache {
   std::int64_t evictions() const noexcept { return evictions_; }
 
  private:
+  std::vector<std::pair<Key, Value>> trim() {
+    std::vector<std::pair<Key, Value>> evicted;
+    while (order_.size() > capacity_) {
+      auto last = std::prev(order_.end());
+      index_.erase(last->first);
+      evicted.push_back(std::move(*last));
+      order_.erase(last);
+    }
+    evictions_ += static_cast<std::int64_t>(evicted.size());
+    return evicted;
+  }
+
   using Order = std::list<std::pair<Key, Value>>;  // most recent first
   std::size_t capacity_;
   Order order_;

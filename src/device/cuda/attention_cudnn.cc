@@ -121,6 +121,8 @@ std::int64_t CudnnState::executed() const noexcept { return 0; }
 std::int64_t CudnnState::built() const noexcept { return 0; }
 std::string CudnnState::last_refusal() const { return ""; }
 void CudnnState::plant_refusal_above_kv_heads(std::int64_t) {}
+void CudnnState::set_graph_capacity(std::size_t) {}
+std::int64_t CudnnState::evicted() const noexcept { return 0; }
 
 bool cudnn_step_forward(CudnnState&, CudnnMask, const TensorView&, const TensorView&, const TensorView&,
                         const TensorView&, const TensorView&, float, cudaStream_t) {
@@ -346,6 +348,13 @@ std::unique_ptr<Scratch> stats_scratch(const TensorView& lse, cudaStream_t strea
 
 std::string CudnnState::last_refusal() const { return impl_->last_refusal; }
 void CudnnState::plant_refusal_above_kv_heads(std::int64_t n) { impl_->planted_max_kv_heads = n; }
+void CudnnState::set_graph_capacity(std::size_t n) {
+  const DeviceScope scope(Device{DeviceKind::Cuda, device_});
+  const auto evicted = impl_->graphs.set_capacity(n);  // freed when this returns, after the wait
+  if (!evicted.empty())
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before freeing evicted cuDNN graphs)");
+}
+std::int64_t CudnnState::evicted() const noexcept { return impl_->graphs.evictions(); }
 
 namespace {
 

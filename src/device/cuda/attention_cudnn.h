@@ -20,6 +20,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,6 +57,10 @@ class CudnnState {
   /// Test hook: graphs of more than n KV heads are refused as cuDNN would refuse an oversized
   /// one (0: none), so the split into head halves runs on any GPU.
   void plant_refusal_above_kv_heads(std::int64_t n);
+  /// Test hook: keep at most n > 0 built graphs (default 128), the least recently used evicted
+  /// (after the device finished their kernels); graphs evicted since construction.
+  void set_graph_capacity(std::size_t n);
+  std::int64_t evicted() const noexcept;
   /// The steps' mask verdicts, cached by contents (cudnn_mask.h): what cudnn_unsupported asks.
   CudnnMaskCache& masks() noexcept { return masks_; }
 
