@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <ctime>
 #include <memory>
 #include <span>
@@ -107,7 +108,8 @@ FmaRate fma_rate_this_thread(Isa isa) {
 /// bounds the strong-scaling efficiency the cores allow. Collective over `world`.
 struct CoreCeiling {
   double min = 0, median = 0, max = 0, cpu_median = 0;
-  int threads = 0;  ///< probes summarised: ranks × threads per rank
+  int threads = 0;               ///< probes summarised: ranks × threads per rank
+  std::vector<double> per_rank;  ///< each rank's median wall rate over its threads
 };
 
 CoreCeiling probe_cores_busy(const Communicator& world, int threads) {
@@ -130,7 +132,13 @@ CoreCeiling probe_cores_busy(const Communicator& world, int threads) {
     cpu.push_back(all[i + 1]);
   }
   const Timing w = summarize(wall);
-  return CoreCeiling{w.min, w.median, w.max, summarize(cpu).median, static_cast<int>(wall.size())};
+  CoreCeiling c{w.min, w.median, w.max, summarize(cpu).median, static_cast<int>(wall.size()), {}};
+  const auto T = static_cast<std::size_t>(threads);
+  for (std::size_t r = 0; r < wall.size(); r += T)
+    c.per_rank.push_back(summarize(std::vector<double>(wall.begin() + static_cast<std::ptrdiff_t>(r),
+                                                       wall.begin() + static_cast<std::ptrdiff_t>(r + T)))
+                             .median);
+  return c;
 }
 
 BackwardSide side_from(const std::string& s) {
@@ -318,7 +326,7 @@ void run_dist(const DistOptions& o) {
   if (cfg.timeline) {
     nlohmann::json timeline_config = config;
     timeline_config["cpu"] = cpu_model_name();
-    collected.write(world, timeline_config, o.timeline);
+    collected.write(world, timeline_config, o.timeline, gpu ? nullptr : &ceiling.per_rank);
   }
   if (world.rank() != 0) return;
   const std::int64_t pairs = ResolvedMask(mask, o.seq, o.seq).visible_pairs();

@@ -60,8 +60,8 @@ void TimelineCollector::add_pass(Timeline& timeline, const char* pass, int rank,
   }
 }
 
-void TimelineCollector::write(const Communicator& comm, const nlohmann::json& config,
-                              const std::string& path) const {
+void TimelineCollector::write(const Communicator& comm, const nlohmann::json& config, const std::string& path,
+                              const std::vector<double>* rank_fma) const {
   std::vector<std::int64_t> words;
   for (std::size_t i = 0; i < records_.size(); ++i) {
     const StepRecord& r = records_[i];
@@ -111,6 +111,8 @@ void TimelineCollector::write(const Communicator& comm, const nlohmann::json& co
     j["copy_seconds"] = double_of(x[9]);
     j["bytes_sent"] = x[10];
     j["bytes_received"] = x[11] < 0 ? nlohmann::json(nullptr) : nlohmann::json(x[11]);
+    if (rank_fma != nullptr && x[0] >= 0 && static_cast<std::size_t>(x[0]) < rank_fma->size())
+      j["fma_all_busy_gflops_rank"] = (*rank_fma)[static_cast<std::size_t>(x[0])];
     out << j.dump() << "\n";
   }
   BURST_CHECK(out.good(), InvalidArgument, "--timeline: writing '", path, "' failed");

@@ -33,9 +33,12 @@ class TimelineCollector {
   /// Gathers every rank's records to rank 0 and writes them to `path` (rank 0 only), one JSON
   /// object per record: `config` plus rank, pass, step, whole_pass, repeat, pass_seconds,
   /// compute_seconds, compute_cpu_seconds, wait_seconds, copy_seconds, bytes_sent,
-  /// bytes_received. Collective over `comm`. Throws Error(InvalidArgument) on rank 0 when the
-  /// write fails after check_path passed (after the gather: no peer is left waiting).
-  void write(const Communicator& comm, const nlohmann::json& config, const std::string& path) const;
+  /// bytes_received, and — when `rank_fma` holds one value per rank — that rank's
+  /// fma_all_busy_gflops_rank (its cores' FMA rate with every core busy: bench dist's probe).
+  /// Collective over `comm`. Throws Error(InvalidArgument) on rank 0 when the write fails after
+  /// check_path passed (after the gather: no peer is left waiting).
+  void write(const Communicator& comm, const nlohmann::json& config, const std::string& path,
+             const std::vector<double>* rank_fma = nullptr) const;
 
  private:
   std::vector<StepRecord> records_;

@@ -7,7 +7,9 @@ exposed communication (and the part of it beyond the busiest rank's busy time, w
 could still hide) and backward balance (medians); burst's efficiency against P = 1; the
 ranks x threads splits as measured and as `burst simulate --cores-per-node` recommends them
 (calibrated spec); the kernels' thread scaling; the cases run with an emulated slow rank
-(`bench dist --emulate-slow-rank`) beside the same case without. Each target line says
+(`bench dist --emulate-slow-rank`) beside the same case without; the cores' ceiling beside
+burst's efficiency, and per rank of round 1's timelines the backward step time beside that
+rank's FMA rate with every core busy (is a slow rank a slow core?). Each target line says
 PASS / FAIL / n/a.
 
 Usage: scripts/manycore_summary.py CHECK.jsonl [--json SUMMARY.json]
@@ -189,6 +191,44 @@ def main():
             base = one.get((r.get("pass"), r.get("dtype")))
             sc = r["gflops"] / (r["threads"] * base) if base else float("nan")
             lines.append(f"  {r.get('dtype')} {r.get('pass')} T = {r['threads']:2d}: {r['gflops']:8.1f}  ({sc:.2f})")
+    # Round 1's timelines: is a slow rank a slow core? Per case and rank, the mean compute seconds
+    # of a full backward step (steps 1 .. P-1) beside the rank's FMA rate with every core busy
+    # (bench dist's probe), and their correlation over the ranks: step time against 1 / rate.
+    tls = [r for r in recs if r.get("bench") == "timeline" and "case" in r]
+    steps = collections.defaultdict(lambda: collections.defaultdict(list))
+    fma = collections.defaultdict(dict)
+    for r in tls:
+        P = r.get("ranks", 0)
+        if r.get("pass") != "bwd" or r.get("whole_pass") or not 1 <= r.get("step", -1) <= P - 1:
+            continue
+        steps[r["case"]][r["rank"]].append(r["compute_seconds"])
+        if r.get("fma_all_busy_gflops_rank"):
+            fma[r["case"]][r["rank"]] = r["fma_all_busy_gflops_rank"]
+    if steps:
+        lines.append("\nround-1 timelines, backward: per rank the mean compute seconds of a full step and the "
+                     "rank's FMA rate with every core busy; corr = correlation over the ranks of step time "
+                     "with 1 / rate (near 1: the slow ranks are the slow cores)")
+        out["timelines"] = {}
+        for c in sorted(steps):
+            ranks = sorted(steps[c])
+            t = [statistics.mean(steps[c][k]) for k in ranks]
+            f = [fma[c].get(k) for k in ranks]
+            slow, fast = ranks[t.index(max(t))], ranks[t.index(min(t))]
+            line = (f"  {c}: step {min(t):.3f} s (rank {fast}) .. {max(t):.3f} s (rank {slow}), "
+                    f"max/mean {max(t) / statistics.mean(t):.2f}")
+            entry = {"step_seconds": dict(zip(ranks, t)), "fma_all_busy": dict(zip(ranks, f))}
+            if all(f):
+                line += f"; FMA all busy {min(f):.0f} .. {max(f):.0f} GFLOP/s (rank {slow}: {fma[c][slow]:.0f})"
+            if all(f) and len(ranks) > 2:
+                try:
+                    corr = statistics.correlation(t, [1.0 / x for x in f])
+                except statistics.StatisticsError:  # a constant series
+                    corr = float("nan")
+                entry["corr"] = corr
+                line += f"; corr {corr:.2f}"
+            out["timelines"][c] = entry
+            lines.append(line)
+
     skipped = [r for r in recs if r.get("check") in ("skipped", "round_skipped")]
     if skipped:
         lines.append(f"\n{len(skipped)} cases/rounds skipped (budget or shape): "

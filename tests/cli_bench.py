@@ -12,7 +12,9 @@ What must hold (each a check that fails the test):
   untouched.
 - `bench kernel`, `bench dist`, `bench decode`: records with the configuration echoed and a
   positive median time; `bench dist --emulate-slow-rank -1 --slow-factor 3`: the records name the
-  slowed rank and factor, the pass's CPU time grows, bad ranks and factors are refused on every rank; `burst report` writes report.md with one row per case, and its figures;
+  slowed rank and factor, the pass's CPU time grows, bad ranks and factors are refused on every
+  rank; `bench dist --timeline`: a record per rank, pass, step and repeat, with the rank's FMA
+  rate with every core busy; `burst report` writes report.md with one row per case, and its figures;
   `burst info` is JSON.
 Time: about 10 s on 2 cores. Timings are not judged (benchmarks, not timed tests).
 """
@@ -112,6 +114,20 @@ with tempfile.TemporaryDirectory() as tmp:
         busy = [d[f"fma_peak_gflops_per_core_all_busy{s}"] for s in ("_min", "", "_max")]
         check(d["fma_probes_at_once"] == P and 0 < busy[0] <= busy[1] <= busy[2]
               and d["fma_peak_gflops_per_core_all_busy_cpu"] > 0, f"bench dist {d['pass']}: the cores' probe {d}")
+
+    # --timeline: one record per rank, pass, step and timed repeat (ring of P steps, the backward's
+    # final hop), each with its rank's FMA rate with every core busy, one value per rank.
+    tl = os.path.join(tmp, "timeline.jsonl")
+    run(["bench", "dist", "--seq", str(S), "--heads", str(H), "--dim", str(D), "--repeats", "2",
+         "--timeline", tl], ranks=P)
+    steps = [json.loads(line) for line in open(tl)]
+    check(all(t["bench"] == "timeline" for t in steps) and {t["rank"] for t in steps} == set(range(P))
+          and len(steps) == P * 2 * (P + P + 1), f"bench dist --timeline: {len(steps)} records")
+    rates = {t["rank"]: set() for t in steps}
+    for t in steps:
+        rates[t["rank"]].add(t.get("fma_all_busy_gflops_rank"))
+    check(all(len(v) == 1 and next(iter(v)) is not None and next(iter(v)) > 0 for v in rates.values()),
+          f"bench dist --timeline: the ranks' FMA rates {rates}")
 
     # An emulated slow rank (bench/slow_device.h): the last rank's kernels at 3x; the records
     # say so, the pass takes longer than without, and the bad values are refused on every rank.
