@@ -13,6 +13,7 @@
 #include <set>
 
 #include "bshd_check.h"
+#include "device/cpu/cpu_device.h"
 #include "kv_cache_internal.h"
 
 namespace burst {
@@ -53,6 +54,19 @@ Fnv ids_fingerprint(const std::vector<std::int64_t>& ids) {
 void check_ids(const char* api, const std::vector<std::int64_t>& ids) {
   BURST_CHECK(std::set<std::int64_t>(ids.begin(), ids.end()).size() == ids.size(), InvalidArgument, api,
               ": sequence ids must be distinct");
+}
+
+void check_finite(const char* api, const char* name, const TensorView& t,
+                  const std::vector<std::int64_t>& ids) {
+  const std::int64_t at = device::CpuDevice().first_nonfinite(t);
+  if (at < 0) return;
+  const std::int64_t d = at % t.size(3), h = at / t.size(3) % t.size(2),
+                     i = at / (t.size(3) * t.size(2)) % t.size(1),
+                     b = at / (t.size(3) * t.size(2) * t.size(1));
+  BURST_FAIL(InvalidArgument, api, ": ", name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
+             "] (sequence id ", ids[static_cast<std::size_t>(b)],
+             "): exact attention needs finite q, k and v, since a NaN would reach rows that do not see it; "
+             "find where it came from (numpy.isfinite / torch.isfinite)");
 }
 
 }  // namespace kv_cache
@@ -138,6 +152,8 @@ void DistKVCache::prefill(const std::vector<std::int64_t>& seq_ids, const Tensor
                       ": positions must be strictly increasing in [0, S_global=", S_global, "); position[", i,
                       "]=", t);
         }
+        check_finite(api, "k_local", k_local, seq_ids);
+        check_finite(api, "v_local", v_local, seq_ids);
       },
       args);
   // Per-rank counts and position checksums mod a prime, in one control exchange.
@@ -189,6 +205,8 @@ void DistKVCache::Impl::check_append(const char* api, const std::vector<std::int
   check_kv(api, "v_new", v_new, B, cfg.H_kv, cfg.D);
   BURST_CHECK(k_new.shape[1] == v_new.shape[1], InvalidArgument, api, ": k_new ", k_new.describe(),
               " and v_new ", v_new.describe(), " differ in S_new");
+  check_finite(api, "k_new", k_new, ids);
+  check_finite(api, "v_new", v_new, ids);
 }
 
 std::vector<std::vector<int>> DistKVCache::Impl::plan_append(const char* api,

@@ -103,6 +103,7 @@ void DistKVCache::Impl::check_decode(const char* api, const std::vector<std::int
     for (auto id : ids) find(api, id);
   check_kv(api, "q", q, B, H, D);
   check_kv(api, "out", out, B, H, D);
+  check_finite(api, "q", q, ids);
   BURST_CHECK(out.shape[1] == q.shape[1], InvalidArgument, api, ": out ", out.describe(), " must match q ",
               q.describe());
   BURST_CHECK(lse.dtype == DType::F32 && lse.ndim == 3 && lse.shape[0] == B && lse.shape[1] == H &&

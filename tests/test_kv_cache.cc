@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "burst/attention.h"
@@ -391,6 +392,39 @@ TEST(KVCache, BadInputThrowsOnEveryRankAndLeavesTheCacheUnchanged) {
     } catch (const Error& e) { thrown = std::string(e.what()).find("cache state") != std::string::npos; }
     EXPECT_TRUE(thrown) << "inconsistent state not detected on rank " << comm.rank();
   }
+}
+
+// NaN and inf are refused (docs/api.md § NaN and inf) with the element and sequence id named, on
+// every rank, the cache unchanged: in appended K or V (where, before, a NaN in the newest token's
+// V made the causal decode rows before it NaN though they do not see it), in the fused call, in
+// a decode's q, and in prefill rows that one rank alone holds (the agreed verdict reaches all).
+TEST(KVCache, NonFiniteInputIsRefusedOnEveryRank) {
+  const Communicator comm = Communicator::world();
+  const std::int64_t P = comm.size();
+  DistKVCache cache(comm, config(4, 2));
+  std::vector<Seq> seqs(1);
+  append_random(cache, {0}, seqs, 20, 71);
+  Tensor k = test::random_tensor({1, 4, 2, kD}, 72), v = test::random_tensor({1, 4, 2, kD}, 73);
+  v.data()[(3 * 2 + 1) * kD + 5] = std::numeric_limits<float>::quiet_NaN();  // token 3, head 1, d 5
+  expect_error_everywhere(
+      comm, cache, "NaN in v_new", [&] { cache.append({0}, k.view(), v.view()); }, "v_new holds a NaN");
+  expect_error_everywhere(
+      comm, cache, "NaN in v_new names the element", [&] { cache.append({0}, k.view(), v.view()); },
+      "[0,3,1,5] (sequence id 0)");
+  Tensor q({1, 4, 4, kD}), o({1, 4, 4, kD}), l({1, 4, 4});
+  expect_error_everywhere(
+      comm, cache, "fused call with NaN in v_new: nothing appended",
+      [&] { cache.decode({0}, k.view(), v.view(), q.view(), o.view(), l.view()); }, "v_new holds a NaN");
+  q.data()[7] = -std::numeric_limits<float>::infinity();
+  expect_error_everywhere(
+      comm, cache, "inf in q", [&] { cache.decode({0}, q.view(), o.view(), l.view()); }, "q holds a NaN");
+  // Prefill: a NaN only in the last rank's rows; every rank gets the error.
+  Tensor kp = test::random_tensor({1, 2, 2, kD}, 74);
+  if (comm.rank() == P - 1) kp.data()[3] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::int64_t> pos{2 * comm.rank(), 2 * comm.rank() + 1};
+  expect_error_everywhere(
+      comm, cache, "NaN in one rank's prefill rows",
+      [&] { cache.prefill({30}, kp.view(), kp.view(), pos, 2 * P); }, "k_local holds a NaN");
 }
 
 TEST(KVCache, OperandOnAGpuIsNamedOnEveryRank) {

@@ -89,7 +89,8 @@ class DistKVCache {
   /// Collective: identical seq_ids and S_global on every rank.
   /// Throws (every rank, cache unchanged): Error(InvalidArgument) for shape / head mismatch, an id
   /// already present or repeated, bad positions, positions not partitioning [0, S_global),
-  /// capacity overflow on any rank, arguments or cache state differing between ranks.
+  /// capacity overflow on any rank, a NaN or infinity in any rank's rows (docs/api.md § NaN and
+  /// inf), arguments or cache state differing between ranks.
   /// Cost: copies the local rows once; 3 small collectives.
   void prefill(const std::vector<std::int64_t>& seq_ids, const TensorView& k_local, const TensorView& v_local,
                const std::vector<std::int64_t>& positions, std::int64_t S_global);
@@ -99,7 +100,8 @@ class DistKVCache {
   /// the new tokens); token i of sequence b gets global position length(b) + i and is stored
   /// only on the rank the policy picks. Collective: identical seq_ids and shapes everywhere.
   /// Throws (every rank, cache unchanged): Error(InvalidArgument) for a shape / head mismatch, a
-  /// repeated id, capacity overflow on any rank, arguments or state differing between ranks.
+  /// repeated id, capacity overflow on any rank, a NaN or infinity in k_new or v_new, arguments
+  /// or state differing between ranks.
   /// Cost: copies this rank's share of the new rows; 1 small collective (the agreement), no payload.
   void append(const std::vector<std::int64_t>& seq_ids, const TensorView& k_new, const TensorView& v_new);
 
@@ -111,7 +113,8 @@ class DistKVCache {
   /// sees keys at positions ≤ its own; rows before position 0 see nothing (out 0, lse −inf).
   /// Not causal: every row sees the whole sequence. Collective: identical arguments.
   /// Throws (every rank, cache unchanged): Error(InvalidArgument) for an unknown or repeated id,
-  /// a shape / head mismatch, output overlapping q, arguments or state differing between ranks.
+  /// a shape / head mismatch, output overlapping q, a NaN or infinity in q, arguments or state
+  /// differing between ranks.
   /// Cost: reads this rank's K/V of the B sequences once (memory-bound: 2·H_kv·(D + D_pad)·
   /// sizeof(dtype) bytes per token), 4·D·H flop per (row, key); two collectives: the agreement
   /// (5 values per rank) and the all-gather of B·S_q·H·(D+1)·4·(P−1) bytes.

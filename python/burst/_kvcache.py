@@ -90,6 +90,8 @@ class DistKVCache:
     policy: "least_loaded" (new tokens go to the rank holding fewest tokens of the sequence) or
     "round_robin" (token t to rank t mod P). Every method except the queries is collective with
     identical arguments; errors are raised identically on every rank and leave the cache unchanged.
+    A NaN or infinity in K/V (prefill, append) or q (decode) raises ValueError naming the element:
+    a NaN value would reach the causal rows that do not see its key.
     comm_timeout: seconds without communication progress before the watchdog aborts the job
     naming the ranks that never arrived (None: $BURST_COMM_TIMEOUT, else 300; 0 waits forever).
     """

@@ -151,3 +151,25 @@ def test_tensor_off_the_host_is_refused_by_name(comm):
     assert cache.sequences() == []
     again = burst.attn_func(q, k, v, comm=comm, layout="contiguous")
     assert torch.equal(ok, again)
+
+
+def test_kv_cache_refuses_non_finite_input_by_name(comm):
+    """A NaN in the newest token's V used to make the causal decode rows before it NaN (they do
+    not see that key); now append, the fused call's parts and decode's q are refused on every
+    rank, naming the element and sequence id, and the cache is unchanged."""
+    g = np.random.default_rng(5)
+    cache = burst.DistKVCache(comm, 2, 2, 8, capacity_per_rank=64)
+    k = g.standard_normal((1, 8, 2, 8)).astype(np.float32)
+    cache.append([0], k[:, :4], k[:, :4])
+    bad = k[:, 4:].copy()
+    bad[0, 3, 1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"v_new holds a NaN or infinity at \[0,3,1,2\] \(sequence id 0\)"):
+        cache.append([0], k[:, 4:], bad)
+    assert cache.length(0) == 4
+    q = g.standard_normal((1, 1, 2, 8)).astype(np.float32)
+    q[0, 0, 0, 0] = np.inf
+    with pytest.raises(ValueError, match=r"q holds a NaN or infinity"):
+        cache.decode([0], q)
+    q[0, 0, 0, 0] = 0.0
+    out = cache.decode([0], q)
+    assert np.isfinite(out).all()
