@@ -58,15 +58,10 @@ void check_ids(const char* api, const std::vector<std::int64_t>& ids) {
 
 void check_finite(const char* api, const char* name, const TensorView& t,
                   const std::vector<std::int64_t>& ids) {
-  const std::int64_t at = device::CpuDevice().first_nonfinite(t);
-  if (at < 0) return;
-  const std::int64_t d = at % t.size(3), h = at / t.size(3) % t.size(2),
-                     i = at / (t.size(3) * t.size(2)) % t.size(1),
-                     b = at / (t.size(3) * t.size(2) * t.size(1));
-  BURST_FAIL(InvalidArgument, api, ": ", name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
-             "] (sequence id ", ids[static_cast<std::size_t>(b)],
-             "): exact attention needs finite q, k and v, since a NaN would reach rows that do not see it; "
-             "find where it came from (numpy.isfinite / torch.isfinite)");
+  check_finite_bshd(device::CpuDevice(), t, std::string(api) + ": " + name,
+                    [&](std::int64_t b, std::int64_t) {
+                      return "sequence id " + std::to_string(ids[static_cast<std::size_t>(b)]);
+                    });
 }
 
 }  // namespace kv_cache

@@ -48,9 +48,8 @@ void check_kv(const char* api, const char* name, const TensorView& t, std::int64
 Fnv ids_fingerprint(const std::vector<std::int64_t>& ids);
 /// Error(InvalidArgument) unless the sequence ids are distinct.
 void check_ids(const char* api, const std::vector<std::int64_t>& ids);
-/// Error(InvalidArgument) naming the element and sequence id when t [B, S, heads, D] (f32, checked
-/// by check_kv) holds a NaN or infinity (docs/api.md § NaN and inf: a NaN key or value reaches
-/// rows that do not see it, through the masked keys of a computed tile). One read of t.
+/// check_finite_bshd on the host with the sequence id of the batch row: Error(InvalidArgument)
+/// when t [B, S, heads, D] (f32, checked by check_kv) holds a NaN or infinity.
 void check_finite(const char* api, const char* name, const TensorView& t,
                   const std::vector<std::int64_t>& ids);
 

@@ -109,23 +109,13 @@ void check_operand(const TensorView& t, const char* name, std::int64_t B, std::i
   check_bshd(t, name, B, S, H, D);
 }
 
-// Non-finite inputs are refused (docs/api.md § NaN and inf): a NaN key or value does not stay in
-// the rows that see it — a masked key inside a computed tile still meets V with weight 0, and
-// 0·NaN = NaN — so no result would be exact. One read of the operand (bits only, any dtype):
+// Non-finite inputs are refused (check_finite_bshd): one read of the operand on its device,
 // B·S·H·D elements against the pass's O(S²) work. `positions`: this rank's global positions.
-// The scan runs on the operands' device (Device::first_nonfinite: the host answer, where a GPU
-// reads a copy of the operand).
 void check_finite(const device::Device& dev, const TensorView& t, const char* name,
                   const std::vector<std::int64_t>& positions) {
-  const std::int64_t at = dev.first_nonfinite(t);
-  if (at < 0) return;
-  const std::int64_t d = at % t.size(3), h = at / t.size(3) % t.size(2),
-                     i = at / (t.size(3) * t.size(2)) % t.size(1),
-                     b = at / (t.size(3) * t.size(2) * t.size(1));
-  BURST_FAIL(InvalidArgument, name, " holds a NaN or infinity at [", b, ",", i, ",", h, ",", d,
-             "] (global position ", positions[static_cast<std::size_t>(i)],
-             "): exact attention needs finite q, k, v and dout, since a NaN would reach rows that do "
-             "not see it; find where it came from (numpy.isfinite / torch.isfinite) or drop that token");
+  check_finite_bshd(dev, t, name, [&](std::int64_t, std::int64_t i) {
+    return "global position " + std::to_string(positions[static_cast<std::size_t>(i)]);
+  });
 }
 
 // After the fingerprint agreement failed (on every rank): which arguments differ, with every
