@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "burst/error.h"
@@ -208,6 +209,14 @@ GraphPtr new_graph(DType dt) {
   return g;
 }
 
+/// Frees graphs the cache evicted once the device has finished what is queued: an evicted
+/// graph's kernels may still be on a stream. Only misses past the capacity get here (each a
+/// build: milliseconds or more), so the wait is one device synchronisation among them.
+void free_evicted(std::vector<std::pair<std::vector<std::int64_t>, GraphPtr> > evicted) {
+  if (!evicted.empty())
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before freeing evicted cuDNN graphs)");
+}  // evicted freed here, after the wait
+
 /// The graph of `key` from the cache, or built by `make` (nullptr when cuDNN refuses it).
 template <typename Make>
 GraphPtr cached(CudnnState::Impl& s, const std::vector<std::int64_t>& key, Make&& make) {
@@ -228,11 +237,7 @@ GraphPtr cached(CudnnState::Impl& s, const std::vector<std::int64_t>& key, Make&
     g = nullptr;
     s.last_refusal = why;
   }
-  // An evicted graph's kernels may still be queued on a stream: they finish before it is freed.
-  // A miss past the capacity (a build, milliseconds or more) pays one device synchronisation.
-  const auto evicted = s.graphs.insert(key, g);  // freed when this returns, after the wait
-  if (!evicted.empty())
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before freeing evicted cuDNN graphs)");
+  free_evicted(s.graphs.insert(key, g));
   return g;
 }
 
@@ -350,9 +355,7 @@ std::string CudnnState::last_refusal() const { return impl_->last_refusal; }
 void CudnnState::plant_refusal_above_kv_heads(std::int64_t n) { impl_->planted_max_kv_heads = n; }
 void CudnnState::set_graph_capacity(std::size_t n) {
   const DeviceScope scope(Device{DeviceKind::Cuda, device_});
-  const auto evicted = impl_->graphs.set_capacity(n);  // freed when this returns, after the wait
-  if (!evicted.empty())
-    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before freeing evicted cuDNN graphs)");
+  free_evicted(impl_->graphs.set_capacity(n));
 }
 std::int64_t CudnnState::evicted() const noexcept { return impl_->graphs.evictions(); }
 
