@@ -38,7 +38,9 @@ Isa detect_isa() noexcept {
   // ones (kernels/convert.h). Every AVX2 CPU made so far has it; one without falls back to portable.
   const bool avx2 =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+  // AVX-512 DQ with F: the tables' exp2 takes r = x − round(x) from vreduceps. Every AVX-512
+  // CPU but the Xeon Phi has both; a Xeon Phi runs the AVX2 table.
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   // The bf16 table is compiled with -mavx512bw -mavx512vl -mavx512bf16 (masked 16-bit stores,
   // vcvtneps2bf16, vdpbf16ps): all three must be reported.
   if (avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

@@ -52,7 +52,7 @@ CpuFeatures read_cpu() {
   }
   // The same checks detect_isa has always made (src/attention.cc), so both agree.
   c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  c.avx512 = c.avx2 && __builtin_cpu_supports("avx512f");
+  c.avx512 = c.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
   c.avx512_bf16 = c.avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                   __builtin_cpu_supports("avx512bf16");
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) {

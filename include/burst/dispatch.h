@@ -27,7 +27,7 @@ struct CpuFeatures {
   CpuVendor vendor = CpuVendor::Other;
   int family = 0, model = 0;   ///< CPUID leaf 1, display family / model
   bool avx2 = false;           ///< AVX2 + FMA + F16C (the AVX2 table and every SIMD converter)
-  bool avx512 = false;         ///< AVX-512F (with avx2)
+  bool avx512 = false;         ///< AVX-512F + DQ (with avx2; DQ for vreduceps in exp2)
   bool avx512_bf16 = false;    ///< AVX-512 BW + VL + BF16 (vdpbf16ps; with avx512)
   bool avx512_fp16 = false;    ///< AVX512-FP16
   bool amx_bf16 = false;       ///< CPUID leaf 7 EDX: AMX-TILE (bit 24) and AMX-BF16 (bit 22)

@@ -1,4 +1,4 @@
-// AVX-512F microkernels (compiled with -mavx512f -mavx2 -mfma only, what detect_isa() checks;
+// AVX-512F microkernels (compiled with -mavx512f -mavx512dq -mavx2 -mfma only, what detect_isa() checks;
 // see src/CMakeLists.txt): the AVX-512 vector type (microkernels_avx512_body.h) over the one
 // template body (microkernels_impl.h).
 // GCC 12 reports its own _mm512_undefined_ps() placeholders inside the reduce/roundscale

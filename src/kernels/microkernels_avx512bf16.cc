@@ -1,6 +1,6 @@
 // AVX512-BF16 microkernels: the AVX-512 fp32 table (microkernels_avx512_body.h, compiled here
 // again with this file's flags) plus the bf16 dot-product entries (microkernels.h), compiled with
-// -mavx512f -mavx512bw -mavx512vl -mavx512bf16 only (what detect_isa() checks before reporting
+// -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512bf16 only (what detect_isa() checks before reporting
 // Isa::Avx512Bf16; src/CMakeLists.txt).
 // GEMM: 6 rows × 4 zmm block = 24 fp32 accumulators + 4 pair-packed B vectors + 1 broadcast
 // pair of A, as the fp32 block; one vdpbf16ps does 16 lanes × 2 multiply-adds, twice the work of
@@ -139,8 +139,7 @@ void pack_pairs_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std
 // scalar twin bit for bit): exp2_nonpos's range reduction and zero mask around it.
 __m512 exp2_p16(__m512 x) {
   const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_sub_ps(x, n);
+  const __m512 r = VecT::reduce_nearest(x), n = _mm512_sub_ps(x, r);  // both exact
   __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kExp2P16C4), r, _mm512_set1_ps(kExp2P16C3));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2P16C2));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2P16C1));
