@@ -181,10 +181,14 @@ burst=$build/tools/burst
 plant_log=$outdir/plant_check.log
 plant_dir=$build-plant
 deps_args=$(deps_cmake_args "$deps" | tr '\n' ' ')
+# setsid is the background job itself (not inside an `&&` list, which bash would background as a
+# subshell): its pid is then the new session's process group, which step 8 kills on a timeout.
 plant_pid=
-want plant && setsid env -u OMP_NUM_THREADS BURST_CMAKE_ARGS="$deps_args" BURST_PLANT_BUILD_DIR="$plant_dir" \
-  BURST_PLANT_JOBS=$(((cores + 1) / 2)) nice -n 19 scripts/cuda_plant_check.sh --build-only >"$plant_log" 2>&1 &
-want plant && plant_pid=$!
+if want plant; then
+  setsid env -u OMP_NUM_THREADS BURST_CMAKE_ARGS="$deps_args" BURST_PLANT_BUILD_DIR="$plant_dir" \
+    BURST_PLANT_JOBS=$(((cores + 1) / 2)) nice -n 19 scripts/cuda_plant_check.sh --build-only >"$plant_log" 2>&1 &
+  plant_pid=$!
+fi
 
 # 1. The step kernels against the CPU kernel on the same rounded inputs (max_abs_diff_vs_cpu_kernel).
 want checks && for mask in full causal sliding_window_causal causal_document; do

@@ -17,6 +17,7 @@
 #include "burst/error.h"
 #include "burst/tensor.h"
 #include "cuda_test_util.h"
+#include "device/cuda/attention_cudnn.h"
 #include "device/cuda/cuda_device.h"
 #include "device/cuda/cuda_memory.h"
 
@@ -255,6 +256,20 @@ TEST_F(OnGpu, EventsStagingFingerprintAndPool) {
   EXPECT_EQ(pool.kept_bytes(), 4 * 1000);
   EXPECT_EQ(gpu->name(), "cuda:0");
   EXPECT_FALSE(gpu->host_memory());
+}
+
+// The ring's forward is cut into shaped steps only where cuDNN may take them: with cuDNN built in
+// and the kernel choice Auto or Cudnn; forced onto the own kernels, a cut would only add launches.
+TEST_F(OnGpu, StepsAreShapedOnlyWhereCudnnMayTakeThem) {
+  EXPECT_EQ(gpu->prefers_shaped_steps(), cuda::cudnn_compiled());  // Auto
+  for (const cuda::StepKernel k : {cuda::StepKernel::Cudnn, cuda::StepKernel::Fast, cuda::StepKernel::FastMma,
+                                   cuda::StepKernel::Reference}) {
+    CudaDevice::Options o;
+    o.kernel = k;
+    const CudaDevice d(0, o);
+    EXPECT_EQ(d.prefers_shaped_steps(), k == cuda::StepKernel::Cudnn && cuda::cudnn_compiled())
+        << static_cast<int>(k);
+  }
 }
 
 // The first NaN / infinity of a padded 4-dim view, fp32 and bf16: the CPU device's answer on the

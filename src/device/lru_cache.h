@@ -37,12 +37,14 @@ class LruCache {
     return &it->second->second;
   }
 
-  /// Inserts (or replaces) key's value as the most recent entry; returns the entries evicted to
-  /// stay within the capacity, least recent first (empty when none was).
+  /// Inserts (or replaces) key's value as the most recent entry; returns what it displaced: the
+  /// entries evicted to stay within the capacity, least recent first, or, when the key was
+  /// there, its previous value (the caller decides when either may die, as for any eviction).
   std::vector<std::pair<Key, Value>> insert(const Key& key, Value value) {
     if (Value* v = find(key)) {
-      *v = std::move(value);
-      return {};
+      std::vector<std::pair<Key, Value>> displaced;
+      displaced.emplace_back(key, std::exchange(*v, std::move(value)));
+      return displaced;
     }
     order_.emplace_front(key, std::move(value));
     index_.emplace(key, order_.begin());
@@ -63,7 +65,7 @@ class LruCache {
   }
   std::size_t size() const noexcept { return order_.size(); }
   std::size_t capacity() const noexcept { return capacity_; }
-  /// Entries evicted since construction.
+  /// Entries evicted for the capacity since construction (replaced values not counted).
   std::int64_t evictions() const noexcept { return evictions_; }
 
  private:

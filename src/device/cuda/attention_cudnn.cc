@@ -212,8 +212,11 @@ GraphPtr new_graph(DType dt) {
 /// Frees graphs the cache evicted once the device has finished what is queued: an evicted
 /// graph's kernels may still be on a stream. Only misses past the capacity get here (each a
 /// build: milliseconds or more), so the wait is one device synchronisation among them.
+/// Refused keys (nullptr: nothing was ever queued) need no wait.
 void free_evicted(std::vector<std::pair<std::vector<std::int64_t>, GraphPtr> > evicted) {
-  if (!evicted.empty())
+  const bool any_graph =
+      std::any_of(evicted.begin(), evicted.end(), [](const auto& e) { return e.second != nullptr; });
+  if (any_graph)
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before freeing evicted cuDNN graphs)");
 }  // evicted freed here, after the wait
 
@@ -377,6 +380,10 @@ CudnnState::CudnnState(int device) : device_(device), impl_(std::make_unique<Imp
 CudnnState::~CudnnState() {
   if (impl_ && impl_->handle != nullptr) {
     const DeviceScope scope(Device{DeviceKind::Cuda, device_});
+    // As free_evicted: no graph dies while its kernels may be queued (the owning CudaDevice
+    // synchronises its stream first today; this does not rely on it). An error here is the
+    // device's, reported by whoever waits next: a destructor does not throw.
+    (void)cudaDeviceSynchronize();
     impl_->graphs.clear();
     cudnnDestroy(impl_->handle);
   }

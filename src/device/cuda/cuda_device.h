@@ -59,8 +59,10 @@ class CudaDevice final : public Device {
 
   std::string name() const override;
   bool host_memory() const override { return false; }
-  /// True: cuDNN takes steps that are wholly full or causal (docs/gpu.md § cuDNN).
-  bool prefers_shaped_steps() const override { return true; }
+  /// True where cuDNN may take steps (built with its frontend, Options::kernel Auto or Cudnn):
+  /// it takes only steps that are wholly full or causal (docs/gpu.md § cuDNN). The own kernels
+  /// skip invisible tiles themselves, so with them alone a cut step is only more launches.
+  bool prefers_shaped_steps() const override;
   /// Device: cudaMalloc. PinnedHost: a ByteBuffer page-locked with cudaHostRegister (released
   /// by release_pinned, which the pools call before freeing it).
   Buffer allocate(std::int64_t bytes, MemoryKind kind) const override;

@@ -190,6 +190,11 @@ CudaDevice::~CudaDevice() {
   }
 }
 
+bool CudaDevice::prefers_shaped_steps() const {
+  const StepKernel k = steps_->options.kernel;
+  return cuda::cudnn_compiled() && (k == StepKernel::Auto || k == StepKernel::Cudnn);
+}
+
 cuda::CudnnState* CudaDevice::cudnn_state() const {
   Steps& s = *steps_;
   if (!s.cudnn_tried) {
