@@ -15,6 +15,7 @@ namespace burst {
 enum class KernelImpl : std::uint8_t { Tiled, Reference };
 /// Instruction set of the Tiled path. Auto picks the fastest path for the request's dtype and
 /// pass on this CPU (burst/dispatch.h: choose_path, by measured speed, not by what exists).
+/// Avx512 needs AVX-512 F and DQ (every AVX-512 CPU but the Xeon Phi), Avx2 AVX2, FMA and F16C.
 /// Avx512Bf16 is Avx512 plus vdpbf16ps (AVX512_BF16): bf16 q, k, v run their GEMMs on bf16
 /// operands with fp32 accumulation and the probabilities P rounded to bf16 (as FlashAttention
 /// does; docs/design.md § bf16 arithmetic); F32 and F16 inputs run exactly the Avx512 path.
