@@ -50,11 +50,12 @@ CpuFeatures read_cpu() {
     c.model = static_cast<int>((eax >> 4) & 0xf);
     if (base == 0x6 || base == 0xf) c.model |= static_cast<int>((eax >> 16) & 0xf) << 4;
   }
-  // The same checks detect_isa has always made (src/attention.cc), so both agree.
-  c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  c.avx512 = c.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-  c.avx512_bf16 = c.avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                  __builtin_cpu_supports("avx512bf16");
+  // The SIMD tables this CPU runs are detect_isa's answer (src/attention.cc: the one place that
+  // reads those CPUID bits), so the two cannot disagree.
+  const Isa best = detect_isa();
+  c.avx2 = best != Isa::Portable;
+  c.avx512 = best == Isa::Avx512 || best == Isa::Avx512Bf16;
+  c.avx512_bf16 = best == Isa::Avx512Bf16;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) {
     c.avx512_fp16 = c.avx512 && (edx & (1u << 23)) != 0;
     c.amx_bf16 = (edx & (1u << 22)) != 0 && (edx & (1u << 24)) != 0;

@@ -36,6 +36,14 @@ struct VecT {
   /// is two µops on an Intel core's port 0, where vscalefps runs too; the row kernels built on
   /// exp2 took 1.09–1.18× less time with it (docs/dispatch.md § exp2's range reduction).
   static V reduce_nearest(V x) { return _mm512_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  /// 2^x = 2^n · poly(r) for x ≥ −126 (n = x − r exact, vscalefps scales exactly), 0 below it,
+  /// for −inf and for NaN: exp2_nonpos with exp2's polynomial, P's exp2_p16 with its shorter one.
+  template <typename Poly>
+  static V exp2_nonpos_by(V x, Poly poly) {
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
+    const V r = reduce_nearest(x);
+    return _mm512_maskz_scalef_ps(keep, poly(r), _mm512_sub_ps(x, r));
+  }
 };
 
 #include "kernels/microkernels_impl.h"
@@ -48,7 +56,5 @@ VecT::V VecT::exp2(V x) {
 }
 
 VecT::V VecT::exp2_nonpos(V x) {
-  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
-  const V r = reduce_nearest(x);
-  return _mm512_maskz_scalef_ps(keep, exp2_poly(r), _mm512_sub_ps(x, r));
+  return exp2_nonpos_by(x, [](V r) { return exp2_poly(r); });
 }

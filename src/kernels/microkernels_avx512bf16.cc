@@ -138,13 +138,12 @@ void pack_pairs_bf16(const float* src, std::int64_t lds, std::uint16_t* dst, std
 // exp2 of P before its bf16 rounding (kernels/exp2_p16.h: the degree-4 polynomial, exp2_p16 its
 // scalar twin bit for bit): exp2_nonpos's range reduction and zero mask around it.
 __m512 exp2_p16(__m512 x) {
-  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
-  const __m512 r = VecT::reduce_nearest(x), n = _mm512_sub_ps(x, r);  // both exact
-  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kExp2P16C4), r, _mm512_set1_ps(kExp2P16C3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2P16C2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2P16C1));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(keep, p, n);
+  return VecT::exp2_nonpos_by(x, [](__m512 r) {
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kExp2P16C4), r, _mm512_set1_ps(kExp2P16C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2P16C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2P16C1));
+    return _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  });
 }
 
 // Two vectors a step: two exp2 chains in flight, and one vcvtne2ps2bf16 (b's lanes low, a's
