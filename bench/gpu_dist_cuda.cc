@@ -9,6 +9,7 @@
 #include "bench/gpu.h"
 #include "burst/error.h"
 #include "device/cuda/cuda_device.h"
+#include "device/cuda/cuda_memory.h"
 #include "strategy_device.h"
 
 namespace burst::bench {
@@ -23,6 +24,8 @@ class CudaDist final : public GpuDist {
   explicit CudaDist(int index) : index_(index), dev_(std::make_shared<const device::CudaDevice>(index)) {
     cudaDeviceProp p{};
     name_ = cudaGetDeviceProperties(&p, index) == cudaSuccess ? std::string(p.name) : std::string("unknown");
+    // The events belong to this rank's GPU (recorded on its stream), whichever is current.
+    const cuda::DeviceScope scope(Device{DeviceKind::Cuda, index_});
     check(cudaEventCreate(&start_), "cudaEventCreate");
     check(cudaEventCreate(&end_), "cudaEventCreate");
   }
@@ -52,6 +55,7 @@ class CudaDist final : public GpuDist {
   }
   double time(const std::function<void()>& fn) override {
     const auto stream = static_cast<cudaStream_t>(dev_->stream());
+    const cuda::DeviceScope scope(Device{DeviceKind::Cuda, index_});
     check(cudaEventRecord(start_, stream), "cudaEventRecord");
     fn();
     check(cudaEventRecord(end_, stream), "cudaEventRecord");

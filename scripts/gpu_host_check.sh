@@ -267,15 +267,17 @@ want long_torch && step long_torch_flash 90 "$py" bench/torch_sdpa.py --device c
   --masks causal --passes fwd,bwd --backends flash --repeats 1 --warmup 1
 
 # 7. The strategies on GPU ranks sharing the GPU: every strategy at P = 4, burst at P = 1, 2
-# and 3 (their exactness at P = 1..4 is test_cuda_dist's, in step 3).
-want dist && for run in "4 burst ring allgather ulysses usp distflash headpar" "1 burst" "2 burst" "3 burst"; do
-  read -r P strategies <<<"$run"
-  for strategy in $strategies; do
+# and 3 (their exactness at P = 1..4 is test_cuda_dist's, in step 3), at 3/8 of the kernels' S
+# (12288: a multiple of 24, as zigzag at P = 3 needs).
+if want dist; then
+  mapfile -t dist_cases < <(gpu_dist_cases $((seq * 3 / 8)))
+  for case in "${dist_cases[@]}"; do
+    read -r P strategy args <<<"$case"
+    # shellcheck disable=SC2086  # args: the case's options, split on purpose
     step "dist_${strategy}_p$P" 30 mpirun -n "$P" --bind-to none "$burst" bench dist --device cuda \
-      --strategy "$strategy" --seq $((seq / 4)) --heads 8 --dim 64 --dtype bf16 --mask causal \
-      --pass both --repeats 3 --warmup 1
+      $args --repeats 3 --warmup 1 </dev/null
   done
-done
+fi
 
 # 8. A planted error must fail a cuda test: wait (while the budget lasts) for the background
 # build, then run its tests (the build is then up to date).

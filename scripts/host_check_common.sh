@@ -83,6 +83,28 @@ deps_cmake_args() {
   return 0
 }
 
+# gpu_dist_cases S: the `burst bench dist` cases of the GPU host check, one a line: "P STRATEGY
+# ARGS..." (every strategy at P = 4, burst at P = 1, 2 and 3; causal, H 8, D 64, bf16, both
+# passes). S must be a multiple of 24 (zigzag's 2·P chunks at every P); distflash runs on the
+# contiguous layout its schedule is defined on, the others on zigzag. tests/host_check_cases.sh
+# runs the same lines on CPU ranks, so a case the CLI refuses fails there, not on the GPU host.
+gpu_dist_cases() {
+  local seq=$1 run P strategies strategy layout
+  if ((seq % 24 != 0)); then
+    echo "gpu_dist_cases: S $seq is not a multiple of 24" >&2
+    return 2
+  fi
+  for run in "4 burst ring allgather ulysses usp distflash headpar" "1 burst" "2 burst" "3 burst"; do
+    read -r P strategies <<<"$run"
+    for strategy in $strategies; do
+      layout=zigzag
+      [[ $strategy == distflash ]] && layout=contiguous
+      echo "$P $strategy --strategy $strategy --layout $layout --seq $seq --heads 8 --dim 64 --dtype bf16" \
+        "--mask causal --pass both"
+    done
+  done
+}
+
 # check_args SCRIPT ARG...: --help prints SCRIPT's header comment and exits; an unknown option
 # (anything else starting with "-" that the script does not take: --pack, --quick) is an error.
 check_args() {

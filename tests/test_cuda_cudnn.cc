@@ -235,6 +235,19 @@ TEST(CudnnClassify, StatsArePackedOnlyWithTheFrontendsStrides) {
   EXPECT_FALSE(cuda::cudnn_stats_packed(make_view(mem.data(), {2, 8, 16, 1})));  // not rows
 }
 
+// cuDNN's SM90 backward before 9.26 is refused where S_kv = 64 (mod 128) (cudnn_backward_defect),
+// and only there: other lengths, other GPUs and later libraries keep it.
+TEST(CudnnClassify, TheSm90BackwardDefectIsRefusedWhereItApplies) {
+  for (const std::int64_t S_kv : {64, 192, 1088, 131136})
+    EXPECT_FALSE(cuda::cudnn_backward_defect(9, 91900, S_kv).empty()) << S_kv;
+  for (const std::int64_t S_kv : {1, 63, 65, 128, 150, 256, 1024, 32768})
+    EXPECT_TRUE(cuda::cudnn_backward_defect(9, 91900, S_kv).empty()) << S_kv;
+  EXPECT_FALSE(cuda::cudnn_backward_defect(9, 92599, 192).empty());
+  EXPECT_TRUE(cuda::cudnn_backward_defect(9, 92600, 192).empty());
+  EXPECT_TRUE(cuda::cudnn_backward_defect(8, 91900, 192).empty());
+  EXPECT_TRUE(cuda::cudnn_backward_defect(10, 91900, 192).empty());
+}
+
 // ---------------------------------------------------------------- on the GPU
 
 class CudnnAttention : public OnCudaDevice {
@@ -304,6 +317,30 @@ TEST_F(CudnnAttention, RefusedStepsRunOnTheOwnKernels) {
   }
 }
 
+// Rows whose lse is below −ln(FLT_MAX) ≈ −88.7, made on purpose (every query anti-aligned with
+// every key: scaled scores ≈ −100), at S_kv = 192 = 64 (mod 128), where cuDNN's SM90 backward
+// before 9.26 gives NaN dQ: there cuDNN runs the forward only and the own kernel the backward;
+// either way out, lse and every gradient meet the oracle's bounds.
+TEST_F(CudnnAttention, RowsOfVeryNegativeLseGetFiniteGradients) {
+  const GpuCase c = gpu_case("lse near -95, S_kv 192", 2, 2, 192, 192, 64, Mask::full());
+  Tensor q = random_tensor(c.qs(), 41), k = random_tensor(c.ks(), 42);
+  for (std::int64_t i = 0; i < q.numel(); ++i) q.data()[i] = -12.5f + 0.5f * q.data()[i];
+  for (std::int64_t i = 0; i < k.numel(); ++i) k.data()[i] = 1.0f + 0.1f * k.data()[i];
+  GpuInputs in = inputs_of(c);
+  in.q = round_to(q, c.dt);
+  in.k = round_to(k, c.dt);
+  int major = 0;
+  cuda::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), "cudaDeviceGetAttribute");
+  const bool refused = !cuda::cudnn_backward_defect(major, cuda::cudnn_library_version(), c.S_kv).empty();
+  const std::int64_t before = state_->executed();
+  const GpuResults got = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+  EXPECT_EQ(state_->executed() - before, refused ? 1 : 2)
+      << "SM " << major << ", cuDNN " << cuda::cudnn_library_version();
+  EXPECT_LT(*std::max_element(got.lse.data(), got.lse.data() + got.lse.numel()), -88.7f)
+      << "the case does not make the rows it is about";
+  check_case(c, in, got, true);
+}
+
 // A step cuDNN refuses whole runs as halves of its KV heads (planted: more than one KV head
 // refused, so 4 KV heads run as 4 one-head graphs, one graph shared by all): the results meet
 // the oracle's bounds, cuDNN ran 4 graphs a pass, and the refusal is reported.
@@ -321,7 +358,7 @@ TEST_F(CudnnAttention, ARefusedStepRunsAsHalvesOfItsHeads) {
 
 // A repeated key builds no new graph.
 TEST_F(CudnnAttention, GraphsAreCachedByKey) {
-  const GpuCase c = gpu_case("cache", 2, 2, 64, 64, 64, Mask::causal_mask());
+  const GpuCase c = gpu_case("cache", 2, 2, 80, 80, 64, Mask::causal_mask());
   const GpuInputs in = inputs_of(c);
   run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
   const std::int64_t built = state_->built(), ran = state_->executed();
@@ -335,7 +372,7 @@ TEST_F(CudnnAttention, GraphsAreCachedByKey) {
 // meets the oracle's bounds, before and after an eviction.
 TEST_F(CudnnAttention, EvictedGraphsAreBuiltAgain) {
   state_->set_graph_capacity(2);
-  const GpuCase a = gpu_case("evict a", 2, 2, 64, 64, 64, Mask::causal_mask());
+  const GpuCase a = gpu_case("evict a", 2, 2, 80, 80, 64, Mask::causal_mask());
   const GpuCase b = gpu_case("evict b", 2, 2, 96, 96, 64, Mask::causal_mask());
   const GpuInputs ia = inputs_of(a), ib = inputs_of(b);
   check_case(a, ia, run_case(a, ia, cuda::StepKernel::Cudnn, state_.get()), true);

@@ -73,6 +73,36 @@ bool cudnn_compiled() noexcept {
 #endif
 }
 
+std::string cudnn_backward_defect(int sm_major, std::int64_t cudnn_version, std::int64_t S_kv) {
+  if (sm_major == 9 && cudnn_version < 92600 && S_kv % 128 == 64)
+    return "cuDNN " + std::to_string(cudnn_version) +
+           " on SM90: its backward with S_kv = 64 (mod 128) gives NaN dQ for rows of lse below -88.7 "
+           "(fixed in 9.26)";
+  return "";
+}
+
+std::int64_t cudnn_library_version() noexcept {
+#if defined(BURST_HAVE_CUDNN)
+  return static_cast<std::int64_t>(cudnnGetVersion());
+#else
+  return 0;
+#endif
+}
+
+namespace {
+
+/// The GPU's compute capability major (0 when the runtime cannot say), for cudnn_backward_defect.
+int sm_major_of(const Device& device) {
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return major;
+}
+
+}  // namespace
+
 bool cudnn_stats_packed(const TensorView& t) noexcept {
   return t.ndim == 3 && t.stride[2] == 1 && t.stride[1] == t.shape[2] &&
          t.stride[0] == t.shape[1] * t.shape[2];
@@ -107,7 +137,15 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
       masks != nullptr ? masks->classify(hq, q.shape[1], hk, k.shape[1], hs, args.mask_slice_count)
                        : classify_for_cudnn(hq, q.shape[1], hk, k.shape[1], hs, args.mask_slice_count);
   if (mask != nullptr) *mask = verdict.mask;
-  return verdict.mask == CudnnMask::None ? "the mask: " + verdict.why_not : "";
+  if (verdict.mask == CudnnMask::None) return "the mask: " + verdict.why_not;
+  if (dout != nullptr) {
+    std::string why = cudnn_backward_defect(sm_major_of(q.device), cudnn_library_version(), k.shape[1]);
+    if (!why.empty()) {
+      if (mask != nullptr) *mask = CudnnMask::None;
+      return why;
+    }
+  }
+  return "";
 }
 
 #if !defined(BURST_HAVE_CUDNN)
@@ -497,17 +535,18 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
   allocate({lse32.get(), o16.get(), dq16.get(), dk16.get(), dv16.get()});
   if (lse32) copy(lse_in, lse32->view, stream);
   if (o16) synthesize_out(dout, delta, o, stream);
-  // Keys no query sees (a top-left causal step with more keys than queries: keys S_q..S_kv − 1)
-  // have zero gradients; they are written here, so the result does not depend on whether cuDNN
-  // writes the rows of key tiles it has no query for.
-  if (mask == CudnnMask::CausalTopLeft && k.shape[1] > q.shape[1]) {
-    fill(strategies::narrow(gk, 1, q.shape[1], k.shape[1]), 0.0f, stream);
-    fill(strategies::narrow(gv, 1, q.shape[1], k.shape[1]), 0.0f, stream);
-  }
   std::unordered_map<std::int64_t, void*> pack{{kQ, q.data},   {kK, k.data},     {kV, v.data},
                                                {kO, o.data},   {kDO, dout.data}, {kStats, lse.data},
                                                {kDQ, gq.data}, {kDK, gk.data},   {kDV, gv.data}};
   execute(state.impl(), g, pack, stream);
+  // Keys no query sees (a top-left causal step with more keys than queries: keys S_q..S_kv − 1)
+  // have zero gradients; they are written after cuDNN's run, so the result does not depend on
+  // what cuDNN leaves in the rows of key tiles it has no query for (skipped, or summed over the
+  // query heads of a GQA group from a workspace it need not have written).
+  if (mask == CudnnMask::CausalTopLeft && k.shape[1] > q.shape[1]) {
+    fill(strategies::narrow(gk, 1, q.shape[1], k.shape[1]), 0.0f, stream);
+    fill(strategies::narrow(gv, 1, q.shape[1], k.shape[1]), 0.0f, stream);
+  }
   const std::pair<const TensorView*, const TensorView*> results[] = {{&gq, &dq}, {&gk, &dk}, {&gv, &dv}};
   for (const auto& [from, to] : results) {
     if (from->data == to->data) continue;

@@ -85,6 +85,20 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
                               const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
                               const TensorView* dout = nullptr, CudnnMaskCache* masks = nullptr);
 
+/// Why cuDNN's SDPA backward must not take a step of S_kv keys on a GPU of compute capability
+/// major `sm_major` with the cuDNN library numbered `cudnn_version` (cudnnGetVersion: 91900 is
+/// 9.19), or "" when it may. cuDNN's SM90 backward before 9.26 walks the keys in 128-row tiles
+/// but masks the padded tail at 64-row granularity, so for S_kv ≡ 64 (mod 128) the zero-filled
+/// tail enters exp(0 − lse) unmasked: dQ becomes NaN in every row whose lse is below
+/// −ln(FLT_MAX) ≈ −88.7 (possible for a ring step's rows, whose lse is the global one: every
+/// scaled score far below zero). Fixed in 9.26 (the cuDNN frontend's regression test for rows
+/// of very negative lse). Such steps run on the own kernels. Host only; never throws.
+std::string cudnn_backward_defect(int sm_major, std::int64_t cudnn_version, std::int64_t S_kv);
+
+/// The loaded cuDNN library's number (cudnnGetVersion: 91900 is 9.19); 0 when burst_cuda was
+/// built without the frontend. Never throws.
+std::int64_t cudnn_library_version() noexcept;
+
 /// True when lse rows t [B,H,S_q] (fp32, 3 dims) are packed exactly as the cuDNN frontend
 /// checks a Stats tensor [B,H,S_q,1] before giving it to cuDNN directly: strides (H·S_q, S_q, 1),
 /// a dimension of size 1 included (the frontend compares the declared strides, not the addresses

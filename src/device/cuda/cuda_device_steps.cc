@@ -317,6 +317,9 @@ std::string ran(StepKernel which, bool fast, std::int64_t cudnn_before, const cu
 void CudaDevice::step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const TensorView& lse,
                               const kernels::KernelParams& p) const {
+  // This GPU current for the whole step: Auto's timing events, its scratch and the launches (a
+  // rank's GPU need not be the thread's current device where a host has several).
+  const cuda::DeviceScope scope(burst::Device{DeviceKind::Cuda, index_});
   StepViews s;
   s.q = here(q);
   s.k = here(k);
@@ -343,6 +346,7 @@ void CudaDevice::step_backward(const TensorView& dout, const TensorView& q, cons
                                const TensorView& v, const TensorView& lse, const TensorView& delta,
                                const TensorView& dq, const TensorView& dk, const TensorView& dv,
                                const kernels::KernelParams& p, bool accumulate, const TensorView* out) const {
+  const cuda::DeviceScope scope(burst::Device{DeviceKind::Cuda, index_});  // as step_forward
   StepViews s;
   const TensorView g = here(dout);
   s.q = here(q);
