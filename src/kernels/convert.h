@@ -44,6 +44,31 @@ inline std::int64_t element_offset(const MutOperand& o, std::int64_t b, std::int
   return b * o.sb + s * o.ss + h * o.sh;
 }
 
+/// Rows a row loop asks the cache for ahead of the one it works on (prefetch_row).
+inline constexpr int kRowsAhead = 12;
+
+/// Asks the cache for row (b, s, h) of a kernel operand (D elements of its storage dtype; F32 or
+/// a 16-bit type) before a row loop reaches it. Rows of a BSHD tensor lie H·D elements apart —
+/// at H 8, D 64 fp32 two to a 4 KiB page, where the hardware's stream prefetchers stop — so
+/// without it every row a pack reads or a result row adds into waits on memory (docs/design.md
+/// § Rows ahead of the row loops). A hint only: no fault, no effect on results.
+inline void prefetch_row(const void* data, std::int64_t offset, DType dtype, int D, bool for_write) {
+  const std::int64_t esize = dtype == DType::F32 ? 4 : 2;
+  const char* p = static_cast<const char*>(data) + offset * esize;
+  for (std::int64_t i = 0; i < D * esize; i += 64) {
+    if (for_write)
+      __builtin_prefetch(p + i, 1, 3);
+    else
+      __builtin_prefetch(p + i, 0, 3);
+  }
+}
+inline void prefetch_row(const Operand& x, std::int64_t b, std::int64_t s, std::int64_t h, int D) {
+  prefetch_row(x.data, element_offset(x, b, s, h), x.dtype, D, false);
+}
+inline void prefetch_row(const MutOperand& x, std::int64_t b, std::int64_t s, std::int64_t h, int D) {
+  prefetch_row(x.data, element_offset(x, b, s, h), x.dtype, D, true);
+}
+
 /// dst[0..D) = row (b, s, h) of x widened to fp32.
 inline void load_row(const Converters& cv, const Operand& x, std::int64_t b, std::int64_t s, std::int64_t h,
                      int D, float* dst) {
