@@ -31,6 +31,7 @@ from host_records import load  # scripts/host_records.py, beside this file
 KERNEL_RATIO = 0.9    # each step kernel case >= 0.9x PyTorch's fastest backend
 LONG_RATIO = 1.15     # the long causal run at P = 1 <= 1.15x PyTorch's fastest on the same S
 CPU_DIFF = 0.05       # GPU kernel vs CPU kernel on the same bf16 inputs (tests/cli_gpu.py's bound)
+LONG_MIN_SEQ = 65536  # the long run's S is at least this (1M; 65536 in a --quick run)
 SHAPES = ((8, 64), (32, 128))
 MASKS = ("full", "causal")
 PASSES = ("fwd", "bwd")
@@ -64,6 +65,12 @@ class Summary:
         self.recs = recs
         self.rows = []   # {"group", "target", "value", "bound", "verdict", "detail"}
         self.steps = {r.get("step"): r for r in recs if r.get("check") in ("step", "step_skipped")}
+        # The steps with records of their own kind (ctest_cuda, pytest_cuda): how they ended.
+        for r in recs:
+            if r.get("check") in ("ctest_cuda", "pytest_cuda") and r.get("check") not in self.steps:
+                rc = r.get("rc")
+                self.steps[r["check"]] = dict(r, timed_out=rc in (124, 137),
+                                              last_error=r.get("summary", ""))
 
     def add(self, group, target, ok, value=None, bound=None, detail=""):
         self.rows.append({"group": group, "target": target, "verdict": verdict(ok), "value": value,
@@ -147,12 +154,16 @@ class Summary:
 
     # ---- the long run -----------------------------------------------------------------------
     def long_seq(self):
+        """The long run's S: the largest causal H 8 / D 64 S of the records, if at least
+        LONG_MIN_SEQ (the long run's is 1M, 65536 in a --quick run; the kernels' and the
+        strategies' S are smaller and never stand in for it)."""
         seqs = [r["seq"] for r in self.recs if r.get("bench") == "kernel" and r.get("mask") == "causal" and
                 r.get("heads") == 8 and r.get("dim") == 64]
         seqs += [r.get("S_global") for r in self.recs if r.get("bench") == "dist" and r.get("ranks") == 4 and
                  r.get("strategy") == "burst" and r.get("S_global")]
         seqs += [r["seq"] for r in self.recs if r.get("bench") == "torch_sdpa" and r.get("heads") == 8 and
                  r.get("mask") == "causal" and r.get("seq")]
+        seqs = [S for S in seqs if S >= LONG_MIN_SEQ]
         return max(seqs) if seqs else None
 
     def long_run(self):
@@ -254,7 +265,7 @@ class Summary:
             self.add("exactness", "a planted kernel error fails a cuda test", bool(plant.get("caught")),
                      detail=str(plant.get("last_line", ""))[:120])
         py = next((r for r in self.recs if r.get("check") == "pytest_cuda"), None)
-        if py is None:
+        if py is None or py.get("rc") in (124, 137):  # absent, or cut by its (budget's) timeout
             self.add("python", "torch CUDA tensors through the Python functions", None,
                      detail=self.why_missing("pytest_cuda"))
         elif "is_available() is False" in str(py.get("summary", "")):  # the GPU tests skipped: no GPU
@@ -285,6 +296,8 @@ def render(recs, rows):
              f"build: ok {build.get('ok', '?')} in {build.get('seconds', '?')} s, cuDNN {build.get('cudnn') or '?'}, "
              f"Python module {build.get('python_module', '?')}; run {done.get('seconds', '?')} s"
              + ("" if done else " (no 'done' record: the run was cut)")]
+    if build.get("partial"):
+        lines.append(f"build: some targets failed to compile, the rest ran: {build.get('failed', '')}")
     width = max((len(r["target"]) for r in rows), default=10)
     group = None
     for r in rows:

@@ -166,7 +166,7 @@ done
 # and for any strategy, from the spec with the scaling ("_calibrated") and without it.
 t0=$(date +%s)
 spec=$tmp/spec.json
-if mpirun -n "$cores" "${bind[@]}" "$burst" calibrate --threads 1 --heads "$heads" --seqs "$calib_seqs" \
+if timeout --kill-after=10 120 mpirun -n "$cores" "${bind[@]}" "$burst" calibrate --threads 1 --heads "$heads" --seqs "$calib_seqs" \
      --repeats 3 --name "manycore_${cores}" -o "$spec" >"$tmp/calib.out" 2>"$tmp/calib.err"; then
   emit calibrate "ok=true" "seconds=$(($(date +%s) - t0))" "spec=@$spec"
   "$py" - "$out" "$spec" "$tmp/spec_scaled.json" <<'EOF'

@@ -176,6 +176,28 @@ r = find(rows, "planted")
 check(r["verdict"] == "MISSING" and "no GPU" in r["detail"], f"plant skipped (77) is MISSING: {r}")
 check(find(rows, "torch CUDA tensors")["verdict"] == "MISSING", "Python GPU tests skipped is MISSING")
 
+# Cut by the budget: the Python tests' timeout (rc 124) and the planted check's (skipped) are
+# MISSING, not FAIL; a ctest run cut off is named as timed out; without the kernels' records the
+# strategies' records (S 12288) never stand in for the long run.
+recs = [x for x in base_records() if x.get("check") not in ("plant_check", "pytest_cuda", "ctest")]
+recs += [{"check": "plant_check_skipped", "reason": "its tests ran past the budget (rc 124)"},
+         {"check": "pytest_cuda", "rc": 124, "seconds": 30, "summary": "...|"},
+         {"check": "ctest_cuda", "rc": 124, "seconds": 150, "limit": 150, "summary": ""}]
+rows = rows_of(recs)
+r = find(rows, "planted")
+check(r["verdict"] == "MISSING" and "past the budget" in r["detail"], f"plant cut by the budget: {r}")
+r = find(rows, "torch CUDA tensors")
+check(r["verdict"] == "MISSING" and "timed out" in r["detail"], f"pytest cut by the budget: {r}")
+r = find(rows, "P = 2 vs")
+check(r["verdict"] == "MISSING" and "timed out" in r["detail"], f"ctest cut by its timeout: {r}")
+recs = [x for x in base_records() if x.get("bench") not in ("kernel", "torch_sdpa")]
+recs += [{"bench": "dist", "device": "cuda:0", "ranks": 4, "strategy": "burst", "S_global": 12288,
+          "pass": "fwd+bwd", "seconds": 0.5, "exposed_comm_seconds": 0.01, "gpu_seconds": 0.4}]
+recs = [x for x in recs if not (x.get("bench") == "dist" and x.get("S_global") == 1048576)]
+rows = rows_of(recs)
+check(find(rows, "P = 1 fwd+bwd")["verdict"] == "MISSING", "the strategies' S 12288 is no long run")
+check(find(rows, "P = 4 time")["verdict"] == "MISSING", "the strategies' P = 4 at S 12288 is no long run")
+
 # The ctest log parser.
 log = """Test project /x/build-gpu
       Start  3: test_cuda_attention
