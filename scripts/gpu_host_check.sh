@@ -15,7 +15,8 @@
 #   5. burst's and PyTorch's errors against fp64 on the same inputs (bench/gpu_exactness.py);
 #   6. torch CUDA tensors through the Python functions (tests/py/test_cuda.py);
 #   7. the planted-error check (scripts/cuda_plant_check.sh), built in the background at low
-#      priority while the GPU steps run; its tests as soon as that build is done;
+#      priority while the GPU steps run; its tests at the first of three points (after 6, after
+#      8, after 9's P = 4 cases) where that build is done, at the last waiting for it;
 #   8. burst at P = 4 ranks sharing the GPU on the long run's S (time and exposed communication);
 #   9. the strategies at P = 4 MPI ranks sharing the GPU (`burst bench dist --device cuda`), then
 #      burst at P = 1, 2, 3;
@@ -164,6 +165,10 @@ if timeout 90 cmake "${cmake_args[@]}" >"$log" 2>&1; then
   # was written): the steps whose binaries were built still run, the others fail by name.
   keep_going=(-- -k)
   [[ ${cmake_args[*]} == *"-G Ninja"* ]] && keep_going=(-- -k 0)
+  # A binary left by an earlier call (the machine keeps the folder while warm) must not stand in
+  # for a target that fails to compile now: the targets' outputs go first (a relink, seconds).
+  rm -f "$build/tools/burst" "$build"/tests/test_cuda* "$build/tests/test_bench_gpu" \
+    "$build/bench/cuda_step_bench" "$build"/python/burst/_C*.so
   if timeout "${BURST_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$cores" --target burst_cli "${cuda_tests[@]}" \
     "${keep_going[@]}" >>"$log" 2>&1; then
     built=true
@@ -199,9 +204,9 @@ if want plant; then
   setsid env -u OMP_NUM_THREADS BURST_CMAKE_ARGS="$deps_args" BURST_PLANT_BUILD_DIR="$plant_dir" \
     BURST_PLANT_JOBS=$(((cores + 1) / 2)) nice -n 19 scripts/cuda_plant_check.sh --build-only >"$plant_log" 2>&1 &
   plant_pid=$!
-  # Whatever ends this call (its end, or a watchdog's TERM), the background build ends with it.
+  # Whatever ends this call (its end, or a watchdog's TERM: bash runs the EXIT trap then too; a
+  # TERM trap of its own would wait for the running step first), the background build ends too.
   trap '[[ -n $plant_pid ]] && kill -TERM -- -"$plant_pid" 2>/dev/null' EXIT
-  trap 'exit 143' TERM
 fi
 
 # 1. The step kernels against the CPU kernel on the same rounded inputs (max_abs_diff_vs_cpu_kernel).
@@ -277,7 +282,8 @@ else
 fi
 
 # 7. A planted error must fail a cuda test: its tests run once the background build is done —
-# here when it already is, else after the strategies (step 9), waiting while the budget lasts.
+# here when it already is, else after step 8 when it is then, else after the strategies at P = 4
+# (step 9), waiting while the budget lasts.
 plant_done=false
 plant_tests() {  # plant_tests now|wait: run the planted-error tests if built (wait: for the build)
   [[ -z $plant_pid || $plant_done == true ]] && return 0
@@ -337,6 +343,7 @@ dist_runs() {  # dist_runs 4|other: the cases at P = 4, or the others
 want long && step long_p4 120 mpirun -n 4 --bind-to none "$burst" bench dist --device cuda --strategy burst \
   --layout zigzag --seq "$long" --heads 8 --dim 64 --dtype bf16 --mask causal --pass both --repeats 1 --warmup 0 \
   </dev/null
+plant_tests now
 
 dist_runs 4
 plant_tests wait

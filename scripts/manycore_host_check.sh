@@ -137,7 +137,7 @@ run_case() {
      timeout 120 mpirun -n "$P" "${map[@]}" -x OMP_NUM_THREADS -x OMP_PROC_BIND -x OMP_PLACES \
        "$burst" bench dist --seq "$seq" --heads "$heads" --dim 64 --mask causal --layout zigzag --dtype "$dt" \
        --pass both --threads "$T" --warmup 0 --repeats 1 "${tl_args[@]}" "$@" \
-       >"$res" 2>"$tmp/$name.err"; then
+       </dev/null >"$res" 2>"$tmp/$name.err"; then
     append_tagged "$name" "$res" "$round"
     [[ -f $tl ]] && append_tagged "$name" "$tl" "$round"
     emit case "case=$name" "round=$round" "ok=true" "ranks=$P" "threads=$T" "seconds=$(($(date +%s) - t0))"
@@ -167,7 +167,7 @@ done
 t0=$(date +%s)
 spec=$tmp/spec.json
 if timeout --kill-after=10 120 mpirun -n "$cores" "${bind[@]}" "$burst" calibrate --threads 1 --heads "$heads" --seqs "$calib_seqs" \
-     --repeats 3 --name "manycore_${cores}" -o "$spec" >"$tmp/calib.out" 2>"$tmp/calib.err"; then
+     --repeats 3 --name "manycore_${cores}" -o "$spec" </dev/null >"$tmp/calib.out" 2>"$tmp/calib.err"; then
   emit calibrate "ok=true" "seconds=$(($(date +%s) - t0))" "spec=@$spec"
   "$py" - "$out" "$spec" "$tmp/spec_scaled.json" <<'EOF'
 import json, sys
