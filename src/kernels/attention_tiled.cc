@@ -140,7 +140,7 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
   const std::int64_t pack_base = (b * p.H_kv + hk) * g.n_kt;
 
   for (int r = 0; r < nr; ++r) {
-    if (r + kRowsAhead < nr) prefetch_row(p.q, b, i0 + r + kRowsAhead, h, D);
+    prefetch_rows_ahead(p.q, b, i0, h, D, r, nr);
     float* dst = w.q.data() + static_cast<std::int64_t>(r) * D;
     load_row(cv, p.q, b, i0 + r, h, D, dst);
     if (!bf16)
@@ -209,7 +209,7 @@ void forward_item(const Problem& p, const ForwardIO& io, const Microkernels& mk,
   }
 
   for (int r = 0; r < nr; ++r) {
-    if (r + kRowsAhead < nr) prefetch_row(io.out, b, i0 + r + kRowsAhead, h, D);
+    prefetch_rows_ahead(io.out, b, i0, h, D, r, nr);
     const float inv = online_softmax_inv_sum(w.l[r]);
     float* o = w.o.data() + static_cast<std::int64_t>(r) * Dp;
     store_row(cv, io.out, b, i0 + r, h, D, o, inv, false, o);  // o is its own scratch

@@ -18,7 +18,7 @@ std::uint16_t* bf16_of(float* p) { return reinterpret_cast<std::uint16_t*>(p); }
 void write_rows(const Converters& cv, const MutOperand& dst, std::int64_t b, std::int64_t s0, std::int64_t h,
                 int rows, int D, float* src, int Dp, float mul, bool accumulate) {
   for (int r = 0; r < rows; ++r) {
-    if (r + kRowsAhead < rows) prefetch_row(dst, b, s0 + r + kRowsAhead, h, D);
+    prefetch_rows_ahead(dst, b, s0, h, D, r, rows);
     float* s = src + static_cast<std::int64_t>(r) * Dp;
     store_row(cv, dst, b, s0 + r, h, D, s, mul, accumulate, s);
   }

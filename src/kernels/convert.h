@@ -69,6 +69,14 @@ inline void prefetch_row(const MutOperand& x, std::int64_t b, std::int64_t s, st
   prefetch_row(x.data, element_offset(x, b, s, h), x.dtype, D, true);
 }
 
+/// What a loop over rows s0 + [0, n) of x asks for before it works on row r, advancing `step`
+/// rows at a time: the rows r + kRowsAhead .. r + kRowsAhead + step − 1 that lie below n.
+template <typename X>
+inline void prefetch_rows_ahead(const X& x, std::int64_t b, std::int64_t s0, std::int64_t h, int D, int r,
+                                int n, int step = 1) {
+  for (int a = r + kRowsAhead; a < std::min(n, r + kRowsAhead + step); ++a) prefetch_row(x, b, s0 + a, h, D);
+}
+
 /// dst[0..D) = row (b, s, h) of x widened to fp32.
 inline void load_row(const Converters& cv, const Operand& x, std::int64_t b, std::int64_t s, std::int64_t h,
                      int D, float* dst) {

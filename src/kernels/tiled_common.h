@@ -103,7 +103,7 @@ inline void pack_rows(const Converters& cv, const Operand& x, std::int64_t b, st
                       std::int64_t j0, int nc, int D, int Dp, int rows, float* dst) {
   for (int r = 0; r < rows; ++r) {
     float* d = dst + static_cast<std::int64_t>(r) * Dp;
-    if (r + kRowsAhead < nc) prefetch_row(x, b, j0 + r + kRowsAhead, hk, D);
+    prefetch_rows_ahead(x, b, j0, hk, D, r, nc);
     if (r < nc) {
       load_row(cv, x, b, j0 + r, hk, D, d);
       std::fill(d + D, d + Dp, 0.0f);
@@ -119,7 +119,7 @@ inline void pack_transposed(const Converters& cv, const Operand& x, std::int64_t
   std::fill(dst, dst + static_cast<std::int64_t>(D) * cols, 0.0f);
   float row[256];  // D ≤ 256 (attention.h precondition)
   for (int r = 0; r < nr; ++r) {
-    if (r + kRowsAhead < nr) prefetch_row(x, b, i0 + r + kRowsAhead, h, D);
+    prefetch_rows_ahead(x, b, i0, h, D, r, nr);
     load_row(cv, x, b, i0 + r, h, D, row);
     for (int d = 0; d < D; ++d) dst[static_cast<std::int64_t>(d) * cols + r] = row[d];
   }
@@ -135,7 +135,7 @@ inline void pack_kt_pairs_bf16(const Operand& x, std::int64_t b, std::int64_t h,
   const int D2 = D + (D & 1);
   std::fill(dst, dst + static_cast<std::int64_t>(D2) * cols, std::uint16_t{0});
   for (int r = 0; r < nc; ++r) {
-    if (r + kRowsAhead < nc) prefetch_row(x, b, j0 + r + kRowsAhead, h, D);
+    prefetch_rows_ahead(x, b, j0, h, D, r, nc);
     const auto* src = static_cast<const std::uint16_t*>(x.data) + element_offset(x, b, j0 + r, h);
     for (int kk = 0; 2 * kk + 1 < D; ++kk) {
       std::uint32_t pair = 0;
@@ -154,7 +154,7 @@ inline void pack_v_pairs_bf16(const Operand& x, std::int64_t b, std::int64_t h, 
   std::fill(dst, dst + static_cast<std::int64_t>(rows) * Dp, std::uint16_t{0});
   const auto* base = static_cast<const std::uint16_t*>(x.data);
   for (int r = 0; r < nc; r += 2) {
-    for (int a = r + kRowsAhead; a < std::min(r + kRowsAhead + 2, nc); ++a) prefetch_row(x, b, j0 + a, h, D);
+    prefetch_rows_ahead(x, b, j0, h, D, r, nc, 2);
     const std::uint16_t* r0 = base + element_offset(x, b, j0 + r, h);
     const std::uint16_t* r1 = r + 1 < nc ? base + element_offset(x, b, j0 + r + 1, h) : nullptr;
     std::uint16_t* d = dst + static_cast<std::int64_t>(r / 2) * 2 * Dp;
