@@ -92,11 +92,12 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
 /// tail enters exp(0 − lse) unmasked: dQ becomes NaN in every row whose lse is below
 /// −ln(FLT_MAX) ≈ −88.7 (possible for a ring step's rows, whose lse is the global one: every
 /// scaled score far below zero). Fixed in 9.26 (the cuDNN frontend's regression test for rows
-/// of very negative lse). Such steps run on the own kernels. Host only; never throws.
+/// of very negative lse). Such steps run on the own kernels. Host only, not collective; never
+/// throws.
 std::string cudnn_backward_defect(int sm_major, std::int64_t cudnn_version, std::int64_t S_kv);
 
 /// The loaded cuDNN library's number (cudnnGetVersion: 91900 is 9.19); 0 when burst_cuda was
-/// built without the frontend. Never throws.
+/// built without the frontend. Host only, not collective; never throws.
 std::int64_t cudnn_library_version() noexcept;
 
 /// True when lse rows t [B,H,S_q] (fp32, 3 dims) are packed exactly as the cuDNN frontend
