@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   // The shapes PyTorch's SDPA backends are measured at (S = 32K; H 8, D 64 and H 32, D 128;
-  // full and causal), a document mask and a window (tiles skipped by the slice table), and the
+  // full and causal), a document mask and a window (the own kernels skip invisible tiles; cuDNN
+  // takes the window as its diagonal band: a row of its own), and the
   // reference twin for scale; FastMma (the mma.sync forward, Fast's backward) and cuDNN's fused
   // SDPA (StepKernel::Cudnn, where built with the frontend; else its rows run Fast and say so in
   // "kernel") forced, beside Auto — the device's choice by measured speed: "kernel" /
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
       {"full", 32768, 8, 64, StepKernel::Cudnn},
       {"causal", 32768, 32, 128, StepKernel::Cudnn},
       {"full", 32768, 32, 128, StepKernel::Cudnn},
+      {"sliding_window_causal", 32768, 8, 64, StepKernel::Cudnn},
       {"causal", 4096, 8, 64, StepKernel::Auto},
       {"causal", 4096, 8, 64, StepKernel::Reference},
   };

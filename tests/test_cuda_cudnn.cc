@@ -1,7 +1,9 @@
 // The cuDNN backend of the GPU step kernels (src/device/cuda/attention_cudnn.h).
 // CudnnClassify.* run everywhere (no GPU): the host-side decision of which steps cuDNN takes
-// (cudnn_mask.h) against a brute-force twin over every (row, key) pair, on full, causal, window,
-// document and the benchmark masks, and on the blocks of zigzag and striped layouts.
+// (cudnn_mask.h) against a brute-force twin over every (row, key) pair and cuDNN's own
+// definition of its band (the frontend's reference: triu / tril of the score matrix), on full,
+// causal, window, document and the benchmark masks, and on the blocks of zigzag, striped and
+// contiguous layouts.
 // CudnnAttention.* need a GPU and burst_cuda built with the frontend (else SKIPPED with the
 // reason; the binary exits 77): StepKernel::Cudnn against the fp64 oracle (the fast kernel's
 // bounds: cuDNN too rounds P and dS to the operand dtype) and against the reference twin, the
@@ -32,36 +34,87 @@ namespace {
 
 // ---------------------------------------------------------------- the classifier (host)
 
-/// The twin: every (row, key) pair through ResolvedMask::visible, then the same three shapes.
-cuda::CudnnMask brute_classify(const std::vector<std::int64_t>& qp, const std::vector<std::int64_t>& kp,
-                               const ResolvedMask& mask) {
-  const auto S_q = static_cast<std::int64_t>(qp.size()), S_kv = static_cast<std::int64_t>(kp.size());
-  bool full = true, top_left = true, bottom_right = true;
-  for (std::int64_t i = 0; i < S_q; ++i) {
-    std::int64_t e = 0;
-    while (e < S_kv && mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(e)])) ++e;
-    for (std::int64_t j = e; j < S_kv; ++j)
-      if (mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)]))
-        return cuda::CudnnMask::None;
-    if (e == 0) return cuda::CudnnMask::None;
-    full = full && e == S_kv;
-    top_left = top_left && e == std::min(i + 1, S_kv);
-    bottom_right = bottom_right && e == std::min(i + 1 + S_kv - S_q, S_kv);
-  }
-  if (full) return cuda::CudnnMask::Full;
-  if (top_left) return cuda::CudnnMask::CausalTopLeft;
-  if (bottom_right) return cuda::CudnnMask::CausalBottomRight;
-  return cuda::CudnnMask::None;
+/// cuDNN's band as its frontend's reference attention defines it (masked: triu(1 + R + off) and
+/// tril(off − L) of the S_q × S_kv scores; off = 0 top-left, S_kv − S_q bottom-right): whether
+/// key j of row i is kept. Written from that definition, not from the classifier.
+bool cudnn_reference_keeps(bool bottom_right, std::int64_t left, std::int64_t right, std::int64_t i,
+                           std::int64_t j, std::int64_t S_q, std::int64_t S_kv) {
+  const std::int64_t off = bottom_right ? S_kv - S_q : 0;
+  if (right >= 0 && j - i >= 1 + right + off) return false;  // triu(diagonal = 1 + R + off)
+  if (left > 0 && j - i <= off - left) return false;         // tril(diagonal = off − L)
+  return true;
 }
 
-cuda::CudnnMask classify(const std::vector<std::int64_t>& qp, const std::vector<std::int64_t>& kp,
-                         const ResolvedMask& mask) {
+/// The twin: every (row, key) pair through ResolvedMask::visible; every row must see a key;
+/// then the first of Full, causal top-left, causal bottom-right, a top-left band, a
+/// bottom-right band (the bounds tried: none, and every value some row's first or last visible
+/// key implies) under which cuDNN keeps exactly the visible pairs.
+cuda::CudnnMaskVerdict brute_classify(const std::vector<std::int64_t>& qp,
+                                      const std::vector<std::int64_t>& kp, const ResolvedMask& mask) {
+  const auto S_q = static_cast<std::int64_t>(qp.size()), S_kv = static_cast<std::int64_t>(kp.size());
+  std::vector<std::vector<char>> vis(static_cast<std::size_t>(S_q),
+                                     std::vector<char>(static_cast<std::size_t>(S_kv)));
+  std::vector<std::int64_t> first(static_cast<std::size_t>(S_q), -1), last(static_cast<std::size_t>(S_q), -1);
+  for (std::int64_t i = 0; i < S_q; ++i) {
+    for (std::int64_t j = 0; j < S_kv; ++j) {
+      const bool v = mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)]);
+      vis[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = v;
+      if (v && first[static_cast<std::size_t>(i)] < 0) first[static_cast<std::size_t>(i)] = j;
+      if (v) last[static_cast<std::size_t>(i)] = j;
+    }
+    if (first[static_cast<std::size_t>(i)] < 0) return {};
+  }
+  const auto matches = [&](bool br, std::int64_t left, std::int64_t right) {
+    for (std::int64_t i = 0; i < S_q; ++i)
+      for (std::int64_t j = 0; j < S_kv; ++j)
+        if ((vis[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] != 0) !=
+            cudnn_reference_keeps(br, left, right, i, j, S_q, S_kv))
+          return false;
+    return true;
+  };
+  if (matches(false, 0, -1)) return cuda::CudnnMask::Full;
+  if (matches(false, 0, 0)) return cuda::CudnnMask::CausalTopLeft;
+  if (S_kv >= S_q && matches(true, 0, 0)) return cuda::CudnnMask::CausalBottomRight;
+  for (const bool br : {false, true}) {
+    const std::int64_t off = br ? S_kv - S_q : 0;
+    if (br && off < 0) continue;
+    std::vector<std::int64_t> lefts{0}, rights{-1};
+    for (std::int64_t i = 0; i < S_q; ++i) {
+      const std::int64_t l = off - (first[static_cast<std::size_t>(i)] - i) + 1,
+                         r = last[static_cast<std::size_t>(i)] - i - off;
+      if (l >= 1 && std::find(lefts.begin(), lefts.end(), l) == lefts.end()) lefts.push_back(l);
+      if (r >= 0 && std::find(rights.begin(), rights.end(), r) == rights.end()) rights.push_back(r);
+    }
+    for (const std::int64_t l : lefts)
+      for (const std::int64_t r : rights)
+        if (matches(br, l, r)) {
+          if (l > 0 && S_q > S_kv) return {};  // cuDNN takes no left bound there
+          return {br ? cuda::CudnnMask::BandBottomRight : cuda::CudnnMask::BandTopLeft, "", l, r};
+        }
+  }
+  return {};
+}
+
+/// classify_for_cudnn, held to the twin (kind and bounds) and to its own why_not.
+cuda::CudnnMaskVerdict classify_verdict(const std::vector<std::int64_t>& qp,
+                                        const std::vector<std::int64_t>& kp, const ResolvedMask& mask) {
   const cuda::CudnnMaskVerdict v = cuda::classify_for_cudnn(
       qp.data(), static_cast<std::int64_t>(qp.size()), kp.data(), static_cast<std::int64_t>(kp.size()),
       mask.slices().data(), static_cast<std::int64_t>(mask.slices().size()));
   EXPECT_EQ(v.mask == cuda::CudnnMask::None, !v.why_not.empty()) << v.why_not;
-  EXPECT_EQ(v.mask, brute_classify(qp, kp, mask)) << "the twin disagrees: " << v.why_not;
-  return v.mask;
+  const cuda::CudnnMaskVerdict twin = brute_classify(qp, kp, mask);
+  EXPECT_EQ(v.mask, twin.mask) << "the twin disagrees: " << v.describe() << " against " << twin.describe()
+                               << "; " << v.why_not;
+  if (v.band()) {
+    EXPECT_EQ(v.left, twin.left) << v.describe() << " against " << twin.describe();
+    EXPECT_EQ(v.right, twin.right) << v.describe() << " against " << twin.describe();
+  }
+  return v;
+}
+
+cuda::CudnnMask classify(const std::vector<std::int64_t>& qp, const std::vector<std::int64_t>& kp,
+                         const ResolvedMask& mask) {
+  return classify_verdict(qp, kp, mask).mask;
 }
 
 std::vector<std::int64_t> range(std::int64_t begin, std::int64_t end) {
@@ -132,16 +185,27 @@ TEST(CudnnClassify, TheVerdictCacheIsKeyedByContents) {
   const std::int64_t scans = cache.scans();
   cache.classify(a.data(), 64, a.data(), 64, sl, n);  // dropped by now: scanned again
   EXPECT_EQ(cache.scans(), scans + 1);
+  const ResolvedMask window(Mask::sliding_window(10, 0, true), 64, 64);
+  const MaskSlice* wsl = window.slices().data();
+  const auto wn = static_cast<std::int64_t>(window.slices().size());
+  const cuda::CudnnMaskVerdict band = cache.classify(a.data(), 64, a.data(), 64, wsl, wn);
+  EXPECT_EQ(band.describe(), "band top-left left 11 right 0");
+  const ResolvedMask two_sided(Mask::sliding_window(-1, 3), 64, 64);
+  const MaskSlice* tsl = two_sided.slices().data();
+  const auto tn = static_cast<std::int64_t>(two_sided.slices().size());
+  EXPECT_EQ(cache.classify(a.data(), 64, a.data(), 64, tsl, tn).describe(), "band top-left right 3");
   cache.plant_wrong_verdicts(true);
   EXPECT_EQ(cache.classify(a.data(), 64, a.data(), 64, sl, n).mask, cuda::CudnnMask::Full);
   EXPECT_EQ(cache.classify(b.data(), 32, c.data(), 32, sl, n).mask, cuda::CudnnMask::CausalTopLeft);
   EXPECT_EQ(cache.classify(c.data(), 32, b.data(), 32, sl, n).mask, cuda::CudnnMask::None);
+  EXPECT_EQ(cache.classify(a.data(), 64, a.data(), 64, wsl, wn).describe(), "band top-left left 12 right 0");
+  EXPECT_EQ(cache.classify(a.data(), 64, a.data(), 64, tsl, tn).describe(), "band top-left right 4");
 }
 
 TEST(CudnnClassify, WindowsDocumentsAndBenchmarkMasksAgreeWithTheTwin) {
   const std::int64_t S = 96;
   const ResolvedMask window(Mask::sliding_window(10, 0, true), S, S);
-  EXPECT_EQ(classify(range(0, S), range(0, S), window), cuda::CudnnMask::None);
+  EXPECT_EQ(classify(range(0, S), range(0, S), window), cuda::CudnnMask::BandTopLeft);
   // A window wider than the step: causal within it.
   const ResolvedMask wide(Mask::sliding_window(200, 0, true), S, S);
   EXPECT_EQ(classify(range(0, S), range(0, S), wide), cuda::CudnnMask::CausalTopLeft);
@@ -157,6 +221,32 @@ TEST(CudnnClassify, WindowsDocumentsAndBenchmarkMasksAgreeWithTheTwin) {
       for (std::int64_t k0 : {0, 32, 64}) classify(range(q0, q0 + 32), range(k0, k0 + 32), m);
     classify(range(0, S), range(0, S), m);
   }
+}
+
+// Sliding windows (flash_attn's window_size (w_l, w_r): L = w_l + 1, R = w_r) and the blocks of
+// them a contiguous ring sees: bands where every row keeps a key, with the bounds named here;
+// the twin agrees on every block, the ones refused included.
+TEST(CudnnClassify, WindowsAreBandsWhereEveryRowSeesAKey) {
+  const std::int64_t S = 128;
+  const ResolvedMask causal_w(Mask::sliding_window(20, 0, true), S, S),
+      two_sided(Mask::sliding_window(20, 10), S, S), wide(Mask::sliding_window(40, 0, true), S, S);
+  EXPECT_EQ(classify_verdict(range(0, S), range(0, S), causal_w).describe(), "band top-left left 21 right 0");
+  EXPECT_EQ(classify_verdict(range(0, S), range(0, S), two_sided).describe(),
+            "band top-left left 21 right 10");
+  // The last 96 rows over all keys: the window's diagonal at the bottom-right.
+  EXPECT_EQ(classify_verdict(range(32, S), range(0, S), causal_w).describe(),
+            "band bottom-right left 21 right 0");
+  // A window wider than a block: the block before the diagonal is a band of its left bound alone.
+  EXPECT_EQ(classify_verdict(range(64, 96), range(32, 64), wide).describe(), "band top-left left 9");
+  // Narrower than a block: rows there see no key of the block before (refused).
+  EXPECT_EQ(classify(range(64, 96), range(32, 64), causal_w), cuda::CudnnMask::None);
+  // More rows than keys under a left bound: refused (cuDNN does not take it), the twin agreeing.
+  EXPECT_EQ(classify(range(0, 64), range(0, 32), two_sided), cuda::CudnnMask::None);
+  for (const ResolvedMask* m : {&causal_w, &two_sided, &wide})
+    for (int P : {2, 4})
+      for (int r = 0; r < P; ++r)
+        for (int s = 0; s < P; ++s)
+          classify(range(r * S / P, (r + 1) * S / P), range(s * S / P, (s + 1) * S / P), *m);
 }
 
 // The blocks a zigzag or striped ring step sees under a causal mask: the twin decides each, and
@@ -303,9 +393,55 @@ TEST_F(CudnnAttention, CausalBlocksOfOtherLengthsAndLayouts) {
   check_cudnn(zz, *state_);
 }
 
+// Sliding windows on cuDNN's diagonal band (cudnn_mask.h): causal and two-sided windows, the
+// window's diagonal at the bottom-right (keys 0..43 seen by no row: their dK, dV are zero), GQA at
+// D 128, and the block before a ring step's diagonal (a left bound alone). cuDNN runs both steps
+// of each and meets the oracle's bounds, as on full and causal steps.
+TEST_F(CudnnAttention, SlidingWindowsRunOnCudnnBands) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    check_cudnn(gpu_case("causal window 30", 2, 2, 150, 150, 64, Mask::sliding_window(30, 0, true), dt),
+                *state_);
+    check_cudnn(gpu_case("window (20, 10)", 4, 2, 150, 150, 64, Mask::sliding_window(20, 10), dt), *state_);
+  }
+  GpuCase br = gpu_case("causal window 20, the last 96 rows of 160", 2, 1, 96, 160, 64,
+                        Mask::sliding_window(20, 0, true));
+  br.q_pos = range(64, 160);
+  check_cudnn(br, *state_);
+  check_cudnn(
+      gpu_case("causal window 16, D128 GQA 4:1", 4, 1, 130, 130, 128, Mask::sliding_window(16, 0, true)),
+      *state_);
+  GpuCase before = gpu_case("window 40, the block before the diagonal", 2, 2, 32, 32, 64,
+                            Mask::sliding_window(40, 0, true));
+  before.q_pos = range(64, 96);
+  before.kv_pos = range(32, 64);
+  before.seq_q_global = before.seq_kv_global = 128;
+  check_cudnn(before, *state_);
+}
+
+// The planted wrong band (a left bound one key wider: CudnnMaskCache::plant_wrong_verdicts)
+// runs on cuDNN and moves lse and out far beyond what the unplanted run differs from the twin
+// by: the window tests above would catch a band read off by one.
+TEST_F(CudnnAttention, APlantedWrongBandIsCaught) {
+  const GpuCase c =
+      gpu_case("causal window 30, planted", 2, 2, 150, 150, 64, Mask::sliding_window(30, 0, true));
+  const GpuInputs in = inputs_of(c);
+  const GpuResults twin = run_case(c, in, cuda::StepKernel::Reference);
+  const GpuResults good = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+  state_->masks().plant_wrong_verdicts(true);
+  const std::int64_t before = state_->executed();
+  const GpuResults planted = run_case(c, in, cuda::StepKernel::Cudnn, state_.get());
+  state_->masks().plant_wrong_verdicts(false);
+  EXPECT_EQ(state_->executed(), before + 2) << "cuDNN did not run the planted band";
+  const double good_lse = max_abs_diff(good.lse, twin.lse), bad_lse = max_abs_diff(planted.lse, twin.lse);
+  const double good_out = max_abs_diff(good.out.wide, twin.out.wide),
+               bad_out = max_abs_diff(planted.out.wide, twin.out.wide);
+  EXPECT_GT(bad_lse, 8 * good_lse + 1e-3) << "lse: planted " << bad_lse << ", unplanted " << good_lse;
+  EXPECT_GT(bad_out, 4 * good_out) << "out: planted " << bad_out << ", unplanted " << good_out;
+}
+
 // Steps cuDNN does not take run on the own kernels: same results as Fast, nothing executed.
 TEST_F(CudnnAttention, RefusedStepsRunOnTheOwnKernels) {
-  const GpuCase cases[] = {gpu_case("window", 2, 1, 150, 150, 64, Mask::sliding_window(30, 0, true)),
+  const GpuCase cases[] = {gpu_case("documents", 2, 1, 150, 150, 64, Mask::document({0, 50, 150}, true)),
                            gpu_case("fp32", 2, 1, 70, 70, 64, Mask::causal_mask(), DType::F32)};
   for (const GpuCase& c : cases) {
     SCOPED_TRACE(c.name);

@@ -115,14 +115,14 @@ bool use_fast(StepKernel which, const std::string& why_not) {
 
 /// The cuDNN mask of this step when `which` is Cudnn and cuDNN takes it (dout: the backward's),
 /// else None: the step then runs on Auto's kernel.
-CudnnMask cudnn_mask_for(StepKernel which, CudnnState* cudnn, const TensorView& q, const TensorView& k,
-                         const TensorView& v, const kernels::KernelArgs& args, cudaStream_t stream,
-                         const TensorView* dout = nullptr) {
-  if (which != StepKernel::Cudnn) return CudnnMask::None;
+CudnnMaskVerdict cudnn_mask_for(StepKernel which, CudnnState* cudnn, const TensorView& q, const TensorView& k,
+                                const TensorView& v, const kernels::KernelArgs& args, cudaStream_t stream,
+                                const TensorView* dout = nullptr) {
+  if (which != StepKernel::Cudnn) return {};
   BURST_CHECK(cudnn != nullptr && q.device.kind == DeviceKind::Cuda && cudnn->device() == q.device.index,
               Internal, "StepKernel::Cudnn needs a CudnnState of ", to_string(q.device));
-  CudnnMask m = CudnnMask::None;
-  return cudnn_unsupported(q, k, v, args, stream, &m, dout, &cudnn->masks()).empty() ? m : CudnnMask::None;
+  CudnnMaskVerdict m;
+  return cudnn_unsupported(q, k, v, args, stream, &m, dout, &cudnn->masks()).empty() ? m : CudnnMaskVerdict{};
 }
 
 }  // namespace
@@ -172,8 +172,9 @@ void step_forward(const TensorView& q, const TensorView& k, const TensorView& v,
   BURST_CHECK(q.device.kind == DeviceKind::Cuda, Internal, "attention step on ", to_string(q.device));
   const DeviceScope scope(q.device);
   if (which == StepKernel::Cudnn) {
-    const CudnnMask m = cudnn_mask_for(which, cudnn, q, k, v, args, stream);
-    if (m != CudnnMask::None && cudnn_step_forward(*cudnn, m, q, k, v, out, lse, args.scale, stream)) return;
+    const CudnnMaskVerdict m = cudnn_mask_for(which, cudnn, q, k, v, args, stream);
+    if (m.mask != CudnnMask::None && cudnn_step_forward(*cudnn, m, q, k, v, out, lse, args.scale, stream))
+      return;
     which = StepKernel::Auto;
   }
   const bool fast = use_fast(which, which == StepKernel::Reference ? "" : fast_unsupported(q, k, v));
@@ -203,9 +204,9 @@ void step_backward(const TensorView& dout, const TensorView& q, const TensorView
               Internal, "accumulating attention gradients into ", dq.describe());
   const DeviceScope scope(q.device);
   if (which == StepKernel::Cudnn) {
-    const CudnnMask m = cudnn_mask_for(which, cudnn, q, k, v, args, stream, &dout);
-    if (m != CudnnMask::None && cudnn_step_backward(*cudnn, m, dout, q, k, v, out, lse, delta, dq, dk, dv,
-                                                    args.scale, accumulate, stream))
+    const CudnnMaskVerdict m = cudnn_mask_for(which, cudnn, q, k, v, args, stream, &dout);
+    if (m.mask != CudnnMask::None && cudnn_step_backward(*cudnn, m, dout, q, k, v, out, lse, delta, dq, dk,
+                                                         dv, args.scale, accumulate, stream))
       return;
     which = StepKernel::Auto;
   }

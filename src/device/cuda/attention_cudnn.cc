@@ -109,9 +109,9 @@ bool cudnn_stats_packed(const TensorView& t) noexcept {
 }
 
 std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
-                              const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
+                              const kernels::KernelArgs& args, cudaStream_t stream, CudnnMaskVerdict* mask,
                               const TensorView* dout, CudnnMaskCache* masks) {
-  if (mask != nullptr) *mask = CudnnMask::None;
+  if (mask != nullptr) *mask = CudnnMaskVerdict{};
   if (!cudnn_compiled())
     return "burst_cuda was built without the cuDNN frontend headers (BURST_CUDNN_FRONTEND_DIR)";
   if (q.dtype != DType::BF16 && q.dtype != DType::F16)
@@ -136,15 +136,12 @@ std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const Te
   const CudnnMaskVerdict verdict =
       masks != nullptr ? masks->classify(hq, q.shape[1], hk, k.shape[1], hs, args.mask_slice_count)
                        : classify_for_cudnn(hq, q.shape[1], hk, k.shape[1], hs, args.mask_slice_count);
-  if (mask != nullptr) *mask = verdict.mask;
   if (verdict.mask == CudnnMask::None) return "the mask: " + verdict.why_not;
   if (dout != nullptr) {
     std::string why = cudnn_backward_defect(sm_major_of(q.device), cudnn_library_version(), k.shape[1]);
-    if (!why.empty()) {
-      if (mask != nullptr) *mask = CudnnMask::None;
-      return why;
-    }
+    if (!why.empty()) return why;
   }
+  if (mask != nullptr) *mask = verdict;
   return "";
 }
 
@@ -163,13 +160,14 @@ void CudnnState::plant_refusal_above_kv_heads(std::int64_t) {}
 void CudnnState::set_graph_capacity(std::size_t) {}
 std::int64_t CudnnState::evicted() const noexcept { return 0; }
 
-bool cudnn_step_forward(CudnnState&, CudnnMask, const TensorView&, const TensorView&, const TensorView&,
-                        const TensorView&, const TensorView&, float, cudaStream_t) {
+bool cudnn_step_forward(CudnnState&, const CudnnMaskVerdict&, const TensorView&, const TensorView&,
+                        const TensorView&, const TensorView&, const TensorView&, float, cudaStream_t) {
   BURST_FAIL(Unsupported, "cuDNN attention: built without the cuDNN frontend headers");
 }
-bool cudnn_step_backward(CudnnState&, CudnnMask, const TensorView&, const TensorView&, const TensorView&,
-                         const TensorView&, const TensorView*, const TensorView&, const TensorView&,
-                         const TensorView&, const TensorView&, const TensorView&, float, bool, cudaStream_t) {
+bool cudnn_step_backward(CudnnState&, const CudnnMaskVerdict&, const TensorView&, const TensorView&,
+                         const TensorView&, const TensorView&, const TensorView*, const TensorView&,
+                         const TensorView&, const TensorView&, const TensorView&, const TensorView&, float,
+                         bool, cudaStream_t) {
   BURST_FAIL(Unsupported, "cuDNN attention: built without the cuDNN frontend headers");
 }
 
@@ -233,10 +231,17 @@ fe::graph::Tensor_attributes rows_attr(const char* name, Uid uid, const TensorVi
       .set_stride({t.stride[0], t.stride[1], t.stride[2], 1});
 }
 
+/// The verdict as SDPA attributes: the causal kinds as before bands, a band by its alignment and
+/// bounds (cudnn_mask.h: the frontend's diagonal band, L and R as classify_for_cudnn read them).
 template <typename Attributes>
-void set_mask(Attributes& a, CudnnMask m) {
-  if (m == CudnnMask::CausalTopLeft) a.set_causal_mask(true);
-  if (m == CudnnMask::CausalBottomRight) a.set_causal_mask_bottom_right(true);
+void set_mask(Attributes& a, const CudnnMaskVerdict& m) {
+  if (m.mask == CudnnMask::CausalTopLeft) a.set_causal_mask(true);
+  if (m.mask == CudnnMask::CausalBottomRight) a.set_causal_mask_bottom_right(true);
+  if (!m.band()) return;
+  a.set_diagonal_alignment(m.mask == CudnnMask::BandTopLeft ? fe::DiagonalAlignment_t::TOP_LEFT
+                                                            : fe::DiagonalAlignment_t::BOTTOM_RIGHT);
+  if (m.left > 0) a.set_diagonal_band_left_bound(static_cast<int>(m.left));
+  if (m.right >= 0) a.set_diagonal_band_right_bound(static_cast<int>(m.right));
 }
 
 GraphPtr new_graph(DType dt) {
@@ -336,10 +341,32 @@ void allocate(std::initializer_list<Scratch*> scratch) {
     if (s != nullptr) s->allocate();
 }
 
-std::vector<std::int64_t> key_head(int kind, DType dt, CudnnMask m, float scale) {
+std::vector<std::int64_t> key_head(int kind, DType dt, const CudnnMaskVerdict& m, float scale) {
   std::uint32_t bits = 0;
   std::memcpy(&bits, &scale, sizeof bits);
-  return {kind, static_cast<std::int64_t>(dt), static_cast<std::int64_t>(m), static_cast<std::int64_t>(bits)};
+  return {kind,
+          static_cast<std::int64_t>(dt),
+          static_cast<std::int64_t>(m.mask),
+          m.band() ? m.left : 0,
+          m.band() ? m.right : -1,
+          static_cast<std::int64_t>(bits)};
+}
+
+/// Key rows [0, first) and [last, S_kv) that no row of a band sees (a band's rows see one
+/// range each, and the ranges' starts and ends grow with the row: cudnn_mask.h), as {first, last}.
+std::pair<std::int64_t, std::int64_t> seen_keys(const CudnnMaskVerdict& m, std::int64_t S_q,
+                                                std::int64_t S_kv) {
+  const bool bottom_right = m.mask == CudnnMask::CausalBottomRight || m.mask == CudnnMask::BandBottomRight;
+  const std::int64_t off = bottom_right ? S_kv - S_q : 0;
+  std::int64_t left = 0, right = -1;
+  if (m.mask == CudnnMask::CausalTopLeft || m.mask == CudnnMask::CausalBottomRight) right = 0;
+  if (m.band()) {
+    left = m.left;
+    right = m.right;
+  }
+  const std::int64_t first = left > 0 ? std::clamp<std::int64_t>(off - left + 1, 0, S_kv) : 0;
+  const std::int64_t last = right >= 0 ? std::clamp<std::int64_t>(S_q - 1 + off + right + 1, 0, S_kv) : S_kv;
+  return {first, std::max(first, last)};
 }
 
 /// t's heads [a, a + n) (dim: 2 for a BSHD view, 1 for [B,H,S] rows).
@@ -429,9 +456,9 @@ CudnnState::~CudnnState() {
 std::int64_t CudnnState::executed() const noexcept { return impl_->executed; }
 std::int64_t CudnnState::built() const noexcept { return impl_->built; }
 
-bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& out, const TensorView& lse_out, float scale,
-                        cudaStream_t stream) {
+bool cudnn_step_forward(CudnnState& state, const CudnnMaskVerdict& mask, const TensorView& q,
+                        const TensorView& k, const TensorView& v, const TensorView& out,
+                        const TensorView& lse_out, float scale, cudaStream_t stream) {
   const DeviceScope scope(q.device);
   // cuDNN writes its Stats into a packed [B,H,S_q] buffer where lse is a step's rows of a wider
   // lse (a query-chunk span, a head half), copied into lse afterwards, as the backward reads one.
@@ -478,8 +505,8 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
   return true;
 }
 
-bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& dout, const TensorView& q,
-                         const TensorView& k, const TensorView& v, const TensorView* out,
+bool cudnn_step_backward(CudnnState& state, const CudnnMaskVerdict& mask, const TensorView& dout,
+                         const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* out,
                          const TensorView& lse_in, const TensorView& delta, const TensorView& dq,
                          const TensorView& dk, const TensorView& dv, float scale, bool accumulate,
                          cudaStream_t stream) {
@@ -539,13 +566,16 @@ bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& do
                                                {kO, o.data},   {kDO, dout.data}, {kStats, lse.data},
                                                {kDQ, gq.data}, {kDK, gk.data},   {kDV, gv.data}};
   execute(state.impl(), g, pack, stream);
-  // Keys no query sees (a top-left causal step with more keys than queries: keys S_q..S_kv − 1)
-  // have zero gradients; they are written after cuDNN's run, so the result does not depend on
-  // what cuDNN leaves in the rows of key tiles it has no query for (skipped, or summed over the
-  // query heads of a GQA group from a workspace it need not have written).
-  if (mask == CudnnMask::CausalTopLeft && k.shape[1] > q.shape[1]) {
-    fill(strategies::narrow(gk, 1, q.shape[1], k.shape[1]), 0.0f, stream);
-    fill(strategies::narrow(gv, 1, q.shape[1], k.shape[1]), 0.0f, stream);
+  // Keys no query sees (a top-left causal step with more keys than queries: keys S_q..S_kv − 1;
+  // a band's keys before its first row's window or after its last row's) have zero gradients;
+  // they are written after cuDNN's run, so the result does not depend on what cuDNN leaves in
+  // the rows of key tiles it has no query for (skipped, or summed over the query heads of a GQA
+  // group from a workspace it need not have written).
+  const auto [first, last] = seen_keys(mask, q.shape[1], k.shape[1]);
+  for (const auto& [a, b] : {std::pair<std::int64_t, std::int64_t>{0, first}, {last, k.shape[1]}}) {
+    if (a >= b) continue;
+    fill(strategies::narrow(gk, 1, a, b), 0.0f, stream);
+    fill(strategies::narrow(gv, 1, a, b), 0.0f, stream);
   }
   const std::pair<const TensorView*, const TensorView*> results[] = {{&gq, &dq}, {&gk, &dk}, {&gv, &dv}};
   for (const auto& [from, to] : results) {

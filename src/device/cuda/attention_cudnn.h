@@ -79,10 +79,11 @@ class CudnnState {
 /// the backward: out may be any dtype, converted to q's first); pointers 16-byte aligned; the
 /// mask one of cudnn_mask.h's, classified from the host arrays: args.host_* where given, else
 /// the positions and slice table themselves when they are host memory, else copies of them
-/// (a copy from device memory waits for the stream). `mask` receives the verdict; `masks`, when
-/// given, remembers verdicts by contents (a ring's repeated blocks are classified once).
+/// (a copy from device memory waits for the stream). `mask` receives the verdict (its kind None
+/// whenever the answer is not ""); `masks`, when given, remembers verdicts by contents (a ring's
+/// repeated blocks are classified once).
 std::string cudnn_unsupported(const TensorView& q, const TensorView& k, const TensorView& v,
-                              const kernels::KernelArgs& args, cudaStream_t stream, CudnnMask* mask,
+                              const kernels::KernelArgs& args, cudaStream_t stream, CudnnMaskVerdict* mask,
                               const TensorView* dout = nullptr, CudnnMaskCache* masks = nullptr);
 
 /// Why cuDNN's SDPA backward must not take a step of S_kv keys on a GPU of compute capability
@@ -117,9 +118,9 @@ bool cudnn_stats_packed(const TensorView& t) noexcept;
 /// kernel). lse may be any view of fp32 rows: where it is not packed [B,H,S_q] (a step's rows of
 /// a wider lse) cuDNN writes a packed buffer, copied into it afterwards. Throws: Error(Internal)
 /// when a cuDNN or CUDA call fails otherwise.
-bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, const TensorView& k,
-                        const TensorView& v, const TensorView& out, const TensorView& lse, float scale,
-                        cudaStream_t stream);
+bool cudnn_step_forward(CudnnState& state, const CudnnMaskVerdict& mask, const TensorView& q,
+                        const TensorView& k, const TensorView& v, const TensorView& out,
+                        const TensorView& lse, float scale, cudaStream_t stream);
 
 /// The backward step on cuDNN: step_backward's contract. cuDNN reads O (and forms delta =
 /// rowsum(dO ∘ O) itself), not delta: `out`, when given, is the global out that delta came from,
@@ -127,11 +128,12 @@ bool cudnn_step_forward(CudnnState& state, CudnnMask mask, const TensorView& q, 
 /// would need a conversion anyway, a stand-in O' with rowsum(dO ∘ O') = delta is made from dout
 /// and delta (synthesize_out, elementwise.h; device/out_synth.h bounds its error by that of the
 /// real out rounded to the dtype). lse may be any view of fp32 rows (a step's span of a wider
-/// lse): cuDNN reads a packed copy when it is not packed [B,H,S_q]. Returns false as the
-/// forward. Extra memory: the 16-bit gradients that are not written in place, the q-dtype O',
+/// lse): cuDNN reads a packed copy when it is not packed [B,H,S_q]. Keys no row sees (a band's
+/// keys outside every row's range) get zero dK, dV, written after cuDNN ran. Returns false as
+/// the forward. Extra memory: the 16-bit gradients that are not written in place, the q-dtype O',
 /// and the packed lse.
-bool cudnn_step_backward(CudnnState& state, CudnnMask mask, const TensorView& dout, const TensorView& q,
-                         const TensorView& k, const TensorView& v, const TensorView* out,
+bool cudnn_step_backward(CudnnState& state, const CudnnMaskVerdict& mask, const TensorView& dout,
+                         const TensorView& q, const TensorView& k, const TensorView& v, const TensorView* out,
                          const TensorView& lse, const TensorView& delta, const TensorView& dq,
                          const TensorView& dk, const TensorView& dv, float scale, bool accumulate,
                          cudaStream_t stream);

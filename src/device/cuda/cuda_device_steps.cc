@@ -95,9 +95,10 @@ struct Proxy {
 Proxy proxy_of(std::int64_t S_q, std::int64_t S_kv, cuda::CudnnMask verdict, std::int64_t cap) {
   if (S_q <= cap && S_kv <= cap) return {0, S_q, 0, S_kv};
   std::int64_t n = std::min(S_q, cap), m = std::min(S_kv, cap);
-  if (verdict == cuda::CudnnMask::CausalTopLeft || verdict == cuda::CudnnMask::CausalBottomRight)
-    n = m = std::min(n, m);
-  if (verdict == cuda::CudnnMask::CausalBottomRight) return {S_q - n, n, S_kv - m, m};
+  const bool bottom_right =
+      verdict == cuda::CudnnMask::CausalBottomRight || verdict == cuda::CudnnMask::BandBottomRight;
+  if (verdict != cuda::CudnnMask::Full && verdict != cuda::CudnnMask::None) n = m = std::min(n, m);
+  if (bottom_right) return {S_q - n, n, S_kv - m, m};
   return {0, n, 0, m};
 }
 
@@ -275,7 +276,7 @@ StepKernel choose_step(cuda::CudnnState* cudnn, KernelChooser& chooser, const Cu
     cands.push_back(static_cast<int>(StepKernel::Fast));
     if (!s.backward()) cands.push_back(static_cast<int>(StepKernel::FastMma));
   }
-  cuda::CudnnMask verdict = cuda::CudnnMask::None;
+  cuda::CudnnMaskVerdict verdict;
   if (cudnn != nullptr &&
       cuda::cudnn_unsupported(s.q, s.k, s.v, p, stream, &verdict, s.dout, &cudnn->masks()).empty())
     cands.push_back(static_cast<int>(StepKernel::Cudnn));
@@ -294,9 +295,11 @@ StepKernel choose_step(cuda::CudnnState* cudnn, KernelChooser& chooser, const Cu
                          packed(s.q) | packed(s.k) << 1 | packed(s.v) << 2 | packed(o_or_dq) << 3 |
                              (s.dout != nullptr ? packed(*s.dout) << 4 : 0) |
                              (s.global_out != nullptr ? (1 + packed(*s.global_out)) << 5 : 0),
-                         static_cast<std::int64_t>(verdict)};
+                         static_cast<std::int64_t>(verdict.mask),
+                         verdict.band() ? verdict.left : 0,
+                         verdict.band() ? verdict.right : -1};
   for (const int c : cands) key.push_back(c);
-  const Proxy px = proxy_of(s.q.shape[1], s.k.shape[1], verdict, o.timing_max_rows);
+  const Proxy px = proxy_of(s.q.shape[1], s.k.shape[1], verdict.mask, o.timing_max_rows);
   const int chosen = chooser.choose(key, cands, static_cast<int>(StepKernel::Reference),
                                     [&](int c) { return time_candidate(static_cast<StepKernel>(c), px); });
   return static_cast<StepKernel>(chosen);

@@ -17,17 +17,28 @@ const char* to_string(CudnnMask m) noexcept {
     case CudnnMask::Full: return "full";
     case CudnnMask::CausalTopLeft: return "causal top-left";
     case CudnnMask::CausalBottomRight: return "causal bottom-right";
+    case CudnnMask::BandTopLeft: return "band top-left";
+    case CudnnMask::BandBottomRight: return "band bottom-right";
   }
   return "?";
 }
 
+std::string CudnnMaskVerdict::describe() const {
+  std::string d = to_string(mask);
+  if (band()) {
+    if (left > 0) d += " left " + std::to_string(left);
+    if (right >= 0) d += " right " + std::to_string(right);
+  }
+  return d;
+}
+
 namespace {
 
-/// The visible keys of the row at position p: one prefix [0, e) of the key indices, or −1 when
-/// they are not a prefix (a gap, or a first visible key past index 0).
-std::int64_t visible_prefix(std::int64_t p, const std::int64_t* kv_pos, std::int64_t S_kv,
-                            const std::vector<SliceBounds>& bounds,
-                            std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
+/// The visible keys of the row at position p: one range [s, e) of the key indices (e = 0 when
+/// it sees none), or e = −1 when they are not one range (a gap between visible keys).
+std::pair<std::int64_t, std::int64_t> visible_range(
+    std::int64_t p, const std::int64_t* kv_pos, std::int64_t S_kv, const std::vector<SliceBounds>& bounds,
+    std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
   ranges.clear();
   const std::int64_t* end = kv_pos + S_kv;
   for (const SliceBounds& b : bounds) {
@@ -38,16 +49,45 @@ std::int64_t visible_prefix(std::int64_t p, const std::int64_t* kv_pos, std::int
                        last = std::upper_bound(kv_pos, end, hi) - kv_pos;  // [first, last)
     if (first < last) ranges.emplace_back(first, last);
   }
-  if (ranges.empty()) return 0;
+  if (ranges.empty()) return {0, 0};
   std::sort(ranges.begin(), ranges.end());
-  if (ranges.front().first != 0) return -1;
-  std::int64_t e = 0;
+  const std::int64_t s = ranges.front().first;
+  std::int64_t e = s;
   for (const auto& [first, last] : ranges) {
-    if (first > e) return -1;  // a gap: keys [e, first) invisible between visible ones
+    if (first > e) return {s, -1};  // a gap: keys [e, first) invisible between visible ones
     e = std::max(e, last);
   }
-  return e;
+  return {s, e};
 }
+
+/// One edge of the rows' key ranges, their starts or their ends, seen row by row: at `none`
+/// (0 for the starts, S_kv for the ends) in every row, or i + c clipped to [0, S_kv] for one
+/// constant c, which the first row off the clip fixes (the rows before it must be clipped).
+class Edge {
+ public:
+  Edge(bool starts, std::int64_t S_kv) : starts_(starts), S_kv_(S_kv) {}
+  /// Row i's start or end; false once the rows cannot follow one such edge.
+  bool see(std::int64_t i, std::int64_t at) {
+    const std::int64_t none = starts_ ? 0 : S_kv_;
+    if (unbounded_ && at == none) return true;
+    if (unbounded_) {  // the first row off the clip
+      unbounded_ = false;
+      c_ = at - i;
+      // The rows before it sat on the clip: so must i − 1 + c (rows are checked in order).
+      return i == 0 || clip(i - 1) == none;
+    }
+    return clip(i) == at;
+  }
+  bool unbounded() const noexcept { return unbounded_; }
+  std::int64_t c() const noexcept { return c_; }
+
+ private:
+  std::int64_t clip(std::int64_t i) const { return starts_ ? max64(i + c_, 0) : min64(i + c_, S_kv_); }
+  bool starts_;
+  std::int64_t S_kv_;
+  bool unbounded_ = true;
+  std::int64_t c_ = 0;
+};
 
 }  // namespace
 
@@ -57,25 +97,38 @@ CudnnMaskVerdict classify_for_cudnn(const std::int64_t* q_pos, std::int64_t S_q,
   std::vector<SliceBounds> bounds;
   bounds.reserve(static_cast<std::size_t>(n));
   for (std::int64_t s = 0; s < n; ++s) bounds.push_back(slice_bounds(slices[s]));
-  // Which of the three shapes every row so far agrees with.
-  bool full = true, top_left = true, bottom_right = true;
+  Edge starts(true, S_kv), ends(false, S_kv);
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
-  for (std::int64_t i = 0; i < S_q && (full || top_left || bottom_right); ++i) {
-    const std::int64_t e = visible_prefix(q_pos[i], kv_pos, S_kv, bounds, ranges);
-    if (e < 0)
-      return {CudnnMask::None, "row " + std::to_string(i) + " (position " + std::to_string(q_pos[i]) +
-                                   ") sees keys that are not a prefix of the step's"};
-    if (e == 0)
-      return {CudnnMask::None,
-              "row " + std::to_string(i) + " (position " + std::to_string(q_pos[i]) + ") sees no key"};
-    full = full && e == S_kv;
-    top_left = top_left && e == min64(i + 1, S_kv);
-    bottom_right = bottom_right && e == min64(i + 1 + S_kv - S_q, S_kv);
+  for (std::int64_t i = 0; i < S_q; ++i) {
+    const auto [s, e] = visible_range(q_pos[i], kv_pos, S_kv, bounds, ranges);
+    if (e <= 0 || !starts.see(i, s) || !ends.see(i, e)) {
+      const std::string row = "row " + std::to_string(i) + " (position " + std::to_string(q_pos[i]) + ")";
+      if (e < 0) return {CudnnMask::None, row + " sees keys that are not one range of the step's"};
+      if (e == 0) return {CudnnMask::None, row + " sees no key"};
+      return {CudnnMask::None, row + " leaves the diagonal band of the rows before it"};
+    }
   }
-  if (full) return {CudnnMask::Full, ""};
-  if (top_left) return {CudnnMask::CausalTopLeft, ""};
-  if (bottom_right) return {CudnnMask::CausalBottomRight, ""};
-  return {CudnnMask::None, "the visible keys are prefixes, but neither all keys nor a causal diagonal"};
+  // Top-left (off = 0) or bottom-right (off = S_kv − S_q): L = off + 1 − c_s ≥ 1 and
+  // R = c_e − 1 − off ≥ 0 where the edge is bounded. The unbounded and causal shapes keep their
+  // kinds (and the graphs' keys) from before bands; a band is top-left where both alignments fit.
+  const std::int64_t off = S_kv - S_q;
+  if (starts.unbounded() && ends.unbounded()) return {CudnnMask::Full, ""};
+  if (starts.unbounded() && ends.c() == 1) return {CudnnMask::CausalTopLeft, ""};
+  if (starts.unbounded() && off >= 0 && ends.c() == 1 + off) return {CudnnMask::CausalBottomRight, ""};
+  const auto fits = [&](std::int64_t o) {
+    return (starts.unbounded() || o + 1 - starts.c() >= 1) && (ends.unbounded() || ends.c() - 1 - o >= 0);
+  };
+  const bool top_left = fits(0);
+  if (!top_left && !(off >= 0 && fits(off)))
+    return {CudnnMask::None, "a diagonal band that neither of cuDNN's alignments expresses"};
+  const std::int64_t o = top_left ? 0 : off;
+  const std::int64_t left = starts.unbounded() ? 0 : o + 1 - starts.c();
+  const std::int64_t right = ends.unbounded() ? -1 : ends.c() - 1 - o;
+  if (left > 0 && S_q > S_kv)
+    return {CudnnMask::None, "a left band bound with more rows than keys (cuDNN refuses it)"};
+  constexpr std::int64_t kIntMax = 2147483647;  // the frontend's bounds are int
+  if (left > kIntMax || right > kIntMax) return {CudnnMask::None, "a band bound past 2^31 - 1"};
+  return {top_left ? CudnnMask::BandTopLeft : CudnnMask::BandBottomRight, "", left, right};
 }
 
 CudnnMaskVerdict CudnnMaskCache::classify(const std::int64_t* q_pos, std::int64_t S_q,
@@ -101,8 +154,15 @@ CudnnMaskVerdict CudnnMaskCache::classify(const std::int64_t* q_pos, std::int64_
                         std::vector<std::int64_t>(kv_pos, kv_pos + max64(S_kv, 0)),
                         std::vector<MaskSlice>(slices, slices + max64(n, 0)), v});
   }
-  if (plant_ && v.mask != CudnnMask::None)
+  if (plant_ && v.band()) {
+    if (v.left > 0) {
+      ++v.left;
+    } else {
+      ++v.right;
+    }
+  } else if (plant_ && v.mask != CudnnMask::None) {
     v.mask = v.mask == CudnnMask::Full ? CudnnMask::CausalTopLeft : CudnnMask::Full;
+  }
   return v;
 }
 
