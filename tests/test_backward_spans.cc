@@ -141,5 +141,82 @@ TEST(ForwardSpans, CoverEveryVisiblePairOnce) {
     }
 }
 
+// Under sliding windows both passes' spans drop their leading and trailing rows that see none
+// of the span's keys: on contiguous and zigzag blocks (P = 2..4) every span's first and last row
+// sees a key, and still every visible pair lies in exactly one span (the forward's rows disjoint
+// and in order); cut as on a GPU (no_more_rows_than_keys), a span has more rows than keys only
+// where its last row sees its first key (no left bound). The window 3
+// below a half block of the block before the diagonal: only the rows it reaches back from, [0, 3), over the
+// half block of keys they see.
+TEST(Spans, WindowsDropTheRowsThatSeeNoKey) {
+  const std::int64_t S = 96;
+  std::vector<std::int64_t> p(static_cast<std::size_t>(S));
+  std::iota(p.begin(), p.end(), 0);
+  {
+    const ResolvedMask w3(Mask::sliding_window(3, 0, true), S, S);
+    const auto spans = forward_spans(w3, p.data() + 48, 48, p.data(), 48);  // rank 1 of 2, keys of rank 0
+    ASSERT_EQ(spans.size(), 1u);
+    EXPECT_TRUE(same(spans[0], {0, 3, 24, 48}));
+  }
+  for (const std::int64_t w : {3, 10, 20, 40})
+    for (const bool two_sided : {false, true}) {
+      const ResolvedMask mask(two_sided ? Mask::sliding_window(w, w / 2) : Mask::sliding_window(w, 0, true),
+                              S, S);
+      for (int P : {2, 3, 4})
+        for (const bool zz : {false, true}) {
+          const std::int64_t n = S / P;
+          for (int r = 0; r < P; ++r)
+            for (int s = 0; s < P; ++s) {
+              const auto qp = zz ? zigzag(P, r, S / (2 * P))
+                                 : std::vector<std::int64_t>(p.begin() + r * n, p.begin() + (r + 1) * n);
+              const auto kp = zz ? zigzag(P, s, S / (2 * P))
+                                 : std::vector<std::int64_t>(p.begin() + s * n, p.begin() + (s + 1) * n);
+              const auto sees = [&](std::int64_t i, const KernelSpan& sp) {
+                for (std::int64_t j = sp.k0; j < sp.k1; ++j)
+                  if (mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)]))
+                    return true;
+                return false;
+              };
+              const auto fwd = forward_spans(mask, qp.data(), n, kp.data(), n),
+                         bwd = backward_spans(mask, qp.data(), n, kp.data(), n);
+              // forward, backward, and both as a GPU cuts them (no_more_rows_than_keys).
+              const std::vector<KernelSpan> lists[4] = {
+                  fwd, bwd, no_more_rows_than_keys(mask, qp.data(), kp.data(), fwd),
+                  no_more_rows_than_keys(mask, qp.data(), kp.data(), bwd)};
+              for (int l = 0; l < 4; ++l) {
+                SCOPED_TRACE("w " + std::to_string(w) + (two_sided ? " two-sided" : "") + " P " +
+                             std::to_string(P) + " zigzag " + std::to_string(zz) + " blocks " +
+                             std::to_string(r) + ", " + std::to_string(s) + " list " + std::to_string(l));
+                std::int64_t done = 0;
+                for (const KernelSpan& sp : lists[l]) {
+                  if (l % 2 == 0) {  // forward: rows disjoint and in order
+                    EXPECT_LE(done, sp.q0);
+                    done = sp.q1;
+                  }
+                  ASSERT_LT(sp.q0, sp.q1);
+                  EXPECT_TRUE(sees(sp.q0, sp));
+                  EXPECT_TRUE(sees(sp.q1 - 1, sp));
+                  // As on a GPU: more rows than keys only where the last row sees the first key.
+                  if (l >= 2) {
+                    EXPECT_TRUE(sp.q1 - sp.q0 <= sp.k1 - sp.k0 ||
+                                mask.visible(qp[static_cast<std::size_t>(sp.q1 - 1)],
+                                             kp[static_cast<std::size_t>(sp.k0)]));
+                  }
+                }
+                for (std::int64_t i = 0; i < n; ++i)
+                  for (std::int64_t j = 0; j < n; ++j) {
+                    if (!mask.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)]))
+                      continue;
+                    int in = 0;
+                    for (const KernelSpan& sp : lists[l])
+                      in += i >= sp.q0 && i < sp.q1 && j >= sp.k0 && j < sp.k1;
+                    EXPECT_EQ(in, 1) << "pair " << i << ", " << j;
+                  }
+              }
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace burst::strategies

@@ -304,6 +304,46 @@ TEST(CudnnClassify, ZigzagRingSpansAreCudnnShapes) {
   }
 }
 
+// Under sliding windows (causal and two-sided) every span of a contiguous ring's steps, both
+// passes, as a GPU cuts them (rows that see none of a span's keys dropped, no span with more
+// rows than keys: backward_spans.h), is a band cuDNN takes, the blocks before the diagonal
+// included; zigzag spans are classified too (the twin
+// agreeing), whatever their verdict.
+TEST(CudnnClassify, WindowedRingSpansAreBands) {
+  const std::int64_t S = 96;
+  for (const std::int64_t w : {3, 10, 20, 40})
+    for (const bool two_sided : {false, true}) {
+      const ResolvedMask mask(two_sided ? Mask::sliding_window(w, w / 2) : Mask::sliding_window(w, 0, true),
+                              S, S);
+      for (int P : {2, 3, 4})
+        for (const bool zz : {false, true})
+          for (int r = 0; r < P; ++r)
+            for (int s = 0; s < P; ++s) {
+              const std::int64_t n = S / P;
+              const std::vector<std::int64_t> qp = zz ? zigzag(S, P, r) : range(r * n, (r + 1) * n),
+                                              kp = zz ? zigzag(S, P, s) : range(s * n, (s + 1) * n);
+              // As a GPU's ring cuts them: no span with more rows than keys.
+              std::vector<strategies::KernelSpan> spans = strategies::no_more_rows_than_keys(
+                  mask, qp.data(), kp.data(), strategies::backward_spans(mask, qp.data(), n, kp.data(), n));
+              for (const strategies::KernelSpan& sp : strategies::no_more_rows_than_keys(
+                       mask, qp.data(), kp.data(),
+                       strategies::forward_spans(mask, qp.data(), n, kp.data(), n)))
+                spans.push_back(sp);
+              for (const strategies::KernelSpan& sp : spans) {
+                SCOPED_TRACE("window " + std::to_string(w) + (two_sided ? " two-sided" : " causal") + " P " +
+                             std::to_string(P) + (zz ? " zigzag" : " contiguous") + " blocks " +
+                             std::to_string(r) + ", " + std::to_string(s) + " span q [" +
+                             std::to_string(sp.q0) + ", " + std::to_string(sp.q1) + ") kv [" +
+                             std::to_string(sp.k0) + ", " + std::to_string(sp.k1) + ")");
+                const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
+                    k(kp.begin() + sp.k0, kp.begin() + sp.k1);
+                const cuda::CudnnMask m = classify(q, k, mask);
+                if (!zz) { EXPECT_NE(m, cuda::CudnnMask::None); }
+              }
+            }
+    }
+}
+
 // Which lse rows cuDNN gets directly (else a packed copy): only those whose declared strides
 // the frontend takes as a packed [B,H,S_q,1] Stats, sizes of 1 included. A head half of a B = 1
 // lse and a span of a one-head lse are packed in memory order but not by the strides the

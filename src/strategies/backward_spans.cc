@@ -69,16 +69,63 @@ std::vector<KernelSpan> cut(const ResolvedMask& mask, const std::int64_t* q_pos,
   return out;
 }
 
+/// True when the row at position q sees some key of kv_pos[k0, k1) (increasing): exact, through
+/// the mask's visible intervals, not the position hull's classification.
+bool row_sees(const ResolvedMask& mask, std::int64_t q, const std::int64_t* kv_pos, std::int64_t k0,
+              std::int64_t k1) {
+  bool seen = false;
+  mask.visible_ranges(q, kv_pos[k0], kv_pos[k1 - 1], [&](std::int64_t lo, std::int64_t hi) {
+    const std::int64_t* first = std::lower_bound(kv_pos + k0, kv_pos + k1, lo);
+    seen = seen || (first != kv_pos + k1 && *first <= hi);
+  });
+  return seen;
+}
+
+/// The spans with their leading and trailing query rows that see none of the span's keys dropped
+/// (a span left without rows is dropped too). What a row outside every span would get is what a
+/// call over it would have written: nothing (backward) or out 0, lse −inf (forward's caller).
+std::vector<KernelSpan> trim_rows(const ResolvedMask& mask, const std::int64_t* q_pos,
+                                  const std::int64_t* kv_pos, std::vector<KernelSpan> spans) {
+  std::vector<KernelSpan> out;
+  for (KernelSpan sp : spans) {
+    if (sp.q0 >= sp.q1 || sp.k0 >= sp.k1) {  // an empty side: the call as it was
+      out.push_back(sp);
+      continue;
+    }
+    while (sp.q0 < sp.q1 && !row_sees(mask, q_pos[sp.q0], kv_pos, sp.k0, sp.k1)) ++sp.q0;
+    while (sp.q1 > sp.q0 && !row_sees(mask, q_pos[sp.q1 - 1], kv_pos, sp.k0, sp.k1)) --sp.q1;
+    if (sp.q0 < sp.q1) out.push_back(sp);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                        const std::int64_t* kv_pos, std::int64_t n_kv) {
-  return cut(mask, q_pos, n_q, kv_pos, n_kv, true);
+  return trim_rows(mask, q_pos, kv_pos, cut(mask, q_pos, n_q, kv_pos, n_kv, true));
+}
+
+std::vector<KernelSpan> no_more_rows_than_keys(const ResolvedMask& mask, const std::int64_t* q_pos,
+                                               const std::int64_t* kv_pos,
+                                               const std::vector<KernelSpan>& spans) {
+  std::vector<KernelSpan> cut_rows;
+  for (const KernelSpan& sp : spans) {
+    const std::int64_t n = sp.k1 - sp.k0;
+    // Cut only where a band would need its left bound: the last row does not see the first key.
+    if (n <= 0 || sp.q1 - sp.q0 <= n || mask.visible(q_pos[sp.q1 - 1], kv_pos[sp.k0])) {
+      cut_rows.push_back(sp);
+      continue;
+    }
+    for (std::int64_t a = sp.q0; a < sp.q1; a += n)
+      cut_rows.push_back({a, std::min(sp.q1, a + n), sp.k0, sp.k1});
+  }
+  return trim_rows(mask, q_pos, kv_pos, std::move(cut_rows));
 }
 
 std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                       const std::int64_t* kv_pos, std::int64_t n_kv) {
-  return cut(mask, q_pos, n_q, kv_pos, n_kv, false);
+  return trim_rows(mask, q_pos, kv_pos, cut(mask, q_pos, n_q, kv_pos, n_kv, false));
 }
 
 }  // namespace burst::strategies

@@ -15,29 +15,45 @@ struct KernelSpan {
 
 /// How a backward step's kernel work is cut into calls: one call per piece of the key rows,
 /// each on the query rows from the first to the last query piece that the mask does not leave
-/// Empty against it (hull classification, ResolvedMask::classify); key pieces nobody sees are
-/// dropped. Pieces: the runs of consecutive positions (a zigzag block's two chunks), cut at the
-/// middle row too (so adjacent chunks, or a contiguous block, are halves as well). More than two
-/// runs on either side (striped), or an empty side: the whole block in one call,
-/// [0, n_q) × [0, n_kv).
+/// Empty against it (hull classification, ResolvedMask::classify), less its leading and
+/// trailing rows that see none of the piece's keys (exactly, through the mask's visible
+/// intervals: a sliding window's block before the diagonal keeps only the rows its window
+/// reaches back from); key pieces nobody sees are dropped. Pieces: the runs of consecutive
+/// positions (a zigzag block's two chunks), cut at the middle row too (so adjacent chunks, or a
+/// contiguous block, are halves as well). More than two runs on either side (striped), or an
+/// empty side: the whole block in one call, [0, n_q) × [0, n_kv).
 /// Why: the backward kernel keeps the dK, dV accumulators and packed K, V of every kv tile of
 /// its call live while it sweeps each q tile, so a call over both chunks of a zigzag block
 /// streams twice the kv-side state per q tile of a call over one (past L2: a step with two
 /// live key chunks ran slower than one with two live query chunks of the same work), and
-/// query rows that see no key of the call cost packing and a zero dQ write. Pure; exact (only
-/// the order of dQ's fp32 sums over the calls changes). The positions are increasing.
+/// query rows that see no key of the call cost packing and a zero dQ write (and, on a GPU,
+/// keep a step from cuDNN, which takes no row without keys). Pure; exact (only the order of
+/// dQ's fp32 sums over the calls changes). The positions are increasing.
 std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                        const std::int64_t* kv_pos, std::int64_t n_kv);
 
 /// How a forward step is cut for a device that prefers whole-shaped steps
 /// (Device::prefers_shaped_steps): one call per piece of the query rows (the pieces of
-/// backward_spans), each over the key rows from the first to the last key piece the mask does not
-/// leave Empty against it; query pieces that see no key are left out (their rows: out 0, lse
-/// −inf, written by the caller). The calls' rows are disjoint and in order, so no merge is needed
-/// within the step. On a zigzag block every call is then all-keys or causal (a whole zigzag block
-/// between ranks is neither). Pure; exact (a row's keys are the same; only invisible keys are
-/// dropped). More than two runs on either side, or an empty side: the whole block, one call.
+/// backward_spans), each over the key rows from the first to the last key piece the mask does
+/// not leave Empty against it, less its leading and trailing rows that see none of those keys
+/// (as in backward_spans); query pieces that see no key are left out (their rows: out 0, lse
+/// −inf, written by the caller). The calls' rows are disjoint and in order, so no merge is
+/// needed within the step. On a zigzag block every call is then all-keys or causal (a whole
+/// zigzag block between ranks is neither); on a contiguous block under a sliding window, a
+/// diagonal band with no row left without a key (what cuDNN takes: device/cuda/cudnn_mask.h).
+/// Pure; exact (a row's keys are the same; only invisible keys are dropped). More than two
+/// runs on either side, or an empty side: the whole block, one call.
 std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                       const std::int64_t* kv_pos, std::int64_t n_kv);
+
+/// For a device that prefers whole-shaped steps: each span with more query rows than keys whose
+/// last row does not see its first key (so that as a band it needs a left bound) cut into row
+/// pieces of at most as many rows as keys, each trimmed as above: cuDNN takes no left bound with
+/// more rows than keys, and a backward span of a windowed block's first key piece holds the
+/// window's rows past it. Other spans (a causal or full zigzag span, which cuDNN takes whole)
+/// stay whole. Pure; exact (rows are independent).
+std::vector<KernelSpan> no_more_rows_than_keys(const ResolvedMask& mask, const std::int64_t* q_pos,
+                                               const std::int64_t* kv_pos,
+                                               const std::vector<KernelSpan>& spans);
 
 }  // namespace burst::strategies

@@ -126,8 +126,12 @@ CudnnMaskVerdict classify_for_cudnn(const std::int64_t* q_pos, std::int64_t S_q,
   const std::int64_t right = ends.unbounded() ? -1 : ends.c() - 1 - o;
   if (left > 0 && S_q > S_kv)
     return {CudnnMask::None, "a left band bound with more rows than keys (cuDNN refuses it)"};
-  constexpr std::int64_t kIntMax = 2147483647;  // the frontend's bounds are int
-  if (left > kIntMax || right > kIntMax) return {CudnnMask::None, "a band bound past 2^31 - 1"};
+  // The frontend hands a left bound to cuDNN as fp32 and adds it to key indices in fp32: exact
+  // only while every such sum stays within 2^24.
+  constexpr std::int64_t kExactInFp32 = std::int64_t{1} << 24;
+  if (S_q + S_kv + left + max64(right, 0) > kExactInFp32)
+    return {CudnnMask::None,
+            "a band over more than 2^24 rows, keys and bounds (cuDNN's fp32 band arithmetic)"};
   return {top_left ? CudnnMask::BandTopLeft : CudnnMask::BandBottomRight, "", left, right};
 }
 

@@ -62,9 +62,9 @@ struct CudnnMaskVerdict {
 /// every row or min(i + c_e, S_kv) for one constant c_e, and s_i = 0 for every row or
 /// max(i + c_s, 0) for one constant c_s; then the band is read off (top-left where its bounds
 /// allow, else bottom-right), Full, CausalTopLeft and CausalBottomRight first where they fit.
-/// A left bound with S_q > S_kv is refused (cuDNN does not take it), as are bounds past
-/// 2³¹ − 1. Where S_q = S_kv the two alignments agree and top-left is reported.
-/// Cost: O(S_q · n · log S_kv).
+/// A left bound with S_q > S_kv is refused (cuDNN does not take it), as is a band whose
+/// S_q + S_kv + L + R exceeds 2²⁴ (the frontend's band arithmetic is fp32). Where S_q = S_kv the two
+/// alignments agree and top-left is reported. Cost: O(S_q · n · log S_kv).
 CudnnMaskVerdict classify_for_cudnn(const std::int64_t* q_pos, std::int64_t S_q, const std::int64_t* kv_pos,
                                     std::int64_t S_kv, const MaskSlice* slices, std::int64_t n);
 
