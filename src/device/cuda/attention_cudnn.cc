@@ -396,14 +396,19 @@ bool halves_fit(const TensorView& q, const TensorView& k, std::initializer_list<
 
 /// A step refused whole, run as two halves of its KV heads: run_half(a, h, a_kv, h_kv) runs
 /// query heads [a, a + h) with KV heads [a_kv, a_kv + h_kv) and says whether cuDNN took them.
-/// The halves share one graph, so only the first can be refused, before any result was written:
-/// false then (the caller's own kernel takes the whole step).
+/// The halves share one graph, so the first is normally the only one refused, before any result
+/// was written: false then (the caller's own kernel takes the whole step). The second can be
+/// refused only when its graph was evicted meanwhile and a rebuild failed where the first build
+/// did not (a transient failure): false too where the step overwrites its results (`rewritable`:
+/// the caller's own kernel rewrites the first half's), an error where it accumulates into them.
 template <typename RunHalf>
-bool on_halves(const TensorView& q, const TensorView& k, RunHalf&& run_half) {
+bool on_halves(const TensorView& q, const TensorView& k, bool rewritable, RunHalf&& run_half) {
   const std::int64_t h = q.shape[2] / 2, h_kv = k.shape[2] / 2;
   for (int half = 0; half < 2; ++half) {
     if (!run_half(half * h, h, half * h_kv, h_kv)) {
-      BURST_CHECK(half == 0, Internal, "cuDNN SDPA: the second half of a step's heads was refused");
+      BURST_CHECK(
+          half == 0 || rewritable, Internal,
+          "cuDNN SDPA: the second half of an accumulating step's heads was refused after the first ran");
       return false;
     }
   }
@@ -490,7 +495,7 @@ bool cudnn_step_forward(CudnnState& state, const CudnnMaskVerdict& mask, const T
   });
   if (g == nullptr) {  // refused whole: two halves of the KV heads
     return halves_fit(q, k, {&q, &out}, {&k, &v}) &&
-           on_halves(q, k, [&](std::int64_t a, std::int64_t h, std::int64_t a_kv, std::int64_t h_kv) {
+           on_halves(q, k, true, [&](std::int64_t a, std::int64_t h, std::int64_t a_kv, std::int64_t h_kv) {
              return cudnn_step_forward(state, mask, heads(q, 2, a, h), heads(k, 2, a_kv, h_kv),
                                        heads(v, 2, a_kv, h_kv), heads(out, 2, a, h), heads(lse_out, 1, a, h),
                                        scale, stream);
@@ -549,15 +554,16 @@ bool cudnn_step_backward(CudnnState& state, const CudnnMaskVerdict& mask, const 
   });
   if (g == nullptr) {  // refused whole: two halves of the KV heads
     return halves_fit(q, k, {&q, &dout, out, &dq}, {&k, &v, &dk, &dv}) &&
-           on_halves(q, k, [&](std::int64_t a, std::int64_t h, std::int64_t a_kv, std::int64_t h_kv) {
-             TensorView out_half;
-             if (out != nullptr) out_half = heads(*out, 2, a, h);
-             return cudnn_step_backward(state, mask, heads(dout, 2, a, h), heads(q, 2, a, h),
-                                        heads(k, 2, a_kv, h_kv), heads(v, 2, a_kv, h_kv),
-                                        out != nullptr ? &out_half : nullptr, heads(lse_in, 1, a, h),
-                                        heads(delta, 1, a, h), heads(dq, 2, a, h), heads(dk, 2, a_kv, h_kv),
-                                        heads(dv, 2, a_kv, h_kv), scale, accumulate, stream);
-           });
+           on_halves(q, k, !accumulate,
+                     [&](std::int64_t a, std::int64_t h, std::int64_t a_kv, std::int64_t h_kv) {
+                       TensorView out_half;
+                       if (out != nullptr) out_half = heads(*out, 2, a, h);
+                       return cudnn_step_backward(
+                           state, mask, heads(dout, 2, a, h), heads(q, 2, a, h), heads(k, 2, a_kv, h_kv),
+                           heads(v, 2, a_kv, h_kv), out != nullptr ? &out_half : nullptr,
+                           heads(lse_in, 1, a, h), heads(delta, 1, a, h), heads(dq, 2, a, h),
+                           heads(dk, 2, a_kv, h_kv), heads(dv, 2, a_kv, h_kv), scale, accumulate, stream);
+                     });
   }
   allocate({lse32.get(), o16.get(), dq16.get(), dk16.get(), dv16.get()});
   if (lse32) copy(lse_in, lse32->view, stream);

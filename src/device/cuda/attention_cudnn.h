@@ -113,11 +113,14 @@ bool cudnn_stats_packed(const TensorView& t) noexcept;
 /// through a q-dtype buffer when it is not q's). A step whose graph cuDNN refuses is tried as
 /// two halves of its KV heads (each with its query heads; the mask is every head's), and so on
 /// down to one KV head: cuDNN's limits on one graph's size (the backward's fp32 dQ accumulator
-/// holds B·H·S_q·D values) then hold for long steps; the halves share one graph. Returns false,
-/// having queued nothing, when cuDNN refuses the step at every split (the caller runs its own
-/// kernel). lse may be any view of fp32 rows: where it is not packed [B,H,S_q] (a step's rows of
-/// a wider lse) cuDNN writes a packed buffer, copied into it afterwards. Throws: Error(Internal)
-/// when a cuDNN or CUDA call fails otherwise.
+/// holds B·H·S_q·D values) then hold for long steps; the halves share one graph. Returns false
+/// when cuDNN refuses the step at every split (the caller runs its own kernel over the whole
+/// step): having queued nothing, or, where a rebuild of a second half's evicted graph failed
+/// after the first half ran, having written results the caller's kernel rewrites (an
+/// accumulating backward throws Error(Internal) there instead). lse may be any view of fp32
+/// rows: where it is not packed [B,H,S_q] (a step's rows of a wider lse) cuDNN writes a packed
+/// buffer, copied into it afterwards. Throws: Error(Internal) when a cuDNN or CUDA call fails
+/// otherwise.
 bool cudnn_step_forward(CudnnState& state, const CudnnMaskVerdict& mask, const TensorView& q,
                         const TensorView& k, const TensorView& v, const TensorView& out,
                         const TensorView& lse, float scale, cudaStream_t stream);
