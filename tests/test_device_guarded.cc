@@ -303,81 +303,88 @@ TEST(GuardedDevice, DistAttentionTouchesDeviceMemoryOnlyThroughTheDevice) {
       {StrategyKind::DistFlash, LayoutKind::Contiguous}, {StrategyKind::HeadParallel, LayoutKind::Zigzag}};
   const auto plain = std::make_shared<const GuardedDevice>(),
              shaped = std::make_shared<const GuardedDevice>(true);
-  std::vector<std::int64_t> plain_calls(2 * cases.size(), 0);
-  for (const bool cut : {false, true})
-    for (const DType dtype : {DType::F32, DType::BF16})
-      for (const Case& c : cases) {
-        const auto& dev = cut ? shaped : plain;
-        const DistAttention::OnDevice on{dev, kHost};
-        if (c.ranks_per_node > 0 && P % c.ranks_per_node != 0) continue;
-        const ProblemShape shape{1, 96, 4, c.strategy == StrategyKind::HeadParallel ? 4 : 2, 8, dtype};
-        DistConfig cfg;
-        cfg.strategy = c.strategy;
-        cfg.layout = c.layout;
-        if (c.ranks_per_node > 0) cfg.ranks_per_node = c.ranks_per_node;
-        if (c.strategy == StrategyKind::Usp) cfg.ulysses_degree = P == 4 ? 2 : 1;
-        const std::string name = std::string(to_string(c.strategy)) + " " + to_string(c.layout) +
-                                 " L=" + std::to_string(c.ranks_per_node) + " " + to_string(dtype) +
-                                 " P=" + std::to_string(P) + (cut ? " forward cut by query chunk" : "");
-        SCOPED_TRACE(name);
-        std::unique_ptr<DistAttention> host, gpu;
-        try {
-          host = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask());
-          gpu = std::make_unique<DistAttention>(world, cfg, shape, Mask::causal_mask(), on);
-        } catch (const Error& e) {  // e.g. Ulysses with H_kv < P: refused on every rank
-          ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-          continue;
+  // Causal, and a sliding window of 20 (under which the cut drops the rows of a step's spans that
+  // see none of their keys, and on the shaped device cuts spans with more rows than keys).
+  for (const bool windowed : {false, true}) {
+    const Mask mask = windowed ? Mask::sliding_window(20, 0, true) : Mask::causal_mask();
+    std::vector<std::int64_t> plain_calls(2 * cases.size(), 0);
+    for (const bool cut : {false, true})
+      for (const DType dtype : {DType::F32, DType::BF16})
+        for (const Case& c : cases) {
+          const auto& dev = cut ? shaped : plain;
+          const DistAttention::OnDevice on{dev, kHost};
+          if (c.ranks_per_node > 0 && P % c.ranks_per_node != 0) continue;
+          const ProblemShape shape{1, 96, 4, c.strategy == StrategyKind::HeadParallel ? 4 : 2, 8, dtype};
+          DistConfig cfg;
+          cfg.strategy = c.strategy;
+          cfg.layout = c.layout;
+          if (c.ranks_per_node > 0) cfg.ranks_per_node = c.ranks_per_node;
+          if (c.strategy == StrategyKind::Usp) cfg.ulysses_degree = P == 4 ? 2 : 1;
+          const std::string name = std::string(to_string(c.strategy)) + " " + to_string(c.layout) +
+                                   " L=" + std::to_string(c.ranks_per_node) + " " + to_string(dtype) +
+                                   " P=" + std::to_string(P) + (cut ? " forward cut by query chunk" : "") +
+                                   (windowed ? " window 20" : " causal");
+          SCOPED_TRACE(name);
+          std::unique_ptr<DistAttention> host, gpu;
+          try {
+            host = std::make_unique<DistAttention>(world, cfg, shape, mask);
+            gpu = std::make_unique<DistAttention>(world, cfg, shape, mask, on);
+          } catch (const Error& e) {  // e.g. Ulysses with H_kv < P: refused on every rank
+            ASSERT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+            continue;
+          }
+          const auto& pos = host->positions();
+          const std::int64_t S = host->local_length(), H = shape.H, Hk = shape.H_kv, D = shape.D;
+          const bool half = dtype == DType::BF16;
+          Operand q = make(pos, S, H, D, 0.31), k = make(pos, S, Hk, D, 0.57), v = make(pos, S, Hk, D, 0.73),
+                  dout = make(pos, S, H, D, 0.19), out = make(pos, S, H, D, 0), dq = make(pos, S, H, D, 0),
+                  dk = make(pos, S, Hk, D, 0), dv = make(pos, S, Hk, D, 0);
+          Tensor lse({1, H, S});
+          // The guarded run first (its operands copied in before the host run writes its results).
+          const GuardedTensor gq(*dev, q.view(half), true), gk(*dev, k.view(half), true),
+              gv(*dev, v.view(half), true), gdout(*dev, dout.view(half), true),
+              gout(*dev, out.view(half), false), glse(*dev, lse.view(), false),
+              gdq(*dev, dq.view(half), false), gdk(*dev, dk.view(half), false),
+              gdv(*dev, dv.view(half), false);
+          dev->forward_calls = 0;
+          gpu->forward(gq.view, gk.view, gv.view, gout.view, glse.view);
+          // The forward's calls: the ring family's zigzag steps between ranks are cut when the
+          // device prefers shaped steps (one call per query chunk that sees keys), else one a step.
+          const std::size_t at = static_cast<std::size_t>(&c - cases.data()) * 2 + (half ? 1 : 0);
+          if (!cut) plain_calls[at] = dev->forward_calls;
+          const bool ring_zigzag = (c.strategy == StrategyKind::Burst || c.strategy == StrategyKind::Ring) &&
+                                   c.layout == LayoutKind::Zigzag && P > 1;
+          if (cut && ring_zigzag && !windowed) {
+            EXPECT_GT(dev->forward_calls, plain_calls[at]) << "the forward was not cut";
+          }
+          gpu->backward(gdout.view, gq.view, gk.view, gv.view, gout.view, glse.view, gdq.view, gdk.view,
+                        gdv.view);
+          host->forward(q.view(half), k.view(half), v.view(half), out.view(half), lse.view());
+          host->backward(dout.view(half), q.view(half), k.view(half), v.view(half), out.view(half),
+                         lse.view(), dq.view(half), dk.view(half), dv.view(half));
+          std::vector<std::byte> lse_bytes(4 * lse.vec().size());
+          std::memcpy(lse_bytes.data(), lse.vec().data(), lse_bytes.size());
+          if (!cut) {  // the same calls as the host's: bit for bit
+            EXPECT_TRUE(gout.bytes(*dev) == out.bytes(half)) << "out";
+            EXPECT_TRUE(glse.bytes(*dev) == lse_bytes) << "lse";
+            EXPECT_TRUE(gdq.bytes(*dev) == dq.bytes(half)) << "dq";
+            EXPECT_TRUE(gdk.bytes(*dev) == dk.bytes(half)) << "dk";
+            EXPECT_TRUE(gdv.bytes(*dev) == dv.bytes(half)) << "dv";
+          } else {  // the forward's calls over fewer keys: the same values up to fp32 rounding (out
+                    // and the gradients then one rounding to bf16 apart at most; |values| < 4)
+            const double tol = half ? 4 * 0x1p-8 * 4 : 1e-5;
+            EXPECT_LE(max_diff(gout.bytes(*dev), out.bytes(half), half), tol) << "out";
+            EXPECT_LE(max_diff(glse.bytes(*dev), lse_bytes, false), 1e-5) << "lse";
+            EXPECT_LE(max_diff(gdq.bytes(*dev), dq.bytes(half), half), tol) << "dq";
+            EXPECT_LE(max_diff(gdk.bytes(*dev), dk.bytes(half), half), tol) << "dk";
+            EXPECT_LE(max_diff(gdv.bytes(*dev), dv.bytes(half), half), tol) << "dv";
+          }
+          EXPECT_EQ(dev->missing_mirrors, 0) << "steps whose device tables had no host mirror";
+          EXPECT_EQ(dev->mirrors_in_device_memory, 0) << "host mirrors in device memory";
+          EXPECT_EQ(dev->wrong_mirrors, 0) << "host mirrors that differ from the tables";
+          dev->missing_mirrors = dev->mirrors_in_device_memory = dev->wrong_mirrors = 0;
         }
-        const auto& pos = host->positions();
-        const std::int64_t S = host->local_length(), H = shape.H, Hk = shape.H_kv, D = shape.D;
-        const bool half = dtype == DType::BF16;
-        Operand q = make(pos, S, H, D, 0.31), k = make(pos, S, Hk, D, 0.57), v = make(pos, S, Hk, D, 0.73),
-                dout = make(pos, S, H, D, 0.19), out = make(pos, S, H, D, 0), dq = make(pos, S, H, D, 0),
-                dk = make(pos, S, Hk, D, 0), dv = make(pos, S, Hk, D, 0);
-        Tensor lse({1, H, S});
-        // The guarded run first (its operands copied in before the host run writes its results).
-        const GuardedTensor gq(*dev, q.view(half), true), gk(*dev, k.view(half), true),
-            gv(*dev, v.view(half), true), gdout(*dev, dout.view(half), true),
-            gout(*dev, out.view(half), false), glse(*dev, lse.view(), false), gdq(*dev, dq.view(half), false),
-            gdk(*dev, dk.view(half), false), gdv(*dev, dv.view(half), false);
-        dev->forward_calls = 0;
-        gpu->forward(gq.view, gk.view, gv.view, gout.view, glse.view);
-        // The forward's calls: the ring family's zigzag steps between ranks are cut when the
-        // device prefers shaped steps (one call per query chunk that sees keys), else one a step.
-        const std::size_t at = static_cast<std::size_t>(&c - cases.data()) * 2 + (half ? 1 : 0);
-        if (!cut) plain_calls[at] = dev->forward_calls;
-        const bool ring_zigzag = (c.strategy == StrategyKind::Burst || c.strategy == StrategyKind::Ring) &&
-                                 c.layout == LayoutKind::Zigzag && P > 1;
-        if (cut && ring_zigzag) {
-          EXPECT_GT(dev->forward_calls, plain_calls[at]) << "the forward was not cut";
-        }
-        gpu->backward(gdout.view, gq.view, gk.view, gv.view, gout.view, glse.view, gdq.view, gdk.view,
-                      gdv.view);
-        host->forward(q.view(half), k.view(half), v.view(half), out.view(half), lse.view());
-        host->backward(dout.view(half), q.view(half), k.view(half), v.view(half), out.view(half), lse.view(),
-                       dq.view(half), dk.view(half), dv.view(half));
-        std::vector<std::byte> lse_bytes(4 * lse.vec().size());
-        std::memcpy(lse_bytes.data(), lse.vec().data(), lse_bytes.size());
-        if (!cut) {  // the same calls as the host's: bit for bit
-          EXPECT_TRUE(gout.bytes(*dev) == out.bytes(half)) << "out";
-          EXPECT_TRUE(glse.bytes(*dev) == lse_bytes) << "lse";
-          EXPECT_TRUE(gdq.bytes(*dev) == dq.bytes(half)) << "dq";
-          EXPECT_TRUE(gdk.bytes(*dev) == dk.bytes(half)) << "dk";
-          EXPECT_TRUE(gdv.bytes(*dev) == dv.bytes(half)) << "dv";
-        } else {  // the forward's calls over fewer keys: the same values up to fp32 rounding (out
-                  // and the gradients then one rounding to bf16 apart at most; |values| < 4)
-          const double tol = half ? 4 * 0x1p-8 * 4 : 1e-5;
-          EXPECT_LE(max_diff(gout.bytes(*dev), out.bytes(half), half), tol) << "out";
-          EXPECT_LE(max_diff(glse.bytes(*dev), lse_bytes, false), 1e-5) << "lse";
-          EXPECT_LE(max_diff(gdq.bytes(*dev), dq.bytes(half), half), tol) << "dq";
-          EXPECT_LE(max_diff(gdk.bytes(*dev), dk.bytes(half), half), tol) << "dk";
-          EXPECT_LE(max_diff(gdv.bytes(*dev), dv.bytes(half), half), tol) << "dv";
-        }
-        EXPECT_EQ(dev->missing_mirrors, 0) << "steps whose device tables had no host mirror";
-        EXPECT_EQ(dev->mirrors_in_device_memory, 0) << "host mirrors in device memory";
-        EXPECT_EQ(dev->wrong_mirrors, 0) << "host mirrors that differ from the tables";
-        dev->missing_mirrors = dev->mirrors_in_device_memory = dev->wrong_mirrors = 0;
-      }
+  }
   // A NaN in q (rank 0, row 1, head 3, dimension 5) is refused on every rank with its index.
   const ProblemShape shape{1, 96, 4, 2, 8, DType::F32};
   const auto& dev = plain;
