@@ -144,7 +144,7 @@ TEST(ForwardSpans, CoverEveryVisiblePairOnce) {
 // Under sliding windows both passes' spans drop their leading and trailing rows that see none
 // of the span's keys: on contiguous and zigzag blocks (P = 2..4) every span's first and last row
 // sees a key, and still every visible pair lies in exactly one span (the forward's rows disjoint
-// and in order); cut as on a GPU (no_more_rows_than_keys), a span has more rows than keys only
+// and in order); cut as on a GPU (shaped_spans), a span has more rows than keys only
 // where its last row sees its first key (no left bound). The window 3
 // below a half block of the block before the diagonal: only the rows it reaches back from, [0, 3), over the
 // half block of keys they see.
@@ -179,10 +179,10 @@ TEST(Spans, WindowsDropTheRowsThatSeeNoKey) {
               };
               const auto fwd = forward_spans(mask, qp.data(), n, kp.data(), n),
                          bwd = backward_spans(mask, qp.data(), n, kp.data(), n);
-              // forward, backward, and both as a GPU cuts them (no_more_rows_than_keys).
-              const std::vector<KernelSpan> lists[4] = {
-                  fwd, bwd, no_more_rows_than_keys(mask, qp.data(), kp.data(), fwd),
-                  no_more_rows_than_keys(mask, qp.data(), kp.data(), bwd)};
+              // forward, backward, and both as a GPU cuts them (shaped_spans).
+              const std::vector<KernelSpan> lists[4] = {fwd, bwd,
+                                                        shaped_spans(mask, qp.data(), kp.data(), fwd),
+                                                        shaped_spans(mask, qp.data(), kp.data(), bwd)};
               for (int l = 0; l < 4; ++l) {
                 SCOPED_TRACE("w " + std::to_string(w) + (two_sided ? " two-sided" : "") + " P " +
                              std::to_string(P) + " zigzag " + std::to_string(zz) + " blocks " +
@@ -214,6 +214,26 @@ TEST(Spans, WindowsDropTheRowsThatSeeNoKey) {
                   }
               }
             }
+        }
+    }
+}
+
+// Causal and full zigzag spans, which cuDNN takes whole, are kept whole as a GPU cuts them
+// (shaped_spans cuts only where no one band holds a span).
+TEST(Spans, ShapedSpansKeepCausalAndFullZigzagSpansWhole) {
+  for (const bool use_full : {false, true})
+    for (int P : {2, 3, 4}) {
+      const std::int64_t c = 6, S = 2 * P * c;
+      const ResolvedMask mask(use_full ? Mask::full() : Mask::causal_mask(), S, S);
+      for (int r = 0; r < P; ++r)
+        for (int s = 0; s < P; ++s) {
+          const auto qp = zigzag(P, r, c), kp = zigzag(P, s, c);
+          for (const auto& spans : {backward_spans(mask, qp.data(), 2 * c, kp.data(), 2 * c),
+                                    forward_spans(mask, qp.data(), 2 * c, kp.data(), 2 * c)}) {
+            const auto shaped = shaped_spans(mask, qp.data(), kp.data(), spans);
+            ASSERT_EQ(shaped.size(), spans.size()) << "P " << P << " blocks " << r << ", " << s;
+            for (std::size_t i = 0; i < spans.size(); ++i) EXPECT_TRUE(same(shaped[i], spans[i]));
+          }
         }
     }
 }

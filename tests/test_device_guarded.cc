@@ -304,7 +304,7 @@ TEST(GuardedDevice, DistAttentionTouchesDeviceMemoryOnlyThroughTheDevice) {
   const auto plain = std::make_shared<const GuardedDevice>(),
              shaped = std::make_shared<const GuardedDevice>(true);
   // Causal, and a sliding window of 20 (under which the cut drops the rows of a step's spans that
-  // see none of their keys, and on the shaped device cuts spans with more rows than keys).
+  // see none of their keys, and on the shaped device shaped_spans cuts them further).
   for (const bool windowed : {false, true}) {
     const Mask mask = windowed ? Mask::sliding_window(20, 0, true) : Mask::causal_mask();
     std::vector<std::int64_t> plain_calls(2 * cases.size(), 0);

@@ -2,6 +2,7 @@
 #include "strategies/backward_spans.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace burst::strategies {
 
@@ -81,6 +82,22 @@ bool row_sees(const ResolvedMask& mask, std::int64_t q, const std::int64_t* kv_p
   return seen;
 }
 
+/// The first and one past the last index of kv_pos[k0, k1) that the row at position q sees (its
+/// visible intervals' hull; {k0, k0} when it sees none).
+std::pair<std::int64_t, std::int64_t> row_keys(const ResolvedMask& mask, std::int64_t q,
+                                               const std::int64_t* kv_pos, std::int64_t k0, std::int64_t k1) {
+  std::int64_t first = k1, last = k0;
+  mask.visible_ranges(q, kv_pos[k0], kv_pos[k1 - 1], [&](std::int64_t lo, std::int64_t hi) {
+    const std::int64_t a = std::lower_bound(kv_pos + k0, kv_pos + k1, lo) - kv_pos,
+                       e = std::upper_bound(kv_pos + k0, kv_pos + k1, hi) - kv_pos;
+    if (a < e) {
+      first = std::min(first, a);
+      last = std::max(last, e);
+    }
+  });
+  return first < last ? std::pair{first, last} : std::pair{k0, k0};
+}
+
 /// The spans with their leading and trailing query rows that see none of the span's keys dropped
 /// (a span left without rows is dropped too). What a row outside every span would get is what a
 /// call over it would have written: nothing (backward) or out 0, lse −inf (forward's caller).
@@ -106,19 +123,38 @@ std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int6
   return trim_rows(mask, q_pos, kv_pos, cut(mask, q_pos, n_q, kv_pos, n_kv, true));
 }
 
-std::vector<KernelSpan> no_more_rows_than_keys(const ResolvedMask& mask, const std::int64_t* q_pos,
-                                               const std::int64_t* kv_pos,
-                                               const std::vector<KernelSpan>& spans) {
+std::vector<KernelSpan> shaped_spans(const ResolvedMask& mask, const std::int64_t* q_pos,
+                                     const std::int64_t* kv_pos, const std::vector<KernelSpan>& spans) {
   std::vector<KernelSpan> cut_rows;
   for (const KernelSpan& sp : spans) {
     const std::int64_t n = sp.k1 - sp.k0;
-    // Cut only where a band would need its left bound: the last row does not see the first key.
-    if (n <= 0 || sp.q1 - sp.q0 <= n || mask.visible(q_pos[sp.q1 - 1], kv_pos[sp.k0])) {
+    if (n <= 0 || sp.q0 >= sp.q1) {
       cut_rows.push_back(sp);
       continue;
     }
-    for (std::int64_t a = sp.q0; a < sp.q1; a += n)
-      cut_rows.push_back({a, std::min(sp.q1, a + n), sp.k0, sp.k1});
+    // A piece of rows, cut into pieces of at most n rows where a band would need its left
+    // bound (its last row does not see its first key).
+    const auto add = [&](std::int64_t a, std::int64_t e) {
+      if (e - a <= n || mask.visible(q_pos[e - 1], kv_pos[sp.k0])) {
+        cut_rows.push_back({a, e, sp.k0, sp.k1});
+        return;
+      }
+      for (std::int64_t b = a; b < e; b += n) cut_rows.push_back({b, std::min(e, b + n), sp.k0, sp.k1});
+    };
+    // Cut at a break in the rows' positions (a zigzag block's two chunks) where the first or the
+    // last key seen moves by more than one from the row before it to the row after: no one band
+    // holds both sides there.
+    std::int64_t a = sp.q0;
+    for (std::int64_t i = sp.q0 + 1; i < sp.q1; ++i) {
+      if (q_pos[i] == q_pos[i - 1] + 1) continue;
+      const auto [s0, e0] = row_keys(mask, q_pos[i - 1], kv_pos, sp.k0, sp.k1);
+      const auto [s1, e1] = row_keys(mask, q_pos[i], kv_pos, sp.k0, sp.k1);
+      if (s1 - s0 > 1 || s1 < s0 || e1 - e0 > 1 || e1 < e0) {
+        add(a, i);
+        a = i;
+      }
+    }
+    add(a, sp.q1);
   }
   return trim_rows(mask, q_pos, kv_pos, std::move(cut_rows));
 }

@@ -46,14 +46,15 @@ std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int6
 std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                       const std::int64_t* kv_pos, std::int64_t n_kv);
 
-/// For a device that prefers whole-shaped steps: each span with more query rows than keys whose
-/// last row does not see its first key (so that as a band it needs a left bound) cut into row
-/// pieces of at most as many rows as keys, each trimmed as above: cuDNN takes no left bound with
-/// more rows than keys, and a backward span of a windowed block's first key piece holds the
-/// window's rows past it. Other spans (a causal or full zigzag span, which cuDNN takes whole)
-/// stay whole. Pure; exact (rows are independent).
-std::vector<KernelSpan> no_more_rows_than_keys(const ResolvedMask& mask, const std::int64_t* q_pos,
-                                               const std::int64_t* kv_pos,
-                                               const std::vector<KernelSpan>& spans);
+/// The spans as a device that prefers whole-shaped steps runs them: each span cut at the breaks
+/// in its rows' positions (a zigzag block's two chunks) where the first or last key a row sees
+/// moves by more than one across the break (no one band holds both sides), and a piece whose
+/// last row does not see its first key (so that as a band it needs a left bound) cut into pieces
+/// of at most as many rows as keys (cuDNN takes no left bound with more rows than keys, and a
+/// backward span of a windowed block's first key piece holds the window's rows past it); each
+/// trimmed as above. A causal or full zigzag span, which cuDNN takes whole, stays whole. Pure;
+/// exact (rows are independent).
+std::vector<KernelSpan> shaped_spans(const ResolvedMask& mask, const std::int64_t* q_pos,
+                                     const std::int64_t* kv_pos, const std::vector<KernelSpan>& spans);
 
 }  // namespace burst::strategies

@@ -17,12 +17,12 @@ namespace burst::strategies {
 namespace {
 
 /// How a backward step's kernel work on n_q × n_kv rows is cut (backward_spans, or whole; on a
-/// device that prefers shaped steps, no span with more rows than keys).
+/// device that prefers shaped steps, cut further by shaped_spans).
 std::vector<KernelSpan> spans(const RingBlocks& blocks, const std::int64_t* q_pos, std::int64_t n_q,
                               const std::int64_t* kv_pos, std::int64_t n_kv) {
   if (!blocks.split_backward) return {{0, n_q, 0, n_kv}};
   std::vector<KernelSpan> cut = backward_spans(*blocks.mask, q_pos, n_q, kv_pos, n_kv);
-  return blocks.split_forward ? no_more_rows_than_keys(*blocks.mask, q_pos, kv_pos, cut) : cut;
+  return blocks.split_forward ? shaped_spans(*blocks.mask, q_pos, kv_pos, cut) : cut;
 }
 
 /// One member's block: its dimensions and element counts of its Q (or O, dQ), its K (or V, dK,
@@ -110,8 +110,8 @@ RingRunStats ring_pass_forward(const RingExecutor& exec, const RingBlocks& block
             return;
           }
           std::int64_t done = 0;
-          for (const KernelSpan& sp : no_more_rows_than_keys(
-                   *blocks.mask, q_pos, kv_pos, forward_spans(*blocks.mask, q_pos, d.S, kv_pos, d.S))) {
+          for (const KernelSpan& sp : shaped_spans(*blocks.mask, q_pos, kv_pos,
+                                                   forward_spans(*blocks.mask, q_pos, d.S, kv_pos, d.S))) {
             fill_unseen(dev, o, l, done, sp.q0);
             dev.step_forward(narrow(q, 1, sp.q0, sp.q1), narrow(kj, 1, sp.k0, sp.k1),
                              narrow(vj, 1, sp.k0, sp.k1), narrow(o, 1, sp.q0, sp.q1),
