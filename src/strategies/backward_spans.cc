@@ -70,18 +70,6 @@ std::vector<KernelSpan> cut(const ResolvedMask& mask, const std::int64_t* q_pos,
   return out;
 }
 
-/// True when the row at position q sees some key of kv_pos[k0, k1) (increasing): exact, through
-/// the mask's visible intervals, not the position hull's classification.
-bool row_sees(const ResolvedMask& mask, std::int64_t q, const std::int64_t* kv_pos, std::int64_t k0,
-              std::int64_t k1) {
-  bool seen = false;
-  mask.visible_ranges(q, kv_pos[k0], kv_pos[k1 - 1], [&](std::int64_t lo, std::int64_t hi) {
-    const std::int64_t* first = std::lower_bound(kv_pos + k0, kv_pos + k1, lo);
-    seen = seen || (first != kv_pos + k1 && *first <= hi);
-  });
-  return seen;
-}
-
 /// The first and one past the last index of kv_pos[k0, k1) that the row at position q sees (its
 /// visible intervals' hull; {k0, k0} when it sees none).
 std::pair<std::int64_t, std::int64_t> row_keys(const ResolvedMask& mask, std::int64_t q,
@@ -96,6 +84,14 @@ std::pair<std::int64_t, std::int64_t> row_keys(const ResolvedMask& mask, std::in
     }
   });
   return first < last ? std::pair{first, last} : std::pair{k0, k0};
+}
+
+/// True when the row at position q sees some key of kv_pos[k0, k1): exact, through the mask's
+/// visible intervals, not the position hull's classification.
+bool row_sees(const ResolvedMask& mask, std::int64_t q, const std::int64_t* kv_pos, std::int64_t k0,
+              std::int64_t k1) {
+  const auto [first, last] = row_keys(mask, q, kv_pos, k0, k1);
+  return first < last;
 }
 
 /// The spans with their leading and trailing query rows that see none of the span's keys dropped

@@ -356,8 +356,7 @@ std::vector<std::int64_t> key_head(int kind, DType dt, const CudnnMaskVerdict& m
 /// range each, and the ranges' starts and ends grow with the row: cudnn_mask.h), as {first, last}.
 std::pair<std::int64_t, std::int64_t> seen_keys(const CudnnMaskVerdict& m, std::int64_t S_q,
                                                 std::int64_t S_kv) {
-  const bool bottom_right = m.mask == CudnnMask::CausalBottomRight || m.mask == CudnnMask::BandBottomRight;
-  const std::int64_t off = bottom_right ? S_kv - S_q : 0;
+  const std::int64_t off = m.bottom_right() ? S_kv - S_q : 0;
   std::int64_t left = 0, right = -1;
   if (m.mask == CudnnMask::CausalTopLeft || m.mask == CudnnMask::CausalBottomRight) right = 0;
   if (m.band()) {

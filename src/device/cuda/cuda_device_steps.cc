@@ -92,13 +92,11 @@ class EventPair {
 struct Proxy {
   std::int64_t q0 = 0, nq = 0, k0 = 0, nk = 0;
 };
-Proxy proxy_of(std::int64_t S_q, std::int64_t S_kv, cuda::CudnnMask verdict, std::int64_t cap) {
+Proxy proxy_of(std::int64_t S_q, std::int64_t S_kv, const cuda::CudnnMaskVerdict& verdict, std::int64_t cap) {
   if (S_q <= cap && S_kv <= cap) return {0, S_q, 0, S_kv};
   std::int64_t n = std::min(S_q, cap), m = std::min(S_kv, cap);
-  const bool bottom_right =
-      verdict == cuda::CudnnMask::CausalBottomRight || verdict == cuda::CudnnMask::BandBottomRight;
-  if (verdict != cuda::CudnnMask::Full && verdict != cuda::CudnnMask::None) n = m = std::min(n, m);
-  if (bottom_right) return {S_q - n, n, S_kv - m, m};
+  if (verdict.mask != cuda::CudnnMask::Full && verdict.mask != cuda::CudnnMask::None) n = m = std::min(n, m);
+  if (verdict.bottom_right()) return {S_q - n, n, S_kv - m, m};
   return {0, n, 0, m};
 }
 
@@ -299,7 +297,7 @@ StepKernel choose_step(cuda::CudnnState* cudnn, KernelChooser& chooser, const Cu
                          verdict.band() ? verdict.left : 0,
                          verdict.band() ? verdict.right : -1};
   for (const int c : cands) key.push_back(c);
-  const Proxy px = proxy_of(s.q.shape[1], s.k.shape[1], verdict.mask, o.timing_max_rows);
+  const Proxy px = proxy_of(s.q.shape[1], s.k.shape[1], verdict, o.timing_max_rows);
   const int chosen = chooser.choose(key, cands, static_cast<int>(StepKernel::Reference),
                                     [&](int c) { return time_candidate(static_cast<StepKernel>(c), px); });
   return static_cast<StepKernel>(chosen);

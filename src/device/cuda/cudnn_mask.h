@@ -51,6 +51,10 @@ struct CudnnMaskVerdict {
   std::int64_t left = 0;    ///< bands: L ≥ 1, keys j ≥ i + off − L + 1; 0: no left bound
   std::int64_t right = -1;  ///< bands: R ≥ 0, keys j ≤ i + off + R; −1: no right bound
   bool band() const noexcept { return mask == CudnnMask::BandTopLeft || mask == CudnnMask::BandBottomRight; }
+  /// Aligned bottom-right (off = S_kv − S_q): CausalBottomRight or BandBottomRight.
+  bool bottom_right() const noexcept {
+    return mask == CudnnMask::CausalBottomRight || mask == CudnnMask::BandBottomRight;
+  }
   /// "full", "causal top-left", "band top-left left 31 right 0", ...
   std::string describe() const;
 };
