@@ -304,6 +304,38 @@ TEST(CudnnClassify, ZigzagRingSpansAreCudnnShapes) {
   }
 }
 
+// A striped block (rows r, r + P, ...; keys s, s + P, ...) is causal top-left when s ≤ r, and when
+// s > r its row 0 sees no key (ZigzagAndStripedBlocks); as a GPU's ring cuts it (shaped_spans,
+// both passes) that row is dropped and the rest is causal top-left: every striped step, causal
+// or a window of at least P tokens, runs on cuDNN.
+TEST(CudnnClassify, StripedRingSpansAreCudnnShapes) {
+  const std::int64_t S = 96;
+  for (const bool window : {false, true})
+    for (int P : {2, 3, 4}) {
+      const ResolvedMask mask(window ? Mask::sliding_window(4 * P, 0, true) : Mask::causal_mask(), S, S);
+      for (int r = 0; r < P; ++r)
+        for (int s = 0; s < P; ++s) {
+          const std::vector<std::int64_t> qp = striped(S, P, r), kp = striped(S, P, s);
+          const auto n = static_cast<std::int64_t>(qp.size());
+          std::vector<strategies::KernelSpan> spans = strategies::shaped_spans(
+              mask, qp.data(), kp.data(), strategies::backward_spans(mask, qp.data(), n, kp.data(), n));
+          for (const strategies::KernelSpan& sp : strategies::shaped_spans(
+                   mask, qp.data(), kp.data(), strategies::forward_spans(mask, qp.data(), n, kp.data(), n)))
+            spans.push_back(sp);
+          EXPECT_FALSE(spans.empty());
+          for (const strategies::KernelSpan& sp : spans) {
+            SCOPED_TRACE(std::string(window ? "window " : "causal ") + "P " + std::to_string(P) + " q rank " +
+                         std::to_string(r) + " kv rank " + std::to_string(s) + " span q [" +
+                         std::to_string(sp.q0) + ", " + std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) +
+                         ", " + std::to_string(sp.k1) + ")");
+            const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
+                k(kp.begin() + sp.k0, kp.begin() + sp.k1);
+            EXPECT_NE(classify(q, k, mask), cuda::CudnnMask::None);
+          }
+        }
+    }
+}
+
 // Under sliding windows (causal and two-sided) every span of a contiguous ring's steps, both
 // passes, as a GPU cuts them (shaped_spans: rows that see none of a span's keys dropped, spans
 // that need a left bound cut at their rows' position breaks and to no more rows than keys), is
