@@ -225,5 +225,141 @@ TEST(Spans, WindowsDropTheRowsThatSeeNoKey) {
     }
 }
 
+// Under a mask of one linear band a GPU's cut (shaped_spans) makes every span into pieces that
+// are each one of cuDNN's bands over the keys they see, as long as they can be: random single
+// slices and shorthands, positions contiguous, zigzag, striped or any increasing subset, spans
+// from both cuts and arbitrary rectangles. Checked by brute force over every pair: each piece
+// lies in its span, the pieces' rows are disjoint and in order, every visible pair of the span
+// is in exactly one piece and a row in none sees no key of the span; each piece's rows each see
+// one contiguous run of its keys, [s_i, e_i), s_0 = 0 and e_last = its key count (the keys
+// narrowed to what it sees), s stays then moves by one per row, e moves by one per row then
+// stays, and where s moves the piece has no more rows than keys; and a piece followed directly
+// by the next is no band with that next row (the cut is greedy: no longer piece was possible).
+TEST(Spans, BandMasksAreCutIntoMaximalBands) {
+  std::uint64_t state = 2026;
+  auto rnd = [&](std::int64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
+  };
+  // Is rows [a, b) × keys [c, d) one band as above? visible(i, j) on indices.
+  const auto is_band = [](std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d,
+                          const auto& visible) {
+    std::int64_t s_prev = 0, e_prev = 0;
+    bool s_moves = false, e_stays = false;
+    for (std::int64_t i = a; i < b; ++i) {
+      std::int64_t s = -1, e = -1;
+      for (std::int64_t j = c; j < d; ++j)
+        if (visible(i, j)) {
+          if (s < 0) s = j;
+          if (e >= 0 && e != j) return false;  // not one contiguous run
+          e = j + 1;
+        }
+      if (s < 0) return false;  // a row without a key
+      if (i == a) {
+        if (s != c) return false;  // keys narrowed to what the rows see
+      } else {
+        const std::int64_t ds = s - s_prev, de = e - e_prev;
+        if (ds != 0 && ds != 1) return false;
+        if (de != 0 && de != 1) return false;
+        if (ds == 0 && s_moves) return false;
+        if (de == 1 && e_stays) return false;
+        s_moves = s_moves || ds == 1;
+        e_stays = e_stays || de == 0;
+      }
+      s_prev = s;
+      e_prev = e;
+    }
+    return e_prev == d && (!s_moves || b - a <= d - c);
+  };
+  int pieces = 0, multi = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    const std::int64_t S = 8 + rnd(56);
+    const auto window = [&] { return rnd(3) == 0 ? std::int64_t{-1} : rnd(16); };
+    Mask mask;
+    if (trial % 2 == 0) {
+      mask = rnd(4) == 0 ? Mask::causal_mask() : Mask::sliding_window(window(), window(), rnd(2) == 0);
+    } else {
+      MaskSlice sl;
+      sl.q_begin = rnd(S / 2);
+      sl.q_end = S - rnd(S / 2);
+      sl.k_begin = rnd(S / 2);
+      sl.k_end = S - rnd(S / 2);
+      sl.kind = static_cast<SliceKind>(rnd(4));
+      sl.window_left = window();
+      sl.window_right = window();
+      mask = Mask::from_slices({sl});
+    }
+    const ResolvedMask m(mask, S, S);
+    ASSERT_TRUE(m.linear_band().has_value());
+    const auto positions = [&] {
+      std::vector<std::int64_t> p;
+      const int P = 2 + static_cast<int>(rnd(3)), r = static_cast<int>(rnd(P));
+      switch (rnd(4)) {
+        case 0:  // contiguous
+          for (std::int64_t i = r * S / P; i < (r + 1) * S / P; ++i) p.push_back(i);
+          break;
+        case 1:  // zigzag
+          p = zigzag(P, r, S / (2 * P));
+          break;
+        case 2:  // striped
+          for (std::int64_t i = r; i < S; i += P) p.push_back(i);
+          break;
+        default:  // any increasing subset
+          for (std::int64_t i = 0; i < S; ++i)
+            if (rnd(2) == 0) p.push_back(i);
+      }
+      if (p.empty()) p.push_back(rnd(S));
+      return p;
+    };
+    const std::vector<std::int64_t> qp = positions(), kp = positions();
+    const auto n_q = static_cast<std::int64_t>(qp.size()), n_kv = static_cast<std::int64_t>(kp.size());
+    const auto visible = [&](std::int64_t i, std::int64_t j) {
+      return m.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)]);
+    };
+    std::vector<KernelSpan> spans = forward_spans(m, qp.data(), n_q, kp.data(), n_kv);
+    for (const KernelSpan& sp : backward_spans(m, qp.data(), n_q, kp.data(), n_kv)) spans.push_back(sp);
+    for (int t = 0; t < 3; ++t) {
+      const std::int64_t q0 = rnd(n_q), k0 = rnd(n_kv);
+      spans.push_back({q0, q0 + 1 + rnd(n_q - q0), k0, k0 + 1 + rnd(n_kv - k0)});
+    }
+    for (const KernelSpan& sp : spans) {
+      SCOPED_TRACE(mask.describe() + " S " + std::to_string(S) + " span q [" + std::to_string(sp.q0) + ", " +
+                   std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) + ", " + std::to_string(sp.k1) +
+                   ")");
+      const std::vector<KernelSpan> cut = shaped_spans(m, qp.data(), kp.data(), {sp});
+      multi += cut.size() > 1;
+      std::int64_t done = sp.q0;
+      for (std::size_t x = 0; x < cut.size(); ++x) {
+        const KernelSpan& pc = cut[x];
+        ++pieces;
+        ASSERT_LE(done, pc.q0);
+        ASSERT_LT(pc.q0, pc.q1);
+        ASSERT_LE(pc.q1, sp.q1);
+        ASSERT_LE(sp.k0, pc.k0);
+        ASSERT_LT(pc.k0, pc.k1);
+        ASSERT_LE(pc.k1, sp.k1);
+        for (std::int64_t i = done; i < pc.q0; ++i)  // rows left out see no key of the span
+          for (std::int64_t j = sp.k0; j < sp.k1; ++j) ASSERT_FALSE(visible(i, j)) << "row " << i;
+        for (std::int64_t i = pc.q0; i < pc.q1; ++i)  // the piece holds every key its rows see
+          for (std::int64_t j = sp.k0; j < sp.k1; ++j)
+            if (visible(i, j)) { ASSERT_TRUE(j >= pc.k0 && j < pc.k1) << "pair " << i << ", " << j; }
+        EXPECT_TRUE(is_band(pc.q0, pc.q1, pc.k0, pc.k1, visible)) << "piece " << x;
+        if (x + 1 < cut.size() && cut[x + 1].q0 == pc.q1) {  // greedy: the next row does not join it
+          std::int64_t d = pc.k1;
+          for (std::int64_t j = sp.k0; j < sp.k1; ++j)
+            if (visible(pc.q1, j)) d = std::max(d, j + 1);
+          EXPECT_FALSE(is_band(pc.q0, pc.q1 + 1, pc.k0, d, visible))
+              << "piece " << x << " could take row " << pc.q1;
+        }
+        done = pc.q1;
+      }
+      for (std::int64_t i = done; i < sp.q1; ++i)
+        for (std::int64_t j = sp.k0; j < sp.k1; ++j) ASSERT_FALSE(visible(i, j)) << "row " << i;
+    }
+  }
+  EXPECT_GT(pieces, 3000);
+  EXPECT_GT(multi, 100);  // spans that needed cutting
+}
+
 }  // namespace
 }  // namespace burst::strategies

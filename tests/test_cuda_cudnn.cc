@@ -326,8 +326,8 @@ TEST(CudnnClassify, StripedRingSpansAreCudnnShapes) {
           for (const strategies::KernelSpan& sp : spans) {
             SCOPED_TRACE(std::string(window ? "window " : "causal ") + "P " + std::to_string(P) + " q rank " +
                          std::to_string(r) + " kv rank " + std::to_string(s) + " span q [" +
-                         std::to_string(sp.q0) + ", " + std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) +
-                         ", " + std::to_string(sp.k1) + ")");
+                         std::to_string(sp.q0) + ", " + std::to_string(sp.q1) + ") kv [" +
+                         std::to_string(sp.k0) + ", " + std::to_string(sp.k1) + ")");
             const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
                 k(kp.begin() + sp.k0, kp.begin() + sp.k1);
             EXPECT_NE(classify(q, k, mask), cuda::CudnnMask::None);
@@ -336,12 +336,10 @@ TEST(CudnnClassify, StripedRingSpansAreCudnnShapes) {
     }
 }
 
-// Under sliding windows (causal and two-sided) every span of a contiguous ring's steps, both
-// passes, as a GPU cuts them (shaped_spans: rows that see none of a span's keys dropped, spans
-// that need a left bound cut at their rows' position breaks and to no more rows than keys), is
-// a band cuDNN takes, the blocks before the diagonal included; so is every backward span of a
-// zigzag ring; the zigzag forward's spans are classified too (the twin agreeing), whatever their
-// verdict (a query chunk over keys of both chunks of a block needs a merge to be cut).
+// Under sliding windows (causal and two-sided) every span of a contiguous or zigzag ring's
+// steps, both passes, as a GPU cuts them (shaped_spans: under a mask of one band, each span's
+// rows cut into the longest pieces that are bands over the keys they see), is a band cuDNN
+// takes, the blocks before the diagonal included (the twin agreeing on each).
 TEST(CudnnClassify, WindowedRingSpansAreBands) {
   const std::int64_t S = 96;
   for (const std::int64_t w : {3, 10, 20, 40})
@@ -374,10 +372,71 @@ TEST(CudnnClassify, WindowedRingSpansAreBands) {
                 const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
                     k(kp.begin() + sp.k0, kp.begin() + sp.k1);
                 const cuda::CudnnMask m = classify(q, k, mask);
-                if (!zz || i < n_backward) { EXPECT_NE(m, cuda::CudnnMask::None); }
+                EXPECT_NE(m, cuda::CudnnMask::None);
               }
             }
     }
+}
+
+// Every piece a GPU's cut makes under a mask of one band (random windows, causal, all keys,
+// single slices of every kind) is a band the classifier (and its twin) takes, on contiguous,
+// zigzag and striped blocks and on any increasing positions.
+TEST(CudnnClassify, ShapedSpansOfBandMasksAreBands) {
+  std::uint64_t state = 99;
+  auto rnd = [&](std::int64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
+  };
+  std::int64_t pieces = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const std::int64_t S = 12 + rnd(60);
+    const auto window = [&] { return rnd(3) == 0 ? std::int64_t{-1} : rnd(20); };
+    Mask mask = Mask::sliding_window(window(), window(), rnd(2) == 0);
+    if (trial % 3 == 0) {
+      MaskSlice sl;
+      sl.q_begin = rnd(S / 2);
+      sl.q_end = S - rnd(S / 2);
+      sl.k_begin = rnd(S / 2);
+      sl.k_end = S - rnd(S / 2);
+      sl.kind = static_cast<SliceKind>(rnd(4));
+      sl.window_left = window();
+      sl.window_right = window();
+      mask = Mask::from_slices({sl});
+    }
+    const ResolvedMask m(mask, S, S);
+    const auto positions = [&] {
+      const int P = 2 + static_cast<int>(rnd(3)), r = static_cast<int>(rnd(P));
+      switch (rnd(4)) {
+        case 0: return range(r * S / P, (r + 1) * S / P);
+        case 1: return zigzag(S - S % (2 * P), P, r);
+        case 2: return striped(S, P, r);
+        default: {
+          std::vector<std::int64_t> p;
+          for (std::int64_t i = 0; i < S; ++i)
+            if (rnd(2) == 0) p.push_back(i);
+          if (p.empty()) p.push_back(rnd(S));
+          return p;
+        }
+      }
+    };
+    const std::vector<std::int64_t> qp = positions(), kp = positions();
+    const auto n_q = static_cast<std::int64_t>(qp.size()), n_kv = static_cast<std::int64_t>(kp.size());
+    std::vector<strategies::KernelSpan> spans = strategies::shaped_spans(
+        m, qp.data(), kp.data(), strategies::forward_spans(m, qp.data(), n_q, kp.data(), n_kv));
+    for (const strategies::KernelSpan& sp : strategies::shaped_spans(
+             m, qp.data(), kp.data(), strategies::backward_spans(m, qp.data(), n_q, kp.data(), n_kv)))
+      spans.push_back(sp);
+    for (const strategies::KernelSpan& sp : spans) {
+      SCOPED_TRACE(mask.describe() + " S " + std::to_string(S) + " span q [" + std::to_string(sp.q0) + ", " +
+                   std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) + ", " + std::to_string(sp.k1) +
+                   ")");
+      const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
+          k(kp.begin() + sp.k0, kp.begin() + sp.k1);
+      EXPECT_NE(classify(q, k, m), cuda::CudnnMask::None);
+      ++pieces;
+    }
+  }
+  EXPECT_GT(pieces, 1000);
 }
 
 // Which lse rows cuDNN gets directly (else a packed copy): only those whose declared strides

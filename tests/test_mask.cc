@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -334,6 +335,62 @@ TEST(MaskVisibleRanges, MatchVisibleAndAreMaximal) {
               << to_string(type) << " q=" << q << " k=" << k;
       }
   }
+}
+
+// linear_band: a mask of one slice (every kind, windows, partial ranges, the shorthands with
+// unequal lengths) admits through its band exactly the visible pairs; any other mask has none.
+TEST(MaskLinearBand, AdmitsExactlyTheVisiblePairs) {
+  std::uint64_t state = 777;
+  auto rnd = [&](std::int64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
+  };
+  int bands = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const std::int64_t S_q = 1 + rnd(40), S_kv = 1 + rnd(40);
+    const auto window = [&] { return rnd(3) == 0 ? std::int64_t{-1} : rnd(12); };
+    Mask mask;
+    bool empty = false;
+    if (trial % 2 == 0) {
+      const int kind = static_cast<int>(rnd(3));
+      mask = kind == 0   ? Mask::full()
+             : kind == 1 ? Mask::causal_mask()
+                         : Mask::sliding_window(window(), window(), rnd(2) == 0);
+    } else {
+      MaskSlice sl;
+      sl.q_begin = rnd(S_q + 1);
+      sl.q_end = sl.q_begin + rnd(S_q - sl.q_begin + 1);
+      sl.k_begin = rnd(S_kv + 1);
+      sl.k_end = sl.k_begin + rnd(S_kv - sl.k_begin + 1);
+      sl.kind = static_cast<SliceKind>(rnd(4));
+      sl.window_left = window();
+      sl.window_right = window();
+      empty = sl.q_begin == sl.q_end || sl.k_begin == sl.k_end;
+      mask = Mask::from_slices({sl});
+    }
+    const ResolvedMask m(mask, S_q, S_kv);
+    const std::optional<ResolvedMask::LinearBand> band = m.linear_band();
+    ASSERT_EQ(band.has_value(), !empty) << mask.describe();
+    if (!band) continue;
+    ++bands;
+    for (std::int64_t q = 0; q < S_q; ++q)
+      for (std::int64_t k = 0; k < S_kv; ++k) {
+        const bool in_band = q >= band->q_begin && q < band->q_end &&
+                             k >= std::max(band->k_begin, q + band->lo_off) &&
+                             k <= std::min(band->k_end - 1, q + band->hi_off);
+        ASSERT_EQ(in_band, m.visible(q, k))
+            << mask.describe() << " S_q " << S_q << " S_kv " << S_kv << " q " << q << " k " << k;
+      }
+  }
+  EXPECT_GT(bands, 400);
+  // Several slices: no band (documents; two slices over the rows).
+  const std::int64_t S = 64;
+  EXPECT_FALSE(ResolvedMask(Mask::document({0, 20, 64}, true), S, S).linear_band().has_value());
+  EXPECT_FALSE(ResolvedMask(Mask::from_slices({{0, 32, 0, 64, SliceKind::Causal, -1, -1},
+                                               {32, 64, 0, 64, SliceKind::Causal, -1, -1}}),
+                            S, S)
+                   .linear_band()
+                   .has_value());
 }
 
 TEST(MaskVisiblePairs, CountsMatchBruteForce) {

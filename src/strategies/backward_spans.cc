@@ -2,6 +2,7 @@
 #include "strategies/backward_spans.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace burst::strategies {
@@ -112,6 +113,62 @@ std::vector<KernelSpan> trim_rows(const ResolvedMask& mask, const std::int64_t* 
   return out;
 }
 
+/// shaped_spans under a mask of one linear band: the span's rows cut, in order, into the longest
+/// pieces that are each one of cuDNN's bands over the keys they see (device/cuda/cudnn_mask.h),
+/// each piece's keys narrowed to the keys its rows see: within a piece the first key a row sees
+/// stays put and then moves by one per row, the last one moves by one per row and then stays
+/// put, every row sees a key, and a piece whose first key moves has no more rows than keys.
+/// Rows that see no key are in no piece. A row's keys follow from the band's bounds by a binary
+/// search after a break in the rows' positions and by at most a step per key otherwise (both
+/// bounds move by 0 or 1 per position), so a span costs O(rows + keys) and no per-row call.
+void band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos, const std::int64_t* kv_pos,
+                 const KernelSpan& sp, std::vector<KernelSpan>& out) {
+  const std::int64_t *keys = kv_pos + sp.k0, *keys_end = kv_pos + sp.k1;
+  std::int64_t s = 0, e = 0;  // the row's keys [s, e) of kv_pos (e <= s: none)
+  std::int64_t a = -1;        // the open piece's first row (-1: none open)
+  std::int64_t s_first = 0, s_prev = 0, e_prev = 0;
+  bool s_moves = false, e_stays = false;
+  for (std::int64_t i = sp.q0; i < sp.q1; ++i) {
+    const std::int64_t q = q_pos[i];
+    const bool in_range = q >= band.q_begin && q < band.q_end;
+    const std::int64_t lo = std::max(band.k_begin, q + band.lo_off),
+                       hi = std::min(band.k_end - 1, q + band.hi_off);
+    if (i == sp.q0 || q != q_pos[i - 1] + 1) {
+      s = std::lower_bound(keys, keys_end, lo) - kv_pos;
+      e = std::upper_bound(keys, keys_end, hi) - kv_pos;
+    } else {  // both bounds moved by 0 or 1: so do s and e (distinct positions)
+      while (s < sp.k1 && kv_pos[s] < lo) ++s;
+      while (e < sp.k1 && kv_pos[e] <= hi) ++e;
+    }
+    if (!in_range || e <= s) {  // no key: closes the open piece
+      if (a >= 0) out.push_back({a, i, s_first, e_prev});
+      a = -1;
+      continue;
+    }
+    if (a >= 0) {
+      const std::int64_t ds = s - s_prev, de = e - e_prev;
+      const bool moves = s_moves || ds == 1;
+      const bool band_kept = (ds == 1 || (ds == 0 && !s_moves)) && (de == 0 || (de == 1 && !e_stays)) &&
+                             (!moves || i + 1 - a <= e - s_first);
+      if (band_kept) {
+        s_moves = moves;
+        e_stays = e_stays || de == 0;
+      } else {
+        out.push_back({a, i, s_first, e_prev});
+        a = -1;
+      }
+    }
+    if (a < 0) {
+      a = i;
+      s_first = s;
+      s_moves = e_stays = false;
+    }
+    s_prev = s;
+    e_prev = e;
+  }
+  if (a >= 0) out.push_back({a, sp.q1, s_first, e_prev});
+}
+
 }  // namespace
 
 std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
@@ -121,6 +178,17 @@ std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int6
 
 std::vector<KernelSpan> shaped_spans(const ResolvedMask& mask, const std::int64_t* q_pos,
                                      const std::int64_t* kv_pos, const std::vector<KernelSpan>& spans) {
+  if (const std::optional<ResolvedMask::LinearBand> band = mask.linear_band()) {
+    std::vector<KernelSpan> out;
+    for (const KernelSpan& sp : spans) {
+      if (sp.k0 >= sp.k1 || sp.q0 >= sp.q1) {
+        out.push_back(sp);
+        continue;
+      }
+      band_pieces(*band, q_pos, kv_pos, sp, out);
+    }
+    return out;
+  }
   std::vector<KernelSpan> cut_rows;
   for (const KernelSpan& sp : spans) {
     const std::int64_t n = sp.k1 - sp.k0;
