@@ -205,8 +205,9 @@ ResolvedMask::ResolvedMask(const Mask& mask, std::int64_t S_q_global, std::int64
     std::int64_t lo = -kUnbounded, hi = kUnbounded;
     if (s.kind == SliceKind::Causal || s.kind == SliceKind::BiCausal) hi = diag;
     if (s.kind == SliceKind::InvCausal || s.kind == SliceKind::BiCausal) lo = inv_diag;
-    if (s.window_right >= 0) hi = std::min(hi, diag + s.window_right);
-    if (s.window_left >= 0) lo = std::max(lo, diag - s.window_left);
+    // A window of 2⁶⁰ or more reaches past every position: as wide as kUnbounded (no overflow).
+    if (s.window_right >= 0) hi = std::min(hi, diag + std::min(s.window_right, kUnbounded));
+    if (s.window_left >= 0) lo = std::max(lo, diag - std::min(s.window_left, kUnbounded));
     bounds_.push_back({s.q_begin, s.q_end, s.k_begin, s.k_end, lo, hi});
   }
 

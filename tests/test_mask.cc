@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -348,7 +349,10 @@ TEST(MaskLinearBand, AdmitsExactlyTheVisiblePairs) {
   int bands = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const std::int64_t S_q = 1 + rnd(40), S_kv = 1 + rnd(40);
-    const auto window = [&] { return rnd(3) == 0 ? std::int64_t{-1} : rnd(12); };
+    const auto window = [&] {  // unbounded, huge (as wide as unbounded), or a few tokens
+      const std::int64_t w = rnd(8);
+      return w == 0 ? std::int64_t{-1} : w == 1 ? std::numeric_limits<std::int64_t>::max() : rnd(12);
+    };
     Mask mask;
     bool empty = false;
     if (trial % 2 == 0) {
@@ -383,6 +387,17 @@ TEST(MaskLinearBand, AdmitsExactlyTheVisiblePairs) {
       }
   }
   EXPECT_GT(bands, 400);
+  // A window of 2⁶³ − 1 is as wide as none (it used to overflow the bounds off the diagonal).
+  MaskSlice wide{10,
+                 20,
+                 0,
+                 5,
+                 SliceKind::Full,
+                 std::numeric_limits<std::int64_t>::max(),
+                 std::numeric_limits<std::int64_t>::max()};
+  const ResolvedMask w(Mask::from_slices({wide}), 20, 20);
+  for (std::int64_t q = 0; q < 20; ++q)
+    for (std::int64_t k = 0; k < 20; ++k) EXPECT_EQ(w.visible(q, k), q >= 10 && k < 5) << q << ", " << k;
   // Several slices: no band (documents; two slices over the rows).
   const std::int64_t S = 64;
   EXPECT_FALSE(ResolvedMask(Mask::document({0, 20, 64}, true), S, S).linear_band().has_value());

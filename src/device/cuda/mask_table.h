@@ -37,8 +37,9 @@ BURST_HOST_DEVICE inline SliceBounds slice_bounds(const MaskSlice& s) {
   const std::int64_t diag = s.k_end - s.q_end, inv_diag = s.k_begin - s.q_begin;
   if (s.kind == SliceKind::Causal || s.kind == SliceKind::BiCausal) b.hi = diag;
   if (s.kind == SliceKind::InvCausal || s.kind == SliceKind::BiCausal) b.lo = inv_diag;
-  if (s.window_right >= 0) b.hi = min64(b.hi, diag + s.window_right);
-  if (s.window_left >= 0) b.lo = max64(b.lo, diag - s.window_left);
+  // A window of 2⁶⁰ or more reaches past every position: as wide as kUnbounded (no overflow).
+  if (s.window_right >= 0) b.hi = min64(b.hi, diag + min64(s.window_right, kUnbounded));
+  if (s.window_left >= 0) b.lo = max64(b.lo, diag - min64(s.window_left, kUnbounded));
 #if defined(__CUDA_ARCH__) && defined(BURST_CUDA_PLANT_ERROR)
   // The planted error (docs/gpu.md): on the GPU every upper diagonal bound admits one key more
   // (a causal row sees its next token). The attention tests must fail.
