@@ -207,13 +207,15 @@ class ResolvedMask {
                       const std::function<void(std::int64_t, std::int64_t)>& fn) const;
   /// A mask that is one linear band: a row q ∈ [q_begin, q_end) sees the key positions
   /// [max(k_begin, q + lo_off), min(k_end − 1, q + hi_off)] (none where that is empty), other
-  /// rows none; an open side's offset is ±2⁶⁰.
+  /// rows none; an open side (or a window of 2⁶⁰ tokens or more) has an offset of about ±2⁶⁰,
+  /// past every position.
   struct LinearBand {
     std::int64_t q_begin = 0, q_end = 0, k_begin = 0, k_end = 0, lo_off = 0, hi_off = 0;
   };
-  /// The band when the mask is one slice (all keys, causal, a sliding window, each with its
-  /// bottom-right offset, over some query range): within its query range both bounds move by 0
-  /// or 1 key position per query position. nullopt for any other mask, the empty one included. O(1).
+  /// The band when the mask is one non-empty slice (any kind — all keys, causal, inverse- or
+  /// bi-causal — with or without windows, over any ranges; the shorthands): within its query
+  /// range both bounds move by 0 or 1 key position per query position. nullopt for any other
+  /// mask, the empty one included. O(1).
   std::optional<LinearBand> linear_band() const;
   /// Number of visible (q, k) pairs for the given sorted position lists — the "mask area"
   /// of the FLOP formulas. Cost: O(|q| · slices).

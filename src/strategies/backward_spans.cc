@@ -118,14 +118,14 @@ std::vector<KernelSpan> trim_rows(const ResolvedMask& mask, const std::int64_t* 
 /// each piece's keys narrowed to the keys its rows see: within a piece the first key a row sees
 /// stays put and then moves by one per row, the last one moves by one per row and then stays
 /// put, every row sees a key, and a piece whose first key moves has no more rows than keys.
-/// Rows that see no key are in no piece. A row's keys follow from the band's bounds by a binary
-/// search after a break in the rows' positions and by at most a step per key otherwise (both
-/// bounds move by 0 or 1 per position), so a span costs O(rows + keys) and no per-row call.
+/// Rows that see no key are in no piece. The band's bounds only grow with the row's position, so
+/// a row's first and last key are found by walking forward from the previous row's: a span costs
+/// O(rows + keys) and no per-row call. Each piece is a band that cuDNN takes where its S_q + S_kv
+/// + L + R stays within 2²⁴ (cudnn_mask.h); beyond, that piece runs on the own kernels.
 void band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos, const std::int64_t* kv_pos,
                  const KernelSpan& sp, std::vector<KernelSpan>& out) {
-  const std::int64_t *keys = kv_pos + sp.k0, *keys_end = kv_pos + sp.k1;
-  std::int64_t s = 0, e = 0;  // the row's keys [s, e) of kv_pos (e <= s: none)
-  std::int64_t a = -1;        // the open piece's first row (-1: none open)
+  std::int64_t s = sp.k0, e = sp.k0;  // the row's keys [s, e) of kv_pos (e <= s: none)
+  std::int64_t a = -1;                // the open piece's first row (-1: none open)
   std::int64_t s_first = 0, s_prev = 0, e_prev = 0;
   bool s_moves = false, e_stays = false;
   for (std::int64_t i = sp.q0; i < sp.q1; ++i) {
@@ -133,13 +133,9 @@ void band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos
     const bool in_range = q >= band.q_begin && q < band.q_end;
     const std::int64_t lo = std::max(band.k_begin, q + band.lo_off),
                        hi = std::min(band.k_end - 1, q + band.hi_off);
-    if (i == sp.q0 || q != q_pos[i - 1] + 1) {
-      s = std::lower_bound(keys, keys_end, lo) - kv_pos;
-      e = std::upper_bound(keys, keys_end, hi) - kv_pos;
-    } else {  // both bounds moved by 0 or 1: so do s and e (distinct positions)
-      while (s < sp.k1 && kv_pos[s] < lo) ++s;
-      while (e < sp.k1 && kv_pos[e] <= hi) ++e;
-    }
+    // Both bounds only grow with q (by 0 or 1 per position), so s and e only move forward.
+    while (s < sp.k1 && kv_pos[s] < lo) ++s;
+    while (e < sp.k1 && kv_pos[e] <= hi) ++e;
     if (!in_range || e <= s) {  // no key: closes the open piece
       if (a >= 0) out.push_back({a, i, s_first, e_prev});
       a = -1;
