@@ -378,6 +378,82 @@ TEST(CudnnClassify, WindowedRingSpansAreBands) {
     }
 }
 
+// usp's ring runs between Ulysses groups (the sorted positions of u consecutive zigzag ranks);
+// on a GPU both passes' blocks are cut by shaped_spans (the backward from the whole block), and
+// every piece is a band cuDNN takes, causal or windowed, P = 4 and 8 with u = 2 and 4.
+TEST(CudnnClassify, UspGroupBlockSpansAreBands) {
+  const std::int64_t S = 192;
+  for (const bool window : {false, true}) {
+    const ResolvedMask mask(window ? Mask::sliding_window(30, 0, true) : Mask::causal_mask(), S, S);
+    for (const auto& [P, u] : {std::pair{4, 2}, std::pair{8, 2}, std::pair{8, 4}}) {
+      std::vector<std::vector<std::int64_t>> groups;
+      for (int g = 0; g < P / u; ++g) {
+        std::vector<std::int64_t> all;
+        for (int m = 0; m < u; ++m) {
+          const std::vector<std::int64_t> z = zigzag(S, P, g * u + m);
+          all.insert(all.end(), z.begin(), z.end());
+        }
+        std::sort(all.begin(), all.end());
+        groups.push_back(all);
+      }
+      for (const auto& qp : groups)
+        for (const auto& kp : groups) {
+          const auto n_q = static_cast<std::int64_t>(qp.size()), n_kv = static_cast<std::int64_t>(kp.size());
+          std::vector<strategies::KernelSpan> spans = strategies::shaped_spans(
+              mask, qp.data(), kp.data(), strategies::forward_spans(mask, qp.data(), n_q, kp.data(), n_kv));
+          for (const strategies::KernelSpan& sp :
+               strategies::shaped_spans(mask, qp.data(), kp.data(), {{0, n_q, 0, n_kv}}))
+            spans.push_back(sp);
+          for (const strategies::KernelSpan& sp : spans) {
+            SCOPED_TRACE(std::string(window ? "window" : "causal") + " P " + std::to_string(P) + " u " +
+                         std::to_string(u) + " q from " + std::to_string(qp.front()) + " kv from " +
+                         std::to_string(kp.front()) + " span q [" + std::to_string(sp.q0) + ", " +
+                         std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) + ", " +
+                         std::to_string(sp.k1) + ")");
+            const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
+                k(kp.begin() + sp.k0, kp.begin() + sp.k1);
+            EXPECT_NE(classify(q, k, mask), cuda::CudnnMask::None);
+          }
+        }
+    }
+  }
+}
+
+// The all-gather strategy's calls on a GPU: a zigzag rank's rows against the whole gathered
+// sequence (forward) and against each rank's block (backward, from the whole block), cut by
+// shaped_spans; every piece is a band cuDNN takes, causal or windowed, P = 2..4.
+TEST(CudnnClassify, AllGatherSpansAreBands) {
+  const std::int64_t S = 96;
+  const std::vector<std::int64_t> all = range(0, S);
+  for (const bool window : {false, true}) {
+    const ResolvedMask mask(window ? Mask::sliding_window(20, 0, true) : Mask::causal_mask(), S, S);
+    for (int P : {2, 3, 4})
+      for (int r = 0; r < P; ++r) {
+        const std::vector<std::int64_t> qp = zigzag(S, P, r);
+        const auto n = static_cast<std::int64_t>(qp.size());
+        std::vector<std::pair<std::vector<std::int64_t>, strategies::KernelSpan>> calls;
+        for (const strategies::KernelSpan& sp : strategies::shaped_spans(
+                 mask, qp.data(), all.data(), strategies::forward_spans(mask, qp.data(), n, all.data(), S)))
+          calls.emplace_back(all, sp);
+        for (int s = 0; s < P; ++s) {
+          const std::vector<std::int64_t> kp = zigzag(S, P, s);
+          for (const strategies::KernelSpan& sp :
+               strategies::shaped_spans(mask, qp.data(), kp.data(), {{0, n, 0, n}}))
+            calls.emplace_back(kp, sp);
+        }
+        for (const auto& [kp, sp] : calls) {
+          SCOPED_TRACE(std::string(window ? "window" : "causal") + " P " + std::to_string(P) + " rank " +
+                       std::to_string(r) + " keys from " + std::to_string(kp.front()) + " span q [" +
+                       std::to_string(sp.q0) + ", " + std::to_string(sp.q1) + ") kv [" +
+                       std::to_string(sp.k0) + ", " + std::to_string(sp.k1) + ")");
+          const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
+              k(kp.begin() + sp.k0, kp.begin() + sp.k1);
+          EXPECT_NE(classify(q, k, mask), cuda::CudnnMask::None);
+        }
+      }
+  }
+}
+
 // Every piece a GPU's cut makes under a mask of one band (random windows, causal, all keys,
 // single slices of every kind) is a band the classifier (and its twin) takes, on contiguous,
 // zigzag and striped blocks and on any increasing positions.

@@ -348,12 +348,15 @@ TEST(GuardedDevice, DistAttentionTouchesDeviceMemoryOnlyThroughTheDevice) {
               gdv(*dev, dv.view(half), false);
           dev->forward_calls = 0;
           gpu->forward(gq.view, gk.view, gv.view, gout.view, glse.view);
-          // The forward's calls: the ring family's zigzag steps between ranks are cut when the
-          // device prefers shaped steps (one call per query chunk that sees keys), else one a step.
+          // The forward's calls: the ring family's zigzag steps between ranks (usp's between its
+          // groups; all-gather's rows against the whole sequence) are cut when the device prefers
+          // shaped steps (one call per query chunk that sees keys), else one a step.
           const std::size_t at = static_cast<std::size_t>(&c - cases.data()) * 2 + (half ? 1 : 0);
           if (!cut) plain_calls[at] = dev->forward_calls;
-          const bool ring_zigzag = (c.strategy == StrategyKind::Burst || c.strategy == StrategyKind::Ring) &&
-                                   c.layout == LayoutKind::Zigzag && P > 1;
+          const bool ring_zigzag =
+              (c.strategy == StrategyKind::Burst || c.strategy == StrategyKind::Ring ||
+               c.strategy == StrategyKind::Usp || c.strategy == StrategyKind::AllGather) &&
+              c.layout == LayoutKind::Zigzag && P > 1;
           if (cut && ring_zigzag && !windowed) {
             EXPECT_GT(dev->forward_calls, plain_calls[at]) << "the forward was not cut";
           }

@@ -2,7 +2,8 @@
 // one local kernel call of the rank's queries against the whole sequence (one softmax per row,
 // no cross-step merge), and in the backward all-gather K,V again, compute dK,dV for the whole
 // gathered sequence (one kernel call per gathered rank block) and reduce-scatter them to their
-// owners; dQ stays local.
+// owners; dQ stays local. On a device that prefers whole-shaped steps (a GPU) each call is cut
+// into cuDNN's bands (strategies/shaped_steps.h).
 // Memory: the gathered K,V (2·B·S_global·H_kv·D) — by design this strategy holds the whole K/V.
 // Bytes per rank: forward e·(P−1)·2·b_kv; backward e·(P−1)·2·b_kv + 4·(P−1)·2·b_kv: K, V travel
 // in their storage dtype (e = 2 bytes for bf16/f16, 4 for f32), the dK, dV partials in fp32 (the
@@ -16,6 +17,7 @@
 #include "burst/softmax_merge.h"
 #include "strategies/planned_strategy.h"
 #include "strategies/pooled_tensor.h"
+#include "strategies/shaped_steps.h"
 #include "strategies/staging.h"
 #include "strategies/step_params.h"
 #include "strategies/step_tables.h"
@@ -97,16 +99,25 @@ class AllGatherStrategy final : public Strategy {
     stats.compute_seconds = 0;
     rec.log.compute(0, stats.compute_seconds, [&] {
       if (own_pairs() == 0) return;
+      const std::int64_t* own = own_positions();
       for (int r = 0; r < P; ++r) {
         if (block_pairs(setup_, setup_.rank, r) == 0) continue;  // no query sees block r: dK, dV stay 0
         const std::byte* block = ranked.data() + kv.bytes() * r;
         float* grad = send.f32() + 2 * b_kv_ * r;
-        const kernels::KernelParams p =
-            step_params(setup_, own_positions(), rank_positions(setup_, r).data(), nullptr);
-        dev().step_backward(dout, q, field_view(kv, wire::kK, block, {s.B, S_, s.H_kv, s.D}),
-                            field_view(kv, wire::kV, block, {s.B, S_, s.H_kv, s.D}), lse, delta, dq,
-                            bshd_view(grad, s.B, S_, s.H_kv, s.D),
-                            bshd_view(grad + b_kv_, s.B, S_, s.H_kv, s.D), p, true);
+        const std::int64_t* kv_pos = rank_positions(setup_, r).data();
+        const TensorView kr = field_view(kv, wire::kK, block, {s.B, S_, s.H_kv, s.D}),
+                         vr = field_view(kv, wire::kV, block, {s.B, S_, s.H_kv, s.D}),
+                         dkr = bshd_view(grad, s.B, S_, s.H_kv, s.D),
+                         dvr = bshd_view(grad + b_kv_, s.B, S_, s.H_kv, s.D);
+        // One call per block; on a device that prefers whole-shaped steps, the block cut into
+        // cuDNN's bands (a zigzag block between ranks is none whole), every call accumulating.
+        for (const KernelSpan& sp :
+             backward_calls(*setup_.resolved, false, dev().prefers_shaped_steps(), own, S_, kv_pos, S_))
+          dev().step_backward(
+              narrow(dout, 1, sp.q0, sp.q1), narrow(q, 1, sp.q0, sp.q1), narrow(kr, 1, sp.k0, sp.k1),
+              narrow(vr, 1, sp.k0, sp.k1), narrow(lse, 2, sp.q0, sp.q1), narrow(delta, 2, sp.q0, sp.q1),
+              narrow(dq, 1, sp.q0, sp.q1), narrow(dkr, 1, sp.k0, sp.k1), narrow(dvr, 1, sp.k0, sp.k1),
+              step_params(setup_, own + sp.q0, kv_pos + sp.k0, nullptr), true);
       }
     });
     const auto t1 = std::chrono::steady_clock::now();
@@ -215,9 +226,16 @@ class AllGatherStrategy final : public Strategy {
     stats.compute_seconds = 0;
     log.compute(0, stats.compute_seconds, [&] {
       if (own_pairs() > 0) {
-        kernels::KernelParams p = step_params(setup_, own_positions(), kv_pos, nullptr);
-        if (const std::int64_t* twin = twins_.twin(kv_pos)) p.kv_pos = twin;  // the gathered positions
-        dev().step_forward(q, kg, vg, out, lse, p);
+        // One call; on a device that prefers whole-shaped steps, one per query chunk, cut into
+        // cuDNN's bands (a zigzag rank's rows against the whole sequence are none whole).
+        const std::int64_t* own = own_positions();
+        shaped_forward(dev(), *setup_.resolved, dev().prefers_shaped_steps(), own, kv_pos, q, kg, vg, out,
+                       lse, [&](std::int64_t q0, std::int64_t k0) {
+                         kernels::KernelParams p = step_params(setup_, own + q0, kv_pos + k0, nullptr);
+                         if (const std::int64_t* twin = twins_.twin(kv_pos + k0))
+                           p.kv_pos = twin;  // gathered
+                         return p;
+                       });
       } else {
         dev().fill(out, 0.0f);
         dev().fill(lse, kNegInf);

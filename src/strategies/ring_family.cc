@@ -4,8 +4,8 @@
 #include <functional>
 
 #include "burst/error.h"
-#include "burst/softmax_merge.h"
 #include "strategies/backward_spans.h"
+#include "strategies/shaped_steps.h"
 #include "strategies/step_log.h"
 #include "strategies/step_params.h"
 #include "strategies/step_tables.h"
@@ -20,9 +20,7 @@ namespace {
 /// device that prefers shaped steps, cut further by shaped_spans).
 std::vector<KernelSpan> spans(const RingBlocks& blocks, const std::int64_t* q_pos, std::int64_t n_q,
                               const std::int64_t* kv_pos, std::int64_t n_kv) {
-  if (!blocks.split_backward) return {{0, n_q, 0, n_kv}};
-  std::vector<KernelSpan> cut = backward_spans(*blocks.mask, q_pos, n_q, kv_pos, n_kv);
-  return blocks.split_forward ? shaped_spans(*blocks.mask, q_pos, kv_pos, cut) : cut;
+  return backward_calls(*blocks.mask, blocks.split_backward, blocks.split_forward, q_pos, n_q, kv_pos, n_kv);
 }
 
 /// One member's block: its dimensions and element counts of its Q (or O, dQ), its K (or V, dK,
@@ -30,14 +28,6 @@ std::vector<KernelSpan> spans(const RingBlocks& blocks, const std::int64_t* q_po
 struct LocalBlock {
   std::int64_t B, S, H, H_kv, D, q_numel, kv_numel, row_numel;
 };
-
-/// Query rows [a, b) of out [B,S,H,D] and lse [B,H,S] as rows that see no key: out 0, lse −inf.
-void fill_unseen(const device::Device& dev, const TensorView& out, const TensorView& lse, std::int64_t a,
-                 std::int64_t b) {
-  if (a >= b) return;
-  dev.fill(narrow(out, 1, a, b), 0.0f);
-  dev.fill(narrow(lse, 2, a, b), kNegInf);
-}
 
 LocalBlock local_block(const TensorView& q, const TensorView& k) {
   const std::int64_t B = q.size(0), S = q.size(1), H = q.size(2), H_kv = k.size(2), D = q.size(3);
@@ -105,21 +95,10 @@ RingRunStats ring_pass_forward(const RingExecutor& exec, const RingBlocks& block
         // One call, or one per query piece over the keys it sees (rows no piece covers: out 0,
         // lse −inf, what a call over them would write).
         const auto step = [&](const TensorView& o, const TensorView& l) {
-          if (!blocks.split_forward) {
-            dev.step_forward(q, kj, vj, o, l, params(blocks, q_pos, kv_pos, progress));
-            return;
-          }
-          std::int64_t done = 0;
-          for (const KernelSpan& sp : shaped_spans(*blocks.mask, q_pos, kv_pos,
-                                                   forward_spans(*blocks.mask, q_pos, d.S, kv_pos, d.S))) {
-            fill_unseen(dev, o, l, done, sp.q0);
-            dev.step_forward(narrow(q, 1, sp.q0, sp.q1), narrow(kj, 1, sp.k0, sp.k1),
-                             narrow(vj, 1, sp.k0, sp.k1), narrow(o, 1, sp.q0, sp.q1),
-                             narrow(l, 2, sp.q0, sp.q1),
-                             params(blocks, q_pos + sp.q0, kv_pos + sp.k0, progress));
-            done = sp.q1;
-          }
-          fill_unseen(dev, o, l, done, d.S);
+          shaped_forward(dev, *blocks.mask, blocks.split_forward, q_pos, kv_pos, q, kj, vj, o, l,
+                         [&](std::int64_t q0, std::int64_t k0) {
+                           return params(blocks, q_pos + q0, kv_pos + k0, progress);
+                         });
         };
         if (first) {
           step(out, lse);
