@@ -226,6 +226,68 @@ TEST(Spans, WindowsDropTheRowsThatSeeNoKey) {
     }
 }
 
+// Both cuts trim a span's leading and trailing rows that see none of its keys; under a mask of
+// one band by walking the band's bounds, else row by row through the mask's visible intervals.
+// The same slice given twice has the same pairs but no band (two slices): the walk's spans must
+// be the row-by-row trim's, for random slices of every kind and window, on contiguous, zigzag,
+// striped and arbitrary positions.
+TEST(Spans, TrimmedRowsMatchTheMask) {
+  std::uint64_t state = 4242;
+  auto rnd = [&](std::int64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
+  };
+  int trimmed = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const std::int64_t S = 8 + rnd(72);
+    const auto window = [&] { return rnd(3) == 0 ? std::int64_t{-1} : rnd(24); };
+    MaskSlice sl;
+    sl.q_begin = rnd(S / 2);
+    sl.q_end = S - rnd(S / 2);
+    sl.k_begin = rnd(S / 2);
+    sl.k_end = S - rnd(S / 2);
+    sl.kind = static_cast<SliceKind>(rnd(4));
+    sl.window_left = window();
+    sl.window_right = window();
+    const ResolvedMask band(Mask::from_slices({sl}), S, S), twice(Mask::from_slices({sl, sl}), S, S);
+    ASSERT_TRUE(band.linear_band().has_value());
+    ASSERT_FALSE(twice.linear_band().has_value());
+    const auto positions = [&] {
+      std::vector<std::int64_t> p;
+      const int P = 2 + static_cast<int>(rnd(3)), r = static_cast<int>(rnd(P));
+      switch (rnd(4)) {
+        case 0:
+          for (std::int64_t i = r * S / P; i < (r + 1) * S / P; ++i) p.push_back(i);
+          break;
+        case 1: p = zigzag(P, r, S / (2 * P)); break;
+        case 2:
+          for (std::int64_t i = r; i < S; i += P) p.push_back(i);
+          break;
+        default:
+          for (std::int64_t i = 0; i < S; ++i)
+            if (rnd(2) == 0) p.push_back(i);
+      }
+      if (p.empty()) p.push_back(rnd(S));
+      return p;
+    };
+    const std::vector<std::int64_t> qp = positions(), kp = positions();
+    const auto n_q = static_cast<std::int64_t>(qp.size()), n_kv = static_cast<std::int64_t>(kp.size());
+    for (const bool fwd : {true, false}) {
+      const auto cut = [&](const ResolvedMask& m) {
+        return fwd ? forward_spans(m, qp.data(), n_q, kp.data(), n_kv)
+                   : backward_spans(m, qp.data(), n_q, kp.data(), n_kv);
+      };
+      const std::vector<KernelSpan> a = cut(band), b = cut(twice);
+      ASSERT_EQ(a.size(), b.size()) << Mask::from_slices({sl}).describe() << (fwd ? " forward" : " backward");
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        EXPECT_TRUE(same(a[i], b[i])) << "span " << i << (fwd ? " forward" : " backward");
+        trimmed += a[i].q1 - a[i].q0 < n_q;
+      }
+    }
+  }
+  EXPECT_GT(trimmed, 1000);  // spans on fewer rows than the block's
+}
+
 // Under a mask of one linear band a GPU's cut (shaped_spans) makes every span into pieces that
 // are each one of cuDNN's bands over the keys they see, as long as they can be: random single
 // slices and shorthands, positions contiguous, zigzag, striped or any increasing subset, spans

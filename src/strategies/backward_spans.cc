@@ -95,19 +95,52 @@ bool row_sees(const ResolvedMask& mask, std::int64_t q, const std::int64_t* kv_p
   return first < last;
 }
 
+/// Under a mask of one linear band: sp's rows trimmed as trim_rows does, by walking the rows'
+/// first and last keys from each end (the band's bounds only grow with the row's position), so
+/// O(rows walked + keys) and no per-row call.
+void trim_band_rows(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos,
+                    const std::int64_t* kv_pos, KernelSpan& sp) {
+  const auto sees = [&](std::int64_t q, std::int64_t s, std::int64_t e) {
+    return q >= band.q_begin && q < band.q_end && e > s;
+  };
+  const auto lo = [&](std::int64_t q) { return std::max(band.k_begin, q + band.lo_off); };
+  const auto hi = [&](std::int64_t q) { return std::min(band.k_end - 1, q + band.hi_off); };
+  std::int64_t s = sp.k0, e = sp.k0;  // forward: the first key ≥ lo, the first key > hi
+  for (; sp.q0 < sp.q1; ++sp.q0) {
+    const std::int64_t q = q_pos[sp.q0];
+    while (s < sp.k1 && kv_pos[s] < lo(q)) ++s;
+    while (e < sp.k1 && kv_pos[e] <= hi(q)) ++e;
+    if (sees(q, s, e)) break;
+  }
+  s = e = sp.k1;  // backward: the same two indices, walked down as the bounds shrink
+  for (; sp.q1 > sp.q0; --sp.q1) {
+    const std::int64_t q = q_pos[sp.q1 - 1];
+    while (s > sp.k0 && kv_pos[s - 1] >= lo(q)) --s;
+    while (e > sp.k0 && kv_pos[e - 1] > hi(q)) --e;
+    if (sees(q, s, e)) break;
+  }
+}
+
 /// The spans with their leading and trailing query rows that see none of the span's keys dropped
 /// (a span left without rows is dropped too). What a row outside every span would get is what a
 /// call over it would have written: nothing (backward) or out 0, lse −inf (forward's caller).
+/// Under a mask of one linear band through trim_band_rows; else row by row through the mask's
+/// visible intervals (row_sees, its twin: Spans.TrimmedRowsMatchTheMask).
 std::vector<KernelSpan> trim_rows(const ResolvedMask& mask, const std::int64_t* q_pos,
                                   const std::int64_t* kv_pos, std::vector<KernelSpan> spans) {
+  const std::optional<ResolvedMask::LinearBand> band = mask.linear_band();
   std::vector<KernelSpan> out;
   for (KernelSpan sp : spans) {
     if (sp.q0 >= sp.q1 || sp.k0 >= sp.k1) {  // an empty side: the call as it was
       out.push_back(sp);
       continue;
     }
-    while (sp.q0 < sp.q1 && !row_sees(mask, q_pos[sp.q0], kv_pos, sp.k0, sp.k1)) ++sp.q0;
-    while (sp.q1 > sp.q0 && !row_sees(mask, q_pos[sp.q1 - 1], kv_pos, sp.k0, sp.k1)) --sp.q1;
+    if (band) {
+      trim_band_rows(*band, q_pos, kv_pos, sp);
+    } else {
+      while (sp.q0 < sp.q1 && !row_sees(mask, q_pos[sp.q0], kv_pos, sp.k0, sp.k1)) ++sp.q0;
+      while (sp.q1 > sp.q0 && !row_sees(mask, q_pos[sp.q1 - 1], kv_pos, sp.k0, sp.k1)) --sp.q1;
+    }
     if (sp.q0 < sp.q1) out.push_back(sp);
   }
   return out;
