@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "burst/mask.h"
+#include "random_masks.h"
 #include "strategies/backward_spans.h"
 
 namespace burst::strategies {
@@ -232,45 +233,15 @@ TEST(Spans, WindowsDropTheRowsThatSeeNoKey) {
 // be the row-by-row trim's, for random slices of every kind and window, on contiguous, zigzag,
 // striped and arbitrary positions.
 TEST(Spans, TrimmedRowsMatchTheMask) {
-  std::uint64_t state = 4242;
-  auto rnd = [&](std::int64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
-  };
+  test::Lcg rnd(4242);
   int trimmed = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     const std::int64_t S = 8 + rnd(72);
-    const auto window = [&] { return rnd(3) == 0 ? std::int64_t{-1} : rnd(24); };
-    MaskSlice sl;
-    sl.q_begin = rnd(S / 2);
-    sl.q_end = S - rnd(S / 2);
-    sl.k_begin = rnd(S / 2);
-    sl.k_end = S - rnd(S / 2);
-    sl.kind = static_cast<SliceKind>(rnd(4));
-    sl.window_left = window();
-    sl.window_right = window();
+    const MaskSlice sl = test::random_slice(rnd, S, 24);
     const ResolvedMask band(Mask::from_slices({sl}), S, S), twice(Mask::from_slices({sl, sl}), S, S);
     ASSERT_TRUE(band.linear_band().has_value());
     ASSERT_FALSE(twice.linear_band().has_value());
-    const auto positions = [&] {
-      std::vector<std::int64_t> p;
-      const int P = 2 + static_cast<int>(rnd(3)), r = static_cast<int>(rnd(P));
-      switch (rnd(4)) {
-        case 0:
-          for (std::int64_t i = r * S / P; i < (r + 1) * S / P; ++i) p.push_back(i);
-          break;
-        case 1: p = zigzag(P, r, S / (2 * P)); break;
-        case 2:
-          for (std::int64_t i = r; i < S; i += P) p.push_back(i);
-          break;
-        default:
-          for (std::int64_t i = 0; i < S; ++i)
-            if (rnd(2) == 0) p.push_back(i);
-      }
-      if (p.empty()) p.push_back(rnd(S));
-      return p;
-    };
-    const std::vector<std::int64_t> qp = positions(), kp = positions();
+    const std::vector<std::int64_t> qp = test::random_positions(rnd, S), kp = test::random_positions(rnd, S);
     const auto n_q = static_cast<std::int64_t>(qp.size()), n_kv = static_cast<std::int64_t>(kp.size());
     for (const bool fwd : {true, false}) {
       const auto cut = [&](const ResolvedMask& m) {
@@ -299,11 +270,7 @@ TEST(Spans, TrimmedRowsMatchTheMask) {
 // stays, and where s moves the piece has no more rows than keys; and a piece followed directly
 // by the next is no band with that next row (the cut is greedy: no longer piece was possible).
 TEST(Spans, BandMasksAreCutIntoMaximalBands) {
-  std::uint64_t state = 2026;
-  auto rnd = [&](std::int64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
-  };
+  test::Lcg rnd(2026);
   // Is rows [a, b) × keys [c, d) one band as above? visible(i, j) on indices.
   const auto is_band = [](std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d,
                           const auto& visible) {
@@ -334,50 +301,17 @@ TEST(Spans, BandMasksAreCutIntoMaximalBands) {
     }
     return e_prev == d && (!s_moves || b - a <= d - c);
   };
-  int pieces = 0, multi = 0;
+  int pieces = 0, multi = 0, whole = 0;
   for (int trial = 0; trial < 1500; ++trial) {
     const std::int64_t S = 8 + rnd(56);
-    const auto window = [&] {  // unbounded, huge (as wide as unbounded), or a few tokens
-      const std::int64_t w = rnd(8);
-      return w == 0 ? std::int64_t{-1} : w == 1 ? std::numeric_limits<std::int64_t>::max() : rnd(16);
-    };
-    Mask mask;
-    if (trial % 2 == 0) {
-      mask = rnd(4) == 0 ? Mask::causal_mask() : Mask::sliding_window(window(), window(), rnd(2) == 0);
-    } else {
-      MaskSlice sl;
-      sl.q_begin = rnd(S / 2);
-      sl.q_end = S - rnd(S / 2);
-      sl.k_begin = rnd(S / 2);
-      sl.k_end = S - rnd(S / 2);
-      sl.kind = static_cast<SliceKind>(rnd(4));
-      sl.window_left = window();
-      sl.window_right = window();
-      mask = Mask::from_slices({sl});
-    }
+    const Mask mask = trial % 2 == 0
+                          ? (rnd(4) == 0 ? Mask::causal_mask()
+                                         : Mask::sliding_window(test::random_window(rnd, 16),
+                                                                test::random_window(rnd, 16), rnd(2) == 0))
+                          : Mask::from_slices({test::random_slice(rnd, S, 16)});
     const ResolvedMask m(mask, S, S);
     ASSERT_TRUE(m.linear_band().has_value());
-    const auto positions = [&] {
-      std::vector<std::int64_t> p;
-      const int P = 2 + static_cast<int>(rnd(3)), r = static_cast<int>(rnd(P));
-      switch (rnd(4)) {
-        case 0:  // contiguous
-          for (std::int64_t i = r * S / P; i < (r + 1) * S / P; ++i) p.push_back(i);
-          break;
-        case 1:  // zigzag
-          p = zigzag(P, r, S / (2 * P));
-          break;
-        case 2:  // striped
-          for (std::int64_t i = r; i < S; i += P) p.push_back(i);
-          break;
-        default:  // any increasing subset
-          for (std::int64_t i = 0; i < S; ++i)
-            if (rnd(2) == 0) p.push_back(i);
-      }
-      if (p.empty()) p.push_back(rnd(S));
-      return p;
-    };
-    const std::vector<std::int64_t> qp = positions(), kp = positions();
+    const std::vector<std::int64_t> qp = test::random_positions(rnd, S), kp = test::random_positions(rnd, S);
     const auto n_q = static_cast<std::int64_t>(qp.size()), n_kv = static_cast<std::int64_t>(kp.size());
     const auto visible = [&](std::int64_t i, std::int64_t j) {
       return m.visible(qp[static_cast<std::size_t>(i)], kp[static_cast<std::size_t>(j)]);
@@ -393,6 +327,40 @@ TEST(Spans, BandMasksAreCutIntoMaximalBands) {
                    std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) + ", " + std::to_string(sp.k1) +
                    ")");
       const std::vector<KernelSpan> cut = shaped_spans(m, qp.data(), kp.data(), {sp});
+      // The slow twin: the greedy cut by brute force (each piece from a row that sees a key, as
+      // long as is_band holds with the next row and the keys it adds); more than
+      // kMaxShapedPieces pieces leave the span whole.
+      std::vector<KernelSpan> twin;
+      for (std::int64_t i = sp.q0; i < sp.q1;) {
+        std::int64_t c = -1, d = -1;
+        for (std::int64_t j = sp.k0; j < sp.k1; ++j)
+          if (visible(i, j)) {
+            if (c < 0) c = j;
+            d = j + 1;
+          }
+        if (c < 0) {
+          ++i;
+          continue;
+        }
+        std::int64_t b = i + 1;
+        for (; b < sp.q1; ++b) {
+          std::int64_t d2 = d;
+          for (std::int64_t j = sp.k0; j < sp.k1; ++j)
+            if (visible(b, j)) d2 = std::max(d2, j + 1);
+          if (!is_band(i, b + 1, c, d2, visible)) break;
+          d = d2;
+        }
+        twin.push_back({i, b, c, d});
+        i = b;
+      }
+      if (twin.size() > kMaxShapedPieces) {
+        ASSERT_EQ(cut.size(), 1u);
+        EXPECT_TRUE(same(cut[0], sp)) << "a span of " << twin.size() << " pieces is left whole";
+        ++whole;
+        continue;
+      }
+      ASSERT_EQ(cut.size(), twin.size());
+      for (std::size_t x = 0; x < cut.size(); ++x) EXPECT_TRUE(same(cut[x], twin[x])) << "piece " << x;
       multi += cut.size() > 1;
       std::int64_t done = sp.q0;
       for (std::size_t x = 0; x < cut.size(); ++x) {
@@ -425,6 +393,34 @@ TEST(Spans, BandMasksAreCutIntoMaximalBands) {
   }
   EXPECT_GT(pieces, 3000);
   EXPECT_GT(multi, 100);  // spans that needed cutting
+  EXPECT_GT(whole, 10);   // spans that would have needed too many pieces
+}
+
+// A span cut into more than kMaxShapedPieces pieces stays one call: a striped rank's rows
+// against the whole sequence (the all-gather strategy's forward on a GPU) would otherwise be a
+// call per row (the last key each row sees moves by P); a zigzag rank's are two.
+TEST(Spans, StripedRowsAgainstTheSequenceStayOneCall) {
+  const std::int64_t S = 96;
+  std::vector<std::int64_t> all(static_cast<std::size_t>(S));
+  std::iota(all.begin(), all.end(), 0);
+  for (const bool window : {false, true}) {
+    const ResolvedMask mask(window ? Mask::sliding_window(20, 0, true) : Mask::causal_mask(), S, S);
+    for (int P : {2, 4}) {
+      std::vector<std::int64_t> st;
+      for (std::int64_t i = 1; i < S; i += P) st.push_back(i);
+      const auto n = static_cast<std::int64_t>(st.size());
+      const std::vector<KernelSpan> spans = forward_spans(mask, st.data(), n, all.data(), S);
+      const std::vector<KernelSpan> cut = shaped_spans(mask, st.data(), all.data(), spans);
+      ASSERT_EQ(cut.size(), spans.size()) << "P " << P;
+      for (std::size_t i = 0; i < cut.size(); ++i) EXPECT_TRUE(same(cut[i], spans[i]));
+      const auto zz = zigzag(P, 1, S / (2 * P));
+      EXPECT_EQ(
+          shaped_spans(mask, zz.data(), all.data(), forward_spans(mask, zz.data(), S / P, all.data(), S))
+              .size(),
+          2u)
+          << "P " << P;
+    }
+  }
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "device/cuda/cudnn_mask.h"
 #include "device/cuda/elementwise.h"
 #include "device/out_synth.h"
+#include "random_masks.h"
 #include "strategies/backward_spans.h"
 #include "strategies/views.h"
 
@@ -129,6 +130,20 @@ std::vector<std::int64_t> zigzag(std::int64_t S, int P, int r) {
   std::vector<std::int64_t> p = range(r * c, (r + 1) * c), hi = range((2 * P - 1 - r) * c, (2 * P - r) * c);
   p.insert(p.end(), hi.begin(), hi.end());
   return p;
+}
+
+/// Every span is one of cuDNN's shapes under mask (classify: the classifier and its twin agree
+/// on it): rows qp[q0, q1) against keys kp[k0, k1). where names the case in failure messages.
+void expect_cudnn_shapes(const std::vector<strategies::KernelSpan>& spans,
+                         const std::vector<std::int64_t>& qp, const std::vector<std::int64_t>& kp,
+                         const ResolvedMask& mask, const std::string& where) {
+  for (const strategies::KernelSpan& sp : spans) {
+    SCOPED_TRACE(where + " span q [" + std::to_string(sp.q0) + ", " + std::to_string(sp.q1) + ") kv [" +
+                 std::to_string(sp.k0) + ", " + std::to_string(sp.k1) + ")");
+    const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
+        k(kp.begin() + sp.k0, kp.begin() + sp.k1);
+    EXPECT_NE(classify(q, k, mask), cuda::CudnnMask::None);
+  }
 }
 
 /// Rank r of P under striping: positions r, r + P, r + 2P, ...
@@ -290,15 +305,9 @@ TEST(CudnnClassify, ZigzagRingSpansAreCudnnShapes) {
         for (const strategies::KernelSpan& sp :
              strategies::forward_spans(causal, qp.data(), n_q, kp.data(), n_kv))
           spans.push_back(sp);
-        for (const strategies::KernelSpan& sp : spans) {
-          SCOPED_TRACE("P " + std::to_string(P) + " q rank " + std::to_string(r) + " kv rank " +
-                       std::to_string(s) + " span q [" + std::to_string(sp.q0) + ", " +
-                       std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) + ", " +
-                       std::to_string(sp.k1) + ")");
-          const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
-              k(kp.begin() + sp.k0, kp.begin() + sp.k1);
-          EXPECT_NE(classify(q, k, causal), cuda::CudnnMask::None);
-        }
+        expect_cudnn_shapes(
+            spans, qp, kp, causal,
+            "P " + std::to_string(P) + " q rank " + std::to_string(r) + " kv rank " + std::to_string(s));
       }
     }
   }
@@ -323,15 +332,9 @@ TEST(CudnnClassify, StripedRingSpansAreCudnnShapes) {
                    mask, qp.data(), kp.data(), strategies::forward_spans(mask, qp.data(), n, kp.data(), n)))
             spans.push_back(sp);
           EXPECT_FALSE(spans.empty());
-          for (const strategies::KernelSpan& sp : spans) {
-            SCOPED_TRACE(std::string(window ? "window " : "causal ") + "P " + std::to_string(P) + " q rank " +
-                         std::to_string(r) + " kv rank " + std::to_string(s) + " span q [" +
-                         std::to_string(sp.q0) + ", " + std::to_string(sp.q1) + ") kv [" +
-                         std::to_string(sp.k0) + ", " + std::to_string(sp.k1) + ")");
-            const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
-                k(kp.begin() + sp.k0, kp.begin() + sp.k1);
-            EXPECT_NE(classify(q, k, mask), cuda::CudnnMask::None);
-          }
+          expect_cudnn_shapes(spans, qp, kp, mask,
+                              std::string(window ? "window " : "causal ") + "P " + std::to_string(P) +
+                                  " q rank " + std::to_string(r) + " kv rank " + std::to_string(s));
         }
     }
 }
@@ -404,16 +407,10 @@ TEST(CudnnClassify, UspGroupBlockSpansAreBands) {
           for (const strategies::KernelSpan& sp :
                strategies::shaped_spans(mask, qp.data(), kp.data(), {{0, n_q, 0, n_kv}}))
             spans.push_back(sp);
-          for (const strategies::KernelSpan& sp : spans) {
-            SCOPED_TRACE(std::string(window ? "window" : "causal") + " P " + std::to_string(P) + " u " +
-                         std::to_string(u) + " q from " + std::to_string(qp.front()) + " kv from " +
-                         std::to_string(kp.front()) + " span q [" + std::to_string(sp.q0) + ", " +
-                         std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) + ", " +
-                         std::to_string(sp.k1) + ")");
-            const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
-                k(kp.begin() + sp.k0, kp.begin() + sp.k1);
-            EXPECT_NE(classify(q, k, mask), cuda::CudnnMask::None);
-          }
+          expect_cudnn_shapes(spans, qp, kp, mask,
+                              std::string(window ? "window" : "causal") + " P " + std::to_string(P) + " u " +
+                                  std::to_string(u) + " q from " + std::to_string(qp.front()) + " kv from " +
+                                  std::to_string(kp.front()));
         }
     }
   }
@@ -431,24 +428,16 @@ TEST(CudnnClassify, AllGatherSpansAreBands) {
       for (int r = 0; r < P; ++r) {
         const std::vector<std::int64_t> qp = zigzag(S, P, r);
         const auto n = static_cast<std::int64_t>(qp.size());
-        std::vector<std::pair<std::vector<std::int64_t>, strategies::KernelSpan>> calls;
-        for (const strategies::KernelSpan& sp : strategies::shaped_spans(
-                 mask, qp.data(), all.data(), strategies::forward_spans(mask, qp.data(), n, all.data(), S)))
-          calls.emplace_back(all, sp);
+        const std::string where = std::string(window ? "window" : "causal") + " P " + std::to_string(P) +
+                                  " rank " + std::to_string(r);
+        expect_cudnn_shapes(
+            strategies::shaped_spans(mask, qp.data(), all.data(),
+                                     strategies::forward_spans(mask, qp.data(), n, all.data(), S)),
+            qp, all, mask, where + " forward");
         for (int s = 0; s < P; ++s) {
           const std::vector<std::int64_t> kp = zigzag(S, P, s);
-          for (const strategies::KernelSpan& sp :
-               strategies::shaped_spans(mask, qp.data(), kp.data(), {{0, n, 0, n}}))
-            calls.emplace_back(kp, sp);
-        }
-        for (const auto& [kp, sp] : calls) {
-          SCOPED_TRACE(std::string(window ? "window" : "causal") + " P " + std::to_string(P) + " rank " +
-                       std::to_string(r) + " keys from " + std::to_string(kp.front()) + " span q [" +
-                       std::to_string(sp.q0) + ", " + std::to_string(sp.q1) + ") kv [" +
-                       std::to_string(sp.k0) + ", " + std::to_string(sp.k1) + ")");
-          const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
-              k(kp.begin() + sp.k0, kp.begin() + sp.k1);
-          EXPECT_NE(classify(q, k, mask), cuda::CudnnMask::None);
+          expect_cudnn_shapes(strategies::shaped_spans(mask, qp.data(), kp.data(), {{0, n, 0, n}}), qp, kp,
+                              mask, where + " backward, keys of rank " + std::to_string(s));
         }
       }
   }
@@ -456,63 +445,48 @@ TEST(CudnnClassify, AllGatherSpansAreBands) {
 
 // Every piece a GPU's cut makes under a mask of one band (random windows, causal, all keys,
 // single slices of every kind) is a band the classifier (and its twin) takes, on contiguous,
-// zigzag and striped blocks and on any increasing positions.
+// zigzag and striped blocks and on any increasing positions; a span left whole (it would take
+// more than kMaxShapedPieces pieces, Spans.BandMasksAreCutIntoMaximalBands) is not counted.
 TEST(CudnnClassify, ShapedSpansOfBandMasksAreBands) {
-  std::uint64_t state = 99;
-  auto rnd = [&](std::int64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
-  };
-  std::int64_t pieces = 0;
-  for (int trial = 0; trial < 400; ++trial) {
+  test::Lcg rnd(99);
+  std::int64_t pieces = 0, whole = 0;
+  for (int trial = 0; trial < 500; ++trial) {
     const std::int64_t S = 12 + rnd(60);
-    const auto window = [&] { return rnd(3) == 0 ? std::int64_t{-1} : rnd(20); };
-    Mask mask = Mask::sliding_window(window(), window(), rnd(2) == 0);
-    if (trial % 3 == 0) {
-      MaskSlice sl;
-      sl.q_begin = rnd(S / 2);
-      sl.q_end = S - rnd(S / 2);
-      sl.k_begin = rnd(S / 2);
-      sl.k_end = S - rnd(S / 2);
-      sl.kind = static_cast<SliceKind>(rnd(4));
-      sl.window_left = window();
-      sl.window_right = window();
-      mask = Mask::from_slices({sl});
-    }
+    const Mask mask = trial % 3 == 0 ? Mask::from_slices({test::random_slice(rnd, S, 20)})
+                                     : Mask::sliding_window(test::random_window(rnd, 20),
+                                                            test::random_window(rnd, 20), rnd(2) == 0);
     const ResolvedMask m(mask, S, S);
-    const auto positions = [&] {
-      const int P = 2 + static_cast<int>(rnd(3)), r = static_cast<int>(rnd(P));
-      switch (rnd(4)) {
-        case 0: return range(r * S / P, (r + 1) * S / P);
-        case 1: return zigzag(S - S % (2 * P), P, r);
-        case 2: return striped(S, P, r);
-        default: {
-          std::vector<std::int64_t> p;
-          for (std::int64_t i = 0; i < S; ++i)
-            if (rnd(2) == 0) p.push_back(i);
-          if (p.empty()) p.push_back(rnd(S));
-          return p;
-        }
-      }
+    test::PositionKind q_kind, k_kind;
+    const std::vector<std::int64_t> qp = test::random_positions(rnd, S, &q_kind),
+                                    kp = test::random_positions(rnd, S, &k_kind);
+    const auto regular = [](test::PositionKind k) {
+      return k == test::PositionKind::Contiguous || k == test::PositionKind::Zigzag;
     };
-    const std::vector<std::int64_t> qp = positions(), kp = positions();
     const auto n_q = static_cast<std::int64_t>(qp.size()), n_kv = static_cast<std::int64_t>(kp.size());
-    std::vector<strategies::KernelSpan> spans = strategies::shaped_spans(
-        m, qp.data(), kp.data(), strategies::forward_spans(m, qp.data(), n_q, kp.data(), n_kv));
-    for (const strategies::KernelSpan& sp : strategies::shaped_spans(
-             m, qp.data(), kp.data(), strategies::backward_spans(m, qp.data(), n_q, kp.data(), n_kv)))
+    std::vector<strategies::KernelSpan> spans = strategies::forward_spans(m, qp.data(), n_q, kp.data(), n_kv);
+    for (const strategies::KernelSpan& sp : strategies::backward_spans(m, qp.data(), n_q, kp.data(), n_kv))
       spans.push_back(sp);
-    for (const strategies::KernelSpan& sp : spans) {
-      SCOPED_TRACE(mask.describe() + " S " + std::to_string(S) + " span q [" + std::to_string(sp.q0) + ", " +
-                   std::to_string(sp.q1) + ") kv [" + std::to_string(sp.k0) + ", " + std::to_string(sp.k1) +
-                   ")");
-      const std::vector<std::int64_t> q(qp.begin() + sp.q0, qp.begin() + sp.q1),
-          k(kp.begin() + sp.k0, kp.begin() + sp.k1);
-      EXPECT_NE(classify(q, k, m), cuda::CudnnMask::None);
-      ++pieces;
+    for (const strategies::KernelSpan& span : spans) {
+      // Each span as a GPU cuts it: pieces that are bands, or, where it would take more than
+      // kMaxShapedPieces of them, the span whole (for the own kernels).
+      const std::vector<strategies::KernelSpan> cut =
+          strategies::shaped_spans(m, qp.data(), kp.data(), {span});
+      if (cut.size() == 1 && cut[0].q0 == span.q0 && cut[0].q1 == span.q1 && cut[0].k0 == span.k0 &&
+          cut[0].k1 == span.k1 &&
+          cuda::classify_for_cudnn(qp.data() + span.q0, span.q1 - span.q0, kp.data() + span.k0,
+                                   span.k1 - span.k0, m.slices().data(),
+                                   static_cast<std::int64_t>(m.slices().size()))
+                  .mask == cuda::CudnnMask::None) {
+        ++whole;
+        EXPECT_FALSE(regular(q_kind) && regular(k_kind)) << "a contiguous or zigzag span left whole";
+        continue;
+      }
+      expect_cudnn_shapes(cut, qp, kp, m, mask.describe() + " S " + std::to_string(S));
+      pieces += static_cast<std::int64_t>(cut.size());
     }
   }
   EXPECT_GT(pieces, 1000);
+  EXPECT_GT(whole, 0);  // striped or arbitrary positions that would fragment
 }
 
 // Which lse rows cuDNN gets directly (else a packed copy): only those whose declared strides

@@ -12,6 +12,7 @@
 
 #include "burst/error.h"
 #include "burst/mask.h"
+#include "random_masks.h"
 #include "test_util.h"
 
 namespace burst {
@@ -341,18 +342,11 @@ TEST(MaskVisibleRanges, MatchVisibleAndAreMaximal) {
 // linear_band: a mask of one slice (every kind, windows, partial ranges, the shorthands with
 // unequal lengths) admits through its band exactly the visible pairs; any other mask has none.
 TEST(MaskLinearBand, AdmitsExactlyTheVisiblePairs) {
-  std::uint64_t state = 777;
-  auto rnd = [&](std::int64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<std::int64_t>((state >> 33) % static_cast<std::uint64_t>(n));
-  };
+  test::Lcg rnd(777);
   int bands = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const std::int64_t S_q = 1 + rnd(40), S_kv = 1 + rnd(40);
-    const auto window = [&] {  // unbounded, huge (as wide as unbounded), or a few tokens
-      const std::int64_t w = rnd(8);
-      return w == 0 ? std::int64_t{-1} : w == 1 ? std::numeric_limits<std::int64_t>::max() : rnd(12);
-    };
+    const auto window = [&] { return test::random_window(rnd, 12); };
     Mask mask;
     bool empty = false;
     if (trial % 2 == 0) {

@@ -2,8 +2,9 @@
 // one local kernel call of the rank's queries against the whole sequence (one softmax per row,
 // no cross-step merge), and in the backward all-gather K,V again, compute dK,dV for the whole
 // gathered sequence (one kernel call per gathered rank block) and reduce-scatter them to their
-// owners; dQ stays local. On a device that prefers whole-shaped steps (a GPU) each call is cut
-// into cuDNN's bands (strategies/shaped_steps.h).
+// owners; dQ stays local. On a device that prefers whole-shaped steps (a GPU) the calls against
+// the gathered sequence are cut into cuDNN's bands (strategies/shaped_steps.h; at P = 1 the one
+// call over the whole sequence is one already).
 // Memory: the gathered K,V (2·B·S_global·H_kv·D) — by design this strategy holds the whole K/V.
 // Bytes per rank: forward e·(P−1)·2·b_kv; backward e·(P−1)·2·b_kv + 4·(P−1)·2·b_kv: K, V travel
 // in their storage dtype (e = 2 bytes for bf16/f16, 4 for f32), the dK, dV partials in fp32 (the

@@ -155,8 +155,9 @@ std::vector<KernelSpan> trim_rows(const ResolvedMask& mask, const std::int64_t* 
 /// a row's first and last key are found by walking forward from the previous row's: a span costs
 /// O(rows + keys) and no per-row call. Each piece is a band that cuDNN takes where its S_q + S_kv
 /// + L + R stays within 2²⁴ (cudnn_mask.h); beyond, that piece runs on the own kernels.
-void band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos, const std::int64_t* kv_pos,
-                 const KernelSpan& sp, std::vector<KernelSpan>& out) {
+/// False, as soon as it would, when it takes more than max_pieces pieces (out then unspecified).
+bool band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos, const std::int64_t* kv_pos,
+                 const KernelSpan& sp, std::vector<KernelSpan>& out, std::size_t max_pieces) {
   std::int64_t s = sp.k0, e = sp.k0;  // the row's keys [s, e) of kv_pos (e <= s: none)
   std::int64_t a = -1;                // the open piece's first row (-1: none open)
   std::int64_t s_first = 0, s_prev = 0, e_prev = 0;
@@ -171,6 +172,7 @@ void band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos
     while (e < sp.k1 && kv_pos[e] <= hi) ++e;
     if (!in_range || e <= s) {  // no key: closes the open piece
       if (a >= 0) out.push_back({a, i, s_first, e_prev});
+      if (out.size() > max_pieces) return false;
       a = -1;
       continue;
     }
@@ -184,6 +186,7 @@ void band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos
         e_stays = e_stays || de == 0;
       } else {
         out.push_back({a, i, s_first, e_prev});
+        if (out.size() > max_pieces) return false;
         a = -1;
       }
     }
@@ -196,6 +199,38 @@ void band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos
     e_prev = e;
   }
   if (a >= 0) out.push_back({a, sp.q1, s_first, e_prev});
+  return out.size() <= max_pieces;
+}
+
+/// shaped_spans under any other mask: sp cut at the breaks in its rows' positions (a zigzag
+/// block's two chunks) where the first or last key a row sees moves by more than one across the
+/// break (no one band holds both sides), and a piece whose last row does not see its first key
+/// into pieces of at most as many rows as keys (cuDNN takes no left bound with more rows than
+/// keys); untrimmed. False, as soon as it would, when that takes more than max_pieces pieces.
+bool break_pieces(const ResolvedMask& mask, const std::int64_t* q_pos, const std::int64_t* kv_pos,
+                  const KernelSpan& sp, std::vector<KernelSpan>& out, std::size_t max_pieces) {
+  const std::int64_t n = sp.k1 - sp.k0;
+  const auto add = [&](std::int64_t a, std::int64_t e) {
+    if (e - a <= n || mask.visible(q_pos[e - 1], kv_pos[sp.k0])) {
+      out.push_back({a, e, sp.k0, sp.k1});
+      return;
+    }
+    for (std::int64_t b = a; b < e && out.size() <= max_pieces; b += n)
+      out.push_back({b, std::min(e, b + n), sp.k0, sp.k1});
+  };
+  std::int64_t a = sp.q0;
+  for (std::int64_t i = sp.q0 + 1; i < sp.q1; ++i) {
+    if (q_pos[i] == q_pos[i - 1] + 1) continue;
+    const auto [s0, e0] = row_keys(mask, q_pos[i - 1], kv_pos, sp.k0, sp.k1);
+    const auto [s1, e1] = row_keys(mask, q_pos[i], kv_pos, sp.k0, sp.k1);
+    if (s1 - s0 > 1 || s1 < s0 || e1 - e0 > 1 || e1 < e0) {
+      add(a, i);
+      if (out.size() > max_pieces) return false;
+      a = i;
+    }
+  }
+  add(a, sp.q1);
+  return out.size() <= max_pieces;
 }
 
 }  // namespace
@@ -207,49 +242,24 @@ std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int6
 
 std::vector<KernelSpan> shaped_spans(const ResolvedMask& mask, const std::int64_t* q_pos,
                                      const std::int64_t* kv_pos, const std::vector<KernelSpan>& spans) {
-  if (const std::optional<ResolvedMask::LinearBand> band = mask.linear_band()) {
-    std::vector<KernelSpan> out;
-    for (const KernelSpan& sp : spans) {
-      if (sp.k0 >= sp.k1 || sp.q0 >= sp.q1) {
-        out.push_back(sp);
-        continue;
-      }
-      band_pieces(*band, q_pos, kv_pos, sp, out);
-    }
-    return out;
-  }
-  std::vector<KernelSpan> cut_rows;
+  const std::optional<ResolvedMask::LinearBand> band = mask.linear_band();
+  std::vector<KernelSpan> out, pieces;
   for (const KernelSpan& sp : spans) {
-    const std::int64_t n = sp.k1 - sp.k0;
-    if (n <= 0 || sp.q0 >= sp.q1) {
-      cut_rows.push_back(sp);
+    if (sp.k0 >= sp.k1 || sp.q0 >= sp.q1) {  // an empty side: the call as it was
+      out.push_back(sp);
       continue;
     }
-    // A piece of rows, cut into pieces of at most n rows where a band would need its left
-    // bound (its last row does not see its first key).
-    const auto add = [&](std::int64_t a, std::int64_t e) {
-      if (e - a <= n || mask.visible(q_pos[e - 1], kv_pos[sp.k0])) {
-        cut_rows.push_back({a, e, sp.k0, sp.k1});
-        return;
-      }
-      for (std::int64_t b = a; b < e; b += n) cut_rows.push_back({b, std::min(e, b + n), sp.k0, sp.k1});
-    };
-    // Cut at a break in the rows' positions (a zigzag block's two chunks) where the first or the
-    // last key seen moves by more than one from the row before it to the row after: no one band
-    // holds both sides there.
-    std::int64_t a = sp.q0;
-    for (std::int64_t i = sp.q0 + 1; i < sp.q1; ++i) {
-      if (q_pos[i] == q_pos[i - 1] + 1) continue;
-      const auto [s0, e0] = row_keys(mask, q_pos[i - 1], kv_pos, sp.k0, sp.k1);
-      const auto [s1, e1] = row_keys(mask, q_pos[i], kv_pos, sp.k0, sp.k1);
-      if (s1 - s0 > 1 || s1 < s0 || e1 - e0 > 1 || e1 < e0) {
-        add(a, i);
-        a = i;
-      }
+    pieces.clear();
+    const bool few = band ? band_pieces(*band, q_pos, kv_pos, sp, pieces, kMaxShapedPieces)
+                          : break_pieces(mask, q_pos, kv_pos, sp, pieces, kMaxShapedPieces);
+    if (!few) {  // too many pieces: the span stays one call
+      out.push_back(sp);
+      continue;
     }
-    add(a, sp.q1);
+    if (!band) pieces = trim_rows(mask, q_pos, kv_pos, std::move(pieces));
+    out.insert(out.end(), pieces.begin(), pieces.end());
   }
-  return trim_rows(mask, q_pos, kv_pos, std::move(cut_rows));
+  return out;
 }
 
 std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,

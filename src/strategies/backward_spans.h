@@ -1,6 +1,7 @@
 // src/strategies/backward_spans.h — how a backward step's kernel work is cut into calls (internal, pure).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -46,19 +47,26 @@ std::vector<KernelSpan> backward_spans(const ResolvedMask& mask, const std::int6
 std::vector<KernelSpan> forward_spans(const ResolvedMask& mask, const std::int64_t* q_pos, std::int64_t n_q,
                                       const std::int64_t* kv_pos, std::int64_t n_kv);
 
+/// The most pieces shaped_spans cuts one span into; a span that would take more stays one call
+/// (on a GPU, the own kernels): a striped all-gather or USP block would otherwise be a call per
+/// row, each a launch and, on cuDNN, a graph of its own shape.
+inline constexpr std::size_t kMaxShapedPieces = 4;
+
 /// The spans as a device that prefers whole-shaped steps runs them. Under a mask of one linear
-/// band (ResolvedMask::linear_band: one slice — all keys, causal, a sliding window, ...) each span's rows are
-/// cut, in order, into the longest pieces that are each one of cuDNN's bands over the keys they see, and each
-/// piece's keys narrowed to those: within a piece the first key a row sees stays put and then moves by one
-/// per row, the last one moves by one per row and then stays put, every row sees a key, and a piece whose
-/// first key moves (a band with a left bound) has no more rows than keys (cuDNN takes no left bound with more
-/// rows than keys); rows that see no key are in no piece. O(rows + keys) a span. (cuDNN also refuses a band
-/// whose S_q + S_kv + L + R passes 2²⁴: such a piece runs on the own kernels.) Under any other mask each span
-/// is cut at the breaks in its rows' positions (a zigzag block's two chunks) where the first or last key a
-/// row sees moves by more than one across the break (no one band holds both sides), and a piece whose last
-/// row does not see its first key cut into pieces of at most as many rows as keys; each trimmed as above. A
-/// causal or full zigzag span, which cuDNN takes whole, stays whole. Pure; exact (rows are independent, and a
-/// piece drops only keys none of its rows sees).
+/// band (ResolvedMask::linear_band: one slice — all keys, causal, a sliding window, ...) each
+/// span's rows are cut, in order, into the longest pieces that are each one of cuDNN's bands over
+/// the keys they see, and each piece's keys narrowed to those: within a piece the first key a row
+/// sees stays put and then moves by one per row, the last one moves by one per row and then stays
+/// put, every row sees a key, and a piece whose first key moves (a band with a left bound) has no
+/// more rows than keys (cuDNN takes no left bound with more rows than keys); rows that see no key
+/// are in no piece. O(rows + keys) a span. (cuDNN also refuses a band whose S_q + S_kv + L + R
+/// passes 2²⁴: such a piece runs on the own kernels.) Under any other mask each span is cut at the
+/// breaks in its rows' positions (a zigzag block's two chunks) where the first or last key a row
+/// sees moves by more than one across the break (no one band holds both sides), and a piece whose
+/// last row does not see its first key cut into pieces of at most as many rows as keys; each
+/// trimmed as above. A causal or full zigzag span, which cuDNN takes whole, stays whole. A span
+/// either cut would split into more than kMaxShapedPieces pieces is left whole. Pure; exact (rows
+/// are independent, and a piece drops only keys none of its rows sees).
 std::vector<KernelSpan> shaped_spans(const ResolvedMask& mask, const std::int64_t* q_pos,
                                      const std::int64_t* kv_pos, const std::vector<KernelSpan>& spans);
 

@@ -68,8 +68,9 @@ class GroupRingAttention final : public GroupAttention {
     blocks_.tables = &twins_;  // the groups' positions uploaded once (a GPU), read by every step
     blocks_.overlap = overlap;
     blocks_.split_backward = false;
-    // On a device that prefers whole-shaped steps (a GPU: cuDNN takes bands only) both passes'
-    // blocks are cut as the ring family's are (a group block between groups is no band whole).
+    // On a device that prefers whole-shaped steps (a GPU: cuDNN takes bands only) the forward's
+    // blocks are cut as the ring family's are and the backward's by shaped_spans from the whole
+    // block (a group block between groups is no band whole).
     blocks_.split_forward = dev.prefers_shaped_steps();
   }
 
