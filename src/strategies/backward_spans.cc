@@ -95,29 +95,37 @@ bool row_sees(const ResolvedMask& mask, std::int64_t q, const std::int64_t* kv_p
   return first < last;
 }
 
+/// The key positions [lo, hi] the row at position q may see under a mask of one linear band
+/// (ResolvedMask::LinearBand; none where lo > hi or the row is outside the band's query range).
+/// Both bounds grow by 0 or 1 per position, so the first key ≥ lo and the first key > hi of a
+/// sorted key list only move forward with the row.
+struct BandRow {
+  bool in_range;
+  std::int64_t lo, hi;
+};
+BandRow band_row(const ResolvedMask::LinearBand& band, std::int64_t q) {
+  return {q >= band.q_begin && q < band.q_end, std::max(band.k_begin, q + band.lo_off),
+          std::min(band.k_end - 1, q + band.hi_off)};
+}
+
 /// Under a mask of one linear band: sp's rows trimmed as trim_rows does, by walking the rows'
 /// first and last keys from each end (the band's bounds only grow with the row's position), so
 /// O(rows walked + keys) and no per-row call.
 void trim_band_rows(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos,
                     const std::int64_t* kv_pos, KernelSpan& sp) {
-  const auto sees = [&](std::int64_t q, std::int64_t s, std::int64_t e) {
-    return q >= band.q_begin && q < band.q_end && e > s;
-  };
-  const auto lo = [&](std::int64_t q) { return std::max(band.k_begin, q + band.lo_off); };
-  const auto hi = [&](std::int64_t q) { return std::min(band.k_end - 1, q + band.hi_off); };
   std::int64_t s = sp.k0, e = sp.k0;  // forward: the first key ≥ lo, the first key > hi
   for (; sp.q0 < sp.q1; ++sp.q0) {
-    const std::int64_t q = q_pos[sp.q0];
-    while (s < sp.k1 && kv_pos[s] < lo(q)) ++s;
-    while (e < sp.k1 && kv_pos[e] <= hi(q)) ++e;
-    if (sees(q, s, e)) break;
+    const BandRow r = band_row(band, q_pos[sp.q0]);
+    while (s < sp.k1 && kv_pos[s] < r.lo) ++s;
+    while (e < sp.k1 && kv_pos[e] <= r.hi) ++e;
+    if (r.in_range && e > s) break;
   }
   s = e = sp.k1;  // backward: the same two indices, walked down as the bounds shrink
   for (; sp.q1 > sp.q0; --sp.q1) {
-    const std::int64_t q = q_pos[sp.q1 - 1];
-    while (s > sp.k0 && kv_pos[s - 1] >= lo(q)) --s;
-    while (e > sp.k0 && kv_pos[e - 1] > hi(q)) --e;
-    if (sees(q, s, e)) break;
+    const BandRow r = band_row(band, q_pos[sp.q1 - 1]);
+    while (s > sp.k0 && kv_pos[s - 1] >= r.lo) --s;
+    while (e > sp.k0 && kv_pos[e - 1] > r.hi) --e;
+    if (r.in_range && e > s) break;
   }
 }
 
@@ -163,14 +171,10 @@ bool band_pieces(const ResolvedMask::LinearBand& band, const std::int64_t* q_pos
   std::int64_t s_first = 0, s_prev = 0, e_prev = 0;
   bool s_moves = false, e_stays = false;
   for (std::int64_t i = sp.q0; i < sp.q1; ++i) {
-    const std::int64_t q = q_pos[i];
-    const bool in_range = q >= band.q_begin && q < band.q_end;
-    const std::int64_t lo = std::max(band.k_begin, q + band.lo_off),
-                       hi = std::min(band.k_end - 1, q + band.hi_off);
-    // Both bounds only grow with q (by 0 or 1 per position), so s and e only move forward.
-    while (s < sp.k1 && kv_pos[s] < lo) ++s;
-    while (e < sp.k1 && kv_pos[e] <= hi) ++e;
-    if (!in_range || e <= s) {  // no key: closes the open piece
+    const BandRow r = band_row(band, q_pos[i]);  // only grows with i: s and e only move forward
+    while (s < sp.k1 && kv_pos[s] < r.lo) ++s;
+    while (e < sp.k1 && kv_pos[e] <= r.hi) ++e;
+    if (!r.in_range || e <= s) {  // no key: closes the open piece
       if (a >= 0) out.push_back({a, i, s_first, e_prev});
       if (out.size() > max_pieces) return false;
       a = -1;

@@ -20,7 +20,7 @@ namespace {
 /// device that prefers shaped steps, cut further by shaped_spans).
 std::vector<KernelSpan> spans(const RingBlocks& blocks, const std::int64_t* q_pos, std::int64_t n_q,
                               const std::int64_t* kv_pos, std::int64_t n_kv) {
-  return backward_calls(*blocks.mask, blocks.split_backward, blocks.split_forward, q_pos, n_q, kv_pos, n_kv);
+  return backward_calls(*blocks.mask, blocks.split_backward, blocks.shaped, q_pos, n_q, kv_pos, n_kv);
 }
 
 /// One member's block: its dimensions and element counts of its Q (or O, dQ), its K (or V, dK,
@@ -95,7 +95,7 @@ RingRunStats ring_pass_forward(const RingExecutor& exec, const RingBlocks& block
         // One call, or one per query piece over the keys it sees (rows no piece covers: out 0,
         // lse −inf, what a call over them would write).
         const auto step = [&](const TensorView& o, const TensorView& l) {
-          shaped_forward(dev, *blocks.mask, blocks.split_forward, q_pos, kv_pos, q, kj, vj, o, l,
+          shaped_forward(dev, *blocks.mask, blocks.shaped, q_pos, kv_pos, q, kj, vj, o, l,
                          [&](std::int64_t q0, std::int64_t k0) {
                            return params(blocks, q_pos + q0, kv_pos + k0, progress);
                          });
@@ -218,7 +218,7 @@ class RingFamilyStrategy final : public Strategy {
     blocks_.base = step_params(setup, nullptr, nullptr, nullptr);
     blocks_.tables = setup.tables ? &setup.tables->position_twins() : nullptr;
     blocks_.overlap = setup.cfg.overlap;
-    blocks_.split_forward = setup.device->prefers_shaped_steps();
+    blocks_.shaped = setup.device->prefers_shaped_steps();
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

@@ -46,14 +46,13 @@ struct RingBlocks {
   bool overlap = true;  ///< kernel calls poll the ring's transfers (DistConfig::overlap)
   /// Backward kernel calls cut by backward_spans and the own block split in halves
   /// (RingExecutor::run split_own): burst and ring. false: one call per block (usp, whose
-  /// sums then stay those of one call over the group's sequence), cut only by shaped_spans
-  /// where split_forward is set.
+  /// sums then stay those of one call over the group's sequence), cut only where `shaped`.
   bool split_backward = true;
-  /// Forward kernel calls cut by forward_spans, and both passes' calls by shaped_spans: set where
-  /// the device prefers whole-shaped steps (Device::prefers_shaped_steps, a GPU: cuDNN then takes
-  /// every zigzag step; usp's group blocks too, each backward block cut from the whole block).
-  /// false: one forward call per block (the CPU).
-  bool split_forward = false;
+  /// The device prefers whole-shaped steps (Device::prefers_shaped_steps, a GPU): the forward's
+  /// calls cut by forward_spans and both passes' calls by shaped_spans into cuDNN's bands (every
+  /// zigzag step; usp's group blocks too, its backward from the whole block). false: one forward
+  /// call per block (the CPU).
+  bool shaped = false;
 
   std::int64_t visible(int q_block, int kv_block) const {
     return pairs[static_cast<std::size_t>(q_block)][static_cast<std::size_t>(kv_block)];

@@ -71,7 +71,7 @@ class GroupRingAttention final : public GroupAttention {
     // On a device that prefers whole-shaped steps (a GPU: cuDNN takes bands only) the forward's
     // blocks are cut as the ring family's are and the backward's by shaped_spans from the whole
     // block (a group block between groups is no band whole).
-    blocks_.split_forward = dev.prefers_shaped_steps();
+    blocks_.shaped = dev.prefers_shaped_steps();
   }
 
   void forward(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
