@@ -315,7 +315,7 @@ TileClass ResolvedMask::classify(std::int64_t q_lo, std::int64_t q_hi, std::int6
   return any ? TileClass::Partial : TileClass::Empty;
 }
 
-std::optional<ResolvedMask::LinearBand> ResolvedMask::linear_band() const {
+std::optional<ResolvedMask::LinearBand> ResolvedMask::linear_band() const noexcept {
   if (bounds_.size() != 1) return std::nullopt;
   const Bounds& b = bounds_.front();
   return LinearBand{b.q_begin, b.q_end, b.k_begin, b.k_end, b.lo_off, b.hi_off};

@@ -215,8 +215,9 @@ class ResolvedMask {
   /// The band when the mask is one non-empty slice (any kind — all keys, causal, inverse- or
   /// bi-causal — with or without windows, over any ranges; the shorthands): within its query
   /// range both bounds move by 0 or 1 key position per query position. nullopt for any other
-  /// mask, the empty one included. O(1).
-  std::optional<LinearBand> linear_band() const;
+  /// mask, the empty one included. Positions in tokens, as everywhere here. Not collective
+  /// (local, pure); never throws. O(1).
+  std::optional<LinearBand> linear_band() const noexcept;
   /// Number of visible (q, k) pairs for the given sorted position lists — the "mask area"
   /// of the FLOP formulas. Cost: O(|q| · slices).
   std::int64_t visible_pairs(const std::vector<std::int64_t>& q_pos,
